@@ -1,0 +1,61 @@
+# rlsweep: `make sweep` runs a sweep, `make test` runs the tests. Both set up .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
+SWEEP ?= $(if $(HAS_GPU),sweeps/workstation-16gb.yaml,sweeps/cpu-smoke.yaml)
+UNSLOTH_VERSION := 2026.10.9
+# What `import unsloth` needs when its declared dependencies are skipped (CPU hosts).
+UNSLOTH_LIGHT_DEPS := requests msgspec einops sentencepiece protobuf pillow tyro wheel "certifi>=2026.10.19"
+PYTEST_ARGS ?=
+
+.PHONY: setup sweep test test-all ui submit gpu-check bench lint format clean
+
+setup: $(VENV)/.setup-done
+
+# torch==2.13.0 goes in first: on a host without an NVIDIA GPU pip takes the local CPU build, and the
+# project's ranges (which 2.13.0 satisfies) then pull no CUDA wheels. Unsloth declares a CUDA torch
+# and caps transformers/trl/datasets: on a GPU host it installs normally; without one it goes in
+# without its declared dependencies and runs in its CPU fallback mode.
+$(VENV)/.setup-done: pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e ".[dev]"
+ifeq ($(HAS_GPU),1)
+	$(PIP) install -q "unsloth==$(UNSLOTH_VERSION)" "unsloth_zoo==$(UNSLOTH_VERSION)" "torch==2.13.0" -e ".[dev]"
+else
+	$(PIP) install -q --no-deps "unsloth==$(UNSLOTH_VERSION)" "unsloth_zoo==$(UNSLOTH_VERSION)"
+	$(PIP) install -q $(UNSLOTH_LIGHT_DEPS)
+	@! $(PIP) list 2>/dev/null | grep -i '^nvidia-' | grep -v '^nvidia-ml-py' || (echo "CUDA wheels found on a host without GPU" && exit 1)
+endif
+	touch $@
+
+sweep: setup
+	$(VENV)/bin/rlsweep run $(SWEEP)
+
+test: setup
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+ui: setup
+	@echo "MLflow UI at http://127.0.0.1:5000 (store: sqlite:///outputs/mlflow.db); Ctrl-C stops it"
+	MLFLOW_DISABLE_TELEMETRY=true MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false \
+	  $(VENV)/bin/mlflow ui --host 127.0.0.1 --port 5000 --workers 1 --backend-store-uri sqlite:///outputs/mlflow.db
+
+gpu-check: setup
+	$(VENV)/bin/rlsweep gpu-check
+
+bench: setup
+	$(PY) bench/run_all.py
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+clean:
+	rm -rf $(VENV) outputs .pytest_cache

@@ -1,0 +1,37 @@
+"""What every task hands the trainer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from datasets import Dataset
+
+RewardFunc = Callable[..., list[float]]
+
+
+@dataclass
+class Task:
+    name: str
+    train: Dataset  # a conversational "prompt" column plus whatever the rewards read (e.g. "answer")
+    eval: Dataset | None = None  # held-out prompts for evaluation during training
+    # reward name -> (function, weight); TRL logs each as rewards/<name>/mean
+    rewards: dict[str, tuple[RewardFunc, float]] = field(default_factory=dict)
+    # held-out accuracy: completion text, row -> bool; defaults to the first reward > 0.5
+    is_correct: Callable[[str, dict], bool] | None = None
+
+
+def completion_text(completion) -> str:
+    """The text of a completion, whether TRL passes a string or a list of chat messages."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list):
+        return "".join(m.get("content", "") if isinstance(m, dict) else str(m) for m in completion)
+    if isinstance(completion, dict):
+        return str(completion.get("content", ""))
+    return str(completion)
+
+
+def named(func: RewardFunc, name: str) -> RewardFunc:
+    func.__name__ = name  # TRL names the reward's metrics after __name__
+    return func

@@ -1,0 +1,228 @@
+"""The trial contract: every knob of one GRPO/GSPO trial, its default, its help, and its checks.
+
+A TrialSpec is plain data (JSON in, JSON out) so the orchestrator can write it to a file and the
+trainer child (`python -m trainers spec.json`) can read it back without importing Ray or MLflow.
+Cross-field rules live in `problems()`, one place, each message naming the value, the rule and a fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FRAMEWORKS = ("trl", "unsloth")
+MODES = ("grpo", "gspo")
+QUANTIZATIONS = ("nf4", "none")
+DTYPES = ("auto", "bf16", "fp16", "fp32")
+LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
+
+
+def _knob(default: Any, help: str, **meta: Any) -> Any:
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda: type(default)(default), metadata={"help": help, **meta})
+    return field(default=default, metadata={"help": help, **meta})
+
+
+@dataclass
+class TrialSpec:
+    # --- what runs -------------------------------------------------------------------------
+    framework: str = _knob("trl", "Training stack: trl (Hugging Face TRL) or unsloth.", choices=FRAMEWORKS)
+    mode: str = _knob(
+        "grpo",
+        "grpo: token-level importance sampling; gspo: sequence-level (GSPO paper, loss_type grpo).",
+        choices=MODES,
+    )
+    model: str = _knob(
+        "tiny",
+        "Hub id or local directory (real weights), 'random:<hub id>' (real architecture, random "
+        "weights, no download) or 'tiny' (a few-million-parameter Qwen2 for CPU).",
+    )
+    task: str = _knob("arithmetic", "Prompt dataset and reward: see tasks.available_tasks().")
+    task_args: dict = _knob({}, "Task settings, e.g. {'num_samples': 512} or rewards with weights.")
+    # --- batch semantics (one definition for both stacks) ----------------------------------
+    num_generations: int = _knob(4, "K: completions sampled per prompt (GRPO's group size).", min=2)
+    batch_size: int = _knob(2, "B: prompts per optimizer step. Completions per step = B x K.", min=1)
+    micro_batch_size: int | None = _knob(
+        None, "Completions per forward/backward; default B x K. Must divide B x K.", min=1
+    )
+    max_prompt_length: int = _knob(256, "Longest prompt in tokens; longer prompts are refused.", min=1)
+    max_completion_length: int = _knob(128, "Longest completion in tokens.", min=1)
+    max_steps: int = _knob(10, "Optimizer steps to run.", min=1)
+    # --- optimisation ----------------------------------------------------------------------
+    learning_rate: float = _knob(2e-4, "AdamW learning rate for the LoRA weights.", gt=0.0)
+    lora_r: int = _knob(16, "LoRA rank.", min=1)
+    lora_alpha: int = _knob(32, "LoRA alpha (scale = alpha / r).", min=1)
+    lora_dropout: float = _knob(0.05, "LoRA dropout.", min=0.0, lt=1.0)
+    quantization: str = _knob("nf4", "nf4: QLoRA (bitsandbytes 4-bit NF4); none: LoRA on the base.", choices=QUANTIZATIONS)
+    dtype: str = _knob("auto", "auto: bf16 where the GPU supports it, else fp16 on GPU, fp32 on CPU.", choices=DTYPES)
+    beta: float = _knob(0.0, "KL coefficient; > 0 loads a reference model (more memory).", min=0.0)
+    num_iterations: int = _knob(1, "Optimisation passes per generation batch (mu); > 1 is off-policy.", min=1)
+    temperature: float = _knob(1.0, "Sampling temperature.", gt=0.0)
+    loss_type: str = _knob("grpo", "TRL loss_type; gspo mode wants grpo.", choices=LOSS_TYPES)
+    gradient_checkpointing: bool = _knob(True, "Recompute activations in backward (less memory, slower). Ignored on CPU.")
+    seed: int = _knob(42, "Seed for data, LoRA init and sampling.", min=0)
+    # --- measurement -----------------------------------------------------------------------
+    probe_steps: int = _knob(
+        0, "Leading steps whose completions are forced to max_completion_length (worst-case memory).", min=0
+    )
+    memory_budget_gib: float | None = _knob(
+        None, "Emulate a smaller GPU: cap this process's CUDA memory at this many GiB.", gt=0.0
+    )
+    eval_every: int = _knob(0, "Evaluate on the held-out set every N steps (0: only if eval_at_end).", min=0)
+    eval_at_end: bool = _knob(False, "Evaluate on the held-out set after the last step.")
+    eval_samples: int = _knob(32, "Held-out prompts per evaluation.", min=1)
+    eval_k: int = _knob(1, "Samples per held-out prompt (pass@k for k > 1).", min=1)
+    fast_inference: bool = _knob(False, "Unsloth only: generate with vLLM (needs vllm installed).")
+    gpu_memory_utilization: float = _knob(0.5, "Unsloth fast_inference: vLLM's share of GPU memory.", gt=0.0, max=1.0)
+    num_threads: int | None = _knob(None, "CPU threads for torch (default: the CPUs this trial holds).", min=1)
+    # --- bookkeeping -----------------------------------------------------------------------
+    trial_key: str = _knob("", "Stable readable id of this trial within its sweep.")
+    sweep: str = _knob("", "Name of the sweep this trial belongs to.")
+    output_dir: str = _knob("", "Where the trainer may write scratch files.")
+    events_path: str = _knob("", "File the trainer appends newline-delimited JSON events to.")
+    model_cache_dir: str = _knob("", "Where built models (tiny, random:) are cached; default ~/.cache/rlsweep.")
+
+    # ---------------------------------------------------------------------------------------
+    @property
+    def completions_per_step(self) -> int:
+        return self.batch_size * self.num_generations
+
+    @property
+    def effective_micro_batch_size(self) -> int:
+        return self.micro_batch_size or self.completions_per_step
+
+    @property
+    def gradient_accumulation_steps(self) -> int:
+        return self.completions_per_step // self.effective_micro_batch_size
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialSpec:
+        errors = unknown_key_errors(data)
+        if errors:
+            raise TrialSpecError(errors)
+        return cls(**data)
+
+    @classmethod
+    def load(cls, path: str | Path) -> TrialSpec:
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+    def problems(self) -> list[str]:
+        """Every rule this spec breaks, as 'field: message' lines (empty when valid)."""
+        return field_errors(self.to_dict()) + _cross_field_errors(self)
+
+    def validate(self) -> TrialSpec:
+        errors = self.problems()
+        if errors:
+            raise TrialSpecError(errors)
+        return self
+
+
+class TrialSpecError(ValueError):
+    def __init__(self, errors: list[str]):
+        self.errors = errors
+        super().__init__("invalid trial:\n  " + "\n  ".join(errors))
+
+
+KNOBS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(TrialSpec)}
+
+
+def did_you_mean(name: str, candidates) -> str:
+    close = difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    return f"{hint}available: {', '.join(sorted(candidates))}"
+
+
+def unknown_key_errors(data: dict[str, Any], prefix: str = "") -> list[str]:
+    return [f"{prefix}{key}: unknown setting; {did_you_mean(key, KNOBS)}" for key in data if key not in KNOBS]
+
+
+def check_value(name: str, value: Any) -> str | None:
+    """The rule a single knob value breaks, or None. Used by TrialSpec and by sweep validation."""
+    f = KNOBS[name]
+    meta = f.metadata
+    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+    if value is None:
+        return None if default is None else f"must be set, got null (default {default!r})"
+    expected = type(default) if default is not None else (int if "int" in str(f.type) else float)
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if expected is bool and not isinstance(value, bool):
+        return f"must be true or false, got {value!r}"
+    if expected is not bool and isinstance(value, bool) or not isinstance(value, expected):
+        return f"must be {expected.__name__}, got {value!r} ({type(value).__name__})"
+    if "choices" in meta and value not in meta["choices"]:
+        return f"unknown value {value!r}; {did_you_mean(str(value), meta['choices'])}"
+    if "min" in meta and value < meta["min"]:
+        return f"must be >= {meta['min']}, got {value!r}"
+    if "gt" in meta and value <= meta["gt"]:
+        return f"must be > {meta['gt']}, got {value!r}"
+    if "max" in meta and value > meta["max"]:
+        return f"must be <= {meta['max']}, got {value!r}"
+    if "lt" in meta and value >= meta["lt"]:
+        return f"must be < {meta['lt']}, got {value!r}"
+    return None
+
+
+def field_errors(data: dict[str, Any]) -> list[str]:
+    errors = []
+    for name, value in data.items():
+        if name in KNOBS:
+            problem = check_value(name, value)
+            if problem:
+                errors.append(f"{name}: {problem}")
+    return errors
+
+
+def _cross_field_errors(spec: TrialSpec) -> list[str]:
+    # Import here: model sources read bundled configs; keep spec importable on its own.
+    from tasks import task_problems
+    from trainers.models import model_problems
+
+    errors: list[str] = []
+    if field_errors({k: getattr(spec, k) for k in KNOBS}):
+        return errors  # cross-field checks need well-typed values
+    bk = spec.completions_per_step
+    if bk % spec.effective_micro_batch_size:
+        errors.append(
+            f"micro_batch_size: {spec.micro_batch_size} does not divide batch_size x num_generations = "
+            f"{spec.batch_size} x {spec.num_generations} = {bk}; choose a divisor of {bk} "
+            f"(e.g. {_divisor_hint(bk, spec.micro_batch_size)}) or leave it unset"
+        )
+    errors += model_problems(spec.model, spec.max_prompt_length + spec.max_completion_length)
+    errors += task_problems(spec.task, spec.task_args)
+    if spec.fast_inference and spec.framework != "unsloth":
+        errors.append("fast_inference: true needs framework unsloth (vLLM generation is Unsloth's option here)")
+    if spec.eval_k > 1 and spec.temperature <= 0:
+        errors.append("eval_k: pass@k needs sampling, temperature must be > 0")
+    return errors
+
+
+def _divisor_hint(n: int, near: int | None) -> int:
+    divisors = [d for d in range(1, n + 1) if n % d == 0]
+    return min(divisors, key=lambda d: abs(d - (near or n)))
+
+
+def mode_warnings(spec: TrialSpec) -> list[str]:
+    """Settings that are legal but probably not what the user meant."""
+    warnings = []
+    off_policy = spec.num_iterations > 1
+    if spec.mode == "gspo" and spec.loss_type != "grpo":
+        warnings.append(
+            f"loss_type: {spec.loss_type!r} with gspo weights sequences by length; the GSPO paper uses 'grpo'"
+        )
+    if not off_policy:
+        warnings.append(
+            "mode: grpo and gspo differ only off-policy; with num_iterations=1 they compute the same "
+            "gradient, so a grpo/gspo comparison measures noise. Set num_iterations >= 2 to compare them."
+        )
+    return warnings
