@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -39,7 +40,7 @@ def test_tiny_build_is_cached_deterministic_and_decodes_every_id(tmp_path):
     assert first == again
     wa, wb = load_file(f"{first}/model.safetensors"), load_file(f"{other}/model.safetensors")
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
-    config = json.loads(open(f"{first}/config.json").read())
+    config = json.loads((Path(first) / "config.json").read_text())
     assert 1e6 < count_parameters("tiny") < 10e6
 
     tok = load_tokenizer(first)
