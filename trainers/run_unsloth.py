@@ -129,15 +129,20 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
             "gpu_memory_utilization": spec.gpu_memory_utilization,
             "max_lora_rank": spec.lora_r,
         }
-    model, unsloth_tokenizer = FastLanguageModel.from_pretrained(
-        model_name=model_path,
-        max_seq_length=spec.max_prompt_length + spec.max_completion_length,
-        dtype=dtype,
-        load_in_4bit=spec.quantization == "nf4",
-        use_gradient_checkpointing=gradient_checkpointing,
-        random_state=spec.seed,
-        **load_kwargs,
-    )
+    try:
+        model, unsloth_tokenizer = FastLanguageModel.from_pretrained(
+            model_name=model_path,
+            max_seq_length=spec.max_prompt_length + spec.max_completion_length,
+            dtype=dtype,
+            load_in_4bit=spec.quantization == "nf4",
+            use_gradient_checkpointing=gradient_checkpointing,
+            random_state=spec.seed,
+            **load_kwargs,
+        )
+    except NotImplementedError as exc:  # Unsloth's way of saying "not on this model/host"
+        raise UnavailableError(
+            f"unsloth cannot load {spec.model} here: {exc}; run this configuration with framework trl"
+        ) from exc
     # Built models (tiny, random:) carry their own byte-level tokenizer, as on the TRL stack; real
     # models keep the tokenizer Unsloth returns, as an Unsloth user gets it.
     tokenizer = load_tokenizer(model_path) if parse_model(spec.model).built else unsloth_tokenizer
