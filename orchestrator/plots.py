@@ -25,7 +25,7 @@ from orchestrator.report import (
 OUTCOME_COLOURS = {
     "oom": "#d62728",
     "pruned": "#c994c7",
-    "failed": "#f2b134",
+    "failed": "#5f5f5f",
     "unavailable": "#c7c7c7",
     "stopped": "#7fb8d6",
 }
@@ -84,7 +84,8 @@ def _annotate_cell(ax, grid: FeasibilityGrid, i: int, j: int, k, b, shade: float
     label = grid.labels.loc[k, b]
     if not label:
         return
-    dark = shade is not None and shade < 0.6  # viridis is dark at the low end: write in white there
+    # viridis is dark at the low end, and so are the OOM and failed colours: write in white there.
+    dark = (shade is not None and shade < 0.6) or grid.statuses.loc[k, b] in ("oom", "failed")
     ax.text(j, i, label.replace(" (+", "\n(+"), ha="center", va="center", fontsize=9,
             color="white" if dark else "black")  # fmt: skip
     if grid.fits(k, b):

@@ -101,6 +101,7 @@ CONFIG_WORDS = {
     "lora_r": "LoRA r",
     "max_steps": "Steps",
 }
+PLOT_PREFIXES = ("feasibility_", "curves_", "throughput", "memory_vs_completions")
 PER_TRIAL_KEYS = {"seed", "trial_key", "sweep", "output_dir", "events_path", "model_cache_dir", "num_threads"}
 
 STEP_NUMERIC = [
@@ -622,6 +623,10 @@ def _md_table(df: pd.DataFrame) -> str:
     return "\n".join([head, rule, *body])
 
 
+# Numbers, ranges ("72.9–90.0"), sizes ("4.3 GiB"), lists of seeds ("1, 2") and "—" align right; words left.
+NUMERIC_CELL = re.compile(r"—|-?[\d.,]+(–-?[\d.,]+)?( GiB)?( \(RSS\))?|\d+(, \d+)*")
+
+
 def _html_table(df: pd.DataFrame) -> str:
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
     rows = []
@@ -629,7 +634,7 @@ def _html_table(df: pd.DataFrame) -> str:
         cells = []
         for v in row:
             text = _fmt(v)
-            css = _status_css(text)
+            css = " ".join(c for c in (_status_css(text), "num" if NUMERIC_CELL.fullmatch(text) else "") if c)
             cells.append(
                 f'<td class="{css}">{html.escape(text)}</td>' if css else f"<td>{html.escape(text)}</td>"
             )
@@ -668,7 +673,8 @@ body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2e
 h1 { border-bottom: 3px solid #2f6fb3; padding-bottom: .3em; }
 h2 { margin-top: 2em; color: #2f6fb3; border-bottom: 1px solid #d5dbe5; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.92em; }
-th, td { border: 1px solid #d5dbe5; padding: .35em .7em; text-align: right; }
+th, td { border: 1px solid #d5dbe5; padding: .35em .7em; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
 th { background: #eef2f8; }
 tbody tr:nth-child(even) { background: #f8fafc; }
 td.oom { background: #fde2e1; color: #a1181d; font-weight: 600; }
@@ -903,6 +909,9 @@ def write_report(
     grids = feasibility_matrix(outputs.trials, budget)
     plot_dir = out / "plots"
     plot_dir.mkdir(exist_ok=True)
+    for stale in plot_dir.glob("*.png"):  # a rebuilt report shows only what the data holds now
+        if stale.name.startswith(PLOT_PREFIXES):
+            stale.unlink()
     plot_paths: dict[str, Any] = {"feasibility": {}, "curves": {}}
     for grid in grids:
         path = plot_dir / f"feasibility_{_slug(grid.framework)}_{_slug(grid.mode)}_{_slug(grid.model)}.png"
@@ -926,6 +935,7 @@ def write_report(
         console.print(table)
     if not grids:
         console.print(f"No trials in {out / 'trials.parquet'}.")
+    console.print(f"Report: {report_html}")
     all_plots = [p for p in [*plot_paths["feasibility"].values(), plot_paths["throughput"], plot_paths["memory"],
                              *plot_paths["curves"].values()] if p]  # fmt: skip
     return {
