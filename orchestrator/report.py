@@ -188,6 +188,9 @@ def load_outputs(output_dir: str | Path) -> SweepOutputs:
 def _numeric(df: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
     # All-null columns arrive as object dtype; NaN keeps "not measured" distinct from 0.
     df = df.copy()
+    for col in df.columns:  # hive partitions and dictionary-encoded strings arrive as Categorical
+        if isinstance(df[col].dtype, pd.CategoricalDtype):
+            df[col] = df[col].astype(object)
     for col in columns:
         df[col] = pd.to_numeric(df[col], errors="coerce") if col in df else np.nan
     return df
@@ -405,7 +408,7 @@ def aggregate_repeats(outputs: SweepOutputs) -> pd.DataFrame:
         rows.append(
             {
                 **{col: first.get(col) for col in CONFIG_COLUMNS},
-                "other": ", ".join(f"{k} {extra.get(k)}" for k in varying_extra),
+                "other": ", ".join(f"{k.replace('_', ' ')} {extra.get(k)}" for k in varying_extra),
                 "seeds": ", ".join(str(_plain(s)) for s in sorted(group["seed"].dropna().unique())),
                 "trial_keys": keys,
                 "tokens_median": _stat(tokens, "median"),

@@ -277,3 +277,27 @@ def test_unreadable_step_file_becomes_a_warning(tmp_path):
 def test_missing_trials_parquet_names_the_fix(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"output_dir: no trials.parquet in .*rlsweep run"):
         write_report(tmp_path, console=_console())
+
+
+def test_settings_that_vary_keep_configurations_apart_and_show_in_words(tmp_path):
+    grid = [("trl", "grpo", 2, 1, seed, "completed", 3) for seed in (1, 2)]
+    trials = write_synthetic_sweep(tmp_path, grid=grid)
+    # Same K and B, two models, two learning rates: four configurations, none of them repeats.
+    rows = []
+    for model in ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"):
+        for seed, lr in ((1, 1e-4), (2, 2e-4)):
+            source = trials[trials["seed"] == seed].iloc[0]
+            key = f"{source['trial_key']}-{model[-15:-9]}-{lr:g}"
+            config = f'{{"seed": {seed}, "learning_rate": {lr}, "trial_key": "{key}"}}'
+            rows.append(source.to_dict() | {"model": model, "effective_config": config, "trial_key": key})
+    varied = pd.DataFrame(rows).astype({"framework": "category", "model": "category"})
+    varied.to_parquet(tmp_path / "trials.parquet")
+    outputs = load_outputs(tmp_path)
+    ranked = aggregate_repeats(outputs)
+    assert len(ranked) == 4 and set(ranked["seeds"]) == {"1", "2"}
+    assert set(ranked["other"]) == {"learning rate 0.0001", "learning rate 0.0002"}
+    assert len(feasibility_matrix(varied)) == 2  # one grid per model, despite Categorical columns
+    md = write_report(tmp_path, console=_console())["report_md"].read_text()
+    header = next(line for line in md.splitlines() if line.startswith("| Rank"))
+    assert "| Model |" in header and "| Other settings |" in header
+    assert "learning rate 0.0002" in md
