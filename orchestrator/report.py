@@ -809,7 +809,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:80] or "x"
 
 
-def build_blocks(outputs: SweepOutputs, summary: pd.DataFrame, grids: list[FeasibilityGrid],
+def build_blocks(outputs: SweepOutputs, summary: pd.DataFrame, ranked: pd.DataFrame, grids: list[FeasibilityGrid],
                  plot_paths: dict[str, Any], budget_gib: float | None) -> list[Block]:  # fmt: skip
     trials = outputs.trials
     blocks = [Block("h1", f"Sweep report: {outputs.sweep_name}"), Block("p", _status_sentence(trials))]
@@ -822,7 +822,6 @@ def build_blocks(outputs: SweepOutputs, summary: pd.DataFrame, grids: list[Feasi
     blocks += [Block("p", w) for w in outputs.warnings]
 
     blocks.append(Block("h2", "Fastest configurations that completed"))
-    ranked = aggregate_repeats(outputs)
     if ranked.empty:
         blocks.append(Block("p", "No trial completed, so nothing can be ranked: see the outcomes below."))
     else:
@@ -928,7 +927,7 @@ def write_report(
             path = plot_dir / f"curves_{_slug(str(trial['trial_key']))}.png"
             plot_paths["curves"][str(trial["trial_key"])] = plots.trial_curves(trial, steps, path)
 
-    blocks = build_blocks(outputs, summary, grids, plot_paths, budget)
+    blocks = build_blocks(outputs, summary, ranked, grids, plot_paths, budget)
     report_md = out / "report.md"
     report_md.write_text(render_markdown(blocks, out))
     report_html = out / "report.html"
