@@ -82,13 +82,12 @@ def main(argv: list[str] | None = None) -> dict:
                 if not on:
                     times[False].append(run_loop(child, n))
                     continue
-                sampler = MemorySampler(child.pid, hz=args.hz)
-                cpu0 = cpu_seconds()
-                sampler.start()
+                sampler = MemorySampler(child.pid, hz=args.hz).start()
+                cpu0 = cpu_seconds()  # steady state: opening the backends (once a trial) not counted
                 times[True].append(run_loop(child, n))
                 sampler.stop()
                 cpu += cpu_seconds() - cpu0
-                samples += sampler.peak()["samples"]
+                samples += sampler.peak()["samples"] - 1  # start() took one
                 backend = sampler.backend
     finally:
         child.stdin.close()

@@ -7,7 +7,9 @@
 - with NVML (nvidia-ml-py's `pynvml`, when a driver is present and CUDA_VISIBLE_DEVICES names a
   GPU): the device's used memory, the trainer's own used memory where NVML lists its processes
   (containers often list host PIDs only: then the device's used memory stands in), utilization and
-  power. Without a driver the GPU fields are None, never 0.
+  power. Without a driver (or with CUDA_VISIBLE_DEVICES hiding every GPU) the GPU fields are None,
+  never 0; a GPU that is there but cannot be found from CUDA_VISIBLE_DEVICES is a sampler error,
+  not a silent switch to RSS.
 
 Samples carry wall-clock time (`time.time()`), the same clock as the trainer's step events, so the
 supervisor asks `peak_between(t_start, t_end)` for each step and `peak()` for the whole trial.
@@ -147,7 +149,13 @@ class _HostReader:
 
 
 class NvmlUnavailable(RuntimeError):
-    """NVML cannot sample this trial's GPU (no driver, no GPU visible, unknown device)."""
+    """NVML cannot sample this trial's GPU. `no_gpu`: the trial has no GPU to sample (no driver,
+    no nvidia-ml-py, CUDA_VISIBLE_DEVICES hides every device), so RSS is the right reading; else
+    a GPU is there but cannot be found (a bad CUDA_VISIBLE_DEVICES entry)."""
+
+    def __init__(self, message: str, *, no_gpu: bool = False):
+        super().__init__(message)
+        self.no_gpu = no_gpu
 
 
 def first_visible_device(cuda_visible_devices: str | None) -> str | None:
@@ -200,13 +208,27 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+# nvmlInit errors that mean "no NVIDIA driver on this host" (the trial runs on CPU), not a fault.
+_NO_DRIVER_ERRORS = ("NVMLError_LibraryNotFound", "NVMLError_DriverNotLoaded")
+
+
 class _NvmlReader:
     def __init__(self, nvml: Any, cuda_visible_devices: str | None):
         device = first_visible_device(cuda_visible_devices)
         if device is None:
-            raise NvmlUnavailable(f"CUDA_VISIBLE_DEVICES={cuda_visible_devices!r} hides every GPU")
+            raise NvmlUnavailable(
+                f"CUDA_VISIBLE_DEVICES={cuda_visible_devices!r} hides every GPU", no_gpu=True
+            )
         self.nvml = nvml
-        nvml.nvmlInit()
+        try:
+            nvml.nvmlInit()
+        except nvml.NVMLError as exc:
+            no_driver = tuple(
+                getattr(nvml, name)
+                for name in _NO_DRIVER_ERRORS
+                if isinstance(getattr(nvml, name, None), type)
+            )
+            raise NvmlUnavailable(f"{type(exc).__name__}: {exc}", no_gpu=isinstance(exc, no_driver)) from exc
         try:
             self.handle = resolve_nvml_handle(nvml, device)
             self.name = _text(nvml.nvmlDeviceGetName(self.handle))
@@ -254,7 +276,9 @@ def _import_pynvml() -> Any:
     try:
         import pynvml
     except ImportError as exc:
-        raise NvmlUnavailable("nvidia-ml-py is not installed (pip install nvidia-ml-py)") from exc
+        raise NvmlUnavailable(
+            "nvidia-ml-py is not installed (pip install nvidia-ml-py)", no_gpu=True
+        ) from exc
     return pynvml
 
 
@@ -516,10 +540,12 @@ class MemorySampler:
                 nvml = self._nvml_module or _import_pynvml()
                 self._gpu = _NvmlReader(nvml, self._cvd)
                 self._facts = (self._gpu.name, self._gpu.total_gib)
-            except Exception as exc:  # NVMLError_LibraryNotFound without a driver, NvmlUnavailable
-                if self._requested_backend == "nvml":
+            except NvmlUnavailable as exc:
+                # Only a host without a GPU for this trial falls back to RSS: a GPU that cannot be
+                # found must not have its budget silently compared with host memory.
+                if self._requested_backend == "nvml" or not exc.no_gpu:
                     raise
-                self.notes.append(f"NVML not used: {type(exc).__name__}: {exc}")
+                self.notes.append(f"NVML not used: {exc}")
         self.backend = "nvml" if self._gpu is not None else "psutil"
 
     def _record(self, sample: Sample) -> None:

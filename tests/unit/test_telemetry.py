@@ -34,6 +34,9 @@ class FakeNvml:
     class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's name
         pass
 
+    class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801
+        pass
+
     def __init__(self, devices: list[dict]):
         self.devices = devices
         self.calls: dict[str, int] = {}
@@ -43,6 +46,8 @@ class FakeNvml:
         self.calls[name] = self.calls.get(name, 0) + 1
 
     def nvmlInit(self):
+        if not self.devices:
+            raise self.NVMLError_LibraryNotFound("NVML Shared Library Not Found")
         self.initialized += 1
 
     def nvmlShutdown(self):
@@ -348,6 +353,23 @@ def test_without_a_driver_auto_falls_back_to_psutil_and_says_why():
         assert sampler.peak()["device_peak_gib"] is None and sampler.peak()["energy_j"] is None
     finally:
         sampler.stop()
+
+
+def test_only_a_host_without_a_gpu_for_the_trial_falls_back_to_rss(nvml):
+    no_driver = MemorySampler(os.getpid(), cuda_visible_devices="0", nvml=FakeNvml([])).start()
+    hidden = MemorySampler(os.getpid(), cuda_visible_devices="", nvml=nvml).start()
+    lost = MemorySampler(os.getpid(), cuda_visible_devices="GPU-ffffffff", nvml=nvml).start()
+    try:
+        assert no_driver.backend == "psutil" and no_driver.running
+        assert no_driver.notes == ["NVML not used: NVMLError_LibraryNotFound: NVML Shared Library Not Found"]
+        assert hidden.backend == "psutil" and "hides every GPU" in hidden.notes[0]
+        # a GPU is there but the trial's entry matches none: an error, not RSS against a GPU budget
+        assert not lost.running and lost.backend is None
+        assert "'GPU-ffffffff' matches 0 NVML devices" in lost.error
+    finally:
+        for sampler in (no_driver, hidden, lost):
+            sampler.stop()
+    assert nvml.initialized == 0
 
 
 def test_a_failing_nvml_call_stops_the_sampler_without_raising(nvml):
