@@ -16,6 +16,7 @@ from orchestrator.telemetry import (
     MemorySampler,
     NvmlUnavailable,
     Sample,
+    cgroup_memory_limit_gib,
     classify_kernel_oom,
     energy_between,
     first_visible_device,
@@ -414,6 +415,8 @@ def test_oom_kill_counts_reads_this_hosts_counters():
         pytest.skip("no /proc/vmstat")
     assert isinstance(counts["host"], int)  # every Linux >= 4.13 has it
     assert all(isinstance(v, int) and v >= 0 for v in counts.values())
+    limit = cgroup_memory_limit_gib()  # None: unlimited (v1 writes that as a huge number)
+    assert limit is None or 0 < limit < 2**40
 
 
 def test_classify_kernel_oom():
