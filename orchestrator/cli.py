@@ -16,8 +16,8 @@ from rich.console import Console
 
 from trainers.spec import KNOBS, TrialSpec
 
-console = Console(stderr=True, highlight=False)
-out = Console(highlight=False)
+console = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -68,8 +68,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(f"trials: {counts}")
     console.print(f"results: {outcome.output_dir}/trials.parquet, steps in {outcome.output_dir}/steps/")
     if outcome.interrupted:
-        again = ["rlsweep", "run", args.sweep, *[f"--set={s}" for s in args.set], "--output-dir", str(outcome.output_dir)]
-        console.print(f"[yellow]interrupted; finished trials are kept. Resume with:[/yellow] {shlex.join(again)}")
+        again = [
+            "rlsweep",
+            "run",
+            args.sweep,
+            *[f"--set={s}" for s in args.set],
+            "--output-dir",
+            str(outcome.output_dir),
+        ]
+        console.print(
+            f"[yellow]interrupted; finished trials are kept. Resume with:[/yellow] {shlex.join(again)}"
+        )
         return 130
     return 0
 
@@ -104,9 +113,13 @@ def add_trial_knobs(parser: argparse.ArgumentParser) -> None:
             help_text += f" [{'|'.join(f.metadata['choices'])}]"
         kind = _knob_type(f)
         if kind is None:
-            group.add_argument(*flags, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+            group.add_argument(
+                *flags, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text
+            )
         else:
-            group.add_argument(*flags, dest=name, type=kind, default=None, help=help_text, metavar=name.upper())
+            group.add_argument(
+                *flags, dest=name, type=kind, default=None, help=help_text, metavar=name.upper()
+            )
 
 
 def _step_line(spec: TrialSpec, row: dict[str, Any]) -> str:
@@ -123,10 +136,9 @@ def _step_line(spec: TrialSpec, row: dict[str, Any]) -> str:
 
 
 def cmd_trial(args: argparse.Namespace) -> int:
-    from orchestrator.driver import _sampler_factory
     from orchestrator.plan import trial_key
     from orchestrator.sinks import TRIAL_COLUMNS, metrics_csv_rows, steps_table, trial_row, write_table_atomic
-    from orchestrator.supervisor import COMPLETED, run_trial
+    from orchestrator.supervisor import COMPLETED, default_sampler_factory, run_trial
 
     values = {k: v for k, v in vars(args).items() if k in KNOBS and v is not None}
     spec = TrialSpec(**values)
@@ -147,7 +159,11 @@ def cmd_trial(args: argparse.Namespace) -> int:
         elif event.get("event") == "started":
             console.print(f"started on {event.get('device') or event.get('gpu_name') or 'cpu'}")
 
-    ctx = {"budget_gib": spec.memory_budget_gib, "margin_gib": args.memory_margin_gib, "sample_hz": args.sample_hz}
+    ctx = {
+        "budget_gib": spec.memory_budget_gib,
+        "margin_gib": args.memory_margin_gib,
+        "sample_hz": args.sample_hz,
+    }
     try:
         result = run_trial(
             spec,
@@ -155,7 +171,7 @@ def cmd_trial(args: argparse.Namespace) -> int:
             on_event=show,
             timeout_s=args.timeout_s,
             cpus=spec.num_threads,
-            sampler_factory=_sampler_factory(ctx),
+            sampler_factory=default_sampler_factory(ctx),
         )
     except KeyboardInterrupt:
         console.print("interrupted; trainer killed")
@@ -254,10 +270,14 @@ def add_validate(sub) -> None:
 
 
 def add_trial(sub) -> None:
-    p = sub.add_parser("trial", help="run one trial without Ray; writes steps.parquet, metrics.csv, trial.json")
+    p = sub.add_parser(
+        "trial", help="run one trial without Ray; writes steps.parquet, metrics.csv, trial.json"
+    )
     p.add_argument("--output-dir", help="default outputs/trials/<trial_key>")
     p.add_argument("--timeout-s", type=float, default=None, help="wall-clock limit in seconds")
-    p.add_argument("--memory-margin-gib", type=float, default=0.5, help="budget guard allowance (CUDA context)")
+    p.add_argument(
+        "--memory-margin-gib", type=float, default=0.5, help="budget guard allowance (CUDA context)"
+    )
     p.add_argument("--sample-hz", type=float, default=20.0, help="memory sampling rate")
     add_trial_knobs(p)
     p.set_defaults(func=cmd_trial)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -24,12 +25,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import ray
+from ray import tune
+from ray.tune import Callback
+from ray.tune.search import Searcher
 from rich.console import Console
 
 from orchestrator.plan import plan as make_plan
 from orchestrator.progress import Progress
 from orchestrator.sinks import TrialsTable, trial_row, write_steps
-from orchestrator.supervisor import FAILED, PROJECT_ROOT, PRUNED, STOPPED, TrialResult, run_trial
+from orchestrator.supervisor import (
+    FAILED,
+    PROJECT_ROOT,
+    PRUNED,
+    STOPPED,
+    TrialResult,
+    default_sampler_factory,
+    run_trial,
+)
 from orchestrator.sweep import SweepError, SweepSpec, resolved_yaml
 from orchestrator.tracking import MlflowSink
 from trainers.spec import TrialSpec
@@ -45,9 +58,6 @@ Decider = Callable[[TrialSpec], str]
 # The trainable: runs inside a Ray worker, one per trial.
 # ------------------------------------------------------------------------------------------------
 def trainable(config: dict[str, Any]) -> None:
-    import ray
-    from ray import tune
-
     spec = TrialSpec.from_dict(json.loads(config["spec_json"]))
     ctx = config["ctx"]
     gpu_ids = ray.get_gpu_ids()
@@ -67,26 +77,11 @@ def trainable(config: dict[str, Any]) -> None:
         timeout_s=ctx.get("timeout_s"),
         cuda_visible_devices=devices,
         cpus=ctx.get("cpus"),
-        sampler_factory=_sampler_factory(ctx),
+        sampler_factory=default_sampler_factory(ctx, devices),
     )
     final = result.to_dict()
     final.pop("steps")  # already relayed one by one
     tune.report({"kind": "final", "status": result.status, "result_json": json.dumps(final, default=str)})
-
-
-def _sampler_factory(ctx: dict[str, Any]):
-    """The memory sampler of orchestrator/telemetry.py, when that module is present."""
-    try:
-        from orchestrator.telemetry import MemorySampler  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    budget, margin, hz = ctx.get("budget_gib"), ctx.get("margin_gib"), ctx.get("sample_hz", 20.0)
-    devices = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-
-    def factory(pid: int, on_exceed):
-        return MemorySampler(pid, devices, hz=hz, budget_gib=budget, margin_gib=margin, on_exceed=on_exceed)
-
-    return factory
 
 
 # ------------------------------------------------------------------------------------------------
@@ -96,29 +91,41 @@ def _always_run(spec: TrialSpec) -> str:
     return RUN
 
 
-def make_searcher(trials: list[TrialSpec], ctx: dict[str, Any], decide: Decider, on_skip):
-    from ray.tune.search import Searcher
+# Tuner pickles its searcher and callbacks (for Tuner.restore, which we do not use); they hold only a
+# key into this registry, so the live state (consoles, MLflow client, locks) stays in the driver.
+_LIVE: dict[str, Any] = {}
 
-    class _PlanSearcher(Searcher):
-        def __init__(self):
-            super().__init__()
-            self.queue = list(trials)
 
-        def suggest(self, trial_id: str):
-            for spec in list(self.queue):
-                verdict = decide(spec)
-                if verdict == HOLD:
-                    continue
-                self.queue.remove(spec)
-                if verdict == RUN:
-                    return {"trial_key": spec.trial_key, "spec_json": spec.to_json(), "ctx": ctx}
-                on_skip(spec, verdict)
-            return Searcher.FINISHED if not self.queue else None
+class PlanSearcher(Searcher):
+    """Hands Tune the planned trials in order; asks `decide` first (run, hold, or a pruning detail)."""
 
-        def on_trial_complete(self, trial_id, result=None, error=False):
-            pass
+    def __init__(self, trials: list[TrialSpec], ctx: dict[str, Any], state_key: str):
+        super().__init__()
+        self.queue = list(trials)
+        self.ctx = ctx
+        self.state_key = state_key
 
-    return _PlanSearcher()
+    def suggest(self, trial_id: str):
+        decide = _LIVE[self.state_key + ".decide"]
+        for spec in list(self.queue):
+            verdict = decide(spec)
+            if verdict == HOLD:
+                continue
+            self.queue.remove(spec)
+            if verdict == RUN:
+                return {"trial_key": spec.trial_key, "spec_json": spec.to_json(), "ctx": self.ctx}
+            _LIVE[self.state_key].on_skip(spec, verdict)
+        return Searcher.FINISHED if not self.queue else None
+
+    def on_trial_complete(self, trial_id, result=None, error=False):
+        pass
+
+    # The ledger (trials.parquet) is the resume state, not Tune's searcher checkpoint.
+    def save(self, checkpoint_path: str) -> None:
+        pass
+
+    def restore(self, checkpoint_path: str) -> None:
+        pass
 
 
 # ------------------------------------------------------------------------------------------------
@@ -152,7 +159,9 @@ class SinkState:
         if self.mlflow:
             self.mlflow.trial_step(key, row)
 
-    def on_end(self, key: str, result: TrialResult | None, status: str | None = None, detail: str = "") -> None:
+    def on_end(
+        self, key: str, result: TrialResult | None, status: str | None = None, detail: str = ""
+    ) -> None:
         spec = self.specs[key]
         if result is not None:
             result.steps = [self.steps.get(key, {})[s] for s in sorted(self.steps.get(key, {}))]
@@ -171,35 +180,39 @@ class SinkState:
         self.on_end(spec.trial_key, None, status=PRUNED, detail=detail)
 
 
-def make_callback(state: SinkState):
-    from ray.tune import Callback
+class SinkCallback(Callback):
+    """Feeds Tune's trial events to the sinks (SinkState) living in the driver."""
 
-    class SinkCallback(Callback):
-        def on_trial_start(self, iteration, trials, trial, **info):
-            state.on_start(trial.config["trial_key"])
+    def __init__(self, state_key: str):
+        self.state_key = state_key
 
-        def on_trial_result(self, iteration, trials, trial, result, **info):
-            key = trial.config["trial_key"]
-            kind = result.get("kind")
-            if kind == "step":
-                state.on_step(key, json.loads(result["row_json"]))
-            elif kind == "started":
-                state.started[key] = json.loads(result["row_json"])
-            elif kind == "final" and key in state.running:  # Tune may repeat the last report
-                data = json.loads(result["result_json"])
-                state.on_end(key, TrialResult(**{**data, "steps": []}))
+    @property
+    def state(self) -> SinkState:
+        return _LIVE[self.state_key]
 
-        def on_trial_complete(self, iteration, trials, trial, **info):
-            key = trial.config["trial_key"]
-            if key in state.running:  # ended without a final report: the trainable itself broke
-                state.on_end(key, None, status=FAILED, detail="supervisor ended without a result")
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.state.on_start(trial.config["trial_key"])
 
-        def on_trial_error(self, iteration, trials, trial, **info):
-            key = trial.config["trial_key"]
-            if key in state.running:
-                state.on_end(key, None, status=FAILED, detail=f"supervisor error: {_error_text(trial)}")
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        key = trial.config["trial_key"]
+        kind = result.get("kind")
+        if kind == "step":
+            self.state.on_step(key, json.loads(result["row_json"]))
+        elif kind == "started":
+            self.state.started[key] = json.loads(result["row_json"])
+        elif kind == "final" and key in self.state.running:  # Tune may repeat the last report
+            data = json.loads(result["result_json"])
+            self.state.on_end(key, TrialResult(**{**data, "steps": []}))
 
-    return SinkCallback()
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        key = trial.config["trial_key"]
+        if key in self.state.running:  # ended without a final report: the trainable itself broke
+            self.state.on_end(key, None, status=FAILED, detail="supervisor ended without a result")
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        key = trial.config["trial_key"]
+        if key in self.state.running:
+            self.state.on_end(key, None, status=FAILED, detail=f"supervisor error: {_error_text(trial)}")
 
 
 def _error_text(trial) -> str:
@@ -236,11 +249,9 @@ def quiet_ray_env() -> None:
 
 def init_ray(output_dir: Path, address: str | None = None, **local_kwargs) -> None:
     """Connect to RAY_ADDRESS (or `address`), else start a local Ray on 127.0.0.1 (kwargs: num_cpus/num_gpus)."""
-    import logging
-
-    import ray
-
     quiet_ray_env()
+    # Tune reads back per-trial result files we do not write (auto loggers are off): not a problem.
+    logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
     if ray.is_initialized():
         return
     address = address or os.environ.get("RAY_ADDRESS")
@@ -278,9 +289,6 @@ def run_sweep(
     decide: Decider = _always_run,
     ray_init_kwargs: dict[str, Any] | None = None,
 ) -> SweepOutcome:
-    import ray
-    from ray import tune
-
     console = console or Console(stderr=True)
     out = sweep.resolved_output_dir(str(output_dir) if output_dir else None)
     plan = make_plan(sweep)
@@ -315,10 +323,12 @@ def run_sweep(
             "margin_gib": sweep.memory.margin_gib,
             "sample_hz": sweep.memory.sample_hz,
         }
+        state_key = f"sweep-{id(state)}"
+        _LIVE[state_key], _LIVE[state_key + ".decide"] = state, decide
         tuner = tune.Tuner(
             tune.with_resources(trainable, resources),
             tune_config=tune.TuneConfig(
-                search_alg=make_searcher(todo, ctx, decide, state.on_skip),
+                search_alg=PlanSearcher(todo, ctx, state_key),
                 num_samples=-1,
                 max_concurrent_trials=sweep.resources.max_concurrent or 0,
                 reuse_actors=False,
@@ -327,7 +337,7 @@ def run_sweep(
             run_config=tune.RunConfig(
                 name=f"tune-{time.strftime('%Y%m%d-%H%M%S')}",
                 storage_path=str(out / "ray"),
-                callbacks=[make_callback(state)],
+                callbacks=[SinkCallback(state_key)],
                 verbose=0,
                 failure_config=tune.FailureConfig(max_failures=0),
                 log_to_file=True,
@@ -338,9 +348,14 @@ def run_sweep(
                 tuner.fit()
         except KeyboardInterrupt:
             interrupted = True
+        finally:
+            _LIVE.pop(state_key, None)
+            _LIVE.pop(state_key + ".decide", None)
         interrupted = interrupted or bool(state.running)
         for key in list(state.running):  # Ctrl-C: Tune stopped them; a resume runs them again
-            state.on_end(key, None, status=STOPPED, detail="interrupted (Ctrl-C); a resumed sweep runs it again")
+            state.on_end(
+                key, None, status=STOPPED, detail="interrupted (Ctrl-C); a resumed sweep runs it again"
+            )
     counts = progress.counts()
     if mlflow:
         mlflow.end_sweep(counts, interrupted)

@@ -35,9 +35,7 @@ def model_short(model: str) -> str:
 def trial_key(spec: TrialSpec) -> str:
     rest = {k: v for k, v in spec.to_dict().items() if k not in NOT_HASHED}
     digest = hashlib.sha1(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:6]
-    return (
-        f"{spec.framework}-{spec.mode}-{model_short(spec.model)}-k{spec.num_generations}-b{spec.batch_size}-{digest}"
-    )
+    return f"{spec.framework}-{spec.mode}-{model_short(spec.model)}-k{spec.num_generations}-b{spec.batch_size}-{digest}"
 
 
 def size_key(spec: TrialSpec, model_rank: dict[str, int]) -> tuple:

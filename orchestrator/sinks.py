@@ -25,13 +25,38 @@ STEP_SCHEMA = pa.schema(
     [("trial_key", STR), ("step", I64), ("probe", BOOL)]
     + [
         (name, F64)
-        for name in (
-            "step_s gen_s prompt_tokens completion_tokens tokens_per_s torch_allocated_gib torch_reserved_gib "
-            "torch_peak_allocated_gib torch_peak_reserved_gib device_used_gib device_peak_gib rss_gib "
-            "rss_peak_gib gpu_util_pct power_w energy_j reward_mean reward_std frac_reward_zero_std loss "
-            "grad_norm kl entropy clip_ratio completion_len_mean completion_len_max clipped_ratio "
-            "learning_rate t_start t_end"
-        ).split()
+        for name in [
+            "step_s",
+            "gen_s",
+            "prompt_tokens",
+            "completion_tokens",
+            "tokens_per_s",
+            "torch_allocated_gib",
+            "torch_reserved_gib",
+            "torch_peak_allocated_gib",
+            "torch_peak_reserved_gib",
+            "device_used_gib",
+            "device_peak_gib",
+            "rss_gib",
+            "rss_peak_gib",
+            "gpu_util_pct",
+            "power_w",
+            "energy_j",
+            "reward_mean",
+            "reward_std",
+            "frac_reward_zero_std",
+            "loss",
+            "grad_norm",
+            "kl",
+            "entropy",
+            "clip_ratio",
+            "completion_len_mean",
+            "completion_len_max",
+            "clipped_ratio",
+            "learning_rate",
+            "t_start",
+            "t_end",
+        ]
     ]
     + [("extra", STR)]
 )
@@ -103,7 +128,13 @@ def write_table_atomic(table: pa.Table, path: Path) -> Path:
 
 
 def steps_path(output_dir: Path, spec: TrialSpec) -> Path:
-    return output_dir / "steps" / f"framework={spec.framework}" / f"mode={spec.mode}" / f"{spec.trial_key}.parquet"
+    return (
+        output_dir
+        / "steps"
+        / f"framework={spec.framework}"
+        / f"mode={spec.mode}"
+        / f"{spec.trial_key}.parquet"
+    )
 
 
 def _float(value: Any) -> float | None:
@@ -117,7 +148,11 @@ def _float(value: Any) -> float | None:
 
 def normalize_step(trial_key: str, row: dict[str, Any]) -> dict[str, Any]:
     """One step event's payload in STEP_SCHEMA's columns; unknown keys kept as JSON in `extra`."""
-    out: dict[str, Any] = {"trial_key": trial_key, "step": int(row.get("step") or 0), "probe": bool(row.get("probe"))}
+    out: dict[str, Any] = {
+        "trial_key": trial_key,
+        "step": int(row.get("step") or 0),
+        "probe": bool(row.get("probe")),
+    }
     for name in STEP_COLUMNS[3:-1]:
         out[name] = _float(row.get(name))
     extra = {k: v for k, v in row.items() if k not in STEP_SCHEMA.names and k not in ("event", "time")}
@@ -159,7 +194,9 @@ def device_info(started: dict[str, Any]) -> tuple[str | None, float | None]:
     return name, _float(total)
 
 
-def trial_row(spec: TrialSpec, result: TrialResult | None, status: str | None = None, detail: str = "") -> dict:
+def trial_row(
+    spec: TrialSpec, result: TrialResult | None, status: str | None = None, detail: str = ""
+) -> dict:
     """The trials.parquet row of a trial: its config, and its outcome when it ran."""
     steps = result.steps if result else []
     started = result.started if result else {}

@@ -41,8 +41,12 @@ class _Section(BaseModel):
 
 
 class Resources(_Section):
-    gpus_per_trial: float = Field(1, ge=0, description="GPUs each trial holds (ignored on a host without GPUs).")
-    cpus_per_trial: int = Field(1, ge=1, description="CPU cores each trial holds; also the trainer's thread count.")
+    gpus_per_trial: float = Field(
+        1, ge=0, description="GPUs each trial holds (ignored on a host without GPUs)."
+    )
+    cpus_per_trial: int = Field(
+        1, ge=1, description="CPU cores each trial holds; also the trainer's thread count."
+    )
     max_concurrent: int | None = Field(
         None, ge=1, description="Most trials at once; default: as many as the resources allow."
     )
@@ -57,14 +61,17 @@ class Memory(_Section):
 
 
 class Oom(_Section):
-    probe_steps: int = Field(2, ge=0, description="Leading worst-case steps (completions forced to max length).")
+    probe_steps: int = Field(
+        2, ge=0, description="Leading worst-case steps (completions forced to max length)."
+    )
     prune_dominated: bool = Field(True, description="Skip trials that dominate one that ran out of memory.")
     wait_for_smaller: bool = Field(True, description="Hold a trial while a smaller sibling is still running.")
 
 
 class Tracking(_Section):
     mlflow_uri: str | None = Field(
-        None, description="MLflow tracking URI; default MLFLOW_TRACKING_URI, else sqlite:///outputs/mlflow.db."
+        None,
+        description="MLflow tracking URI; default MLFLOW_TRACKING_URI, else sqlite:///outputs/mlflow.db.",
     )
     experiment: str | None = Field(None, description="MLflow experiment; default the sweep name.")
     enabled: bool = Field(True, description="false: write Parquet only (sync-mlflow can log it later).")
@@ -74,7 +81,9 @@ class SweepSpec(_Section):
     name: str = Field(..., min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="Sweep name.")
     task: str = Field("arithmetic", description="Task (dataset + reward).")
     task_args: dict[str, Any] = Field(default_factory=dict, description="Task settings.")
-    grid: dict[str, Any] = Field(default_factory=dict, description="Knob -> value or list of values to sweep.")
+    grid: dict[str, Any] = Field(
+        default_factory=dict, description="Knob -> value or list of values to sweep."
+    )
     fixed: dict[str, Any] = Field(default_factory=dict, description="Knob -> value for every trial.")
     resources: Resources = Field(default_factory=Resources)
     memory: Memory = Field(default_factory=Memory)

@@ -104,7 +104,9 @@ class MlflowSink:
         self.experiment_id = (
             exp.experiment_id
             if exp
-            else self.client.create_experiment(self.experiment, artifact_location=_artifact_location(self.uri))
+            else self.client.create_experiment(
+                self.experiment, artifact_location=_artifact_location(self.uri)
+            )
         )
         parents = self.client.search_runs(
             [self.experiment_id],
@@ -206,7 +208,9 @@ class MlflowSink:
         self.client.set_tag(run_id, COMPLETE_TAG, "true")
         self.client.set_terminated(run_id, status="FINISHED" if row["status"] == "completed" else "FAILED")
 
-    def log_whole_trial(self, spec: TrialSpec, row: dict[str, Any], steps: list[dict], steps_file: Path) -> None:
+    def log_whole_trial(
+        self, spec: TrialSpec, row: dict[str, Any], steps: list[dict], steps_file: Path
+    ) -> None:
         """sync-mlflow: a trial's run from its Parquet rows, in one go."""
 
         def log():
