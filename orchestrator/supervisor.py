@@ -66,6 +66,7 @@ class TrialResult:
     wall_s: float = 0.0
     exit_code: int | None = None
     pid: int | None = None
+    cuda_visible_devices: str | None = None
     peak: dict[str, Any] = field(default_factory=dict)
     started_at: float = 0.0
     ended_at: float = 0.0
@@ -201,6 +202,7 @@ def run_trial(
     cuda_visible_devices: str | None = None,
     cpus: int | None = None,
     stop_event: threading.Event | None = None,
+    trainer_cmd: list[str] | None = None,
 ) -> TrialResult:
     """Run `spec` in a child process and classify the outcome (never raises for a trial's failure).
 
@@ -226,7 +228,7 @@ def run_trial(
     deadline = t0 + timeout_s if timeout_s else None
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "trainers", str(spec_path)],
+            [*(trainer_cmd or [sys.executable, "-m", "trainers"]), str(spec_path)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -236,6 +238,7 @@ def run_trial(
             preexec_fn=_die_with_parent,
         )
     result.pid = proc.pid
+    result.cuda_visible_devices = cuda_visible_devices
     (trial_dir / "trainer.pid").write_text(str(proc.pid))
     if sampler_factory is not None:
         try:

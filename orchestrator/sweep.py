@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trainers.spec import KNOBS, check_value, did_you_mean
 
@@ -92,13 +92,6 @@ class SweepSpec(_Section):
     timeout_s: float | None = Field(3600.0, gt=0, description="Wall-clock limit per trial in seconds.")
     output_dir: str | None = Field(None, description="Default outputs/<name>.")
 
-    @model_validator(mode="after")
-    def _knobs(self) -> SweepSpec:
-        errors = knob_errors(self)
-        if errors:
-            raise ValueError("\n".join(errors))
-        return self
-
     def axes(self) -> dict[str, list[Any]]:
         """Swept knob -> its values (scalars in grid count as one value)."""
         return {k: (v if isinstance(v, list) else [v]) for k, v in self.grid.items()}
@@ -126,11 +119,12 @@ class SweepSpec(_Section):
         return self.tracking.experiment or self.name
 
 
-def knob_errors(spec: SweepSpec) -> list[str]:
+def knob_errors(raw: dict[str, Any]) -> list[str]:
     """Place-named errors of the grid and fixed sections, checked with the trainer's own rules."""
     errors: list[str] = []
-    for section in ("grid", "fixed"):
-        for key, value in getattr(spec, section).items():
+    sections = {name: raw.get(name) if isinstance(raw.get(name), dict) else {} for name in ("grid", "fixed")}
+    for section, items in sections.items():
+        for key, value in items.items():
             place = f"{section}.{key}"
             if key in BOOKKEEPING:
                 errors.append(f"{place}: set by the orchestrator for each trial; remove it")
@@ -146,13 +140,12 @@ def knob_errors(spec: SweepSpec) -> list[str]:
                 if problem:
                     where = f"{place}[{i}]" if section == "grid" and isinstance(value, list) else place
                     errors.append(f"{where}: {problem}")
-    for key in set(spec.grid) & set(spec.fixed):
+    for key in sorted(set(sections["grid"]) & set(sections["fixed"])):
         errors.append(f"fixed.{key}: also in grid; keep it in one place")
     for key in ("task", "task_args"):
-        if key in spec.grid or key in spec.fixed:
-            section = "grid" if key in spec.grid else "fixed"
-            if getattr(spec, key) != SweepSpec.model_fields[key].get_default(call_default_factory=True):
-                errors.append(f"{section}.{key}: also set at the top level; keep it in one place")
+        if key in raw and (key in sections["grid"] or key in sections["fixed"]):
+            section = "grid" if key in sections["grid"] else "fixed"
+            errors.append(f"{section}.{key}: also set at the top level; keep it in one place")
     return errors
 
 
@@ -164,15 +157,13 @@ class SweepError(ValueError):
         super().__init__(f"{head}{len(errors)} error(s):\n  " + "\n  ".join(errors))
 
 
-def _pydantic_errors(exc: ValidationError, raw: dict[str, Any]) -> list[str]:
+def _pydantic_errors(exc: ValidationError) -> list[str]:
     errors = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
             parent = _section_model(err["loc"][:-1])
             errors.append(f"{loc}: unknown key; {did_you_mean(str(err['loc'][-1]), parent.model_fields)}")
-        elif err["type"] == "value_error" and not err["loc"]:
-            errors.extend(str(err["ctx"]["error"]).split("\n"))
         else:
             errors.append(f"{loc or '(top level)'}: {err['msg'].lower()}, got {err.get('input')!r}")
     return errors
@@ -211,10 +202,16 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 def parse_sweep(raw: Any, source: str = "") -> SweepSpec:
     if not isinstance(raw, dict):
         raise SweepError([f"(top level): expected a mapping of settings, got {type(raw).__name__}"], source)
+    errors: list[str] = []
+    spec = None
     try:
-        return SweepSpec.model_validate(raw)
+        spec = SweepSpec.model_validate(raw)
     except ValidationError as exc:
-        raise SweepError(_pydantic_errors(exc, raw), source) from None
+        errors = _pydantic_errors(exc)
+    errors += knob_errors(raw)
+    if errors:
+        raise SweepError(errors, source)
+    return spec
 
 
 def load_raw(path: str | Path) -> dict[str, Any]:
