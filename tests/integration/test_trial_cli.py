@@ -1,5 +1,6 @@
 """`rlsweep trial` and the supervisor with the real trainer child (no Ray)."""
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -66,8 +67,6 @@ run_trial(TrialSpec(model="tiny", max_steps=500, num_generations=2, batch_size=1
     assert psutil.pid_exists(trainer), "the trainer should be training now"
     driver.send_signal(signal.SIGKILL)
     driver.wait()
-    try:
+    with contextlib.suppress(psutil.NoSuchProcess):
         psutil.Process(trainer).wait(timeout=30)
-    except psutil.NoSuchProcess:
-        pass
     assert not psutil.pid_exists(trainer)
