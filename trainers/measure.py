@@ -137,6 +137,9 @@ class StepMeter(TrainerCallback):
         row: dict[str, Any] = {
             "step": state.global_step,
             "probe": self.probe,
+            "min_new_tokens": getattr(
+                getattr(self.trainer, "generation_config", None), "min_new_tokens", None
+            ),
             "t_start": self.t_start,
             "t_end": time.time(),
             "step_s": step_s,

@@ -27,6 +27,7 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
         device_info,
         effective_config,
         grpo_config_kwargs,
+        lora_b_abs_sum,
         setup_process,
         versions,
     )
@@ -100,4 +101,4 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
         | {"longest_prompt_tokens": longest_prompt},
     )
     trainer.train()
-    events.emit(FINISHED, steps=meter.steps_emitted)
+    events.emit(FINISHED, steps=meter.steps_emitted, lora_b_abs_sum=lora_b_abs_sum(trainer.model))

@@ -194,3 +194,8 @@ def _plain(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return str(value.value if hasattr(value, "value") else value)
+
+
+def lora_b_abs_sum(model) -> float:
+    """Sum of |LoRA B|: PEFT initialises B to zero, so a positive value proves the adapters trained."""
+    return float(sum(p.detach().abs().sum().item() for n, p in model.named_parameters() if "lora_B" in n))

@@ -149,7 +149,7 @@ KNOBS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Tri
 
 
 def did_you_mean(name: str, candidates) -> str:
-    close = difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.6)
+    close = difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
     return f"{hint}available: {', '.join(sorted(candidates))}"
 
