@@ -190,3 +190,43 @@ def test_sigkill_driver_then_resume(ray_fake_gpus, tmp_path):
     client, parents, children = trial_runs(uri, "killresume")
     assert len(parents) == 1
     assert sorted(r.info.run_name for r in children) == sorted(trials.trial_key), "one MLflow run per trial"
+
+
+def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
+    out = tmp_path / "out"
+    path = tiny_sweep(
+        tmp_path / "s.yaml",
+        "ctrlc",
+        {"num_generations": [2, 4]},
+        tracking={"enabled": False},
+        fixed={"max_steps": 50},
+    )
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(path), "--output-dir", str(out)],
+        cwd=Path(__file__).parents[2],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RAY_ADDRESS": ""},
+    )
+    try:
+        deadline = time.monotonic() + 180
+        running: list[int] = []
+        while not running and time.monotonic() < deadline:
+            events = list(out.glob("trials/*/events.jsonl"))
+            if any('"step"' in e.read_text() for e in events):
+                running = [int(p.read_text()) for p in out.glob("trials/*/trainer.pid")]
+            time.sleep(0.5)
+        assert running, "no trainer started"
+        driver.send_signal(signal.SIGINT)
+        _, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        kill_processes_mentioning(str(ray_temp_dir(out.resolve())))
+    assert driver.returncode == 130
+    assert "Resume with:" in err and "--output-dir" in err
+    assert not any(_alive(pid) for pid in running), "children are killed"
+    trials = pq.read_table(out / "trials.parquet").to_pandas()
+    assert "stopped" in set(trials.status)
+    assert trials[trials.status == "stopped"].status_detail.str.contains("resumed sweep runs it again").all()
