@@ -8,8 +8,10 @@ source of truth; a fresh Tuner plus the ledger is simpler and exact. A trial int
 started again from scratch and overwrites its steps file and its MLflow run.
 
 The trial order and skips are in PlanSearcher (a Tune Searcher): Tune's schedulers cannot hold back
-PENDING trials, a Searcher can. `decide(spec)` is the hook for pruning (issue 4): it answers RUN,
-HOLD (ask again later, e.g. while a smaller sibling is running) or a pruning detail string.
+PENDING trials, a Searcher can. `decide(spec)` answers RUN, HOLD (ask again later) or a pruning
+detail string; the default is OomGate (issue 4, docs/oom.md): a trial that dominates one that ended
+`oom` is pruned, and one that dominates a trial still running waits for it (oom.wait_for_smaller).
+The out-of-memory verdicts are kept in <output_dir>/pruning.json, so a resumed sweep prunes alike.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from rich.console import Console
 
 from orchestrator.plan import plan as make_plan
 from orchestrator.progress import Progress
+from orchestrator.pruning import HOLD, RUN, OomGate, frontier, frontier_table
 from orchestrator.sinks import TrialsTable, trial_row, write_steps
 from orchestrator.supervisor import (
     FAILED,
@@ -47,7 +50,6 @@ from orchestrator.sweep import SweepError, SweepSpec, resolved_yaml
 from orchestrator.tracking import MlflowSink
 from trainers.spec import TrialSpec
 
-RUN, HOLD = "run", "hold"
 SOCKET_PATH_MAX = 107  # AF_UNIX sun_path
 RAY_SESSION_SUFFIX = 64  # len("/session_2026-11-05_12-34-56_123456_12345/sockets/plasma_store")
 
@@ -87,10 +89,6 @@ def trainable(config: dict[str, Any]) -> None:
 # ------------------------------------------------------------------------------------------------
 # Order and skips
 # ------------------------------------------------------------------------------------------------
-def _always_run(spec: TrialSpec) -> str:
-    return RUN
-
-
 # Tuner pickles its searcher and callbacks (for Tuner.restore, which we do not use); they hold only a
 # key into this registry, so the live state (consoles, MLflow client, locks) stays in the driver.
 _LIVE: dict[str, Any] = {}
@@ -141,6 +139,7 @@ class SinkState:
     steps: dict[str, dict[int, dict]] = field(default_factory=dict)
     started: dict[str, dict] = field(default_factory=dict)
     running: set[str] = field(default_factory=set)
+    on_row: Callable[[TrialSpec, dict[str, Any]], None] | None = None  # OomGate.record
 
     def on_start(self, key: str) -> None:
         self.steps[key] = {}
@@ -167,6 +166,8 @@ class SinkState:
             result.steps = [self.steps.get(key, {})[s] for s in sorted(self.steps.get(key, {}))]
         row = trial_row(spec, result, status=status, detail=detail)
         path = write_steps(self.output_dir, spec, result.steps if result else [])
+        if self.on_row:  # before the ledger: a verdict on disk never lags the row that made it
+            self.on_row(spec, row)
         self.ledger.upsert(row)
         self.running.discard(key)
         self.progress.finished(key, row["status"], row["status_detail"])
@@ -294,7 +295,7 @@ def run_sweep(
     *,
     output_dir: str | Path | None = None,
     console: Console | None = None,
-    decide: Decider = _always_run,
+    decide: Decider | None = None,
     ray_init_kwargs: dict[str, Any] | None = None,
 ) -> SweepOutcome:
     console = console or Console(stderr=True)
@@ -315,7 +316,10 @@ def run_sweep(
         mlflow = MlflowSink(sweep.tracking_uri(), sweep.experiment_name(), out, sweep.name)
         mlflow.start_sweep(resolved_yaml(sweep))
     progress = Progress(len(plan.trials), console, done)
-    state = SinkState(out, {s.trial_key: s for s in plan.trials}, ledger, mlflow, progress)
+    gate = OomGate.load(out / "pruning.json", ledger, sweep.oom.prune_dominated, sweep.oom.wait_for_smaller)
+    state = SinkState(
+        out, {s.trial_key: s for s in plan.trials}, ledger, mlflow, progress, on_row=gate.record
+    )
     interrupted = False
     if todo:
         init_ray(out, **(ray_init_kwargs or {}))
@@ -332,7 +336,7 @@ def run_sweep(
             "sample_hz": sweep.memory.sample_hz,
         }
         state_key = f"sweep-{id(state)}"
-        _LIVE[state_key], _LIVE[state_key + ".decide"] = state, decide
+        _LIVE[state_key], _LIVE[state_key + ".decide"] = state, decide or gate
         tuner = tune.Tuner(
             tune.with_resources(trainable, resources),
             tune_config=tune.TuneConfig(
@@ -368,4 +372,11 @@ def run_sweep(
     counts = progress.counts()
     if mlflow:
         mlflow.end_sweep(counts, interrupted)
+    print_frontier(ledger, console)
     return SweepOutcome(out, counts, interrupted, [s.trial_key for s in todo])
+
+
+def print_frontier(ledger: TrialsTable, console: Console) -> None:
+    """The feasibility frontier (orchestrator.pruning.frontier) of every trial in the ledger."""
+    if ledger.rows:
+        console.print(frontier_table(frontier(ledger.table().to_pandas())))

@@ -29,12 +29,14 @@ trial (and the larger one's run-up to its out-of-memory point) whenever the smal
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 from rich.table import Table
@@ -161,6 +163,30 @@ class Pruner:
         return pruner
 
 
+_GUARD_DETAIL = re.compile(
+    r"guard: (?P<source>.+?) (?P<reading>[\d.]+ GiB) passed budget (?P<budget>[\d.]+ GiB)"
+)
+
+
+def oom_reading(row: Mapping[str, Any]) -> str | None:
+    """The memory reading that ended an `oom` trial, from its trials.parquet row, short enough for a
+    pruning detail: the guard's own words ('RSS 1.52 GiB, budget 1.00 GiB', as BudgetBreach.reading),
+    else the trial's measured peak (GPU where measured, else RSS) and its budget, else None."""
+    found = _GUARD_DETAIL.search(row.get("status_detail") or "")
+    if found:
+        return f"{found['source']} {found['reading']}, budget {found['budget']}"
+    budget = row.get("memory_budget_gib")
+    suffix = f", budget {budget:.2f} GiB" if _number(budget) else ""
+    for column, label in (("peak_device_gib", "GPU peak"), ("peak_rss_gib", "RSS peak")):
+        if _number(row.get(column)):
+            return f"{label} {row[column]:.2f} GiB{suffix}"
+    return None
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not math.isnan(value)
+
+
 def should_wait(candidate: Any, running_configs: Iterable[Any]) -> bool:
     """True when `candidate` dominates a running trial: should that trial end `oom`, the candidate
     is pruned, so a scheduler with a free GPU may hold it back (module docstring: the policy)."""
@@ -175,6 +201,62 @@ def pick_next(pending: list[Any], running_configs: Iterable[Any]) -> int | None:
         if not should_wait(candidate, running):
             return index
     return None
+
+
+# --- the sweep's decision hook ---------------------------------------------------------------------
+
+RUN, HOLD = "run", "hold"
+
+
+class Ledger(Protocol):
+    """What OomGate reads of orchestrator.sinks.TrialsTable (trials.parquet)."""
+
+    rows: dict[str, dict[str, Any]]
+
+    def done(self, key: str) -> bool: ...
+
+
+class OomGate:
+    """The default `decide`: prune a trial that dominates a recorded out-of-memory trial; with
+    `wait_for_smaller`, hold one that dominates a trial still in flight (should that one end `oom`,
+    this one is pruned without running). Holding happens only when a slot is free (Tune asks the
+    searcher only then) and only while pruning is on: otherwise waiting cannot save a run."""
+
+    def __init__(self, pruner: Pruner, path: Path, ledger: Ledger, wait_for_smaller: bool = True):
+        self.pruner = pruner
+        self.path = path
+        self.ledger = ledger
+        self.wait_for_smaller = wait_for_smaller
+        self.launched: dict[str, Any] = {}
+
+    @classmethod
+    def load(cls, path: Path, ledger: Ledger, enabled: bool = True, wait_for_smaller: bool = True) -> OomGate:
+        """The saved verdicts (pruning.json), plus any `oom` row of the ledger they lack (a crash
+        between writing the verdict and the row). `enabled`: oom.prune_dominated."""
+        pruner = Pruner.load(path, enabled=enabled)
+        known = {v.trial_key for v in pruner.verdicts}
+        for key, row in ledger.rows.items():
+            if row["status"] == "oom" and key not in known and row.get("config"):
+                pruner.record_oom(key, json.loads(row["config"]), oom_reading(row))
+        return cls(pruner, path, ledger, wait_for_smaller)
+
+    def in_flight(self) -> list[Any]:
+        return [spec for key, spec in self.launched.items() if not self.ledger.done(key)]
+
+    def __call__(self, spec: Any) -> str:
+        pruned = self.pruner.pruned_by(spec)
+        if pruned:
+            return pruned[1]
+        if self.wait_for_smaller and self.pruner.enabled and should_wait(spec, self.in_flight()):
+            return HOLD
+        self.launched[spec.trial_key] = spec
+        return RUN
+
+    def record(self, spec: Any, row: dict[str, Any]) -> None:
+        """Called with every finished trial's row: an `oom` one becomes a verdict, saved at once."""
+        if row["status"] == "oom":
+            self.pruner.record_oom(spec.trial_key, spec, oom_reading(row))
+            self.pruner.save(self.path)
 
 
 # --- feasibility frontier -------------------------------------------------------------------------

@@ -23,6 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import trainers
+from orchestrator.telemetry import (
+    MemorySampler,
+    Sample,
+    cgroup_memory_limit_gib,
+    classify_kernel_oom,
+    oom_kill_counts,
+)
 from trainers.events import ERROR, FINISHED, OOM, STARTED, STEP, is_oom, read_events
 from trainers.spec import TrialSpec
 
@@ -159,6 +166,7 @@ class _Run:
         self.killed_for: str | None = None  # why we killed the child, if we did
         self.guard_detail: str | None = None
         self.sampler: Any = None
+        self.oom_counts_before: dict[str, int] = {}  # kernel OOM-kill counters before the child started
 
     def drain(self) -> None:
         events, self.offset = read_events(self.spec.events_path, self.offset)
@@ -226,6 +234,8 @@ def run_trial(
     result.started_at = time.time()
     t0 = time.monotonic()
     deadline = t0 + timeout_s if timeout_s else None
+    # The child inherits our cgroup: its OOM kills move the counters we can read here.
+    run.oom_counts_before = oom_kill_counts()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [*(trainer_cmd or [sys.executable, "-m", "trainers"]), str(spec_path)],
@@ -307,10 +317,11 @@ def classify(run: _Run, log_path: Path) -> tuple[str, str]:
     if rc is not None and rc < 0:
         sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
         why = f"trainer killed by {sig} without a final event"
-        if -rc == signal.SIGKILL:
-            why += " (the kernel OOM killer sends SIGKILL when the host runs out of memory)"
-        if is_oom(tail) or _near_host_limit(run):
-            return OOM_STATUS, why + "; its memory was near the host's limit"
+        kernel = _kernel_oom_detail(run)
+        if kernel:
+            return OOM_STATUS, f"{why}: {kernel}"
+        if is_oom(tail):
+            return OOM_STATUS, f"{why} after an out-of-memory error:\n{tail}"
         return FAILED, why + (f"\n--- trainer output (tail) ---\n{tail}" if tail else "")
     if is_oom(tail):
         return OOM_STATUS, f"trainer exited with code {rc} after an out-of-memory error:\n{tail}"
@@ -319,12 +330,20 @@ def classify(run: _Run, log_path: Path) -> tuple[str, str]:
     )
 
 
-def _near_host_limit(run: _Run) -> bool:
-    """A SIGKILL counts as the kernel OOM killer when the sampled RSS peak was within 10% of RAM."""
-    import psutil
-
-    rss = (run.result.peak or {}).get("rss_peak_gib")
-    return rss is not None and rss * 2**30 >= 0.9 * psutil.virtual_memory().total
+def _kernel_oom_detail(run: _Run) -> str | None:
+    """The kernel OOM killer's verdict on a SIGKILLed child: an OOM-kill counter of our cgroup or the
+    host rose while it ran, or its last sampled memory was near its cgroup limit / the host's total."""
+    latest = getattr(run.sampler, "latest", None)
+    last_sample = None
+    with contextlib.suppress(Exception):  # a sampler failure never changes a verdict into a crash
+        last_sample = latest() if latest else None
+    return classify_kernel_oom(
+        run.result.exit_code,
+        last_sample=last_sample if isinstance(last_sample, Sample) else None,
+        counts_before=run.oom_counts_before,
+        counts_after=oom_kill_counts(),
+        limit_gib=cgroup_memory_limit_gib(),
+    )
 
 
 def default_sampler_factory(settings: dict[str, Any], cuda_visible_devices: str | None = None):
@@ -332,7 +351,6 @@ def default_sampler_factory(settings: dict[str, Any], cuda_visible_devices: str 
 
     settings: budget_gib, margin_gib, sample_hz (the sweep's memory section).
     """
-    from orchestrator.telemetry import MemorySampler
 
     def factory(pid: int, on_exceed):
         return MemorySampler(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -11,10 +12,14 @@ from rich.console import Console
 from orchestrator.pruning import (
     DOMINANCE_KNOBS,
     FRONTIER_COLUMNS,
+    HOLD,
+    RUN,
+    OomGate,
     Pruner,
     dominates,
     frontier,
     frontier_table,
+    oom_reading,
     pick_next,
     should_wait,
 )
@@ -221,3 +226,117 @@ def test_frontier_table_renders_every_group():
     text = console.file.getvalue()
     assert "Feasibility frontier" in text and "K=4 B=1" in text and "none fit" in text and "3/2/1" in text
     assert "0.74" in text and "1.12" in text
+
+
+# --- OomGate: the sweep's decide() hook ------------------------------------------------------------
+
+
+class Ledger:
+    """trials.parquet's rows as OomGate reads them (orchestrator.sinks.TrialsTable)."""
+
+    def __init__(self):
+        self.rows: dict[str, dict] = {}
+
+    def done(self, key: str) -> bool:
+        return key in self.rows
+
+
+def trial(key: str, **changes) -> TrialSpec:
+    return TrialSpec(**{"num_generations": 2, "batch_size": 1, "sweep": "s", "trial_key": key, **changes})
+
+
+GUARD_DETAIL = "guard: RSS 1.52 GiB passed budget 1.00 GiB (+0.00 GiB margin)"
+
+
+def finish(gate: OomGate, ledger: Ledger, spec: TrialSpec, status: str, detail: str = "") -> None:
+    row = {"trial_key": spec.trial_key, "status": status, "status_detail": detail, "peak_rss_gib": 1.52}
+    row["config"] = spec.to_json()
+    gate.record(spec, row)
+    ledger.rows[spec.trial_key] = row
+
+
+def test_gate_prunes_what_dominates_an_oom_and_saves_the_verdict(tmp_path):
+    ledger = Ledger()
+    gate = OomGate(Pruner(), tmp_path / "pruning.json", ledger)
+    small, large, other = (
+        trial("small", num_generations=4),
+        trial("large", num_generations=8),
+        trial("b2", batch_size=2),
+    )
+    assert gate(small) == RUN
+    finish(gate, ledger, small, "oom", GUARD_DETAIL)
+    assert gate(large) == "dominated by small (oom at RSS 1.52 GiB, budget 1.00 GiB)"
+    assert gate(other) == RUN  # K=2 B=2 does not dominate K=4 B=1
+    assert [v.trial_key for v in Pruner.load(tmp_path / "pruning.json").verdicts] == ["small"]
+
+
+def test_gate_holds_a_trial_while_a_sibling_it_dominates_runs():
+    ledger = Ledger()
+    gate = OomGate(Pruner(), Path("unused.json"), ledger)
+    small, large, other = trial("small"), trial("large", num_generations=4), trial("q", mode="gspo")
+    assert gate(small) == RUN
+    assert gate(large) == HOLD  # if `small` ends oom, `large` is pruned without running
+    assert gate(other) == RUN  # another mode is not dominated: no reason to wait
+    finish(gate, ledger, small, "completed")
+    assert gate(large) == RUN
+
+
+def test_gate_waits_for_nobody_without_pruning_or_when_told_not_to():
+    for gate in (
+        OomGate(Pruner(enabled=False), Path("unused.json"), Ledger()),
+        OomGate(Pruner(), Path("unused.json"), Ledger(), wait_for_smaller=False),
+    ):
+        assert gate(trial("small")) == RUN
+        assert gate(trial("large", num_generations=4)) == RUN
+
+
+def test_gate_with_pruning_off_runs_dominating_trials_but_keeps_verdicts(tmp_path):
+    ledger = Ledger()
+    gate = OomGate(Pruner(enabled=False), tmp_path / "pruning.json", ledger)
+    small = trial("small")
+    finish(gate, ledger, small, "oom", GUARD_DETAIL)
+    assert gate(trial("large", num_generations=4)) == RUN
+    # the verdict was kept: a resume with pruning on uses it
+    again = OomGate.load(tmp_path / "pruning.json", ledger, enabled=True)
+    assert gate(trial("large", num_generations=4)) == RUN
+    assert again(trial("large", num_generations=4)).startswith("dominated by small")
+
+
+def test_gate_load_takes_oom_rows_missing_from_the_file(tmp_path):
+    # the trial's row reached trials.parquet but pruning.json was lost: the ledger is enough
+    ledger = Ledger()
+    small = trial("small")
+    ledger.rows["small"] = {
+        "trial_key": "small",
+        "status": "oom",
+        "status_detail": "OutOfMemoryError: CUDA out of memory",
+        "config": small.to_json(),
+        "peak_device_gib": 15.9,
+        "memory_budget_gib": 16.0,
+    }
+    gate = OomGate.load(tmp_path / "pruning.json", ledger)
+    assert (
+        gate(trial("large", batch_size=2))
+        == "dominated by small (oom at GPU peak 15.90 GiB, budget 16.00 GiB)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("row", "reading"),
+    [
+        ({"status_detail": GUARD_DETAIL}, "RSS 1.52 GiB, budget 1.00 GiB"),
+        (
+            {
+                "status_detail": "guard: GPU process memory 16.80 GiB passed budget 16.00 GiB (+0.75 GiB margin)"
+            },
+            "GPU process memory 16.80 GiB, budget 16.00 GiB",
+        ),
+        (
+            {"status_detail": "CUDA out of memory", "peak_rss_gib": 2.0, "peak_device_gib": None},
+            "RSS peak 2.00 GiB",
+        ),
+        ({"status_detail": "killed by SIGKILL", "peak_rss_gib": float("nan")}, None),
+    ],
+)
+def test_oom_reading(row, reading):
+    assert oom_reading(row) == reading

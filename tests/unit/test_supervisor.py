@@ -9,7 +9,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestrator.supervisor import run_trial
+from orchestrator.supervisor import default_sampler_factory, run_trial
+from orchestrator.telemetry import Sample
 from trainers.spec import TrialSpec
 
 FAKE = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "fake_trainer.py")]
@@ -98,6 +99,28 @@ def test_budget_guard_kill_is_oom(tmp_path):
     result = _run(tmp_path, "hang", sampler_factory=factory)
     assert result.status == "oom"
     assert "budget 1.0 GiB" in result.status_detail
+
+
+def test_sigkill_with_calm_memory_is_failed(tmp_path):
+    # A real sampler saw the fake trainer's small RSS: some other SIGKILL, not the kernel's OOM killer.
+    result = _run(tmp_path, "sigkill", sampler_factory=default_sampler_factory({"sample_hz": 50}))
+    assert result.status == "failed"
+    assert "killed by SIGKILL without a final event" in result.status_detail
+
+
+class NearHostLimitSampler(FakeSampler):
+    """The last reading a real sampler would give a trainer about to be OOM-killed (RSS ~ host RAM)."""
+
+    def latest(self):
+        total = psutil.virtual_memory().total / 2**30
+        return Sample(t=time.time(), rss_gib=0.97 * total, hwm_gib=0.97 * total, host_available_gib=0.01)
+
+
+def test_sigkill_near_host_limit_is_oom_by_kernel(tmp_path):
+    result = _run(tmp_path, "sigkill", sampler_factory=NearHostLimitSampler)
+    assert result.status == "oom"
+    assert result.status_detail.startswith("trainer killed by SIGKILL without a final event: ")
+    assert "kernel's OOM killer" in result.status_detail and "near the limit" in result.status_detail
 
 
 def test_child_env(tmp_path):
