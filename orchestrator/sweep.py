@@ -56,7 +56,12 @@ class Memory(_Section):
     budget_gib: float | None = Field(
         None, gt=0, description="Emulate a card of this size; default the device's total memory."
     )
-    margin_gib: float = Field(0.5, ge=0, description="Allowance over the budget for the CUDA context.")
+    margin_gib: float | None = Field(
+        None,
+        ge=0,
+        description="Allowance over the budget before the guard kills; default 0.75 GiB on GPU (the CUDA "
+        "context, outside torch's cap), 0 on CPU (RSS).",
+    )
     sample_hz: float = Field(20.0, gt=0, le=1000, description="Memory sampling rate in the supervisor.")
 
 
