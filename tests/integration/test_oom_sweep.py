@@ -49,11 +49,12 @@ def test_budget_ooms_prunes_and_resume_keeps_the_decisions(ray_fake_gpus, tmp_pa
     assert larger.status_detail.startswith(f"dominated by {large.trial_key} (oom at RSS ")
     assert f"budget {BUDGET_GIB:.2f} GiB)" in larger.status_detail
 
-    # The pruned trial never had a trainer: no trial folder, no steps; the other two did.
+    # The pruned trial never had a trainer: no trial folder, an empty steps file; the other two ran.
     trial_dirs = out / "trials"
     assert sorted(p.name for p in trial_dirs.iterdir()) == sorted([small.trial_key, large.trial_key])
     assert outcome.ran == [small.trial_key, large.trial_key, larger.trial_key]  # what was left to decide
-    assert not list((out / "steps").rglob(f"{larger.trial_key}*"))
+    (pruned_steps,) = (out / "steps").rglob(f"{larger.trial_key}.parquet")
+    assert pq.read_table(pruned_steps).num_rows == 0
     assert pd.isna(larger.wall_s) and pd.isna(larger.peak_rss_gib)  # null: nothing ran
 
     # The verdict is on disk, and MLflow has a run for every trial, the pruned one included.
