@@ -306,6 +306,14 @@ def _sized(group: pd.DataFrame) -> pd.DataFrame:
     return g
 
 
+def _varies(g: pd.DataFrame, column: str) -> bool:
+    if column in ("num_generations", "batch_size"):
+        return True
+    if column == "micro_batch_size":  # the default micro batch (B x K) says nothing K and B do not
+        return bool((g["_micro"] != g["_completions"]).any())
+    return g[column].nunique() > 1
+
+
 def _label(row: pd.Series, varying: list[str]) -> str:
     parts = [f"{_LABEL_NAMES[c]}={row['_micro'] if c == 'micro_batch_size' else row[c]:g}" for c in varying]
     return f"{' '.join(parts)} ({row['_completions']:g} completions/step)"
@@ -323,11 +331,7 @@ def frontier(trials: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for key, group in trials.groupby(list(FRONTIER_GROUP), dropna=False, sort=True, observed=True):
         g = _sized(group)
-        varying = [
-            c
-            for c in _LABEL_NAMES
-            if c in g and (c in ("num_generations", "batch_size") or g[c].nunique() > 1)
-        ]
+        varying = [c for c in _LABEL_NAMES if c in g and _varies(g, c)]
         row: dict[str, Any] = dict(zip(FRONTIER_GROUP, key, strict=True))
         fit = _extreme(g[g["status"] == "completed"], max)
         oom = _extreme(g[g["status"] == "oom"], min)

@@ -94,16 +94,25 @@ class BudgetBreach:
     t: float
 
     @property
+    def _reading_text(self) -> str:
+        # The guard fires on the first sample over the limit, often within 0.01 GiB of it: show a
+        # third decimal rather than "0.80 GiB passed budget 0.80 GiB".
+        text = f"{self.reading_gib:.2f}"
+        return f"{self.reading_gib:.3f}" if text == f"{self.budget_gib + self.margin_gib:.2f}" else text
+
+    @property
     def reading(self) -> str:
         """Short form for pruning details: 'RSS 1.52 GiB, budget 1.00 GiB'."""
-        return f"{self.source} {self.reading_gib:.2f} GiB, budget {self.budget_gib:.2f} GiB"
+        return f"{self.source} {self._reading_text} GiB, budget {self.budget_gib:.2f} GiB"
 
     @property
     def detail(self) -> str:
         extra = f"+{self.margin_gib:.2f} GiB margin"
         if self.baseline_gib:
             extra += f", +{self.baseline_gib:.2f} GiB in use before the trial"
-        return f"guard: {self.source} {self.reading_gib:.2f} GiB passed budget {self.budget_gib:.2f} GiB ({extra})"
+        return (
+            f"guard: {self.source} {self._reading_text} GiB passed budget {self.budget_gib:.2f} GiB ({extra})"
+        )
 
 
 # --- host side (psutil + /proc) -------------------------------------------------------------------

@@ -340,3 +340,21 @@ def test_gate_load_takes_oom_rows_missing_from_the_file(tmp_path):
 )
 def test_oom_reading(row, reading):
     assert oom_reading(row) == reading
+
+
+def test_frontier_labels_a_micro_batch_only_where_it_is_not_b_times_k():
+    rows = [
+        {"trial_key": k, "framework": "trl", "mode": "grpo", "model": "tiny", "quantization": "nf4", **r}
+        for k, r in (
+            ("a", {"num_generations": 2, "batch_size": 1, "micro_batch_size": 2, "status": "completed"}),
+            ("b", {"num_generations": 8, "batch_size": 1, "micro_batch_size": 8, "status": "oom"}),
+        )
+    ]
+    (row,) = frontier(pd.DataFrame(rows)).itertuples()
+    assert (row.largest_fit, row.smallest_oom) == (
+        "K=2 B=1 (2 completions/step)",
+        "K=8 B=1 (8 completions/step)",
+    )
+    rows[1]["micro_batch_size"] = 4
+    (row,) = frontier(pd.DataFrame(rows)).itertuples()
+    assert row.smallest_oom == "K=8 B=1 micro=4 (8 completions/step)"

@@ -13,6 +13,7 @@ import pytest
 from orchestrator.telemetry import (
     GIB,
     GPU_GUARD_MARGIN_GIB,
+    BudgetBreach,
     MemorySampler,
     NvmlUnavailable,
     Sample,
@@ -446,3 +447,10 @@ def test_classify_kernel_oom():
     assert classify_kernel_oom(sigkill) is None
     assert classify_kernel_oom(1, last_sample=near, host_total_gib=8.0) is None
     assert classify_kernel_oom(-signal.SIGTERM, counts_before={"host": 1}, counts_after={"host": 2}) is None
+
+
+def test_breach_shows_a_third_decimal_only_when_two_would_equal_the_limit():
+    close = BudgetBreach("RSS", 0.8031, 0.8, 0.0, 0.0, time.time())
+    assert close.detail == "guard: RSS 0.803 GiB passed budget 0.80 GiB (+0.00 GiB margin)"
+    assert close.reading == "RSS 0.803 GiB, budget 0.80 GiB"
+    assert BudgetBreach("RSS", 0.82, 0.8, 0.0, 0.0, time.time()).reading == "RSS 0.82 GiB, budget 0.80 GiB"
