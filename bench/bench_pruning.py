@@ -7,7 +7,7 @@ and prints, for each, the statuses, the sweep's wall time and the trainer-second
 trials' wall_s: trainer process start to exit, imports and model load included), then the ratio
 on/off (lower is better; 1.0 means pruning saved nothing).
 Usage: python bench/bench_pruning.py [SWEEP.yaml] [--set k=v ...]
-Default: sweeps/cpu-smoke.yaml --set memory.budget_gib=0.9 (the README's budget demo).
+Default: sweeps/cpu-smoke.yaml --set memory.budget_gib=0.8 (the README's budget demo).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SWEEP = ROOT / "sweeps" / "cpu-smoke.yaml"
-DEFAULT_BUDGET = "memory.budget_gib=0.9"
+DEFAULT_BUDGET = "memory.budget_gib=0.8"
 
 
 def run(sweep_file: str, overrides: list[str], out: Path) -> tuple[float, float, Counter]:
