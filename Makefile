@@ -7,7 +7,7 @@ HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/
 SWEEP ?= $(if $(HAS_GPU),sweeps/workstation-16gb.yaml,sweeps/cpu-smoke.yaml)
 UNSLOTH_VERSION := 2026.10.9
 # What `import unsloth` needs when its declared dependencies are skipped (CPU hosts).
-UNSLOTH_LIGHT_DEPS := requests msgspec einops sentencepiece protobuf pillow tyro wheel "certifi>=2026.10.19"
+UNSLOTH_LIGHT_DEPS := requests msgspec einops sentencepiece protobuf pillow tyro wheel
 PYTEST_ARGS ?=
 
 .PHONY: setup sweep test test-all ui submit gpu-check bench lint format clean
