@@ -57,13 +57,19 @@ class TrialSpec:
     lora_r: int = _knob(16, "LoRA rank.", min=1)
     lora_alpha: int = _knob(32, "LoRA alpha (scale = alpha / r).", min=1)
     lora_dropout: float = _knob(0.05, "LoRA dropout.", min=0.0, lt=1.0)
-    quantization: str = _knob("nf4", "nf4: QLoRA (bitsandbytes 4-bit NF4); none: LoRA on the base.", choices=QUANTIZATIONS)
-    dtype: str = _knob("auto", "auto: bf16 where the GPU supports it, else fp16 on GPU, fp32 on CPU.", choices=DTYPES)
+    quantization: str = _knob(
+        "nf4", "nf4: QLoRA (bitsandbytes 4-bit NF4); none: LoRA on the base.", choices=QUANTIZATIONS
+    )
+    dtype: str = _knob(
+        "auto", "auto: bf16 where the GPU supports it, else fp16 on GPU, fp32 on CPU.", choices=DTYPES
+    )
     beta: float = _knob(0.0, "KL coefficient; > 0 loads a reference model (more memory).", min=0.0)
     num_iterations: int = _knob(1, "Optimisation passes per generation batch (mu); > 1 is off-policy.", min=1)
     temperature: float = _knob(1.0, "Sampling temperature.", gt=0.0)
     loss_type: str = _knob("grpo", "TRL loss_type; gspo mode wants grpo.", choices=LOSS_TYPES)
-    gradient_checkpointing: bool = _knob(True, "Recompute activations in backward (less memory, slower). Ignored on CPU.")
+    gradient_checkpointing: bool = _knob(
+        True, "Recompute activations in backward (less memory, slower). Ignored on CPU."
+    )
     seed: int = _knob(42, "Seed for data, LoRA init and sampling.", min=0)
     # --- measurement -----------------------------------------------------------------------
     probe_steps: int = _knob(
@@ -77,14 +83,20 @@ class TrialSpec:
     eval_samples: int = _knob(32, "Held-out prompts per evaluation.", min=1)
     eval_k: int = _knob(1, "Samples per held-out prompt (pass@k for k > 1).", min=1)
     fast_inference: bool = _knob(False, "Unsloth only: generate with vLLM (needs vllm installed).")
-    gpu_memory_utilization: float = _knob(0.5, "Unsloth fast_inference: vLLM's share of GPU memory.", gt=0.0, max=1.0)
-    num_threads: int | None = _knob(None, "CPU threads for torch (default: the CPUs this trial holds).", min=1)
+    gpu_memory_utilization: float = _knob(
+        0.5, "Unsloth fast_inference: vLLM's share of GPU memory.", gt=0.0, max=1.0
+    )
+    num_threads: int | None = _knob(
+        None, "CPU threads for torch (default: the CPUs this trial holds).", min=1
+    )
     # --- bookkeeping -----------------------------------------------------------------------
     trial_key: str = _knob("", "Stable readable id of this trial within its sweep.")
     sweep: str = _knob("", "Name of the sweep this trial belongs to.")
     output_dir: str = _knob("", "Where the trainer may write scratch files.")
     events_path: str = _knob("", "File the trainer appends newline-delimited JSON events to.")
-    model_cache_dir: str = _knob("", "Where built models (tiny, random:) are cached; default ~/.cache/rlsweep.")
+    model_cache_dir: str = _knob(
+        "", "Where built models (tiny, random:) are cached; default ~/.cache/rlsweep."
+    )
 
     # ---------------------------------------------------------------------------------------
     @property
@@ -137,7 +149,7 @@ KNOBS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Tri
 
 
 def did_you_mean(name: str, candidates) -> str:
-    close = difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.6)
+    close = difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
     return f"{hint}available: {', '.join(sorted(candidates))}"
 
@@ -201,7 +213,9 @@ def _cross_field_errors(spec: TrialSpec) -> list[str]:
     errors += model_problems(spec.model, spec.max_prompt_length + spec.max_completion_length)
     errors += task_problems(spec.task, spec.task_args)
     if spec.fast_inference and spec.framework != "unsloth":
-        errors.append("fast_inference: true needs framework unsloth (vLLM generation is Unsloth's option here)")
+        errors.append(
+            "fast_inference: true needs framework unsloth (vLLM generation is Unsloth's option here)"
+        )
     if spec.eval_k > 1 and spec.temperature <= 0:
         errors.append("eval_k: pass@k needs sampling, temperature must be > 0")
     return errors

@@ -1,0 +1,131 @@
+"""What the memory sampler costs a trainer: a CPU-bound loop in a child process, timed with the
+sampler at `--hz` (default 20) against no sampler, alternating on/off in one run (ABBA order, so a
+drift in machine load hits both sides alike).
+
+Figures:
+- slowdown: median(loop wall time with sampler) / median(loop wall time without) - 1, in percent;
+  the target is < 1 %. Wall time is what a step costs, but on a loaded machine it swings by tens of
+  percent from pair to pair: read it with the per-pair figures.
+- CPU slowdown: the same ratio of the loop's CPU time (time.process_time in the child): the
+  interference that is not scheduling (caches), stable under load.
+- sampler CPU: the supervisor's CPU time while sampling, per sample and as a share of one core: on
+  a machine with no idle core, at most this much is taken from the trainer.
+
+    python bench/bench_sampler.py [--hz 20] [--pairs 6] [--work-s 1.0] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's code, not an installed copy
+from orchestrator.telemetry import MemorySampler  # noqa: E402
+
+# One line in = a loop count; one line out = the loop's wall and CPU seconds (timed inside the
+# child, so process start-up and pipe latency are not counted).
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    for line in sys.stdin:
+        n = int(line)
+        start, cpu = time.perf_counter(), time.process_time()
+        x = 0
+        for i in range(n):
+            x += i * i
+        print(time.perf_counter() - start, time.process_time() - cpu, flush=True)
+    """
+)
+
+
+def run_loop(child: subprocess.Popen, n: int) -> tuple[float, float]:
+    child.stdin.write(f"{n}\n")
+    child.stdin.flush()
+    wall, cpu = child.stdout.readline().split()
+    return float(wall), float(cpu)
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--hz", type=float, default=20.0, help="sampling rate (default 20)")
+    parser.add_argument("--pairs", type=int, default=6, help="on/off pairs, alternated ABBA (default 6)")
+    parser.add_argument("--work-s", type=float, default=1.0, help="seconds per timed loop (default 1.0)")
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args(argv)
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        run_loop(child, 200_000)  # warm-up
+        n = int(2_000_000 * args.work_s / run_loop(child, 2_000_000)[1])
+        times: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+        cpu, samples, backend = 0.0, 0, None
+        for pair in range(args.pairs):
+            for on in (False, True) if pair % 2 == 0 else (True, False):
+                if not on:
+                    times[False].append(run_loop(child, n))
+                    continue
+                sampler = MemorySampler(child.pid, hz=args.hz).start()
+                cpu0 = cpu_seconds()  # steady state: opening the backends (once a trial) not counted
+                times[True].append(run_loop(child, n))
+                sampler.stop()
+                cpu += cpu_seconds() - cpu0
+                samples += sampler.peak()["samples"] - 1  # start() took one
+                backend = sampler.backend
+    finally:
+        child.stdin.close()
+        child.wait(30)
+
+    off, on = (statistics.median(t[0] for t in times[side]) for side in (False, True))
+    off_cpu, on_cpu = (statistics.median(t[1] for t in times[side]) for side in (False, True))
+    result = {
+        "hz": args.hz,
+        "backend": backend,
+        "pairs": args.pairs,
+        "loop_s_off_median": off,
+        "loop_s_on_median": on,
+        "slowdown_pct": (on / off - 1) * 100,
+        "pair_ratio_pct": [(b[0] / a[0] - 1) * 100 for a, b in zip(times[False], times[True], strict=True)],
+        "loop_cpu_s_off_median": off_cpu,
+        "loop_cpu_s_on_median": on_cpu,
+        "cpu_slowdown_pct": (on_cpu / off_cpu - 1) * 100,
+        "sampler_cpu_us_per_sample": cpu / samples * 1e6,
+        "sampler_cpu_pct_of_core": cpu / sum(t[0] for t in times[True]) * 100,
+        "load_average": psutil.getloadavg(),
+        "samples": samples,
+        "machine": f"{platform.machine()}, {psutil.cpu_count()} CPUs, Python {platform.python_version()}",
+    }
+    print(
+        f"sampler at {args.hz:g} Hz ({backend}): loop {on:.3f} s with vs {off:.3f} s without "
+        f"(median of {args.pairs}) -> slowdown {result['slowdown_pct']:+.2f} % wall, "
+        f"{result['cpu_slowdown_pct']:+.2f} % CPU; "
+        f"sampler CPU {result['sampler_cpu_us_per_sample']:.0f} us/sample = "
+        f"{result['sampler_cpu_pct_of_core']:.2f} % of one core"
+    )
+    print("per pair, wall (%):", " ".join(f"{r:+.2f}" for r in result["pair_ratio_pct"]))
+    print(f"machine: {result['machine']}, load average {result['load_average'][0]:.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""What our in-trainer measurement adds to a bare GRPOTrainer run of the same trial.
+
+    .venv/bin/python bench/bench_trainer_overhead.py [--steps 20] [--rounds 3]
+
+Builds the same tiny GRPO trial twice per round, in one process: once as a bare GRPOTrainer with
+only a timestamp callback (the least any measurement can do), once as rlsweep runs it
+(measured(GRPOTrainer) + StepMeter: token counting, generation timing, memory and RSS reads, event
+writes). Rounds alternate the order. Reports median step time of each and the overhead ratio.
+Target: under 2% of step time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from peft import LoraConfig
+from transformers import AutoModelForCausalLM, TrainerCallback
+from trl import GRPOConfig, GRPOTrainer
+
+from tasks import load_task
+from trainers.events import EventWriter
+from trainers.measure import StepMeter, measured
+from trainers.models import load_tokenizer, resolve_model
+from trainers.runtime import grpo_config_kwargs
+from trainers.spec import TrialSpec
+
+
+class Stopwatch(TrainerCallback):
+    def __init__(self):
+        self.times: list[float] = []
+
+    def on_step_begin(self, args, state, control, **kw):
+        self.t = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kw):
+        self.times.append(time.perf_counter() - self.t)
+
+
+def one_run(spec: TrialSpec, instrumented: bool, workdir: str) -> list[float]:
+    torch.manual_seed(spec.seed)
+    task = load_task(spec.task, spec.task_args, seed=spec.seed)
+    path = resolve_model(spec.model)
+    tokenizer = load_tokenizer(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    lora = LoraConfig(
+        r=spec.lora_r,
+        lora_alpha=spec.lora_alpha,
+        lora_dropout=spec.lora_dropout,
+        target_modules="all-linear",
+        task_type="CAUSAL_LM",
+    )
+    config = GRPOConfig(**grpo_config_kwargs(spec, torch.float32, on_gpu=False) | {"output_dir": workdir})
+    watch = Stopwatch()
+    callbacks = [watch]
+    trainer_cls = GRPOTrainer
+    if instrumented:
+        meter = StepMeter(EventWriter(str(Path(workdir) / "events.jsonl")))
+        callbacks.append(meter)
+        trainer_cls = measured(GRPOTrainer)
+    trainer = trainer_cls(
+        model=model,
+        reward_funcs=[f for f, _ in task.rewards.values()],
+        args=config,
+        train_dataset=task.train,
+        processing_class=tokenizer,
+        peft_config=lora,
+        callbacks=callbacks,
+    )
+    if instrumented:
+        meter.attach(trainer)
+    trainer.train()
+    return watch.times[2:]  # the first steps warm caches in both variants
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    spec = TrialSpec(
+        model="tiny",
+        quantization="none",
+        num_generations=4,
+        batch_size=2,
+        max_completion_length=32,
+        max_steps=args.steps,
+    )
+    bare, ours = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            order = [False, True] if r % 2 == 0 else [True, False]
+            for instrumented in order:
+                (ours if instrumented else bare).extend(one_run(spec, instrumented, tmp))
+    b, o = statistics.median(bare), statistics.median(ours)
+    print(f"steps measured: bare {len(bare)}, rlsweep {len(ours)}")
+    print(f"median step time: bare GRPOTrainer {b * 1000:.1f} ms, rlsweep-measured {o * 1000:.1f} ms")
+    print(f"overhead: {(o / b - 1) * 100:+.2f}% of step time (target < 2%)")
+
+
+if __name__ == "__main__":
+    main()

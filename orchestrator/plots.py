@@ -1,0 +1,244 @@
+"""PNG figures of a sweep report (matplotlib's object API with the Agg canvas: no pyplot state, no display)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import MaxNLocator, ScalarFormatter
+
+from orchestrator.report import (
+    STATUS_WORDS,
+    FeasibilityGrid,
+    SweepOutputs,
+    _trial_steps,
+    peak_memory,
+    varying_config_columns,
+)
+
+# One colour per outcome that is not a measured peak.
+OUTCOME_COLOURS = {
+    "oom": "#d62728",
+    "pruned": "#c994c7",
+    "failed": "#5f5f5f",
+    "unavailable": "#c7c7c7",
+    "stopped": "#7fb8d6",
+}
+STACK_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
+DPI = 90
+
+
+def _save(fig: Figure, path: Path, tight: bool = True) -> Path:
+    # bbox_inches="tight" draws the figure twice; per-trial curves (many per sweep) use a fixed layout.
+    FigureCanvasAgg(fig)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight" if tight else None, facecolor="white")
+    return path
+
+
+def feasibility_heatmap(grid: FeasibilityGrid, path: Path) -> Path:
+    """Peak GiB per (K, B) on a colour scale; outcomes in their colours; cells within budget outlined."""
+    values = grid.values.to_numpy(dtype=float)
+    n_k, n_b = values.shape
+    fig = Figure(figsize=(max(4.5, 1.5 * n_b + 2.5), max(3.0, 0.9 * n_k + 1.8)))
+    ax = fig.add_subplot()
+    finite = values[np.isfinite(values)]
+    vmax = max([*finite, grid.budget_gib or 0.0, 1e-9])
+    image = ax.imshow(np.ma.masked_invalid(values), cmap="viridis", vmin=0, vmax=vmax, aspect="auto")
+    colourbar = fig.colorbar(image, ax=ax, label=grid.memory_words)
+    if grid.budget_gib is not None:
+        colourbar.ax.axhline(grid.budget_gib, color="red", linewidth=2)
+    outcomes = ListedColormap(list(OUTCOME_COLOURS.values()))
+    codes = np.full(values.shape, np.nan)
+    for i, k in enumerate(grid.statuses.index):
+        for j, b in enumerate(grid.statuses.columns):
+            status = grid.statuses.loc[k, b]
+            if status in OUTCOME_COLOURS:
+                codes[i, j] = list(OUTCOME_COLOURS).index(status)
+            _annotate_cell(ax, grid, i, j, k, b, values[i, j] / vmax if np.isfinite(values[i, j]) else None)
+    ax.imshow(
+        np.ma.masked_invalid(codes), cmap=outcomes, vmin=-0.5, vmax=len(OUTCOME_COLOURS) - 0.5, aspect="auto"
+    )
+    ax.set_xticks(range(n_b), [str(b) for b in grid.values.columns])
+    ax.set_yticks(range(n_k), [str(k) for k in grid.values.index])
+    ax.set_xlabel("B: prompts per step")
+    ax.set_ylabel("K: completions per prompt")
+    budget = (
+        f"fits in {grid.budget_gib:g} GiB: outlined green"
+        if grid.budget_gib is not None
+        else "no budget given"
+    )
+    ax.set_title(f"{grid.title}\n{budget}", fontsize=10)
+    present = sorted(set(grid.statuses.to_numpy().ravel()) & set(OUTCOME_COLOURS))
+    if present:
+        handles = [Patch(color=OUTCOME_COLOURS[s], label=STATUS_WORDS[s]) for s in present]
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0, -0.18), ncol=len(handles), fontsize=8)
+    return _save(fig, path)
+
+
+def _annotate_cell(ax, grid: FeasibilityGrid, i: int, j: int, k, b, shade: float | None) -> None:
+    label = grid.labels.loc[k, b]
+    if not label:
+        return
+    # viridis is dark at the low end, and so are the OOM and failed colours: write in white there.
+    dark = (shade is not None and shade < 0.6) or grid.statuses.loc[k, b] in ("oom", "failed")
+    ax.text(j, i, label.replace(" (+", "\n(+"), ha="center", va="center", fontsize=9,
+            color="white" if dark else "black")  # fmt: skip
+    if grid.fits(k, b):
+        ax.add_patch(
+            Rectangle((j - 0.48, i - 0.48), 0.96, 0.96, fill=False, edgecolor="#2ca02c", linewidth=3)
+        )
+
+
+def _config_label(row: pd.Series, extra: list[str]) -> str:
+    label = f"K{int(row['num_generations'])}×B{int(row['batch_size'])}"
+    for col in extra:
+        value = str(row[col])
+        label += f"\n{value.split('/')[-1][:18]}" if col == "model" else f"\n{col} {value}"
+    return label
+
+
+def throughput_plot(ranked: pd.DataFrame, path: Path) -> Path | None:
+    """Median tokens/s (bars, p10–p90 whiskers) per configuration, one colour per framework·mode."""
+    data = ranked.dropna(subset=["tokens_median"])
+    if data.empty:
+        return None
+    extra = varying_config_columns(data, exclude=("framework", "mode", "num_generations", "batch_size"))
+    data = data.assign(
+        stack=data["framework"] + " · " + data["mode"],
+        config=[_config_label(r, extra) for _, r in data.iterrows()],
+        bk=data["num_generations"] * data["batch_size"],
+    ).sort_values(["bk", "num_generations"])
+    configs = list(dict.fromkeys(data["config"]))
+    stacks = sorted(data["stack"].unique())
+    width = 0.8 / len(stacks)
+    fig = Figure(figsize=(min(18, max(6, 0.9 * len(configs) * max(1, len(stacks) / 2) + 2)), 4.8))
+    ax = fig.add_subplot()
+    for s, stack in enumerate(stacks):
+        part = data[data["stack"] == stack]
+        x = np.array([configs.index(c) for c in part["config"]]) + (s - (len(stacks) - 1) / 2) * width
+        medians = part["tokens_median"].to_numpy(float)
+        low = np.clip(medians - part["tokens_p10"].fillna(part["tokens_median"]).to_numpy(float), 0, None)
+        high = np.clip(part["tokens_p90"].fillna(part["tokens_median"]).to_numpy(float) - medians, 0, None)
+        ax.bar(
+            x,
+            medians,
+            width,
+            yerr=[low, high],
+            capsize=3,
+            label=stack,
+            color=STACK_COLOURS[s % len(STACK_COLOURS)],
+        )
+    ax.set_xticks(range(len(configs)), configs, fontsize=8)
+    ax.set_ylabel("tokens/s (median; whiskers p10–p90)")
+    ax.set_xlabel("configuration (K completions per prompt × B prompts per step)")
+    ax.set_title("Throughput of completed configurations")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(title="framework · mode", fontsize=8)
+    return _save(fig, path)
+
+
+def memory_plot(outputs: SweepOutputs, path: Path, budget_gib: float | None) -> Path | None:
+    """Peak memory against completions per step (B×K), one line per framework·mode·model; OOM as ✕."""
+    trials = outputs.trials
+    rows = []
+    for _, trial in trials.iterrows():
+        peak, kind = peak_memory(trial, _trial_steps(outputs.steps, trial.get("trial_key")))
+        k, b = trial.get("num_generations"), trial.get("batch_size")
+        if pd.isna(k) or pd.isna(b):
+            continue
+        rows.append({"stack": f"{trial['framework']} · {trial['mode']}", "model": str(trial.get("model")),
+                     "bk": int(k) * int(b), "peak": peak, "kind": kind, "status": trial.get("status")})  # fmt: skip
+    data = pd.DataFrame(rows)
+    measured = data[data["peak"].notna() & (data["status"] == "completed")] if len(data) else data
+    ooms = data[data["status"] == "oom"] if len(data) else data
+    if measured.empty and ooms.empty:
+        return None
+    several_models = data["model"].nunique() > 1
+    fig = Figure(figsize=(7.5, 4.8))
+    ax = fig.add_subplot()
+    top = max([*measured["peak"].tolist(), budget_gib or 0.0, 1.0])
+    for s, ((stack, model), part) in enumerate(measured.groupby(["stack", "model"])):
+        worst = part.groupby("bk")["peak"].max()
+        label = f"{stack} · {model.split('/')[-1]}" if several_models else stack
+        colour = STACK_COLOURS[s % len(STACK_COLOURS)]
+        ax.plot(worst.index, worst.to_numpy(), marker="o", color=colour, label=label)
+    if len(ooms):
+        ax.scatter(
+            ooms["bk"], [top * 1.05] * len(ooms), marker="x", s=70, color="#d62728", label="out of memory"
+        )
+    if budget_gib is not None:
+        ax.axhline(budget_gib, color="#d62728", linestyle="--", linewidth=1.5)
+        ax.text(0.01, budget_gib, f"budget: fits in {budget_gib:g} GiB", va="bottom", color="#d62728", fontsize=9,
+                transform=ax.get_yaxis_transform())  # fmt: skip
+    kinds = set(measured["kind"].dropna())
+    ax.set_ylabel("peak GPU memory (GiB)" if kinds == {"GPU"} else "peak memory (GiB; RSS where no GPU)")
+    ax.set_xlabel("B×K: completions per optimizer step")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.set_ylim(0, top * 1.12)
+    ax.set_title("Where memory goes: peak memory against completions per step")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def trial_curves(trial: pd.Series, steps: pd.DataFrame, path: Path) -> Path:
+    """Reward, loss, completion length and memory over steps for one trial; probe steps shaded."""
+    steps = steps.sort_values("step")
+    x = steps["step"].to_numpy(float)
+    fig = Figure(figsize=(10, 6))
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.09, top=0.91, wspace=0.22, hspace=0.12)
+    axes = fig.subplots(2, 2, sharex=True).ravel()
+    _series(axes[0], x, steps, [("reward_mean", "mean reward")], "reward", band="reward_std")
+    _series(axes[1], x, steps, [("loss", "loss")], "loss")
+    _series(
+        axes[2],
+        x,
+        steps,
+        [("completion_len_mean", "mean"), ("completion_len_max", "max")],
+        "completion length (tokens)",
+    )
+    memory = [("torch_peak_allocated_gib", "torch peak allocated"), ("device_peak_gib", "device peak (NVML)"),
+              ("rss_peak_gib", "process RSS peak")]  # fmt: skip
+    _series(axes[3], x, steps, memory, "memory (GiB)")
+    probes = steps["probe"].astype(bool).to_numpy() if "probe" in steps else np.zeros(len(steps), bool)
+    for ax in axes:
+        for step in x[probes]:
+            ax.axvspan(step - 0.5, step + 0.5, color="#ff7f0e", alpha=0.18, linewidth=0)
+        ax.grid(alpha=0.3)
+    axes[2].xaxis.set_major_locator(MaxNLocator(integer=True))  # shared x: steps are whole numbers
+    for ax in axes[2:]:
+        ax.set_xlabel("step")
+    if probes.any():
+        axes[0].legend(handles=[*axes[0].get_legend_handles_labels()[0],
+                                Patch(color="#ff7f0e", alpha=0.3, label="probe step")], fontsize=8)  # fmt: skip
+    status = STATUS_WORDS.get(trial.get("status"), str(trial.get("status")))
+    fig.suptitle(f"{trial.get('trial_key')} ({status})", fontsize=11)
+    return _save(fig, path, tight=False)
+
+
+def _series(ax, x: np.ndarray, steps: pd.DataFrame, columns, ylabel: str, band: str | None = None) -> None:
+    drawn = False
+    for column, label in columns:
+        y = (
+            pd.to_numeric(steps[column], errors="coerce").to_numpy(float)
+            if column in steps
+            else np.full(len(x), np.nan)
+        )
+        if not np.isfinite(y).any():
+            continue
+        ax.plot(x, y, marker=".", label=label)
+        drawn = True
+        if band and band in steps:
+            spread = pd.to_numeric(steps[band], errors="coerce").to_numpy(float)
+            ax.fill_between(x, y - spread, y + spread, alpha=0.2, label=f"± {band.replace('_', ' ')}")
+    if not drawn:
+        ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes, color="#777")
+    elif len(columns) > 1 or band:
+        ax.legend(fontsize=8)
+    ax.set_ylabel(ylabel)

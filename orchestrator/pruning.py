@@ -1,0 +1,309 @@
+"""Pruning of configurations that must run out of memory, and the feasibility frontier.
+
+Memory dominance (design.md): trial `a` dominates trial `b` when both are the same trial except for
+knobs in which memory only grows, and `a` is >= `b` in each of them. Then `a` needs at least as much
+memory as `b`: if `b` ran out of memory, `a` will too, and need not run.
+
+Knobs that grow memory (each compared with >=), `DOMINANCE_KNOBS`:
+  num_generations, batch_size, micro_batch_size (effective: default B x K), max_prompt_length,
+  max_completion_length, lora_r (the six of design.md), and two this module adds:
+  max_steps (a longer run has more chances to meet the longest completion that a shorter run never
+  sampled) and probe_steps (probes force max-length completions, the worst case).
+Knobs that do not change memory and are ignored, `IGNORED_KNOBS`:
+  seed (the same shapes; with probe steps the same worst case), learning_rate and lora_alpha (values,
+  not sizes), and the bookkeeping fields trial_key, sweep, output_dir, events_path, model_cache_dir.
+Every other knob must be equal, including any knob added to TrialSpec later: framework, mode,
+model, task, task_args, quantization, dtype, beta (a reference model), num_iterations, temperature
+(completion lengths of a real model), gradient_checkpointing, lora_dropout, loss_type,
+memory_budget_gib (another budget, another verdict), evaluation settings, fast_inference,
+gpu_memory_utilization, num_threads.
+
+Multi-GPU wait policy (`should_wait`, `pick_next`): a pending candidate that dominates a trial still
+running waits for it, because if that trial ends `oom` the candidate is pruned without running.
+The scheduler starts the first pending candidate (in plan order: smallest first) that waits for
+nobody; when every pending candidate waits, the free GPU stays idle until a running trial ends.
+The idle time is at most the remaining run time of the smaller trial; the saving is a whole
+trial (and the larger one's run-up to its out-of-memory point) whenever the smaller one fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.table import Table
+
+DOMINANCE_KNOBS = (
+    "num_generations",
+    "batch_size",
+    "micro_batch_size",
+    "max_prompt_length",
+    "max_completion_length",
+    "lora_r",
+    "max_steps",
+    "probe_steps",
+)
+IGNORED_KNOBS = frozenset(
+    {
+        "seed",
+        "learning_rate",
+        "lora_alpha",
+        "trial_key",
+        "sweep",
+        "output_dir",
+        "events_path",
+        "model_cache_dir",
+    }
+)
+FRONTIER_GROUP = ("framework", "mode", "model", "quantization")
+
+
+def _as_dict(config: Any) -> dict[str, Any]:
+    """A TrialSpec, or any mapping of its fields, as a plain dict."""
+    if isinstance(config, Mapping):
+        return dict(config)
+    if hasattr(config, "to_dict"):
+        return config.to_dict()
+    raise TypeError(f"expected a TrialSpec or a dict of its fields, got {type(config).__name__}")
+
+
+def _knob(config: Mapping[str, Any], name: str) -> Any:
+    if name == "micro_batch_size":
+        # unset means one forward/backward over all B x K completions
+        return config.get("micro_batch_size") or config["batch_size"] * config["num_generations"]
+    return config.get(name)
+
+
+def dominates(a: Any, b: Any) -> bool:
+    """True when `a` needs at least as much memory as `b` (see the module docstring). Reflexive:
+    two trials that differ only in ignored knobs (seeds) dominate each other."""
+    a, b = _as_dict(a), _as_dict(b)
+    for name in a.keys() | b.keys():
+        if name in IGNORED_KNOBS or name in DOMINANCE_KNOBS:
+            continue
+        if a.get(name) != b.get(name):
+            return False
+    for name in DOMINANCE_KNOBS:
+        va, vb = _knob(a, name), _knob(b, name)
+        if va is None or vb is None:
+            if va != vb:
+                return False
+        elif va < vb:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class OomVerdict:
+    trial_key: str
+    config: dict[str, Any]
+    reading: str | None  # short, e.g. "RSS 1.52 GiB, budget 1.00 GiB" (BudgetBreach.reading)
+
+
+class Pruner:
+    """The out-of-memory verdicts of a sweep, and which configurations they rule out.
+
+    The orchestrator records every `oom` trial and asks `pruned_by` before starting one; it persists
+    the state with `save` next to the sweep's outputs and `load`s it on resume.
+    """
+
+    def __init__(self, verdicts: Iterable[OomVerdict] = (), *, enabled: bool = True):
+        self.verdicts: list[OomVerdict] = list(verdicts)
+        self.enabled = enabled
+
+    def record_oom(self, trial_key: str, config: Any, reading: str | None = None) -> None:
+        """Remember that `config` ran out of memory; recording a trial_key again replaces it."""
+        self.verdicts = [v for v in self.verdicts if v.trial_key != trial_key]
+        self.verdicts.append(OomVerdict(trial_key, _as_dict(config), reading))
+
+    def pruned_by(self, config: Any) -> tuple[str, str] | None:
+        """(trial_key, status_detail) of the first recorded out-of-memory trial that `config`
+        dominates, or None when it must run (or pruning is off). A trial is never pruned by itself."""
+        if not self.enabled:
+            return None
+        config = _as_dict(config)
+        for verdict in self.verdicts:
+            if verdict.trial_key != config.get("trial_key") and dominates(config, verdict.config):
+                at = f" (oom at {verdict.reading})" if verdict.reading else " (oom)"
+                return verdict.trial_key, f"dominated by {verdict.trial_key}{at}"
+        return None
+
+    def to_json(self) -> str:
+        return json.dumps({"enabled": self.enabled, "verdicts": [asdict(v) for v in self.verdicts]}, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> Pruner:
+        data = json.loads(text)
+        return cls((OomVerdict(**v) for v in data["verdicts"]), enabled=data["enabled"])
+
+    def save(self, path: str | Path) -> None:
+        """Write atomically (temp file in the same folder, then rename): a crash leaves the old state."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.name}", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            f.write(self.to_json())
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | Path, *, enabled: bool = True) -> Pruner:
+        """The saved state, or an empty pruner when there is none; `enabled` is the current sweep's
+        setting (oom.prune_dominated), which wins over the saved one."""
+        path = Path(path)
+        pruner = cls.from_json(path.read_text()) if path.exists() else cls()
+        pruner.enabled = enabled
+        return pruner
+
+
+def should_wait(candidate: Any, running_configs: Iterable[Any]) -> bool:
+    """True when `candidate` dominates a running trial: should that trial end `oom`, the candidate
+    is pruned, so a scheduler with a free GPU may hold it back (module docstring: the policy)."""
+    return any(dominates(candidate, running) for running in running_configs)
+
+
+def pick_next(pending: list[Any], running_configs: Iterable[Any]) -> int | None:
+    """Index of the first pending candidate that waits for no running trial, or None (keep the
+    free GPU idle until a running trial ends)."""
+    running = list(running_configs)
+    for index, candidate in enumerate(pending):
+        if not should_wait(candidate, running):
+            return index
+    return None
+
+
+# --- feasibility frontier -------------------------------------------------------------------------
+
+_SIZE_COLUMNS = ("max_completion_length", "max_prompt_length", "lora_r")
+_LABEL_NAMES = {
+    "num_generations": "K",
+    "batch_size": "B",
+    "micro_batch_size": "micro",
+    "max_prompt_length": "prompt",
+    "max_completion_length": "completion",
+    "lora_r": "r",
+}
+FRONTIER_COLUMNS = (
+    *FRONTIER_GROUP,
+    "largest_fit",
+    "fit_trial_key",
+    "fit_peak_device_gib",
+    "fit_peak_rss_gib",
+    "smallest_oom",
+    "oom_trial_key",
+    "oom_peak_device_gib",
+    "oom_peak_rss_gib",
+    "oom_detail",
+    "completed",
+    "oom",
+    "pruned",
+)
+
+
+def _sized(group: pd.DataFrame) -> pd.DataFrame:
+    g = group.copy()
+    g["_completions"] = g["num_generations"] * g["batch_size"]
+    if "micro_batch_size" in g:
+        g["_micro"] = g["micro_batch_size"].fillna(g["_completions"])
+    # memory grows with completions per step first, then lengths and rank
+    zero = pd.Series(0.0, index=g.index)
+    # ties (K=4 B=2 against K=8 B=1) go by the measured peak: GPU where measured, else RSS
+    peak = (
+        g.get("peak_device_gib", zero)
+        .astype(float)
+        .fillna(g.get("peak_rss_gib", zero).astype(float))
+        .fillna(0.0)
+    )
+    columns = [g.get(c, zero) for c in _SIZE_COLUMNS]
+    g["_size"] = list(zip(g["_completions"], *columns, peak, strict=True))
+    return g
+
+
+def _label(row: pd.Series, varying: list[str]) -> str:
+    parts = [f"{_LABEL_NAMES[c]}={row['_micro'] if c == 'micro_batch_size' else row[c]:g}" for c in varying]
+    return f"{' '.join(parts)} ({row['_completions']:g} completions/step)"
+
+
+def frontier(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per (framework, mode, model, quantization): the largest completed and the smallest
+    out-of-memory configuration, with their peaks, from trials.parquet's rows. Configurations are
+    ordered by completions per step (K x B), then completion length, prompt length, LoRA rank and
+    the measured peak.
+    A side that no trial reached is null."""
+    missing = [c for c in (*FRONTIER_GROUP, "num_generations", "batch_size", "status") if c not in trials]
+    if missing:
+        raise ValueError(f"frontier: trials table lacks column(s) {', '.join(missing)} (see design.md)")
+    rows = []
+    for key, group in trials.groupby(list(FRONTIER_GROUP), dropna=False, sort=True, observed=True):
+        g = _sized(group)
+        varying = [
+            c
+            for c in _LABEL_NAMES
+            if c in g and (c in ("num_generations", "batch_size") or g[c].nunique() > 1)
+        ]
+        row: dict[str, Any] = dict(zip(FRONTIER_GROUP, key, strict=True))
+        fit = _extreme(g[g["status"] == "completed"], max)
+        oom = _extreme(g[g["status"] == "oom"], min)
+        for side, best in (("fit", fit), ("oom", oom)):
+            row[f"{side}_trial_key"] = _value(best, "trial_key")
+            row[f"{side}_peak_device_gib"] = _value(best, "peak_device_gib")
+            row[f"{side}_peak_rss_gib"] = _value(best, "peak_rss_gib")
+        row["largest_fit"] = None if fit is None else _label(fit, varying)
+        row["smallest_oom"] = None if oom is None else _label(oom, varying)
+        row["oom_detail"] = _value(oom, "status_detail")
+        for status in ("completed", "oom", "pruned"):
+            row[status] = int((g["status"] == status).sum())
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(FRONTIER_COLUMNS))
+
+
+def _extreme(rows: pd.DataFrame, pick) -> pd.Series | None:
+    return None if rows.empty else rows.loc[pick(rows.index, key=lambda i: rows.at[i, "_size"])]
+
+
+def _value(row: pd.Series | None, column: str) -> Any:
+    value = None if row is None else row.get(column)
+    return None if value is None or pd.isna(value) else value
+
+
+def _gib(value: Any) -> str:
+    return "-" if value is None or pd.isna(value) else f"{value:.2f}"
+
+
+def frontier_table(df: pd.DataFrame, title: str = "Feasibility frontier") -> Table:
+    """The frontier as a rich Table: peaks show GPU memory where measured, else RSS."""
+    table = Table(title=title)
+    for column in (
+        "framework",
+        "mode",
+        "model",
+        "quant",
+        "largest fit",
+        "peak GiB",
+        "smallest oom",
+        "peak GiB",
+        "done/oom/pruned",
+    ):
+        table.add_column(column, justify="right" if column in ("peak GiB", "done/oom/pruned") else "left")
+    for r in df.itertuples(index=False):
+        table.add_row(
+            str(r.framework),
+            str(r.mode),
+            str(r.model),
+            str(r.quantization),
+            "[red]none fit[/red]" if pd.isna(r.largest_fit) else r.largest_fit,
+            _gib(_first_measured(r.fit_peak_device_gib, r.fit_peak_rss_gib)),
+            "[green]no oom[/green]" if pd.isna(r.smallest_oom) else r.smallest_oom,
+            _gib(_first_measured(r.oom_peak_device_gib, r.oom_peak_rss_gib)),
+            f"{r.completed}/{r.oom}/{r.pruned}",
+        )
+    return table
+
+
+def _first_measured(*values: Any) -> Any:
+    return next((v for v in values if v is not None and not pd.isna(v)), None)

@@ -1,0 +1,728 @@
+"""Memory telemetry of one trainer process, sampled from the supervisor (never inside the trainer).
+
+`MemorySampler(pid)` runs a background thread that reads, `hz` times a second:
+
+- always: the trainer's RSS (plus its children's, e.g. dataloader or vLLM workers), the kernel's
+  high-water mark VmHWM of the trainer (/proc/<pid>/status) and the host's available memory;
+- with NVML (nvidia-ml-py's `pynvml`, when a driver is present and CUDA_VISIBLE_DEVICES names a
+  GPU): the device's used memory, the trainer's own used memory where NVML lists its processes
+  (containers often list host PIDs only: then the device's used memory stands in), utilization and
+  power. Without a driver (or with CUDA_VISIBLE_DEVICES hiding every GPU) the GPU fields are None,
+  never 0; a GPU that is there but cannot be found from CUDA_VISIBLE_DEVICES is a sampler error,
+  not a silent switch to RSS.
+
+Samples carry wall-clock time (`time.time()`), the same clock as the trainer's step events, so the
+supervisor asks `peak_between(t_start, t_end)` for each step and `peak()` for the whole trial.
+
+The budget guard: with `budget_gib` set, every sample's guard reading (NVML process memory, else
+NVML device memory, on GPU; RSS on CPU) is compared with budget + margin; the first time it passes,
+`on_budget_exceeded(BudgetBreach)` is called once, from the sampler thread. The supervisor kills the
+trainer there and records status `oom` with `breach.detail`.
+
+Margins (why they differ):
+- GPU, 0.75 GiB (`GPU_GUARD_MARGIN_GIB`): the trainer caps torch's caching allocator at the budget
+  (torch.cuda.set_per_process_memory_fraction), and NVML's per-process figure is that allocator's
+  reserve plus the CUDA context, which lives outside it: 0.3-0.6 GiB on Ampere/Hopper with lazy
+  module loading (torch's default), more once Triton or bitsandbytes kernels are loaded. With 0.75 GiB
+  the in-process cap acts first and produces torch's own, more informative out-of-memory error; the
+  guard is the backstop for memory the cap cannot see (non-torch allocations, vLLM workers).
+  When NVML falls back to device-wide used memory, what was already in use when sampling started
+  (the driver's reservation, before the trainer created its context) is not charged to the trial.
+- CPU, 0 GiB (`CPU_GUARD_MARGIN_GIB`): nothing else enforces a CPU budget, RSS already includes the
+  interpreter and libraries, and there is no context to set aside; a margin would only move the
+  budget the user wrote.
+
+A sampler failure (an exception while reading, the trainer gone) never raises into the caller: the
+thread records it (`error`, `stopped_because`) and stops.
+
+`oom_kill_counts()` + `classify_kernel_oom()` tell a kernel OOM kill from another SIGKILL.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+GIB = 1024**3
+DEFAULT_HZ = 20.0
+GPU_GUARD_MARGIN_GIB = 0.75
+CPU_GUARD_MARGIN_GIB = 0.0
+# How often the list of the trainer's child processes is refreshed: scanning /proc for children
+# costs more than reading their memory, and children come and go rarely.
+CHILDREN_REFRESH_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One reading. GiB throughout; None where the machine cannot measure the value."""
+
+    t: float  # wall clock, time.time()
+    rss_gib: float  # trainer + its children
+    hwm_gib: float | None  # kernel high-water mark of the trainer's RSS (VmHWM)
+    host_available_gib: float
+    device_used_gib: float | None = None  # whole device, NVML
+    process_used_gib: float | None = None  # the trainer (and children) as NVML lists them
+    gpu_util_pct: float | None = None
+    power_w: float | None = None
+
+    @property
+    def gpu_gib(self) -> float | None:
+        """The trial's GPU memory: its own where NVML lists it, else the device's used memory."""
+        return self.process_used_gib if self.process_used_gib is not None else self.device_used_gib
+
+
+@dataclass(frozen=True)
+class BudgetBreach:
+    """The reading that passed the budget: what the supervisor records for an `oom` guard kill."""
+
+    source: str  # "RSS", "GPU process memory" or "GPU device memory"
+    reading_gib: float
+    budget_gib: float
+    margin_gib: float
+    baseline_gib: float  # memory in use before the trial, not charged to it (device source only)
+    t: float
+
+    @property
+    def reading(self) -> str:
+        """Short form for pruning details: 'RSS 1.52 GiB, budget 1.00 GiB'."""
+        return f"{self.source} {self.reading_gib:.2f} GiB, budget {self.budget_gib:.2f} GiB"
+
+    @property
+    def detail(self) -> str:
+        extra = f"+{self.margin_gib:.2f} GiB margin"
+        if self.baseline_gib:
+            extra += f", +{self.baseline_gib:.2f} GiB in use before the trial"
+        return f"guard: {self.source} {self.reading_gib:.2f} GiB passed budget {self.budget_gib:.2f} GiB ({extra})"
+
+
+# --- host side (psutil + /proc) -------------------------------------------------------------------
+
+
+def read_vm_hwm_gib(pid: int) -> float | None:
+    """The kernel's high-water mark of `pid`'s RSS (VmHWM), or None where /proc does not say."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024 / GIB  # the kernel writes kB
+    except OSError:
+        return None
+    return None  # a zombie's status has no Vm* lines
+
+
+class _HostReader:
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.process = psutil.Process(pid)
+        self._children: list[psutil.Process] = []
+        self._children_at = float("-inf")
+
+    def family(self) -> list[psutil.Process]:
+        now = time.monotonic()
+        if now - self._children_at >= CHILDREN_REFRESH_S:
+            with contextlib.suppress(psutil.Error):
+                self._children = self.process.children(recursive=True)
+            self._children_at = now
+        return [self.process, *self._children]
+
+    def read(self) -> tuple[float, float | None, float]:
+        # The trainer itself must be readable (NoSuchProcess ends sampling); a child may be gone.
+        rss = self.process.memory_info().rss
+        for child in self.family()[1:]:
+            with contextlib.suppress(psutil.Error):
+                rss += child.memory_info().rss
+        return rss / GIB, read_vm_hwm_gib(self.pid), psutil.virtual_memory().available / GIB
+
+
+# --- GPU side (NVML) ------------------------------------------------------------------------------
+
+
+class NvmlUnavailable(RuntimeError):
+    """NVML cannot sample this trial's GPU. `no_gpu`: the trial has no GPU to sample (no driver,
+    no nvidia-ml-py, CUDA_VISIBLE_DEVICES hides every device), so RSS is the right reading; else
+    a GPU is there but cannot be found (a bad CUDA_VISIBLE_DEVICES entry)."""
+
+    def __init__(self, message: str, *, no_gpu: bool = False):
+        super().__init__(message)
+        self.no_gpu = no_gpu
+
+
+def first_visible_device(cuda_visible_devices: str | None) -> str | None:
+    """The device the trial uses: the first entry of CUDA_VISIBLE_DEVICES; '0' when unset; None when
+    CUDA sees no device ('' or a negative index)."""
+    if cuda_visible_devices is None:
+        return "0"
+    first = cuda_visible_devices.split(",")[0].strip()
+    if not first or first.startswith("-"):
+        return None
+    return first
+
+
+def resolve_nvml_handle(nvml: Any, device: str) -> Any:
+    """The NVML handle for one CUDA_VISIBLE_DEVICES entry: an index, 'GPU-<uuid>' or 'MIG-<uuid>'
+    (CUDA also accepts a unique UUID prefix, so does this).
+
+    NVML numbers devices in PCI bus order, CUDA by default fastest-first: the two agree on machines
+    with identical GPUs (ties go by PCI bus id), and always under CUDA_DEVICE_ORDER=PCI_BUS_ID.
+    """
+    if device.isdigit():
+        count = nvml.nvmlDeviceGetCount()
+        if int(device) >= count:
+            raise NvmlUnavailable(
+                f"CUDA_VISIBLE_DEVICES: index {device} but NVML sees {count} device(s) (0..{count - 1})"
+            )
+        return nvml.nvmlDeviceGetHandleByIndex(int(device))
+    if device.startswith(("GPU-", "MIG-")):
+        try:
+            return nvml.nvmlDeviceGetHandleByUUID(device)
+        except nvml.NVMLError:
+            pass  # maybe a prefix: look it up among the full GPUs below
+        matches = []
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            if _text(nvml.nvmlDeviceGetUUID(handle)).startswith(device):
+                matches.append(handle)
+        if len(matches) == 1:
+            return matches[0]
+        raise NvmlUnavailable(
+            f"CUDA_VISIBLE_DEVICES: {device!r} matches {len(matches)} NVML devices; give the full UUID "
+            "as `nvidia-smi -L` prints it"
+        )
+    raise NvmlUnavailable(
+        f"CUDA_VISIBLE_DEVICES: cannot read {device!r}; expected an index, GPU-<uuid> or MIG-<uuid>"
+    )
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+# nvmlInit errors that mean "no NVIDIA driver on this host" (the trial runs on CPU), not a fault.
+_NO_DRIVER_ERRORS = ("NVMLError_LibraryNotFound", "NVMLError_DriverNotLoaded")
+
+
+class _NvmlReader:
+    def __init__(self, nvml: Any, cuda_visible_devices: str | None):
+        device = first_visible_device(cuda_visible_devices)
+        if device is None:
+            raise NvmlUnavailable(
+                f"CUDA_VISIBLE_DEVICES={cuda_visible_devices!r} hides every GPU", no_gpu=True
+            )
+        self.nvml = nvml
+        try:
+            nvml.nvmlInit()
+        except nvml.NVMLError as exc:
+            no_driver = tuple(
+                getattr(nvml, name)
+                for name in _NO_DRIVER_ERRORS
+                if isinstance(getattr(nvml, name, None), type)
+            )
+            raise NvmlUnavailable(f"{type(exc).__name__}: {exc}", no_gpu=isinstance(exc, no_driver)) from exc
+        try:
+            self.handle = resolve_nvml_handle(nvml, device)
+            self.name = _text(nvml.nvmlDeviceGetName(self.handle))
+            self.total_gib = nvml.nvmlDeviceGetMemoryInfo(self.handle).total / GIB
+        except BaseException:
+            nvml.nvmlShutdown()
+            raise
+        self.device = device
+        # Utilization and power are unsupported on MIG instances and some boards: ask once, then
+        # leave them None instead of paying a failing call 20 times a second.
+        self.unsupported: set[str] = set()
+
+    def _optional(self, name: str, call: Callable[[], float]) -> float | None:
+        if name in self.unsupported:
+            return None
+        try:
+            return call()
+        except self.nvml.NVMLError:
+            self.unsupported.add(name)
+            return None
+
+    def read(self, pids: set[int]) -> tuple[float, float | None, float | None, float | None]:
+        nvml, handle = self.nvml, self.handle
+        used = nvml.nvmlDeviceGetMemoryInfo(handle).used / GIB
+        own = self._optional("processes", lambda: _process_used(nvml, handle, pids))
+        util = self._optional("utilization", lambda: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
+        power = self._optional("power", lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)  # mW
+        return used, own, util, power
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.nvml.nvmlShutdown()
+
+
+def _process_used(nvml: Any, handle: Any, pids: set[int]) -> float | None:
+    listed = [
+        p.usedGpuMemory
+        for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        if p.pid in pids and p.usedGpuMemory is not None
+    ]
+    return sum(listed) / GIB if listed else None
+
+
+def _import_pynvml() -> Any:
+    try:
+        import pynvml
+    except ImportError as exc:
+        raise NvmlUnavailable(
+            "nvidia-ml-py is not installed (pip install nvidia-ml-py)", no_gpu=True
+        ) from exc
+    return pynvml
+
+
+# --- windows --------------------------------------------------------------------------------------
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def energy_between(samples: Sequence[Sample], t0: float, t1: float) -> tuple[float | None, float]:
+    """Energy in joules over [t0, t1] from the power samples (trapezoids, linear interpolation at
+    the window's edges; no extrapolation beyond the first or last sample) and the seconds covered."""
+    points = [(s.t, s.power_w) for s in samples if s.power_w is not None]
+    if not points:
+        return None, 0.0
+    lo, hi = max(t0, points[0][0]), min(t1, points[-1][0])
+    if hi < lo:
+        return None, 0.0
+    times = [t for t, _ in points]
+
+    def power_at(t: float) -> float:
+        i = bisect.bisect_left(times, t)
+        if i < len(times) and times[i] == t:
+            return points[i][1]
+        (ta, pa), (tb, pb) = points[i - 1], points[i]
+        return pa + (pb - pa) * (t - ta) / (tb - ta)
+
+    knots = [(lo, power_at(lo))] + [p for p in points if lo < p[0] < hi] + [(hi, power_at(hi))]
+    energy = sum((tb - ta) * (pa + pb) / 2 for (ta, pa), (tb, pb) in zip(knots, knots[1:], strict=False))
+    return energy, hi - lo
+
+
+def summarize_window(samples: Sequence[Sample], t0: float, t1: float) -> dict[str, Any]:
+    """Per-step figures for [t0, t1] from time-ordered samples.
+
+    A window with no sample in it (a step shorter than the sampling interval) reports the latest
+    sample before t1: the state the step ended in. The trainer's VmHWM counts too: when it rose
+    during the window, the trainer reached that RSS inside it, even if no sample caught the moment.
+    """
+    inside = [s for s in samples if t0 <= s.t <= t1]
+    before = [s for s in samples if s.t < t0]
+    if not inside:
+        inside = [s for s in samples if s.t <= t1][-1:]
+    if not inside:
+        return {key: None for key in WINDOW_KEYS} | {"samples": 0}
+    last = inside[-1]
+    rss_peak = max(s.rss_gib for s in inside)
+    hwm_start = before[-1].hwm_gib if before else None
+    if last.hwm_gib is not None and (hwm_start is None or last.hwm_gib > hwm_start):
+        rss_peak = max(rss_peak, last.hwm_gib)
+    gpu = [s.gpu_gib for s in inside if s.gpu_gib is not None]
+    energy, covered = energy_between(samples, t0, t1)
+    powers = [s.power_w for s in inside if s.power_w is not None]
+    return {
+        "device_used_gib": last.gpu_gib,
+        "device_peak_gib": max(gpu) if gpu else None,
+        "rss_gib": last.rss_gib,
+        "rss_peak_gib": rss_peak,
+        "gpu_util_pct": _mean([s.gpu_util_pct for s in inside if s.gpu_util_pct is not None]),
+        # time-weighted where the window is covered by power samples, else their plain mean
+        "power_w": energy / covered if energy is not None and covered > 0 else _mean(powers),
+        "energy_j": energy,
+        "samples": sum(1 for s in samples if t0 <= s.t <= t1),
+    }
+
+
+WINDOW_KEYS = (
+    "device_used_gib",
+    "device_peak_gib",
+    "rss_gib",
+    "rss_peak_gib",
+    "gpu_util_pct",
+    "power_w",
+    "energy_j",
+)
+
+
+# --- the sampler ----------------------------------------------------------------------------------
+
+
+class MemorySampler:
+    """Samples one trainer process (and its GPU) in a background thread. See the module docstring.
+
+    backend: "auto" (NVML when it can sample the trial's GPU, else psutil), "nvml" or "psutil".
+    nvml: the pynvml module to use (tests inject a fake); default imports nvidia-ml-py's pynvml.
+    retention_s: samples older than this are dropped (the overall peak and energy are kept apart).
+    """
+
+    def __init__(
+        self,
+        pid: int,
+        *,
+        hz: float = DEFAULT_HZ,
+        cuda_visible_devices: str | None = None,
+        backend: str = "auto",
+        budget_gib: float | None = None,
+        margin_gib: float | None = None,
+        on_budget_exceeded: Callable[[BudgetBreach], None] | None = None,
+        on_sample: Callable[[Sample], None] | None = None,
+        retention_s: float = 900.0,
+        nvml: Any = None,
+    ):
+        if hz <= 0:
+            raise ValueError(f"hz: must be > 0, got {hz!r}; the default is {DEFAULT_HZ}")
+        if backend not in ("auto", "nvml", "psutil"):
+            raise ValueError(f"backend: unknown value {backend!r}; available: auto, nvml, psutil")
+        self.pid = pid
+        self.hz = hz
+        self.budget_gib = budget_gib
+        self.on_budget_exceeded = on_budget_exceeded
+        self.on_sample = on_sample
+        self._cvd = (
+            cuda_visible_devices
+            if cuda_visible_devices is not None
+            else os.environ.get("CUDA_VISIBLE_DEVICES")
+        )
+        self._requested_backend = backend
+        self._nvml_module = nvml
+        self._margin_override = margin_gib
+        self._samples: deque[Sample] = deque(maxlen=max(16, int(retention_s * hz)))
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._host: _HostReader | None = None
+        self._gpu: _NvmlReader | None = None
+        self._device_baseline_gib: float | None = None
+        self._facts: tuple[str | None, float | None] = (None, None)  # GPU name, total GiB
+        self._breach: BudgetBreach | None = None
+        self._peak: dict[str, float | None] = {"device_peak_gib": None, "rss_peak_gib": None}
+        self._energy_j: float | None = None
+        self._last_power: tuple[float, float] | None = None
+        self._count = 0
+        self.backend: str | None = None  # "nvml" or "psutil" once started
+        self.notes: list[str] = []  # why NVML was not used, which readings the device lacks
+        self.error: str | None = None  # an unexpected failure that stopped sampling
+        self.stopped_because: str | None = None  # why sampling ended on its own
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> MemorySampler:
+        """Open the backends, take a first sample and start the thread. Never raises."""
+        try:
+            self._open()
+            self.sample_once()
+        except Exception as exc:
+            self._fail(exc)
+            return self
+        self._thread = threading.Thread(target=self._run, name=f"memory-sampler-{self.pid}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop the thread and release NVML; idempotent. The samples stay readable."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        if self._gpu is not None:
+            self._gpu.close()
+            self._gpu = None
+
+    def __enter__(self) -> MemorySampler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- facts about the device ---------------------------------------------------------------
+
+    @property
+    def gpu_name(self) -> str | None:
+        return self._facts[0]
+
+    @property
+    def gpu_total_gib(self) -> float | None:
+        return self._facts[1]
+
+    @property
+    def margin_gib(self) -> float:
+        if self._margin_override is not None:
+            return self._margin_override
+        return GPU_GUARD_MARGIN_GIB if self.backend == "nvml" else CPU_GUARD_MARGIN_GIB
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def sample_once(self) -> Sample:
+        """Take one sample now (the thread calls this; so may tests). Raises on a read failure."""
+        assert self._host is not None, "start() opens the backends"
+        t = time.time()
+        rss, hwm, available = self._host.read()
+        fields: dict[str, Any] = {}
+        if self._gpu is not None:
+            pids = {p.pid for p in self._host.family()}
+            used, own, util, power = self._gpu.read(pids)
+            fields = {
+                "device_used_gib": used,
+                "process_used_gib": own,
+                "gpu_util_pct": util,
+                "power_w": power,
+            }
+            if self._device_baseline_gib is None:
+                self._device_baseline_gib = used
+        sample = Sample(t=t, rss_gib=rss, hwm_gib=hwm, host_available_gib=available, **fields)
+        self._record(sample)
+        return sample
+
+    def samples(self) -> list[Sample]:
+        with self._lock:
+            return list(self._samples)
+
+    def latest(self) -> Sample | None:
+        with self._lock:
+            return self._samples[-1] if self._samples else None
+
+    def peak_between(self, t0: float, t1: float) -> dict[str, Any]:
+        """Figures for one step window [t0, t1] (wall clock): see summarize_window."""
+        return summarize_window(self.samples(), t0, t1)
+
+    def peak(self) -> dict[str, Any]:
+        """The trial's figures so far: peaks over every sample, VmHWM included, and total energy."""
+        last = self.latest()
+        with self._lock:
+            peak = dict(self._peak)
+            energy = self._energy_j
+        return {
+            **peak,
+            "device_used_gib": last.gpu_gib if last else None,
+            "rss_gib": last.rss_gib if last else None,
+            "hwm_gib": last.hwm_gib if last else None,
+            "energy_j": energy,
+            "samples": self._count,
+            "gpu_name": self.gpu_name,
+            "gpu_total_gib": self.gpu_total_gib,
+            "backend": self.backend,
+            "error": self.error,
+        }
+
+    def discard_before(self, t: float) -> None:
+        """Drop samples older than t, keeping the last one before it (a window starting at t needs
+        it for VmHWM). The supervisor may call it once a step's window is summarized."""
+        with self._lock:
+            while len(self._samples) > 1 and self._samples[1].t < t:
+                self._samples.popleft()
+
+    @property
+    def breach(self) -> BudgetBreach | None:
+        return self._breach
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        self._host = _HostReader(self.pid)
+        if self._requested_backend != "psutil":
+            try:
+                nvml = self._nvml_module or _import_pynvml()
+                self._gpu = _NvmlReader(nvml, self._cvd)
+                self._facts = (self._gpu.name, self._gpu.total_gib)
+            except NvmlUnavailable as exc:
+                # Only a host without a GPU for this trial falls back to RSS: a GPU that cannot be
+                # found must not have its budget silently compared with host memory.
+                if self._requested_backend == "nvml" or not exc.no_gpu:
+                    raise
+                self.notes.append(f"NVML not used: {exc}")
+        self.backend = "nvml" if self._gpu is not None else "psutil"
+
+    def _record(self, sample: Sample) -> None:
+        with self._lock:
+            self._samples.append(sample)
+            self._count += 1
+            self._peak["rss_peak_gib"] = _max(self._peak["rss_peak_gib"], sample.rss_gib, sample.hwm_gib)
+            self._peak["device_peak_gib"] = _max(self._peak["device_peak_gib"], sample.gpu_gib)
+            if sample.power_w is not None:
+                if self._last_power is not None:
+                    t, p = self._last_power
+                    self._energy_j = (self._energy_j or 0.0) + (sample.t - t) * (p + sample.power_w) / 2
+                self._last_power = (sample.t, sample.power_w)
+        self._check_budget(sample)
+        if self.on_sample is not None:
+            self._call(self.on_sample, sample)
+
+    def _guard_reading(self, sample: Sample) -> tuple[str, float, float] | None:
+        if self.backend == "nvml":
+            if sample.process_used_gib is not None:
+                return "GPU process memory", sample.process_used_gib, 0.0
+            if sample.device_used_gib is not None:
+                return "GPU device memory", sample.device_used_gib, self._device_baseline_gib or 0.0
+            return None
+        return "RSS", sample.rss_gib, 0.0
+
+    def _check_budget(self, sample: Sample) -> None:
+        if self.budget_gib is None or self._breach is not None:
+            return
+        reading = self._guard_reading(sample)
+        if reading is None:
+            return
+        source, value, baseline = reading
+        if value > self.budget_gib + self.margin_gib + baseline:
+            self._breach = BudgetBreach(source, value, self.budget_gib, self.margin_gib, baseline, sample.t)
+            if self.on_budget_exceeded is not None:
+                self._call(self.on_budget_exceeded, self._breach)
+
+    def _call(self, callback: Callable[[Any], None], arg: Any) -> None:
+        try:
+            callback(arg)
+        except Exception as exc:  # a listener's bug must not stop the sampling
+            self.notes.append(f"callback {getattr(callback, '__name__', callback)!r} raised {exc!r}")
+
+    def _run(self) -> None:
+        interval = 1.0 / self.hz
+        deadline = time.monotonic()
+        while True:
+            # A fixed schedule rather than sleep(interval) keeps the rate at hz however long a read
+            # takes; after a stall (a busy machine) it restarts from now instead of bursting.
+            deadline = max(deadline + interval, time.monotonic())
+            if self._stop.wait(deadline - time.monotonic()):
+                return
+            try:
+                self.sample_once()
+            except Exception as exc:
+                self._fail(exc)
+                return
+
+    def _fail(self, exc: BaseException) -> None:
+        if isinstance(exc, psutil.NoSuchProcess):
+            self.stopped_because = f"trainer process {self.pid} exited"
+        else:
+            self.error = f"{type(exc).__name__}: {exc}"
+            self.stopped_because = "sampler error"
+        self._stop.set()
+
+
+def _max(current: float | None, *values: float | None) -> float | None:
+    present = [v for v in (current, *values) if v is not None]
+    return max(present) if present else None
+
+
+# --- kernel OOM killer ----------------------------------------------------------------------------
+
+
+def oom_kill_counts(pid: int | str = "self") -> dict[str, int]:
+    """The kernel's OOM-kill counters visible for `pid`: 'cgroup' (cgroup v2 memory.events or v1
+    memory.oom_control of its memory cgroup) and 'host' (/proc/vmstat oom_kill). Read them before
+    starting a trainer and after it died; missing files leave a key out."""
+    counts: dict[str, int] = {}
+    for path in _cgroup_oom_files(pid):
+        value = _read_counter(path, "oom_kill")
+        if value is not None:
+            counts["cgroup"] = value
+            break
+    value = _read_counter(Path("/proc/vmstat"), "oom_kill")
+    if value is not None:
+        counts["host"] = value
+    return counts
+
+
+def _cgroup_oom_files(pid: int | str) -> list[Path]:
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return []
+    root = Path("/sys/fs/cgroup")
+    files = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        rel = path.lstrip("/")
+        if controllers == "":  # cgroup v2
+            files += [root / rel / "memory.events", root / "memory.events"]
+        elif "memory" in controllers.split(","):  # cgroup v1
+            files += [root / "memory" / rel / "memory.oom_control", root / "memory" / "memory.oom_control"]
+    return files
+
+
+def _read_counter(path: Path, key: str) -> int | None:
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def cgroup_memory_limit_gib(pid: int | str = "self") -> float | None:
+    """The memory limit of `pid`'s cgroup (v2 memory.max, v1 memory.limit_in_bytes), None if unlimited."""
+    for path in _cgroup_oom_files(pid):
+        name = "memory.max" if path.name == "memory.events" else "memory.limit_in_bytes"
+        try:
+            text = (path.parent / name).read_text().strip()
+        except OSError:
+            continue
+        if text == "max" or int(text) >= 2**62:  # v1 writes "unlimited" as a huge number
+            return None
+        return int(text) / GIB
+    return None
+
+
+def classify_kernel_oom(
+    returncode: int | None,
+    *,
+    last_sample: Sample | None = None,
+    counts_before: dict[str, int] | None = None,
+    counts_after: dict[str, int] | None = None,
+    host_total_gib: float | None = None,
+    limit_gib: float | None = None,
+    near_fraction: float = 0.9,
+) -> str | None:
+    """A status detail when a trainer killed by SIGKILL was most likely killed by the kernel's OOM
+    killer, else None (not SIGKILL, or nothing points at memory: someone else killed it).
+
+    Evidence, strongest first: an OOM-kill counter rose between `counts_before` and `counts_after`
+    (see oom_kill_counts); or the last sample had the trainer's RSS at >= near_fraction of the
+    memory it may use (its cgroup limit, else the host's total) or the host's available memory
+    below 1 - near_fraction of it.
+    """
+    if returncode not in (-signal.SIGKILL, 128 + signal.SIGKILL):
+        return None
+    reading = ""
+    if last_sample is not None:
+        reading = (
+            f"; last reading RSS {last_sample.rss_gib:.2f} GiB, "
+            f"host available {last_sample.host_available_gib:.2f} GiB"
+        )
+    before, after = counts_before or {}, counts_after or {}
+    for key, label in (("cgroup", "its cgroup's"), ("host", "the host's")):
+        if key in before and key in after and after[key] > before[key]:
+            return (
+                f"killed by the kernel's OOM killer (SIGKILL; {label} oom_kill count "
+                f"{before[key]} -> {after[key]}){reading}"
+            )
+    if last_sample is None:
+        return None
+    total = host_total_gib if host_total_gib is not None else psutil.virtual_memory().total / GIB
+    allowed = min(total, limit_gib) if limit_gib is not None else total
+    rss_near = last_sample.rss_gib >= near_fraction * allowed
+    host_low = last_sample.host_available_gib <= (1 - near_fraction) * total
+    if rss_near or host_low:
+        return (
+            f"likely killed by the kernel's OOM killer (SIGKILL while memory was near the limit: "
+            f"RSS {last_sample.rss_gib:.2f} GiB of {allowed:.2f} GiB allowed, "
+            f"host available {last_sample.host_available_gib:.2f} of {total:.2f} GiB)"
+        )
+    return None

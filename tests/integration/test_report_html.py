@@ -1,0 +1,76 @@
+"""report.html rendered by a real browser (headless Chromium): the page draws text, tables and images.
+
+Chromium comes from Debian's `chromium` package. If it is missing, the test installs it when it runs
+as root with apt-get available (set RLSWEEP_INSTALL_CHROMIUM=0 to forbid that), else it skips and
+says why.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from PIL import Image
+from rich.console import Console
+
+from orchestrator.report import write_report
+from tests.unit.test_report_synthetic import write_synthetic_sweep
+
+INSTALL_TIMEOUT_S = 600
+RENDER_TIMEOUT_S = 120
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium")
+    if found:
+        return found
+    if os.environ.get("RLSWEEP_INSTALL_CHROMIUM") == "0":
+        pytest.skip(
+            "chromium not found and RLSWEEP_INSTALL_CHROMIUM=0 forbids installing it (apt-get install chromium)"
+        )
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.skip("chromium not found; install Debian's package: sudo apt-get install -y chromium")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    try:
+        for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
+            subprocess.run(command, check=True, capture_output=True, timeout=INSTALL_TIMEOUT_S, env=env)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        tail = getattr(exc, "stderr", b"") or b""
+        pytest.skip(f"could not install chromium with apt-get: {exc}; {tail.decode(errors='replace')[-300:]}")
+    found = shutil.which("chromium")
+    if not found:
+        pytest.skip("apt-get installed chromium but no `chromium` is on PATH")
+    return found
+
+
+@pytest.mark.slow
+def test_report_html_renders_in_headless_chromium(tmp_path):
+    chromium = _chromium()
+    out = tmp_path / "sweep"
+    write_synthetic_sweep(out)
+    paths = write_report(out, console=Console(record=True, width=160))
+    shot = tmp_path / "report.png"
+    # A private profile dir keeps the run from touching the user's Chromium profile.
+    command = [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        f"--screenshot={shot}",
+        "--window-size=1200,2000",
+        paths["report_html"].resolve().as_uri(),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=RENDER_TIMEOUT_S, cwd=tmp_path)
+    assert shot.is_file(), f"chromium wrote no screenshot (rc {done.returncode}): {done.stderr[-800:]}"
+    with Image.open(shot) as image:
+        assert image.size == (1200, 2000)
+        pixels = np.asarray(image.convert("RGB"), dtype=float)
+    assert pixels.std() > 10  # not a blank page
+    # Colour beyond grey text means the embedded plots and status cells were drawn.
+    colourful = (pixels.max(axis=2) - pixels.min(axis=2)) > 60
+    assert colourful.mean() > 0.01

@@ -1,0 +1,201 @@
+"""The sampler against real child processes (psutil backend): RSS, peaks, VmHWM, step windows,
+children's memory, the budget guard killing a child, and a child that exits under it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from orchestrator.telemetry import (
+    GIB,
+    MemorySampler,
+    classify_kernel_oom,
+    oom_kill_counts,
+    read_vm_hwm_gib,
+)
+
+pytestmark = pytest.mark.slow
+MIB = 1024**2
+
+# Allocates (and touches: bytes * n writes every page) 300 MiB, then frees it, one step per line on
+# stdin, saying what it did on stdout.
+STEPS_CHILD = textwrap.dedent(
+    """
+    import sys
+    def step(word):
+        print(word, flush=True)
+        if not sys.stdin.readline():
+            sys.exit(0)
+    step("ready")
+    block = b"\\x01" * (300 * 2**20)
+    step("allocated")
+    del block
+    step("freed")
+    """
+)
+
+
+def spawn(code: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+
+
+def wait_for_sample_after(sampler: MemorySampler, t: float, timeout: float = 10.0) -> None:
+    """Block until the sampler has a reading taken after wall-clock time t."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        latest = sampler.latest()
+        if latest is not None and latest.t > t:
+            return
+        time.sleep(0.01)
+    raise AssertionError(
+        f"no sample after {t} within {timeout} s: {sampler.error or sampler.stopped_because}"
+    )
+
+
+def advance(child: subprocess.Popen, expected: str) -> None:
+    child.stdin.write("\n")
+    child.stdin.flush()
+    assert child.stdout.readline().strip() == expected
+
+
+def test_sampler_reads_a_real_childs_rss_peak_and_vmhwm_per_window():
+    child = spawn(STEPS_CHILD)
+    sampler = MemorySampler(child.pid, backend="psutil", hz=50)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        sampler.start()
+        assert sampler.backend == "psutil" and sampler.running
+
+        t_alloc = time.time()
+        advance(child, "allocated")
+        wait_for_sample_after(sampler, time.time())
+        t_allocated = time.time()
+        advance(child, "freed")
+        t_freed = time.time()
+        wait_for_sample_after(sampler, t_freed)
+        wait_for_sample_after(sampler, time.time())
+        t_end = time.time()
+
+        hwm = read_vm_hwm_gib(child.pid)
+        alloc_window = sampler.peak_between(t_alloc, t_allocated)
+        freed_window = sampler.peak_between(t_freed, t_end)
+        overall = sampler.peak()
+        child.stdin.close()
+        child.wait(30)
+        # the child exited: the sampler stops on its own, an ending rather than an error
+        deadline = time.monotonic() + 10
+        while sampler.running and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not sampler.running
+        assert sampler.stopped_because == f"trainer process {child.pid} exited" and sampler.error is None
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        sampler.stop()
+
+    assert alloc_window["rss_peak_gib"] >= 250 * MIB / GIB
+    assert alloc_window["samples"] >= 1
+    # after the free: RSS back down, and the window does not inherit the earlier high-water mark
+    assert freed_window["rss_gib"] < alloc_window["rss_peak_gib"] - 200 * MIB / GIB
+    assert freed_window["rss_peak_gib"] < alloc_window["rss_peak_gib"] - 200 * MIB / GIB
+    # the kernel's high-water mark saw the whole block, and no sample exceeded it
+    assert hwm >= 300 * MIB / GIB
+    assert max(s.rss_gib for s in sampler.samples()) <= hwm + 1 * MIB / GIB
+    assert overall["rss_peak_gib"] >= hwm
+    for window in (alloc_window, freed_window):
+        assert window["device_peak_gib"] is None and window["gpu_util_pct"] is None
+        assert window["power_w"] is None and window["energy_j"] is None
+
+
+def test_sampler_counts_the_trainers_children():
+    # the child itself stays small; its own child (a dataloader worker, say) holds 200 MiB
+    code = textwrap.dedent(
+        """
+        import subprocess, sys
+        grandchild = subprocess.Popen([sys.executable, "-c",
+            "import sys; b = b'\\\\x01' * (200 * 2**20); print('held', flush=True); sys.stdin.readline()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        print(grandchild.stdout.readline().strip(), flush=True)
+        sys.stdin.readline()
+        grandchild.stdin.close()
+        grandchild.wait()
+        """
+    )
+    child = spawn(code)
+    sampler = MemorySampler(child.pid, backend="psutil", hz=20)
+    try:
+        assert child.stdout.readline().strip() == "held"
+        sampler.start()
+        own_rss = sampler.latest().hwm_gib  # the child's own high-water mark: small
+        # the list of children is refreshed about once a second: wait for a sample that has it
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and sampler.latest().rss_gib < 200 * MIB / GIB:
+            time.sleep(0.05)
+        family_rss = sampler.latest().rss_gib
+    finally:
+        child.stdin.close()
+        child.wait(30)
+        sampler.stop()
+    assert own_rss < 100 * MIB / GIB
+    assert family_rss >= 200 * MIB / GIB
+
+
+GROWING_CHILD = textwrap.dedent(
+    """
+    import time
+    held = []
+    while len(held) < 48:  # 48 x 32 MiB = 1.5 GiB at most, should the guard not act
+        held.append(b"\\x01" * (32 * 2**20))
+        time.sleep(0.02)
+    time.sleep(60)
+    """
+)
+
+
+def test_the_guard_fires_once_for_a_real_child_passing_its_budget_and_the_callback_kills_it():
+    child = subprocess.Popen([sys.executable, "-c", GROWING_CHILD])
+    breaches = []
+
+    def kill(breach):
+        breaches.append(breach)
+        os.kill(child.pid, signal.SIGKILL)
+
+    before = oom_kill_counts(child.pid)
+    sampler = MemorySampler(child.pid, backend="psutil", hz=20, budget_gib=0.25, on_budget_exceeded=kill)
+    try:
+        sampler.start()
+        returncode = child.wait(60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        sampler.stop()
+    after = oom_kill_counts()
+
+    assert returncode == -signal.SIGKILL
+    assert len(breaches) == 1 and sampler.breach is breaches[0]
+    breach = breaches[0]
+    assert breach.source == "RSS" and 0.25 < breach.reading_gib < 1.5
+    assert (
+        breach.detail == f"guard: RSS {breach.reading_gib:.2f} GiB passed budget 0.25 GiB (+0.00 GiB margin)"
+    )
+    # our own SIGKILL while memory was far from the host's limit is not the kernel's OOM killer
+    cgroup_only = ({k: v for k, v in c.items() if k == "cgroup"} for c in (before, after))
+    assert (
+        classify_kernel_oom(
+            returncode,
+            last_sample=sampler.latest(),
+            counts_before=next(cgroup_only),
+            counts_after=next(cgroup_only),
+        )
+        is None
+    )

@@ -1,0 +1,105 @@
+"""Real trainer processes: `python -m trainers spec.json` on the tiny model, 3 steps."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainers.events import read_events
+from trainers.spec import TrialSpec
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+STEP_COLUMNS = [
+    "step", "probe", "step_s", "gen_s", "prompt_tokens", "completion_tokens", "tokens_per_s",
+    "torch_allocated_gib", "torch_reserved_gib", "torch_peak_allocated_gib", "torch_peak_reserved_gib",
+    "rss_gib", "rss_peak_gib", "reward_mean", "reward_std", "frac_reward_zero_std", "loss", "grad_norm",
+    "kl", "entropy", "clip_ratio", "completion_len_mean", "completion_len_max", "clipped_ratio", "learning_rate",
+]  # fmt: skip
+
+
+def run_child(tmp_path, **overrides):
+    settings = {
+        "model": "tiny",
+        "max_steps": 3,
+        "num_generations": 2,
+        "batch_size": 2,
+        "max_completion_length": 12,
+        "num_threads": 1,
+        "events_path": str(tmp_path / "events.jsonl"),
+        "output_dir": str(tmp_path / "out"),
+        "model_cache_dir": str(ROOT / ".cache"),
+    }
+    spec = TrialSpec(**(settings | overrides))
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(spec.to_json())
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainers", str(spec_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+    )
+    events, _ = read_events(spec.events_path)
+    return proc, events
+
+
+@pytest.mark.parametrize(
+    "mode,quantization", [("grpo", "nf4"), ("gspo", "nf4"), ("grpo", "none"), ("gspo", "none")]
+)
+def test_three_steps_event_stream(tmp_path, mode, quantization):
+    proc, events = run_child(tmp_path, mode=mode, quantization=quantization)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    kinds = [e["event"] for e in events]
+    assert kinds == ["started", "step", "step", "step", "finished"]
+    started = events[0]
+    assert started["versions"]["torch"] and started["versions"]["trl"] and started["versions"]["transformers"]
+    effective = started["effective_config"]
+    assert effective["importance_sampling_level"] == ("sequence" if mode == "gspo" else "token")
+    assert effective["load_in_4bit"] is (quantization == "nf4")
+    assert effective["num_generations"] == 2 and effective["completions_per_step"] == 4
+    assert effective["lora_r"] == 16 and effective["trainable_params"] > 0
+    # nothing on stdout may be mistaken for an event: the stream is its own file
+    assert '"event"' not in proc.stdout
+
+    steps = events[1:4]
+    assert [s["step"] for s in steps] == [1, 2, 3]
+    for s in steps:
+        assert set(STEP_COLUMNS) <= set(s)
+        # counted, not estimated: tokens match TRL's own completion lengths for B x K completions
+        assert s["completions"] == 4
+        assert s["completion_tokens"] == pytest.approx(s["completion_len_mean"] * 4)
+        assert s["completion_len_max"] <= 12
+        assert s["prompt_tokens"] > 0 and s["tokens_per_s"] > 0
+        assert 0 < s["gen_s"] < s["step_s"]
+        assert s["rss_gib"] > 0 and s["rss_peak_gib"] >= s["rss_gib"] * 0.5
+        # no GPU here: what cannot be measured is null, never 0
+        assert s["torch_allocated_gib"] is None and s["torch_peak_reserved_gib"] is None
+        assert s["learning_rate"] == pytest.approx(2e-4)
+
+
+def test_invalid_spec_ends_with_error_event_before_any_model(tmp_path):
+    proc, events = run_child(tmp_path, micro_batch_size=3)
+    assert proc.returncode == 1
+    assert [e["event"] for e in events] == ["error"]
+    assert "micro_batch_size: 3 does not divide" in events[0]["message"]
+
+
+def test_probe_steps_force_max_length_and_are_flagged(tmp_path):
+    proc, events = run_child(tmp_path, probe_steps=2, max_steps=3)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = [e for e in events if e["event"] == "step"]
+    assert [s["probe"] for s in steps] == [True, True, False]
+    # A random model never emits EOS, so lengths cannot tell; the generation setting that forces them can.
+    assert [s["min_new_tokens"] for s in steps] == [12, 12, None]
+    assert all(s["completion_len_mean"] == 12 for s in steps[:2])
+
+
+def test_events_json_is_one_object_per_line(tmp_path):
+    proc, _ = run_child(tmp_path, max_steps=1)
+    lines = (tmp_path / "events.jsonl").read_text().splitlines()
+    assert all(isinstance(json.loads(line), dict) for line in lines)

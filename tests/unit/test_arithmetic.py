@@ -1,0 +1,67 @@
+import time
+
+import pytest
+
+from tasks import load_task
+from tasks.arithmetic import exact_answer_reward, first_integer, make_problems
+
+ADVERSARIAL = [
+    "",
+    "   ",
+    "no digits here",
+    "9" * 100_000,
+    "x" * 100_000 + "42",
+    "__import__('os').system('echo pwned')",
+    "9**9**9**9",
+    "(" * 10_000 + "1" + ")" * 10_000,
+    "\u0664\u0662",  # Arabic-Indic digits "42": not ASCII, not the answer
+    "\x00\x01\udcff",
+    "-57",
+    "The answer is 57.",
+]
+
+
+def test_same_seed_same_data_other_seed_other_data():
+    a = load_task("arithmetic", {"num_samples": 32}, seed=7).train
+    b = load_task("arithmetic", {"num_samples": 32}, seed=7).train
+    c = load_task("arithmetic", {"num_samples": 32}, seed=8).train
+    assert a["answer"] == b["answer"] and a["prompt"] == b["prompt"]
+    assert a["answer"] != c["answer"]
+    assert all(10 <= x <= 99 and 10 <= y <= 99 for x, y in make_problems(200, seed=1))
+
+
+def test_prompt_is_conversational_and_answer_matches():
+    row = load_task("arithmetic", {"num_samples": 4}, seed=3).train[0]
+    assert row["prompt"][-1]["role"] == "user"
+    a, b = row["prompt"][-1]["content"].removeprefix("What is ").removesuffix("?").split("+")
+    assert int(a) + int(b) == row["answer"]
+
+
+@pytest.mark.parametrize("text", ADVERSARIAL)
+def test_reward_never_raises_and_is_bounded(text):
+    start = time.perf_counter()
+    chat = [[{"role": "assistant", "content": text}]]
+    assert exact_answer_reward(prompts=[None], completions=chat, answer=[57])[0] in (0.0, 1.0)
+    assert exact_answer_reward(prompts=[None], completions=[text], answer=[57])[0] in (0.0, 1.0)
+    assert time.perf_counter() - start < 0.1
+
+
+def test_reward_scores_first_integer_only():
+    completions = ["57", "The answer is 57.", "56 no wait 57", "\u0665\u0667", "-57", "", None]
+    assert exact_answer_reward(completions=completions, answer=[57] * 7) == [
+        1.0,
+        1.0,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+    ]
+    assert first_integer("abc 123 456") == 123
+    assert first_integer("nothing") is None
+
+
+def test_reward_survives_malformed_rows():
+    assert exact_answer_reward(completions=["12"], answer=["not a number"]) == [0.0]
+    assert exact_answer_reward(completions=["12"], answer=None) == [0.0]
+    assert exact_answer_reward(completions=None, answer=None) == []

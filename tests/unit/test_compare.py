@@ -1,0 +1,73 @@
+"""`rlsweep compare A B`: shared trial keys side by side with B/A ratios, and the keys only one has."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from orchestrator.compare import compare_outputs
+from orchestrator.report import load_outputs, summary_table
+from tests.unit.test_report_synthetic import GRID, trial_key, write_synthetic_sweep
+
+SPEEDUP, MEMORY_SCALE = 1.7, 1.4
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    a, b = tmp_path_factory.mktemp("a"), tmp_path_factory.mktemp("b")
+    write_synthetic_sweep(a)
+    # B: faster, hungrier, lacks the last two trials of A and has one of its own.
+    extra = ("trl", "gspo", 4, 4, 1, "completed", 5)
+    write_synthetic_sweep(b, grid=[*GRID[:-2], extra], speedup=SPEEDUP, memory_scale=MEMORY_SCALE, rng_seed=1)
+    console = Console(record=True, width=220)
+    result = compare_outputs(a, b, console=console)
+    return a, b, result, console.export_text()
+
+
+def test_shared_keys_carry_both_sides_and_ratios(compared):
+    a, b, result, _ = compared
+    both = result[result["present"] == "both"].set_index("trial_key")
+    assert set(both.index) == {trial_key(f, m, k, bb, s) for f, m, k, bb, s, *_ in GRID[:-2]}
+    sa = summary_table(load_outputs(a)).set_index("run_name")
+    sb = summary_table(load_outputs(b)).set_index("run_name")
+    key = trial_key("unsloth", "grpo", 4, 2, 1)
+    row = both.loc[key]
+    assert row["tokens_per_s_a"] == pytest.approx(sa.loc[key, "median_tokens_per_s"])
+    assert row["tokens_per_s_ratio"] == pytest.approx(
+        sb.loc[key, "median_tokens_per_s"] / sa.loc[key, "median_tokens_per_s"]
+    )
+    assert row["step_s_ratio"] == pytest.approx(sb.loc[key, "median_step_s"] / sa.loc[key, "median_step_s"])
+    assert row["peak_gib_ratio"] == pytest.approx(
+        sb.loc[key, "peak_device_gib"] / sa.loc[key, "peak_device_gib"]
+    )
+    completed = both[both["status_a"] == "completed"]
+    assert (completed["tokens_per_s_ratio"] > 1).all()  # B was generated faster
+    assert (completed["step_s_ratio"] < 1).all()
+    assert (completed["peak_gib_ratio"] > 1).all()  # and hungrier
+    # A pruned trial has no figures: its ratios are unknown, not 0 or inf.
+    assert both.loc[trial_key("trl", "grpo", 8, 2, 1), ["tokens_per_s_ratio", "peak_gib_ratio"]].isna().all()
+
+
+def test_keys_only_one_sweep_has_are_listed(compared):
+    _, _, result, printed = compared
+    only_a = set(result.loc[result["present"] == "only A", "trial_key"])
+    only_b = set(result.loc[result["present"] == "only B", "trial_key"])
+    assert only_a == {trial_key(f, m, k, b, s) for f, m, k, b, s, *_ in GRID[-2:]}
+    assert only_b == {trial_key("trl", "gspo", 4, 4, 1)}
+    assert result.loc[result["present"] == "only B", "status_a"].isna().all()
+    assert list(result["present"]) == sorted(result["present"], key=["both", "only A", "only B"].index)
+    for key in only_a | only_b:
+        assert key in printed
+    assert "B/A" in printed and "OOM" in printed
+
+
+def test_memory_ratio_needs_the_same_kind_of_measurement(tmp_path):
+    gpu, cpu = tmp_path / "gpu", tmp_path / "cpu"
+    write_synthetic_sweep(gpu, grid=GRID[:1])
+    write_synthetic_sweep(cpu, grid=GRID[:1], gpu=False)
+    result = compare_outputs(gpu, cpu, console=Console(record=True, width=200))
+    row = result.iloc[0]
+    assert (row["memory_kind_a"], row["memory_kind_b"]) == ("GPU", "RSS")
+    assert pd.isna(row["peak_gib_ratio"])
+    assert pd.notna(row["tokens_per_s_ratio"])

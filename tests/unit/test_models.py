@@ -1,0 +1,65 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from trainers.models import bundled_models, count_parameters, load_tokenizer, parse_model, resolve_model
+
+PUBLISHED_PARAMS = {  # from the model cards
+    "Qwen/Qwen2.5-0.5B-Instruct": 494e6,
+    "Qwen/Qwen2.5-1.5B-Instruct": 1.54e9,
+    "Qwen/Qwen2.5-3B-Instruct": 3.09e9,
+    "Qwen/Qwen2.5-7B-Instruct": 7.62e9,
+    "meta-llama/Llama-3.2-1B-Instruct": 1.24e9,
+    "meta-llama/Llama-3.2-3B-Instruct": 3.21e9,
+}
+
+
+@pytest.mark.parametrize("hub_id", sorted(PUBLISHED_PARAMS))
+def test_random_models_have_published_size(hub_id):
+    assert hub_id in bundled_models()
+    n = count_parameters(f"random:{hub_id}")
+    assert abs(n - PUBLISHED_PARAMS[hub_id]) / PUBLISHED_PARAMS[hub_id] < 0.01
+
+
+def test_model_strings_classified():
+    assert parse_model("tiny").kind == "tiny"
+    assert parse_model("random:Qwen/Qwen2.5-3B-Instruct").kind == "random"
+    assert parse_model("Qwen/Qwen2.5-3B-Instruct").kind == "hub"
+    with pytest.raises(ValueError, match="did you mean"):
+        parse_model("random:Qwen/Qwen2.5-4B-Instruct")
+
+
+def test_tiny_build_is_cached_deterministic_and_decodes_every_id(tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    first = resolve_model("tiny", str(tmp_path / "a"))
+    again = resolve_model("tiny", str(tmp_path / "a"))
+    other = resolve_model("tiny", str(tmp_path / "b"))
+    assert first == again
+    wa, wb = load_file(f"{first}/model.safetensors"), load_file(f"{other}/model.safetensors")
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    config = json.loads((Path(first) / "config.json").read_text())
+    assert 1e6 < count_parameters("tiny") < 10e6
+
+    tok = load_tokenizer(first)
+    assert len(tok) == config["vocab_size"]
+    assert tok("1234")["input_ids"] == [tok.convert_tokens_to_ids(c) for c in "1234"]  # one digit, one token
+    assert tok.eos_token_id == config["eos_token_id"] and tok.pad_token_id is not None
+    for token_id in range(config["vocab_size"]):
+        assert isinstance(tok.decode([token_id]), str)
+    assert "<|im_start|>assistant" in tok.apply_chat_template(
+        [{"role": "user", "content": "What is 2+2?"}], add_generation_prompt=True, tokenize=False
+    )
+    assert tok.decode(tok("What is 12+34?")["input_ids"]) == "What is 12+34?"
+
+
+@pytest.mark.slow
+def test_random_qwen_half_billion_builds_and_loads(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    path = resolve_model("random:Qwen/Qwen2.5-0.5B-Instruct", str(tmp_path))
+    model = AutoModelForCausalLM.from_pretrained(path)
+    assert abs(sum(p.numel() for p in model.parameters()) - 494e6) / 494e6 < 0.01
+    assert len(load_tokenizer(path)) == model.config.vocab_size == 151936

@@ -1,0 +1,223 @@
+"""Dominance, the Pruner (and its JSON state), the wait policy and the feasibility frontier."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from orchestrator.pruning import (
+    DOMINANCE_KNOBS,
+    FRONTIER_COLUMNS,
+    Pruner,
+    dominates,
+    frontier,
+    frontier_table,
+    pick_next,
+    should_wait,
+)
+from trainers.spec import KNOBS, TrialSpec
+
+
+def spec(**changes) -> dict:
+    base = TrialSpec(num_generations=2, batch_size=1, trial_key="t", sweep="s").to_dict()
+    return base | changes
+
+
+def test_every_dominance_knob_is_a_trialspec_field():
+    assert set(DOMINANCE_KNOBS) <= set(KNOBS)
+
+
+@pytest.mark.parametrize(
+    "knob",
+    ["num_generations", "batch_size", "max_prompt_length", "max_completion_length", "lora_r", "max_steps"],
+)
+def test_larger_in_one_memory_knob_dominates_not_the_reverse(knob):
+    small, large = spec(), spec(**{knob: spec()[knob] * 2})
+    assert dominates(large, small) and not dominates(small, large)
+
+
+def test_effective_micro_batch_defaults_to_b_times_k():
+    # unset micro = B*K = 4 completions at once: more than micro 2, as much as an explicit 4
+    unset, two, four = (
+        spec(num_generations=4),
+        spec(num_generations=4, micro_batch_size=2),
+        spec(num_generations=4, micro_batch_size=4),
+    )
+    assert dominates(unset, two) and not dominates(two, unset)
+    assert dominates(unset, four) and dominates(four, unset)
+
+
+def test_mixed_directions_do_not_dominate():
+    a, b = spec(num_generations=8, batch_size=1), spec(num_generations=2, batch_size=2)
+    assert not dominates(a, b) and not dominates(b, a)
+
+
+def test_ignored_knobs_and_equal_knobs():
+    base = spec()
+    for ignored in (
+        {"seed": 7},
+        {"learning_rate": 1e-5},
+        {"lora_alpha": 64},
+        {"trial_key": "other", "output_dir": "/x"},
+    ):
+        assert dominates(base | ignored, base) and dominates(base, base | ignored)
+    for must_match in (
+        {"framework": "unsloth"},
+        {"model": "random:Qwen/Qwen2.5-0.5B-Instruct"},
+        {"quantization": "none"},
+        {"beta": 0.04},
+        {"gradient_checkpointing": False},
+        {"memory_budget_gib": 8.0},
+        {"task_args": {"num_samples": 9}},
+        {"a_knob_added_later": 1},
+    ):
+        big = base | must_match | {"num_generations": 8}
+        assert not dominates(big, base), must_match
+
+
+def test_accepts_trialspec_objects():
+    assert dominates(TrialSpec(num_generations=8), TrialSpec(num_generations=4))
+    with pytest.raises(TypeError, match="expected a TrialSpec or a dict"):
+        dominates(3, TrialSpec())
+
+
+def test_pruner_prunes_dominating_configs_with_the_detail():
+    pruner = Pruner()
+    oom = spec(num_generations=4, batch_size=2, trial_key="k4-b2")
+    pruner.record_oom("k4-b2", oom, "RSS 1.52 GiB, budget 1.00 GiB")
+    assert pruner.pruned_by(spec(num_generations=8, batch_size=2, trial_key="k8-b2")) == (
+        "k4-b2",
+        "dominated by k4-b2 (oom at RSS 1.52 GiB, budget 1.00 GiB)",
+    )
+    assert pruner.pruned_by(spec(num_generations=4, batch_size=2, seed=1, trial_key="k4-b2-s1"))[0] == "k4-b2"
+    assert pruner.pruned_by(spec(num_generations=2, batch_size=2, trial_key="k2-b2")) is None
+    assert pruner.pruned_by(oom) is None  # the trial itself, when resumed, is not "pruned by itself"
+    pruner.record_oom("k2-b4", spec(num_generations=2, batch_size=4, trial_key="k2-b4"))
+    assert (
+        pruner.pruned_by(spec(num_generations=2, batch_size=8, trial_key="x"))[1]
+        == "dominated by k2-b4 (oom)"
+    )
+
+
+def test_pruning_off_prunes_nothing_but_keeps_verdicts():
+    pruner = Pruner(enabled=False)
+    pruner.record_oom("a", spec(), "x")
+    assert pruner.pruned_by(spec(num_generations=8, trial_key="b")) is None
+    assert len(pruner.verdicts) == 1
+
+
+def test_pruner_json_roundtrip_and_atomic_save(tmp_path):
+    pruner = Pruner()
+    pruner.record_oom(
+        "a", spec(trial_key="a", task_args={"num_samples": 64}), "RSS 2.00 GiB, budget 1.00 GiB"
+    )
+    pruner.record_oom("b", TrialSpec(num_generations=8, trial_key="b"))
+    pruner.record_oom("a", spec(trial_key="a", num_generations=3), "again")  # re-recorded: replaced
+    again = Pruner.from_json(pruner.to_json())
+    assert again.verdicts == pruner.verdicts and [v.trial_key for v in again.verdicts] == ["b", "a"]
+
+    path = tmp_path / "state" / "pruning.json"
+    assert Pruner.load(path).verdicts == []  # nothing saved yet: a fresh sweep
+    pruner.save(path)
+    loaded = Pruner.load(path, enabled=False)
+    assert loaded.verdicts == pruner.verdicts and loaded.enabled is False
+    assert [p.name for p in path.parent.iterdir()] == ["pruning.json"]  # no temp file left
+    candidate = spec(num_generations=16, trial_key="c")
+    assert Pruner.load(path).pruned_by(candidate) == pruner.pruned_by(candidate)
+
+
+def test_wait_policy():
+    small, large, other = (
+        spec(num_generations=2, trial_key="s"),
+        spec(num_generations=8, trial_key="l"),
+        spec(batch_size=4, num_generations=2, trial_key="o"),
+    )
+    assert should_wait(large, [small]) and not should_wait(small, [large])
+    assert not should_wait(large, [])
+    # 'large' dominates running 'small' and waits; 'o' (B=4, K=2) also dominates it; a sibling
+    # with a smaller batch dominates nothing running and goes first
+    sibling = spec(num_generations=4, batch_size=1, lora_r=8, trial_key="x")
+    assert pick_next([large, other, sibling], [small]) == 2
+    assert pick_next([large, other], [small]) is None
+    assert pick_next([large, other], []) == 0
+
+
+# --- frontier ------------------------------------------------------------------------------------
+
+
+def trials_frame() -> pd.DataFrame:
+    rows = []
+    for framework in ("trl", "unsloth"):
+        for k, b, status, peak in (
+            (2, 1, "completed", 0.61),
+            (4, 1, "completed", 0.74),
+            (2, 2, "completed", 0.70),
+            (4, 2, "oom", 1.12),
+            (8, 1, "oom", 1.30),
+            (8, 2, "pruned", None),
+        ):
+            rows.append(
+                {
+                    "trial_key": f"{framework}-k{k}-b{b}",
+                    "framework": framework,
+                    "mode": "grpo",
+                    "model": "tiny",
+                    "quantization": "nf4",
+                    "num_generations": k,
+                    "batch_size": b,
+                    "micro_batch_size": None,
+                    "max_prompt_length": 64,
+                    "max_completion_length": 32,
+                    "lora_r": 8,
+                    "status": status,
+                    "status_detail": f"guard: RSS {peak} GiB passed budget 1.00 GiB (+0.00 GiB margin)"
+                    if status == "oom"
+                    else "",
+                    "peak_device_gib": None,
+                    "peak_rss_gib": peak,
+                }
+            )
+    rows.append(rows[0] | {"trial_key": "none-fit", "model": "big", "status": "oom", "peak_rss_gib": 3.0})
+    return pd.DataFrame(rows)
+
+
+def test_frontier_largest_fit_and_smallest_oom_per_group():
+    df = frontier(trials_frame())
+    assert list(df.columns) == list(FRONTIER_COLUMNS)
+    trl = df[(df.framework == "trl") & (df.model == "tiny")].iloc[0]
+    assert trl.largest_fit == "K=4 B=1 (4 completions/step)" and trl.fit_trial_key == "trl-k4-b1"
+    assert trl.fit_peak_rss_gib == 0.74 and pd.isna(trl.fit_peak_device_gib)
+    # K=4 B=2 and K=8 B=1 both make 8 completions: the lower peak is the smaller configuration
+    assert trl.smallest_oom == "K=4 B=2 (8 completions/step)" and trl.oom_trial_key == "trl-k4-b2"
+    assert trl.oom_detail.startswith("guard: RSS 1.12 GiB")
+    assert (trl.completed, trl.oom, trl.pruned) == (3, 2, 1)
+    big = df[df.model == "big"].iloc[0]
+    assert pd.isna(big.largest_fit) and pd.isna(big.fit_trial_key) and big.smallest_oom.startswith("K=2 B=1")
+    assert len(df) == 3
+
+
+def test_frontier_labels_name_other_knobs_that_vary():
+    t = trials_frame()
+    t.loc[t.trial_key == "trl-k2-b2", "max_completion_length"] = 256
+    df = frontier(t)
+    trl, unsloth = (df[(df.framework == f) & (df.model == "tiny")].iloc[0] for f in ("trl", "unsloth"))
+    # same completions per step: the longer completions make the larger configuration
+    assert trl.largest_fit == "K=2 B=2 completion=256 (4 completions/step)"
+    assert trl.smallest_oom == "K=4 B=2 completion=32 (8 completions/step)"
+    assert unsloth.largest_fit == "K=4 B=1 (4 completions/step)"
+
+
+def test_frontier_names_missing_columns():
+    with pytest.raises(ValueError, match="lacks column\\(s\\) status"):
+        frontier(trials_frame().drop(columns=["status"]))
+
+
+def test_frontier_table_renders_every_group():
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    console.print(frontier_table(frontier(trials_frame())))
+    text = console.file.getvalue()
+    assert "Feasibility frontier" in text and "K=4 B=1" in text and "none fit" in text and "3/2/1" in text
+    assert "0.74" in text and "1.12" in text

@@ -1,0 +1,303 @@
+"""The sweep report from synthetic Parquet holding every status: files, figures, matrix, metrics."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+from rich.console import Console
+
+from orchestrator.report import (
+    aggregate_repeats,
+    feasibility_matrix,
+    feasibility_tables,
+    infer_budget_gib,
+    load_outputs,
+    summary_metrics,
+    write_report,
+)
+from tests.unit.test_report_synthetic import GRID, trial_key, write_synthetic_sweep
+
+ORIGINAL_TEN = [
+    "run_name",
+    "framework",
+    "mode",
+    "num_generations",
+    "batch_size",
+    "seed",
+    "step_count",
+    "avg_step_time_sec",
+    "avg_estimated_tokens_per_sec",
+    "peak_cuda_memory_allocated_gb",
+]
+
+
+def _console() -> Console:
+    return Console(record=True, width=200, force_terminal=False)
+
+
+@pytest.fixture(scope="module")
+def gpu_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpu")
+    trials = write_synthetic_sweep(out, gpu=True)
+    console = _console()
+    paths = write_report(out, console=console)
+    return out, trials, paths, console.export_text()
+
+
+@pytest.fixture(scope="module")
+def cpu_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cpu")
+    trials = write_synthetic_sweep(out, gpu=False)
+    console = _console()
+    paths = write_report(out, console=console)
+    return out, trials, paths, console.export_text()
+
+
+def _steps(out: Path, key: str) -> pd.DataFrame:
+    return load_outputs(out).steps.query("trial_key == @key")
+
+
+def assert_varied_png(path: Path) -> None:
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        pixels = np.asarray(image.convert("RGB"), dtype=float)
+    assert pixels.shape[0] > 100 and pixels.shape[1] > 100
+    assert pixels.std() > 0
+
+
+def test_summary_csv_starts_with_the_original_ten_columns_and_holds_every_trial(gpu_report):
+    out, trials, paths, _ = gpu_report
+    summary = pd.read_csv(paths["summary_csv"])
+    assert list(summary.columns[:10]) == ORIGINAL_TEN
+    assert list(summary.columns[10:16]) == [
+        "status",
+        "status_detail",
+        "peak_device_gib",
+        "median_tokens_per_s",
+        "p10_tokens_per_s",
+        "p90_tokens_per_s",
+    ]
+    assert sorted(summary["run_name"]) == sorted(trials["trial_key"])
+    assert dict(zip(summary["run_name"], summary["status"], strict=True)) == dict(
+        zip(trials["trial_key"], trials["status"], strict=True)
+    )
+
+
+def test_summary_csv_figures_are_measured_from_the_steps(gpu_report):
+    out, _, paths, _ = gpu_report
+    summary = pd.read_csv(paths["summary_csv"]).set_index("run_name")
+    key = trial_key("trl", "grpo", 2, 2, 1)
+    steps = _steps(out, key)
+    regular = steps[~steps["probe"]]
+    row = summary.loc[key]
+    assert row["avg_estimated_tokens_per_sec"] == pytest.approx(regular["tokens_per_s"].mean())
+    assert row["avg_step_time_sec"] == pytest.approx(regular["step_s"].mean())
+    assert row["peak_cuda_memory_allocated_gb"] == pytest.approx(steps["torch_peak_allocated_gib"].max())
+    assert row["p10_tokens_per_s"] <= row["median_tokens_per_s"] <= row["p90_tokens_per_s"]
+    assert row["step_count"] == len(steps)
+    # A trial that never ran has no speed figure rather than a zero.
+    assert pd.isna(summary.loc[trial_key("unsloth", "gspo", 2, 1, 1), "avg_estimated_tokens_per_sec"])
+
+
+def test_cpu_sweep_leaves_cuda_memory_null_and_labels_rss(cpu_report):
+    out, trials, paths, printed = cpu_report
+    summary = pd.read_csv(paths["summary_csv"])
+    assert summary["peak_cuda_memory_allocated_gb"].isna().all()
+    assert summary["peak_device_gib"].isna().all()
+    assert summary.loc[summary["status"] == "completed", "peak_rss_gib"].notna().all()
+    grids = feasibility_matrix(trials)
+    assert {g.memory_kind for g in grids if (g.statuses == "completed").any().any()} == {"RSS"}
+    assert "RSS" in printed
+    assert "No GPU" in paths["report_md"].read_text()
+
+
+def test_feasibility_matrix_cells_hold_peaks_and_outcomes(gpu_report):
+    _, trials, _, printed = gpu_report
+    grids = {(g.framework, g.mode): g for g in feasibility_matrix(trials, budget_gib=16.0)}
+    assert set(grids) == {(f, m) for f, m, *_ in GRID}
+    trl = grids[("trl", "grpo")]
+    assert list(trl.labels.index) == [2, 4, 8] and list(trl.labels.columns) == [1, 2]
+    seeds = trials.query("framework == 'trl' and mode == 'grpo' and num_generations == 2 and batch_size == 1")
+    assert trl.values.loc[2, 1] == pytest.approx(seeds["peak_device_gib"].max())  # worst seed
+    assert trl.labels.loc[2, 1] == f"{seeds['peak_device_gib'].max():.1f} GiB"
+    assert trl.labels.loc[4, 2] == "OOM" and trl.statuses.loc[4, 2] == "oom"
+    assert trl.labels.loc[8, 2] == "pruned"
+    assert trl.labels.loc[8, 1] == ""  # never planned
+    assert trl.fits(2, 1) and not trl.fits(4, 2)
+    assert grids[("unsloth", "grpo")].labels.loc[8, 2] == "failed"
+    assert grids[("unsloth", "gspo")].labels.loc[2, 1] == "unavailable"
+    assert grids[("trl", "gspo")].labels.loc[2, 1] == "stopped"
+    assert trl.memory_kind == "GPU"
+    for word in ("OOM", "pruned", "failed", "unavailable", "stopped", "fits in 16 GiB"):
+        assert word in printed
+
+
+def test_budget_marks_what_fits(tmp_path):
+    trials = write_synthetic_sweep(tmp_path)
+    assert infer_budget_gib(trials) == trials["gpu_total_gib"].min()
+    lowest = trials["peak_device_gib"].dropna().min()
+    grid = next(
+        g for g in feasibility_matrix(trials, budget_gib=lowest) if g.framework == "trl" and g.mode == "grpo"
+    )
+    fitting = [(k, b) for k in grid.values.index for b in grid.values.columns if grid.fits(k, b)]
+    assert all(grid.values.loc[k, b] <= lowest for k, b in fitting)
+    console = _console()
+    console.print(*feasibility_tables([grid]))
+    assert f"fits in {lowest:g} GiB: {len(fitting)} of 5" in console.export_text()
+    emulated = trials.assign(effective_config='{"memory_budget_gib": 6.0, "seed": 1}')
+    assert infer_budget_gib(emulated) == 6.0
+
+
+def test_repeats_across_seeds_are_aggregated_fastest_first(gpu_report):
+    out, trials, _, _ = gpu_report
+    outputs = load_outputs(out)
+    ranked = aggregate_repeats(outputs)
+    completed = trials[trials["status"] == "completed"]
+    assert len(ranked) == len(
+        completed.drop_duplicates(["framework", "mode", "num_generations", "batch_size"])
+    )
+    assert ranked["tokens_median"].is_monotonic_decreasing
+    repeat = ranked.query("framework == 'trl' and num_generations == 2 and batch_size == 1").iloc[0]
+    assert repeat["seeds"] == "1, 2"
+    pooled = outputs.steps[outputs.steps["trial_key"].isin(repeat["trial_keys"]) & ~outputs.steps["probe"]]
+    assert repeat["tokens_median"] == pytest.approx(pooled["tokens_per_s"].median())
+    assert repeat["tokens_p10"] <= repeat["tokens_median"] <= repeat["tokens_p90"]
+
+
+def test_summary_metrics_for_mlflow(gpu_report, cpu_report):
+    out, trials, _, _ = gpu_report
+    key = trial_key("unsloth", "grpo", 4, 2, 1)
+    row = trials.set_index("trial_key").loc[key].to_dict() | {"trial_key": key}
+    steps = load_outputs(out).steps  # every trial's steps: the function picks this trial's
+    metrics = summary_metrics(row, steps)
+    mine = steps[steps["trial_key"] == key].sort_values("step")
+    assert metrics["peak_device_gib"] == pytest.approx(row["peak_device_gib"])
+    assert metrics["median_tokens_per_s"] == pytest.approx(mine.loc[~mine["probe"], "tokens_per_s"].median())
+    assert metrics["final_reward"] == pytest.approx(mine["reward_mean"].iloc[-1])
+    assert all(np.isfinite(v) for v in metrics.values())
+
+    cpu_out, cpu_trials, _, _ = cpu_report
+    cpu_row = cpu_trials.set_index("trial_key").loc[key].to_dict() | {"trial_key": key}
+    cpu_metrics = summary_metrics(cpu_row, load_outputs(cpu_out).steps)
+    assert "peak_device_gib" not in cpu_metrics and "peak_torch_allocated_gib" not in cpu_metrics
+    assert cpu_metrics["peak_memory_gib"] == pytest.approx(cpu_row["peak_rss_gib"])
+
+    never_ran = trials.set_index("trial_key").loc[trial_key("unsloth", "gspo", 2, 1, 1)].to_dict()
+    assert "final_reward" not in summary_metrics(never_ran, pd.DataFrame())
+
+
+def test_report_files_read_as_words_with_every_image_embedded(gpu_report):
+    out, trials, paths, _ = gpu_report
+    md = paths["report_md"].read_text()
+    page = paths["report_html"].read_text()
+    for words in ("out of memory", "skipped (pruned)", "failed", "unavailable", "stopped", "gib", "tokens/s"):
+        assert words in md.lower() and words in page.lower()
+    assert "RuntimeError: shape mismatch" in md  # the failed trial's detail, in one line
+    for text in (md, page):
+        assert '{"' not in text  # no raw JSON from versions / effective_config
+    assert "torch 2.13.0" in md
+    # Ranked table: completed configurations only, fastest first.
+    rows = re.findall(r"^\| (\d+) \| (\w+) \| (\w+) \|", md, flags=re.M)
+    assert [int(r[0]) for r in rows] == list(range(1, len(rows) + 1))
+    assert len(rows) == len(aggregate_repeats(load_outputs(out)))
+    # Self-contained: every PNG is embedded, none linked.
+    embedded = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert len(embedded) == len(paths["plots"])
+    assert 'src="plots/' not in page and "http" not in page
+    for data in embedded[:2]:
+        assert Image.open(io.BytesIO(base64.b64decode(data))).format == "PNG"
+
+
+def test_plots_are_valid_varied_images_for_each_kind(gpu_report):
+    out, trials, paths, _ = gpu_report
+    names = {p.name for p in paths["plots"]}
+    assert {"throughput.png", "memory_vs_completions.png"} <= names
+    assert sum(n.startswith("feasibility_") for n in names) == len(feasibility_matrix(trials))
+    with_steps = trials.loc[trials["steps_completed"] > 0, "trial_key"]
+    assert {f"curves_{k}.png" for k in with_steps} <= names
+    for path in paths["plots"]:
+        assert path.parent == out / "plots"
+        assert_varied_png(path)
+
+
+def test_all_failed_sweep_still_reports(tmp_path):
+    grid = [
+        ("trl", "grpo", 2, 1, 1, "failed", 2),
+        ("trl", "grpo", 4, 1, 1, "oom", 0),
+        ("unsloth", "grpo", 2, 1, 1, "unavailable", 0),
+    ]
+    write_synthetic_sweep(tmp_path, gpu=False, grid=grid)
+    console = _console()
+    paths = write_report(tmp_path, console=console)
+    md = paths["report_md"].read_text()
+    assert "No trial completed" in md
+    assert "out of memory" in md and "unavailable" in md
+    assert "throughput.png" not in {p.name for p in paths["plots"]}
+    assert "OOM" in console.export_text()
+    assert pd.read_csv(paths["summary_csv"])["status"].tolist() == ["failed", "oom", "unavailable"]
+    for path in paths["plots"]:
+        assert_varied_png(path)
+
+
+def test_sweep_without_steps_or_trials(tmp_path):
+    no_steps = tmp_path / "no_steps"
+    write_synthetic_sweep(no_steps, grid=[("trl", "grpo", 2, 1, 1, "pruned", 0)])
+    paths = write_report(no_steps, console=_console())
+    assert "No trial recorded steps" in paths["report_md"].read_text()
+
+    empty = tmp_path / "empty"
+    write_synthetic_sweep(empty, grid=[])
+    console = _console()
+    paths = write_report(empty, console=console)
+    assert "0 trials" in paths["report_md"].read_text()
+    assert list(pd.read_csv(paths["summary_csv"]).columns[:10]) == ORIGINAL_TEN
+    assert "No trials" in console.export_text()
+
+
+def test_unreadable_step_file_becomes_a_warning(tmp_path):
+    write_synthetic_sweep(tmp_path, grid=GRID[:2])
+    broken = tmp_path / "steps" / "framework=trl" / "mode=grpo" / "broken.parquet"
+    broken.write_bytes(b"PAR1 not really")
+    (broken.parent / ".tmp-inflight.parquet").write_bytes(b"partial")  # the atomic writer's temp file
+    outputs = load_outputs(tmp_path)
+    assert len(outputs.warnings) == 1 and "broken.parquet" in outputs.warnings[0]
+    assert set(outputs.steps["trial_key"]) == {
+        trial_key("trl", "grpo", 2, 1, 1),
+        trial_key("trl", "grpo", 2, 1, 2),
+    }
+
+
+def test_missing_trials_parquet_names_the_fix(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"output_dir: no trials.parquet in .*rlsweep run"):
+        write_report(tmp_path, console=_console())
+
+
+def test_settings_that_vary_keep_configurations_apart_and_show_in_words(tmp_path):
+    grid = [("trl", "grpo", 2, 1, seed, "completed", 3) for seed in (1, 2)]
+    trials = write_synthetic_sweep(tmp_path, grid=grid)
+    # Same K and B, two models, two learning rates: four configurations, none of them repeats.
+    rows = []
+    for model in ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"):
+        for seed, lr in ((1, 1e-4), (2, 2e-4)):
+            source = trials[trials["seed"] == seed].iloc[0]
+            key = f"{source['trial_key']}-{model[-15:-9]}-{lr:g}"
+            config = f'{{"seed": {seed}, "learning_rate": {lr}, "trial_key": "{key}"}}'
+            rows.append(source.to_dict() | {"model": model, "effective_config": config, "trial_key": key})
+    varied = pd.DataFrame(rows).astype({"framework": "category", "model": "category"})
+    varied.to_parquet(tmp_path / "trials.parquet")
+    outputs = load_outputs(tmp_path)
+    ranked = aggregate_repeats(outputs)
+    assert len(ranked) == 4 and set(ranked["seeds"]) == {"1", "2"}
+    assert set(ranked["other"]) == {"learning rate 0.0001", "learning rate 0.0002"}
+    assert len(feasibility_matrix(varied)) == 2  # one grid per model, despite Categorical columns
+    md = write_report(tmp_path, console=_console())["report_md"].read_text()
+    header = next(line for line in md.splitlines() if line.startswith("| Rank"))
+    assert "| Model |" in header and "| Other settings |" in header
+    assert "learning rate 0.0002" in md

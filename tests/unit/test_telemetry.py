@@ -1,0 +1,448 @@
+"""MemorySampler units: NVML handle mapping, process/device fallback, window arithmetic, guard, and
+failure handling. NVML is faked (no driver here); the host side reads this very test process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from orchestrator.telemetry import (
+    GIB,
+    GPU_GUARD_MARGIN_GIB,
+    MemorySampler,
+    NvmlUnavailable,
+    Sample,
+    cgroup_memory_limit_gib,
+    classify_kernel_oom,
+    energy_between,
+    first_visible_device,
+    oom_kill_counts,
+    resolve_nvml_handle,
+    summarize_window,
+)
+
+
+class FakeNvml:
+    """The slice of pynvml the sampler calls, over a list of fake devices."""
+
+    class NVMLError(Exception):
+        pass
+
+    class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's name
+        pass
+
+    class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801
+        pass
+
+    def __init__(self, devices: list[dict]):
+        self.devices = devices
+        self.calls: dict[str, int] = {}
+        self.initialized = 0
+
+    def _count(self, name: str) -> None:
+        self.calls[name] = self.calls.get(name, 0) + 1
+
+    def nvmlInit(self):
+        if not self.devices:
+            raise self.NVMLError_LibraryNotFound("NVML Shared Library Not Found")
+        self.initialized += 1
+
+    def nvmlShutdown(self):
+        self.initialized -= 1
+
+    def nvmlDeviceGetCount(self):
+        return sum(1 for d in self.devices if not d["uuid"].startswith("MIG-"))
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return [d for d in self.devices if not d["uuid"].startswith("MIG-")][index]
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        for d in self.devices:
+            if d["uuid"] == uuid:
+                return d
+        raise self.NVMLError("Not Found")
+
+    def nvmlDeviceGetUUID(self, handle):
+        return handle["uuid"]
+
+    def nvmlDeviceGetName(self, handle):
+        return handle["name"].encode()  # older pynvml returns bytes
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        self._count("memory")
+        if handle.get("memory_fails"):
+            raise self.NVMLError("Unknown Error")
+        return SimpleNamespace(
+            used=handle["used"], total=handle["total"], free=handle["total"] - handle["used"]
+        )
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        self._count("processes")
+        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in handle.get("processes", [])]
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        self._count("utilization")
+        if "util" not in handle:
+            raise self.NVMLError_NotSupported("Not Supported")
+        return SimpleNamespace(gpu=handle["util"], memory=0)
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        self._count("power")
+        if "power_mw" not in handle:
+            raise self.NVMLError_NotSupported("Not Supported")
+        return handle["power_mw"]
+
+
+def _gpu(index: int, **extra) -> dict:
+    return {
+        "uuid": f"GPU-{index}aaaaaaa-1111-2222-3333-44444444444{index}",
+        "name": f"Fake H100 #{index}",
+        "total": 80 * GIB,
+        "used": (index + 1) * GIB,
+        "util": 50 + index,
+        "power_mw": 100_000 * (index + 1),
+        **extra,
+    }
+
+
+MIG = {
+    "uuid": "MIG-5c1b2f3e-aaaa-bbbb-cccc-000000000001",
+    "name": "Fake H100 MIG 1g.10gb",
+    "total": 10 * GIB,
+    "used": GIB,
+}
+
+
+@pytest.fixture
+def nvml():
+    return FakeNvml([_gpu(0), _gpu(1), MIG])
+
+
+# --- handle mapping ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cvd", "expected"),
+    [
+        (None, "0"),
+        ("1", "1"),
+        ("1,0", "1"),
+        (" 2 , 3", "2"),
+        ("", None),
+        ("-1", None),
+        ("GPU-abc,GPU-def", "GPU-abc"),
+    ],
+)
+def test_first_visible_device(cvd, expected):
+    assert first_visible_device(cvd) == expected
+
+
+def test_resolve_by_index_uuid_prefix_and_mig(nvml):
+    gpu0, gpu1 = nvml.devices[0], nvml.devices[1]
+    assert resolve_nvml_handle(nvml, "1") is gpu1
+    assert resolve_nvml_handle(nvml, gpu0["uuid"]) is gpu0
+    assert resolve_nvml_handle(nvml, gpu1["uuid"][:10]) is gpu1  # CUDA accepts unique prefixes
+    assert resolve_nvml_handle(nvml, MIG["uuid"]) is nvml.devices[2]
+
+
+def test_resolve_rejects_with_a_fix(nvml):
+    with pytest.raises(NvmlUnavailable, match=r"index 7 but NVML sees 2 device\(s\)"):
+        resolve_nvml_handle(nvml, "7")
+    with pytest.raises(NvmlUnavailable, match="matches 2 NVML devices; give the full UUID"):
+        resolve_nvml_handle(nvml, "GPU-")
+    with pytest.raises(NvmlUnavailable, match="expected an index, GPU-<uuid> or MIG-<uuid>"):
+        resolve_nvml_handle(nvml, "cuda:0")
+
+
+def test_sampler_maps_cuda_visible_devices_to_the_right_gpu(nvml):
+    sampler = MemorySampler(os.getpid(), cuda_visible_devices=nvml.devices[1]["uuid"] + ",0", nvml=nvml)
+    sampler._open()
+    sample = sampler.sample_once()
+    assert sampler.backend == "nvml"
+    assert sampler.gpu_name == "Fake H100 #1"
+    assert sampler.gpu_total_gib == 80
+    assert sample.device_used_gib == 2  # device 1's used memory
+    assert sample.gpu_util_pct == 51 and sample.power_w == 200
+
+
+def test_mig_instance_without_utilization_or_power_reads_none_and_stops_asking(nvml):
+    sampler = MemorySampler(os.getpid(), cuda_visible_devices=MIG["uuid"], nvml=nvml)
+    sampler._open()
+    first, second = sampler.sample_once(), sampler.sample_once()
+    assert first.device_used_gib == 1 and first.gpu_util_pct is None and first.power_w is None
+    assert second.power_w is None
+    assert nvml.calls["power"] == 1 and nvml.calls["utilization"] == 1  # unsupported: asked once
+
+
+# --- process memory vs device fallback ------------------------------------------------------------
+
+
+def test_process_memory_where_nvml_lists_the_pid_else_device_used(nvml):
+    me = os.getpid()
+    nvml.devices[0]["processes"] = [(me, 3 * GIB), (999_999, 20 * GIB)]  # another process: not ours
+    sampler = MemorySampler(me, cuda_visible_devices="0", nvml=nvml)
+    sampler._open()
+    listed = sampler.sample_once()
+    assert listed.process_used_gib == 3 and listed.gpu_gib == 3
+
+    nvml.devices[0]["processes"] = [(999_999, 20 * GIB)]  # a container lists host PIDs only
+    fallback = sampler.sample_once()
+    assert fallback.process_used_gib is None and fallback.gpu_gib == fallback.device_used_gib == 1
+
+    nvml.devices[0]["processes"] = [(me, None)]  # NVML_VALUE_NOT_AVAILABLE
+    assert sampler.sample_once().gpu_gib == 1
+
+
+# --- window arithmetic -----------------------------------------------------------------------------
+
+
+def _s(t, rss=1.0, hwm=None, power=None, gpu=None, util=None) -> Sample:
+    return Sample(
+        t=t,
+        rss_gib=rss,
+        hwm_gib=hwm,
+        host_available_gib=10.0,
+        device_used_gib=gpu,
+        power_w=power,
+        gpu_util_pct=util,
+    )
+
+
+def test_energy_integrates_power_with_interpolated_edges():
+    samples = [_s(0, power=100), _s(1, power=100), _s(2, power=300), _s(3, power=300)]
+    assert energy_between(samples, 0, 3) == (100 + 200 + 300, 3)
+    # [0.5, 2.5]: 0.5 s at 100 W, then 100->300 W over 1 s (200 J), then 0.5 s at 300 W
+    energy, covered = energy_between(samples, 0.5, 2.5)
+    assert energy == pytest.approx(50 + 200 + 150) and covered == 2
+    # no extrapolation beyond the sampled span
+    assert energy_between(samples, -5, 1) == (100, 1)
+    assert energy_between([_s(0), _s(1)], 0, 1) == (None, 0.0)
+
+
+def test_window_summary_peaks_means_and_last_values():
+    samples = [
+        _s(0.0, rss=1.0, gpu=2.0, power=100, util=10),
+        _s(1.0, rss=3.0, gpu=6.0, power=100, util=30),
+        _s(2.0, rss=2.0, gpu=4.0, power=300, util=50),
+        _s(3.0, rss=1.5, gpu=3.0, power=300, util=70),
+    ]
+    w = summarize_window(samples, 0.5, 2.0)
+    assert w["samples"] == 2
+    assert w["rss_peak_gib"] == 3.0 and w["rss_gib"] == 2.0
+    assert w["device_peak_gib"] == 6.0 and w["device_used_gib"] == 4.0
+    assert w["gpu_util_pct"] == 40
+    assert w["energy_j"] == pytest.approx(50 + 200)
+    assert w["power_w"] == pytest.approx(250 / 1.5)
+
+
+def test_window_uses_vmhwm_only_when_it_rose_inside_the_window():
+    # VmHWM jumps to 5 GiB between t=1 and t=2: a spike no sample caught
+    samples = [_s(0, rss=1, hwm=1), _s(1, rss=1, hwm=1), _s(2, rss=1, hwm=5), _s(3, rss=1, hwm=5)]
+    assert summarize_window(samples, 1.5, 2.5)["rss_peak_gib"] == 5
+    assert summarize_window(samples, 2.5, 3.5)["rss_peak_gib"] == 1  # an earlier step's peak
+
+
+def test_window_without_a_sample_reports_the_state_at_its_end_and_gpu_fields_none_on_cpu():
+    samples = [_s(0, rss=1.0, hwm=1.0), _s(1, rss=2.0, hwm=2.0)]
+    w = summarize_window(samples, 1.01, 1.02)
+    assert w["samples"] == 0 and w["rss_gib"] == 2.0 and w["rss_peak_gib"] == 2.0
+    assert w["device_peak_gib"] is None and w["gpu_util_pct"] is None and w["power_w"] is None
+    assert w["energy_j"] is None
+    assert summarize_window(samples, -2, -1)["rss_gib"] is None
+
+
+def test_overall_peak_and_energy_and_bounded_buffer(nvml):
+    sampler = MemorySampler(os.getpid(), cuda_visible_devices="0", nvml=nvml, retention_s=1, hz=16)
+    sampler._open()
+    for used in (1, 5, 2):
+        nvml.devices[0]["used"] = used * GIB
+        sampler.sample_once()
+    for _ in range(40):
+        sampler.sample_once()
+    peak = sampler.peak()
+    assert peak["device_peak_gib"] == 5 and peak["samples"] == 43
+    assert peak["energy_j"] is not None and peak["energy_j"] >= 0
+    assert peak["rss_peak_gib"] >= peak["rss_gib"] > 0
+    assert len(sampler.samples()) == 16  # retention_s x hz
+
+
+def test_discard_before_keeps_the_sample_a_window_needs():
+    sampler = MemorySampler(os.getpid(), backend="psutil")
+    sampler._open()
+    taken = [sampler.sample_once() for _ in range(5)]
+    sampler.discard_before(taken[3].t)
+    assert sampler.samples() == taken[2:]
+
+
+# --- guard -----------------------------------------------------------------------------------------
+
+
+def test_guard_fires_once_on_process_memory_with_the_gpu_margin(nvml):
+    me = os.getpid()
+    breaches = []
+    sampler = MemorySampler(
+        me, cuda_visible_devices="0", nvml=nvml, budget_gib=4, on_budget_exceeded=breaches.append
+    )
+    sampler._open()
+    nvml.devices[0]["processes"] = [(me, int(4.5 * GIB))]  # within budget + margin
+    sampler.sample_once()
+    assert breaches == []
+    nvml.devices[0]["processes"] = [(me, 5 * GIB)]
+    sampler.sample_once()
+    sampler.sample_once()
+    assert len(breaches) == 1
+    assert breaches[0].detail == (
+        f"guard: GPU process memory 5.00 GiB passed budget 4.00 GiB (+{GPU_GUARD_MARGIN_GIB:.2f} GiB margin)"
+    )
+    assert breaches[0].reading == "GPU process memory 5.00 GiB, budget 4.00 GiB"
+
+
+def test_guard_on_device_memory_does_not_charge_memory_in_use_before_the_trial(nvml):
+    breaches = []
+    sampler = MemorySampler(
+        os.getpid(),
+        cuda_visible_devices="0",
+        nvml=nvml,
+        budget_gib=4,
+        margin_gib=0.5,
+        on_budget_exceeded=breaches.append,
+    )
+    sampler._open()
+    sampler.sample_once()  # baseline: 1 GiB in use before the trainer made its context
+    nvml.devices[0]["used"] = int(5.4 * GIB)
+    sampler.sample_once()
+    assert breaches == []
+    nvml.devices[0]["used"] = int(5.6 * GIB)
+    sampler.sample_once()
+    assert breaches[0].detail == (
+        "guard: GPU device memory 5.60 GiB passed budget 4.00 GiB (+0.50 GiB margin, +1.00 GiB in use before the trial)"
+    )
+
+
+def test_a_failing_callback_is_noted_and_sampling_goes_on():
+    def broken(_):
+        raise RuntimeError("listener bug")
+
+    sampler = MemorySampler(os.getpid(), backend="psutil", on_sample=broken)
+    sampler._open()
+    sampler.sample_once()
+    sampler.sample_once()
+    assert sampler.peak()["samples"] == 2
+    assert any("listener bug" in note for note in sampler.notes)
+
+
+# --- failures never raise -------------------------------------------------------------------------
+
+
+def test_without_a_driver_auto_falls_back_to_psutil_and_says_why():
+    import pynvml
+
+    sampler = MemorySampler(os.getpid(), cuda_visible_devices="0").start()
+    try:
+        if sampler.backend == "nvml":
+            pytest.skip("a GPU driver is present: this test is about hosts without one")
+        with pytest.raises(pynvml.NVMLError):
+            pynvml.nvmlInit()
+        assert sampler.backend == "psutil" and sampler.gpu_name is None and sampler.gpu_total_gib is None
+        assert any("NVML not used" in n for n in sampler.notes)
+        latest = sampler.latest()
+        assert latest.device_used_gib is None and latest.power_w is None and latest.rss_gib > 0
+        assert sampler.peak()["device_peak_gib"] is None and sampler.peak()["energy_j"] is None
+    finally:
+        sampler.stop()
+
+
+def test_only_a_host_without_a_gpu_for_the_trial_falls_back_to_rss(nvml):
+    no_driver = MemorySampler(os.getpid(), cuda_visible_devices="0", nvml=FakeNvml([])).start()
+    hidden = MemorySampler(os.getpid(), cuda_visible_devices="", nvml=nvml).start()
+    lost = MemorySampler(os.getpid(), cuda_visible_devices="GPU-ffffffff", nvml=nvml).start()
+    try:
+        assert no_driver.backend == "psutil" and no_driver.running
+        assert no_driver.notes == ["NVML not used: NVMLError_LibraryNotFound: NVML Shared Library Not Found"]
+        assert hidden.backend == "psutil" and "hides every GPU" in hidden.notes[0]
+        # a GPU is there but the trial's entry matches none: an error, not RSS against a GPU budget
+        assert not lost.running and lost.backend is None
+        assert "'GPU-ffffffff' matches 0 NVML devices" in lost.error
+    finally:
+        for sampler in (no_driver, hidden, lost):
+            sampler.stop()
+    assert nvml.initialized == 0
+
+
+def test_a_failing_nvml_call_stops_the_sampler_without_raising(nvml):
+    sampler = MemorySampler(os.getpid(), cuda_visible_devices="0", nvml=nvml, hz=200).start()
+    assert sampler.running
+    first = sampler.samples()
+    nvml.devices[0]["memory_fails"] = True
+    sampler._thread.join(5)
+    assert not sampler.running
+    assert sampler.error == "NVMLError: Unknown Error" and sampler.stopped_because == "sampler error"
+    assert sampler.samples()[: len(first)] == first  # what was sampled stays readable
+    sampler.stop()
+    assert nvml.initialized == 0  # NVML released
+
+
+def test_nvml_failing_at_start_is_recorded_not_raised(nvml):
+    nvml.devices[0]["memory_fails"] = True
+    sampler = MemorySampler(os.getpid(), cuda_visible_devices="0", nvml=nvml, backend="nvml").start()
+    assert not sampler.running and sampler.error == "NVMLError: Unknown Error"
+    assert sampler.peak()["samples"] == 0
+    sampler.stop()
+
+
+def test_a_pid_that_does_not_exist_is_recorded_not_raised():
+    sampler = MemorySampler(2**22 + 12345, backend="psutil").start()
+    assert not sampler.running and "exited" in sampler.stopped_because and sampler.error is None
+
+
+def test_bad_arguments_name_the_field():
+    with pytest.raises(ValueError, match="hz: must be > 0"):
+        MemorySampler(1, hz=0)
+    with pytest.raises(ValueError, match="backend: unknown value 'gpu'; available: auto, nvml, psutil"):
+        MemorySampler(1, backend="gpu")
+
+
+# --- kernel OOM classification --------------------------------------------------------------------
+
+
+def test_oom_kill_counts_reads_this_hosts_counters():
+    counts = oom_kill_counts()
+    if not os.path.exists("/proc/vmstat"):
+        pytest.skip("no /proc/vmstat")
+    assert isinstance(counts["host"], int)  # every Linux >= 4.13 has it
+    assert all(isinstance(v, int) and v >= 0 for v in counts.values())
+    limit = cgroup_memory_limit_gib()  # None: unlimited (v1 writes that as a huge number)
+    assert limit is None or 0 < limit < 2**40
+
+
+def test_classify_kernel_oom():
+    sigkill = -signal.SIGKILL
+    near = Sample(t=time.time(), rss_gib=7.5, hwm_gib=7.5, host_available_gib=0.3)
+    calm = Sample(t=time.time(), rss_gib=1.0, hwm_gib=1.0, host_available_gib=6.0)
+    # a counter rose: the strongest evidence
+    detail = classify_kernel_oom(
+        sigkill,
+        last_sample=calm,
+        counts_before={"cgroup": 2, "host": 5},
+        counts_after={"cgroup": 3, "host": 5},
+    )
+    assert detail.startswith(
+        "killed by the kernel's OOM killer (SIGKILL; its cgroup's oom_kill count 2 -> 3)"
+    )
+    assert "RSS 1.00 GiB" in detail
+    # no counter, but memory was near the host's total
+    detail = classify_kernel_oom(sigkill, last_sample=near, host_total_gib=8.0)
+    assert (
+        detail.startswith("likely killed by the kernel's OOM killer") and "RSS 7.50 GiB of 8.00 GiB" in detail
+    )
+    # near a cgroup limit smaller than the host
+    assert classify_kernel_oom(128 + signal.SIGKILL, last_sample=calm, host_total_gib=64.0, limit_gib=1.05)
+    # SIGKILL with memory calm: someone else killed it; and other exits are not kernel OOM kills
+    assert classify_kernel_oom(sigkill, last_sample=calm, host_total_gib=8.0) is None
+    assert classify_kernel_oom(sigkill) is None
+    assert classify_kernel_oom(1, last_sample=near, host_total_gib=8.0) is None
+    assert classify_kernel_oom(-signal.SIGTERM, counts_before={"host": 1}, counts_after={"host": 2}) is None

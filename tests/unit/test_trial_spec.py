@@ -1,0 +1,84 @@
+import json
+
+import pytest
+
+from trainers.spec import TrialSpec, TrialSpecError, mode_warnings
+
+
+def problems(**overrides):
+    return TrialSpec(**overrides).problems()
+
+
+def test_default_spec_is_valid_and_roundtrips():
+    spec = TrialSpec()
+    assert spec.problems() == []
+    assert TrialSpec.from_dict(json.loads(spec.to_json())) == spec
+
+
+def test_k_of_one_is_refused_with_the_rule():
+    (msg,) = problems(num_generations=1)
+    assert msg == "num_generations: must be >= 2, got 1"
+
+
+def test_micro_batch_must_divide_completions_per_step():
+    (msg,) = problems(batch_size=2, num_generations=3, micro_batch_size=4)
+    assert msg.startswith("micro_batch_size: 4 does not divide batch_size x num_generations = 2 x 3 = 6")
+    assert "choose a divisor of 6" in msg
+
+
+def test_length_over_model_context_is_refused():
+    (msg,) = problems(max_prompt_length=4000, max_completion_length=200)
+    assert "4200 tokens exceeds tiny's context of 4096" in msg
+    assert "lower max_prompt_length or max_completion_length" in msg
+
+
+def test_unknown_model_string_gets_did_you_mean():
+    (msg,) = problems(model="tyni")
+    assert "'tyni'" in msg and "did you mean 'tiny'" in msg
+    (msg,) = problems(model="random:Qwen/Qwen2.5-3B-Instruc")
+    assert "did you mean 'random:Qwen/Qwen2.5-3B-Instruct'" in msg
+
+
+def test_unknown_choice_and_unknown_key():
+    (msg,) = problems(framework="trll")
+    assert "framework: unknown value 'trll'; did you mean 'trl'" in msg
+    with pytest.raises(TrialSpecError) as info:
+        TrialSpec.from_dict({"num_generation": 4})
+    assert "num_generation: unknown setting; did you mean 'num_generations'" in str(info.value)
+
+
+def test_every_error_reported_at_once():
+    errors = problems(num_generations=1, batch_size=0, learning_rate=-1.0, quantization="int8")
+    fields = sorted(e.split(":")[0] for e in errors)
+    assert fields == ["batch_size", "learning_rate", "num_generations", "quantization"]
+
+
+def test_wrong_types_named():
+    (msg,) = problems(batch_size="2")
+    assert msg == "batch_size: must be int, got '2' (str)"
+    assert problems(gradient_checkpointing="yes") == [
+        "gradient_checkpointing: must be true or false, got 'yes'"
+    ]
+
+
+def test_unknown_task_and_task_setting():
+    (msg,) = problems(task="arithmatic")
+    assert "did you mean 'arithmetic'" in msg
+    (msg,) = problems(task_args={"num_sample": 3})
+    assert msg.startswith(
+        "task_args.num_sample: not a setting of task 'arithmetic'; did you mean 'num_samples'"
+    )
+
+
+def test_batch_semantics():
+    spec = TrialSpec(batch_size=2, num_generations=4, micro_batch_size=2)
+    assert (spec.completions_per_step, spec.effective_micro_batch_size, spec.gradient_accumulation_steps) == (
+        8,
+        2,
+        4,
+    )
+
+
+def test_on_policy_mode_comparison_warns():
+    assert any("num_iterations" in w for w in mode_warnings(TrialSpec(mode="gspo")))
+    assert not any("num_iterations" in w for w in mode_warnings(TrialSpec(mode="gspo", num_iterations=2)))

@@ -1,0 +1,48 @@
+"""Trainer child entry point: `python -m trainers <trial-spec.json>`.
+
+Runs one trial and ends its event stream with exactly one of finished / oom / error, so the
+supervisor can tell an out-of-memory verdict from a crash without parsing library output.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+from trainers.events import ERROR, OOM, EventWriter, is_oom
+from trainers.spec import TrialSpec
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m trainers <trial-spec.json>", file=sys.stderr)
+        return 2
+    spec = TrialSpec.load(argv[0])
+    events = EventWriter(spec.events_path)
+    try:
+        spec.validate()
+        if spec.framework == "unsloth":
+            from trainers import run_unsloth as runner
+        else:
+            from trainers import run_trl as runner
+        runner.run(spec, events)
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - every ending must reach the event stream
+        traceback.print_exc()
+        if is_oom(exc):
+            events.emit(OOM, type=type(exc).__name__, message=str(exc)[:2000])
+            return 3
+        events.emit(
+            ERROR,
+            type=type(exc).__name__,
+            message=str(exc)[:2000],
+            unavailable=type(exc).__name__ == "UnavailableError",
+            traceback=traceback.format_exc()[-4000:],
+        )
+        return 1
+    finally:
+        events.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

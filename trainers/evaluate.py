@@ -1,0 +1,82 @@
+"""Held-out accuracy during training: pass@1 and pass@k from k samples per prompt."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from tasks.base import Task
+
+
+class Evaluator:
+    def __init__(
+        self,
+        task: Task,
+        tokenizer,
+        *,
+        every: int,
+        at_end: bool,
+        samples: int,
+        k: int,
+        max_new_tokens: int,
+        temperature: float,
+    ):
+        self.rows = [task.eval[i] for i in range(min(samples, len(task.eval)))]
+        self.is_correct = task.is_correct
+        self.tokenizer = tokenizer
+        self.every, self.at_end, self.k = every, at_end, k
+        self.max_new_tokens, self.temperature = max_new_tokens, temperature
+
+    def due(self, step: int, max_steps: int) -> bool:
+        return bool(self.rows) and (
+            (self.every and step % self.every == 0) or (self.at_end and step == max_steps)
+        )
+
+    @torch.no_grad()
+    def run(self, trainer) -> dict[str, float]:
+        model = trainer.model
+        was_training = model.training
+        model.eval()
+        start = time.perf_counter()
+        correct_per_prompt = []
+        try:
+            for row in self.rows:
+                ids = self.tokenizer.apply_chat_template(
+                    row["prompt"], add_generation_prompt=True, return_tensors="pt", return_dict=True
+                )
+                ids = {k: v.to(model.device) for k, v in ids.items()}
+                out = model.generate(
+                    **ids,
+                    do_sample=True,
+                    temperature=self.temperature,
+                    top_p=1.0,
+                    top_k=0,
+                    max_new_tokens=self.max_new_tokens,
+                    num_return_sequences=self.k,
+                    pad_token_id=self.tokenizer.pad_token_id,
+                )
+                texts = self.tokenizer.batch_decode(
+                    out[:, ids["input_ids"].shape[1] :], skip_special_tokens=True
+                )
+                correct_per_prompt.append([_safe(self.is_correct, text, row) for text in texts])
+        finally:
+            if was_training:
+                model.train()
+        n = len(correct_per_prompt)
+        result = {
+            # pass@1 estimated from all k samples (unbiased: mean correctness); pass@k: any of k correct.
+            "eval_pass_at_1": sum(sum(c) / len(c) for c in correct_per_prompt) / n,
+            "eval_prompts": n,
+            "eval_s": time.perf_counter() - start,
+        }
+        result["eval_k"] = self.k
+        result["eval_pass_at_k"] = sum(any(c) for c in correct_per_prompt) / n
+        return result
+
+
+def _safe(is_correct, text: str, row: dict) -> bool:
+    try:
+        return bool(is_correct(text, row))
+    except Exception:
+        return False

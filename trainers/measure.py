@@ -1,0 +1,188 @@
+"""Per-step measurement inside the trainer process, shared by both stacks.
+
+`measured(GRPOTrainer)` subclasses a (possibly Unsloth-patched) GRPOTrainer so that generation is
+timed and the tokens it actually produced are counted, and so that probe steps force every
+completion to max_completion_length. `StepMeter` is a TrainerCallback that brackets each optimizer
+step (time, torch memory, RSS and its peak) and emits one `step` event when TRL logs that step.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+from transformers import TrainerCallback
+
+from trainers.events import STEP, EventWriter
+
+GIB = 1024**3
+
+# TRL's log keys → our column names (design.md). Keys TRL omits on some steps stay null.
+TRL_SIGNALS = {
+    "reward": "reward_mean",
+    "reward_std": "reward_std",
+    "frac_reward_zero_std": "frac_reward_zero_std",
+    "loss": "loss",
+    "grad_norm": "grad_norm",
+    "kl": "kl",
+    "entropy": "entropy",
+    "clip_ratio/region_mean": "clip_ratio",
+    "completions/mean_length": "completion_len_mean",
+    "completions/max_length": "completion_len_max",
+    "completions/clipped_ratio": "clipped_ratio",
+    "learning_rate": "learning_rate",
+}
+
+
+class StepCounters:
+    """What generation did during the current optimizer step."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.gen_s = 0.0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.completions = 0
+
+
+def measured(trainer_cls):
+    """A subclass of trainer_cls whose generation is timed, counted, and forced long on probe steps."""
+
+    class Measured(trainer_cls):
+        counters: StepCounters
+        force_max_length: bool = False
+
+        def _generate(self, prompts):
+            config = getattr(self, "generation_config", None)
+            if config is not None:
+                # min_new_tokens masks EOS until max length: the worst-case memory of this shape.
+                config.min_new_tokens = self.args.max_completion_length if self.force_max_length else None
+            start = time.perf_counter()
+            out = super()._generate(prompts)
+            counters = getattr(self, "counters", None)
+            if counters is not None and self.model.training:
+                prompt_ids, completion_ids = out[0], out[1]
+                counters.gen_s += time.perf_counter() - start
+                counters.prompt_tokens += sum(len(ids) for ids in prompt_ids)
+                counters.completion_tokens += sum(len(ids) for ids in completion_ids)
+                counters.completions += len(completion_ids)
+            return out
+
+    Measured.__name__ = Measured.__qualname__ = f"Measured{trainer_cls.__name__}"
+    return Measured
+
+
+def _vm_hwm_bytes() -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _reset_vm_hwm() -> bool:
+    # Writing 5 to clear_refs resets the kernel's peak-RSS mark (Linux >= 4.0), giving a per-step peak.
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+class StepMeter(TrainerCallback):
+    """Brackets each optimizer step and emits its `step` event once TRL has logged the step."""
+
+    def __init__(self, events: EventWriter, probe_steps: int = 0, evaluator=None):
+        self.events = events
+        self.probe_steps = probe_steps
+        self.evaluator = evaluator
+        self.trainer = None
+        self.counters = StepCounters()
+        self.process = psutil.Process()
+        self.pending: dict[str, Any] | None = None
+        self.steps_emitted = 0
+
+    def attach(self, trainer) -> None:
+        self.trainer = trainer
+        trainer.counters = self.counters
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        import torch
+
+        self.counters.reset()
+        self.probe = state.global_step < self.probe_steps
+        if self.trainer is not None:
+            self.trainer.force_max_length = self.probe
+        self.hwm_reset = _reset_vm_hwm()
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        self.t_start = time.time()
+        self.perf_start = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        import torch
+
+        step_s = time.perf_counter() - self.perf_start
+        c = self.counters
+        tokens = c.prompt_tokens + c.completion_tokens
+        rss = self.process.memory_info().rss
+        hwm = _vm_hwm_bytes()
+        row: dict[str, Any] = {
+            "step": state.global_step,
+            "probe": self.probe,
+            "min_new_tokens": getattr(
+                getattr(self.trainer, "generation_config", None), "min_new_tokens", None
+            ),
+            "t_start": self.t_start,
+            "t_end": time.time(),
+            "step_s": step_s,
+            "gen_s": c.gen_s,
+            "prompt_tokens": c.prompt_tokens,
+            "completion_tokens": c.completion_tokens,
+            "completions": c.completions,
+            "tokens_per_s": tokens / step_s if step_s > 0 else None,
+            "rss_gib": rss / GIB,
+            # Without a resettable mark the process-lifetime peak is the honest upper bound.
+            "rss_peak_gib": max(hwm, rss) / GIB if hwm else None,
+        }
+        if torch.cuda.is_available():
+            row |= {
+                "torch_allocated_gib": torch.cuda.memory_allocated() / GIB,
+                "torch_reserved_gib": torch.cuda.memory_reserved() / GIB,
+                "torch_peak_allocated_gib": torch.cuda.max_memory_allocated() / GIB,
+                "torch_peak_reserved_gib": torch.cuda.max_memory_reserved() / GIB,
+            }
+        else:
+            row |= dict.fromkeys(
+                (
+                    "torch_allocated_gib",
+                    "torch_reserved_gib",
+                    "torch_peak_allocated_gib",
+                    "torch_peak_reserved_gib",
+                )
+            )
+        if self.evaluator is not None and self.evaluator.due(state.global_step, state.max_steps):
+            row |= self.evaluator.run(self.trainer)
+        self.pending = row
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        logs = logs or {}
+        if self.pending is None or "train_runtime" in logs:
+            return
+        row = self.pending
+        self.pending = None
+        for key, column in TRL_SIGNALS.items():
+            value = logs.get(key)
+            row[column] = None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+        for key, value in logs.items():
+            if key.startswith("rewards/") and key.endswith("/mean"):
+                row[key] = value
+        self.events.emit(STEP, **row)
+        self.steps_emitted += 1

@@ -1,0 +1,291 @@
+"""Model sources: what a model string means and where its weights come from.
+
+- a hub id or a local directory: real weights, loaded the normal way;
+- `random:<hub id>`: the published architecture (bundled config) with random weights, so a user
+  can ask "does the 3B fit on my 16 GB card" before downloading 6 GB;
+- `tiny`: a few-million-parameter Qwen2 for CPU tests and smoke sweeps.
+
+Locally built models get an offline tokenizer (byte-level, so digits are one token each) padded
+to the model's vocabulary, so every id the model can sample decodes. Builds are deterministic and
+cached: a second trial with the same model string reuses the folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+CONFIG_DIR = Path(__file__).parent / "model_configs"
+BUILDER_VERSION = 1  # bump when the build changes, so cached folders are rebuilt
+SHARD_BYTES = 2 * 1024**3
+
+TINY_CONFIG = {
+    "architectures": ["Qwen2ForCausalLM"],
+    "model_type": "qwen2",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 8192,
+    "max_position_embeddings": 4096,
+    "tie_word_embeddings": True,
+    "hidden_act": "silu",
+    "initializer_range": 0.02,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000.0,
+    "use_sliding_window": False,
+    "torch_dtype": "float32",
+}
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+PAD, BOS_CHAT, EOS = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
+
+
+def bundled_models() -> dict[str, Path]:
+    """Hub ids that `random:` can build, mapped to their bundled config files."""
+    out = {}
+    for path in sorted(CONFIG_DIR.glob("*.json")):
+        out[json.loads(path.read_text())["_name_or_path"]] = path
+    return out
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    kind: str  # "tiny" | "random" | "local" | "hub"
+    name: str  # the string after any prefix
+    built: bool  # True when this project builds the weights (tiny, random)
+
+    @property
+    def config(self) -> dict | None:
+        if self.kind == "tiny":
+            return dict(TINY_CONFIG)
+        if self.kind == "random":
+            return json.loads(bundled_models()[self.name].read_text())
+        if self.kind == "local" and (Path(self.name) / "config.json").exists():
+            return json.loads((Path(self.name) / "config.json").read_text())
+        return None
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+
+
+def parse_model(model: str) -> ModelSource:
+    """Classify a model string; raise ValueError with a fix when it names nothing."""
+    problems = model_problems(model)
+    if problems:
+        raise ValueError(problems[0])
+    if model == "tiny":
+        return ModelSource("tiny", "tiny", True)
+    if model.startswith("random:"):
+        return ModelSource("random", model[len("random:") :], True)
+    if Path(model).expanduser().is_dir():
+        return ModelSource("local", str(Path(model).expanduser().resolve()), False)
+    return ModelSource("hub", model, False)
+
+
+def model_problems(model: str, total_length: int | None = None) -> list[str]:
+    """Why a model string cannot be used (with prompt+completion = total_length), as 'model: ...' lines."""
+    from trainers.spec import did_you_mean
+
+    known = ["tiny", *(f"random:{hub}" for hub in bundled_models())]
+    if not isinstance(model, str) or not model:
+        return [f"model: must be a model string, got {model!r}; available: {', '.join(known)} or a hub id"]
+    if model.startswith("random:"):
+        hub = model[len("random:") :]
+        if hub not in bundled_models():
+            return [
+                f"model: {model!r} has no bundled config for random weights; "
+                f"{did_you_mean(model, known)} (or use the hub id itself for real weights)"
+            ]
+    elif model != "tiny":
+        path = Path(model).expanduser()
+        if path.is_dir():
+            if not (path / "config.json").exists():
+                return [f"model: directory {model!r} has no config.json; point at a save_pretrained() folder"]
+        elif model.startswith(("/", ".", "~")) or not _HUB_ID.match(model):
+            return [
+                f"model: {model!r} is neither a directory, a hub id (org/name), 'tiny' nor 'random:<hub id>'; "
+                f"{did_you_mean(model, known)}"
+            ]
+    if total_length is not None:
+        config = (
+            ModelSource("local", str(Path(model).expanduser()), False).config
+            if Path(model).expanduser().is_dir()
+            else _config_of(model)
+        )
+        context = (config or {}).get("max_position_embeddings")
+        if context and total_length > context:
+            return [
+                f"max_prompt_length + max_completion_length: {total_length} tokens exceeds {model}'s context "
+                f"of {context}; lower max_prompt_length or max_completion_length"
+            ]
+    return []
+
+
+def _config_of(model: str) -> dict | None:
+    if model == "tiny":
+        return dict(TINY_CONFIG)
+    if model.startswith("random:") and model[7:] in bundled_models():
+        return json.loads(bundled_models()[model[7:]].read_text())
+    return None
+
+
+def count_parameters(model: str) -> int:
+    """Parameters of a tiny/random/local model, counted on the meta device (no weights materialised)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    source = parse_model(model)
+    config = AutoConfig.for_model(**_without_meta(source.config))
+    with torch.device("meta"):
+        built = AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in built.parameters())
+
+
+def _without_meta(config: dict) -> dict:
+    return {k: v for k, v in config.items() if k not in ("_name_or_path", "architectures", "torch_dtype")}
+
+
+def cache_root(explicit: str = "") -> Path:
+    return Path(explicit or os.environ.get("RLSWEEP_CACHE", "~/.cache/rlsweep")).expanduser() / "models"
+
+
+def resolve_model(model: str, cache_dir: str = "") -> str:
+    """A path or hub id that `from_pretrained` can load; builds tiny/random models on first use."""
+    source = parse_model(model)
+    if not source.built:
+        return source.name
+    config = source.config
+    digest = hashlib.sha256(json.dumps([config, BUILDER_VERSION], sort_keys=True).encode()).hexdigest()[:10]
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", f"{source.kind}-{source.name}").strip("-").lower()
+    target = cache_root(cache_dir) / f"{slug}-{digest}"
+    if (target / "complete").exists():
+        return str(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Build beside the target and rename: two trials building at once never see half a model.
+    work = Path(tempfile.mkdtemp(prefix=f".build-{slug}-", dir=target.parent))
+    try:
+        _build(config, work)
+        (work / "complete").write_text(model + "\n")
+        try:
+            os.rename(work, target)
+        except OSError:
+            if not (target / "complete").exists():
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return str(target)
+
+
+def build_tokenizer(vocab_size: int):
+    """A byte-level tokenizer built offline: each byte one token (so each digit one token),
+    ChatML specials, and filler tokens up to vocab_size so every id decodes to text."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    specials = [PAD, BOS_CHAT, EOS]
+    vocab = {tok: i for i, tok in enumerate(alphabet + specials)}
+    if vocab_size < len(vocab):
+        raise ValueError(
+            f"vocab_size {vocab_size} is smaller than the {len(vocab)} tokens the tokenizer needs"
+        )
+    for i in range(len(vocab), vocab_size):
+        vocab[f"<fill{i}>"] = i
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(specials)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token=PAD,
+        eos_token=EOS,
+        chat_template=CHATML_TEMPLATE,
+        model_max_length=1_000_000,
+    )
+
+
+def load_tokenizer(path: str):
+    """Built models keep their own tokenizer class; AutoTokenizer would swap in Qwen2's regex."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    if (Path(path) / "complete").exists():
+        return PreTrainedTokenizerFast.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(path)
+
+
+def _build(config: dict, folder: Path) -> None:
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
+
+    tokenizer = build_tokenizer(config["vocab_size"])
+    tokenizer.save_pretrained(folder)
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in (PAD, EOS)}
+    hf_config = AutoConfig.for_model(
+        **{
+            **_without_meta(config),
+            "bos_token_id": ids[PAD],
+            "eos_token_id": ids[EOS],
+            "pad_token_id": ids[PAD],
+        }
+    )
+    hf_config.architectures = config.get("architectures")
+    hf_config.save_pretrained(folder)
+    GenerationConfig(bos_token_id=ids[PAD], eos_token_id=ids[EOS], pad_token_id=ids[PAD]).save_pretrained(
+        folder
+    )
+
+    # Weights: one tensor at a time from a per-name seed, so a 7B model never sits in memory whole
+    # and the same name always gets the same values.
+    with torch.device("meta"):
+        skeleton = AutoModelForCausalLM.from_config(hf_config)
+    dtype = torch.bfloat16 if config.get("torch_dtype") == "bfloat16" else torch.float32
+    std = float(config.get("initializer_range", 0.02))
+    shard: dict[str, torch.Tensor] = {}
+    shard_bytes, index = 0, {}
+    shards: list[dict[str, torch.Tensor]] = []
+
+    def flush():
+        nonlocal shard, shard_bytes
+        if shard:
+            shards.append(shard)
+            name = f"model-{len(shards):05d}.safetensors"
+            save_file(shard, folder / name, metadata={"format": "pt"})
+            index.update(dict.fromkeys(shard, name))
+            shards[-1] = {}
+            shard, shard_bytes = {}, 0
+
+    for name, param in skeleton.named_parameters():
+        gen = torch.Generator().manual_seed(zlib.crc32(name.encode()))
+        if name.endswith("norm.weight") or "layernorm" in name:
+            value = torch.ones(param.shape, dtype=dtype)
+        elif name.endswith(".bias"):
+            value = torch.zeros(param.shape, dtype=dtype)
+        else:
+            value = (torch.randn(param.shape, generator=gen) * std).to(dtype)
+        nbytes = value.numel() * value.element_size()
+        if shard and shard_bytes + nbytes > SHARD_BYTES:
+            flush()
+        shard[name] = value
+        shard_bytes += nbytes
+    flush()
+    if len(shards) == 1:
+        os.rename(folder / "model-00001.safetensors", folder / "model.safetensors")
+    else:
+        (folder / "model.safetensors.index.json").write_text(
+            json.dumps({"metadata": {}, "weight_map": index}, indent=1)
+        )
