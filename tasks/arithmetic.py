@@ -8,7 +8,14 @@ import re
 from datasets import Dataset
 
 from tasks.base import Task
-from tasks.rewards import FORMAT_SYSTEM_PROMPT, answer_tag, compose_rewards, correctness, wants_format
+from tasks.rewards import (
+    FORMAT_SYSTEM_PROMPT,
+    answer_tag,
+    compose_rewards,
+    correctness,
+    reward_function,
+    wants_format,
+)
 
 SYSTEM_PROMPT = "Answer with the number only."
 DEFAULT_REWARDS = {"accuracy": 1.0}
@@ -32,6 +39,10 @@ def first_integer(text: str) -> int | None:
 def accuracy_score(text: str, row: dict) -> float:
     got = first_integer(text)
     return 1.0 if got is not None and got == int(row["answer"]) else 0.0
+
+
+# The default accuracy reward as a plain TRL reward function (what Task.rewards["accuracy"] holds).
+exact_answer_reward = reward_function(accuracy_score, "accuracy")
 
 
 def arithmetic_problems(settings: dict) -> list[str]:

@@ -30,4 +30,3 @@ def completion_text(completion) -> str:
     if isinstance(completion, dict):
         return str(completion.get("content", ""))
     return str(completion)
-

@@ -21,7 +21,9 @@ from tasks.rewards import FORMAT_SYSTEM_PROMPT, answer_tag, compose_rewards, cor
 from tasks.safe_eval import Limits, UnsafeExpression, evaluate, parse_expression
 
 DEFAULT_REWARDS = {"accuracy": 1.0, "format": 0.2}
-PLAIN_SYSTEM_PROMPT = "Give the final expression inside <answer> </answer> tags, e.g. <answer>(1 + 2) * 3</answer>."
+PLAIN_SYSTEM_PROMPT = (
+    "Give the final expression inside <answer> </answer> tags, e.g. <answer>(1 + 2) * 3</answer>."
+)
 _EXPRESSION_SPAN = re.compile(r"[0-9()+\-*/ ]+")  # one character class: linear time on any text
 _TAIL_CHARS = 4096
 
@@ -31,7 +33,9 @@ def _limits(allow_division: bool) -> Limits:
     return Limits(max_chars=256, max_nodes=64, max_depth=24, max_literal_digits=9, binary_ops=frozenset(ops))
 
 
-def make_problem(rng: random.Random, num_numbers: int, max_number: int, max_target: int, allow_division: bool):
+def make_problem(
+    rng: random.Random, num_numbers: int, max_number: int, max_target: int, allow_division: bool
+):
     """(numbers, target, solution): a random tree over random numbers whose value is a target in range."""
     ops = ["+", "-", "*"] + (["/"] if allow_division else [])
     limits = _limits(allow_division)
@@ -119,7 +123,8 @@ def build_countdown(
 ) -> Task:
     rng = random.Random(seed)
     problems = [
-        make_problem(rng, num_numbers, max_number, max_target, allow_division) for _ in range(num_samples + num_eval)
+        make_problem(rng, num_numbers, max_number, max_target, allow_division)
+        for _ in range(num_samples + num_eval)
     ]
     system = FORMAT_SYSTEM_PROMPT if wants_format(rewards, DEFAULT_REWARDS) else PLAIN_SYSTEM_PROMPT
 

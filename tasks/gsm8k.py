@@ -49,7 +49,9 @@ def read_jsonl(path: str) -> list[dict]:
     """Rows {question, answer:int}; errors name the file, line and what is wrong."""
     file = Path(path)
     if not file.is_file():
-        raise ValueError(f"task_args.path: {path!r} is not a file; give a JSONL file with question/answer rows")
+        raise ValueError(
+            f"task_args.path: {path!r} is not a file; give a JSONL file with question/answer rows"
+        )
     rows = []
     for number, line in enumerate(file.read_text().splitlines(), start=1):
         if not line.strip():
@@ -85,11 +87,15 @@ def gsm8k_problems(settings: dict) -> list[str]:
     for key in ("path", "eval_path"):
         value = settings[key]
         if value is not None and not Path(value).is_file():
-            errors.append(f"task_args.{key}: {value!r} is not a file; give a JSONL file of question/answer rows")
+            errors.append(
+                f"task_args.{key}: {value!r} is not a file; give a JSONL file of question/answer rows"
+            )
     if settings["eval_path"] is not None and settings["path"] is None:
         errors.append("task_args.eval_path: needs task_args.path too (the hub provides its own test split)")
     if (settings["num_samples"] is not None and settings["num_samples"] < 1) or settings["num_eval"] < 0:
-        errors.append("task_args.num_samples / num_eval: need num_samples >= 1 (or null: all) and num_eval >= 0")
+        errors.append(
+            "task_args.num_samples / num_eval: need num_samples >= 1 (or null: all) and num_eval >= 0"
+        )
     return errors
 
 
@@ -125,7 +131,8 @@ def build_gsm8k(
         return Dataset.from_dict(
             {
                 "prompt": [
-                    [{"role": "system", "content": system}, {"role": "user", "content": r["question"]}] for r in rows
+                    [{"role": "system", "content": system}, {"role": "user", "content": r["question"]}]
+                    for r in rows
                 ],
                 "answer": [r["answer"] for r in rows],
             }

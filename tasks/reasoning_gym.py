@@ -25,7 +25,14 @@ from contextlib import contextmanager
 from datasets import Dataset
 
 from tasks.base import Task
-from tasks.rewards import FORMAT_SYSTEM_PROMPT, answer_tag, compose_rewards, correctness, last_line, wants_format
+from tasks.rewards import (
+    FORMAT_SYSTEM_PROMPT,
+    answer_tag,
+    compose_rewards,
+    correctness,
+    last_line,
+    wants_format,
+)
 from tasks.safe_eval import guarded_eval
 
 DEFAULT_REWARDS = {"accuracy": 1.0, "format": 0.2}
@@ -67,15 +74,23 @@ def reasoning_gym_problems(settings: dict) -> list[str]:
             errors.append(f"task_args.{key}: empty; name at least one dataset, e.g. {{'syllogism': 1.0}}")
         for name, weight in weights.items():
             if name not in known:
-                errors.append(f"task_args.{key}.{name}: unknown reasoning-gym dataset; {did_you_mean(name, known)}")
+                errors.append(
+                    f"task_args.{key}.{name}: unknown reasoning-gym dataset; {did_you_mean(name, known)}"
+                )
             if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
                 errors.append(f"task_args.{key}.{name}: weight must be a number >= 0, got {weight!r}")
-        if weights and all(isinstance(w, (int, float)) for w in weights.values()) and not any(weights.values()):
+        if (
+            weights
+            and all(isinstance(w, (int, float)) for w in weights.values())
+            and not any(weights.values())
+        ):
             errors.append(f"task_args.{key}: every weight is 0; give one dataset a weight > 0")
     mixed = set(_weights(settings["datasets"] or {})) | set(_weights(eval_value or {}))
     for name, config in (settings["dataset_args"] or {}).items():
         if name not in mixed:
-            errors.append(f"task_args.dataset_args.{name}: not among datasets/eval_datasets; {did_you_mean(name, mixed)}")
+            errors.append(
+                f"task_args.dataset_args.{name}: not among datasets/eval_datasets; {did_you_mean(name, mixed)}"
+            )
         elif name in known:
             errors += _config_problems(name, config)
     if settings["num_samples"] < 1 or settings["num_eval"] < 0:
@@ -96,7 +111,9 @@ def _config_problems(name: str, config) -> list[str]:
             built.validate()
     except (TypeError, ValueError, AssertionError) as exc:
         fields = ", ".join(f.name for f in dataclasses.fields(config_cls) if f.name not in ("seed", "size"))
-        return [f"task_args.dataset_args.{name}: {config!r} is not a valid config ({exc}); its settings: {fields}"]
+        return [
+            f"task_args.dataset_args.{name}: {config!r} is not a valid config ({exc}); its settings: {fields}"
+        ]
     return []
 
 
@@ -156,7 +173,9 @@ class Scorer:
         self.max_answer_chars = max_answer_chars
         names = {e["dataset"] for e in entries}
         self.score_fns = {name: reasoning_gym.get_score_answer_fn(name) for name in names}
-        self.modules = {name: sys.modules[inspect.unwrap(fn).__module__] for name, fn in self.score_fns.items()}
+        self.modules = {
+            name: sys.modules[inspect.unwrap(fn).__module__] for name, fn in self.score_fns.items()
+        }
 
     def answer(self, text: str) -> str:
         tagged = answer_tag(text)

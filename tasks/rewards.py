@@ -65,7 +65,9 @@ def reward_function(score: Score, name: str) -> RewardFunc:
     def reward(prompts=None, completions=None, **columns) -> list[float]:
         completions = list(completions or [])
         n = len(completions)
-        lists = {k: v for k, v in columns.items() if k not in _NOT_COLUMNS and isinstance(v, list) and len(v) == n}
+        lists = {
+            k: v for k, v in columns.items() if k not in _NOT_COLUMNS and isinstance(v, list) and len(v) == n
+        }
         rewards = []
         for i, completion in enumerate(completions):
             try:
@@ -98,7 +100,9 @@ def reward_problems(rewards) -> list[str]:
     if rewards is None:
         return []
     if not isinstance(rewards, dict) or not rewards:
-        return [f"task_args.rewards: must be a mapping name -> weight, e.g. {{'accuracy': 1.0}}; got {rewards!r}"]
+        return [
+            f"task_args.rewards: must be a mapping name -> weight, e.g. {{'accuracy': 1.0}}; got {rewards!r}"
+        ]
     errors = [
         f"task_args.rewards.{name}: unknown reward; {did_you_mean(str(name), REWARD_NAMES)}"
         for name in rewards
