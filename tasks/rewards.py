@@ -19,8 +19,7 @@ from tasks.base import RewardFunc, completion_text
 
 REWARD_NAMES = ("accuracy", "format")
 FORMAT_SYSTEM_PROMPT = (
-    "First think about the problem step by step inside <think> </think> tags, then give only the final "
-    "answer inside <answer> </answer> tags, like: <think> reasoning here </think> <answer> answer here </answer>"
+    "Reason inside <think> </think>, then give only the final answer inside <answer> </answer>."
 )
 _NOT_COLUMNS = {"prompts", "completions", "completion_ids", "trainer_state"}
 # Tags are searched in the tail only: a 100 kB completion costs the same as a 16 kB one.

@@ -7,7 +7,34 @@ import pytest
 
 from tasks import TASKS, load_task, task_problems
 from tasks.rewards import FORMAT_SYSTEM_PROMPT, compose_rewards, format_score, reward_function
-from tests.unit.adversarial_texts import ADVERSARIAL
+
+# Completions a reward must survive quickly.
+ADVERSARIAL = [
+    "",
+    "   \n\t ",
+    None,
+    "None",
+    "9**9**9**9",
+    "<answer>9**9**9**9</answer>",
+    "<answer>(9**9)**(9**9)</answer>",
+    "<answer>" + "(" * 10_000 + "1" + ")" * 10_000 + "</answer>",
+    "(" * 10_000 + "1 + 2" + ")" * 10_000,
+    "[" * 10_000 + "]" * 10_000,
+    "<answer>" + "9" * 5000 + "</answer>",
+    "9" * 100_000,
+    "x" * 100_000,
+    "<think>" * 20_000 + "</answer>" * 2_000,
+    "+" * 100_000,
+    "1+" * 50_000 + "1",
+    "<answer>__import__('os').system('echo pwned')</answer>",
+    "<answer>['a'] * 10**9</answer>",
+    "<answer>\u0664\u0662</answer>",  # Arabic-Indic digits
+    "\u0661\u0662 + \u0663",
+    "\x00\x01\udcff",
+    "<answer></answer>",
+    "<answer>1/0</answer>",
+    "#### 42",
+]
 
 # Small settings that build each task in well under a second without network.
 SMALL = {
