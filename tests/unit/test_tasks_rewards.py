@@ -138,14 +138,17 @@ def test_format_reward_switches_the_system_prompt(tasks):
 @pytest.mark.parametrize("text", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
 def test_every_reward_survives_adversarial_text_quickly(tasks, text):
     for name, task in tasks.items():
-        columns = task.train.select(range(1)).to_dict()
-        for reward_name, (func, _) in task.rewards.items():
-            for completion in (text, [{"role": "assistant", "content": text}]):
-                start = time.perf_counter()
-                scores = func(prompts=columns["prompt"], completions=[completion], **columns)
-                elapsed = time.perf_counter() - start
-                assert len(scores) == 1 and 0.0 <= scores[0] <= 1.0, (name, reward_name)
-                # The bound is 100 ms; 10x headroom for a shared 2-core machine. A hang
-                # (eval of 9**9**9**9) or a quadratic scan of 100 kB would take seconds.
-                assert elapsed < 1.0, (name, reward_name, elapsed)
-        assert task.is_correct(text, task.eval[0]) in (True, False)
+        # Every train and eval row: reasoning-gym's scorers differ per dataset, eval-only ones included.
+        rows = [row for data in (task.train, task.eval) for row in data]
+        for row in rows:
+            columns = {key: [value] for key, value in row.items()}
+            for reward_name, (func, _) in task.rewards.items():
+                for completion in (text, [{"role": "assistant", "content": text}]):
+                    start = time.perf_counter()
+                    scores = func(prompts=columns["prompt"], completions=[completion], **columns)
+                    elapsed = time.perf_counter() - start
+                    assert len(scores) == 1 and 0.0 <= scores[0] <= 1.0, (name, reward_name)
+                    # The bound is 100 ms; 10x headroom for a shared 2-core machine. A hang
+                    # (eval of 9**9**9**9) or a quadratic scan of 100 kB would take seconds.
+                    assert elapsed < 1.0, (name, reward_name, elapsed)
+            assert task.is_correct(text, row) in (True, False)
