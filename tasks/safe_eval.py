@@ -9,6 +9,7 @@ and every intermediate value is capped in magnitude, so the work is bounded for 
 from __future__ import annotations
 
 import ast
+import builtins
 import operator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -132,3 +133,92 @@ def guarded_eval(source, *_ignored_namespaces):
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         pass
     return evaluate(parse_expression(source, _GUARD_LIMITS), _GUARD_LIMITS)
+
+
+# Symbolic answers (polynomials, antiderivatives, 24-game expressions) that sympy.parse_expr may see.
+# parse_expr runs eval() on its input and sympy computes huge powers exactly, so only a small grammar
+# passes: numbers, plain symbol names, calls of common math functions, + - * / and small powers.
+SYMBOLIC_FUNCTIONS = frozenset(
+    [
+        "sin",
+        "cos",
+        "tan",
+        "cot",
+        "sec",
+        "csc",
+        "asin",
+        "acos",
+        "atan",
+        "sinh",
+        "cosh",
+        "tanh",
+        "exp",
+        "log",
+        "ln",
+        "sqrt",
+        "Abs",
+        "abs",
+    ]
+)
+_SYMBOLIC_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)
+_MAX_EXPONENT = 64
+
+
+def symbolic_expression_problem(text: str, max_chars: int = 512, max_nodes: int = 256) -> str | None:
+    """Why `text` is not a small symbolic expression, or None when it is."""
+    if not isinstance(text, str) or len(text) > max_chars:
+        return f"not text of at most {max_chars} characters"
+    try:
+        root = ast.parse(text.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        return f"not an expression: {exc}"
+    nodes = list(ast.walk(root))
+    if len(nodes) > max_nodes:
+        return f"more than {max_nodes} nodes"
+    for node in nodes:
+        problem = _symbolic_node_problem(node)
+        if problem:
+            return problem
+    return None
+
+
+def _symbolic_node_problem(node: ast.AST) -> str | None:
+    if isinstance(node, ast.BinOp):
+        if not isinstance(node.op, _SYMBOLIC_OPS):
+            return f"operator {type(node.op).__name__} is not allowed"
+        if isinstance(node.op, ast.Pow):
+            return _power_problem(node)
+        return None
+    if isinstance(node, ast.Call):
+        ok = isinstance(node.func, ast.Name) and node.func.id in SYMBOLIC_FUNCTIONS
+        return None if ok and not node.keywords else "only calls of common math functions are allowed"
+    if isinstance(node, ast.Name):
+        plain = node.id.isascii() and node.id.isalnum() and len(node.id) <= 16
+        return (
+            None
+            if plain and (node.id in SYMBOLIC_FUNCTIONS or not hasattr(builtins, node.id))
+            else f"name {node.id!r}"
+        )
+    if isinstance(node, ast.Constant):
+        ok = type(node.value) in (int, float) and len(str(node.value)) <= 15
+        return None if ok else "only numbers of at most 15 characters"
+    if isinstance(node, ast.UnaryOp):
+        return (
+            None if isinstance(node.op, (ast.USub, ast.UAdd)) else f"{type(node.op).__name__} is not allowed"
+        )
+    if isinstance(node, (ast.expr_context, ast.operator, ast.unaryop)):
+        return None  # operator tokens are checked with their BinOp / UnaryOp
+    return f"{type(node).__name__} is not allowed"
+
+
+def _power_problem(node: ast.BinOp) -> str | None:
+    if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) for n in ast.walk(node.left)):
+        return "a power of a power is not allowed"
+    limits = Limits(
+        binary_ops=frozenset({ast.Div}), unary_ops=frozenset({ast.USub, ast.UAdd}), max_literal_digits=6
+    )
+    try:
+        exponent = evaluate(parse_expression(ast.unparse(node.right), limits), limits)
+    except UnsafeExpression:
+        return "an exponent must be a number (or a fraction of numbers)"
+    return None if abs(exponent) <= _MAX_EXPONENT else f"an exponent above {_MAX_EXPONENT}"

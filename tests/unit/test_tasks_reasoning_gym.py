@@ -5,6 +5,7 @@ import pytest
 import tasks.reasoning_gym as rg_task
 from tasks import load_task, task_problems
 from tasks.reasoning_gym import split_counts
+from tasks.safe_eval import symbolic_expression_problem
 
 needs_package = pytest.mark.skipif(
     not rg_task.installed(), reason="reasoning-gym not installed (extra 'reasoning')"
@@ -81,6 +82,40 @@ def test_scorers_that_eval_the_answer_are_guarded():
     import reasoning_gym.algorithmic.string_insertion as module
 
     assert "eval" not in vars(module)  # the guard is removed after scoring
+
+
+@needs_package
+@pytest.mark.parametrize("name", ["simple_integration", "polynomial_multiplication", "puzzle24"])
+def test_scorers_that_parse_with_sympy_see_only_small_expressions(name):
+    # Their scorers pass the answer to sympy.parse_expr: it eval()s, and sympy computes 9**9**9**9 exactly.
+    task = load_task("reasoning_gym", {"datasets": [name], "num_samples": 2, "num_eval": 0})
+    columns = task.train.to_dict()
+    accuracy = task.rewards["accuracy"][0]
+    oracle = [f"<answer>{a}</answer>" for a in columns["answer"]]
+    if name != "puzzle24":  # puzzle24's oracle answer field is not an expression; it checks any solution
+        assert accuracy(completions=oracle, **columns) == [1.0, 1.0]
+    bombs = ["<answer>9**9**9**9</answer>", "<answer>__import__('os').getcwd()</answer>"]
+    assert max(accuracy(completions=bombs, **columns)) < 0.1
+
+
+@pytest.mark.parametrize(
+    ("text", "allowed"),
+    [
+        ("x**2 + 3*x - C", True),
+        ("2*x**(3/2)/3 + C", True),
+        ("sin(x)*exp(-x)", True),
+        ("9**9**9**9", False),
+        ("x**100", False),
+        ("(x**2)**40", False),
+        ("__import__('os')", False),
+        ("open", False),
+        ("x.real", False),
+        ("1" * 20, False),
+        ("x ^ 2", False),
+    ],
+)
+def test_symbolic_expression_gate(text, allowed):
+    assert (symbolic_expression_problem(text) is None) == allowed
 
 
 @needs_package
