@@ -237,7 +237,8 @@ def build_reasoning_gym(
                     [{"role": "system", "content": system}, {"role": "user", "content": e["question"]}]
                     for e in entries
                 ],
-                "answer": [str(e["answer"]) for e in entries],
+                # None for datasets whose scorer checks a solution by simulation (graph_color, rush_hour...)
+                "answer": ["" if e["answer"] is None else str(e["answer"]) for e in entries],
                 "rg_dataset": [e["dataset"] for e in entries],
                 # Index into the scorer's entries: metadata differs per dataset and does not fit one Arrow schema.
                 "rg_index": list(range(first_index, first_index + len(entries))),
