@@ -162,6 +162,12 @@ EFFECTIVE_KNOBS = (
     "gradient_checkpointing",
     "max_steps",
     "seed",
+    # Unsloth's GRPOConfig has its own defaults for these (adamw_8bit, weight decay 0.001, 10% warmup;
+    # adamw_torch_fused on CPU) and turns vLLM on with fast_inference: read them back too.
+    "optim",
+    "weight_decay",
+    "warmup_steps",
+    "use_vllm",
 )
 
 
@@ -175,7 +181,9 @@ def effective_config(trainer, model, spec: TrialSpec) -> dict[str, Any]:
         out["lora_r"] = lora.r
         out["lora_alpha"] = lora.lora_alpha
         out["lora_dropout"] = lora.lora_dropout
-        out["lora_target_modules"] = sorted(lora.target_modules) if lora.target_modules else None
+        # Leaf names (q_proj, ...): "all-linear" resolves to full paths, an explicit list to leaf names.
+        targets = lora.target_modules
+        out["lora_target_modules"] = sorted({m.rsplit(".", 1)[-1] for m in targets}) if targets else None
     quant = getattr(getattr(model, "config", None), "quantization_config", None)
     if quant is not None:
         quant = quant.to_dict() if hasattr(quant, "to_dict") else dict(quant)

@@ -1,0 +1,88 @@
+"""gpu-check's table from synthetic trial results (no GPU here), and its refusal without a GPU."""
+
+import pytest
+from rich.console import Console
+
+from orchestrator import gpu_check
+from orchestrator.gpu_check import build_table, check_specs, markdown_table, ratios, summarize
+
+
+def result(step_s, tokens_per_s, torch_reserved, nvml_peak, status="completed", detail=""):
+    steps = [
+        {
+            "step": i + 1,
+            "step_s": s,
+            "gen_s": s / 2,
+            "tokens_per_s": t,
+            "torch_peak_reserved_gib": r,
+            "torch_peak_allocated_gib": r - 0.5,
+            "device_peak_gib": None,
+        }
+        for i, (s, t, r) in enumerate(zip(step_s, tokens_per_s, torch_reserved, strict=True))
+    ]
+    return {
+        "status": status,
+        "status_detail": detail,
+        "steps": steps,
+        "peak": {"device_peak_gib": nvml_peak},
+        "started": {"gpu_name": "NVIDIA Test GPU"},
+    }
+
+
+def test_summary_takes_peaks_over_all_steps_and_medians_after_warmup():
+    row = summarize("trl", "grpo", result([9.0, 2.0, 3.0, 4.0], [10, 300, 200, 100], [5, 6, 7, 6.5], 8.0))
+    assert row.step_s == 3.0 and row.tokens_per_s == 200  # step 1 (9 s, warm-up) left out
+    assert row.torch_peak_reserved_gib == 7 and row.torch_peak_allocated_gib == 6.5
+    assert row.device_peak_gib == 8.0 and row.steps == 4 and row.gpu_name == "NVIDIA Test GPU"
+
+
+def test_unmeasured_values_stay_missing_not_zero():
+    row = summarize("unsloth", "gspo", {"status": "unavailable", "status_detail": "no unsloth", "steps": []})
+    assert row.steps == 0
+    assert row.device_peak_gib is None and row.tokens_per_s is None and row.step_s is None
+
+
+def test_table_has_a_row_per_stack_and_mode_with_ratios_and_reasons():
+    rows = [
+        summarize("trl", "grpo", result([5, 2, 2], [10, 100, 100], [9, 10, 10], 12.0)),
+        summarize("unsloth", "grpo", result([5, 1, 1], [10, 250, 250], [3, 4, 4], 6.0)),
+        summarize("trl", "gspo", result([5, 2, 2], [10, 100, 100], [9, 10, 10], 12.0)),
+        summarize("unsloth", "gspo", {"status": "oom", "status_detail": "CUDA out of\nmemory", "steps": []}),
+    ]
+    assert ratios(rows)["grpo"] == {"memory": pytest.approx(0.5), "speed": pytest.approx(2.5)}
+    assert ratios(rows)["gspo"] == {"memory": None, "speed": None}
+
+    console = Console(record=True, width=250)
+    console.print(build_table(rows))
+    text = console.export_text()
+    assert "NVIDIA Test GPU" in text
+    assert "x0.50" in text and "x2.50" in text
+    assert "unsloth gspo: oom: CUDA out of memory" in text
+    assert "gspo: no Unsloth/TRL ratio" in text
+    lines = [line for line in text.splitlines() if line.startswith("│")]
+    assert len(lines) == 4
+    unsloth_grpo = next(line for line in lines if "unsloth" in line and "grpo" in line)
+    assert "6.00" in unsloth_grpo and "250.0" in unsloth_grpo
+
+    md = markdown_table(rows)
+    assert md.count("\n| ") == 5  # header + 4 rows
+    assert "| unsloth | gspo | oom | 0 | - |" in md
+
+
+def test_the_check_is_the_fixed_comparison():
+    specs = check_specs(gpu_check.Path("/tmp/x"))
+    assert sorted((s.framework, s.mode) for s in specs) == [
+        ("trl", "grpo"), ("trl", "gspo"), ("unsloth", "grpo"), ("unsloth", "gspo")
+    ]  # fmt: skip
+    for s in specs:
+        assert s.model == "random:Qwen/Qwen2.5-1.5B-Instruct" and s.quantization == "nf4"
+        assert (s.num_generations, s.batch_size, s.max_steps) == (4, 2, 10)
+        assert s.problems() == []
+
+
+@pytest.mark.skipif(gpu_check.gpu_problem() is None, reason="a GPU is present: main() would run the check")
+def test_without_a_gpu_main_says_so_and_runs_nothing(tmp_path, capsys):
+    assert gpu_check.main(["--output-dir", str(tmp_path / "out")]) == 2
+    out = capsys.readouterr().out
+    assert "no NVIDIA GPU found" in out and "make sweep" in out
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,226 @@
+"""One GRPO/GSPO trial on the Unsloth stack, top to bottom, on the same terms as trainers.run_trl.
+
+Unsloth patches transformers and TRL for the whole process when it is imported, so it is imported
+first, inside run(), and only ever in a trainer child whose framework is unsloth. Then: the model
+through FastLanguageModel (4-bit NF4 for QLoRA), LoRA through FastLanguageModel.get_peft_model on
+exactly the modules TRL's "all-linear" picks, and TRL's GRPOTrainer as Unsloth patched it (on a GPU
+host its regenerated UnslothGRPOTrainer; in Unsloth's CPU fallback, stock TRL with Unsloth's
+TrainingArguments defaults). Knobs Unsloth rewrites behind our back are put back and reported.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from enum import Enum
+from typing import Any
+
+from trainers.events import FINISHED, STARTED, EventWriter
+from trainers.runtime import EFFECTIVE_KNOBS, UnavailableError
+from trainers.spec import TrialSpec
+
+INSTALL_FIX = (
+    "install it with `make setup` (on a GPU host it installs unsloth normally; without a GPU it installs "
+    "unsloth and unsloth_zoo with --no-deps plus their light dependencies)"
+)
+
+
+def import_unsloth():
+    """`import unsloth`, or UnavailableError saying why it cannot start here and what fixes it."""
+    try:
+        import unsloth
+    except ImportError as exc:
+        raise UnavailableError(f"unsloth cannot be imported ({exc}); {INSTALL_FIX}") from exc
+    except Exception as exc:  # noqa: BLE001 - any failure to start Unsloth means the stack is unavailable
+        fix = (
+            "unset UNSLOTH_DISABLE_CPU_FALLBACK to let Unsloth train on CPU, or run on a host with a GPU"
+            if os.environ.get("UNSLOTH_DISABLE_CPU_FALLBACK", "0") not in ("", "0")
+            else f"check the GPU driver and the unsloth install; {INSTALL_FIX}"
+        )
+        raise UnavailableError(f"unsloth failed to start: {type(exc).__name__}: {exc}; {fix}") from exc
+    return unsloth
+
+
+def check_fast_inference(spec: TrialSpec, on_gpu: bool) -> None:
+    if not spec.fast_inference:
+        return
+    if not on_gpu:
+        raise UnavailableError(
+            "fast_inference: vLLM generation needs an NVIDIA GPU and none is visible; "
+            "set fast_inference: false or run on a GPU host"
+        )
+    if importlib.util.find_spec("vllm") is None:
+        raise UnavailableError(
+            "fast_inference: vllm is not installed; `pip install vllm` (a version unsloth supports) "
+            "or set fast_inference: false"
+        )
+
+
+def all_linear_modules(model) -> list[str]:
+    """The module names PEFT's target_modules="all-linear" resolves to on this model (what the TRL
+    stack gets): every linear layer but the output head, e.g. q/k/v/o/gate/up/down_proj."""
+    from peft import LoraConfig
+    from peft.tuners.tuners_utils import _maybe_include_all_linear_layers
+
+    config = _maybe_include_all_linear_layers(
+        LoraConfig(target_modules="all-linear", task_type="CAUSAL_LM"), model
+    )
+    return sorted({name.rsplit(".", 1)[-1] for name in config.target_modules})
+
+
+def restore_asked(config, asked: dict[str, Any]) -> dict[str, list]:
+    """Put back every knob Unsloth's GRPOConfig changed from what we asked; returns {knob: [asked, unsloth's]}.
+
+    Unsloth's GPU config raises per_device_train_batch_size to num_generations and, with loss_type dapo,
+    sets mask_truncated_completions/epsilon_high when they are unset; its CPU fallback swaps
+    optim adamw_torch for adamw_torch_fused. We set all of them explicitly, and check anyway.
+    """
+    from trainers.runtime import _plain
+
+    changed = {}
+    for key in EFFECTIVE_KNOBS:
+        if key not in asked:
+            continue
+        now = getattr(config, key)
+        if _plain(now) != _plain(asked[key]):
+            changed[key] = [_plain(asked[key]), _plain(now)]
+            setattr(config, key, type(now)(asked[key]) if isinstance(now, Enum) else asked[key])
+    if "per_device_train_batch_size" in changed:
+        # TRL derives this from the batch size in __post_init__; keep it consistent with the restored one.
+        config.steps_per_generation = config.generation_batch_size // config.per_device_train_batch_size
+    return changed
+
+
+def run(spec: TrialSpec, events: EventWriter) -> None:
+    unsloth = import_unsloth()  # before torch/transformers/trl, so its patches take hold
+    import torch
+
+    # After unsloth: on a GPU host these names are Unsloth's patched UnslothGRPOConfig/-Trainer.
+    from trl import GRPOConfig, GRPOTrainer
+
+    from tasks import load_task
+    from trainers.evaluate import Evaluator
+    from trainers.measure import measured
+    from trainers.models import load_tokenizer, parse_model, resolve_model
+    from trainers.runtime import (
+        check_prompt_lengths,
+        choose_dtype,
+        device_info,
+        effective_config,
+        grpo_config_kwargs,
+        lora_b_abs_sum,
+        setup_process,
+        versions,
+    )
+
+    FastLanguageModel = unsloth.FastLanguageModel
+    setup_process(spec)
+    on_gpu = torch.cuda.is_available()
+    dtype = choose_dtype(spec)
+    check_fast_inference(spec, on_gpu)
+
+    task = load_task(spec.task, spec.task_args, seed=spec.seed)
+    model_path = resolve_model(spec.model, spec.model_cache_dir)
+    gradient_checkpointing = "unsloth" if spec.gradient_checkpointing and on_gpu else False
+    load_kwargs: dict[str, Any] = {}
+    if spec.fast_inference:
+        load_kwargs = {
+            "fast_inference": True,
+            "gpu_memory_utilization": spec.gpu_memory_utilization,
+            "max_lora_rank": spec.lora_r,
+        }
+    try:
+        model, unsloth_tokenizer = FastLanguageModel.from_pretrained(
+            model_name=model_path,
+            max_seq_length=spec.max_prompt_length + spec.max_completion_length,
+            dtype=dtype,
+            load_in_4bit=spec.quantization == "nf4",
+            use_gradient_checkpointing=gradient_checkpointing,
+            random_state=spec.seed,
+            **load_kwargs,
+        )
+    except NotImplementedError as exc:  # Unsloth's way of saying "not on this model/host"
+        raise UnavailableError(
+            f"unsloth cannot load {spec.model} here: {exc}; run this configuration with framework trl"
+        ) from exc
+    # Built models (tiny, random:) carry their own byte-level tokenizer, as on the TRL stack; real
+    # models keep the tokenizer Unsloth returns, as an Unsloth user gets it.
+    tokenizer = load_tokenizer(model_path) if parse_model(spec.model).built else unsloth_tokenizer
+    longest_prompt = check_prompt_lengths(task.train, tokenizer, spec.max_prompt_length)
+
+    model = FastLanguageModel.get_peft_model(
+        model,
+        r=spec.lora_r,
+        lora_alpha=spec.lora_alpha,
+        lora_dropout=spec.lora_dropout,
+        target_modules=all_linear_modules(model),
+        bias="none",
+        use_gradient_checkpointing=gradient_checkpointing,
+        random_state=spec.seed,
+    )
+    rewards = list(task.rewards.values())
+    asked = grpo_config_kwargs(spec, dtype, on_gpu)
+    config = GRPOConfig(**asked, reward_weights=[weight for _, weight in rewards])
+    countered = restore_asked(config, asked)
+
+    evaluator = None
+    if task.eval is not None and (spec.eval_every or spec.eval_at_end):
+        evaluator = Evaluator(
+            task,
+            tokenizer,
+            every=spec.eval_every,
+            at_end=spec.eval_at_end,
+            samples=spec.eval_samples,
+            k=spec.eval_k,
+            max_new_tokens=spec.max_completion_length,
+            temperature=spec.temperature,
+        )
+    meter = checked_step_meter()(events, probe_steps=spec.probe_steps, evaluator=evaluator)
+    trainer = measured(GRPOTrainer)(
+        model=model,
+        reward_funcs=[func for func, _ in rewards],
+        args=config,
+        train_dataset=task.train,
+        processing_class=tokenizer,
+        callbacks=[meter],
+    )
+    meter.attach(trainer)
+
+    events.emit(
+        STARTED,
+        framework="unsloth",
+        versions=versions(),
+        **device_info(),
+        effective_config=effective_config(trainer, trainer.model, spec)
+        | {
+            "longest_prompt_tokens": longest_prompt,
+            "unsloth_backend": "cpu" if getattr(unsloth, "_IS_CPU_BACKEND", False) else "gpu",
+            "trainer_class": [c.__name__ for c in type(trainer).__mro__[1:3]],
+            "unsloth_changed_config": countered,
+            "fast_inference": spec.fast_inference,
+            "gpu_memory_utilization": spec.gpu_memory_utilization if spec.fast_inference else None,
+        },
+    )
+    trainer.train()
+    events.emit(FINISHED, steps=meter.steps_emitted, lora_b_abs_sum=lora_b_abs_sum(trainer.model))
+
+
+def checked_step_meter():
+    """StepMeter's class, checked; built on use because trainers.measure imports transformers."""
+    from trainers.measure import StepMeter
+
+    class CheckedStepMeter(StepMeter):
+        """StepMeter that refuses a first step whose generation it never saw: Unsloth regenerates
+        GRPOTrainer's source, and if a version stopped calling `_generate`, tokens would silently read 0.
+        (Only the first step always generates: with num_iterations > 1 later steps reuse completions.)"""
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 1 and self.counters.completions == 0:
+                raise RuntimeError(
+                    "measurement: the generation hook (GRPOTrainer._generate) never ran in this step, so "
+                    "tokens cannot be counted; this Unsloth version's GRPOTrainer bypasses _generate — "
+                    "pin the unsloth version in the Makefile (UNSLOTH_VERSION) or update trainers.measure"
+                )
+            return super().on_step_end(args, state, control, **kwargs)
+
+    return CheckedStepMeter
