@@ -22,9 +22,9 @@ $(VENV)/.setup-done: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e ".[dev]"
+	$(PIP) install -q -e ".[dev,reasoning]"
 ifeq ($(HAS_GPU),1)
-	$(PIP) install -q "unsloth==$(UNSLOTH_VERSION)" "unsloth_zoo==$(UNSLOTH_VERSION)" "torch==2.13.0" -e ".[dev]"
+	$(PIP) install -q "unsloth==$(UNSLOTH_VERSION)" "unsloth_zoo==$(UNSLOTH_VERSION)" "torch==2.13.0" -e ".[dev,reasoning]"
 else
 	$(PIP) install -q --no-deps "unsloth==$(UNSLOTH_VERSION)" "unsloth_zoo==$(UNSLOTH_VERSION)"
 	$(PIP) install -q $(UNSLOTH_LIGHT_DEPS)

@@ -7,6 +7,8 @@ TRL's reward_weights. A weight of 0 keeps the curve in the logs without training
 - accuracy: the task's own check of the answer (exact sum, countdown expression, GSM8K number,
   reasoning-gym scorer).
 - format: 1.0 when the completion is exactly <think>...</think> followed by <answer>...</answer>.
+- digits: the share of ASCII digits in the first 256 characters: a dense shaped signal that varies
+  even for an untrained or random-weight model, so smoke runs and tests see non-zero advantages.
 
 When "format" is requested the system prompt asks for that format.
 """
@@ -17,7 +19,8 @@ from collections.abc import Callable
 
 from tasks.base import RewardFunc, completion_text
 
-REWARD_NAMES = ("accuracy", "format")
+REWARD_NAMES = ("accuracy", "format", "digits")
+_DIGITS_WINDOW = 256
 FORMAT_SYSTEM_PROMPT = (
     "Reason inside <think> </think>, then give only the final answer inside <answer> </answer>."
 )
@@ -52,6 +55,11 @@ def format_score(text: str, row: dict | None = None) -> float:
     think_end, answer_start = body.index("</think>"), body.index("<answer>")
     between = body[think_end + len("</think>") : answer_start]
     return 1.0 if think_end < answer_start and not between.strip() else 0.0
+
+
+def digits_score(text: str, row: dict | None = None) -> float:
+    head = text[:_DIGITS_WINDOW]
+    return sum(c in "0123456789" for c in head) / len(head) if head else 0.0
 
 
 def reward_function(score: Score, name: str) -> RewardFunc:
@@ -123,7 +131,7 @@ def compose_rewards(
     problems = reward_problems(weights)
     if problems:
         raise ValueError("; ".join(problems))
-    scores = {"accuracy": accuracy, "format": format_score}
+    scores = {"accuracy": accuracy, "format": format_score, "digits": digits_score}
     return {name: (reward_function(scores[name], name), float(weight)) for name, weight in weights.items()}
 
 
