@@ -5,9 +5,7 @@ from __future__ import annotations
 import random
 import re
 
-from datasets import Dataset
-
-from tasks.base import Task
+from tasks.base import Task, to_dataset
 from tasks.rewards import (
     FORMAT_SYSTEM_PROMPT,
     answer_tag,
@@ -68,8 +66,8 @@ def build_arithmetic(
     system = FORMAT_SYSTEM_PROMPT if wants_format(rewards, DEFAULT_REWARDS) else SYSTEM_PROMPT
     return Task(
         name="arithmetic",
-        train=Dataset.from_dict(_rows(problems[:num_samples], system)),
-        eval=Dataset.from_dict(_rows(problems[num_samples:], system)) if num_eval else None,
+        train=to_dataset(_rows(problems[:num_samples], system)),
+        eval=to_dataset(_rows(problems[num_samples:], system)) if num_eval else None,
         rewards=compose_rewards(accuracy_score, rewards, DEFAULT_REWARDS),
         is_correct=correctness(accuracy_score),
     )

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from datasets import Dataset
+if TYPE_CHECKING:  # importing datasets costs seconds: Ray workers that only read reward names skip it
+    from datasets import Dataset
 
 RewardFunc = Callable[..., list[float]]
 
@@ -19,6 +21,12 @@ class Task:
     rewards: dict[str, tuple[RewardFunc, float]] = field(default_factory=dict)
     # held-out accuracy (pass@1, pass@k): completion text, eval row -> bool; every task sets it
     is_correct: Callable[[str, dict], bool] | None = None
+
+
+def to_dataset(columns: dict[str, list]) -> Dataset:
+    from datasets import Dataset
+
+    return Dataset.from_dict(columns)
 
 
 def completion_text(completion) -> str:

@@ -14,9 +14,7 @@ import re
 from collections import Counter
 from fractions import Fraction
 
-from datasets import Dataset
-
-from tasks.base import Task
+from tasks.base import Task, to_dataset
 from tasks.rewards import FORMAT_SYSTEM_PROMPT, answer_tag, compose_rewards, correctness, wants_format
 from tasks.safe_eval import Limits, UnsafeExpression, evaluate, parse_expression
 
@@ -129,7 +127,7 @@ def build_countdown(
     system = FORMAT_SYSTEM_PROMPT if wants_format(rewards, DEFAULT_REWARDS) else PLAIN_SYSTEM_PROMPT
 
     def rows(chunk):
-        return Dataset.from_dict(
+        return to_dataset(
             {
                 "prompt": [
                     [

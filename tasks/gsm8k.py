@@ -12,10 +12,12 @@ import json
 import random
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from datasets import Dataset
+if TYPE_CHECKING:
+    from datasets import Dataset
 
-from tasks.base import Task
+from tasks.base import Task, to_dataset
 from tasks.rewards import FORMAT_SYSTEM_PROMPT, compose_rewards, correctness, wants_format
 
 HUB_ID, HUB_CONFIG = "openai/gsm8k", "main"
@@ -128,7 +130,7 @@ def build_gsm8k(
     system = FORMAT_SYSTEM_PROMPT if wants_format(rewards, DEFAULT_REWARDS) else PLAIN_SYSTEM_PROMPT
 
     def dataset(rows: list[dict]) -> Dataset:
-        return Dataset.from_dict(
+        return to_dataset(
             {
                 "prompt": [
                     [{"role": "system", "content": system}, {"role": "user", "content": r["question"]}]

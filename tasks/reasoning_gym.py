@@ -25,10 +25,12 @@ import sys
 import threading
 import zlib
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from datasets import Dataset
+if TYPE_CHECKING:
+    from datasets import Dataset
 
-from tasks.base import Task
+from tasks.base import Task, to_dataset
 from tasks.rewards import (
     FORMAT_SYSTEM_PROMPT,
     answer_tag,
@@ -231,7 +233,7 @@ def build_reasoning_gym(
     system = FORMAT_SYSTEM_PROMPT if wants_format(rewards, DEFAULT_REWARDS) else PLAIN_SYSTEM_PROMPT
 
     def dataset(entries: list[dict], first_index: int) -> Dataset:
-        return Dataset.from_dict(
+        return to_dataset(
             {
                 "prompt": [
                     [{"role": "system", "content": system}, {"role": "user", "content": e["question"]}]
