@@ -7,7 +7,7 @@ HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/
 SWEEP ?= $(if $(HAS_GPU),sweeps/workstation-16gb.yaml,sweeps/cpu-smoke.yaml)
 UNSLOTH_VERSION := 2026.10.9
 # What `import unsloth` needs when its declared dependencies are skipped (CPU hosts).
-UNSLOTH_LIGHT_DEPS := requests msgspec einops sentencepiece protobuf pillow tyro wheel "certifi>=2026.10.19"
+UNSLOTH_LIGHT_DEPS := requests msgspec einops sentencepiece protobuf pillow tyro wheel
 PYTEST_ARGS ?=
 
 .PHONY: setup sweep test test-all ui submit gpu-check bench lint format clean
@@ -22,9 +22,9 @@ $(VENV)/.setup-done: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e ".[dev]"
+	$(PIP) install -q -e ".[dev,reasoning]"
 ifeq ($(HAS_GPU),1)
-	$(PIP) install -q "unsloth==$(UNSLOTH_VERSION)" "unsloth_zoo==$(UNSLOTH_VERSION)" "torch==2.13.0" -e ".[dev]"
+	$(PIP) install -q "unsloth==$(UNSLOTH_VERSION)" "unsloth_zoo==$(UNSLOTH_VERSION)" "torch==2.13.0" -e ".[dev,reasoning]"
 else
 	$(PIP) install -q --no-deps "unsloth==$(UNSLOTH_VERSION)" "unsloth_zoo==$(UNSLOTH_VERSION)"
 	$(PIP) install -q $(UNSLOTH_LIGHT_DEPS)

@@ -66,6 +66,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     counts = ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items()))
     console.print(f"trials: {counts}")
+    if (Path(outcome.output_dir) / "trials.parquet").exists():
+        from orchestrator.report import write_report
+
+        paths = write_report(outcome.output_dir, console=out)
+        _log_report_to_mlflow(Path(outcome.output_dir), paths)
     console.print(f"results: {outcome.output_dir}/trials.parquet, steps in {outcome.output_dir}/steps/")
     if outcome.interrupted:
         again = [
@@ -290,7 +295,77 @@ def add_sync_mlflow(sub) -> None:
     p.set_defaults(func=cmd_sync_mlflow)
 
 
-COMMANDS = [add_run, add_validate, add_trial, add_sync_mlflow]
+# ------------------------------------------------------------------------------------------------
+# report, compare, gpu-check
+# ------------------------------------------------------------------------------------------------
+def cmd_report(args: argparse.Namespace) -> int:
+    from orchestrator.report import write_report
+
+    try:
+        paths = write_report(args.output_dir, console=out, budget_gib=args.budget_gib)
+    except FileNotFoundError as exc:
+        console.print(f"[red]{exc}[/red]", markup=True)
+        return 2
+    _log_report_to_mlflow(Path(args.output_dir), paths)
+    return 0
+
+
+def _log_report_to_mlflow(output_dir: Path, paths: dict) -> None:
+    """The report on the sweep's parent run, summary metrics on each trial's run (MLflow optional)."""
+    from orchestrator.sweep import SweepError, load_sweep
+    from orchestrator.tracking import MlflowSink
+
+    resolved = output_dir / "sweep.yaml"
+    if not resolved.exists():
+        return
+    try:
+        sweep = load_sweep(str(resolved), [])
+    except SweepError:
+        return
+    if not sweep.tracking.enabled:
+        return
+    sink = MlflowSink(sweep.tracking_uri(), sweep.experiment_name(), output_dir.resolve(), sweep.name)
+    sink.log_report(paths)
+
+
+def add_report(sub) -> None:
+    p = sub.add_parser("report", help="summary.csv, feasibility matrix, plots, report.md/html for a sweep")
+    p.add_argument("output_dir", help="a sweep's output dir (holds trials.parquet)")
+    p.add_argument("--budget-gib", type=float, default=None, help="budget line (default: the sweep's budget)")
+    p.set_defaults(func=cmd_report)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from orchestrator.compare import compare_outputs
+
+    try:
+        compare_outputs(args.dir_a, args.dir_b, console=out)
+    except FileNotFoundError as exc:
+        console.print(f"[red]{exc}[/red]")
+        return 2
+    return 0
+
+
+def add_compare(sub) -> None:
+    p = sub.add_parser("compare", help="two sweeps' shared trials side by side, with B/A ratios")
+    p.add_argument("dir_a")
+    p.add_argument("dir_b")
+    p.set_defaults(func=cmd_compare)
+
+
+def cmd_gpu_check(args: argparse.Namespace) -> int:
+    from orchestrator import gpu_check
+
+    return gpu_check.main(args.rest)
+
+
+def add_gpu_check(sub) -> None:
+    p = sub.add_parser("gpu-check", help="TRL vs Unsloth, GRPO vs GSPO on this GPU: one table (needs a GPU)")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="options of the check (--output-dir, --timeout)")
+    p.set_defaults(func=cmd_gpu_check)
+
+
+COMMANDS = [add_run, add_validate, add_trial, add_sync_mlflow, add_report, add_compare, add_gpu_check]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -69,6 +69,7 @@ def expand(sweep: SweepSpec) -> list[TrialSpec]:
     specs = []
     for combo in itertools.product(*axes.values()):
         values = {**base, **dict(zip(axes, combo, strict=True))}
+        values["task_args"] = sweep.task_args_for(values["task"], values.get("task_args", {}))
         spec = TrialSpec(**values)
         spec.trial_key = trial_key(spec)
         specs.append(spec)

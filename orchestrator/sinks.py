@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from orchestrator.supervisor import FINAL_STATUSES, TrialResult
+from tasks.rewards import REWARD_NAMES
 from trainers.spec import TrialSpec
 
 F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
@@ -58,6 +59,9 @@ STEP_SCHEMA = pa.schema(
             "t_end",
         ]
     ]
+    # Per-reward curves (TRL's rewards/<name>/mean) and held-out evaluation: null where not in use.
+    + [(f"rewards/{name}/mean", F64) for name in REWARD_NAMES]
+    + [(name, F64) for name in ("eval_pass_at_1", "eval_pass_at_k", "eval_k", "eval_prompts", "eval_s")]
     + [("extra", STR)]
 )
 STEP_COLUMNS = STEP_SCHEMA.names

@@ -3,7 +3,8 @@
 A sweep file is YAML:
 
     name: cpu-smoke
-    task: arithmetic            # and task_args: {...}
+    task: arithmetic            # and task_args: {...}; or grid.task: [arithmetic, countdown]
+    task_settings: {countdown: {num_numbers: 4}}   # per task, merged over task_args for that task
     grid:                       # any TrialSpec knob; a list is swept, a scalar is fixed
       framework: [trl, unsloth]
       num_generations: [2, 4]
@@ -86,6 +87,11 @@ class SweepSpec(_Section):
     name: str = Field(..., min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="Sweep name.")
     task: str = Field("arithmetic", description="Task (dataset + reward).")
     task_args: dict[str, Any] = Field(default_factory=dict, description="Task settings.")
+    task_settings: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Task name -> settings merged over task_args for trials of that task "
+        "(for grid.task sweeps, where each task takes its own settings).",
+    )
     grid: dict[str, Any] = Field(
         default_factory=dict, description="Knob -> value or list of values to sweep."
     )
@@ -109,6 +115,9 @@ class SweepSpec(_Section):
         base["probe_steps"] = self.oom.probe_steps
         base["num_threads"] = self.resources.cpus_per_trial
         return {**base, **self.fixed}
+
+    def task_args_for(self, task: str, task_args: dict[str, Any]) -> dict[str, Any]:
+        return {**task_args, **self.task_settings.get(task, {})}
 
     def resolved_output_dir(self, override: str | None = None) -> Path:
         return Path(override or self.output_dir or Path("outputs") / self.name).resolve()
@@ -147,6 +156,11 @@ def knob_errors(raw: dict[str, Any]) -> list[str]:
                     errors.append(f"{where}: {problem}")
     for key in sorted(set(sections["grid"]) & set(sections["fixed"])):
         errors.append(f"fixed.{key}: also in grid; keep it in one place")
+    from tasks import TASKS
+
+    for name in raw.get("task_settings") or {}:
+        if name not in TASKS:
+            errors.append(f"task_settings.{name}: unknown task; {did_you_mean(str(name), TASKS)}")
     for key in ("task", "task_args"):
         if key in raw and (key in sections["grid"] or key in sections["fixed"]):
             section = "grid" if key in sections["grid"] else "fixed"

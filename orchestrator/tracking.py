@@ -208,6 +208,47 @@ class MlflowSink:
         self.client.set_tag(run_id, COMPLETE_TAG, "true")
         self.client.set_terminated(run_id, status="FINISHED" if row["status"] == "completed" else "FAILED")
 
+    def log_report(self, paths: dict) -> None:
+        """After `rlsweep report`: the report on the parent run, summary metrics on each trial run,
+        so MLflow's run table and compare view sort and chart by them."""
+        self._guard("report", self._log_report, paths)
+
+    def _log_report(self, paths: dict) -> None:
+        from orchestrator.report import load_outputs, summary_metrics
+
+        if self.parent_id is None:
+            self._start_sweep_lookup()
+        for key in ("summary_csv", "report_html", "report_md"):
+            if paths.get(key):
+                self.client.log_artifact(self.parent_id, str(paths[key]))
+        for plot in paths.get("plots", []):
+            self.client.log_artifact(self.parent_id, str(plot), artifact_path="plots")
+        outputs = load_outputs(self.output_dir)
+        for _, trial in outputs.trials.iterrows():
+            runs = self._existing(str(trial["trial_key"]))
+            metrics = summary_metrics(trial, outputs.steps)
+            for run in runs:
+                batch = [_metric(f"summary/{k}", v) for k, v in metrics.items() if v is not None]
+                if batch:
+                    self.client.log_batch(run.info.run_id, metrics=batch)
+
+    def _start_sweep_lookup(self) -> None:
+        _quiet_mlflow_env()
+        from mlflow.tracking import MlflowClient
+
+        self.client = MlflowClient(tracking_uri=self.uri)
+        exp = self.client.get_experiment_by_name(self.experiment)
+        if exp is None:
+            raise LookupError(f"experiment {self.experiment!r} not found; run `rlsweep sync-mlflow` first")
+        self.experiment_id = exp.experiment_id
+        parents = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`{ROLE_TAG}` = 'sweep' and tags.`{OUTPUT_TAG}` = '{self.output_dir}'",
+        )
+        if not parents:
+            raise LookupError(f"no sweep run for {self.output_dir}; run `rlsweep sync-mlflow` first")
+        self.parent_id = parents[0].info.run_id
+
     def log_whole_trial(
         self, spec: TrialSpec, row: dict[str, Any], steps: list[dict], steps_file: Path
     ) -> None:

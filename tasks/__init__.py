@@ -1,7 +1,10 @@
 """Prompt datasets and reward functions. A task is a function (seed, **settings) -> Task.
 
-TASKS maps each name to its builder; a dict and a function, no plugin system. Rewards follow TRL's
-reward-function signature: f(prompts, completions, **dataset_columns) -> list[float], and never raise.
+TASKS maps each name to its builder; a dict and a function, no plugin system. Builders take
+keyword-only settings with defaults; every builder takes `rewards` (tasks/rewards.py). CHECKS holds
+each task's cheap value checks, run by task_problems() before anything is built. Rewards follow
+TRL's reward-function signature: f(prompts, completions, **dataset_columns) -> list[float], and never
+raise.
 """
 
 from __future__ import annotations
@@ -9,11 +12,26 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
-from tasks.arithmetic import build_arithmetic
+from pydantic import TypeAdapter, ValidationError
+
+from tasks.arithmetic import arithmetic_problems, build_arithmetic
 from tasks.base import Task, completion_text
+from tasks.countdown import build_countdown, countdown_problems
+from tasks.gsm8k import build_gsm8k, gsm8k_problems
+from tasks.reasoning_gym import build_reasoning_gym, reasoning_gym_problems
+from tasks.rewards import reward_problems
 
 TASKS: dict[str, Callable[..., Task]] = {
     "arithmetic": build_arithmetic,
+    "countdown": build_countdown,
+    "gsm8k": build_gsm8k,
+    "reasoning_gym": build_reasoning_gym,
+}
+CHECKS: dict[str, Callable[[dict], list[str]]] = {
+    "arithmetic": arithmetic_problems,
+    "countdown": countdown_problems,
+    "gsm8k": gsm8k_problems,
+    "reasoning_gym": reasoning_gym_problems,
 }
 
 
@@ -27,13 +45,37 @@ def task_problems(name: str, args: dict) -> list[str]:
 
     if name not in TASKS:
         return [f"task: unknown task {name!r}; {did_you_mean(name, TASKS)}"]
-    params = inspect.signature(TASKS[name]).parameters
+    if not isinstance(args, dict):
+        return [f"task_args: must be a mapping of settings, got {args!r}"]
+    params = inspect.signature(TASKS[name], eval_str=True).parameters
     accepted = [p for p in params if p != "seed"]
-    return [
+    errors = [
         f"task_args.{key}: not a setting of task {name!r}; {did_you_mean(key, accepted)}"
         for key in args
         if key not in accepted
     ]
+    for key in accepted:
+        if key in args:
+            errors += _type_problems(key, args[key], params[key].annotation)
+    if errors:
+        return errors  # value checks need well-typed settings
+    settings = {key: args.get(key, params[key].default) for key in accepted}
+    return reward_problems(settings["rewards"]) + CHECKS[name](settings)
+
+
+def _type_problems(key: str, value, annotation) -> list[str]:
+    try:
+        TypeAdapter(annotation).validate_python(value, strict=True)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return [f"task_args.{key}: must be {_describe(annotation)}, got {value!r} ({first['msg']})"]
+    return []
+
+
+def _describe(annotation) -> str:
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "").replace("NoneType", "None")
 
 
 def load_task(name: str, args: dict | None = None, seed: int = 42) -> Task:
@@ -43,4 +85,4 @@ def load_task(name: str, args: dict | None = None, seed: int = 42) -> Task:
     return TASKS[name](seed=seed, **(args or {}))
 
 
-__all__ = ["TASKS", "Task", "available_tasks", "completion_text", "load_task", "task_problems"]
+__all__ = ["CHECKS", "TASKS", "Task", "available_tasks", "completion_text", "load_task", "task_problems"]

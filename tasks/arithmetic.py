@@ -1,19 +1,22 @@
-"""The original benchmark's task: "What is a+b?" with a, b in 10..99 from a seeded RNG.
-
-Reward 1.0 when the first integer in the completion equals a+b, else 0.0. Parsing is a bounded
-regex over at most the first few kB: nothing is evaluated, and no input can make it raise.
-"""
+"""Two-digit addition: the smallest task that gives a tiny model a non-zero reward now and then."""
 
 from __future__ import annotations
 
 import random
 import re
 
-from datasets import Dataset
-
-from tasks.base import Task, completion_text, named
+from tasks.base import Task, to_dataset
+from tasks.rewards import (
+    FORMAT_SYSTEM_PROMPT,
+    answer_tag,
+    compose_rewards,
+    correctness,
+    reward_function,
+    wants_format,
+)
 
 SYSTEM_PROMPT = "Answer with the number only."
+DEFAULT_REWARDS = {"accuracy": 1.0}
 # ASCII digits only: unicode digits (e.g. Arabic-Indic) are not the answer the task asked for.
 _FIRST_INT = re.compile(r"-?[0-9]{1,12}")
 _SCAN_CHARS = 4096  # the answer comes first; a 100 kB completion is not scanned to its end
@@ -25,37 +28,46 @@ def make_problems(n: int, seed: int) -> list[tuple[int, int]]:
 
 
 def first_integer(text: str) -> int | None:
-    match = _FIRST_INT.search(text[:_SCAN_CHARS])
+    """The first integer of the <answer> content if there is one, else of the text."""
+    tagged = answer_tag(text)
+    match = _FIRST_INT.search((tagged if tagged is not None else text)[:_SCAN_CHARS])
     return int(match.group()) if match else None
 
 
-def exact_answer_reward(prompts=None, completions=None, answer=None, **_) -> list[float]:
-    rewards = []
-    for i, completion in enumerate(completions or []):
-        try:
-            got = first_integer(completion_text(completion))
-            rewards.append(1.0 if got is not None and answer is not None and got == int(answer[i]) else 0.0)
-        except Exception:  # a reward never raises: a malformed row scores 0
-            rewards.append(0.0)
-    return rewards
+def accuracy_score(text: str, row: dict) -> float:
+    got = first_integer(text)
+    return 1.0 if got is not None and got == int(row["answer"]) else 0.0
 
 
-def _rows(problems: list[tuple[int, int]]) -> dict[str, list]:
+# The default accuracy reward as a plain TRL reward function (what Task.rewards["accuracy"] holds).
+exact_answer_reward = reward_function(accuracy_score, "accuracy")
+
+
+def arithmetic_problems(settings: dict) -> list[str]:
+    if settings["num_samples"] < 1 or settings["num_eval"] < 0:
+        return ["task_args.num_samples / num_eval: need num_samples >= 1 and num_eval >= 0"]
+    return []
+
+
+def _rows(problems: list[tuple[int, int]], system: str) -> dict[str, list]:
     return {
         "prompt": [
-            [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": f"What is {a}+{b}?"}]
+            [{"role": "system", "content": system}, {"role": "user", "content": f"What is {a}+{b}?"}]
             for a, b in problems
         ],
         "answer": [a + b for a, b in problems],
     }
 
 
-def build_arithmetic(seed: int = 42, num_samples: int = 512, num_eval: int = 64) -> Task:
+def build_arithmetic(
+    seed: int = 42, *, num_samples: int = 512, num_eval: int = 64, rewards: dict[str, float] | None = None
+) -> Task:
     problems = make_problems(num_samples + num_eval, seed)
+    system = FORMAT_SYSTEM_PROMPT if wants_format(rewards, DEFAULT_REWARDS) else SYSTEM_PROMPT
     return Task(
         name="arithmetic",
-        train=Dataset.from_dict(_rows(problems[:num_samples])),
-        eval=Dataset.from_dict(_rows(problems[num_samples:])) if num_eval else None,
-        rewards={"accuracy": (named(exact_answer_reward, "accuracy"), 1.0)},
-        is_correct=lambda text, row: first_integer(text) == int(row["answer"]),
+        train=to_dataset(_rows(problems[:num_samples], system)),
+        eval=to_dataset(_rows(problems[num_samples:], system)) if num_eval else None,
+        rewards=compose_rewards(accuracy_score, rewards, DEFAULT_REWARDS),
+        is_correct=correctness(accuracy_score),
     )

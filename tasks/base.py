@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from datasets import Dataset
+if TYPE_CHECKING:  # importing datasets costs seconds: Ray workers that only read reward names skip it
+    from datasets import Dataset
 
 RewardFunc = Callable[..., list[float]]
 
@@ -17,8 +19,14 @@ class Task:
     eval: Dataset | None = None  # held-out prompts for evaluation during training
     # reward name -> (function, weight); TRL logs each as rewards/<name>/mean
     rewards: dict[str, tuple[RewardFunc, float]] = field(default_factory=dict)
-    # held-out accuracy: completion text, row -> bool; defaults to the first reward > 0.5
+    # held-out accuracy (pass@1, pass@k): completion text, eval row -> bool; every task sets it
     is_correct: Callable[[str, dict], bool] | None = None
+
+
+def to_dataset(columns: dict[str, list]) -> Dataset:
+    from datasets import Dataset
+
+    return Dataset.from_dict(columns)
 
 
 def completion_text(completion) -> str:
@@ -30,8 +38,3 @@ def completion_text(completion) -> str:
     if isinstance(completion, dict):
         return str(completion.get("content", ""))
     return str(completion)
-
-
-def named(func: RewardFunc, name: str) -> RewardFunc:
-    func.__name__ = name  # TRL names the reward's metrics after __name__
-    return func

@@ -21,6 +21,7 @@ from orchestrator.cli import main
 from orchestrator.driver import RUN, ray_temp_dir, run_sweep
 from orchestrator.sweep import load_sweep
 from tests.integration.conftest import kill_processes_mentioning, tiny_sweep
+from tests.unit.test_report import assert_varied_png
 
 pytestmark = pytest.mark.slow
 
@@ -84,6 +85,26 @@ def test_fake_gpu_sweep_runs_two_at_once_and_sinks_agree(ray_fake_gpus, tmp_path
         history = client.get_metric_history(run.info.run_id, "step_s")
         assert len(history) == row.steps_completed
         assert run.data.params["mode"] == row["mode"]
+
+    # The report from this real sweep: files, images of its trials, and MLflow's comparison metrics.
+    assert main(["report", str(outcome.output_dir)]) == 0
+    for name in ("summary.csv", "report.md", "report.html"):
+        assert (outcome.output_dir / name).stat().st_size > 0
+    summary = pd.read_csv(outcome.output_dir / "summary.csv")
+    assert sorted(summary.run_name) == sorted(trials.trial_key)
+    pngs = sorted((outcome.output_dir / "plots").glob("*.png"))
+    assert pngs
+    for png in pngs:
+        assert_varied_png(png)
+    html = (outcome.output_dir / "report.html").read_text()
+    assert all(key in html for key in done.trial_key)
+    _, parents, children = trial_runs(uri, "fakegpu")
+    artifacts = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
+    assert {"summary.csv", "report.html", "plots"} <= artifacts
+    for run in children:
+        if run.data.tags["status"] == "completed":
+            assert run.data.metrics["summary/median_tokens_per_s"] > 0
+            assert run.data.metrics["summary/peak_memory_gib"] > 0
 
 
 def _closed_port() -> int:

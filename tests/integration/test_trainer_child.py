@@ -33,6 +33,7 @@ def run_child(tmp_path, **overrides):
         "output_dir": str(tmp_path / "out"),
         "model_cache_dir": str(ROOT / ".cache"),
     }
+    tmp_path.mkdir(parents=True, exist_ok=True)
     spec = TrialSpec(**(settings | overrides))
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(spec.to_json())
@@ -103,3 +104,18 @@ def test_events_json_is_one_object_per_line(tmp_path):
     proc, _ = run_child(tmp_path, max_steps=1)
     lines = (tmp_path / "events.jsonl").read_text().splitlines()
     assert all(isinstance(json.loads(line), dict) for line in lines)
+
+
+def test_lora_weights_change_only_when_rewards_vary(tmp_path):
+    # A random model never answers right: accuracy alone has zero variance, so no advantage and no update.
+    # The shaped `digits` reward varies between samples, so the adapters must move.
+    _, flat = run_child(tmp_path / "flat", max_steps=2, task_args={"rewards": {"accuracy": 1.0}})
+    _, shaped = run_child(
+        tmp_path / "shaped", max_steps=2, task_args={"rewards": {"accuracy": 1.0, "digits": 1.0}}
+    )
+    assert flat[-1]["event"] == shaped[-1]["event"] == "finished"
+    assert flat[-1]["lora_b_abs_sum"] == 0.0
+    assert shaped[-1]["lora_b_abs_sum"] > 0.0
+    steps = [e for e in shaped if e["event"] == "step"]
+    assert all("rewards/digits/mean" in s and "rewards/accuracy/mean" in s for s in steps)
+    assert any(s["reward_std"] > 0 for s in steps)

@@ -1,0 +1,139 @@
+"""Reward components shared by every task, and the one place rewards are composed.
+
+Every task takes the setting `rewards`: reward name -> weight, e.g. {"accuracy": 1.0, "format": 0.2}.
+Each name becomes its own TRL reward function (TRL logs rewards/<name>/mean and /std), weighted by
+TRL's reward_weights. A weight of 0 keeps the curve in the logs without training on it.
+
+- accuracy: the task's own check of the answer (exact sum, countdown expression, GSM8K number,
+  reasoning-gym scorer).
+- format: 1.0 when the completion is exactly <think>...</think> followed by <answer>...</answer>.
+- digits: the share of ASCII digits in the first 256 characters: a dense shaped signal that varies
+  even for an untrained or random-weight model, so smoke runs and tests see non-zero advantages.
+
+When "format" is requested the system prompt asks for that format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tasks.base import RewardFunc, completion_text
+
+REWARD_NAMES = ("accuracy", "format", "digits")
+_DIGITS_WINDOW = 256
+FORMAT_SYSTEM_PROMPT = (
+    "Reason inside <think> </think>, then give only the final answer inside <answer> </answer>."
+)
+_NOT_COLUMNS = {"prompts", "completions", "completion_ids", "trainer_state"}
+# Tags are searched in the tail only: a 100 kB completion costs the same as a 16 kB one.
+_TAIL_CHARS = 16_384
+
+Score = Callable[[str, dict], float]
+
+
+def answer_tag(text: str) -> str | None:
+    """Content of the last <answer>...</answer> in the tail of `text`, or None."""
+    tail = text[-_TAIL_CHARS:]
+    end = tail.rfind("</answer>")
+    start = tail.rfind("<answer>", 0, end) if end >= 0 else -1
+    return tail[start + len("<answer>") : end].strip() if start >= 0 else None
+
+
+def last_line(text: str) -> str:
+    lines = [line.strip() for line in text[-_TAIL_CHARS:].splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def format_score(text: str, row: dict | None = None) -> float:
+    """1.0 for '<think>...</think> <answer>...</answer>' and nothing else (one of each tag, in order)."""
+    body = text.strip()
+    tags = ("<think>", "</think>", "<answer>", "</answer>")
+    if not (body.startswith("<think>") and body.endswith("</answer>")):
+        return 0.0
+    if any(body.count(tag) != 1 for tag in tags):
+        return 0.0
+    think_end, answer_start = body.index("</think>"), body.index("<answer>")
+    between = body[think_end + len("</think>") : answer_start]
+    return 1.0 if think_end < answer_start and not between.strip() else 0.0
+
+
+def digits_score(text: str, row: dict | None = None) -> float:
+    head = text[:_DIGITS_WINDOW]
+    return sum(c in "0123456789" for c in head) / len(head) if head else 0.0
+
+
+def reward_function(score: Score, name: str) -> RewardFunc:
+    """A TRL reward function named `name` that scores each completion with score(text, row).
+
+    `row` holds this completion's dataset columns (TRL passes each column as a list). A score that
+    raises counts 0: a reward never raises.
+    """
+
+    def reward(prompts=None, completions=None, **columns) -> list[float]:
+        completions = list(completions or [])
+        n = len(completions)
+        lists = {
+            k: v for k, v in columns.items() if k not in _NOT_COLUMNS and isinstance(v, list) and len(v) == n
+        }
+        rewards = []
+        for i, completion in enumerate(completions):
+            try:
+                value = float(score(completion_text(completion), {k: v[i] for k, v in lists.items()}))
+            except Exception:  # untrusted text: any failure scores 0
+                value = 0.0
+            rewards.append(value if value == value else 0.0)  # NaN -> 0
+        return rewards
+
+    reward.__name__ = reward.__qualname__ = name  # TRL names the logged metrics after __name__
+    return reward
+
+
+def correctness(score: Score) -> Callable[[str, dict], bool]:
+    """is_correct(text, row) for held-out accuracy: the accuracy score is full marks."""
+
+    def is_correct(text: str, row: dict) -> bool:
+        try:
+            return float(score(completion_text(text), dict(row))) >= 1.0 - 1e-9
+        except Exception:
+            return False
+
+    return is_correct
+
+
+def reward_problems(rewards) -> list[str]:
+    """Why a `rewards` setting is invalid, as 'task_args.rewards...' lines."""
+    from trainers.spec import did_you_mean
+
+    if rewards is None:
+        return []
+    if not isinstance(rewards, dict) or not rewards:
+        return [
+            f"task_args.rewards: must be a mapping name -> weight, e.g. {{'accuracy': 1.0}}; got {rewards!r}"
+        ]
+    errors = [
+        f"task_args.rewards.{name}: unknown reward; {did_you_mean(str(name), REWARD_NAMES)}"
+        for name in rewards
+        if name not in REWARD_NAMES
+    ]
+    for name, weight in rewards.items():
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
+            errors.append(f"task_args.rewards.{name}: weight must be a number >= 0, got {weight!r}")
+    if not errors and not any(rewards.values()):
+        errors.append("task_args.rewards: every weight is 0; give at least one reward a weight > 0")
+    return errors
+
+
+def compose_rewards(
+    accuracy: Score, weights: dict[str, float] | None, default: dict[str, float]
+) -> dict[str, tuple[RewardFunc, float]]:
+    """The Task.rewards mapping for the requested weights (raises ValueError on a bad setting)."""
+    weights = default if weights is None else weights
+    problems = reward_problems(weights)
+    if problems:
+        raise ValueError("; ".join(problems))
+    scores = {"accuracy": accuracy, "format": format_score, "digits": digits_score}
+    return {name: (reward_function(scores[name], name), float(weight)) for name, weight in weights.items()}
+
+
+def wants_format(weights: dict[str, float] | None, default: dict[str, float]) -> bool:
+    return "format" in (default if weights is None else weights)
