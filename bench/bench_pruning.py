@@ -3,10 +3,12 @@
 Runs the sweep twice with `rlsweep run` (fresh output dirs, MLflow in a temp sqlite):
     on:  --set oom.prune_dominated=true   (trials dominating an `oom` one are pruned, no trainer)
     off: --set oom.prune_dominated=false  (every trial runs until it completes or the guard kills it)
-and prints, for each, the statuses, the sweep's wall time and the trainer-seconds (the sum of the
-trials' wall_s: trainer process start to exit, imports and model load included), then the ratio
-on/off (lower is better; 1.0 means pruning saved nothing).
-Usage: python bench/bench_pruning.py [SWEEP.yaml] [--set k=v ...]
+and prints, for each, the statuses, the trainers started, the sweep's wall time and the
+trainer-seconds (the sum of the trials' wall_s: trainer process start to exit, imports and model load
+included), then the ratio on/off (lower is better; 1.0 means pruning saved nothing).
+On a shared machine the load moves trainer-seconds by tens of percent between runs: --repeat N runs
+the pair N times, alternating which goes first, and sums them.
+Usage: python bench/bench_pruning.py [SWEEP.yaml] [--repeat N] [--set k=v ...]
 Default: sweeps/cpu-smoke.yaml --set memory.budget_gib=0.8 (the README's budget demo).
 """
 
@@ -26,34 +28,52 @@ DEFAULT_SWEEP = ROOT / "sweeps" / "cpu-smoke.yaml"
 DEFAULT_BUDGET = "memory.budget_gib=0.8"
 
 
-def run(sweep_file: str, overrides: list[str], out: Path) -> tuple[float, float, Counter]:
+def run(sweep_file: str, overrides: list[str], out: Path) -> dict[str, float]:
     cmd = [sys.executable, "-m", "orchestrator.cli", "run", sweep_file, "--output-dir", str(out)]
     t0 = time.monotonic()
     subprocess.run(cmd + [f"--set={o}" for o in overrides], cwd=ROOT, check=False, stderr=subprocess.DEVNULL)
     wall = time.monotonic() - t0
     rows = pq.read_table(out / "trials.parquet").to_pylist()
-    return wall, sum(r["wall_s"] or 0.0 for r in rows), Counter(r["status"] for r in rows)
+    return Counter(
+        wall=wall,
+        trainer_s=sum(r["wall_s"] or 0.0 for r in rows),
+        trainers=sum(r["status"] != "pruned" for r in rows),
+        **Counter(r["status"] for r in rows),
+    )
 
 
 def main() -> None:
     args = sys.argv[1:]
     sweep_file = args.pop(0) if args and not args[0].startswith("--") else str(DEFAULT_SWEEP)
+    repeat = 1
+    if "--repeat" in args:
+        i = args.index("--repeat")
+        repeat = int(args[i + 1])
+        del args[i : i + 2]
     overrides = [a.split("=", 1)[1] if a.startswith("--set=") else a for a in args if a != "--set"]
     if not any(o.startswith("memory.budget_gib=") for o in overrides):
         overrides.append(DEFAULT_BUDGET)
     work = Path(tempfile.mkdtemp(prefix="bench-prune-"))
     overrides.append(f"tracking.mlflow_uri=sqlite:///{work}/mlflow.db")
-    results = {}
-    for name, value in (("on", "true"), ("off", "false")):
-        results[name] = run(sweep_file, [*overrides, f"oom.prune_dominated={value}"], work / name)
+    totals = {"on": Counter(), "off": Counter()}
+    for i in range(repeat):
+        for name in ("on", "off") if i % 2 == 0 else ("off", "on"):
+            setting = f"oom.prune_dominated={'true' if name == 'on' else 'false'}"
+            result = run(sweep_file, [*overrides, setting], work / f"{name}-{i}")
+            print(f"run {i} pruning {name:3}: {dict(result)}", flush=True)
+            totals[name].update(result)
     print(f"sweep file: {sweep_file}; overrides: {' '.join(o for o in overrides if 'mlflow_uri' not in o)}")
-    for name, (wall, trainer_s, statuses) in results.items():
+    for name, total in totals.items():
+        statuses = {k: v for k, v in sorted(total.items()) if k not in ("wall", "trainer_s", "trainers")}
         print(
-            f"pruning {name:3}: wall {wall:6.1f} s, trainer-seconds {trainer_s:6.1f}, "
-            f"statuses {dict(sorted(statuses.items()))}"
+            f"pruning {name:3} ({repeat} run(s)): wall {total['wall']:6.1f} s, trainers started "
+            f"{total['trainers']}, trainer-seconds {total['trainer_s']:6.1f}, statuses {statuses}"
         )
-    on, off = results["on"], results["off"]
-    print(f"ratio trainer-seconds on/off: {on[1] / off[1]:.2f}; wall on/off: {on[0] / off[0]:.2f}")
+    on, off = totals["on"], totals["off"]
+    print(
+        f"ratio on/off: trainer-seconds {on['trainer_s'] / off['trainer_s']:.2f}, "
+        f"trainers {on['trainers'] / off['trainers']:.2f}, wall {on['wall'] / off['wall']:.2f}"
+    )
     print(f"outputs: {work}")
 
 
