@@ -31,7 +31,8 @@ DEFAULT_BUDGET = "memory.budget_gib=0.8"
 def run(sweep_file: str, overrides: list[str], out: Path) -> dict[str, float]:
     cmd = [sys.executable, "-m", "orchestrator.cli", "run", sweep_file, "--output-dir", str(out)]
     t0 = time.monotonic()
-    subprocess.run(cmd + [f"--set={o}" for o in overrides], cwd=ROOT, check=False, stderr=subprocess.DEVNULL)
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    subprocess.run(cmd + [f"--set={o}" for o in overrides], cwd=ROOT, check=False, **quiet)
     wall = time.monotonic() - t0
     rows = pq.read_table(out / "trials.parquet").to_pylist()
     return Counter(
