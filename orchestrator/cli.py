@@ -1,0 +1,310 @@
+"""`rlsweep` command line: run, validate, trial, sync-mlflow (report, compare, submit, gpu-check: see COMMANDS)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+
+from trainers.spec import KNOBS, TrialSpec
+
+console = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# validate
+# ------------------------------------------------------------------------------------------------
+def cmd_validate(args: argparse.Namespace) -> int:
+    from orchestrator.plan import plan
+    from orchestrator.sweep import SweepError, load_sweep
+
+    failed = False
+    for path in args.files:
+        try:
+            sweep = load_sweep(path, args.set)
+            result = plan(sweep)
+        except SweepError as exc:
+            failed = True
+            out.print(f"[red]{path}: {len(exc.errors)} error(s)[/red]")
+            for error in exc.errors:
+                out.print(f"  {error}", markup=False)
+            continue
+        if result.problems:
+            failed = True
+            out.print(f"[red]{path}: {len(result.problems)} impossible combination(s)[/red]")
+            for problem in result.problems:
+                out.print(f"  {problem}", markup=False)
+            continue
+        axes = ", ".join(f"{k}={len(v)}" for k, v in sweep.axes().items()) or "no grid"
+        out.print(f"[green]{path}: ok[/green], {len(result.trials)} trials ({axes})")
+        for warning in result.warnings:
+            out.print(f"  warning: {warning}", markup=False)
+    return 1 if failed else 0
+
+
+# ------------------------------------------------------------------------------------------------
+# run
+# ------------------------------------------------------------------------------------------------
+def cmd_run(args: argparse.Namespace) -> int:
+    from orchestrator.driver import run_sweep
+    from orchestrator.sweep import SweepError, load_sweep
+
+    try:
+        sweep = load_sweep(args.sweep, args.set)
+        outcome = run_sweep(sweep, output_dir=args.output_dir, console=console)
+    except SweepError as exc:
+        out.print(str(exc), markup=False)
+        return 2
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items()))
+    console.print(f"trials: {counts}")
+    console.print(f"results: {outcome.output_dir}/trials.parquet, steps in {outcome.output_dir}/steps/")
+    if outcome.interrupted:
+        again = [
+            "rlsweep",
+            "run",
+            args.sweep,
+            *[f"--set={s}" for s in args.set],
+            "--output-dir",
+            str(outcome.output_dir),
+        ]
+        console.print(
+            f"[yellow]interrupted; finished trials are kept. Resume with:[/yellow] {shlex.join(again)}"
+        )
+        return 130
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# trial
+# ------------------------------------------------------------------------------------------------
+ALIASES = {"model": ["--model-name"]}
+TRIAL_SKIP = ("events_path", "output_dir", "sweep")
+
+
+def _knob_type(f: dataclasses.Field):
+    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+    if isinstance(default, bool):
+        return None
+    if isinstance(default, dict):
+        return yaml.safe_load
+    if default is None:
+        return int if "int" in str(f.type) else float if "float" in str(f.type) else str
+    return type(default)
+
+
+def add_trial_knobs(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("trial settings (TrialSpec; defaults as shown)")
+    for name, f in KNOBS.items():
+        if name in TRIAL_SKIP:
+            continue
+        flags = [*ALIASES.get(name, []), "--" + name.replace("_", "-")]
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        help_text = f"{f.metadata.get('help', '')} (default: {default!r})"
+        if "choices" in f.metadata:
+            help_text += f" [{'|'.join(f.metadata['choices'])}]"
+        kind = _knob_type(f)
+        if kind is None:
+            group.add_argument(
+                *flags, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text
+            )
+        else:
+            group.add_argument(
+                *flags, dest=name, type=kind, default=None, help=help_text, metavar=name.upper()
+            )
+
+
+def _step_line(spec: TrialSpec, row: dict[str, Any]) -> str:
+    def f(key: str, fmt: str = ".3f") -> str:
+        value = row.get(key)
+        return "-" if value is None else format(value, fmt)
+
+    peak = row.get("device_peak_gib") or row.get("torch_peak_reserved_gib") or row.get("rss_peak_gib")
+    return (
+        f"step {row.get('step')}/{spec.max_steps}{' probe' if row.get('probe') else ''}  "
+        f"step_s {f('step_s', '.2f')}  tokens/s {f('tokens_per_s', '.0f')}  loss {f('loss', '.4f')}  "
+        f"reward {f('reward_mean')}  peak {'-' if peak is None else f'{peak:.2f}'} GiB"
+    )
+
+
+def cmd_trial(args: argparse.Namespace) -> int:
+    from orchestrator.plan import trial_key
+    from orchestrator.sinks import TRIAL_COLUMNS, metrics_csv_rows, steps_table, trial_row, write_table_atomic
+    from orchestrator.supervisor import COMPLETED, default_sampler_factory, run_trial
+
+    values = {k: v for k, v in vars(args).items() if k in KNOBS and v is not None}
+    spec = TrialSpec(**values)
+    problems = spec.problems()
+    if problems:
+        out.print(f"invalid trial, nothing started ({len(problems)} problem(s)):", markup=False)
+        for problem in problems:
+            out.print(f"  {problem}", markup=False)
+        return 2
+    spec.trial_key = spec.trial_key or trial_key(spec)
+    output = Path(args.output_dir or Path("outputs") / "trials" / spec.trial_key).resolve()
+    output.mkdir(parents=True, exist_ok=True)
+    console.print(f"trial {spec.trial_key} -> {output}")
+
+    def show(event: dict[str, Any]) -> None:
+        if event.get("event") == "step":
+            out.print(_step_line(spec, event), markup=False)
+        elif event.get("event") == "started":
+            console.print(f"started on {event.get('device') or event.get('gpu_name') or 'cpu'}")
+
+    ctx = {
+        "budget_gib": spec.memory_budget_gib,
+        "margin_gib": args.memory_margin_gib,
+        "sample_hz": args.sample_hz,
+    }
+    try:
+        result = run_trial(
+            spec,
+            trial_dir=output,
+            on_event=show,
+            timeout_s=args.timeout_s,
+            cpus=spec.num_threads,
+            sampler_factory=default_sampler_factory(ctx),
+        )
+    except KeyboardInterrupt:
+        console.print("interrupted; trainer killed")
+        return 130
+    write_table_atomic(steps_table(spec.trial_key, result.steps), output / "steps.parquet")
+    rows = metrics_csv_rows(spec.trial_key, result.steps)
+    with open(output / "metrics.csv", "w", newline="") as f:
+        if rows:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    row = trial_row(spec, result)
+    outcome = {k: row[k] for k in TRIAL_COLUMNS if k not in KNOBS and k not in ("config", "effective_config")}
+    trial_json = {
+        "config": json.loads(row["config"]),
+        "effective_config": result.started.get("effective_config"),
+        "outcome": {**outcome, "versions": result.started.get("versions")},
+    }
+    (output / "trial.json").write_text(json.dumps(trial_json, indent=2, default=str))
+    colour = "green" if result.status == COMPLETED else "red"
+    console.print(f"[{colour}]{result.status}[/{colour}]: {result.status_detail}", markup=True)
+    console.print(f"wrote {output}/steps.parquet, metrics.csv, trial.json")
+    return 0 if result.status == COMPLETED else 1
+
+
+# ------------------------------------------------------------------------------------------------
+# sync-mlflow
+# ------------------------------------------------------------------------------------------------
+def cmd_sync_mlflow(args: argparse.Namespace) -> int:
+    import pyarrow.parquet as pq
+
+    from orchestrator.sinks import steps_path
+    from orchestrator.sweep import load_sweep
+    from orchestrator.tracking import MlflowSink
+
+    output = Path(args.output_dir).resolve()
+    if not (output / "trials.parquet").exists():
+        out.print(f"{output}: no trials.parquet; is this a sweep's output dir?", markup=False)
+        return 2
+    sweep = load_sweep(output / "sweep.yaml")
+    uri = args.tracking_uri or sweep.tracking_uri()
+    sink = MlflowSink(uri, sweep.experiment_name(), output, sweep.name)
+    sink.start_sweep((output / "sweep.yaml").read_text())
+    logged = present = 0
+    for row in pq.read_table(output / "trials.parquet").to_pylist():
+        if not sink.enabled:
+            break
+        if sink.has_complete_run(row["trial_key"]):
+            present += 1
+            continue
+        spec = TrialSpec.from_dict(json.loads(row["config"]))
+        path = steps_path(output, spec)
+        steps = pq.read_table(path).to_pylist() if path.exists() else []
+        sink.log_whole_trial(spec, row, steps, path)
+        logged += sink.enabled
+    if sink.enabled:
+        statuses = {}
+        for row in pq.read_table(output / "trials.parquet", columns=["status"]).to_pylist():
+            statuses[row["status"]] = statuses.get(row["status"], 0) + 1
+        sink.end_sweep(statuses, interrupted=False)
+    if not sink.enabled:
+        out.print(f"MLflow at {uri} failed: {sink.error}", markup=False)
+        return 1
+    out.print(f"{uri}: logged {logged} trial run(s), {present} already there", markup=False)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# Parser. To add a verb (report, compare, submit, gpu-check): write cmd_<verb>(args) -> int and an
+# add_<verb>(subparsers) that registers it, and append it to COMMANDS.
+# ------------------------------------------------------------------------------------------------
+def _add_set(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting (dotted key, YAML value), e.g. memory.budget_gib=8 or "
+        "grid.num_generations=[2,4] or max_steps=3 (a bare trial knob goes to fixed)",
+    )
+
+
+def add_run(sub) -> None:
+    p = sub.add_parser("run", help="run a sweep (resumes when the output dir has state)")
+    p.add_argument("sweep", help="sweep YAML file")
+    _add_set(p)
+    p.add_argument("--output-dir", help="default: the sweep's output_dir, else outputs/<name>")
+    p.set_defaults(func=cmd_run)
+
+
+def add_validate(sub) -> None:
+    p = sub.add_parser("validate", help="check sweep files; every error at once, nothing runs")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    _add_set(p)
+    p.set_defaults(func=cmd_validate)
+
+
+def add_trial(sub) -> None:
+    p = sub.add_parser(
+        "trial", help="run one trial without Ray; writes steps.parquet, metrics.csv, trial.json"
+    )
+    p.add_argument("--output-dir", help="default outputs/trials/<trial_key>")
+    p.add_argument("--timeout-s", type=float, default=None, help="wall-clock limit in seconds")
+    p.add_argument(
+        "--memory-margin-gib", type=float, default=0.5, help="budget guard allowance (CUDA context)"
+    )
+    p.add_argument("--sample-hz", type=float, default=20.0, help="memory sampling rate")
+    add_trial_knobs(p)
+    p.set_defaults(func=cmd_trial)
+
+
+def add_sync_mlflow(sub) -> None:
+    p = sub.add_parser("sync-mlflow", help="log to MLflow what a sweep's Parquet holds and MLflow lacks")
+    p.add_argument("output_dir")
+    p.add_argument("--tracking-uri", help="default: the sweep's tracking URI")
+    p.set_defaults(func=cmd_sync_mlflow)
+
+
+COMMANDS = [add_run, add_validate, add_trial, add_sync_mlflow]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rlsweep", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in COMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,351 @@
+"""Run one trial as a child process (`python -m trainers spec.json`) and turn what happens into a status.
+
+No Ray here: the Ray trainable (driver.py) and `rlsweep trial` both call `run_trial`. The child runs in
+its own process group so a kill reaches everything it started; it also gets PR_SET_PDEATHSIG, so if the
+supervisor's process dies (SIGKILL of a Ray worker, or of the whole driver) the kernel kills the
+trainer and no orphan keeps a GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trainers
+from trainers.events import ERROR, FINISHED, OOM, STARTED, STEP, is_oom, read_events
+from trainers.spec import TrialSpec
+
+COMPLETED, OOM_STATUS, PRUNED, FAILED, UNAVAILABLE, STOPPED = (
+    "completed",
+    "oom",
+    "pruned",
+    "failed",
+    "unavailable",
+    "stopped",
+)
+STATUSES = (COMPLETED, OOM_STATUS, PRUNED, FAILED, UNAVAILABLE, STOPPED)
+# Statuses a resumed sweep does not run again; `stopped` means interrupted, so it runs again.
+FINAL_STATUSES = (COMPLETED, OOM_STATUS, PRUNED, FAILED, UNAVAILABLE)
+
+# Device fields a memory sampler measures better than the trainer can (NVML sees the whole process).
+SAMPLER_FIELDS = (
+    "device_peak_gib",
+    "device_used_gib",
+    "rss_gib",
+    "rss_peak_gib",
+    "gpu_util_pct",
+    "power_w",
+    "energy_j",
+)
+POLL_S = 0.1
+TERM_GRACE_S = 5.0
+STDERR_TAIL_CHARS = 2000
+PROJECT_ROOT = str(Path(trainers.__file__).resolve().parent.parent)
+
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass
+class TrialResult:
+    status: str
+    status_detail: str
+    started: dict[str, Any] = field(default_factory=dict)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    evals: list[dict[str, Any]] = field(default_factory=list)
+    wall_s: float = 0.0
+    exit_code: int | None = None
+    pid: int | None = None
+    cuda_visible_devices: str | None = None
+    peak: dict[str, Any] = field(default_factory=dict)
+    started_at: float = 0.0
+    ended_at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: the kernel sends SIGKILL to this child when the thread that forked it dies."""
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def child_env(cuda_visible_devices: str | None, cpus: int | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT_ROOT, env.get("PYTHONPATH", "")) if p)
+    if cuda_visible_devices is not None:
+        env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
+    if cpus:
+        # Two busy torch threads per process on a 2-core host stall for seconds (stack-notes).
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(cpus)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def kill_group(proc: subprocess.Popen, grace_s: float = TERM_GRACE_S) -> None:
+    """SIGTERM the child's whole process group, then SIGKILL what is still there after grace_s."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait_s)
+            # The leader is gone; SIGKILL any helper it left in its group.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _tail(path: Path, chars: int = STDERR_TAIL_CHARS) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - chars))
+            return f.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def _is_unavailable(event: dict[str, Any]) -> bool:
+    return bool(event.get("unavailable")) or event.get("type") in ("UnavailableError", "Unavailable")
+
+
+def step_row(event: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in event.items() if k not in ("event", "time")}
+
+
+def merge_sampler(row: dict[str, Any], sampler: Any) -> dict[str, Any]:
+    """Overlay the sampler's peak between the step's wall times; NVML sees what torch cannot."""
+    t0, t1 = row.get("t_start"), row.get("t_end")
+    if sampler is None or t0 is None or t1 is None:
+        return row
+    try:
+        peaks = sampler.peak_between(t0, t1) or {}
+    except Exception:  # a sampler failure never kills a trial
+        return row
+    for key, value in peaks.items():
+        if value is not None:
+            row[key] = value
+    return row
+
+
+class _Run:
+    """The state of one supervised child; `run_trial` is its only user."""
+
+    def __init__(self, spec: TrialSpec, trial_dir: Path, on_event, stop_event, timeout_s):
+        self.spec = spec
+        self.trial_dir = trial_dir
+        self.on_event = on_event
+        self.stop_event = stop_event
+        self.timeout_s = timeout_s
+        self.result = TrialResult(status=FAILED, status_detail="")
+        self.final: dict[str, Any] | None = None
+        self.offset = 0
+        self.killed_for: str | None = None  # why we killed the child, if we did
+        self.guard_detail: str | None = None
+        self.sampler: Any = None
+
+    def drain(self) -> None:
+        events, self.offset = read_events(self.spec.events_path, self.offset)
+        for event in events:
+            kind = event.get("event")
+            if kind == STARTED:
+                self.result.started = step_row(event)
+            elif kind == STEP:
+                row = merge_sampler(step_row(event), self.sampler)
+                self.result.steps.append(row)
+                event = {"event": STEP, "time": event.get("time"), **row}
+            elif kind == "eval":
+                self.result.evals.append(step_row(event))
+            elif kind in (FINISHED, OOM, ERROR):
+                self.final = event
+            if self.on_event is not None:
+                self.on_event(event)
+
+    def on_exceed(self, detail: str) -> None:
+        """Budget guard callback (called from the sampler's thread)."""
+        self.guard_detail = detail
+        self.killed_for = "budget"
+
+    def why_stop(self, deadline: float | None) -> str | None:
+        if self.killed_for:
+            return self.killed_for
+        if self.stop_event is not None and self.stop_event.is_set():
+            return "stop"
+        if deadline is not None and time.monotonic() > deadline:
+            return "timeout"
+        return None
+
+
+def run_trial(
+    spec: TrialSpec,
+    *,
+    trial_dir: str | Path | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    timeout_s: float | None = None,
+    sampler_factory: Callable[..., Any] | None = None,
+    cuda_visible_devices: str | None = None,
+    cpus: int | None = None,
+    stop_event: threading.Event | None = None,
+    trainer_cmd: list[str] | None = None,
+) -> TrialResult:
+    """Run `spec` in a child process and classify the outcome (never raises for a trial's failure).
+
+    sampler_factory(pid, on_exceed=callback) -> sampler with start()/stop()/peak_between(t0, t1)/peak():
+    the memory sampler (orchestrator/telemetry.py). It calls on_exceed(detail) when the budget is passed;
+    the child is then killed and the trial ends `oom` with that detail.
+    """
+    trial_dir = Path(trial_dir or spec.output_dir or ".").resolve()
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    if not spec.output_dir:
+        spec.output_dir = str(trial_dir)
+    events_path = trial_dir / "events.jsonl"
+    events_path.unlink(missing_ok=True)  # a re-run must not read a previous attempt's events
+    spec.events_path = str(events_path)
+    spec_path = trial_dir / "spec.json"
+    spec_path.write_text(json.dumps(spec.to_dict(), indent=2, sort_keys=True))
+    log_path = trial_dir / "trainer.log"
+
+    run = _Run(spec, trial_dir, on_event, stop_event, timeout_s)
+    result = run.result
+    result.started_at = time.time()
+    t0 = time.monotonic()
+    deadline = t0 + timeout_s if timeout_s else None
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [*(trainer_cmd or [sys.executable, "-m", "trainers"]), str(spec_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=child_env(cuda_visible_devices, cpus or spec.num_threads),
+            cwd=str(trial_dir),
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+    result.pid = proc.pid
+    result.cuda_visible_devices = cuda_visible_devices
+    (trial_dir / "trainer.pid").write_text(str(proc.pid))
+    if sampler_factory is not None:
+        try:
+            run.sampler = sampler_factory(proc.pid, on_exceed=run.on_exceed)
+            run.sampler.start()
+        except Exception as exc:  # a sampler failure never kills a trial
+            print(f"warning: memory sampler failed to start: {exc}", file=sys.stderr)
+            run.sampler = None
+    interrupted: BaseException | None = None
+    try:
+        while proc.poll() is None:
+            run.drain()
+            reason = run.why_stop(deadline)
+            if reason:
+                run.killed_for = reason
+                kill_group(proc)
+                break
+            time.sleep(POLL_S)
+    except BaseException as exc:  # KeyboardInterrupt, a failing on_event: never leave the child behind
+        interrupted = exc
+        run.killed_for = run.killed_for or "stop"
+        kill_group(proc)
+    finally:
+        if proc.poll() is None:
+            kill_group(proc)
+        if run.sampler is not None:
+            with contextlib.suppress(Exception):
+                run.sampler.stop()
+                result.peak = run.sampler.peak() or {}
+    with contextlib.suppress(BaseException):
+        run.drain()
+    result.exit_code = proc.returncode
+    result.wall_s = time.monotonic() - t0
+    result.ended_at = time.time()
+    result.status, result.status_detail = classify(run, log_path)
+    if interrupted is not None and not isinstance(interrupted, (KeyboardInterrupt, SystemExit)):
+        result.status_detail += f" (supervisor error: {type(interrupted).__name__}: {interrupted})"
+    if isinstance(interrupted, (KeyboardInterrupt, SystemExit)):
+        raise interrupted
+    return result
+
+
+def classify(run: _Run, log_path: Path) -> tuple[str, str]:
+    """(status, status_detail) from the final event, why we killed the child and its exit code."""
+    final, rc = run.final, run.result.exit_code
+    if run.killed_for == "budget":
+        return OOM_STATUS, run.guard_detail or "killed by the memory budget guard"
+    if run.killed_for == "timeout":
+        return FAILED, f"timeout: no result after {run.timeout_s:g} s (wall-clock limit); trainer killed"
+    if run.killed_for == "stop" and (final is None or final.get("event") != FINISHED):
+        return STOPPED, "stopped before the trainer finished (interrupted; a resumed sweep runs it again)"
+    if final is not None:
+        kind = final.get("event")
+        message = f"{final.get('type', 'Error')}: {final.get('message', '')}".strip()
+        if kind == FINISHED:
+            return COMPLETED, f"{len(run.result.steps)} steps"
+        if kind == OOM:
+            return OOM_STATUS, message
+        if _is_unavailable(final):
+            return UNAVAILABLE, final.get("message") or message
+        if is_oom(message):
+            return OOM_STATUS, message
+        tail = _tail(log_path)
+        return FAILED, message + (f"\n--- trainer output (tail) ---\n{tail}" if tail else "")
+    tail = _tail(log_path)
+    if rc is not None and rc < 0:
+        sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
+        why = f"trainer killed by {sig} without a final event"
+        if -rc == signal.SIGKILL:
+            why += " (the kernel OOM killer sends SIGKILL when the host runs out of memory)"
+        if is_oom(tail) or _near_host_limit(run):
+            return OOM_STATUS, why + "; its memory was near the host's limit"
+        return FAILED, why + (f"\n--- trainer output (tail) ---\n{tail}" if tail else "")
+    if is_oom(tail):
+        return OOM_STATUS, f"trainer exited with code {rc} after an out-of-memory error:\n{tail}"
+    return FAILED, f"trainer exited with code {rc} without a final event" + (
+        f"\n--- trainer output (tail) ---\n{tail}" if tail else ""
+    )
+
+
+def _near_host_limit(run: _Run) -> bool:
+    """A SIGKILL counts as the kernel OOM killer when the sampled RSS peak was within 10% of RAM."""
+    import psutil
+
+    rss = (run.result.peak or {}).get("rss_peak_gib")
+    return rss is not None and rss * 2**30 >= 0.9 * psutil.virtual_memory().total
+
+
+def default_sampler_factory(settings: dict[str, Any], cuda_visible_devices: str | None = None):
+    """A factory for orchestrator/telemetry.py's MemorySampler when that module is present, else None.
+
+    settings: budget_gib, margin_gib, sample_hz (the sweep's memory section).
+    """
+    try:
+        from orchestrator.telemetry import MemorySampler  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    devices = (
+        cuda_visible_devices
+        if cuda_visible_devices is not None
+        else os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    )
+    kwargs = {"budget_gib": settings.get("budget_gib"), "hz": settings.get("sample_hz") or 20.0}
+    if settings.get("margin_gib") is not None:
+        kwargs["margin_gib"] = settings["margin_gib"]
+
+    def factory(pid: int, on_exceed):
+        return MemorySampler(pid, devices, on_exceed=on_exceed, **kwargs)
+
+    return factory

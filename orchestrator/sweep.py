@@ -1,0 +1,235 @@
+"""Sweep files -> SweepSpec, with every error reported at once and named by its place in the file.
+
+A sweep file is YAML:
+
+    name: cpu-smoke
+    task: arithmetic            # and task_args: {...}
+    grid:                       # any TrialSpec knob; a list is swept, a scalar is fixed
+      framework: [trl, unsloth]
+      num_generations: [2, 4]
+    fixed: {model: tiny, max_steps: 3}
+    resources: {gpus_per_trial: 1, cpus_per_trial: 1, max_concurrent: 2}
+    memory: {budget_gib: 16}
+    oom: {probe_steps: 2, prune_dominated: true}
+    tracking: {mlflow_uri: null, experiment: null}
+    timeout_s: 3600
+    output_dir: outputs/cpu-smoke
+
+The sections are pydantic models (types, ranges, unknown keys); trial knobs are checked by
+trainers.spec (the same rules the trainer applies), element by element for grid lists.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from trainers.spec import KNOBS, check_value, did_you_mean
+
+# Knobs the orchestrator fills in per trial; a sweep file cannot set them.
+BOOKKEEPING = ("trial_key", "sweep", "output_dir", "events_path")
+SWEEP_KNOBS = [k for k in KNOBS if k not in BOOKKEEPING]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Resources(_Section):
+    gpus_per_trial: float = Field(
+        1, ge=0, description="GPUs each trial holds (ignored on a host without GPUs)."
+    )
+    cpus_per_trial: int = Field(
+        1, ge=1, description="CPU cores each trial holds; also the trainer's thread count."
+    )
+    max_concurrent: int | None = Field(
+        None, ge=1, description="Most trials at once; default: as many as the resources allow."
+    )
+
+
+class Memory(_Section):
+    budget_gib: float | None = Field(
+        None, gt=0, description="Emulate a card of this size; default the device's total memory."
+    )
+    margin_gib: float = Field(0.5, ge=0, description="Allowance over the budget for the CUDA context.")
+    sample_hz: float = Field(20.0, gt=0, le=1000, description="Memory sampling rate in the supervisor.")
+
+
+class Oom(_Section):
+    probe_steps: int = Field(
+        2, ge=0, description="Leading worst-case steps (completions forced to max length)."
+    )
+    prune_dominated: bool = Field(True, description="Skip trials that dominate one that ran out of memory.")
+    wait_for_smaller: bool = Field(True, description="Hold a trial while a smaller sibling is still running.")
+
+
+class Tracking(_Section):
+    mlflow_uri: str | None = Field(
+        None,
+        description="MLflow tracking URI; default MLFLOW_TRACKING_URI, else sqlite:///outputs/mlflow.db.",
+    )
+    experiment: str | None = Field(None, description="MLflow experiment; default the sweep name.")
+    enabled: bool = Field(True, description="false: write Parquet only (sync-mlflow can log it later).")
+
+
+class SweepSpec(_Section):
+    name: str = Field(..., min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="Sweep name.")
+    task: str = Field("arithmetic", description="Task (dataset + reward).")
+    task_args: dict[str, Any] = Field(default_factory=dict, description="Task settings.")
+    grid: dict[str, Any] = Field(
+        default_factory=dict, description="Knob -> value or list of values to sweep."
+    )
+    fixed: dict[str, Any] = Field(default_factory=dict, description="Knob -> value for every trial.")
+    resources: Resources = Field(default_factory=Resources)
+    memory: Memory = Field(default_factory=Memory)
+    oom: Oom = Field(default_factory=Oom)
+    tracking: Tracking = Field(default_factory=Tracking)
+    timeout_s: float | None = Field(3600.0, gt=0, description="Wall-clock limit per trial in seconds.")
+    output_dir: str | None = Field(None, description="Default outputs/<name>.")
+
+    def axes(self) -> dict[str, list[Any]]:
+        """Swept knob -> its values (scalars in grid count as one value)."""
+        return {k: (v if isinstance(v, list) else [v]) for k, v in self.grid.items()}
+
+    def base(self) -> dict[str, Any]:
+        """Settings every trial shares, before the grid."""
+        base = {"task": self.task, "task_args": self.task_args, "sweep": self.name}
+        if self.memory.budget_gib is not None:
+            base["memory_budget_gib"] = self.memory.budget_gib
+        base["probe_steps"] = self.oom.probe_steps
+        base["num_threads"] = self.resources.cpus_per_trial
+        return {**base, **self.fixed}
+
+    def resolved_output_dir(self, override: str | None = None) -> Path:
+        return Path(override or self.output_dir or Path("outputs") / self.name).resolve()
+
+    def tracking_uri(self) -> str:
+        return (
+            self.tracking.mlflow_uri
+            or os.environ.get("MLFLOW_TRACKING_URI")
+            or f"sqlite:///{Path('outputs').resolve() / 'mlflow.db'}"
+        )
+
+    def experiment_name(self) -> str:
+        return self.tracking.experiment or self.name
+
+
+def knob_errors(raw: dict[str, Any]) -> list[str]:
+    """Place-named errors of the grid and fixed sections, checked with the trainer's own rules."""
+    errors: list[str] = []
+    sections = {name: raw.get(name) if isinstance(raw.get(name), dict) else {} for name in ("grid", "fixed")}
+    for section, items in sections.items():
+        for key, value in items.items():
+            place = f"{section}.{key}"
+            if key in BOOKKEEPING:
+                errors.append(f"{place}: set by the orchestrator for each trial; remove it")
+                continue
+            if key not in KNOBS:
+                errors.append(f"{place}: unknown setting; {did_you_mean(key, SWEEP_KNOBS)}")
+                continue
+            values = value if section == "grid" and isinstance(value, list) else [value]
+            if section == "grid" and isinstance(value, list) and not value:
+                errors.append(f"{place}: empty list; give at least one value")
+            for i, item in enumerate(values):
+                problem = check_value(key, item)
+                if problem:
+                    where = f"{place}[{i}]" if section == "grid" and isinstance(value, list) else place
+                    errors.append(f"{where}: {problem}")
+    for key in sorted(set(sections["grid"]) & set(sections["fixed"])):
+        errors.append(f"fixed.{key}: also in grid; keep it in one place")
+    for key in ("task", "task_args"):
+        if key in raw and (key in sections["grid"] or key in sections["fixed"]):
+            section = "grid" if key in sections["grid"] else "fixed"
+            errors.append(f"{section}.{key}: also set at the top level; keep it in one place")
+    return errors
+
+
+class SweepError(ValueError):
+    def __init__(self, errors: list[str], source: str = ""):
+        self.errors = errors
+        self.source = source
+        head = f"{source}: " if source else ""
+        super().__init__(f"{head}{len(errors)} error(s):\n  " + "\n  ".join(errors))
+
+
+def _pydantic_errors(exc: ValidationError) -> list[str]:
+    errors = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            parent = _section_model(err["loc"][:-1])
+            errors.append(f"{loc}: unknown key; {did_you_mean(str(err['loc'][-1]), parent.model_fields)}")
+        else:
+            errors.append(f"{loc or '(top level)'}: {err['msg'].lower()}, got {err.get('input')!r}")
+    return errors
+
+
+def _section_model(loc: tuple) -> type[BaseModel]:
+    model: type[BaseModel] = SweepSpec
+    for part in loc:
+        ann = model.model_fields[part].annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            model = ann
+    return model
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """--set key=value (dotted; the value is YAML). A bare trial knob goes to `fixed` (and off the grid)."""
+    raw = copy.deepcopy(raw)
+    for item in overrides:
+        if "=" not in item:
+            raise SweepError([f"--set {item}: expected key=value, e.g. memory.budget_gib=16"])
+        key, text = item.split("=", 1)
+        value = yaml.safe_load(text) if text else None
+        parts = key.strip().split(".")
+        if len(parts) == 1 and parts[0] not in SweepSpec.model_fields and parts[0] in KNOBS:
+            raw.setdefault("grid", {}).pop(parts[0], None)
+            parts = ["fixed", parts[0]]
+        node = raw
+        for part in parts[:-1]:
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+        node[parts[-1]] = value
+    return raw
+
+
+def parse_sweep(raw: Any, source: str = "") -> SweepSpec:
+    if not isinstance(raw, dict):
+        raise SweepError([f"(top level): expected a mapping of settings, got {type(raw).__name__}"], source)
+    errors: list[str] = []
+    spec = None
+    try:
+        spec = SweepSpec.model_validate(raw)
+    except ValidationError as exc:
+        errors = _pydantic_errors(exc)
+    errors += knob_errors(raw)
+    if errors:
+        raise SweepError(errors, source)
+    return spec
+
+
+def load_raw(path: str | Path) -> dict[str, Any]:
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as exc:
+        raise SweepError([f"not valid YAML: {exc}"], str(path)) from None
+    except OSError as exc:
+        raise SweepError([f"cannot read: {exc.strerror}"], str(path)) from None
+    return raw if raw is not None else {}
+
+
+def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpec:
+    raw = load_raw(path)
+    if isinstance(raw, dict):
+        raw = apply_overrides(raw, overrides or [])
+    return parse_sweep(raw, str(path))
+
+
+def resolved_yaml(spec: SweepSpec) -> str:
+    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,230 @@
+"""MLflow sink, used only by the driver (trainers and supervisors never talk to tracking).
+
+One experiment per sweep (created once here), a parent run per output dir, one nested run per trial
+(tag mlflow.parentRunId, run name = trial_key). Step metrics go in one log_batch call per step. A run
+gets the tag `rlsweep.complete=true` as its last write; a run without it is an interrupted attempt and
+is deleted before the trial's run is made again, so every trial_key has exactly one run.
+
+Tracking never fails a sweep: the first error disables the sink with a warning; Parquet is the source
+of truth and `rlsweep sync-mlflow OUTPUT_DIR` logs what is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from trainers.spec import TrialSpec
+
+TRIAL_KEY_TAG = "rlsweep.trial_key"
+COMPLETE_TAG = "rlsweep.complete"
+ROLE_TAG = "rlsweep.role"
+OUTPUT_TAG = "rlsweep.output_dir"
+PARAM_SKIP = ("events_path", "output_dir", "trial_key", "model_cache_dir")
+METRIC_SKIP = ("trial_key", "step", "probe", "extra", "t_start", "t_end")
+SUMMARY_METRICS = (
+    "steps_completed",
+    "peak_device_gib",
+    "peak_torch_reserved_gib",
+    "peak_rss_gib",
+    "median_step_s",
+    "median_tokens_per_s",
+    "wall_s",
+)
+
+
+def _quiet_mlflow_env() -> None:
+    # A dead server must cost seconds, not MLflow's default minutes of retries.
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+
+def _artifact_location(uri: str) -> str | None:
+    """Artifacts of a sqlite store live next to the database, not in ./mlruns of whatever the cwd is."""
+    if uri.startswith("sqlite:///"):
+        return (Path(uri[len("sqlite:///") :]).parent / "mlartifacts").resolve().as_uri()
+    return None
+
+
+def step_metrics(row: dict[str, Any]) -> dict[str, float]:
+    return {
+        k: float(v)
+        for k, v in row.items()
+        if k not in METRIC_SKIP and isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+    }
+
+
+class MlflowSink:
+    def __init__(self, uri: str, experiment: str, output_dir: Path, sweep_name: str):
+        self.uri = uri
+        self.experiment = experiment
+        self.output_dir = str(output_dir)
+        self.sweep_name = sweep_name
+        self.enabled = True
+        self.client = None
+        self.experiment_id: str | None = None
+        self.parent_id: str | None = None
+        self.runs: dict[str, str] = {}  # trial_key -> run id of the attempt in progress
+        self.error: str | None = None
+
+    # -- failure policy ---------------------------------------------------------------------------
+    def _guard(self, what: str, fn, *args, **kwargs):
+        if not self.enabled:
+            return None
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            self.enabled = False
+            self.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            print(
+                f"warning: MLflow ({self.uri}) failed during {what}: {self.error}. The sweep goes on; "
+                f"Parquet has everything. Later: rlsweep sync-mlflow {self.output_dir}",
+                file=sys.stderr,
+            )
+            return None
+
+    # -- sweep --------------------------------------------------------------------------------------
+    def start_sweep(self, resolved_yaml: str) -> None:
+        self._guard("start", self._start_sweep, resolved_yaml)
+
+    def _start_sweep(self, resolved_yaml: str) -> None:
+        _quiet_mlflow_env()
+        from mlflow.tracking import MlflowClient
+
+        if self.uri.startswith("sqlite:///"):
+            Path(self.uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+        self.client = MlflowClient(tracking_uri=self.uri)
+        exp = self.client.get_experiment_by_name(self.experiment)
+        self.experiment_id = (
+            exp.experiment_id
+            if exp
+            else self.client.create_experiment(
+                self.experiment, artifact_location=_artifact_location(self.uri)
+            )
+        )
+        parents = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`{ROLE_TAG}` = 'sweep' and tags.`{OUTPUT_TAG}` = '{self.output_dir}'",
+        )
+        if parents:
+            self.parent_id = parents[0].info.run_id
+            self.client.update_run(self.parent_id, status="RUNNING")
+        else:
+            run = self.client.create_run(
+                self.experiment_id,
+                run_name=self.sweep_name,
+                tags={ROLE_TAG: "sweep", OUTPUT_TAG: self.output_dir, "rlsweep.sweep": self.sweep_name},
+            )
+            self.parent_id = run.info.run_id
+        self.client.log_text(self.parent_id, resolved_yaml, "sweep.yaml")
+
+    def end_sweep(self, counts: dict[str, int], interrupted: bool) -> None:
+        def end():
+            self.client.log_batch(
+                self.parent_id,
+                metrics=[_metric(f"trials_{k}", v) for k, v in counts.items()],
+            )
+            self.client.set_terminated(self.parent_id, status="KILLED" if interrupted else "FINISHED")
+
+        self._guard("end of sweep", end)
+
+    # -- trials -------------------------------------------------------------------------------------
+    def _existing(self, key: str) -> list:
+        return self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`{TRIAL_KEY_TAG}` = '{key}' and tags.`mlflow.parentRunId` = '{self.parent_id}'",
+        )
+
+    def has_complete_run(self, key: str) -> bool:
+        runs = self._guard("search", self._existing, key) or []
+        return any(r.data.tags.get(COMPLETE_TAG) == "true" for r in runs)
+
+    def trial_started(self, spec: TrialSpec) -> None:
+        self._guard("trial start", self._trial_started, spec)
+
+    def _trial_started(self, spec: TrialSpec) -> None:
+        from mlflow.entities import Param
+
+        for old in self._existing(spec.trial_key):  # interrupted attempts or a completed run being replaced
+            self.client.delete_run(old.info.run_id)
+        run = self.client.create_run(
+            self.experiment_id,
+            run_name=spec.trial_key,
+            tags={
+                "mlflow.parentRunId": self.parent_id,
+                TRIAL_KEY_TAG: spec.trial_key,
+                "framework": spec.framework,
+                "mode": spec.mode,
+                "model": spec.model,
+                "status": "running",
+            },
+        )
+        self.runs[spec.trial_key] = run.info.run_id
+        params = [
+            Param(k, json.dumps(v) if isinstance(v, (dict, list)) else str(v))
+            for k, v in spec.to_dict().items()
+            if k not in PARAM_SKIP
+        ]
+        for i in range(0, len(params), 100):  # MLflow takes at most 100 params per batch
+            self.client.log_batch(run.info.run_id, params=params[i : i + 100])
+
+    def trial_step(self, key: str, row: dict[str, Any]) -> None:
+        run_id = self.runs.get(key)
+        if run_id:
+            self._guard("step logging", self._log_step, run_id, row)
+
+    def _log_step(self, run_id: str, row: dict[str, Any]) -> None:
+        step = int(row.get("step") or 0)
+        stamp = int(1000 * (row.get("t_end") or time.time()))
+        metrics = [_metric(k, v, step, stamp) for k, v in step_metrics(row).items()]
+        if metrics:
+            self.client.log_batch(run_id, metrics=metrics)
+
+    def trial_finished(self, row: dict[str, Any], steps_file: Path | None) -> None:
+        run_id = self.runs.pop(row["trial_key"], None)
+        if run_id:
+            self._guard("trial end", self._trial_finished, run_id, row, steps_file)
+
+    def _trial_finished(self, run_id: str, row: dict[str, Any], steps_file: Path | None) -> None:
+        from mlflow.entities import RunTag
+
+        summary = [_metric(k, row[k]) for k in SUMMARY_METRICS if row.get(k) is not None]
+        tags = {
+            "status": row["status"],
+            "status_detail": (row.get("status_detail") or "")[:5000],
+            "gpu": row.get("gpu_name") or "cpu",
+        }
+        self.client.log_batch(run_id, metrics=summary, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        if steps_file is not None and steps_file.exists():
+            self.client.log_artifact(run_id, str(steps_file))
+        if row.get("effective_config"):
+            self.client.log_text(run_id, row["effective_config"], "effective_config.json")
+        self.client.set_tag(run_id, COMPLETE_TAG, "true")
+        self.client.set_terminated(run_id, status="FINISHED" if row["status"] == "completed" else "FAILED")
+
+    def log_whole_trial(
+        self, spec: TrialSpec, row: dict[str, Any], steps: list[dict], steps_file: Path
+    ) -> None:
+        """sync-mlflow: a trial's run from its Parquet rows, in one go."""
+
+        def log():
+            self._trial_started(spec)
+            run_id = self.runs[spec.trial_key]
+            for step_row in steps:
+                self._log_step(run_id, step_row)
+            self.runs.pop(spec.trial_key)
+            self._trial_finished(run_id, row, steps_file)
+
+        self._guard(f"sync of {spec.trial_key}", log)
+
+
+def _metric(key: str, value: float, step: int = 0, stamp: int | None = None):
+    from mlflow.entities import Metric
+
+    return Metric(key, float(value), stamp or int(time.time() * 1000), step)

@@ -1,0 +1,120 @@
+"""Supervisor outcomes with a stand-in trainer (fast); the real trainer: tests/integration/test_supervisor_real.py."""
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from orchestrator.supervisor import run_trial
+from trainers.spec import TrialSpec
+
+FAKE = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "fake_trainer.py")]
+
+
+def _run(tmp_path, behaviour, **kwargs):
+    spec = TrialSpec(max_steps=3, trial_key="fake", task_args={"fake": behaviour})
+    return run_trial(spec, trial_dir=tmp_path, trainer_cmd=FAKE, **kwargs)
+
+
+def test_completed_with_steps_and_started_payload(tmp_path):
+    seen = []
+    result = _run(tmp_path, "finish", on_event=seen.append, cuda_visible_devices="1", cpus=1)
+    assert result.status == "completed"
+    assert [r["step"] for r in result.steps] == [1, 2, 3]
+    assert result.started["versions"] == {"fake": "1"}
+    assert [e["event"] for e in seen] == ["started", "step", "step", "step", "finished"]
+    assert result.exit_code == 0 and result.cuda_visible_devices == "1"
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "status", "detail"),
+    [
+        ("crash", "failed", "RuntimeError: boom at the end"),
+        ("exit", "failed", "exited with code 7 without a final event"),
+        ("unavailable", "unavailable", "unsloth is not installed"),
+        ("oom", "oom", "CUDA out of memory"),
+    ],
+)
+def test_outcomes(tmp_path, behaviour, status, detail):
+    result = _run(tmp_path, behaviour)
+    assert result.status == status
+    assert detail in result.status_detail
+
+
+def test_failed_detail_carries_the_output_tail(tmp_path):
+    result = _run(tmp_path, "exit")
+    assert "dying without a final event" in result.status_detail
+
+
+def test_timeout_kills_the_child(tmp_path):
+    result = _run(tmp_path, "hang", timeout_s=2)
+    assert result.status == "failed" and "timeout" in result.status_detail
+    assert not psutil.pid_exists(result.pid) or psutil.Process(result.pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_stop_event_stops_the_trial(tmp_path):
+    stop = threading.Event()
+    threading.Timer(1.0, stop.set).start()
+    result = _run(tmp_path, "hang", stop_event=stop)
+    assert result.status == "stopped"
+    assert not psutil.pid_exists(result.pid)
+
+
+class FakeSampler:
+    """Stands in for orchestrator.telemetry.MemorySampler (NVML is absent here)."""
+
+    def __init__(self, pid, on_exceed=None, exceed_after=None):
+        self.pid, self.on_exceed, self.exceed_after = pid, on_exceed, exceed_after
+
+    def start(self):
+        if self.exceed_after is not None:
+            threading.Timer(
+                self.exceed_after, self.on_exceed, ["rss 9.0 GiB > budget 1.0 GiB + margin 0.5"]
+            ).start()
+
+    def stop(self):
+        pass
+
+    def peak_between(self, t0, t1):
+        return {"device_peak_gib": 1.5, "gpu_util_pct": None, "rss_peak_gib": t1 - t0 + 1}
+
+    def peak(self):
+        return {"device_peak_gib": 1.5, "rss_peak_gib": 2.0}
+
+
+def test_sampler_peaks_merge_into_steps(tmp_path):
+    result = _run(tmp_path, "finish", sampler_factory=lambda pid, on_exceed: FakeSampler(pid, on_exceed))
+    assert all(r["device_peak_gib"] == 1.5 for r in result.steps)
+    assert all(r["rss_peak_gib"] > 1 for r in result.steps)
+    assert result.peak["rss_peak_gib"] == 2.0
+
+
+def test_budget_guard_kill_is_oom(tmp_path):
+    factory = lambda pid, on_exceed: FakeSampler(pid, on_exceed, exceed_after=0.5)  # noqa: E731
+    result = _run(tmp_path, "hang", sampler_factory=factory)
+    assert result.status == "oom"
+    assert "budget 1.0 GiB" in result.status_detail
+
+
+def test_child_env(tmp_path):
+    from orchestrator.supervisor import PROJECT_ROOT, child_env
+
+    env = child_env("3", 2)
+    assert env["CUDA_VISIBLE_DEVICES"] == "3" and env["OMP_NUM_THREADS"] == "2"
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == PROJECT_ROOT
+
+
+def test_keyboard_interrupt_kills_the_child(tmp_path):
+    def interrupt(event):
+        if event["event"] == "started":
+            time.sleep(0.2)
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _run(tmp_path, "hang", on_event=interrupt)
+    pid = int((tmp_path / "trainer.pid").read_text())
+    assert not psutil.pid_exists(pid)
