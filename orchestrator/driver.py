@@ -247,11 +247,19 @@ def quiet_ray_env() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT_ROOT, path) if p)
 
 
+class _NotTunesResumeAdvice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return "Resume experiment with" not in text and "Trials did not complete" not in text
+
+
 def init_ray(output_dir: Path, address: str | None = None, **local_kwargs) -> None:
     """Connect to RAY_ADDRESS (or `address`), else start a local Ray on 127.0.0.1 (kwargs: num_cpus/num_gpus)."""
     quiet_ray_env()
     # Tune reads back per-trial result files we do not write (auto loggers are off): not a problem.
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
+    # On Ctrl-C Tune advises Tuner.restore; our resume is `rlsweep run` again (the CLI prints it).
+    logging.getLogger("ray.tune.tune").addFilter(_NotTunesResumeAdvice())
     if ray.is_initialized():
         return
     address = address or os.environ.get("RAY_ADDRESS")
@@ -351,11 +359,12 @@ def run_sweep(
         finally:
             _LIVE.pop(state_key, None)
             _LIVE.pop(state_key + ".decide", None)
-        interrupted = interrupted or bool(state.running)
         for key in list(state.running):  # Ctrl-C: Tune stopped them; a resume runs them again
             state.on_end(
                 key, None, status=STOPPED, detail="interrupted (Ctrl-C); a resumed sweep runs it again"
             )
+    # Tune ends quietly on Ctrl-C; whatever the ledger does not hold as final was cut short.
+    interrupted = interrupted or any(not ledger.done(k) for k in plan.keys)
     counts = progress.counts()
     if mlflow:
         mlflow.end_sweep(counts, interrupted)

@@ -328,24 +328,20 @@ def _near_host_limit(run: _Run) -> bool:
 
 
 def default_sampler_factory(settings: dict[str, Any], cuda_visible_devices: str | None = None):
-    """A factory for orchestrator/telemetry.py's MemorySampler when that module is present, else None.
+    """A factory for orchestrator/telemetry.py's MemorySampler with the budget guard wired to `on_exceed`.
 
     settings: budget_gib, margin_gib, sample_hz (the sweep's memory section).
     """
-    try:
-        from orchestrator.telemetry import MemorySampler  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    devices = (
-        cuda_visible_devices
-        if cuda_visible_devices is not None
-        else os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    )
-    kwargs = {"budget_gib": settings.get("budget_gib"), "hz": settings.get("sample_hz") or 20.0}
-    if settings.get("margin_gib") is not None:
-        kwargs["margin_gib"] = settings["margin_gib"]
+    from orchestrator.telemetry import MemorySampler
 
     def factory(pid: int, on_exceed):
-        return MemorySampler(pid, devices, on_exceed=on_exceed, **kwargs)
+        return MemorySampler(
+            pid,
+            hz=settings.get("sample_hz") or 20.0,
+            cuda_visible_devices=cuda_visible_devices,
+            budget_gib=settings.get("budget_gib"),
+            margin_gib=settings.get("margin_gib"),
+            on_budget_exceeded=lambda breach: on_exceed(breach.detail),
+        )
 
     return factory

@@ -1,0 +1,96 @@
+"""The orchestrator's cost and gain: the cpu-smoke sweep under Ray Tune (2 trials at a time) against the
+same trials one after another with `rlsweep trial` (as the original benchmark's sequential script did).
+
+Prints the two wall times, their ratio (target <= 0.75 on 2 cores) and the orchestration overhead per
+trial (target <= 3 s): slot-seconds not spent inside a trainer process,
+    sweep:      (wall x max_concurrent - sum of trainer wall_s) / trials
+    sequential: (wall - sum of trainer wall_s) / trials
+Usage: python bench/bench_orchestrator.py [SWEEP.yaml] [--set k=v ...]
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from orchestrator.plan import plan  # noqa: E402
+from orchestrator.sweep import load_sweep  # noqa: E402
+
+SKIP = ("trial_key", "sweep", "output_dir", "events_path", "model_cache_dir")
+
+
+def trial_flags(spec) -> list[str]:
+    flags = []
+    for key, value in spec.to_dict().items():
+        if key in SKIP or value is None:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(flag if value else "--no-" + key.replace("_", "-"))
+        else:
+            flags += [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
+    return flags
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    sweep_file = (
+        args.pop(0) if args and not args[0].startswith("--") else str(ROOT / "sweeps" / "cpu-smoke.yaml")
+    )
+    overrides = [a.split("=", 1)[1] if a.startswith("--set=") else a for a in args if a != "--set"]
+    work = Path(tempfile.mkdtemp(prefix="bench-orch-"))
+    overrides.append(f"tracking.mlflow_uri=sqlite:///{work}/mlflow.db")
+    sweep = load_sweep(sweep_file, overrides)
+    trials = plan(sweep).trials
+    concurrency = sweep.resources.max_concurrent or 1
+
+    t0 = time.monotonic()
+    cmd = [sys.executable, "-m", "orchestrator.cli", "run", sweep_file, "--output-dir", str(work / "sweep")]
+    subprocess.run(cmd + [f"--set={o}" for o in overrides], cwd=ROOT, check=False, stderr=subprocess.DEVNULL)
+    sweep_wall = time.monotonic() - t0
+    rows = pq.read_table(work / "sweep" / "trials.parquet").to_pylist()
+    sweep_trainer = sum(r["wall_s"] or 0.0 for r in rows)
+
+    seq_trainer = 0.0
+    t0 = time.monotonic()
+    for spec in trials:
+        out = work / "seq" / spec.trial_key
+        subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "trial", *trial_flags(spec), "--output-dir", str(out)],
+            cwd=ROOT,
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        outcome = (
+            json.loads((out / "trial.json").read_text())["outcome"] if (out / "trial.json").exists() else {}
+        )
+        seq_trainer += outcome.get("wall_s") or 0.0
+    seq_wall = time.monotonic() - t0
+
+    n = len(trials)
+    statuses = {}
+    for r in rows:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    print(f"sweep file: {sweep_file} ({n} trials, {concurrency} at a time; statuses {statuses})")
+    print(f"sweep (Ray Tune):       {sweep_wall:7.1f} s wall, trainers {sweep_trainer:7.1f} s")
+    print(f"sequential (rlsweep trial): {seq_wall:7.1f} s wall, trainers {seq_trainer:7.1f} s")
+    print(f"ratio sweep/sequential: {sweep_wall / seq_wall:.2f}  (target <= 0.75)")
+    print(
+        f"overhead per trial, sweep:      {(sweep_wall * concurrency - sweep_trainer) / n:.1f} slot-s (target <= 3)"
+    )
+    print(f"overhead per trial, sequential: {(seq_wall - seq_trainer) / n:.1f} s")
+    print(f"outputs: {work}")
+
+
+if __name__ == "__main__":
+    main()

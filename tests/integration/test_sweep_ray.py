@@ -1,0 +1,232 @@
+"""Real Ray Tune sweeps of real `tiny` trainer children, with real MLflow (sqlite) and Parquet."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import polars as pl
+import psutil
+import pyarrow.parquet as pq
+import pytest
+from mlflow.tracking import MlflowClient
+
+from orchestrator.cli import main
+from orchestrator.driver import RUN, ray_temp_dir, run_sweep
+from orchestrator.sweep import load_sweep
+from tests.integration.conftest import kill_processes_mentioning, tiny_sweep
+
+pytestmark = pytest.mark.slow
+
+
+def trial_runs(uri: str, experiment: str):
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("rlsweep.role") == "sweep"]
+    children = [r for r in runs if "rlsweep.trial_key" in r.data.tags]
+    return client, parents, children
+
+
+def test_fake_gpu_sweep_runs_two_at_once_and_sinks_agree(ray_fake_gpus, tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    # max_prompt_length 64 is shorter than the task's prompts: only the trainer finds out, at run time.
+    path = tiny_sweep(
+        tmp_path / "s.yaml",
+        "fakegpu",
+        {"mode": ["grpo", "gspo"], "max_prompt_length": [96, 64]},
+        tracking={"mlflow_uri": uri},
+    )
+    outcome = run_sweep(load_sweep(path), output_dir=tmp_path / "out")
+    trials = pq.read_table(outcome.output_dir / "trials.parquet").to_pandas()
+    assert sorted(trials.status) == ["completed", "completed", "failed", "failed"]
+    failed = trials[trials.status == "failed"]
+    assert all("max_prompt_length" in d and "71" in d for d in failed.status_detail), (
+        failed.status_detail.tolist()
+    )
+    done = trials[trials.status == "completed"]
+    assert (done.steps_completed == 2).all() and (done.median_tokens_per_s > 0).all()
+    assert done.versions.map(lambda v: "torch" in json.loads(v)).all()
+    assert done.effective_config.map(lambda v: json.loads(v)["num_generations"] == 4).all()
+
+    # Two trials at once, each on its own (fake) GPU.
+    assert set(trials.cuda_visible_devices) == {"0", "1"}
+    rows = trials.sort_values("started_at").to_dict("records")
+    overlapping = [
+        (a, b) for i, a in enumerate(rows) for b in rows[i + 1 :] if b["started_at"] < a["ended_at"]
+    ]
+    assert overlapping and all(a["cuda_visible_devices"] != b["cuda_visible_devices"] for a, b in overlapping)
+
+    # The steps dataset reads the same in pandas, polars and duckdb.
+    steps_dir = outcome.output_dir / "steps"
+    by_pandas = pd.read_parquet(steps_dir)
+    by_polars = pl.read_parquet(f"{steps_dir}/**/*.parquet", hive_partitioning=True)
+    by_duckdb = duckdb.sql(
+        f"select count(*) from read_parquet('{steps_dir}/**/*.parquet', hive_partitioning=1)"
+    )
+    assert len(by_pandas) == len(by_polars) == by_duckdb.fetchall()[0][0] == 4
+    assert set(by_pandas.framework.astype(str)) == {"trl"}
+
+    # MLflow agrees with Parquet: same keys, same step counts, one parent.
+    client, parents, children = trial_runs(uri, "fakegpu")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert sorted(r.info.run_name for r in children) == sorted(trials.trial_key)
+    for run in children:
+        assert run.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
+        row = trials[trials.trial_key == run.info.run_name].iloc[0]
+        assert run.data.tags["status"] == row.status
+        history = client.get_metric_history(run.info.run_id, "step_s")
+        assert len(history) == row.steps_completed
+        assert run.data.params["mode"] == row["mode"]
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_mlflow_down_sweep_completes_then_sync_fills_it(ray_fake_gpus, tmp_path, capsys):
+    path = tiny_sweep(
+        tmp_path / "s.yaml",
+        "mlflowdown",
+        {"mode": ["grpo", "gspo"]},
+        tracking={"mlflow_uri": f"http://127.0.0.1:{_closed_port()}"},
+    )
+
+    def prune_gspo(spec):  # the pruning hook (issue 4) decides without starting a trainer
+        return "dominated by a test trial (oom at 1.0 GiB)" if spec.mode == "gspo" else RUN
+
+    outcome = run_sweep(load_sweep(path), output_dir=tmp_path / "out", decide=prune_gspo)
+    trials = pq.read_table(outcome.output_dir / "trials.parquet").to_pandas().set_index("mode")
+    assert trials.loc["grpo", "status"] == "completed"
+    assert trials.loc["gspo", "status"] == "pruned"
+    assert not (outcome.output_dir / "trials" / trials.loc["gspo", "trial_key"]).exists(), (
+        "no trainer for pruned"
+    )
+    assert "sync-mlflow" in capsys.readouterr().err
+
+    uri = f"sqlite:///{tmp_path}/synced.db"
+    for _ in range(2):  # idempotent: the second sync finds everything there
+        assert main(["sync-mlflow", str(outcome.output_dir), "--tracking-uri", uri]) == 0
+    assert "logged 0 trial run(s), 2 already there" in capsys.readouterr().out
+    client, parents, children = trial_runs(uri, "mlflowdown")
+    assert len(parents) == 1
+    assert sorted(r.info.run_name for r in children) == sorted(trials.trial_key)
+    grpo = next(r for r in children if r.data.params["mode"] == "grpo")
+    assert len(client.get_metric_history(grpo.info.run_id, "step_s")) == 2
+    assert client.list_artifacts(grpo.info.run_id)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_sigkill_driver_then_resume(ray_fake_gpus, tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    out = tmp_path / "out"
+    path = tiny_sweep(
+        tmp_path / "s.yaml",
+        "killresume",
+        {"num_generations": [2, 3, 4]},
+        tracking={"mlflow_uri": uri},
+        fixed={"max_steps": 4},
+    )
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(path), "--output-dir", str(out)],
+        cwd=Path(__file__).parents[2],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "RAY_ADDRESS": ""},
+    )
+    try:
+        # Wait until one trial is in the ledger and another trainer is running, then SIGKILL the driver.
+        deadline = time.monotonic() + 240
+        running: list[int] = []
+        while time.monotonic() < deadline:
+            ledger = out / "trials.parquet"
+            finished = (
+                set(pq.read_table(ledger).column("trial_key").to_pylist()) if ledger.exists() else set()
+            )
+            running = [
+                int(p.read_text())
+                for p in out.glob("trials/*/trainer.pid")
+                if p.parent.name not in finished and _alive(int(p.read_text()))
+            ]
+            if finished and running:
+                break
+            time.sleep(0.5)
+        assert finished and running, "the sweep did not reach the point of interruption"
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+        deadline = time.monotonic() + 60
+        while any(_alive(pid) for pid in running) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not any(_alive(pid) for pid in running), "a trainer outlived the driver"
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        kill_processes_mentioning(str(ray_temp_dir(out.resolve())))
+
+    before = pq.read_table(out / "trials.parquet").to_pandas()
+    outcome = run_sweep(load_sweep(path), output_dir=out)
+    assert not set(outcome.ran) & set(before.trial_key[before.status == "completed"]), (
+        "finished trials re-ran"
+    )
+    trials = pq.read_table(out / "trials.parquet").to_pandas()
+    assert len(trials) == trials.trial_key.nunique() == 3
+    assert (trials.status == "completed").all() and (trials.steps_completed == 4).all()
+    steps = pd.read_parquet(out / "steps")
+    assert sorted(steps.groupby("trial_key").size().tolist()) == [4, 4, 4], "nothing lost, nothing doubled"
+    client, parents, children = trial_runs(uri, "killresume")
+    assert len(parents) == 1
+    assert sorted(r.info.run_name for r in children) == sorted(trials.trial_key), "one MLflow run per trial"
+
+
+def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
+    out = tmp_path / "out"
+    path = tiny_sweep(
+        tmp_path / "s.yaml",
+        "ctrlc",
+        {"num_generations": [2, 4]},
+        tracking={"enabled": False},
+        fixed={"max_steps": 50},
+    )
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(path), "--output-dir", str(out)],
+        cwd=Path(__file__).parents[2],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RAY_ADDRESS": ""},
+    )
+    try:
+        deadline = time.monotonic() + 180
+        running: list[int] = []
+        while not running and time.monotonic() < deadline:
+            events = list(out.glob("trials/*/events.jsonl"))
+            if any('"step"' in e.read_text() for e in events):
+                running = [int(p.read_text()) for p in out.glob("trials/*/trainer.pid")]
+            time.sleep(0.5)
+        assert running, "no trainer started"
+        driver.send_signal(signal.SIGINT)
+        _, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        kill_processes_mentioning(str(ray_temp_dir(out.resolve())))
+    assert driver.returncode == 130
+    assert "Resume with:" in err and "--output-dir" in err
+    assert not any(_alive(pid) for pid in running), "children are killed"
+    trials = pq.read_table(out / "trials.parquet").to_pandas()
+    assert "stopped" in set(trials.status)
+    assert trials[trials.status == "stopped"].status_detail.str.contains("resumed sweep runs it again").all()

@@ -1,0 +1,72 @@
+"""`rlsweep trial` and the supervisor with the real trainer child (no Ray)."""
+
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+
+from orchestrator.cli import main
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).parents[2]
+
+
+def test_trial_writes_steps_metrics_and_trial_json(tmp_path, capsys):
+    args = "--framework trl --mode gspo --model-name tiny --max-steps 2 --num-generations 2 --batch-size 1"
+    args += " --max-completion-length 8 --max-prompt-length 96 --quantization none --lora-r 4"
+    code = main(["trial", *args.split(), "--output-dir", str(tmp_path)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "step 1/2" in printed and "step 2/2" in printed
+    steps = pd.read_parquet(tmp_path / "steps.parquet")
+    assert len(steps) == 2 and (steps.tokens_per_s > 0).all() and (steps.rss_peak_gib > 0).all()
+    csv = pd.read_csv(tmp_path / "metrics.csv")
+    assert list(csv.columns[:5]) == [
+        "step",
+        "step_time_sec",
+        "cuda_memory_allocated_gb",
+        "cuda_memory_reserved_gb",
+        "cuda_peak_memory_allocated_gb",
+    ]
+    assert csv.cuda_memory_allocated_gb.isna().all(), "not measurable on CPU: empty, never 0"
+    trial = json.loads((tmp_path / "trial.json").read_text())
+    assert trial["config"]["lora_r"] == 4 and trial["effective_config"]["lora_r"] == 4
+    assert trial["outcome"]["status"] == "completed" and trial["outcome"]["versions"]["torch"]
+
+
+def test_invalid_trial_refused_before_anything_starts(tmp_path, capsys):
+    code = main(["trial", "--num-generations", "3", "--batch-size", "1", "--micro-batch-size", "2",
+                 "--model-name", "nosuch", "--output-dir", str(tmp_path / "t")])  # fmt: skip
+    assert code == 2
+    printed = capsys.readouterr().out
+    assert "micro_batch_size" in printed and "model" in printed
+    assert not (tmp_path / "t").exists()
+
+
+def test_no_trainer_survives_a_sigkill_of_its_supervisor(tmp_path):
+    script = f"""
+import sys; sys.path.insert(0, {str(ROOT)!r})
+from orchestrator.supervisor import run_trial
+from trainers.spec import TrialSpec
+run_trial(TrialSpec(model="tiny", max_steps=500, num_generations=2, batch_size=1, max_prompt_length=96,
+                    max_completion_length=8, quantization="none", trial_key="k"), trial_dir={str(tmp_path)!r})
+"""
+    driver = subprocess.Popen([sys.executable, "-c", script])
+    pid_file, events = tmp_path / "trainer.pid", tmp_path / "events.jsonl"
+    deadline = time.monotonic() + 120
+    while not (events.exists() and '"step"' in events.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    trainer = int(pid_file.read_text())
+    assert psutil.pid_exists(trainer), "the trainer should be training now"
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    with contextlib.suppress(psutil.NoSuchProcess):
+        psutil.Process(trainer).wait(timeout=30)
+    assert not psutil.pid_exists(trainer)
