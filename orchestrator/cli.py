@@ -290,7 +290,9 @@ def add_sync_mlflow(sub) -> None:
     p.set_defaults(func=cmd_sync_mlflow)
 
 
-COMMANDS = [add_run, add_validate, add_trial, add_sync_mlflow]
+from orchestrator.submit import add_submit  # noqa: E402  (issue 8: Ray cluster jobs)
+
+COMMANDS = [add_run, add_validate, add_trial, add_sync_mlflow, add_submit]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -105,8 +105,11 @@ class SweepSpec(_Section):
         base["num_threads"] = self.resources.cpus_per_trial
         return {**base, **self.fixed}
 
-    def resolved_output_dir(self, override: str | None = None) -> Path:
-        return Path(override or self.output_dir or Path("outputs") / self.name).resolve()
+    def resolved_output_dir(self, override: str | None = None):
+        """An absolute Path, or a RemotePath for a URI (s3://, gs://): see orchestrator/storage.py."""
+        from orchestrator.storage import output_location
+
+        return output_location(override or self.output_dir or Path("outputs") / self.name)
 
     def tracking_uri(self) -> str:
         return (
