@@ -145,13 +145,18 @@ def follow(jobs, job_id: str, address: str) -> int:
     try:
         asyncio.run(tail())
     except KeyboardInterrupt:
-        again = f"--address {shlex.quote(address)}"
-        console.print(
-            f"\ndetached; job {job_id} goes on.\n  follow: rlsweep submit --attach {job_id} {again}\n"
-            f"  status: rlsweep submit --status {job_id} {again}\n  stop:   rlsweep submit --stop {job_id} {again}"
-        )
-        return EXIT["DETACHED"]
+        return detached(job_id, address)
     return report_status(jobs, job_id)
+
+
+def detached(job_id: str, address: str) -> int:
+    again = f"--address {shlex.quote(address)}"
+    console.print(
+        f"\ndetached; job {job_id} goes on.\n  follow: rlsweep submit --attach {job_id} {again}\n"
+        f"  status: rlsweep submit --status {job_id} {again}\n  stop:   rlsweep submit --stop {job_id} {again}",
+        markup=False,
+    )
+    return EXIT["DETACHED"]
 
 
 def report_status(jobs, job_id: str) -> int:
@@ -212,11 +217,14 @@ def _submit(args: argparse.Namespace) -> int:
         submission_id=f"rlsweep-{sweep.name}-{tag}",
         metadata={"rlsweep.sweep": sweep.name, "rlsweep.output_dir": output_dir},
     )
-    print(job_id, flush=True)
-    console.print(f"submitted {job_id} to {address}; outputs: {output_dir}; Ctrl-C detaches")
-    if args.no_wait:
-        return 0
-    return follow(jobs, job_id, address)
+    try:  # from here on Ctrl-C detaches, whenever it comes
+        print(job_id, flush=True)
+        console.print(
+            f"submitted {job_id} to {address}; outputs: {output_dir}; Ctrl-C detaches", markup=False
+        )
+        return 0 if args.no_wait else follow(jobs, job_id, address)
+    except KeyboardInterrupt:
+        return detached(job_id, address)
 
 
 def add_submit(sub) -> None:

@@ -26,6 +26,7 @@ from orchestrator.submit import PROJECT_ROOT
 pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
+RLSWEEP_SUBMIT = [sys.executable, "-m", "orchestrator.cli", "submit"]  # = `rlsweep submit`, PATH-independent
 START_TIMEOUT_S = 90
 
 
@@ -86,10 +87,11 @@ def stop(proc: subprocess.Popen) -> list[psutil.Process]:
     return [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
-@pytest.fixture
-def services(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def services(tmp_path_factory):
     """S3 (moto), MLflow server and a Ray head with 2 CPUs and 2 fake GPUs, all on 127.0.0.1."""
     # AF_UNIX socket paths (Ray's temp dir + ~64 chars of session/sockets) must stay under 107 chars.
+    tmp_path = tmp_path_factory.mktemp("cluster")
     ray_tmp = Path(tempfile.mkdtemp(prefix="rls-", dir="/tmp"))
     token = tmp_path / "ray_auth_token"
     token.write_text(secrets.token_hex(32))
@@ -101,6 +103,7 @@ def services(tmp_path, monkeypatch):
         "AWS_DEFAULT_REGION": "us-east-1",
     }
     ray_auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
+    monkeypatch = pytest.MonkeyPatch()
     for key, value in {**s3, **ray_auth}.items():
         monkeypatch.setenv(key, value)
     base = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}  # an activated venv
@@ -177,12 +180,12 @@ def services(tmp_path, monkeypatch):
     finally:
         leftovers = [p for proc in reversed(procs) for p in stop(proc)]
         shutil.rmtree(ray_tmp, ignore_errors=True)
+        monkeypatch.undo()
         assert not leftovers, f"processes survived teardown: {leftovers}"
 
 
 def test_submit_runs_sweep_on_cluster_to_s3_and_mlflow_server(services):
     output = f"s3://{services['bucket']}/cluster-test"
-    rlsweep = [sys.executable, "-m", "orchestrator.cli", "submit"]  # = `rlsweep submit` (PATH-independent)
     args = [
         str(PROJECT_ROOT / "sweeps" / "cpu-smoke.yaml"), "--address", services["address"],
         "--output-dir", output, "--tracking-uri", services["mlflow"],
@@ -191,12 +194,14 @@ def test_submit_runs_sweep_on_cluster_to_s3_and_mlflow_server(services):
         "--set", "timeout_s=300",
     ]  # fmt: skip
     # A fresh process, as a user runs it: Ray reads RAY_AUTH_MODE / RAY_AUTH_TOKEN_PATH when imported.
-    done = subprocess.run([*rlsweep, *args], capture_output=True, text=True, timeout=400, cwd=PROJECT_ROOT)
+    done = subprocess.run(
+        [*RLSWEEP_SUBMIT, *args], capture_output=True, text=True, timeout=400, cwd=PROJECT_ROOT
+    )
     job_id = done.stdout.strip().splitlines()[0]
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert job_id.startswith("rlsweep-cpu-smoke-")
     status = subprocess.run(
-        [*rlsweep, "--status", job_id, "--address", services["address"]],
+        [*RLSWEEP_SUBMIT, "--status", job_id, "--address", services["address"]],
         capture_output=True,
         text=True,
         timeout=60,
@@ -226,3 +231,38 @@ def test_submit_runs_sweep_on_cluster_to_s3_and_mlflow_server(services):
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert sorted(r.info.run_name for r in children) == sorted(trials.trial_key)
     assert all(r.info.status == "FINISHED" and "step_s" in r.data.metrics for r in children)
+
+
+def test_ctrl_c_detaches_and_the_job_goes_on_until_stopped(services):
+    """Ctrl-C while following leaves the job running; --status says so; --stop ends it; exit codes follow."""
+    address = ["--address", services["address"]]
+    sweep = str(PROJECT_ROOT / "sweeps" / "cpu-smoke.yaml")
+    follow = subprocess.Popen(
+        [*RLSWEEP_SUBMIT, sweep, *address, "--output-dir", f"s3://{services['bucket']}/detach"]
+        + ["--set", "tracking.enabled=false", "--set", "grid.framework=[trl]"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=PROJECT_ROOT,
+    )
+    job_id = follow.stdout.readline().strip()  # printed once the job is accepted
+    assert job_id.startswith("rlsweep-cpu-smoke-"), follow.stderr.read()
+    follow.send_signal(signal.SIGINT)
+    _, err = follow.communicate(timeout=60)
+    assert follow.returncode == 130 and "detached" in err and f"--stop {job_id}" in err, err
+
+    status = subprocess.run([*RLSWEEP_SUBMIT, "--status", job_id, *address], capture_output=True, text=True)
+    assert status.returncode == 0 and ("RUNNING" in status.stderr or "PENDING" in status.stderr), (
+        status.stderr
+    )
+    stop = subprocess.run([*RLSWEEP_SUBMIT, "--stop", job_id, *address], capture_output=True, text=True)
+    assert stop.returncode == 0, stop.stderr
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        status = subprocess.run(
+            [*RLSWEEP_SUBMIT, "--status", job_id, *address], capture_output=True, text=True
+        )
+        if "STOPPED" in status.stderr:
+            break
+        time.sleep(1)
+    assert status.returncode == 3 and "STOPPED" in status.stderr, status.stderr
