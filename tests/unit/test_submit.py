@@ -73,7 +73,7 @@ def test_cli_refuses_before_contacting_anything(capsys, monkeypatch):
     assert (
         main(["submit", str(PROJECT_ROOT / "sweeps" / "cpu-smoke.yaml"), "--set", "grid.mode=[grpo, x]"]) == 2
     )
-    assert "grid.mode[1]" in capsys.readouterr().out
+    assert "grid.mode[1]: unknown value" in capsys.readouterr().err
 
 
 def test_output_location_kinds(tmp_path):
