@@ -188,11 +188,16 @@ def _submit(args: argparse.Namespace) -> int:
     if job:
         jobs = client(args.address)
         address = args.address or os.environ["RAY_ADDRESS"]
-        if args.stop:
-            jobs.stop_job(job)
-            console.print(f"job {job}: stop requested")
-            return 0
-        return follow(jobs, job, address) if args.attach else report_status(jobs, job)
+        try:
+            if args.stop:
+                jobs.stop_job(job)
+                console.print(f"job {job}: stop requested", markup=False)
+                return 0
+            return follow(jobs, job, address) if args.attach else report_status(jobs, job)
+        except RuntimeError as exc:  # the Jobs API's answer, e.g. "Job ... does not exist"
+            raise SubmitError(
+                f"JOB {job!r}: {exc}; `ray job list --address {address}` lists the jobs"
+            ) from None
     if not args.sweep:
         raise SubmitError("SWEEP: missing; give a sweep file (or --status/--stop/--attach JOB)")
 
