@@ -69,7 +69,7 @@ def job_tracking_uri(given: str | None, sweep_uri: str | None, enabled: bool) ->
         return uri
     raise SubmitError(
         f"--tracking-uri: {f'{uri!r} is a local sqlite file' if uri else 'not set'}; the job's default "
-        "sqlite store would live in a temporary copy of the project. Start an MLflow server (docs/cluster.md) "
+        "sqlite store would live in a temporary copy of the project. Start an MLflow server (README: Running on a Ray cluster) "
         "and pass --tracking-uri http://HOST:5000 (or set MLFLOW_TRACKING_URI, or tracking.mlflow_uri in "
         "the sweep), or --set tracking.enabled=false for Parquet only"
     )
@@ -235,7 +235,7 @@ def _submit(args: argparse.Namespace) -> int:
 def add_submit(sub) -> None:
     p = sub.add_parser(
         "submit",
-        help="run a sweep on a Ray cluster as a Ray job; follow, status, stop (docs/cluster.md)",
+        help="run a sweep on a Ray cluster as a Ray job; follow, status, stop (README: Running on a Ray cluster)",
     )
     p.add_argument("sweep", nargs="?", help="sweep YAML file")
     p.add_argument("--address", help="the head's dashboard, e.g. http://HEAD:8265 (default: RAY_ADDRESS)")
