@@ -43,6 +43,10 @@ ui: setup
 	MLFLOW_DISABLE_TELEMETRY=true MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false \
 	  $(VENV)/bin/mlflow ui --host 127.0.0.1 --port 5000 --workers 1 --backend-store-uri sqlite:///outputs/mlflow.db
 
+# make submit RAY_ADDRESS=http://HEAD:8265 SWEEP=sweeps/x.yaml OUTPUT_DIR=s3://bucket/x MLFLOW_TRACKING_URI=http://HOST:5000
+submit: setup
+	$(VENV)/bin/rlsweep submit $(SWEEP) --address $(RAY_ADDRESS) $(if $(OUTPUT_DIR),--output-dir $(OUTPUT_DIR)) $(if $(MLFLOW_TRACKING_URI),--tracking-uri $(MLFLOW_TRACKING_URI))
+
 gpu-check: setup
 	$(VENV)/bin/rlsweep gpu-check
 

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from rich.console import Console
 
+from orchestrator.submit import add_submit
 from trainers.spec import KNOBS, TrialSpec
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -365,7 +366,16 @@ def add_gpu_check(sub) -> None:
     p.set_defaults(func=cmd_gpu_check)
 
 
-COMMANDS = [add_run, add_validate, add_trial, add_sync_mlflow, add_report, add_compare, add_gpu_check]
+COMMANDS = [
+    add_run,
+    add_validate,
+    add_trial,
+    add_sync_mlflow,
+    add_report,
+    add_compare,
+    add_gpu_check,
+    add_submit,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

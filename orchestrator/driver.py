@@ -37,6 +37,7 @@ from orchestrator.plan import plan as make_plan
 from orchestrator.progress import Progress
 from orchestrator.pruning import HOLD, RUN, OomGate, frontier, frontier_table
 from orchestrator.sinks import TrialsTable, trial_row, write_steps
+from orchestrator.storage import filesystem_and_path, local_dir
 from orchestrator.supervisor import (
     FAILED,
     PROJECT_ROOT,
@@ -74,7 +75,7 @@ def trainable(config: dict[str, Any]) -> None:
 
     result = run_trial(
         spec,
-        trial_dir=Path(ctx["output_dir"]) / "trials" / spec.trial_key,
+        trial_dir=Path(ctx["trials_dir"]) / spec.trial_key,
         on_event=relay,
         timeout_s=ctx.get("timeout_s"),
         cuda_visible_devices=devices,
@@ -166,13 +167,14 @@ class SinkState:
             result.steps = [self.steps.get(key, {})[s] for s in sorted(self.steps.get(key, {}))]
         row = trial_row(spec, result, status=status, detail=detail)
         path = write_steps(self.output_dir, spec, result.steps if result else [])
+        artifact = path if isinstance(path, Path) else None  # MLflow uploads local files only
         if self.on_row:  # before the ledger: a verdict on disk never lags the row that made it
             self.on_row(spec, row)
         self.ledger.upsert(row)
         self.running.discard(key)
         self.progress.finished(key, row["status"], row["status_detail"])
         if self.mlflow:
-            self.mlflow.trial_finished(row, path)
+            self.mlflow.trial_finished(row, artifact)
 
     def on_skip(self, spec: TrialSpec, detail: str) -> None:
         """A trial the searcher decided not to run (pruned): a row and a run like any trial."""
@@ -322,19 +324,22 @@ def run_sweep(
     )
     interrupted = False
     if todo:
-        init_ray(out, **(ray_init_kwargs or {}))
+        scratch = local_dir(out, sweep.name)  # Ray's temp dir and trainer scratch must be local
+        init_ray(scratch, **(ray_init_kwargs or {}))
         has_gpu = ray.cluster_resources().get("GPU", 0) > 0
         resources = {"cpu": sweep.resources.cpus_per_trial}
         if has_gpu and sweep.resources.gpus_per_trial:
             resources["gpu"] = sweep.resources.gpus_per_trial
         ctx = {
             "output_dir": str(out),
+            "trials_dir": str(scratch / "trials"),
             "timeout_s": sweep.timeout_s,
             "cpus": sweep.resources.cpus_per_trial,
             "budget_gib": sweep.memory.budget_gib,
             "margin_gib": sweep.memory.margin_gib,
             "sample_hz": sweep.memory.sample_hz,
         }
+        storage_fs, storage_path = filesystem_and_path(out / "ray")  # a URI: Tune syncs there via pyarrow.fs
         state_key = f"sweep-{id(state)}"
         _LIVE[state_key], _LIVE[state_key + ".decide"] = state, decide or gate
         tuner = tune.Tuner(
@@ -348,7 +353,8 @@ def run_sweep(
             ),
             run_config=tune.RunConfig(
                 name=f"tune-{time.strftime('%Y%m%d-%H%M%S')}",
-                storage_path=str(out / "ray"),
+                storage_path=storage_path,
+                storage_filesystem=storage_fs,
                 callbacks=[SinkCallback(state_key)],
                 verbose=0,
                 failure_config=tune.FailureConfig(max_failures=0),

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from orchestrator.storage import StoragePath, filesystem_and_path, is_remote
 from orchestrator.supervisor import FINAL_STATUSES, TrialResult
 from tasks.rewards import REWARD_NAMES
 from trainers.spec import TrialSpec
@@ -119,7 +120,11 @@ TRIAL_SCHEMA = pa.schema(
 TRIAL_COLUMNS = TRIAL_SCHEMA.names
 
 
-def write_table_atomic(table: pa.Table, path: Path) -> Path:
+def write_table_atomic(table: pa.Table, path: StoragePath) -> StoragePath:
+    if is_remote(path):  # an object store publishes an upload whole when it completes: no rename needed
+        fs, where = filesystem_and_path(path)
+        pq.write_table(table, where, filesystem=fs)
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=path.parent)
     os.close(fd)
@@ -243,11 +248,12 @@ def _ms(epoch_s: float) -> int | None:
 class TrialsTable:
     """trials.parquet, held in memory and rewritten atomically on every change; the resume ledger."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: StoragePath):
         self.path = path
         self.rows: dict[str, dict[str, Any]] = {}
         if path.exists():
-            for row in pq.read_table(path).to_pylist():
+            fs, where = filesystem_and_path(path)
+            for row in pq.read_table(where, filesystem=fs).to_pylist():
                 self.rows[row["trial_key"]] = row
 
     def status(self, key: str) -> str | None:

@@ -119,8 +119,11 @@ class SweepSpec(_Section):
     def task_args_for(self, task: str, task_args: dict[str, Any]) -> dict[str, Any]:
         return {**task_args, **self.task_settings.get(task, {})}
 
-    def resolved_output_dir(self, override: str | None = None) -> Path:
-        return Path(override or self.output_dir or Path("outputs") / self.name).resolve()
+    def resolved_output_dir(self, override: str | None = None):
+        """An absolute Path, or a RemotePath for a URI (s3://, gs://): see orchestrator/storage.py."""
+        from orchestrator.storage import output_location
+
+        return output_location(override or self.output_dir or Path("outputs") / self.name)
 
     def tracking_uri(self) -> str:
         return (

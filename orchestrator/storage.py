@@ -1,0 +1,99 @@
+"""Where a sweep's outputs live: a local or shared folder (a pathlib.Path) or a URI (s3://, gs://, hdfs://...)
+reached through pyarrow.fs, so the driver and every node of a cluster can write to the same place.
+
+A URI becomes a RemotePath: the few pathlib operations the sinks use (`/`, exists, mkdir, write_text,
+read_text), backed by pyarrow.fs.FileSystem.from_uri. Credentials and endpoints come from the
+environment the filesystem reads (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL,
+GOOGLE_APPLICATION_CREDENTIALS, ...), never from the sweep file.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pyarrow.fs as pafs
+
+URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+class RemotePath:
+    """A location inside a pyarrow filesystem, printed as its URI."""
+
+    def __init__(self, fs: pafs.FileSystem, path: str, scheme: str):
+        self.fs = fs
+        self.path = path.rstrip("/")
+        self.scheme = scheme
+
+    def __truediv__(self, part: str) -> RemotePath:
+        return RemotePath(self.fs, f"{self.path}/{part}", self.scheme)
+
+    def __str__(self) -> str:
+        return f"{self.scheme}://{self.path}"
+
+    def __repr__(self) -> str:
+        return f"RemotePath({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RemotePath) and str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    @property
+    def name(self) -> str:
+        return PurePosixPath(self.path).name
+
+    @property
+    def parent(self) -> RemotePath:
+        return RemotePath(self.fs, str(PurePosixPath(self.path).parent), self.scheme)
+
+    def exists(self) -> bool:
+        return self.fs.get_file_info(self.path).type != pafs.FileType.NotFound
+
+    def mkdir(self, parents: bool = True, exist_ok: bool = True) -> None:
+        # Object stores have no folders; create_dir is a no-op there and makes one on HDFS-like stores.
+        self.fs.create_dir(self.path, recursive=True)
+
+    def write_text(self, text: str) -> None:
+        with self.fs.open_output_stream(self.path) as f:
+            f.write(text.encode())
+
+    def read_text(self) -> str:
+        with self.fs.open_input_stream(self.path) as f:
+            return f.read().decode()
+
+
+StoragePath = Path | RemotePath
+
+
+def output_location(text: str | Path) -> StoragePath:
+    """A URI -> RemotePath (file:// -> Path); anything else -> an absolute local/shared Path."""
+    text = str(text)
+    if text.startswith("file://"):
+        return Path(text[len("file://") :]).expanduser().resolve()
+    if URI.match(text):
+        fs, path = pafs.FileSystem.from_uri(text)
+        return RemotePath(fs, path, text.split("://", 1)[0])
+    return Path(text).expanduser().resolve()
+
+
+def is_remote(location: Any) -> bool:
+    return isinstance(location, RemotePath)
+
+
+def local_dir(location: StoragePath, sweep_name: str) -> Path:
+    """A folder on this node for what must be local (Ray's temp dir, trainer scratch): the output dir
+    itself when it is a folder, else one under the system temp dir."""
+    if isinstance(location, Path):
+        return location
+    return Path(tempfile.gettempdir()) / "rlsweep" / sweep_name
+
+
+def filesystem_and_path(location: StoragePath) -> tuple[pafs.FileSystem | None, str]:
+    """(filesystem, path) for pyarrow readers/writers and Ray Tune's storage_filesystem/storage_path."""
+    if isinstance(location, RemotePath):
+        return location.fs, location.path
+    return None, str(location)
