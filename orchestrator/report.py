@@ -482,13 +482,11 @@ class FeasibilityGrid:
 
 def infer_budget_gib(trials: pd.DataFrame) -> float | None:
     """The memory budget a sweep ran under: the emulated budget if one was set, else the GPU's size."""
-    budgets = {
-        b
-        for b in (
-            _finite(_parse_json(v).get("memory_budget_gib")) for v in trials.get("effective_config", [])
-        )
-        if b
-    }
+    from_rows = (_finite(v) for v in trials.get("memory_budget_gib", []))
+    from_config = (
+        _finite(_parse_json(v).get("memory_budget_gib")) for v in trials.get("effective_config", [])
+    )
+    budgets = {b for b in (*from_rows, *from_config) if b}
     if len(budgets) == 1:
         return budgets.pop()
     totals = _col(trials, "gpu_total_gib")

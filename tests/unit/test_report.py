@@ -301,3 +301,11 @@ def test_settings_that_vary_keep_configurations_apart_and_show_in_words(tmp_path
     header = next(line for line in md.splitlines() if line.startswith("| Rank"))
     assert "| Model |" in header and "| Other settings |" in header
     assert "learning rate 0.0002" in md
+
+
+def test_budget_read_from_the_trials_rows():
+    from orchestrator.report import infer_budget_gib
+
+    rows = pd.DataFrame({"memory_budget_gib": [0.8, 0.8, None], "gpu_total_gib": [None, None, None]})
+    assert infer_budget_gib(rows) == 0.8
+    assert infer_budget_gib(pd.DataFrame({"gpu_total_gib": [80.0, 40.0]})) == 40.0
