@@ -28,6 +28,22 @@ class Evaluator:
         self.every, self.at_end, self.k = every, at_end, k
         self.max_new_tokens, self.temperature = max_new_tokens, temperature
 
+    @classmethod
+    def for_trial(cls, task: Task, tokenizer, spec) -> Evaluator | None:
+        """The evaluator a trial asked for (eval_every / eval_at_end), or None."""
+        if task.eval is None or not (spec.eval_every or spec.eval_at_end):
+            return None
+        return cls(
+            task,
+            tokenizer,
+            every=spec.eval_every,
+            at_end=spec.eval_at_end,
+            samples=spec.eval_samples,
+            k=spec.eval_k,
+            max_new_tokens=spec.max_completion_length,
+            temperature=spec.temperature,
+        )
+
     def due(self, step: int, max_steps: int) -> bool:
         return bool(self.rows) and (
             (self.every and step % self.every == 0) or (self.at_end and step == max_steps)

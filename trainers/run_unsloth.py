@@ -163,18 +163,7 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
     config = GRPOConfig(**asked, reward_weights=[weight for _, weight in rewards])
     countered = restore_asked(config, asked)
 
-    evaluator = None
-    if task.eval is not None and (spec.eval_every or spec.eval_at_end):
-        evaluator = Evaluator(
-            task,
-            tokenizer,
-            every=spec.eval_every,
-            at_end=spec.eval_at_end,
-            samples=spec.eval_samples,
-            k=spec.eval_k,
-            max_new_tokens=spec.max_completion_length,
-            temperature=spec.temperature,
-        )
+    evaluator = Evaluator.for_trial(task, tokenizer, spec)
     meter = checked_step_meter()(events, probe_steps=spec.probe_steps, evaluator=evaluator)
     trainer = measured(GRPOTrainer)(
         model=model,
