@@ -1,0 +1,48 @@
+"""Checks that only mean something on an NVIDIA GPU: NVML sampling, torch memory, the budget cap.
+
+Skipped on hosts without one (CI has none); run on a GPU host with `make test PYTEST_ARGS=tests/gpu`.
+"""
+
+import pytest
+import torch
+
+from orchestrator.supervisor import default_sampler_factory, run_trial
+from trainers.spec import TrialSpec
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="needs an NVIDIA GPU (torch.cuda.is_available() is False)"
+    ),
+]
+
+
+def _spec(tmp_path, **overrides) -> TrialSpec:
+    settings = dict(
+        model="random:Qwen/Qwen2.5-0.5B-Instruct", quantization="nf4", num_generations=4, batch_size=2,
+        max_completion_length=64, max_steps=3, probe_steps=1, trial_key="gpu-check",
+        model_cache_dir=str(tmp_path / "models"),
+    )  # fmt: skip
+    return TrialSpec(**(settings | overrides))
+
+
+def test_qlora_trial_on_gpu_measures_nvml_and_torch_memory(tmp_path):
+    result = run_trial(_spec(tmp_path), trial_dir=tmp_path / "t", sampler_factory=default_sampler_factory({}))
+    assert result.status == "completed", result.status_detail
+    assert result.started["gpu_name"] and result.started["gpu_total_gib"] > 0
+    for step in result.steps:
+        assert step["torch_peak_reserved_gib"] > 0 and step["torch_peak_allocated_gib"] > 0
+        assert (
+            step["device_peak_gib"] is not None
+            and step["device_peak_gib"] >= step["torch_peak_allocated_gib"]
+        )
+    assert result.steps[0]["probe"] and result.steps[0]["completion_len_mean"] == 64
+
+
+def test_tiny_budget_ends_oom_not_failed(tmp_path):
+    # 0.3 GiB cannot hold the 0.5B model's 4-bit weights, CUDA context and activations.
+    spec = _spec(tmp_path, memory_budget_gib=0.3)
+    result = run_trial(
+        spec, trial_dir=tmp_path / "t", sampler_factory=default_sampler_factory({"budget_gib": 0.3})
+    )
+    assert result.status == "oom", result.status_detail
