@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from rich.console import Console
 
+from orchestrator.storage import is_remote
 from orchestrator.submit import add_submit
 from trainers.spec import KNOBS, TrialSpec
 
@@ -67,11 +68,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     counts = ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items()))
     console.print(f"trials: {counts}")
-    if (Path(outcome.output_dir) / "trials.parquet").exists():
+    if is_remote(outcome.output_dir):
+        console.print(
+            f"report: reports read a local folder; copy {outcome.output_dir} down, then `rlsweep report DIR`"
+        )
+    elif (outcome.output_dir / "trials.parquet").exists():
         from orchestrator.report import write_report
 
         paths = write_report(outcome.output_dir, console=out)
-        _log_report_to_mlflow(Path(outcome.output_dir), paths)
+        _log_report_to_mlflow(outcome.output_dir, paths)
     console.print(f"results: {outcome.output_dir}/trials.parquet, steps in {outcome.output_dir}/steps/")
     if outcome.interrupted:
         again = [

@@ -41,6 +41,8 @@ from typing import Any, Protocol
 import pandas as pd
 from rich.table import Table
 
+from orchestrator.storage import RemotePath, is_remote
+
 DOMINANCE_KNOBS = (
     "num_generations",
     "batch_size",
@@ -144,8 +146,12 @@ class Pruner:
         data = json.loads(text)
         return cls((OomVerdict(**v) for v in data["verdicts"]), enabled=data["enabled"])
 
-    def save(self, path: str | Path) -> None:
+    def save(self, path: str | Path | RemotePath) -> None:
         """Write atomically (temp file in the same folder, then rename): a crash leaves the old state."""
+        if is_remote(path):  # an object store shows an upload whole or not at all
+            path.parent.mkdir()
+            path.write_text(self.to_json())
+            return
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.name}", dir=path.parent)
@@ -154,10 +160,10 @@ class Pruner:
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: str | Path, *, enabled: bool = True) -> Pruner:
+    def load(cls, path: str | Path | RemotePath, *, enabled: bool = True) -> Pruner:
         """The saved state, or an empty pruner when there is none; `enabled` is the current sweep's
         setting (oom.prune_dominated), which wins over the saved one."""
-        path = Path(path)
+        path = path if is_remote(path) else Path(path)
         pruner = cls.from_json(path.read_text()) if path.exists() else cls()
         pruner.enabled = enabled
         return pruner

@@ -30,10 +30,24 @@ RLSWEEP_SUBMIT = [sys.executable, "-m", "orchestrator.cli", "submit"]  # = `rlsw
 START_TIMEOUT_S = 90
 
 
+_TAKEN: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port between Ray's worker ports (10002-19999) and the kernel's ephemeral range (32768+):
+    a port the OS hands out for port 0 could be handed again to one of Ray's own components."""
+    start = 20000 + secrets.randbelow(10000)
+    for port in (*range(start, 30000), *range(20000, start)):
+        if port in _TAKEN:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _TAKEN.add(port)
+        return port
+    raise RuntimeError("no free port in 20000-29999")
 
 
 def wait_for(what: str, ready, proc: subprocess.Popen, log: Path) -> None:

@@ -358,3 +358,20 @@ def test_frontier_labels_a_micro_batch_only_where_it_is_not_b_times_k():
     rows[1]["micro_batch_size"] = 4
     (row,) = frontier(pd.DataFrame(rows)).itertuples()
     assert row.smallest_oom == "K=8 B=1 micro=4 (8 completions/step)"
+
+
+def test_pruner_state_round_trips_through_an_object_store_path(tmp_path):
+    import pyarrow.fs as pafs
+
+    from orchestrator.pruning import Pruner
+    from orchestrator.storage import RemotePath
+
+    remote = RemotePath(pafs.LocalFileSystem(), str(tmp_path / "bucket"), "s3") / "pruning.json"
+    pruner = Pruner()
+    pruner.record_oom(
+        "trl-grpo-tiny-k4-b1-abc", {"model": "tiny", "num_generations": 4, "batch_size": 1}, "RSS 1 GiB"
+    )
+    pruner.save(remote)
+    loaded = Pruner.load(remote)
+    assert [v.trial_key for v in loaded.verdicts] == ["trl-grpo-tiny-k4-b1-abc"]
+    assert Pruner.load(RemotePath(pafs.LocalFileSystem(), str(tmp_path / "none.json"), "s3")).verdicts == []
