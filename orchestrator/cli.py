@@ -18,8 +18,10 @@ from orchestrator.storage import is_remote
 from orchestrator.submit import add_submit
 from trainers.spec import KNOBS, TrialSpec
 
-console = Console(stderr=True, highlight=False, soft_wrap=True)
-out = Console(highlight=False, soft_wrap=True)
+# Piped to a file or CI log, rich would assume 80 columns and fold the tables: give them room.
+_WIDTH = None if sys.stdout.isatty() else 150
+console = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
+out = Console(highlight=False, soft_wrap=True, width=_WIDTH)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -18,9 +18,9 @@ from tests.integration.conftest import tiny_sweep
 pytestmark = pytest.mark.slow
 
 # Measured in this sweep without a budget (tiny, quantization none, 16-token completions, one probe
-# step): RSS peak 0.69-0.71 GiB at K=2, 0.88 GiB at K=32, over 0.9 GiB at K=64; memory grows with
-# K x (prompt + completion) x vocabulary (the logits). 0.8 GiB lies between K=2 and K=64.
-BUDGET_GIB = 0.8
+# step): RSS peak 0.69-0.71 GiB at K=2 (0.75-0.78 in a fresh venv), 0.88 GiB at K=32, over 0.9 GiB at
+# K=64; memory grows with K x (prompt + completion) x vocabulary (the logits). 0.85 GiB lies between.
+BUDGET_GIB = 0.85
 
 
 def test_budget_ooms_prunes_and_resume_keeps_the_decisions(ray_fake_gpus, tmp_path, capsys):
