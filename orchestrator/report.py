@@ -103,6 +103,16 @@ CONFIG_WORDS = {
 }
 PLOT_PREFIXES = ("feasibility_", "curves_", "throughput", "memory_vs_completions")
 PER_TRIAL_KEYS = {"seed", "trial_key", "sweep", "output_dir", "events_path", "model_cache_dir", "num_threads"}
+# Effective-config entries that follow from the framework or mode columns, or only describe a stack's
+# internals: listing them as "other settings" would repeat those columns in noisier words.
+STACK_KEYS = {
+    "importance_sampling_level",
+    "fast_inference",
+    "gpu_memory_utilization",
+    "trainer_class",
+    "unsloth_backend",
+    "unsloth_changed_config",
+}
 
 STEP_NUMERIC = [
     "step_s",
@@ -426,7 +436,7 @@ def aggregate_repeats(outputs: SweepOutputs) -> pd.DataFrame:
 
 def _varying_effective_keys(trials: pd.DataFrame) -> list[str]:
     configs = [_parse_json(v) for v in trials.get("effective_config", pd.Series(dtype=object))]
-    keys = sorted({k for c in configs for k in c} - PER_TRIAL_KEYS - set(CONFIG_COLUMNS))
+    keys = sorted({k for c in configs for k in c} - PER_TRIAL_KEYS - STACK_KEYS - set(CONFIG_COLUMNS))
     return [k for k in keys if len({json.dumps(c.get(k), sort_keys=True, default=str) for c in configs}) > 1]
 
 
@@ -530,7 +540,7 @@ def _cell(cell: pd.DataFrame, kind: str | None) -> tuple[str, float, str]:
         column = "peak_device_gib" if kind == "GPU" else "peak_rss_gib"
         peaks = completed[column].dropna()
         value = float(peaks.max()) if len(peaks) else np.nan
-        label = f"{value:.1f} GiB" if len(peaks) else "completed"
+        label = f"{value:.2f} GiB" if len(peaks) else "completed"
         failures = [f"{counts[s]} {CELL_LABELS[s]}" for s in CELL_LABELS if s in counts]
         if failures:
             label += f" (+{', '.join(failures)})"
@@ -765,7 +775,9 @@ def ranked_table(ranked: pd.DataFrame) -> pd.DataFrame:
         line |= {CONFIG_WORDS.get(col, col): _plain(row[col]) for col in varying}
         if row["other"]:
             line["Other settings"] = row["other"]
-        peak = _fmt(row["peak_gib"]) + (" (RSS)" if row["memory_kind"] == "RSS" and kinds != {"RSS"} else "")
+        peak = _fmt(row["peak_gib"], 2) + (
+            " (RSS)" if row["memory_kind"] == "RSS" and kinds != {"RSS"} else ""
+        )
         line |= {
             "K": k,
             "B": b,

@@ -126,7 +126,7 @@ def test_feasibility_matrix_cells_hold_peaks_and_outcomes(gpu_report):
     assert list(trl.labels.index) == [2, 4, 8] and list(trl.labels.columns) == [1, 2]
     seeds = trials.query("framework == 'trl' and mode == 'grpo' and num_generations == 2 and batch_size == 1")
     assert trl.values.loc[2, 1] == pytest.approx(seeds["peak_device_gib"].max())  # worst seed
-    assert trl.labels.loc[2, 1] == f"{seeds['peak_device_gib'].max():.1f} GiB"
+    assert trl.labels.loc[2, 1] == f"{seeds['peak_device_gib'].max():.2f} GiB"
     assert trl.labels.loc[4, 2] == "OOM" and trl.statuses.loc[4, 2] == "oom"
     assert trl.labels.loc[8, 2] == "pruned"
     assert trl.labels.loc[8, 1] == ""  # never planned
