@@ -69,7 +69,6 @@ class TrialResult:
     status_detail: str
     started: dict[str, Any] = field(default_factory=dict)
     steps: list[dict[str, Any]] = field(default_factory=list)
-    evals: list[dict[str, Any]] = field(default_factory=list)
     wall_s: float = 0.0
     exit_code: int | None = None
     pid: int | None = None
@@ -178,8 +177,6 @@ class _Run:
                 row = merge_sampler(step_row(event), self.sampler)
                 self.result.steps.append(row)
                 event = {"event": STEP, "time": event.get("time"), **row}
-            elif kind == "eval":
-                self.result.evals.append(step_row(event))
             elif kind in (FINISHED, OOM, ERROR):
                 self.final = event
             if self.on_event is not None:

@@ -1,8 +1,9 @@
 """The trainer → supervisor event protocol: newline-delimited JSON, one object per line.
 
 Events go to a file (or inherited descriptor) named in the TrialSpec, never stdout, so library
-chatter cannot corrupt them. Order: `started`, then one `step` per optimizer step (plus `eval`
-events when evaluation is on), then exactly one of `finished`, `oom`, `error`.
+chatter cannot corrupt them. Order: `started`, then one `step` per optimizer step (held-out
+evaluation results ride on the step they follow, as eval_* fields), then exactly one of
+`finished`, `oom`, `error`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-STARTED, STEP, EVAL, FINISHED, OOM, ERROR = "started", "step", "eval", "finished", "oom", "error"
+STARTED, STEP, FINISHED, OOM, ERROR = "started", "step", "finished", "oom", "error"
 FINAL_EVENTS = (FINISHED, OOM, ERROR)
 
 
