@@ -108,12 +108,9 @@ class MlflowSink:
                 self.experiment, artifact_location=_artifact_location(self.uri)
             )
         )
-        parents = self.client.search_runs(
-            [self.experiment_id],
-            filter_string=f"tags.`{ROLE_TAG}` = 'sweep' and tags.`{OUTPUT_TAG}` = '{self.output_dir}'",
-        )
-        if parents:
-            self.parent_id = parents[0].info.run_id
+        parent = self._find_parent()
+        if parent:
+            self.parent_id = parent
             self.client.update_run(self.parent_id, status="RUNNING")
         else:
             run = self.client.create_run(
@@ -241,13 +238,17 @@ class MlflowSink:
         if exp is None:
             raise LookupError(f"experiment {self.experiment!r} not found; run `rlsweep sync-mlflow` first")
         self.experiment_id = exp.experiment_id
+        self.parent_id = self._find_parent()
+        if self.parent_id is None:
+            raise LookupError(f"no sweep run for {self.output_dir}; run `rlsweep sync-mlflow` first")
+
+    def _find_parent(self) -> str | None:
+        """The sweep's parent run: one per output dir, so a resumed sweep reuses it."""
         parents = self.client.search_runs(
             [self.experiment_id],
             filter_string=f"tags.`{ROLE_TAG}` = 'sweep' and tags.`{OUTPUT_TAG}` = '{self.output_dir}'",
         )
-        if not parents:
-            raise LookupError(f"no sweep run for {self.output_dir}; run `rlsweep sync-mlflow` first")
-        self.parent_id = parents[0].info.run_id
+        return parents[0].info.run_id if parents else None
 
     def log_whole_trial(
         self, spec: TrialSpec, row: dict[str, Any], steps: list[dict], steps_file: Path
