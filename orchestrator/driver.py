@@ -244,6 +244,8 @@ def quiet_ray_env() -> None:
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    # Ray's notice that token auth is on (it is, by default) is not for sweep users: keep the log clean.
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
     # Workers import orchestrator/trainers from this checkout, installed or not.
     path = os.environ.get("PYTHONPATH", "")
     if PROJECT_ROOT not in path.split(os.pathsep):
