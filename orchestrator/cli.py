@@ -151,7 +151,8 @@ def _step_line(spec: TrialSpec, row: dict[str, Any]) -> str:
 def cmd_trial(args: argparse.Namespace) -> int:
     from orchestrator.plan import trial_key
     from orchestrator.sinks import TRIAL_COLUMNS, metrics_csv_rows, steps_table, trial_row, write_table_atomic
-    from orchestrator.supervisor import COMPLETED, default_sampler_factory, run_trial
+    from orchestrator.outcome import COMPLETED
+    from orchestrator.supervisor import default_sampler_factory, run_trial
 
     values = {k: v for k, v in vars(args).items() if k in KNOBS and v is not None}
     spec = TrialSpec(**values)

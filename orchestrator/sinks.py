@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from orchestrator.storage import StoragePath, filesystem_and_path, is_remote
-from orchestrator.supervisor import FINAL_STATUSES, TrialResult
+from orchestrator.outcome import FINAL_STATUSES, TrialResult
 from tasks.rewards import REWARD_NAMES
 from trainers.spec import TrialSpec
 

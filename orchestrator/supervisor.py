@@ -18,7 +18,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,20 +29,10 @@ from orchestrator.telemetry import (
     classify_kernel_oom,
     oom_kill_counts,
 )
-from trainers.events import ERROR, FINISHED, OOM, STARTED, STEP, is_oom, read_events
+from orchestrator.outcome import COMPLETED, FAILED, OOM, STOPPED, UNAVAILABLE, TrialResult
+from trainers.events import ERROR, FINISHED, STARTED, STEP, is_oom, read_events
+from trainers.events import OOM as OOM_EVENT
 from trainers.spec import TrialSpec
-
-COMPLETED, OOM_STATUS, PRUNED, FAILED, UNAVAILABLE, STOPPED = (
-    "completed",
-    "oom",
-    "pruned",
-    "failed",
-    "unavailable",
-    "stopped",
-)
-STATUSES = (COMPLETED, OOM_STATUS, PRUNED, FAILED, UNAVAILABLE, STOPPED)
-# Statuses a resumed sweep does not run again; `stopped` means interrupted, so it runs again.
-FINAL_STATUSES = (COMPLETED, OOM_STATUS, PRUNED, FAILED, UNAVAILABLE)
 
 # Device fields a memory sampler measures better than the trainer can (NVML sees the whole process).
 SAMPLER_FIELDS = (
@@ -61,24 +50,6 @@ STDERR_TAIL_CHARS = 2000
 PROJECT_ROOT = str(Path(trainers.__file__).resolve().parent.parent)
 
 _PR_SET_PDEATHSIG = 1
-
-
-@dataclass
-class TrialResult:
-    status: str
-    status_detail: str
-    started: dict[str, Any] = field(default_factory=dict)
-    steps: list[dict[str, Any]] = field(default_factory=list)
-    wall_s: float = 0.0
-    exit_code: int | None = None
-    pid: int | None = None
-    cuda_visible_devices: str | None = None
-    peak: dict[str, Any] = field(default_factory=dict)
-    started_at: float = 0.0
-    ended_at: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
 def _die_with_parent() -> None:
@@ -177,7 +148,7 @@ class _Run:
                 row = merge_sampler(step_row(event), self.sampler)
                 self.result.steps.append(row)
                 event = {"event": STEP, "time": event.get("time"), **row}
-            elif kind in (FINISHED, OOM, ERROR):
+            elif kind in (FINISHED, OOM_EVENT, ERROR):
                 self.final = event
             if self.on_event is not None:
                 self.on_event(event)
@@ -292,7 +263,7 @@ def classify(run: _Run, log_path: Path) -> tuple[str, str]:
     """(status, status_detail) from the final event, why we killed the child and its exit code."""
     final, rc = run.final, run.result.exit_code
     if run.killed_for == "budget":
-        return OOM_STATUS, run.guard_detail or "killed by the memory budget guard"
+        return OOM, run.guard_detail or "killed by the memory budget guard"
     if run.killed_for == "timeout":
         return FAILED, f"timeout: no result after {run.timeout_s:g} s (wall-clock limit); trainer killed"
     if run.killed_for == "stop" and (final is None or final.get("event") != FINISHED):
@@ -302,12 +273,12 @@ def classify(run: _Run, log_path: Path) -> tuple[str, str]:
         message = f"{final.get('type', 'Error')}: {final.get('message', '')}".strip()
         if kind == FINISHED:
             return COMPLETED, f"{len(run.result.steps)} steps"
-        if kind == OOM:
-            return OOM_STATUS, message
+        if kind == OOM_EVENT:
+            return OOM, message
         if _is_unavailable(final):
             return UNAVAILABLE, final.get("message") or message
         if is_oom(message):
-            return OOM_STATUS, message
+            return OOM, message
         tail = _tail(log_path)
         return FAILED, message + (f"\n--- trainer output (tail) ---\n{tail}" if tail else "")
     tail = _tail(log_path)
@@ -316,12 +287,12 @@ def classify(run: _Run, log_path: Path) -> tuple[str, str]:
         why = f"trainer killed by {sig} without a final event"
         kernel = _kernel_oom_detail(run)
         if kernel:
-            return OOM_STATUS, f"{why}: {kernel}"
+            return OOM, f"{why}: {kernel}"
         if is_oom(tail):
-            return OOM_STATUS, f"{why} after an out-of-memory error:\n{tail}"
+            return OOM, f"{why} after an out-of-memory error:\n{tail}"
         return FAILED, why + (f"\n--- trainer output (tail) ---\n{tail}" if tail else "")
     if is_oom(tail):
-        return OOM_STATUS, f"trainer exited with code {rc} after an out-of-memory error:\n{tail}"
+        return OOM, f"trainer exited with code {rc} after an out-of-memory error:\n{tail}"
     return FAILED, f"trainer exited with code {rc} without a final event" + (
         f"\n--- trainer output (tail) ---\n{tail}" if tail else ""
     )

@@ -87,15 +87,17 @@ class TrialSpec:
         0.5, "Unsloth fast_inference: vLLM's share of GPU memory.", gt=0.0, max=1.0
     )
     num_threads: int | None = _knob(
-        None, "CPU threads for torch (default: the CPUs this trial holds).", min=1
+        None, "CPU threads for torch (default: the CPUs this trial holds).", min=1, role="execution"
     )
     # --- bookkeeping -----------------------------------------------------------------------
-    trial_key: str = _knob("", "Stable readable id of this trial within its sweep.")
-    sweep: str = _knob("", "Name of the sweep this trial belongs to.")
-    output_dir: str = _knob("", "Where the trainer may write scratch files.")
-    events_path: str = _knob("", "File the trainer appends newline-delimited JSON events to.")
+    trial_key: str = _knob("", "Stable readable id of this trial within its sweep.", role="bookkeeping")
+    sweep: str = _knob("", "Name of the sweep this trial belongs to.", role="bookkeeping")
+    output_dir: str = _knob("", "Where the trainer may write scratch files.", role="bookkeeping")
+    events_path: str = _knob(
+        "", "File the trainer appends newline-delimited JSON events to.", role="bookkeeping"
+    )
     model_cache_dir: str = _knob(
-        "", "Where built models (tiny, random:) are cached; default ~/.cache/rlsweep."
+        "", "Where built models (tiny, random:) are cached; default ~/.cache/rlsweep.", role="execution"
     )
 
     # ---------------------------------------------------------------------------------------
@@ -146,6 +148,11 @@ class TrialSpecError(ValueError):
 
 
 KNOBS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(TrialSpec)}
+# Knobs the harness fills in for each trial (its identity and files): never a setting a user sweeps.
+BOOKKEEPING = tuple(name for name, f in KNOBS.items() if f.metadata.get("role") == "bookkeeping")
+# Knobs that say where and how a trial runs, not what it computes: two trials differing only in
+# these are the same configuration.
+EXECUTION = tuple(name for name, f in KNOBS.items() if f.metadata.get("role") == "execution")
 
 
 def did_you_mean(name: str, candidates) -> str:
