@@ -149,9 +149,9 @@ def _step_line(spec: TrialSpec, row: dict[str, Any]) -> str:
 
 
 def cmd_trial(args: argparse.Namespace) -> int:
+    from orchestrator.outcome import COMPLETED
     from orchestrator.plan import trial_key
     from orchestrator.sinks import TRIAL_COLUMNS, metrics_csv_rows, steps_table, trial_row, write_table_atomic
-    from orchestrator.outcome import COMPLETED
     from orchestrator.supervisor import default_sampler_factory, run_trial
 
     values = {k: v for k, v in vars(args).items() if k in KNOBS and v is not None}

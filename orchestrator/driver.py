@@ -33,12 +33,12 @@ from ray.tune import Callback
 from ray.tune.search import Searcher
 from rich.console import Console
 
+from orchestrator.outcome import FAILED, PRUNED, STOPPED, TrialResult
 from orchestrator.plan import plan as make_plan
 from orchestrator.progress import Progress
 from orchestrator.pruning import HOLD, RUN, OomGate, frontier, frontier_table
 from orchestrator.sinks import TrialsTable, trial_row, write_steps
 from orchestrator.storage import filesystem_and_path, local_dir
-from orchestrator.outcome import FAILED, PRUNED, STOPPED, TrialResult
 from orchestrator.supervisor import PROJECT_ROOT, default_sampler_factory, run_trial
 from orchestrator.sweep import SweepError, SweepSpec, resolved_yaml
 from orchestrator.tracking import MlflowSink

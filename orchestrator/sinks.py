@@ -15,8 +15,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from orchestrator.storage import StoragePath, filesystem_and_path, is_remote
 from orchestrator.outcome import FINAL_STATUSES, TrialResult
+from orchestrator.storage import StoragePath, filesystem_and_path, is_remote
 from tasks.rewards import REWARD_NAMES
 from trainers.spec import TrialSpec
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import trainers
+from orchestrator.outcome import COMPLETED, FAILED, OOM, STOPPED, UNAVAILABLE, TrialResult
 from orchestrator.telemetry import (
     MemorySampler,
     Sample,
@@ -29,7 +30,6 @@ from orchestrator.telemetry import (
     classify_kernel_oom,
     oom_kill_counts,
 )
-from orchestrator.outcome import COMPLETED, FAILED, OOM, STOPPED, UNAVAILABLE, TrialResult
 from trainers.events import ERROR, FINISHED, STARTED, STEP, is_oom, read_events
 from trainers.events import OOM as OOM_EVENT
 from trainers.spec import TrialSpec
