@@ -9,6 +9,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.outcome import STATUS_LABELS, peak_memory
 from orchestrator.report import load_outputs, summary_table
 
 COMPARED = {  # measurement -> summary.csv column
@@ -20,11 +21,10 @@ COMPARED = {  # measurement -> summary.csv column
 
 def _side(output_dir: str | Path) -> pd.DataFrame:
     summary = summary_table(load_outputs(output_dir))
-    # Compare like with like: device memory on GPU, process RSS where the sweep ran without one.
-    summary["memory_kind"] = np.where(
-        summary["peak_device_gib"].notna(), "GPU", np.where(summary["peak_rss_gib"].notna(), "RSS", None)
-    )
-    summary["peak_memory_gib"] = summary["peak_device_gib"].fillna(summary["peak_rss_gib"])
+    # Compare like with like: the ratio needs both sides' peaks of one kind (outcome.peak_memory).
+    peaks = [peak_memory(row) for _, row in summary.iterrows()]
+    summary["peak_memory_gib"] = pd.Series([value for value, _ in peaks], index=summary.index, dtype=float)
+    summary["memory_kind"] = pd.Series([kind for _, kind in peaks], index=summary.index, dtype=object)
     columns = ["run_name", "framework", "mode", "num_generations", "batch_size", "seed", "status", "memory_kind",
                *COMPARED.values()]  # fmt: skip
     return summary[columns].rename(columns={"run_name": "trial_key"})
@@ -82,12 +82,8 @@ def _ratio(value: float, higher_is_better: bool) -> str:
     return f"[{style}]{value:.2f}×[/]" if style else f"{value:.2f}×"
 
 
-SHORT_STATUS = {"completed": "completed", "oom": "OOM", "pruned": "pruned", "failed": "failed",
-                "unavailable": "unavailable", "stopped": "stopped"}  # fmt: skip
-
-
 def _status(row: pd.Series) -> str:
-    a, b = (SHORT_STATUS.get(row[f"status_{side}"], "—") for side in ("a", "b"))
+    a, b = (STATUS_LABELS.get(row[f"status_{side}"], "—") for side in ("a", "b"))
     return a if a == b else f"{a} → {b}"
 
 

@@ -36,7 +36,8 @@ from rich.console import Console
 from orchestrator.outcome import FAILED, PRUNED, STOPPED, TrialResult
 from orchestrator.plan import plan as make_plan
 from orchestrator.progress import Progress
-from orchestrator.pruning import HOLD, RUN, OomGate, frontier, frontier_table
+from orchestrator.pruning import HOLD, RUN, OomGate
+from orchestrator.report import frontier, frontier_table
 from orchestrator.sinks import TrialsTable, trial_row, write_steps
 from orchestrator.storage import filesystem_and_path, local_dir
 from orchestrator.supervisor import PROJECT_ROOT, default_sampler_factory, run_trial
@@ -378,6 +379,6 @@ def run_sweep(
 
 
 def print_frontier(ledger: TrialsTable, console: Console) -> None:
-    """The feasibility frontier (orchestrator.pruning.frontier) of every trial in the ledger."""
+    """The feasibility frontier (orchestrator.report.frontier) of every trial in the ledger."""
     if ledger.rows:
         console.print(frontier_table(frontier(ledger.table().to_pandas())))

@@ -1,4 +1,4 @@
-"""Pruning of configurations that must run out of memory, and the feasibility frontier.
+"""Pruning of configurations that must run out of memory.
 
 Memory dominance (design.md): trial `a` dominates trial `b` when both are the same trial except for
 knobs in which memory only grows, and `a` is >= `b` in each of them. Then `a` needs at least as much
@@ -38,9 +38,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import pandas as pd
-from rich.table import Table
-
 from orchestrator.storage import RemotePath, is_remote
 
 DOMINANCE_KNOBS = (
@@ -65,7 +62,6 @@ IGNORED_KNOBS = frozenset(
         "model_cache_dir",
     }
 )
-FRONTIER_GROUP = ("framework", "mode", "model", "quantization")
 
 
 def _as_dict(config: Any) -> dict[str, Any]:
@@ -263,139 +259,3 @@ class OomGate:
         if row["status"] == "oom":
             self.pruner.record_oom(spec.trial_key, spec, oom_reading(row))
             self.pruner.save(self.path)
-
-
-# --- feasibility frontier -------------------------------------------------------------------------
-
-_SIZE_COLUMNS = ("max_completion_length", "max_prompt_length", "lora_r")
-_LABEL_NAMES = {
-    "num_generations": "K",
-    "batch_size": "B",
-    "micro_batch_size": "micro",
-    "max_prompt_length": "prompt",
-    "max_completion_length": "completion",
-    "lora_r": "r",
-}
-FRONTIER_COLUMNS = (
-    *FRONTIER_GROUP,
-    "largest_fit",
-    "fit_trial_key",
-    "fit_peak_device_gib",
-    "fit_peak_rss_gib",
-    "smallest_oom",
-    "oom_trial_key",
-    "oom_peak_device_gib",
-    "oom_peak_rss_gib",
-    "oom_detail",
-    "completed",
-    "oom",
-    "pruned",
-)
-
-
-def _sized(group: pd.DataFrame) -> pd.DataFrame:
-    g = group.copy()
-    g["_completions"] = g["num_generations"] * g["batch_size"]
-    if "micro_batch_size" in g:
-        g["_micro"] = g["micro_batch_size"].fillna(g["_completions"])
-    # memory grows with completions per step first, then lengths and rank
-    zero = pd.Series(0.0, index=g.index)
-    # ties (K=4 B=2 against K=8 B=1) go by the measured peak: GPU where measured, else RSS
-    peak = (
-        g.get("peak_device_gib", zero)
-        .astype(float)
-        .fillna(g.get("peak_rss_gib", zero).astype(float))
-        .fillna(0.0)
-    )
-    columns = [g.get(c, zero) for c in _SIZE_COLUMNS]
-    g["_size"] = list(zip(g["_completions"], *columns, peak, strict=True))
-    return g
-
-
-def _varies(g: pd.DataFrame, column: str) -> bool:
-    if column in ("num_generations", "batch_size"):
-        return True
-    if column == "micro_batch_size":  # the default micro batch (B x K) says nothing K and B do not
-        return bool((g["_micro"] != g["_completions"]).any())
-    return g[column].nunique() > 1
-
-
-def _label(row: pd.Series, varying: list[str]) -> str:
-    parts = [f"{_LABEL_NAMES[c]}={row['_micro'] if c == 'micro_batch_size' else row[c]:g}" for c in varying]
-    return f"{' '.join(parts)} ({row['_completions']:g} completions/step)"
-
-
-def frontier(trials: pd.DataFrame) -> pd.DataFrame:
-    """Per (framework, mode, model, quantization): the largest completed and the smallest
-    out-of-memory configuration, with their peaks, from trials.parquet's rows. Configurations are
-    ordered by completions per step (K x B), then completion length, prompt length, LoRA rank and
-    the measured peak.
-    A side that no trial reached is null."""
-    missing = [c for c in (*FRONTIER_GROUP, "num_generations", "batch_size", "status") if c not in trials]
-    if missing:
-        raise ValueError(f"frontier: trials table lacks column(s) {', '.join(missing)} (see design.md)")
-    rows = []
-    for key, group in trials.groupby(list(FRONTIER_GROUP), dropna=False, sort=True, observed=True):
-        g = _sized(group)
-        varying = [c for c in _LABEL_NAMES if c in g and _varies(g, c)]
-        row: dict[str, Any] = dict(zip(FRONTIER_GROUP, key, strict=True))
-        fit = _extreme(g[g["status"] == "completed"], max)
-        oom = _extreme(g[g["status"] == "oom"], min)
-        for side, best in (("fit", fit), ("oom", oom)):
-            row[f"{side}_trial_key"] = _value(best, "trial_key")
-            row[f"{side}_peak_device_gib"] = _value(best, "peak_device_gib")
-            row[f"{side}_peak_rss_gib"] = _value(best, "peak_rss_gib")
-        row["largest_fit"] = None if fit is None else _label(fit, varying)
-        row["smallest_oom"] = None if oom is None else _label(oom, varying)
-        row["oom_detail"] = _value(oom, "status_detail")
-        for status in ("completed", "oom", "pruned"):
-            row[status] = int((g["status"] == status).sum())
-        rows.append(row)
-    return pd.DataFrame(rows, columns=list(FRONTIER_COLUMNS))
-
-
-def _extreme(rows: pd.DataFrame, pick) -> pd.Series | None:
-    return None if rows.empty else rows.loc[pick(rows.index, key=lambda i: rows.at[i, "_size"])]
-
-
-def _value(row: pd.Series | None, column: str) -> Any:
-    value = None if row is None else row.get(column)
-    return None if value is None or pd.isna(value) else value
-
-
-def _gib(value: Any) -> str:
-    return "-" if value is None or pd.isna(value) else f"{value:.2f}"
-
-
-def frontier_table(df: pd.DataFrame, title: str = "Feasibility frontier") -> Table:
-    """The frontier as a rich Table: peaks show GPU memory where measured, else RSS."""
-    table = Table(title=title)
-    for column in (
-        "framework",
-        "mode",
-        "model",
-        "quant",
-        "largest fit",
-        "peak GiB",
-        "smallest oom",
-        "peak GiB",
-        "done/oom/pruned",
-    ):
-        table.add_column(column, justify="right" if column in ("peak GiB", "done/oom/pruned") else "left")
-    for r in df.itertuples(index=False):
-        table.add_row(
-            str(r.framework),
-            str(r.mode),
-            str(r.model),
-            str(r.quantization),
-            "[red]none fit[/red]" if pd.isna(r.largest_fit) else r.largest_fit,
-            _gib(_first_measured(r.fit_peak_device_gib, r.fit_peak_rss_gib)),
-            "[green]no oom[/green]" if pd.isna(r.smallest_oom) else r.smallest_oom,
-            _gib(_first_measured(r.oom_peak_device_gib, r.oom_peak_rss_gib)),
-            f"{r.completed}/{r.oom}/{r.pruned}",
-        )
-    return table
-
-
-def _first_measured(*values: Any) -> Any:
-    return next((v for v in values if v is not None and not pd.isna(v)), None)

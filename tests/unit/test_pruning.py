@@ -1,24 +1,18 @@
-"""Dominance, the Pruner (and its JSON state), the wait policy and the feasibility frontier."""
+"""Dominance, the Pruner (and its JSON state), the wait policy and the out-of-memory gate."""
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from rich.console import Console
 
 from orchestrator.pruning import (
     DOMINANCE_KNOBS,
-    FRONTIER_COLUMNS,
     HOLD,
     RUN,
     OomGate,
     Pruner,
     dominates,
-    frontier,
-    frontier_table,
     oom_reading,
     pick_next,
     should_wait,
@@ -150,84 +144,6 @@ def test_wait_policy():
     assert pick_next([large, other], []) == 0
 
 
-# --- frontier ------------------------------------------------------------------------------------
-
-
-def trials_frame() -> pd.DataFrame:
-    rows = []
-    for framework in ("trl", "unsloth"):
-        for k, b, status, peak in (
-            (2, 1, "completed", 0.61),
-            (4, 1, "completed", 0.74),
-            (2, 2, "completed", 0.70),
-            (4, 2, "oom", 1.12),
-            (8, 1, "oom", 1.30),
-            (8, 2, "pruned", None),
-        ):
-            rows.append(
-                {
-                    "trial_key": f"{framework}-k{k}-b{b}",
-                    "framework": framework,
-                    "mode": "grpo",
-                    "model": "tiny",
-                    "quantization": "nf4",
-                    "num_generations": k,
-                    "batch_size": b,
-                    "micro_batch_size": None,
-                    "max_prompt_length": 64,
-                    "max_completion_length": 32,
-                    "lora_r": 8,
-                    "status": status,
-                    "status_detail": f"guard: RSS {peak} GiB passed budget 1.00 GiB (+0.00 GiB margin)"
-                    if status == "oom"
-                    else "",
-                    "peak_device_gib": None,
-                    "peak_rss_gib": peak,
-                }
-            )
-    rows.append(rows[0] | {"trial_key": "none-fit", "model": "big", "status": "oom", "peak_rss_gib": 3.0})
-    return pd.DataFrame(rows)
-
-
-def test_frontier_largest_fit_and_smallest_oom_per_group():
-    df = frontier(trials_frame())
-    assert list(df.columns) == list(FRONTIER_COLUMNS)
-    trl = df[(df.framework == "trl") & (df.model == "tiny")].iloc[0]
-    assert trl.largest_fit == "K=4 B=1 (4 completions/step)" and trl.fit_trial_key == "trl-k4-b1"
-    assert trl.fit_peak_rss_gib == 0.74 and pd.isna(trl.fit_peak_device_gib)
-    # K=4 B=2 and K=8 B=1 both make 8 completions: the lower peak is the smaller configuration
-    assert trl.smallest_oom == "K=4 B=2 (8 completions/step)" and trl.oom_trial_key == "trl-k4-b2"
-    assert trl.oom_detail.startswith("guard: RSS 1.12 GiB")
-    assert (trl.completed, trl.oom, trl.pruned) == (3, 2, 1)
-    big = df[df.model == "big"].iloc[0]
-    assert pd.isna(big.largest_fit) and pd.isna(big.fit_trial_key) and big.smallest_oom.startswith("K=2 B=1")
-    assert len(df) == 3
-
-
-def test_frontier_labels_name_other_knobs_that_vary():
-    t = trials_frame()
-    t.loc[t.trial_key == "trl-k2-b2", "max_completion_length"] = 256
-    df = frontier(t)
-    trl, unsloth = (df[(df.framework == f) & (df.model == "tiny")].iloc[0] for f in ("trl", "unsloth"))
-    # same completions per step: the longer completions make the larger configuration
-    assert trl.largest_fit == "K=2 B=2 completion=256 (4 completions/step)"
-    assert trl.smallest_oom == "K=4 B=2 completion=32 (8 completions/step)"
-    assert unsloth.largest_fit == "K=4 B=1 (4 completions/step)"
-
-
-def test_frontier_names_missing_columns():
-    with pytest.raises(ValueError, match="lacks column\\(s\\) status"):
-        frontier(trials_frame().drop(columns=["status"]))
-
-
-def test_frontier_table_renders_every_group():
-    console = Console(file=io.StringIO(), width=200, color_system=None)
-    console.print(frontier_table(frontier(trials_frame())))
-    text = console.file.getvalue()
-    assert "Feasibility frontier" in text and "K=4 B=1" in text and "none fit" in text and "3/2/1" in text
-    assert "0.74" in text and "1.12" in text
-
-
 # --- OomGate: the sweep's decide() hook ------------------------------------------------------------
 
 
@@ -340,24 +256,6 @@ def test_gate_load_takes_oom_rows_missing_from_the_file(tmp_path):
 )
 def test_oom_reading(row, reading):
     assert oom_reading(row) == reading
-
-
-def test_frontier_labels_a_micro_batch_only_where_it_is_not_b_times_k():
-    rows = [
-        {"trial_key": k, "framework": "trl", "mode": "grpo", "model": "tiny", "quantization": "nf4", **r}
-        for k, r in (
-            ("a", {"num_generations": 2, "batch_size": 1, "micro_batch_size": 2, "status": "completed"}),
-            ("b", {"num_generations": 8, "batch_size": 1, "micro_batch_size": 8, "status": "oom"}),
-        )
-    ]
-    (row,) = frontier(pd.DataFrame(rows)).itertuples()
-    assert (row.largest_fit, row.smallest_oom) == (
-        "K=2 B=1 (2 completions/step)",
-        "K=8 B=1 (8 completions/step)",
-    )
-    rows[1]["micro_batch_size"] = 4
-    (row,) = frontier(pd.DataFrame(rows)).itertuples()
-    assert row.smallest_oom == "K=8 B=1 micro=4 (8 completions/step)"
 
 
 def test_pruner_state_round_trips_through_an_object_store_path(tmp_path):

@@ -13,15 +13,10 @@ import pytest
 from PIL import Image
 from rich.console import Console
 
-from orchestrator.report import (
-    aggregate_repeats,
-    feasibility_matrix,
-    feasibility_tables,
-    infer_budget_gib,
-    load_outputs,
-    summary_metrics,
-    write_report,
-)
+from orchestrator.report import load_outputs, summary_metrics, write_report
+from orchestrator.report._configs import aggregate_repeats
+from orchestrator.report._feasibility import feasibility_matrix, infer_budget_gib
+from orchestrator.report._terminal import feasibility_tables
 from tests.unit.test_report_synthetic import GRID, trial_key, write_synthetic_sweep
 
 ORIGINAL_TEN = [
@@ -304,8 +299,6 @@ def test_settings_that_vary_keep_configurations_apart_and_show_in_words(tmp_path
 
 
 def test_budget_read_from_the_trials_rows():
-    from orchestrator.report import infer_budget_gib
-
     rows = pd.DataFrame({"memory_budget_gib": [0.8, 0.8, None], "gpu_total_gib": [None, None, None]})
     assert infer_budget_gib(rows) == 0.8
     assert infer_budget_gib(pd.DataFrame({"gpu_total_gib": [80.0, 40.0]})) == 40.0

@@ -12,23 +12,11 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
-from orchestrator.report import (
-    STATUS_WORDS,
-    FeasibilityGrid,
-    SweepOutputs,
-    _trial_steps,
-    peak_memory,
-    varying_config_columns,
-)
+from orchestrator.outcome import COMPLETED, FAILED, GPU, OOM, STATUS_COLOURS, STATUS_WORDS
+from orchestrator.report._configs import varying_config_columns
+from orchestrator.report._feasibility import FeasibilityGrid
+from orchestrator.report._outputs import SweepOutputs, trial_peak, trial_steps
 
-# One colour per outcome that is not a measured peak.
-OUTCOME_COLOURS = {
-    "oom": "#d62728",
-    "pruned": "#c994c7",
-    "failed": "#5f5f5f",
-    "unavailable": "#c7c7c7",
-    "stopped": "#7fb8d6",
-}
 STACK_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
 DPI = 90
 
@@ -52,16 +40,16 @@ def feasibility_heatmap(grid: FeasibilityGrid, path: Path) -> Path:
     colourbar = fig.colorbar(image, ax=ax, label=grid.memory_words)
     if grid.budget_gib is not None:
         colourbar.ax.axhline(grid.budget_gib, color="red", linewidth=2)
-    outcomes = ListedColormap(list(OUTCOME_COLOURS.values()))
+    outcomes = ListedColormap(list(STATUS_COLOURS.values()))
     codes = np.full(values.shape, np.nan)
     for i, k in enumerate(grid.statuses.index):
         for j, b in enumerate(grid.statuses.columns):
             status = grid.statuses.loc[k, b]
-            if status in OUTCOME_COLOURS:
-                codes[i, j] = list(OUTCOME_COLOURS).index(status)
+            if status in STATUS_COLOURS:
+                codes[i, j] = list(STATUS_COLOURS).index(status)
             _annotate_cell(ax, grid, i, j, k, b, values[i, j] / vmax if np.isfinite(values[i, j]) else None)
     ax.imshow(
-        np.ma.masked_invalid(codes), cmap=outcomes, vmin=-0.5, vmax=len(OUTCOME_COLOURS) - 0.5, aspect="auto"
+        np.ma.masked_invalid(codes), cmap=outcomes, vmin=-0.5, vmax=len(STATUS_COLOURS) - 0.5, aspect="auto"
     )
     ax.set_xticks(range(n_b), [str(b) for b in grid.values.columns])
     ax.set_yticks(range(n_k), [str(k) for k in grid.values.index])
@@ -73,9 +61,9 @@ def feasibility_heatmap(grid: FeasibilityGrid, path: Path) -> Path:
         else "no budget given"
     )
     ax.set_title(f"{grid.title}\n{budget}", fontsize=10)
-    present = sorted(set(grid.statuses.to_numpy().ravel()) & set(OUTCOME_COLOURS))
+    present = sorted(set(grid.statuses.to_numpy().ravel()) & set(STATUS_COLOURS))
     if present:
-        handles = [Patch(color=OUTCOME_COLOURS[s], label=STATUS_WORDS[s]) for s in present]
+        handles = [Patch(color=STATUS_COLOURS[s], label=STATUS_WORDS[s]) for s in present]
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0, -0.18), ncol=len(handles), fontsize=8)
     return _save(fig, path)
 
@@ -85,7 +73,7 @@ def _annotate_cell(ax, grid: FeasibilityGrid, i: int, j: int, k, b, shade: float
     if not label:
         return
     # viridis is dark at the low end, and so are the OOM and failed colours: write in white there.
-    dark = (shade is not None and shade < 0.6) or grid.statuses.loc[k, b] in ("oom", "failed")
+    dark = (shade is not None and shade < 0.6) or grid.statuses.loc[k, b] in (OOM, FAILED)
     ax.text(j, i, label.replace(" (+", "\n(+"), ha="center", va="center", fontsize=9,
             color="white" if dark else "black")  # fmt: skip
     if grid.fits(k, b):
@@ -147,15 +135,15 @@ def memory_plot(outputs: SweepOutputs, path: Path, budget_gib: float | None) -> 
     trials = outputs.trials
     rows = []
     for _, trial in trials.iterrows():
-        peak, kind = peak_memory(trial, _trial_steps(outputs.steps, trial.get("trial_key")))
+        peak, kind = trial_peak(trial, trial_steps(outputs.steps, trial.get("trial_key")))
         k, b = trial.get("num_generations"), trial.get("batch_size")
         if pd.isna(k) or pd.isna(b):
             continue
         rows.append({"stack": f"{trial['framework']} · {trial['mode']}", "model": str(trial.get("model")),
                      "bk": int(k) * int(b), "peak": peak, "kind": kind, "status": trial.get("status")})  # fmt: skip
     data = pd.DataFrame(rows)
-    measured = data[data["peak"].notna() & (data["status"] == "completed")] if len(data) else data
-    ooms = data[data["status"] == "oom"] if len(data) else data
+    measured = data[data["peak"].notna() & (data["status"] == COMPLETED)] if len(data) else data
+    ooms = data[data["status"] == OOM] if len(data) else data
     if measured.empty and ooms.empty:
         return None
     several_models = data["model"].nunique() > 1
@@ -176,7 +164,7 @@ def memory_plot(outputs: SweepOutputs, path: Path, budget_gib: float | None) -> 
         ax.text(0.01, budget_gib, f"budget: fits in {budget_gib:g} GiB", va="bottom", color="#d62728", fontsize=9,
                 transform=ax.get_yaxis_transform())  # fmt: skip
     kinds = set(measured["kind"].dropna())
-    ax.set_ylabel("peak GPU memory (GiB)" if kinds == {"GPU"} else "peak memory (GiB; RSS where no GPU)")
+    ax.set_ylabel("peak GPU memory (GiB)" if kinds == {GPU} else "peak memory (GiB; RSS where no GPU)")
     ax.set_xlabel("B×K: completions per optimizer step")
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(ScalarFormatter())

@@ -1,0 +1,34 @@
+"""The sweep report: summary.csv, the feasibility matrix and frontier, plots, report.md and a
+self-contained report.html.
+
+Everything here reads the sweep's Parquet outputs (trials.parquet + steps/framework=*/mode=*/*.parquet)
+and nothing else, so a report can be rebuilt at any time (`rlsweep report OUTPUT_DIR`) and works the
+same on a sweep that ran elsewhere. Readers are people: units in every header, statuses in words,
+JSON columns rendered as a few words or left out.
+
+Modules, each with one job (imports run down this list, never up):
+  _outputs      load_outputs, per-trial figures (summary.csv's table, MLflow summary metrics, peaks)
+  _configs      configuration columns, the ones that vary, repeats across seeds aggregated
+  _feasibility  the feasibility matrix (K x B per stack and model) and the frontier
+  _terminal     the matrix and the frontier as rich tables
+  _document     the document model (blocks) and its Markdown rendering
+  _html         its HTML rendering with the page's CSS
+  _content      the report's blocks built from the above
+  _plots        PNG figures (matplotlib, imported only when a report is written)
+  _write        write_report, the entry point
+"""
+
+from orchestrator.report._feasibility import frontier
+from orchestrator.report._outputs import SweepOutputs, load_outputs, summary_metrics, summary_table
+from orchestrator.report._terminal import frontier_table
+from orchestrator.report._write import write_report
+
+__all__ = [
+    "SweepOutputs",
+    "frontier",
+    "frontier_table",
+    "load_outputs",
+    "summary_metrics",
+    "summary_table",
+    "write_report",
+]

@@ -1,0 +1,178 @@
+"""What the report says: its blocks (sentences, the ranked and not-completed tables, the matrix, the
+plots) built from a sweep's outputs and figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from orchestrator import outcome
+from orchestrator.outcome import COMPLETED, STATUS_WORDS, STATUSES
+from orchestrator.report._configs import CONFIG_WORDS, varying_config_columns
+from orchestrator.report._document import Block, fmt, shorten
+from orchestrator.report._feasibility import FeasibilityGrid
+from orchestrator.report._outputs import SweepOutputs, column, parse_json, plain
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _status_sentence(trials: pd.DataFrame) -> str:
+    counts = trials["status"].value_counts() if "status" in trials else pd.Series(dtype=int)
+    parts = [f"{counts[s]} {STATUS_WORDS[s]}" for s in STATUSES if s in counts]
+    parts += [f"{n} {s}" for s, n in counts.items() if s not in STATUSES]
+    return f"{len(trials)} trials: " + (", ".join(parts) if parts else "none") + "."
+
+
+def _machine_sentence(trials: pd.DataFrame) -> str:
+    gpus = trials.get("gpu_name", pd.Series(dtype=object)).dropna().unique()
+    if len(gpus):
+        total = column(trials, "gpu_total_gib")
+        size = f" ({total.max():.0f} GiB)" if len(total) else ""
+        return f"GPU: {', '.join(map(str, gpus))}{size}."
+    return "No GPU: memory figures are the trainer process's peak RSS (resident memory), in GiB."
+
+
+def versions_sentence(trials: pd.DataFrame) -> str:
+    """'torch 2.13.0, trl 1.15.0, ...' from the versions JSON column; several values joined by '/'."""
+    seen: dict[str, list[str]] = {}
+    for value in trials.get("versions", []):
+        for name, version in parse_json(value).items():
+            if version is not None and not isinstance(version, (dict, list)):
+                seen.setdefault(str(name), [])
+                if str(version) not in seen[str(name)]:
+                    seen[str(name)].append(str(version))
+    return ", ".join(f"{name} {'/'.join(vs)}" for name, vs in sorted(seen.items()))
+
+
+def ranked_table(ranked: pd.DataFrame) -> pd.DataFrame:
+    """The ranked table for people: varying settings, units in headers, one row per configuration."""
+    varying = varying_config_columns(ranked, exclude=("framework", "mode", "num_generations", "batch_size"))
+    kinds = set(ranked["memory_kind"].dropna())
+    memory_header = "Peak GPU memory (GiB)" if kinds == {outcome.GPU} else "Peak memory (GiB)"
+    rows = []
+    for i, row in ranked.iterrows():
+        k, b = plain(row["num_generations"]), plain(row["batch_size"])
+        line = {"Rank": i + 1, "Framework": row["framework"], "Mode": row["mode"]}
+        line |= {CONFIG_WORDS.get(col, col): plain(row[col]) for col in varying}
+        if row["other"]:
+            line["Other settings"] = row["other"]
+        peak = fmt(row["peak_gib"], 2) + (
+            " (RSS)" if row["memory_kind"] == outcome.RSS and kinds != {outcome.RSS} else ""
+        )
+        line |= {
+            "K": k,
+            "B": b,
+            "B×K": k * b if k is not None and b is not None else None,
+            "Seeds": row["seeds"],
+            "Tokens/s (median)": row["tokens_median"],
+            "Tokens/s p10–p90": f"{fmt(row['tokens_p10'])}–{fmt(row['tokens_p90'])}",
+            "Step (s, median)": fmt(row["step_s_median"], 2),
+            memory_header: peak,
+            "Final reward": fmt(row["final_reward"], 3),
+        }
+        rows.append(line)
+    return pd.DataFrame(rows)
+
+
+def not_completed_table(summary: pd.DataFrame) -> pd.DataFrame:
+    others = summary[summary["status"] != COMPLETED]
+    return pd.DataFrame(
+        {
+            "Trial": others["run_name"],
+            "Framework": others["framework"],
+            "Mode": others["mode"],
+            "K": others["num_generations"],
+            "B": others["batch_size"],
+            "Outcome": [STATUS_WORDS.get(s, str(s)) for s in others["status"]],
+            "What happened": [shorten(d) for d in others["status_detail"]],
+        }
+    )
+
+
+def feasibility_block_table(grid: FeasibilityGrid) -> pd.DataFrame:
+    table = grid.labels.replace("", "·").copy()
+    table.columns = [f"B={b}" for b in table.columns]
+    table.insert(0, "K \\ B", [f"K={k}" for k in table.index])
+    return table.reset_index(drop=True)
+
+
+def build_blocks(outputs: SweepOutputs, summary: pd.DataFrame, ranked: pd.DataFrame, grids: list[FeasibilityGrid],
+                 plot_paths: dict[str, Any], budget_gib: float | None) -> list[Block]:  # fmt: skip
+    trials = outputs.trials
+    blocks = [Block("h1", f"Sweep report: {outputs.sweep_name}"), Block("p", _status_sentence(trials))]
+    blocks.append(Block("p", _machine_sentence(trials)))
+    versions = versions_sentence(trials)
+    if versions:
+        blocks.append(Block("p", f"Software: {versions}."))
+    if budget_gib is not None:
+        blocks.append(Block("p", f"Memory budget: {budget_gib:g} GiB."))
+    blocks += [Block("p", w) for w in outputs.warnings]
+
+    blocks.append(Block("h2", "Fastest configurations that completed"))
+    if ranked.empty:
+        blocks.append(Block("p", "No trial completed, so nothing can be ranked: see the outcomes below."))
+    else:
+        blocks.append(Block("table", table=ranked_table(ranked)))
+        blocks.append(
+            Block(
+                "p",
+                "Seeds of one configuration are aggregated. Tokens/s: median and 10th–90th percentile over "
+                "measured steps of all seeds (probe steps left out). Peak memory: the highest of the seeds.",
+            )
+        )
+
+    blocks.append(Block("h2", "What fits"))
+    if not grids:
+        blocks.append(Block("p", "No trials in this sweep."))
+    for grid in grids:
+        blocks.append(Block("h3", grid.title))
+        blocks.append(
+            Block("p", f"Cells: {grid.memory_words}, or the outcome. {_sentence(grid.budget_caption)}.")
+        )
+        blocks.append(Block("table", table=feasibility_block_table(grid)))
+        path = plot_paths["feasibility"].get(grid.title)
+        if path:
+            blocks.append(Block("image", f"Feasibility {grid.title}", path=path))
+
+    blocks.append(Block("h2", "Speed"))
+    if plot_paths.get("throughput"):
+        blocks.append(Block("image", "Tokens per second per configuration", path=plot_paths["throughput"]))
+    else:
+        blocks.append(Block("p", "No completed trial measured tokens/s."))
+
+    blocks.append(Block("h2", "Memory"))
+    if plot_paths.get("memory"):
+        blocks.append(Block("image", "Peak memory against completions per step", path=plot_paths["memory"]))
+    else:
+        blocks.append(Block("p", "No trial measured memory."))
+
+    missed = not_completed_table(summary)
+    if len(missed):
+        blocks.append(Block("h2", "Trials that did not complete"))
+        blocks.append(Block("table", table=missed))
+
+    curves = plot_paths.get("curves", {})
+    blocks.append(Block("h2", "Training curves"))
+    if curves:
+        blocks.append(
+            Block(
+                "p",
+                "Reward, loss, completion length and memory per step; shaded steps are probe steps "
+                "(completions forced to the maximum length to measure worst-case memory).",
+            )  # fmt: skip
+        )
+        children = [Block("image", f"Curves {key}", path=path) for key, path in curves.items()]
+        blocks.append(Block("details", f"Curves of {len(curves)} trials", children=children))
+    else:
+        blocks.append(Block("p", "No trial recorded steps."))
+
+    blocks.append(Block("h2", "Files"))
+    blocks.append(
+        Block(
+            "p", "Every trial with its measurements: `summary.csv`. Raw data: `trials.parquet` and `steps/`."
+        )
+    )
+    return blocks

@@ -1,0 +1,81 @@
+"""The entry point: write summary.csv, plots/*.png, report.md and report.html for a sweep's outputs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from orchestrator.report._configs import aggregate_repeats
+from orchestrator.report._content import build_blocks
+from orchestrator.report._document import render_markdown
+from orchestrator.report._feasibility import feasibility_matrix, infer_budget_gib
+from orchestrator.report._html import render_html
+from orchestrator.report._outputs import load_outputs, summary_table, trial_steps
+from orchestrator.report._terminal import feasibility_tables
+
+PLOT_PREFIXES = ("feasibility_", "curves_", "throughput", "memory_vs_completions")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:80] or "x"
+
+
+def write_report(
+    output_dir: str | Path, console: Console | None = None, budget_gib: float | None = None
+) -> dict:
+    """Write summary.csv, report.md, report.html and plots/*.png into output_dir; print the matrix.
+
+    Returns {"summary_csv", "report_md", "report_html": Path, "plots": [Path, ...]}.
+    """
+    # matplotlib is imported only when a report is written
+    from orchestrator.report._plots import feasibility_heatmap, memory_plot, throughput_plot, trial_curves
+
+    console = console or Console()
+    outputs = load_outputs(output_dir)
+    out = outputs.output_dir
+    budget = budget_gib if budget_gib is not None else infer_budget_gib(outputs.trials)
+    summary = summary_table(outputs)
+    summary_csv = out / "summary.csv"
+    summary.to_csv(summary_csv, index=False)
+
+    grids = feasibility_matrix(outputs.trials, budget)
+    plot_dir = out / "plots"
+    plot_dir.mkdir(exist_ok=True)
+    for stale in plot_dir.glob("*.png"):  # a rebuilt report shows only what the data holds now
+        if stale.name.startswith(PLOT_PREFIXES):
+            stale.unlink()
+    plot_paths: dict[str, Any] = {"feasibility": {}, "curves": {}}
+    for grid in grids:
+        path = plot_dir / f"feasibility_{_slug(grid.framework)}_{_slug(grid.mode)}_{_slug(grid.model)}.png"
+        plot_paths["feasibility"][grid.title] = feasibility_heatmap(grid, path)
+    ranked = aggregate_repeats(outputs)
+    plot_paths["throughput"] = throughput_plot(ranked, plot_dir / "throughput.png")
+    plot_paths["memory"] = memory_plot(outputs, plot_dir / "memory_vs_completions.png", budget)
+    for _, trial in outputs.trials.iterrows():
+        steps = trial_steps(outputs.steps, trial.get("trial_key"))
+        if len(steps):
+            path = plot_dir / f"curves_{_slug(str(trial['trial_key']))}.png"
+            plot_paths["curves"][str(trial["trial_key"])] = trial_curves(trial, steps, path)
+
+    blocks = build_blocks(outputs, summary, ranked, grids, plot_paths, budget)
+    report_md = out / "report.md"
+    report_md.write_text(render_markdown(blocks, out))
+    report_html = out / "report.html"
+    report_html.write_text(render_html(blocks, f"Sweep report: {outputs.sweep_name}"))
+
+    for table in feasibility_tables(grids):
+        console.print(table)
+    if not grids:
+        console.print(f"No trials in {out / 'trials.parquet'}.")
+    console.print(f"Report: {report_html}")
+    all_plots = [p for p in [*plot_paths["feasibility"].values(), plot_paths["throughput"], plot_paths["memory"],
+                             *plot_paths["curves"].values()] if p]  # fmt: skip
+    return {
+        "summary_csv": summary_csv,
+        "report_md": report_md,
+        "report_html": report_html,
+        "plots": all_plots,
+    }
