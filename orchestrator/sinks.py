@@ -24,11 +24,12 @@ F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
 TS = pa.timestamp("ms", tz="UTC")
 
 STEP_SCHEMA = pa.schema(
-    [("trial_key", STR), ("step", I64), ("probe", BOOL)]
+    [("trial_key", STR), ("step", I64), ("probe", BOOL), ("generated", BOOL)]
     + [
         (name, F64)
         for name in [
             "step_s",
+            "cycle_steps",
             "gen_s",
             "prompt_tokens",
             "completion_tokens",
@@ -162,8 +163,9 @@ def normalize_step(trial_key: str, row: dict[str, Any]) -> dict[str, Any]:
         "trial_key": trial_key,
         "step": int(row.get("step") or 0),
         "probe": bool(row.get("probe")),
+        "generated": row.get("generated"),
     }
-    for name in STEP_COLUMNS[3:-1]:
+    for name in STEP_COLUMNS[4:-1]:
         out[name] = _float(row.get(name))
     extra = {k: v for k, v in row.items() if k not in STEP_SCHEMA.names and k not in ("event", "time")}
     out["extra"] = json.dumps(extra, sort_keys=True) if extra else None

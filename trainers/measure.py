@@ -4,6 +4,13 @@
 timed and the tokens it actually produced are counted, and so that probe steps force every
 completion to max_completion_length. `StepMeter` is a TrainerCallback that brackets each optimizer
 step (time, torch memory, RSS and its peak) and emits one `step` event when TRL logs that step.
+
+Throughput is a figure of a generation cycle: TRL generates once and then optimises over those
+completions for num_iterations passes (and steps_per_generation micro-batches), so with
+num_iterations > 1 some optimizer steps generate nothing. A cycle runs from a step that generated to
+the step before the next one that does; its tokens_per_s (tokens generated in the cycle / the wall
+time of all its steps) is reported on the step that closes it, and is null on the others. A step that
+generated nothing carries null token counts and generation time, never 0.
 """
 
 from __future__ import annotations
@@ -96,6 +103,30 @@ def _reset_vm_hwm() -> bool:
         return False
 
 
+class Cycle:
+    """The generation cycle in progress: its tokens, the wall time of its steps so far, its probe flag."""
+
+    def __init__(self):
+        self.tokens = 0
+        self.seconds = 0.0
+        self.steps = 0
+        self.probe = False
+
+
+def closes_cycle(trainer, state) -> bool:
+    """Whether the optimizer step that just ended is the last of its generation cycle: the trainer's next
+    micro-batch generates anew (TRL: `_step % (steps_per_generation * num_iterations) == 0`), or
+    training ends. A trainer without those counters generates every step."""
+    if state.max_steps and state.global_step >= state.max_steps:
+        return True
+    micro_steps = getattr(trainer, "_step", None)
+    args = getattr(trainer, "args", None)
+    per_generation = getattr(args, "steps_per_generation", None)
+    if micro_steps is None or not per_generation:
+        return True
+    return micro_steps % (per_generation * getattr(trainer, "num_iterations", 1)) == 0
+
+
 class StepMeter(TrainerCallback):
     """Brackets each optimizer step and emits its `step` event once TRL has logged the step."""
 
@@ -108,6 +139,7 @@ class StepMeter(TrainerCallback):
         self.process = psutil.Process()
         self.pending: dict[str, Any] | None = None
         self.steps_emitted = 0
+        self.cycle = Cycle()
 
     def attach(self, trainer) -> None:
         self.trainer = trainer
@@ -131,23 +163,33 @@ class StepMeter(TrainerCallback):
 
         step_s = time.perf_counter() - self.perf_start
         c = self.counters
-        tokens = c.prompt_tokens + c.completion_tokens
+        generated = c.completions > 0
+        cycle = self.cycle
+        if generated:
+            cycle.probe = self.probe
+        cycle.tokens += c.prompt_tokens + c.completion_tokens
+        cycle.seconds += step_s
+        cycle.steps += 1
+        closes = closes_cycle(self.trainer, state)
         rss = self.process.memory_info().rss
         hwm = _vm_hwm_bytes()
         row: dict[str, Any] = {
             "step": state.global_step,
-            "probe": self.probe,
+            # The completions this step trained on were forced to full length (its cycle's generation was).
+            "probe": cycle.probe,
             "min_new_tokens": getattr(
                 getattr(self.trainer, "generation_config", None), "min_new_tokens", None
             ),
             "t_start": self.t_start,
             "t_end": time.time(),
             "step_s": step_s,
-            "gen_s": c.gen_s,
-            "prompt_tokens": c.prompt_tokens,
-            "completion_tokens": c.completion_tokens,
-            "completions": c.completions,
-            "tokens_per_s": tokens / step_s if step_s > 0 else None,
+            "generated": generated,
+            "gen_s": c.gen_s if generated else None,
+            "prompt_tokens": c.prompt_tokens if generated else None,
+            "completion_tokens": c.completion_tokens if generated else None,
+            "completions": c.completions if generated else None,
+            "cycle_steps": cycle.steps if closes else None,
+            "tokens_per_s": cycle.tokens / cycle.seconds if closes and cycle.tokens and cycle.seconds else None,
             "rss_gib": rss / GIB,
             # Without a resettable mark the process-lifetime peak is the honest upper bound.
             "rss_peak_gib": max(hwm, rss) / GIB if hwm else None,
@@ -168,6 +210,8 @@ class StepMeter(TrainerCallback):
                     "torch_peak_reserved_gib",
                 )
             )
+        if closes:
+            self.cycle = Cycle()
         if self.evaluator is not None and self.evaluator.due(state.global_step, state.max_steps):
             row |= self.evaluator.run(self.trainer)
         self.pending = row

@@ -119,3 +119,27 @@ def test_lora_weights_change_only_when_rewards_vary(tmp_path):
     steps = [e for e in shaped if e["event"] == "step"]
     assert all("rewards/digits/mean" in s and "rewards/accuracy/mean" in s for s in steps)
     assert any(s["reward_std"] > 0 for s in steps)
+
+
+def test_throughput_is_per_generation_cycle_when_completions_are_reused(tmp_path):
+    # num_iterations 2: step 1 generates, step 2 optimises again over the same completions, and so on.
+    proc, events = run_child(tmp_path, num_iterations=2, max_steps=4)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = [e for e in events if e["event"] == "step"]
+    assert [s["generated"] for s in steps] == [True, False, True, False]
+    for first, second in (steps[0:2], steps[2:4]):
+        # What the reuse step did not do is null, never 0.
+        assert second["prompt_tokens"] is None and second["completion_tokens"] is None
+        assert second["gen_s"] is None and first["tokens_per_s"] is None
+        tokens = first["prompt_tokens"] + first["completion_tokens"]
+        assert second["tokens_per_s"] == pytest.approx(tokens / (first["step_s"] + second["step_s"]))
+        assert second["cycle_steps"] == 2
+        assert second["reward_mean"] is not None or first["reward_mean"] is not None
+
+
+def test_every_step_is_a_cycle_when_each_step_generates(tmp_path):
+    proc, events = run_child(tmp_path, max_steps=2)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for s in (e for e in events if e["event"] == "step"):
+        assert s["generated"] and s["cycle_steps"] == 1
+        assert s["tokens_per_s"] == pytest.approx((s["prompt_tokens"] + s["completion_tokens"]) / s["step_s"])
