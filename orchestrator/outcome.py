@@ -69,6 +69,9 @@ class TrialResult:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
+# What a run on a host without a GPU says where a GPU's name would go.
+NO_GPU = "no GPU (CPU run)"
+
 # "Peak memory", one precedence: what NVML saw of the GPU (the trainer's process, else the device),
 # then torch's reserved pool, then the process's RSS (a CPU run). Each source: (kind, the trials.parquet
 # column, the step columns).

@@ -201,8 +201,8 @@ def device_info(started: dict[str, Any]) -> tuple[str | None, float | None]:
     if isinstance(device, dict):
         name = name or device.get("name")
         total = total if total is not None else device.get("total_gib")
-    elif isinstance(device, str) and name is None:
-        name = device
+    elif isinstance(device, str) and device != "cpu" and name is None:
+        name = device  # a CPU run has no GPU name: null, never "cpu"
     return name, _float(total)
 
 

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from orchestrator.outcome import NO_GPU
 from trainers.spec import TrialSpec
 
 TRIAL_KEY_TAG = "rlsweep.trial_key"
@@ -195,7 +196,7 @@ class MlflowSink:
         tags = {
             "status": row["status"],
             "status_detail": (row.get("status_detail") or "")[:5000],
-            "gpu": row.get("gpu_name") or "cpu",
+            "gpu": row.get("gpu_name") or NO_GPU,
         }
         self.client.log_batch(run_id, metrics=summary, tags=[RunTag(k, str(v)) for k, v in tags.items()])
         if steps_file is not None and steps_file.exists():

@@ -189,7 +189,9 @@ class StepMeter(TrainerCallback):
             "completion_tokens": c.completion_tokens if generated else None,
             "completions": c.completions if generated else None,
             "cycle_steps": cycle.steps if closes else None,
-            "tokens_per_s": cycle.tokens / cycle.seconds if closes and cycle.tokens and cycle.seconds else None,
+            "tokens_per_s": cycle.tokens / cycle.seconds
+            if closes and cycle.tokens and cycle.seconds
+            else None,
             "rss_gib": rss / GIB,
             # Without a resettable mark the process-lifetime peak is the honest upper bound.
             "rss_peak_gib": max(hwm, rss) / GIB if hwm else None,

@@ -69,8 +69,10 @@ def _config_identity(trial: pd.Series) -> str:
     return json.dumps({**extra, **config}, sort_keys=True, default=str)
 
 
-def aggregate_repeats(outputs: SweepOutputs) -> pd.DataFrame:
-    """Completed trials grouped by configuration (all but the seed), fastest first.
+def aggregate_repeats(outputs: SweepOutputs, budget_gib: float | None = None) -> pd.DataFrame:
+    """Completed trials grouped by configuration (all but the seed): those that fit the budget first,
+    fastest first within each part; then those whose peak passed it (`fits` False), then those whose
+    peak was not measured (`fits` None). Without a budget, fastest first.
 
     tokens/s median, p10 and p90 are taken over the measured steps of every seed together, so one seed
     still shows its step-to-step spread; trials without step rows fall back to their own median.
@@ -78,7 +80,7 @@ def aggregate_repeats(outputs: SweepOutputs) -> pd.DataFrame:
     trials = outputs.trials
     done = trials[trials["status"] == outcome.COMPLETED].copy() if "status" in trials else trials.iloc[0:0]
     columns = [*CONFIG_COLUMNS, "other", "seeds", "trial_keys", "tokens_median", "tokens_p10", "tokens_p90",
-               "step_s_median", "peak_gib", "memory_kind", "final_reward"]  # fmt: skip
+               "step_s_median", "peak_gib", "memory_kind", "fits", "final_reward"]  # fmt: skip
     if done.empty:
         return pd.DataFrame(columns=columns)
     done["_identity"] = done.apply(_config_identity, axis=1)
@@ -117,11 +119,18 @@ def aggregate_repeats(outputs: SweepOutputs) -> pd.DataFrame:
                 "peak_gib": max(values) if values else np.nan,
                 # the seeds' kind by outcome.peak_memory's precedence
                 "memory_kind": next((k for k, _, _ in outcome.PEAK_SOURCES if k in kinds), None),
+                "fits": None if budget_gib is None or not values else max(values) <= budget_gib,
                 "final_reward": float(np.median(rewards)) if rewards else np.nan,
             }
         )
     ranked = pd.DataFrame(rows, columns=columns)
-    return ranked.sort_values("tokens_median", ascending=False, na_position="last").reset_index(drop=True)
+    part = ranked["fits"].map({True: 0, False: 1}).fillna(0 if budget_gib is None else 2)
+    return (
+        ranked.assign(_part=part)
+        .sort_values(["_part", "tokens_median"], ascending=[True, False], na_position="last", kind="stable")
+        .drop(columns="_part")
+        .reset_index(drop=True)
+    )
 
 
 def _varying_effective_keys(trials: pd.DataFrame) -> list[str]:

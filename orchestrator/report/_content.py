@@ -32,7 +32,9 @@ def _machine_sentence(trials: pd.DataFrame) -> str:
         total = column(trials, "gpu_total_gib")
         size = f" ({total.max():.0f} GiB)" if len(total) else ""
         return f"GPU: {', '.join(map(str, gpus))}{size}."
-    return "No GPU: memory figures are the trainer process's peak RSS (resident memory), in GiB."
+    return (
+        f"GPU: {outcome.NO_GPU}; memory figures are the trainer process's peak RSS (resident memory), in GiB."
+    )
 
 
 def versions_sentence(trials: pd.DataFrame) -> str:
@@ -47,8 +49,9 @@ def versions_sentence(trials: pd.DataFrame) -> str:
     return ", ".join(f"{name} {'/'.join(vs)}" for name, vs in sorted(seen.items()))
 
 
-def ranked_table(ranked: pd.DataFrame) -> pd.DataFrame:
-    """The ranked table for people: varying settings, units in headers, one row per configuration."""
+def ranked_table(ranked: pd.DataFrame, budget_gib: float | None = None) -> pd.DataFrame:
+    """The ranked table for people: varying settings, units in headers, one row per configuration;
+    with a budget, a column says whether each configuration's peak fits it."""
     varying = varying_config_columns(ranked, exclude=("framework", "mode", "num_generations", "batch_size"))
     kinds = set(ranked["memory_kind"].dropna())
     memory_header = "Peak GPU memory (GiB)" if kinds == {outcome.GPU} else "Peak memory (GiB)"
@@ -73,6 +76,11 @@ def ranked_table(ranked: pd.DataFrame) -> pd.DataFrame:
             memory_header: peak,
             "Final reward": fmt(row["final_reward"], 3),
         }
+        if budget_gib is not None:
+            fits = row["fits"]
+            line[f"Fits {budget_gib:g} GiB"] = (
+                "yes" if fits is True else "NO: over budget" if fits is False else "not measured"
+            )
         rows.append(line)
     return pd.DataFrame(rows)
 
@@ -115,7 +123,7 @@ def build_blocks(outputs: SweepOutputs, summary: pd.DataFrame, ranked: pd.DataFr
     if ranked.empty:
         blocks.append(Block("p", "No trial completed, so nothing can be ranked: see the outcomes below."))
     else:
-        blocks.append(Block("table", table=ranked_table(ranked)))
+        blocks.append(Block("table", table=ranked_table(ranked, budget_gib)))
         blocks.append(
             Block(
                 "p",

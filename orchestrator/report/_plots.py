@@ -218,13 +218,18 @@ def _series(ax, x: np.ndarray, steps: pd.DataFrame, columns, ylabel: str, band: 
             if column in steps
             else np.full(len(x), np.nan)
         )
-        if not np.isfinite(y).any():
+        # Steps that did not measure a figure (a step reusing earlier completions logs no reward or
+        # length) are left out, so the line joins the steps that did instead of breaking at each gap.
+        seen = np.isfinite(y)
+        if not seen.any():
             continue
-        ax.plot(x, y, marker=".", label=label)
+        ax.plot(x[seen], y[seen], marker=".", label=label)
         drawn = True
         if band and band in steps:
-            spread = pd.to_numeric(steps[band], errors="coerce").to_numpy(float)
-            ax.fill_between(x, y - spread, y + spread, alpha=0.2, label=f"± {band.replace('_', ' ')}")
+            spread = pd.to_numeric(steps[band], errors="coerce").to_numpy(float)[seen]
+            ax.fill_between(
+                x[seen], y[seen] - spread, y[seen] + spread, alpha=0.2, label=f"± {band.replace('_', ' ')}"
+            )
     if not drawn:
         ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes, color="#777")
     elif len(columns) > 1 or band:

@@ -51,7 +51,7 @@ def write_report(
     for grid in grids:
         path = plot_dir / f"feasibility_{_slug(grid.framework)}_{_slug(grid.mode)}_{_slug(grid.model)}.png"
         plot_paths["feasibility"][grid.title] = feasibility_heatmap(grid, path)
-    ranked = aggregate_repeats(outputs)
+    ranked = aggregate_repeats(outputs, budget)
     plot_paths["throughput"] = throughput_plot(ranked, plot_dir / "throughput.png")
     plot_paths["memory"] = memory_plot(outputs, plot_dir / "memory_vs_completions.png", budget)
     for _, trial in outputs.trials.iterrows():

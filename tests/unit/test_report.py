@@ -110,7 +110,7 @@ def test_cpu_sweep_leaves_cuda_memory_null_and_labels_rss(cpu_report):
     grids = feasibility_matrix(trials)
     assert {g.memory_kind for g in grids if (g.statuses == "completed").any().any()} == {"RSS"}
     assert "RSS" in printed
-    assert "No GPU" in paths["report_md"].read_text()
+    assert "GPU: no GPU (CPU run)" in paths["report_md"].read_text()
 
 
 def test_feasibility_matrix_cells_hold_peaks_and_outcomes(gpu_report):
@@ -302,3 +302,59 @@ def test_budget_read_from_the_trials_rows():
     rows = pd.DataFrame({"memory_budget_gib": [0.8, 0.8, None], "gpu_total_gib": [None, None, None]})
     assert infer_budget_gib(rows) == 0.8
     assert infer_budget_gib(pd.DataFrame({"gpu_total_gib": [80.0, 40.0]})) == 40.0
+
+
+def test_configurations_that_fit_the_budget_rank_first_and_the_others_are_marked(gpu_report):
+    out, trials, _, _ = gpu_report
+    outputs = load_outputs(out)
+    peaks = aggregate_repeats(outputs)["peak_gib"].sort_values()
+    budget = float(peaks.iloc[len(peaks) // 2])  # about half the completed configurations fit
+    ranked = aggregate_repeats(outputs, budget)
+    fits = ranked["fits"].tolist()
+    assert fits == sorted(fits, reverse=True) and True in fits and False in fits  # fitting ones first
+    assert (ranked["fits"] == (ranked["peak_gib"] <= budget)).all()
+    for part in (ranked[ranked["fits"]], ranked[~ranked["fits"].astype(bool)]):  # fastest first in each part
+        assert part["tokens_median"].is_monotonic_decreasing
+    md = write_report(out, console=_console(), budget_gib=budget)["report_md"].read_text()
+    header = next(line for line in md.splitlines() if line.startswith("| Rank"))
+    assert f"| Fits {budget:g} GiB |" in header
+    assert md.count("NO: over budget") == (~ranked["fits"].astype(bool)).sum()
+
+
+def test_a_cpu_run_names_no_gpu_rather_than_calling_the_cpu_a_gpu():
+    from orchestrator.sinks import device_info
+
+    assert device_info({"device": "cpu", "gpu_name": None, "gpu_total_gib": None}) == (None, None)
+    assert device_info({"device": "cuda", "gpu_name": "NVIDIA H100", "gpu_total_gib": 79.1}) == (
+        "NVIDIA H100",
+        79.1,
+    )
+
+
+def test_curves_join_the_steps_that_measured_a_figure_across_steps_that_did_not(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    from orchestrator.report._plots import trial_curves
+
+    # num_iterations 2: rewards and lengths are logged on generating steps only.
+    steps = pd.DataFrame(
+        {
+            "step": [1, 2, 3, 4],
+            "reward_mean": [0.1, np.nan, 0.3, np.nan],
+            "reward_std": [0.05, np.nan, 0.05, np.nan],
+            "loss": [0.5, 0.4, 0.3, 0.2],
+            "probe": [False] * 4,
+        }
+    )
+    drawn = {}
+    original = Figure.savefig
+
+    def keep(fig, *args, **kwargs):
+        drawn["axes"] = fig.axes
+        return original(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    trial_curves(pd.Series({"trial_key": "t", "status": "completed"}), steps, tmp_path / "curves.png")
+    reward, loss = drawn["axes"][0], drawn["axes"][1]
+    assert list(reward.lines[0].get_xdata()) == [1.0, 3.0]  # one line through both rewards
+    assert list(loss.lines[0].get_xdata()) == [1.0, 2.0, 3.0, 4.0]
