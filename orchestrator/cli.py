@@ -365,12 +365,14 @@ def add_compare(sub) -> None:
 def cmd_gpu_check(args: argparse.Namespace) -> int:
     from orchestrator import gpu_check
 
-    return gpu_check.main(args.rest)
+    return gpu_check.run(args)
 
 
 def add_gpu_check(sub) -> None:
+    from orchestrator.gpu_check import add_arguments
+
     p = sub.add_parser("gpu-check", help="TRL vs Unsloth, GRPO vs GSPO on this GPU: one table (needs a GPU)")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="options of the check (--output-dir, --timeout)")
+    add_arguments(p)
     p.set_defaults(func=cmd_gpu_check)
 
 

@@ -222,11 +222,23 @@ def run_check(specs: list[TrialSpec], timeout_s: float, console: Console) -> lis
     return rows
 
 
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """gpu-check's options, shared by `rlsweep gpu-check` and `python -m orchestrator.gpu_check`."""
+    parser.add_argument(
+        "--output-dir", default="outputs/gpu-check", help="where trials and results go (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=TRIAL_TIMEOUT_S, help="seconds per trial (default: %(default)g)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rlsweep gpu-check", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output-dir", default="outputs/gpu-check", help="where trials and results go")
-    parser.add_argument("--timeout", type=float, default=TRIAL_TIMEOUT_S, help="seconds per trial")
-    args = parser.parse_args(argv)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
     console = Console()
     problem = gpu_problem()
     if problem:

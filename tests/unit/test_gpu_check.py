@@ -1,5 +1,7 @@
 """gpu-check's table from synthetic trial results (no GPU here), and its refusal without a GPU."""
 
+from pathlib import Path
+
 import pytest
 from rich.console import Console
 
@@ -86,3 +88,25 @@ def test_without_a_gpu_main_says_so_and_runs_nothing(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "no NVIDIA GPU found" in out and "make sweep" in out
     assert not (tmp_path / "out").exists()
+
+
+def test_the_cli_verb_takes_its_options_from_the_command_line(tmp_path):
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    run = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "gpu-check", "--output-dir", str(tmp_path / "x"), "--timeout", "5"],
+        capture_output=True, text=True, cwd=root, timeout=120,
+    )  # fmt: skip
+    assert "unrecognized arguments" not in run.stderr
+    # No GPU here: the check refuses with its reason and writes nothing.
+    assert run.returncode == 2 and "NVIDIA GPU" in run.stdout, run.stdout + run.stderr
+    assert not (tmp_path / "x").exists()
+    help_text = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "gpu-check", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+    ).stdout
+    assert "--output-dir" in help_text and "--timeout" in help_text and "outputs/gpu-" in help_text
