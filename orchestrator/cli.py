@@ -290,7 +290,7 @@ def add_trial(sub) -> None:
     p.add_argument("--output-dir", help="default outputs/trials/<trial_key>")
     p.add_argument("--timeout-s", type=float, default=None, help="wall-clock limit in seconds")
     p.add_argument(
-        "--memory-margin-gib", type=float, default=0.5, help="budget guard allowance (CUDA context)"
+        "--memory-margin-gib", type=float, default=0.0, help="budget guard allowance over the budget (GiB)"
     )
     p.add_argument("--sample-hz", type=float, default=20.0, help="memory sampling rate")
     add_trial_knobs(p)

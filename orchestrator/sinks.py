@@ -45,6 +45,8 @@ STEP_SCHEMA = pa.schema(
             "gpu_util_pct",
             "power_w",
             "energy_j",
+            "alloc_retries",
+            "alloc_ooms",
             "reward_mean",
             "reward_std",
             "frac_reward_zero_std",
@@ -116,6 +118,10 @@ TRIAL_SCHEMA = pa.schema(
         ("started_at", TS),
         ("ended_at", TS),
         ("config", STR),
+        ("context_gib", F64),
+        ("context_source", STR),
+        ("alloc_conf", STR),
+        ("gpu_memory_source", STR),
     ]
 )
 TRIAL_COLUMNS = TRIAL_SCHEMA.names
@@ -239,6 +245,10 @@ def trial_row(
         if started.get("effective_config") is not None
         else None,
         config=json.dumps(config, sort_keys=True),
+        context_gib=_float(started.get("context_gib")),
+        context_source=started.get("context_source"),
+        alloc_conf=started.get("alloc_conf"),
+        gpu_memory_source=peak.get("gpu_memory_source"),
     )
     return row
 

@@ -59,8 +59,18 @@ def _die_with_parent() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+# torch's caching allocator setting for both stacks. Unsloth sets expandable_segments:True in its own
+# process at import (unsloth_zoo/__init__.py: PYTORCH_ALLOC_CONF on torch >= 2.10, else
+# PYTORCH_CUDA_ALLOC_CONF), unless the variable is already set; it changes reserved memory and what
+# NVML reads. Set before the child starts, both stacks run with it; a user's own setting wins.
+ALLOC_CONF = "expandable_segments:True"
+
+
 def child_env(cuda_visible_devices: str | None, cpus: int | None) -> dict[str, str]:
     env = dict(os.environ)
+    # torch >= 2.10 reads PYTORCH_ALLOC_CONF, older torch PYTORCH_CUDA_ALLOC_CONF: one value in both.
+    alloc_conf = env.get("PYTORCH_ALLOC_CONF") or env.get("PYTORCH_CUDA_ALLOC_CONF") or ALLOC_CONF
+    env["PYTORCH_ALLOC_CONF"] = env["PYTORCH_CUDA_ALLOC_CONF"] = alloc_conf
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT_ROOT, env.get("PYTHONPATH", "")) if p)
     if cuda_visible_devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices

@@ -60,8 +60,8 @@ class Memory(_Section):
     margin_gib: float | None = Field(
         None,
         ge=0,
-        description="Allowance over the budget before the guard kills; default 0.75 GiB on GPU (the CUDA "
-        "context, outside torch's cap), 0 on CPU (RSS).",
+        description="Allowance over the budget before the guard kills; default 0 (the budget is the card: "
+        "the CUDA context counts within it).",
     )
     sample_hz: float = Field(20.0, gt=0, le=1000, description="Memory sampling rate in the supervisor.")
 

@@ -15,22 +15,21 @@ Samples carry wall-clock time (`time.time()`), the same clock as the trainer's s
 supervisor asks `peak_between(t_start, t_end)` for each step and `peak()` for the whole trial.
 
 The budget guard: with `budget_gib` set, every sample's guard reading (NVML process memory, else
-NVML device memory, on GPU; RSS on CPU) is compared with budget + margin; the first time it passes,
-`on_budget_exceeded(BudgetBreach)` is called once, from the sampler thread. The supervisor kills the
-trainer there and records status `oom` with `breach.detail`.
+NVML device memory less what was in use before the trial, on GPU; RSS on CPU) is compared with
+budget + margin; the first time it passes, `on_budget_exceeded(BudgetBreach)` is called once, from the
+sampler thread. The supervisor kills the trainer there and records status `oom` with `breach.detail`.
 
-Margins (why they differ):
-- GPU, 0.75 GiB (`GPU_GUARD_MARGIN_GIB`): the trainer caps torch's caching allocator at the budget
-  (torch.cuda.set_per_process_memory_fraction), and NVML's per-process figure is that allocator's
-  reserve plus the CUDA context, which lives outside it: 0.3-0.6 GiB on Ampere/Hopper with lazy
-  module loading (torch's default), more once Triton or bitsandbytes kernels are loaded. With 0.75 GiB
-  the in-process cap acts first and produces torch's own, more informative out-of-memory error; the
-  guard is the backstop for memory the cap cannot see (non-torch allocations, vLLM workers).
-  When NVML falls back to device-wide used memory, what was already in use when sampling started
-  (the driver's reservation, before the trainer created its context) is not charged to the trial.
-- CPU, 0 GiB (`CPU_GUARD_MARGIN_GIB`): nothing else enforces a CPU budget, RSS already includes the
-  interpreter and libraries, and there is no context to set aside; a margin would only move the
-  budget the user wrote.
+The margin is 0 by default on GPU and CPU (`DEFAULT_GUARD_MARGIN_GIB`): a card of `budget_gib` holds
+the CUDA context, torch's caching allocator and everything else the process allocates in that much
+memory, and the trainer child caps torch at the budget less its measured context
+(trainers/runtime.py), so a configuration that fits the emulated card stays under the budget as NVML
+counts it. A margin (`memory.margin_gib`) lets a user tolerate readings above the budget, e.g. to
+compare with runs from before the context was charged; any margin makes the emulated card larger.
+
+Where NVML does not list the trainer's PID (a container with its own PID namespace: NVML reports
+host PIDs), the GPU figures are the device's used memory less the reading of the first sample, taken
+before the trainer created its CUDA context, so memory other processes and the driver held before the
+trial is not charged to it; `peak()["gpu_memory_source"]` says which source the figures came from.
 
 A sampler failure (an exception while reading, the trainer gone) never raises into the caller: the
 thread records it (`error`, `stopped_because`) and stops.
@@ -54,10 +53,17 @@ from typing import Any
 
 import psutil
 
+from trainers.nvml import (
+    NvmlUnavailable,
+    import_pynvml,
+    open_visible_device,
+    process_used_bytes,
+    text,
+)
+
 GIB = 1024**3
 DEFAULT_HZ = 20.0
-GPU_GUARD_MARGIN_GIB = 0.75
-CPU_GUARD_MARGIN_GIB = 0.0
+DEFAULT_GUARD_MARGIN_GIB = 0.0
 # How often the list of the trainer's child processes is refreshed: scanning /proc for children
 # costs more than reading their memory, and children come and go rarely.
 CHILDREN_REFRESH_S = 1.0
@@ -75,11 +81,24 @@ class Sample:
     process_used_gib: float | None = None  # the trainer (and children) as NVML lists them
     gpu_util_pct: float | None = None
     power_w: float | None = None
+    device_baseline_gib: float | None = None  # device memory in use before the trial (first sample)
+
+    @property
+    def gpu_source(self) -> str | None:
+        """Where gpu_gib comes from: "process" (NVML lists the trainer), "device" or None (no NVML)."""
+        if self.process_used_gib is not None:
+            return "process"
+        return "device" if self.device_used_gib is not None else None
 
     @property
     def gpu_gib(self) -> float | None:
-        """The trial's GPU memory: its own where NVML lists it, else the device's used memory."""
-        return self.process_used_gib if self.process_used_gib is not None else self.device_used_gib
+        """The trial's GPU memory: its own where NVML lists it, else the device's used memory less what
+        was in use before the trial."""
+        if self.process_used_gib is not None:
+            return self.process_used_gib
+        if self.device_used_gib is None:
+            return None
+        return self.device_used_gib - (self.device_baseline_gib or 0.0)
 
 
 @dataclass(frozen=True)
@@ -157,95 +176,16 @@ class _HostReader:
 # --- GPU side (NVML) ------------------------------------------------------------------------------
 
 
-class NvmlUnavailable(RuntimeError):
-    """NVML cannot sample this trial's GPU. `no_gpu`: the trial has no GPU to sample (no driver,
-    no nvidia-ml-py, CUDA_VISIBLE_DEVICES hides every device), so RSS is the right reading; else
-    a GPU is there but cannot be found (a bad CUDA_VISIBLE_DEVICES entry)."""
-
-    def __init__(self, message: str, *, no_gpu: bool = False):
-        super().__init__(message)
-        self.no_gpu = no_gpu
-
-
-def first_visible_device(cuda_visible_devices: str | None) -> str | None:
-    """The device the trial uses: the first entry of CUDA_VISIBLE_DEVICES; '0' when unset; None when
-    CUDA sees no device ('' or a negative index)."""
-    if cuda_visible_devices is None:
-        return "0"
-    first = cuda_visible_devices.split(",")[0].strip()
-    if not first or first.startswith("-"):
-        return None
-    return first
-
-
-def resolve_nvml_handle(nvml: Any, device: str) -> Any:
-    """The NVML handle for one CUDA_VISIBLE_DEVICES entry: an index, 'GPU-<uuid>' or 'MIG-<uuid>'
-    (CUDA also accepts a unique UUID prefix, so does this).
-
-    NVML numbers devices in PCI bus order, CUDA by default fastest-first: the two agree on machines
-    with identical GPUs (ties go by PCI bus id), and always under CUDA_DEVICE_ORDER=PCI_BUS_ID.
-    """
-    if device.isdigit():
-        count = nvml.nvmlDeviceGetCount()
-        if int(device) >= count:
-            raise NvmlUnavailable(
-                f"CUDA_VISIBLE_DEVICES: index {device} but NVML sees {count} device(s) (0..{count - 1})"
-            )
-        return nvml.nvmlDeviceGetHandleByIndex(int(device))
-    if device.startswith(("GPU-", "MIG-")):
-        try:
-            return nvml.nvmlDeviceGetHandleByUUID(device)
-        except nvml.NVMLError:
-            pass  # maybe a prefix: look it up among the full GPUs below
-        matches = []
-        for index in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            if _text(nvml.nvmlDeviceGetUUID(handle)).startswith(device):
-                matches.append(handle)
-        if len(matches) == 1:
-            return matches[0]
-        raise NvmlUnavailable(
-            f"CUDA_VISIBLE_DEVICES: {device!r} matches {len(matches)} NVML devices; give the full UUID "
-            "as `nvidia-smi -L` prints it"
-        )
-    raise NvmlUnavailable(
-        f"CUDA_VISIBLE_DEVICES: cannot read {device!r}; expected an index, GPU-<uuid> or MIG-<uuid>"
-    )
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-# nvmlInit errors that mean "no NVIDIA driver on this host" (the trial runs on CPU), not a fault.
-_NO_DRIVER_ERRORS = ("NVMLError_LibraryNotFound", "NVMLError_DriverNotLoaded")
-
-
 class _NvmlReader:
     def __init__(self, nvml: Any, cuda_visible_devices: str | None):
-        device = first_visible_device(cuda_visible_devices)
-        if device is None:
-            raise NvmlUnavailable(
-                f"CUDA_VISIBLE_DEVICES={cuda_visible_devices!r} hides every GPU", no_gpu=True
-            )
         self.nvml = nvml
+        self.handle = open_visible_device(nvml, cuda_visible_devices)
         try:
-            nvml.nvmlInit()
-        except nvml.NVMLError as exc:
-            no_driver = tuple(
-                getattr(nvml, name)
-                for name in _NO_DRIVER_ERRORS
-                if isinstance(getattr(nvml, name, None), type)
-            )
-            raise NvmlUnavailable(f"{type(exc).__name__}: {exc}", no_gpu=isinstance(exc, no_driver)) from exc
-        try:
-            self.handle = resolve_nvml_handle(nvml, device)
-            self.name = _text(nvml.nvmlDeviceGetName(self.handle))
+            self.name = text(nvml.nvmlDeviceGetName(self.handle))
             self.total_gib = nvml.nvmlDeviceGetMemoryInfo(self.handle).total / GIB
         except BaseException:
             nvml.nvmlShutdown()
             raise
-        self.device = device
         # Utilization and power are unsupported on MIG instances and some boards: ask once, then
         # leave them None instead of paying a failing call 20 times a second.
         self.unsupported: set[str] = set()
@@ -262,7 +202,7 @@ class _NvmlReader:
     def read(self, pids: set[int]) -> tuple[float, float | None, float | None, float | None]:
         nvml, handle = self.nvml, self.handle
         used = nvml.nvmlDeviceGetMemoryInfo(handle).used / GIB
-        own = self._optional("processes", lambda: _process_used(nvml, handle, pids))
+        own = self._optional("processes", lambda: _gib(process_used_bytes(nvml, handle, pids)))
         util = self._optional("utilization", lambda: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
         power = self._optional("power", lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)  # mW
         return used, own, util, power
@@ -272,23 +212,8 @@ class _NvmlReader:
             self.nvml.nvmlShutdown()
 
 
-def _process_used(nvml: Any, handle: Any, pids: set[int]) -> float | None:
-    listed = [
-        p.usedGpuMemory
-        for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)
-        if p.pid in pids and p.usedGpuMemory is not None
-    ]
-    return sum(listed) / GIB if listed else None
-
-
-def _import_pynvml() -> Any:
-    try:
-        import pynvml
-    except ImportError as exc:
-        raise NvmlUnavailable(
-            "nvidia-ml-py is not installed (pip install nvidia-ml-py)", no_gpu=True
-        ) from exc
-    return pynvml
+def _gib(value: int | None) -> float | None:
+    return value / GIB if value is not None else None
 
 
 # --- windows --------------------------------------------------------------------------------------
@@ -418,6 +343,7 @@ class MemorySampler:
         self._facts: tuple[str | None, float | None] = (None, None)  # GPU name, total GiB
         self._breach: BudgetBreach | None = None
         self._peak: dict[str, float | None] = {"device_peak_gib": None, "rss_peak_gib": None}
+        self._gpu_sources: set[str] = set()
         self._energy_j: float | None = None
         self._last_power: tuple[float, float] | None = None
         self._count = 0
@@ -471,9 +397,7 @@ class MemorySampler:
 
     @property
     def margin_gib(self) -> float:
-        if self._margin_override is not None:
-            return self._margin_override
-        return GPU_GUARD_MARGIN_GIB if self.backend == "nvml" else CPU_GUARD_MARGIN_GIB
+        return self._margin_override if self._margin_override is not None else DEFAULT_GUARD_MARGIN_GIB
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -486,14 +410,15 @@ class MemorySampler:
         if self._gpu is not None:
             pids = {p.pid for p in self._host.family()}
             used, own, util, power = self._gpu.read(pids)
+            if self._device_baseline_gib is None:
+                self._device_baseline_gib = used
             fields = {
                 "device_used_gib": used,
                 "process_used_gib": own,
                 "gpu_util_pct": util,
                 "power_w": power,
+                "device_baseline_gib": self._device_baseline_gib,
             }
-            if self._device_baseline_gib is None:
-                self._device_baseline_gib = used
         sample = Sample(t=t, rss_gib=rss, hwm_gib=hwm, host_available_gib=available, **fields)
         self._record(sample)
         return sample
@@ -525,6 +450,7 @@ class MemorySampler:
             "samples": self._count,
             "gpu_name": self.gpu_name,
             "gpu_total_gib": self.gpu_total_gib,
+            "gpu_memory_source": self.gpu_memory_source,
             "backend": self.backend,
             "error": self.error,
         }
@@ -537,6 +463,14 @@ class MemorySampler:
                 self._samples.popleft()
 
     @property
+    def gpu_memory_source(self) -> str | None:
+        """ "process" when NVML listed the trainer in any sample (its steps run after the CUDA context
+        exists, so their figures are its own), "device" when it never did, None without NVML."""
+        with self._lock:
+            sources = set(self._gpu_sources)
+        return "process" if "process" in sources else ("device" if sources else None)
+
+    @property
     def breach(self) -> BudgetBreach | None:
         return self._breach
 
@@ -546,7 +480,7 @@ class MemorySampler:
         self._host = _HostReader(self.pid)
         if self._requested_backend != "psutil":
             try:
-                nvml = self._nvml_module or _import_pynvml()
+                nvml = self._nvml_module or import_pynvml()
                 self._gpu = _NvmlReader(nvml, self._cvd)
                 self._facts = (self._gpu.name, self._gpu.total_gib)
             except NvmlUnavailable as exc:
@@ -563,6 +497,8 @@ class MemorySampler:
             self._count += 1
             self._peak["rss_peak_gib"] = _max(self._peak["rss_peak_gib"], sample.rss_gib, sample.hwm_gib)
             self._peak["device_peak_gib"] = _max(self._peak["device_peak_gib"], sample.gpu_gib)
+            if sample.gpu_source is not None:
+                self._gpu_sources.add(sample.gpu_source)
             if sample.power_w is not None:
                 if self._last_power is not None:
                     t, p = self._last_power

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import traceback
 
-from trainers.events import ERROR, OOM, EventWriter, is_oom
+from trainers.events import ERROR, OOM, EventWriter, oom_cause
 from trainers.spec import TrialSpec
 
 
@@ -29,8 +29,11 @@ def main(argv: list[str]) -> int:
         return 0
     except BaseException as exc:  # noqa: BLE001 - every ending must reach the event stream
         traceback.print_exc()
-        if is_oom(exc):
-            events.emit(OOM, type=type(exc).__name__, message=str(exc)[:2000])
+        cause = oom_cause(exc)
+        if cause is not None:
+            # A wrapped out-of-memory error (a library re-raised it) reports the original first.
+            message = str(cause) if cause is exc else f"{cause} (re-raised as {type(exc).__name__}: {exc})"
+            events.emit(OOM, type=type(cause).__name__, message=message[:2000])
             return 3
         events.emit(
             ERROR,

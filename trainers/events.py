@@ -90,17 +90,36 @@ _OOM_PATTERNS = re.compile(
 
 
 def is_oom(error: BaseException | str) -> bool:
-    """True when an exception (or its text) is an out-of-memory failure of any backend."""
-    if isinstance(error, BaseException):
-        if isinstance(error, MemoryError):
-            return True
-        oom_type = getattr(getattr(_torch(), "cuda", None), "OutOfMemoryError", None)
-        if oom_type is not None and isinstance(error, oom_type):
-            return True
-        text = f"{type(error).__name__}: {error}"
-    else:
-        text = error
-    return bool(_OOM_PATTERNS.search(text))
+    """True when an exception (or its text) is an out-of-memory failure of any backend, also when it
+    is wrapped: the exception chain (__cause__, __context__) is followed, since libraries re-raise
+    (transformers turns a failure inside 4-bit loading into a generic RuntimeError)."""
+    if not isinstance(error, BaseException):
+        return bool(_OOM_PATTERNS.search(error))
+    return oom_cause(error) is not None
+
+
+def oom_cause(error: BaseException) -> BaseException | None:
+    """The first out-of-memory exception in error's chain (error itself first), or None."""
+    return next((exc for exc in exception_chain(error) if _is_oom_exception(exc)), None)
+
+
+def exception_chain(error: BaseException) -> list[BaseException]:
+    """error, then what it was raised from or during (__cause__, else __context__), each once."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _is_oom_exception(error: BaseException) -> bool:
+    if isinstance(error, MemoryError):
+        return True
+    oom_type = getattr(getattr(_torch(), "cuda", None), "OutOfMemoryError", None)
+    if oom_type is not None and isinstance(error, oom_type):
+        return True
+    return bool(_OOM_PATTERNS.search(f"{type(error).__name__}: {error}"))
 
 
 def _torch():

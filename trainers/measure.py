@@ -127,6 +127,20 @@ def closes_cycle(trainer, state) -> bool:
     return micro_steps % (per_generation * getattr(trainer, "num_iterations", 1)) == 0
 
 
+# torch's allocator counters, per step: a cudaMalloc that failed and was retried after freeing the
+# cache, and an OutOfMemoryError raised (a library that catches it and falls back shows here).
+ALLOC_COUNTERS = {"num_alloc_retries": "alloc_retries", "num_ooms": "alloc_ooms"}
+
+
+def _alloc_counters() -> dict[str, int] | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    stats = torch.cuda.memory_stats()
+    return {key: int(stats.get(key, 0)) for key in ALLOC_COUNTERS}
+
+
 class StepMeter(TrainerCallback):
     """Brackets each optimizer step and emits its `step` event once TRL has logged the step."""
 
@@ -155,6 +169,7 @@ class StepMeter(TrainerCallback):
         self.hwm_reset = _reset_vm_hwm()
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
+        self.alloc_start = _alloc_counters()
         self.t_start = time.time()
         self.perf_start = time.perf_counter()
 
@@ -214,6 +229,9 @@ class StepMeter(TrainerCallback):
             )
         if closes:
             self.cycle = Cycle()
+        alloc_end = _alloc_counters()
+        for key, column in ALLOC_COUNTERS.items():
+            row[column] = alloc_end[key] - self.alloc_start[key] if alloc_end and self.alloc_start else None
         if self.evaluator is not None and self.evaluator.due(state.global_step, state.max_steps):
             row |= self.evaluator.run(self.trainer)
         self.pending = row

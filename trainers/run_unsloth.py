@@ -10,6 +10,7 @@ TrainingArguments defaults). Knobs Unsloth rewrites behind our back are put back
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 from enum import Enum
@@ -92,6 +93,9 @@ def restore_asked(config, asked: dict[str, Any]) -> dict[str, list]:
 
 
 def run(spec: TrialSpec, events: EventWriter) -> None:
+    from trainers.runtime import device_used_before_cuda
+
+    device_used_before = device_used_before_cuda()  # Unsloth's import may create the CUDA context
     unsloth = import_unsloth()  # before torch/transformers/trl, so its patches take hold
     import torch
 
@@ -103,6 +107,7 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
     from trainers.measure import measured
     from trainers.models import load_tokenizer, parse_model, resolve_model
     from trainers.runtime import (
+        card_mem_get_info,
         check_prompt_lengths,
         choose_dtype,
         device_info,
@@ -111,10 +116,11 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
         lora_b_abs_sum,
         setup_process,
         versions,
+        vllm_gpu_memory_utilization,
     )
 
     FastLanguageModel = unsloth.FastLanguageModel
-    setup_process(spec)
+    setup_process(spec, device_used_before)
     on_gpu = torch.cuda.is_available()
     dtype = choose_dtype(spec)
     check_fast_inference(spec, on_gpu)
@@ -123,22 +129,31 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
     model_path = resolve_model(spec.model, spec.model_cache_dir)
     gradient_checkpointing = "unsloth" if spec.gradient_checkpointing and on_gpu else False
     load_kwargs: dict[str, Any] = {}
+    vllm_utilization = None
     if spec.fast_inference:
+        # vLLM takes utilisation x the card's total: scaled so it takes that share of the budget, and
+        # loaded against the real card's mem_get_info so the scaling is applied once.
+        vllm_utilization = vllm_gpu_memory_utilization(
+            spec.gpu_memory_utilization,
+            spec.memory_budget_gib,
+            torch.cuda.get_device_properties(0).total_memory,
+        )
         load_kwargs = {
             "fast_inference": True,
-            "gpu_memory_utilization": spec.gpu_memory_utilization,
+            "gpu_memory_utilization": vllm_utilization,
             "max_lora_rank": spec.lora_r,
         }
     try:
-        model, unsloth_tokenizer = FastLanguageModel.from_pretrained(
-            model_name=model_path,
-            max_seq_length=spec.max_prompt_length + spec.max_completion_length,
-            dtype=dtype,
-            load_in_4bit=spec.quantization == "nf4",
-            use_gradient_checkpointing=gradient_checkpointing,
-            random_state=spec.seed,
-            **load_kwargs,
-        )
+        with card_mem_get_info() if spec.fast_inference else contextlib.nullcontext():
+            model, unsloth_tokenizer = FastLanguageModel.from_pretrained(
+                model_name=model_path,
+                max_seq_length=spec.max_prompt_length + spec.max_completion_length,
+                dtype=dtype,
+                load_in_4bit=spec.quantization == "nf4",
+                use_gradient_checkpointing=gradient_checkpointing,
+                random_state=spec.seed,
+                **load_kwargs,
+            )
     except NotImplementedError as exc:  # Unsloth's way of saying "not on this model/host"
         raise UnavailableError(
             f"unsloth cannot load {spec.model} here: {exc}; run this configuration with framework trl"
@@ -188,6 +203,7 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
             "unsloth_changed_config": countered,
             "fast_inference": spec.fast_inference,
             "gpu_memory_utilization": spec.gpu_memory_utilization if spec.fast_inference else None,
+            "vllm_gpu_memory_utilization": vllm_utilization,
         },
     )
     trainer.train()

@@ -3,11 +3,14 @@ limits, versions, the prompt-length check, and the GRPOConfig built from our bat
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
 import random
+from dataclasses import dataclass
 from typing import Any
 
+from trainers.nvml import NvmlUnavailable, import_pynvml, open_visible_device, process_used_bytes
 from trainers.spec import TrialSpec
 
 GIB = 1024**3
@@ -38,30 +41,189 @@ def versions() -> dict[str, str | None]:
     return out
 
 
-def setup_process(spec: TrialSpec) -> None:
-    """Threads, seeds and the memory budget, before any model is built."""
+@dataclass(frozen=True)
+class CudaContext:
+    """This process's CUDA context, measured right after it was created (bytes)."""
+
+    bytes: int | None  # None: NVML could not see it
+    source: str | None  # "process": NVML's figure for this PID; "device": device used after - before
+    free_after: int  # cudaMemGetInfo right after the context was created
+    total: int
+
+
+# What setup_process learned about the GPU (reported by device_info() in the `started` event) and
+# torch's own mem_get_info where setup_process replaced it with the budget's.
+_context: CudaContext | None = None
+_real_mem_get_info = None
+
+
+def device_used_before_cuda() -> int | None:
+    """NVML's used memory of this trial's device (first CUDA_VISIBLE_DEVICES entry), or None without
+    NVML. Read it before anything creates a CUDA context (Unsloth's import may), for setup_process."""
+    try:
+        nvml = import_pynvml()
+        handle = open_visible_device(nvml, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    except NvmlUnavailable:
+        return None
+    try:
+        return nvml.nvmlDeviceGetMemoryInfo(handle).used
+    except nvml.NVMLError:
+        return None
+    finally:
+        nvml.nvmlShutdown()
+
+
+def measure_cuda_context(torch, nvml: Any, handle: Any, device_used_before: int | None) -> CudaContext:
+    """Create the CUDA context of device 0 and measure what it holds outside torch's allocator.
+
+    NVML's figure for this PID where it lists it (minus what torch's allocator reserved, normally 0
+    here), else the device's used memory after minus before (a container with its own PID namespace).
+    """
+    free, total = torch.cuda.mem_get_info(0)  # cudaMemGetInfo needs a context: this creates it
+    reserved = torch.cuda.memory_reserved(0)
+    if handle is None:
+        return CudaContext(None, None, free, total)
+    try:
+        own = process_used_bytes(nvml, handle, {os.getpid()})
+        if own is not None:
+            return CudaContext(max(0, own - reserved), "process", free, total)
+        if device_used_before is not None:
+            after = nvml.nvmlDeviceGetMemoryInfo(handle).used
+            return CudaContext(max(0, after - device_used_before - reserved), "device", free, total)
+    except nvml.NVMLError:
+        pass
+    return CudaContext(None, None, free, total)
+
+
+def allocator_fraction(budget_gib: float, context: CudaContext) -> float:
+    """torch's allocator cap on a card of budget_gib: the budget less the context, over the card total."""
+    usable = budget_gib * GIB - (context.bytes or 0)
+    if usable <= 0:
+        # MemoryError: the trial ends `oom`, as it would on a card this small.
+        raise MemoryError(
+            f"memory_budget_gib: {budget_gib:g} GiB leaves nothing for torch once this process's CUDA "
+            f"context ({context.bytes / GIB:.2f} GiB) is counted; set memory_budget_gib above "
+            f"{context.bytes / GIB:.2f}"
+        )
+    return min(1.0, usable / context.total)
+
+
+def budget_mem_get_info(real, device_index, budget_bytes: int, context: CudaContext):
+    """torch.cuda.mem_get_info as a card of budget_bytes would answer it on device 0: total = the
+    budget, free = the budget less what this process holds (its context plus what the device lost
+    since the context was created), never more than the real card has free. Other devices: real."""
+
+    def mem_get_info(device=None):
+        free, total = real(device)
+        if device_index(device) != 0:
+            return free, total
+        held = (context.bytes or 0) + max(0, context.free_after - free)
+        return max(0, min(free, budget_bytes - held)), budget_bytes
+
+    return mem_get_info
+
+
+def _device_index(torch):
+    from torch.cuda._utils import _get_device_index
+
+    def index(device) -> int:
+        found = _get_device_index(device, optional=True) if device is not None else None
+        return torch.cuda.current_device() if found is None else found
+
+    return index
+
+
+def setup_process(spec: TrialSpec, device_used_before: int | None = None) -> None:
+    """Threads, seeds and the memory budget, before any model is built.
+
+    device_used_before: device_used_before_cuda(), read before a library could create the CUDA
+    context; read here when not given.
+    """
     import torch
 
+    global _context, _real_mem_get_info
     # Two busy threads per process on a 2-core host stall steps for seconds (stack-notes).
     threads = spec.num_threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
     if threads:
         torch.set_num_threads(threads)
     random.seed(spec.seed)
     torch.manual_seed(spec.seed)
-    if torch.cuda.is_available() and spec.memory_budget_gib:
-        # Emulate a smaller card: the caching allocator refuses to grow past the budget, so an
-        # over-budget configuration fails with the same OutOfMemoryError it would on that card.
-        total = torch.cuda.get_device_properties(0).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, spec.memory_budget_gib * GIB / total), 0)
+    if not torch.cuda.is_available():
+        return
+    if device_used_before is None:
+        device_used_before = device_used_before_cuda()
+    try:
+        nvml = import_pynvml()
+        handle = open_visible_device(nvml, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    except NvmlUnavailable:
+        nvml = handle = None
+    try:
+        _context = measure_cuda_context(torch, nvml, handle, device_used_before)
+    finally:
+        if handle is not None:
+            nvml.nvmlShutdown()
+    if spec.memory_budget_gib:
+        # Emulate a card of the budget's size: the caching allocator refuses to grow past the budget
+        # less the context (which a real card holds in the same memory), so an over-budget
+        # configuration fails with the same OutOfMemoryError it would on that card; and libraries
+        # that size themselves from free memory (Unsloth's autotune, its checkpoint buffers) see it.
+        torch.cuda.set_per_process_memory_fraction(allocator_fraction(spec.memory_budget_gib, _context), 0)
+        _real_mem_get_info = torch.cuda.mem_get_info
+        emulated = budget_mem_get_info(
+            _real_mem_get_info, _device_index(torch), int(spec.memory_budget_gib * GIB), _context
+        )
+        torch.cuda.mem_get_info = torch.cuda.memory.mem_get_info = emulated
+
+
+@contextlib.contextmanager
+def card_mem_get_info():
+    """torch.cuda.mem_get_info answers for the real card inside the block (setup_process's budget
+    emulation is lifted), for a caller that scales to the budget itself: see vllm_gpu_memory_utilization."""
+    import torch
+
+    emulated = torch.cuda.mem_get_info
+    real = _real_mem_get_info
+    if real is None:
+        yield
+        return
+    torch.cuda.mem_get_info = torch.cuda.memory.mem_get_info = real
+    try:
+        yield
+    finally:
+        torch.cuda.mem_get_info = torch.cuda.memory.mem_get_info = emulated
+
+
+def vllm_gpu_memory_utilization(requested: float, budget_gib: float | None, card_total_bytes: int) -> float:
+    """vLLM's gpu_memory_utilization that gives it `requested` of the budget: vLLM sizes its pool as
+    utilisation x the card's total, so on an 80 GiB card 0.5 would take 40 GiB of a 16 GiB budget."""
+    if not budget_gib:
+        return requested
+    return requested * min(1.0, budget_gib * GIB / card_total_bytes)
 
 
 def device_info() -> dict[str, Any]:
     import torch
 
+    alloc_conf = os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
-        return {"device": "cuda", "gpu_name": props.name, "gpu_total_gib": props.total_memory / GIB}
-    return {"device": "cpu", "gpu_name": None, "gpu_total_gib": None}
+        context = _context
+        return {
+            "device": "cuda",
+            "gpu_name": props.name,
+            "gpu_total_gib": props.total_memory / GIB,
+            "context_gib": context.bytes / GIB if context and context.bytes is not None else None,
+            "context_source": context.source if context else None,
+            "alloc_conf": alloc_conf,
+        }
+    return {
+        "device": "cpu",
+        "gpu_name": None,
+        "gpu_total_gib": None,
+        "context_gib": None,
+        "context_source": None,
+        "alloc_conf": alloc_conf,
+    }
 
 
 def choose_dtype(spec: TrialSpec):

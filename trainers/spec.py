@@ -223,6 +223,13 @@ def _cross_field_errors(spec: TrialSpec) -> list[str]:
         errors.append(
             "fast_inference: true needs framework unsloth (vLLM generation is Unsloth's option here)"
         )
+    if spec.fast_inference and spec.probe_steps:
+        errors.append(
+            f"probe_steps: {spec.probe_steps} with fast_inference: true; probe steps force full-length "
+            "completions through transformers' min_new_tokens, which vLLM generation does not read, so "
+            "they would not be the worst case they claim; set probe_steps: 0 (oom.probe_steps: 0 in a "
+            "sweep) or fast_inference: false"
+        )
     if spec.eval_k > 1 and spec.temperature <= 0:
         errors.append("eval_k: pass@k needs sampling, temperature must be > 0")
     return errors

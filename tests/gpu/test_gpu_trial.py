@@ -46,3 +46,22 @@ def test_tiny_budget_ends_oom_not_failed(tmp_path):
         spec, trial_dir=tmp_path / "t", sampler_factory=default_sampler_factory({"budget_gib": 0.3})
     )
     assert result.status == "oom", result.status_detail
+
+
+def test_a_budget_holds_the_cuda_context_and_the_allocator_within_it(tmp_path):
+    budget = 6.0
+    result = run_trial(
+        _spec(tmp_path, memory_budget_gib=budget),
+        trial_dir=tmp_path / "t",
+        sampler_factory=default_sampler_factory({"budget_gib": budget}),
+    )
+    assert result.status == "completed", result.status_detail
+    started = result.started
+    assert 0.05 < started["context_gib"] < 2.0 and started["context_source"] in ("process", "device")
+    assert started["alloc_conf"] == "expandable_segments:True"
+    assert result.peak["gpu_memory_source"] in ("process", "device")
+    for step in result.steps:
+        # context + allocator within the budget, as on a card of that size
+        assert step["torch_peak_reserved_gib"] <= budget - started["context_gib"] + 1e-6
+        assert step["device_peak_gib"] <= budget
+        assert step["alloc_retries"] is not None and step["alloc_ooms"] is not None

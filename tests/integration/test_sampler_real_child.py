@@ -185,9 +185,11 @@ def test_the_guard_fires_once_for_a_real_child_passing_its_budget_and_the_callba
     assert len(breaches) == 1 and sampler.breach is breaches[0]
     breach = breaches[0]
     assert breach.source == "RSS" and 0.25 < breach.reading_gib < 1.5
-    assert (
-        breach.detail == f"guard: RSS {breach.reading_gib:.2f} GiB passed budget 0.25 GiB (+0.00 GiB margin)"
+    # a reading that rounds to the budget shows a third decimal (0.250 GiB passed 0.25 GiB)
+    shown = (
+        f"{breach.reading_gib:.2f}" if f"{breach.reading_gib:.2f}" != "0.25" else f"{breach.reading_gib:.3f}"
     )
+    assert breach.detail == f"guard: RSS {shown} GiB passed budget 0.25 GiB (+0.00 GiB margin)"
     # our own SIGKILL while memory was far from the host's limit is not the kernel's OOM killer
     cgroup_only = ({k: v for k, v in c.items() if k == "cgroup"} for c in (before, after))
     assert (

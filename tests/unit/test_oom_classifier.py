@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from trainers.events import is_oom
+from trainers.events import is_oom, oom_cause
 
 REAL_OOM_TEXTS = [
     # torch.OutOfMemoryError on CUDA (torch 2.x wording)
@@ -44,3 +44,55 @@ def test_real_cpu_allocation_failure_is_oom():
     with pytest.raises(RuntimeError) as info:
         torch.empty(2**50)
     assert is_oom(info.value)
+
+
+def _raise_wrapped(error: BaseException, *, explicit: bool) -> None:
+    """Re-raise `error` as transformers does a failure inside 4-bit loading: a generic RuntimeError."""
+    try:
+        raise error
+    except BaseException as inner:
+        if explicit:
+            raise RuntimeError("Error(s) in loading state_dict for Qwen2ForCausalLM") from inner
+        raise RuntimeError("Error(s) in loading state_dict for Qwen2ForCausalLM")  # noqa: B904 - implicit chain
+
+
+@pytest.mark.parametrize("explicit", [True, False], ids=["raise-from", "raised-during"])
+def test_an_out_of_memory_error_wrapped_in_a_runtime_error_is_oom(explicit):
+    with pytest.raises(RuntimeError) as info:
+        _raise_wrapped(
+            torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB."), explicit=explicit
+        )
+    assert not is_oom(str(info.value))  # the wrapper's own text says nothing of memory
+    assert is_oom(info.value)
+    assert oom_cause(info.value) is (info.value.__cause__ or info.value.__context__)
+
+
+def test_a_wrapped_failure_that_is_not_memory_is_not_oom():
+    with pytest.raises(RuntimeError) as info:
+        _raise_wrapped(KeyError("model.layers.0.mlp"), explicit=True)
+    assert not is_oom(info.value) and oom_cause(info.value) is None
+
+
+def test_the_trainer_child_reports_a_wrapped_out_of_memory_error_as_an_oom_event(tmp_path, monkeypatch):
+    import json
+
+    from trainers import run_trl
+    from trainers.__main__ import main
+    from trainers.spec import TrialSpec
+
+    def run(spec, events):
+        _raise_wrapped(
+            torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB."), explicit=True
+        )
+
+    monkeypatch.setattr(run_trl, "run", run)
+    events = tmp_path / "events.jsonl"
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(TrialSpec(events_path=str(events)).to_json())
+    assert main([str(spec_path)]) == 3
+    final = json.loads(events.read_text().splitlines()[-1])
+    assert final["event"] == "oom" and final["type"] == "OutOfMemoryError"
+    assert final["message"] == (
+        "CUDA out of memory. Tried to allocate 2.00 GiB. (re-raised as RuntimeError: "
+        "Error(s) in loading state_dict for Qwen2ForCausalLM)"
+    )

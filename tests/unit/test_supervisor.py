@@ -131,6 +131,19 @@ def test_child_env(tmp_path):
     assert env["PYTHONPATH"].split(os.pathsep)[0] == PROJECT_ROOT
 
 
+def test_both_stacks_get_one_allocator_setting_before_torch_starts(monkeypatch):
+    from orchestrator.supervisor import child_env
+
+    monkeypatch.delenv("PYTORCH_ALLOC_CONF", raising=False)
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    env = child_env("0", 1)
+    # What Unsloth would set in its own process, now set for TRL too, under both names torch reads.
+    assert env["PYTORCH_ALLOC_CONF"] == env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "garbage_collection_threshold:0.8")
+    env = child_env("0", 1)  # a user's own setting wins, for both stacks
+    assert env["PYTORCH_ALLOC_CONF"] == env["PYTORCH_CUDA_ALLOC_CONF"] == "garbage_collection_threshold:0.8"
+
+
 def test_keyboard_interrupt_kills_the_child(tmp_path):
     def interrupt(event):
         if event["event"] == "started":

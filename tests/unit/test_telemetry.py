@@ -12,19 +12,16 @@ import pytest
 
 from orchestrator.telemetry import (
     GIB,
-    GPU_GUARD_MARGIN_GIB,
     BudgetBreach,
     MemorySampler,
-    NvmlUnavailable,
     Sample,
     cgroup_memory_limit_gib,
     classify_kernel_oom,
     energy_between,
-    first_visible_device,
     oom_kill_counts,
-    resolve_nvml_handle,
     summarize_window,
 )
+from trainers.nvml import NvmlUnavailable, first_visible_device, resolve_nvml_handle
 
 
 class FakeNvml:
@@ -182,20 +179,50 @@ def test_mig_instance_without_utilization_or_power_reads_none_and_stops_asking(n
 # --- process memory vs device fallback ------------------------------------------------------------
 
 
-def test_process_memory_where_nvml_lists_the_pid_else_device_used(nvml):
+def test_process_memory_where_nvml_lists_the_pid_else_device_used_less_what_was_there_before(nvml):
     me = os.getpid()
     nvml.devices[0]["processes"] = [(me, 3 * GIB), (999_999, 20 * GIB)]  # another process: not ours
     sampler = MemorySampler(me, cuda_visible_devices="0", nvml=nvml)
     sampler._open()
-    listed = sampler.sample_once()
-    assert listed.process_used_gib == 3 and listed.gpu_gib == 3
+    listed = sampler.sample_once()  # also the device baseline: 1 GiB in use before the trial
+    assert listed.process_used_gib == 3 and listed.gpu_gib == 3 and listed.gpu_source == "process"
 
     nvml.devices[0]["processes"] = [(999_999, 20 * GIB)]  # a container lists host PIDs only
+    nvml.devices[0]["used"] = int(3.5 * GIB)
     fallback = sampler.sample_once()
-    assert fallback.process_used_gib is None and fallback.gpu_gib == fallback.device_used_gib == 1
+    assert fallback.process_used_gib is None and fallback.gpu_source == "device"
+    assert fallback.gpu_gib == 3.5 - 1
 
     nvml.devices[0]["processes"] = [(me, None)]  # NVML_VALUE_NOT_AVAILABLE
-    assert sampler.sample_once().gpu_gib == 1
+    assert sampler.sample_once().gpu_gib == 3.5 - 1
+
+
+def test_a_trial_nvml_never_lists_reports_device_figures_less_the_baseline_and_says_so(nvml):
+    nvml.devices[0]["processes"] = [(999_999, 20 * GIB)]  # host PIDs only
+    sampler = MemorySampler(os.getpid(), cuda_visible_devices="0", nvml=nvml)
+    sampler._open()
+    sampler.sample_once()  # 1 GiB in use before the trial
+    nvml.devices[0]["used"] = 7 * GIB
+    sampler.sample_once()
+    nvml.devices[0]["used"] = 4 * GIB
+    sampler.sample_once()
+    peak = sampler.peak()
+    assert peak["device_peak_gib"] == 7 - 1 and peak["device_used_gib"] == 4 - 1
+    assert peak["gpu_memory_source"] == "device"
+
+
+def test_gpu_memory_source_is_process_once_nvml_lists_the_trainer_and_null_without_nvml(nvml):
+    me = os.getpid()
+    sampler = MemorySampler(me, cuda_visible_devices="0", nvml=nvml)
+    sampler._open()
+    sampler.sample_once()  # before the trainer's CUDA context: not listed yet
+    nvml.devices[0]["processes"] = [(me, 2 * GIB)]
+    sampler.sample_once()
+    assert sampler.peak()["gpu_memory_source"] == "process"
+    cpu = MemorySampler(me, backend="psutil")
+    cpu._open()
+    cpu.sample_once()
+    assert cpu.peak()["gpu_memory_source"] is None
 
 
 # --- window arithmetic -----------------------------------------------------------------------------
@@ -265,7 +292,7 @@ def test_overall_peak_and_energy_and_bounded_buffer(nvml):
     for _ in range(40):
         sampler.sample_once()
     peak = sampler.peak()
-    assert peak["device_peak_gib"] == 5 and peak["samples"] == 43
+    assert peak["device_peak_gib"] == 5 - 1 and peak["samples"] == 43  # less the 1 GiB baseline
     assert peak["energy_j"] is not None and peak["energy_j"] >= 0
     assert peak["rss_peak_gib"] >= peak["rss_gib"] > 0
     assert len(sampler.samples()) == 16  # retention_s x hz
@@ -282,24 +309,24 @@ def test_discard_before_keeps_the_sample_a_window_needs():
 # --- guard -----------------------------------------------------------------------------------------
 
 
-def test_guard_fires_once_on_process_memory_with_the_gpu_margin(nvml):
+def test_guard_fires_once_when_process_memory_passes_the_budget_itself(nvml):
     me = os.getpid()
     breaches = []
     sampler = MemorySampler(
         me, cuda_visible_devices="0", nvml=nvml, budget_gib=4, on_budget_exceeded=breaches.append
     )
     sampler._open()
-    nvml.devices[0]["processes"] = [(me, int(4.5 * GIB))]  # within budget + margin
+    nvml.devices[0]["processes"] = [(me, 4 * GIB)]  # exactly a full 4 GiB card: fits
     sampler.sample_once()
     assert breaches == []
-    nvml.devices[0]["processes"] = [(me, 5 * GIB)]
+    nvml.devices[0]["processes"] = [(me, int(4.1 * GIB))]  # over the card, no margin on GPU
     sampler.sample_once()
     sampler.sample_once()
     assert len(breaches) == 1
-    assert breaches[0].detail == (
-        f"guard: GPU process memory 5.00 GiB passed budget 4.00 GiB (+{GPU_GUARD_MARGIN_GIB:.2f} GiB margin)"
+    assert (
+        breaches[0].detail == "guard: GPU process memory 4.10 GiB passed budget 4.00 GiB (+0.00 GiB margin)"
     )
-    assert breaches[0].reading == "GPU process memory 5.00 GiB, budget 4.00 GiB"
+    assert breaches[0].reading == "GPU process memory 4.10 GiB, budget 4.00 GiB"
 
 
 def test_guard_on_device_memory_does_not_charge_memory_in_use_before_the_trial(nvml):

@@ -82,3 +82,15 @@ def test_batch_semantics():
 def test_on_policy_mode_comparison_warns():
     assert any("num_iterations" in w for w in mode_warnings(TrialSpec(mode="gspo")))
     assert not any("num_iterations" in w for w in mode_warnings(TrialSpec(mode="gspo", num_iterations=2)))
+
+
+def test_probe_steps_with_vllm_generation_are_refused_with_the_fix():
+    spec = TrialSpec(framework="unsloth", fast_inference=True, probe_steps=2)
+    errors = [e for e in spec.problems() if e.startswith("probe_steps")]
+    assert errors == [
+        "probe_steps: 2 with fast_inference: true; probe steps force full-length completions through "
+        "transformers' min_new_tokens, which vLLM generation does not read, so they would not be the worst "
+        "case they claim; set probe_steps: 0 (oom.probe_steps: 0 in a sweep) or fast_inference: false"
+    ]
+    assert not TrialSpec(framework="unsloth", fast_inference=True, probe_steps=0).problems()
+    assert not TrialSpec(framework="unsloth", fast_inference=False, probe_steps=2).problems()
