@@ -42,7 +42,7 @@ def setup_process(spec: TrialSpec) -> None:
     """Threads, seeds and the memory budget, before any model is built."""
     import torch
 
-    # Two busy threads per process on a 2-core host stall steps for seconds (stack-notes).
+    # Two busy threads per process on a 2-core host stall steps for seconds.
     threads = spec.num_threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
     if threads:
         torch.set_num_threads(threads)

@@ -1,6 +1,6 @@
 """A real Ray sweep of real `tiny` trainers under a memory budget: the budget guard ends the large
 trial `oom` on its RSS, the larger one is pruned without a trainer, the small one completes; a
-resumed sweep keeps those decisions (issue 4)."""
+resumed sweep keeps those decisions."""
 
 import json
 

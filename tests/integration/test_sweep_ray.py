@@ -121,7 +121,7 @@ def test_mlflow_down_sweep_completes_then_sync_fills_it(ray_fake_gpus, tmp_path,
         tracking={"mlflow_uri": f"http://127.0.0.1:{_closed_port()}"},
     )
 
-    def prune_gspo(spec):  # the pruning hook (issue 4) decides without starting a trainer
+    def prune_gspo(spec):  # the pruning hook decides without starting a trainer
         return "dominated by a test trial (oom at 1.0 GiB)" if spec.mode == "gspo" else RUN
 
     outcome = run_sweep(load_sweep(path), output_dir=tmp_path / "out", decide=prune_gspo)

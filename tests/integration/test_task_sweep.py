@@ -1,4 +1,4 @@
-"""Issue 7's end-to-end check: one sweep over grid.task, real trainers on `tiny`, per-reward and eval
+"""End to end: one sweep over grid.task, real trainers on `tiny`, per-reward and eval
 columns in the steps data of every task."""
 
 import json
