@@ -13,7 +13,7 @@ from orchestrator.cli import main
 from orchestrator.driver import run_sweep
 from orchestrator.pruning import Pruner
 from orchestrator.sweep import load_sweep
-from tests.integration.conftest import tiny_sweep
+from tests.helpers.sweeps import tiny_sweep
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.driver import run_sweep
 from orchestrator.sweep import load_sweep
-from tests.integration.conftest import tiny_sweep
+from tests.helpers.sweeps import tiny_sweep
 
 pytestmark = pytest.mark.slow
 
