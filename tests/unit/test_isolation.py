@@ -55,7 +55,7 @@ def test_trainer_child_modules_load_neither_ray_mlflow_nor_orchestrator(module):
     assert loaded_top_level_packages([module], ("ray", "mlflow", "orchestrator")) == []
 
 
-def test_trial_and_gpu_check_commands_load_neither_ray_nor_mlflow():
+def test_trial_and_gpu_check_commands_load_neither_ray_mlflow_nor_pandas():
     modules = ["orchestrator.cli", "orchestrator.supervisor", "orchestrator.telemetry", "orchestrator.sinks"]
     modules += ["orchestrator.plan", "orchestrator.gpu_check"]
     assert loaded_top_level_packages(modules, ("ray", "mlflow", "pandas")) == []
