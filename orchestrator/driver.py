@@ -9,7 +9,7 @@ started again from scratch and overwrites its steps file and its MLflow run.
 
 The trial order and skips are in PlanSearcher (a Tune Searcher): Tune's schedulers cannot hold back
 PENDING trials, a Searcher can. `decide(spec)` answers RUN, HOLD (ask again later) or a pruning
-detail string; the default is OomGate (issue 4, docs/oom.md): a trial that dominates one that ended
+detail string; the default is OomGate (docs/oom.md): a trial that dominates one that ended
 `oom` is pruned, and one that dominates a trial still running waits for it (oom.wait_for_smaller).
 The out-of-memory verdicts are kept in <output_dir>/pruning.json, so a resumed sweep prunes alike.
 """

@@ -1,12 +1,12 @@
 """Pruning of configurations that must run out of memory.
 
-Memory dominance (design.md): trial `a` dominates trial `b` when both are the same trial except for
+Memory dominance: trial `a` dominates trial `b` when both are the same trial except for
 knobs in which memory only grows, and `a` is >= `b` in each of them. Then `a` needs at least as much
 memory as `b`: if `b` ran out of memory, `a` will too, and need not run.
 
 Knobs that grow memory (each compared with >=), `DOMINANCE_KNOBS`:
   num_generations, batch_size, micro_batch_size (effective: default B x K), max_prompt_length,
-  max_completion_length, lora_r (the six of design.md), and two this module adds:
+  max_completion_length, lora_r (the sizes of a step), and two more:
   max_steps (a longer run has more chances to meet the longest completion that a shorter run never
   sampled) and probe_steps (probes force max-length completions, the worst case).
 Knobs that do not change memory and are ignored, `IGNORED_KNOBS`:

@@ -101,7 +101,7 @@ TRIAL_SCHEMA = pa.schema(
         ("gpu_total_gib", F64),
         ("versions", STR),
         ("effective_config", STR),
-        # beyond design.md's list
+        # further knobs, then how the trainer process ran
         ("lora_alpha", I64),
         ("lora_dropout", F64),
         ("learning_rate", F64),

@@ -75,7 +75,7 @@ def child_env(cuda_visible_devices: str | None, cpus: int | None) -> dict[str, s
     if cuda_visible_devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
     if cpus:
-        # Two busy torch threads per process on a 2-core host stall for seconds (stack-notes).
+        # Two busy torch threads per process on a 2-core host stall for seconds.
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(cpus)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env

@@ -30,7 +30,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from trainers.spec import KNOBS, check_value, did_you_mean
+from tasks.names import did_you_mean
+from trainers.spec import KNOBS, check_value
 
 # Knobs the orchestrator fills in per trial; a sweep file cannot set them.
 BOOKKEEPING = ("trial_key", "sweep", "output_dir", "events_path")

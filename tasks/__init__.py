@@ -18,6 +18,7 @@ from tasks.arithmetic import arithmetic_problems, build_arithmetic
 from tasks.base import Task, completion_text
 from tasks.countdown import build_countdown, countdown_problems
 from tasks.gsm8k import build_gsm8k, gsm8k_problems
+from tasks.names import did_you_mean
 from tasks.reasoning_gym import build_reasoning_gym, reasoning_gym_problems
 from tasks.rewards import reward_problems
 
@@ -41,8 +42,6 @@ def available_tasks() -> list[str]:
 
 def task_problems(name: str, args: dict) -> list[str]:
     """Why (name, args) cannot build a task, as 'field: message' lines; empty when it can."""
-    from trainers.spec import did_you_mean
-
     if name not in TASKS:
         return [f"task: unknown task {name!r}; {did_you_mean(name, TASKS)}"]
     if not isinstance(args, dict):

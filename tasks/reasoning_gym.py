@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from datasets import Dataset
 
 from tasks.base import Task, to_dataset
+from tasks.names import did_you_mean
 from tasks.rewards import (
     FORMAT_SYSTEM_PROMPT,
     answer_tag,
@@ -67,8 +68,6 @@ def _weights(value) -> dict[str, float]:
 def reasoning_gym_problems(settings: dict) -> list[str]:
     if not installed():
         return [f"task: {INSTALL_HINT}"]
-    from trainers.spec import did_you_mean
-
     known = available_datasets()
     errors = []
     eval_value = settings["eval_datasets"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tasks.base import RewardFunc, completion_text
+from tasks.names import did_you_mean
 
 REWARD_NAMES = ("accuracy", "format", "digits")
 _DIGITS_WINDOW = 256
@@ -102,8 +103,6 @@ def correctness(score: Score) -> Callable[[str, dict], bool]:
 
 def reward_problems(rewards) -> list[str]:
     """Why a `rewards` setting is invalid, as 'task_args.rewards...' lines."""
-    from trainers.spec import did_you_mean
-
     if rewards is None:
         return []
     if not isinstance(rewards, dict) or not rewards:

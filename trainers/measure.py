@@ -27,7 +27,7 @@ from trainers.events import STEP, EventWriter
 
 GIB = 1024**3
 
-# TRL's log keys → our column names (design.md). Keys TRL omits on some steps stay null.
+# TRL's log keys → our column names (docs/schema.md). Keys TRL omits on some steps stay null.
 TRL_SIGNALS = {
     "reward": "reward_mean",
     "reward_std": "reward_std",

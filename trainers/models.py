@@ -22,6 +22,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks.names import did_you_mean
+
 CONFIG_DIR = Path(__file__).parent / "model_configs"
 BUILDER_VERSION = 1  # bump when the build changes, so cached folders are rebuilt
 SHARD_BYTES = 2 * 1024**3
@@ -98,8 +100,6 @@ def parse_model(model: str) -> ModelSource:
 
 def model_problems(model: str, total_length: int | None = None) -> list[str]:
     """Why a model string cannot be used (with prompt+completion = total_length), as 'model: ...' lines."""
-    from trainers.spec import did_you_mean
-
     known = ["tiny", *(f"random:{hub}" for hub in bundled_models())]
     if not isinstance(model, str) or not model:
         return [f"model: must be a model string, got {model!r}; available: {', '.join(known)} or a hub id"]

@@ -142,7 +142,7 @@ def setup_process(spec: TrialSpec, device_used_before: int | None = None) -> Non
     import torch
 
     global _context, _real_mem_get_info
-    # Two busy threads per process on a 2-core host stall steps for seconds (stack-notes).
+    # Two busy threads per process on a 2-core host stall steps for seconds.
     threads = spec.num_threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
     if threads:
         torch.set_num_threads(threads)

@@ -8,11 +8,14 @@ Cross-field rules live in `problems()`, one place, each message naming the value
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tasks import task_problems
+from tasks.names import did_you_mean
+from trainers.models import model_problems
 
 FRAMEWORKS = ("trl", "unsloth")
 MODES = ("grpo", "gspo")
@@ -155,12 +158,6 @@ BOOKKEEPING = tuple(name for name, f in KNOBS.items() if f.metadata.get("role") 
 EXECUTION = tuple(name for name, f in KNOBS.items() if f.metadata.get("role") == "execution")
 
 
-def did_you_mean(name: str, candidates) -> str:
-    close = difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.5)
-    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
-    return f"{hint}available: {', '.join(sorted(candidates))}"
-
-
 def unknown_key_errors(data: dict[str, Any], prefix: str = "") -> list[str]:
     return [f"{prefix}{key}: unknown setting; {did_you_mean(key, KNOBS)}" for key in data if key not in KNOBS]
 
@@ -203,10 +200,6 @@ def field_errors(data: dict[str, Any]) -> list[str]:
 
 
 def _cross_field_errors(spec: TrialSpec) -> list[str]:
-    # Import here: model sources read bundled configs; keep spec importable on its own.
-    from tasks import task_problems
-    from trainers.models import model_problems
-
     errors: list[str] = []
     if field_errors({k: getattr(spec, k) for k in KNOBS}):
         return errors  # cross-field checks need well-typed values

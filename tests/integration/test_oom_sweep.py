@@ -1,6 +1,6 @@
 """A real Ray sweep of real `tiny` trainers under a memory budget: the budget guard ends the large
 trial `oom` on its RSS, the larger one is pruned without a trainer, the small one completes; a
-resumed sweep keeps those decisions (issue 4)."""
+resumed sweep keeps those decisions."""
 
 import json
 
@@ -13,7 +13,7 @@ from orchestrator.cli import main
 from orchestrator.driver import run_sweep
 from orchestrator.pruning import Pruner
 from orchestrator.sweep import load_sweep
-from tests.integration.conftest import tiny_sweep
+from tests.helpers.sweeps import tiny_sweep
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ from PIL import Image
 from rich.console import Console
 
 from orchestrator.report import write_report
-from tests.unit.test_report_synthetic import write_synthetic_sweep
+from tests.helpers.synthetic_sweep import write_synthetic_sweep
 
 INSTALL_TIMEOUT_S = 600
 RENDER_TIMEOUT_S = 120

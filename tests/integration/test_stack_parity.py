@@ -9,7 +9,7 @@ this test runs in, Unsloth's rewrite is its TrainingArguments normalisation (opt
 
 import pytest
 
-from tests.integration.test_trainer_child import run_child
+from tests.helpers.trainer_child import run_child
 from trainers.runtime import EFFECTIVE_KNOBS
 
 pytestmark = pytest.mark.slow

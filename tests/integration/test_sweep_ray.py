@@ -18,10 +18,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from orchestrator.cli import main
-from orchestrator.driver import RUN, ray_temp_dir, run_sweep
+from orchestrator.driver import RUN, run_sweep
 from orchestrator.sweep import load_sweep
-from tests.integration.conftest import kill_processes_mentioning, tiny_sweep
-from tests.unit.test_report import assert_varied_png
+from tests.helpers.images import assert_varied_png
+from tests.helpers.processes import descendants, kill_trees
+from tests.helpers.sweeps import tiny_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -121,7 +122,7 @@ def test_mlflow_down_sweep_completes_then_sync_fills_it(ray_fake_gpus, tmp_path,
         tracking={"mlflow_uri": f"http://127.0.0.1:{_closed_port()}"},
     )
 
-    def prune_gspo(spec):  # the pruning hook (issue 4) decides without starting a trainer
+    def prune_gspo(spec):  # the pruning hook decides without starting a trainer
         return "dominated by a test trial (oom at 1.0 GiB)" if spec.mode == "gspo" else RUN
 
     outcome = run_sweep(load_sweep(path), output_dir=tmp_path / "out", decide=prune_gspo)
@@ -169,6 +170,7 @@ def test_sigkill_driver_then_resume(ray_fake_gpus, tmp_path):
         stderr=subprocess.DEVNULL,
         env={**os.environ, "RAY_ADDRESS": ""},
     )
+    ray_processes: list[psutil.Process] = []  # the driver's local Ray, left behind by its SIGKILL
     try:
         # Wait until one trial is in the ledger and another trainer is running, then SIGKILL the driver.
         deadline = time.monotonic() + 240
@@ -187,6 +189,7 @@ def test_sigkill_driver_then_resume(ray_fake_gpus, tmp_path):
                 break
             time.sleep(0.5)
         assert finished and running, "the sweep did not reach the point of interruption"
+        ray_processes = descendants(driver.pid)
         driver.send_signal(signal.SIGKILL)
         driver.wait()
         deadline = time.monotonic() + 60
@@ -195,8 +198,9 @@ def test_sigkill_driver_then_resume(ray_fake_gpus, tmp_path):
         assert not any(_alive(pid) for pid in running), "a trainer outlived the driver"
     finally:
         if driver.poll() is None:
+            ray_processes += descendants(driver.pid)
             driver.kill()
-        kill_processes_mentioning(str(ray_temp_dir(out.resolve())))
+        kill_trees(ray_processes)
 
     before = pq.read_table(out / "trials.parquet").to_pandas()
     outcome = run_sweep(load_sweep(path), output_dir=out)
@@ -230,6 +234,7 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
         text=True,
         env={**os.environ, "RAY_ADDRESS": ""},
     )
+    ray_processes: list[psutil.Process] = []  # the driver's local Ray and trainers, if it leaves them
     try:
         deadline = time.monotonic() + 180
         running: list[int] = []
@@ -239,15 +244,18 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
                 running = [int(p.read_text()) for p in out.glob("trials/*/trainer.pid")]
             time.sleep(0.5)
         assert running, "no trainer started"
+        ray_processes = descendants(driver.pid)
         driver.send_signal(signal.SIGINT)
         _, err = driver.communicate(timeout=120)
+        survivors = [pid for pid in running if _alive(pid)]  # before the cleanup below kills any
     finally:
         if driver.poll() is None:
+            ray_processes += descendants(driver.pid)
             driver.kill()
-        kill_processes_mentioning(str(ray_temp_dir(out.resolve())))
+        kill_trees(ray_processes)
     assert driver.returncode == 130
     assert "Resume with:" in err and "--output-dir" in err
-    assert not any(_alive(pid) for pid in running), "children are killed"
+    assert not survivors, "children are killed"
     trials = pq.read_table(out / "trials.parquet").to_pandas()
     assert "stopped" in set(trials.status)
     assert trials[trials.status == "stopped"].status_detail.str.contains("resumed sweep runs it again").all()

@@ -1,4 +1,4 @@
-"""Issue 7's end-to-end check: one sweep over grid.task, real trainers on `tiny`, per-reward and eval
+"""End to end: one sweep over grid.task, real trainers on `tiny`, per-reward and eval
 columns in the steps data of every task."""
 
 import json
@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.driver import run_sweep
 from orchestrator.sweep import load_sweep
-from tests.integration.conftest import tiny_sweep
+from tests.helpers.sweeps import tiny_sweep
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,7 @@
 
 import pytest
 
-from tests.integration.test_trainer_child import STEP_COLUMNS, run_child
+from tests.helpers.trainer_child import STEP_COLUMNS, run_child
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ from rich.console import Console
 
 from orchestrator.compare import compare_outputs
 from orchestrator.report import load_outputs, summary_table
-from tests.unit.test_report_synthetic import GRID, trial_key, write_synthetic_sweep
+from tests.helpers.synthetic_sweep import GRID, trial_key, write_synthetic_sweep
 
 SPEEDUP, MEMORY_SCALE = 1.7, 1.4
 

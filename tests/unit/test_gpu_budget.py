@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tests.unit.test_telemetry import FakeNvml, _gpu
+from tests.helpers.nvml import FakeNvml, fake_gpu
 from trainers import runtime
 from trainers.events import EventWriter, is_oom
 from trainers.measure import StepMeter
@@ -34,7 +34,7 @@ class FakeCard:
     False (a container with its own PID namespace)."""
 
     def __init__(self, monkeypatch, *, used_before: float, context: float, pid_visible: bool = True):
-        self.nvml = FakeNvml([_gpu(0, used=int(used_before * GIB), total=80 * GIB)])
+        self.nvml = FakeNvml([fake_gpu(0, used=int(used_before * GIB), total=80 * GIB)])
         self.device = self.nvml.devices[0]
         self.context = int(context * GIB)
         self.pid = os.getpid() if pid_visible else OTHER_PID

@@ -1,17 +1,39 @@
-"""Importing Unsloth patches transformers and TRL for the whole process, so it may only happen inside an
-Unsloth trainer child. The orchestrator, the TRL runner, the measurement code and the tasks must not
-pull it in, not even indirectly."""
+"""Layers run one way, orchestrator -> trainers -> tasks, and each import pulls in only what its layer needs.
 
+Importing Unsloth patches transformers and TRL for the whole process, so it may only happen inside an
+Unsloth trainer child. The trainer child and the tasks run on a GPU host that has the training stack
+only, without Ray or MLflow. Each import check runs in a fresh interpreter, so modules other tests loaded
+do not hide an import.
+"""
+
+import ast
+import graphlib
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+LAYERS = ("tasks", "trainers", "orchestrator")  # bottom to top: a layer imports only layers before it
+
+
+def loaded_top_level_packages(modules: list[str], of: tuple[str, ...]) -> list[str]:
+    """Which of the packages `of` a fresh interpreter has loaded after importing `modules`."""
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(of)!r})))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_orchestrator_and_trl_stack_leave_unsloth_unimported():
-    modules = sorted(f"orchestrator.{p.stem}" for p in (ROOT / "orchestrator").glob("*.py"))
-    modules = [m.removesuffix(".__init__") for m in modules]
+    modules = [module_name(path) for path in sorted((ROOT / "orchestrator").rglob("*.py"))]
     modules += [
         "trainers",
         "trainers.__main__",
@@ -20,13 +42,93 @@ def test_orchestrator_and_trl_stack_leave_unsloth_unimported():
         "trainers.measure",
     ]
     modules += ["tasks"]
-    code = (
-        "import importlib, sys\n"
-        f"for name in {modules!r}:\n"
-        "    importlib.import_module(name)\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('unsloth', 'unsloth_zoo')))\n"
+    assert "orchestrator.cli" in modules and "orchestrator.driver" in modules
+    assert loaded_top_level_packages(modules, ("unsloth", "unsloth_zoo")) == []
+
+
+def test_importing_tasks_loads_neither_trainers_nor_orchestrator():
+    assert loaded_top_level_packages(["tasks"], ("trainers", "orchestrator")) == []
+
+
+@pytest.mark.parametrize("module", ["trainers.__main__", "trainers.run_trl", "trainers.run_unsloth"])
+def test_trainer_child_modules_load_neither_ray_mlflow_nor_orchestrator(module):
+    assert loaded_top_level_packages([module], ("ray", "mlflow", "orchestrator")) == []
+
+
+def test_trial_and_gpu_check_commands_load_neither_ray_mlflow_nor_pandas():
+    modules = ["orchestrator.cli", "orchestrator.supervisor", "orchestrator.telemetry", "orchestrator.sinks"]
+    modules += ["orchestrator.plan", "orchestrator.gpu_check"]
+    assert loaded_top_level_packages(modules, ("ray", "mlflow", "pandas")) == []
+
+
+# ------------------------------------------------------------------------------------------------
+# The import graph, read from source: module-level and function-level imports alike.
+# ------------------------------------------------------------------------------------------------
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Each project module mapped to the project modules it imports anywhere in its source."""
+    files = {module_name(f, root): f for layer in LAYERS for f in (root / layer).rglob("*.py")}
+
+    def resolve(name: str) -> str | None:  # the module a dotted name lives in: its longest known prefix
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets = []
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(anchor + ([base] if base else []))
+                targets += [base] + [f"{base}.{alias.name}" for alias in node.names]
+        graph[name] = {t for t in map(resolve, targets) if t and t != name}
+    return graph
+
+
+def layer_of(module: str) -> int:
+    return LAYERS.index(module.split(".")[0])
+
+
+def test_the_import_graph_sees_function_level_imports():
+    graph = import_graph()
+    assert "orchestrator.report" in graph["orchestrator.cli"], "cli imports the report inside cmd_report"
+    assert "trainers.run_trl" in graph["trainers.__main__"], "__main__ picks its runner inside main()"
+    assert {"tasks.names", "trainers.models", "tasks"} <= graph["trainers.spec"]
+
+
+def test_no_layer_imports_a_layer_above_it():
+    upward = sorted(
+        f"{module} imports {target}"
+        for module, targets in import_graph().items()
+        for target in targets
+        if layer_of(target) > layer_of(module)
     )
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "orchestrator" in modules and "trainers.run_trl" in modules
-    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    assert upward == []
+
+
+def test_the_project_modules_import_one_another_without_a_cycle():
+    graph = import_graph()
+    # A package's __init__ importing its own submodules while they import it back is how Python packages
+    # work, not a cycle between modules with separate jobs.
+    graph = {
+        m: {t for t in ts if not (m in graph.get(t, ()) and _parent_and_child(m, t))}
+        for m, ts in graph.items()
+    }
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as exc:
+        pytest.fail(f"import cycle: {' -> '.join(exc.args[1])}")
+
+
+def _parent_and_child(a: str, b: str) -> bool:
+    return a.startswith(b + ".") or b.startswith(a + ".")

@@ -17,7 +17,8 @@ from orchestrator.report import load_outputs, summary_metrics, write_report
 from orchestrator.report._configs import aggregate_repeats
 from orchestrator.report._feasibility import feasibility_matrix, infer_budget_gib
 from orchestrator.report._terminal import feasibility_tables
-from tests.unit.test_report_synthetic import GRID, trial_key, write_synthetic_sweep
+from tests.helpers.images import assert_varied_png
+from tests.helpers.synthetic_sweep import GRID, trial_key, write_synthetic_sweep
 
 ORIGINAL_TEN = [
     "run_name",
@@ -57,14 +58,6 @@ def cpu_report(tmp_path_factory):
 
 def _steps(out: Path, key: str) -> pd.DataFrame:
     return load_outputs(out).steps.query("trial_key == @key")
-
-
-def assert_varied_png(path: Path) -> None:
-    with Image.open(path) as image:
-        assert image.format == "PNG"
-        pixels = np.asarray(image.convert("RGB"), dtype=float)
-    assert pixels.shape[0] > 100 and pixels.shape[1] > 100
-    assert pixels.std() > 0
 
 
 def test_summary_csv_starts_with_the_original_ten_columns_and_holds_every_trial(gpu_report):

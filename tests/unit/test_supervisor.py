@@ -1,4 +1,4 @@
-"""Supervisor outcomes with a stand-in trainer (fast); the real trainer: tests/integration/test_supervisor_real.py."""
+"""Supervisor outcomes with a stand-in trainer (fast); the real trainer: tests/integration/test_trial_cli.py."""
 
 import os
 import sys

@@ -148,7 +148,7 @@ def test_every_reward_survives_adversarial_text_quickly(tasks, text):
                     scores = func(prompts=columns["prompt"], completions=[completion], **columns)
                     elapsed = time.perf_counter() - start
                     assert len(scores) == 1 and 0.0 <= scores[0] <= 1.0, (name, reward_name)
-                    # The bound is 100 ms; 10x headroom for a shared 2-core machine. A hang
+                    # A reward should score a completion within 100 ms; 10x headroom for a shared 2-core machine. A hang
                     # (eval of 9**9**9**9) or a quadratic scan of 100 kB would take seconds.
                     assert elapsed < 1.0, (name, reward_name, elapsed)
             assert task.is_correct(text, row) in (True, False)

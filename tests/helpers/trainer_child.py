@@ -1,0 +1,45 @@
+"""A real trainer child, `python -m trainers spec.json`, on the tiny model: run it, read its events."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from trainers.events import read_events
+from trainers.spec import TrialSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+STEP_COLUMNS = [
+    "step", "probe", "step_s", "gen_s", "prompt_tokens", "completion_tokens", "tokens_per_s",
+    "torch_allocated_gib", "torch_reserved_gib", "torch_peak_allocated_gib", "torch_peak_reserved_gib",
+    "rss_gib", "rss_peak_gib", "reward_mean", "reward_std", "frac_reward_zero_std", "loss", "grad_norm",
+    "kl", "entropy", "clip_ratio", "completion_len_mean", "completion_len_max", "clipped_ratio", "learning_rate",
+]  # fmt: skip
+
+
+def run_child(tmp_path, **overrides):
+    settings = {
+        "model": "tiny",
+        "max_steps": 3,
+        "num_generations": 2,
+        "batch_size": 2,
+        "max_completion_length": 12,
+        "num_threads": 1,
+        "events_path": str(tmp_path / "events.jsonl"),
+        "output_dir": str(tmp_path / "out"),
+        "model_cache_dir": str(ROOT / ".cache"),
+    }
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    spec = TrialSpec(**(settings | overrides))
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(spec.to_json())
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainers", str(spec_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+    )
+    events, _ = read_events(spec.events_path)
+    return proc, events
