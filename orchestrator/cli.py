@@ -15,7 +15,7 @@ import yaml
 from rich.console import Console
 
 from orchestrator.guard import DEFAULTS as GUARD
-from orchestrator.guard import MARGIN_DEFAULT_WORDS
+from orchestrator.guard import MARGIN_DEFAULT_WORDS, GuardSettings
 from orchestrator.outcome import peak_memory
 from orchestrator.submit import add_submit
 from trainers.events import STARTED, STEP
@@ -149,8 +149,18 @@ def _step_line(spec: TrialSpec, row: dict[str, Any]) -> str:
     )
 
 
+def trial_guard(args: argparse.Namespace) -> GuardSettings:
+    """The guard settings of `rlsweep trial`'s flags."""
+    return GuardSettings(
+        budget_gib=args.memory_budget_gib,
+        margin_gib=args.memory_margin_gib,
+        sample_hz=args.sample_hz,
+        timeout_s=args.timeout_s,
+        probe_steps=args.probe_steps,
+    )
+
+
 def cmd_trial(args: argparse.Namespace) -> int:
-    from orchestrator.guard import GuardSettings
     from orchestrator.outcome import COMPLETED
     from orchestrator.plan import trial_key
     from orchestrator.sinks import TRIAL_COLUMNS, metrics_csv_rows, steps_table, trial_row, write_table_atomic
@@ -175,15 +185,10 @@ def cmd_trial(args: argparse.Namespace) -> int:
         elif kind == STARTED:
             console.print(f"started on {row.get('device') or row.get('gpu_name') or 'cpu'}")
 
-    guard = GuardSettings(
-        budget_gib=spec.memory_budget_gib,
-        margin_gib=args.memory_margin_gib,
-        sample_hz=args.sample_hz,
-        timeout_s=args.timeout_s,
-        probe_steps=spec.probe_steps,
-    )
     try:
-        result = run_trial(spec, trial_dir=output, guard=guard, on_event=show, cpus=spec.num_threads)
+        result = run_trial(
+            spec, trial_dir=output, guard=trial_guard(args), on_event=show, cpus=spec.num_threads
+        )
     except KeyboardInterrupt:
         console.print("interrupted; trainer killed")
         return 130
