@@ -14,9 +14,12 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from orchestrator.storage import is_remote
+from orchestrator.guard import DEFAULTS as GUARD
+from orchestrator.guard import GuardSettings
+from orchestrator.outcome import peak_memory
 from orchestrator.submit import add_submit
-from trainers.spec import KNOBS, TrialSpec
+from trainers.events import STARTED, STEP
+from trainers.spec import BOOKKEEPING, KNOBS, TrialSpec
 
 # Piped to a file or CI log, rich would assume 80 columns and fold the tables: give them room.
 _WIDTH = None if sys.stdout.isatty() else 150
@@ -64,21 +67,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     try:
         sweep = load_sweep(args.sweep, args.set)
-        outcome = run_sweep(sweep, output_dir=args.output_dir, console=console)
+        outcome = run_sweep(sweep, output_dir=args.output_dir, console=console, report_to=out)
     except SweepError as exc:
         out.print(str(exc), markup=False)
         return 2
     counts = ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items()))
     console.print(f"trials: {counts}")
-    if is_remote(outcome.output_dir):
-        console.print(
-            f"report: reports read a local folder; copy {outcome.output_dir} down, then `rlsweep report DIR`"
-        )
-    elif (outcome.output_dir / "trials.parquet").exists():
-        from orchestrator.report import write_report
-
-        paths = write_report(outcome.output_dir, console=out)
-        _log_report_to_mlflow(outcome.output_dir, paths)
     console.print(f"results: {outcome.output_dir}/trials.parquet, steps in {outcome.output_dir}/steps/")
     if outcome.interrupted:
         again = [
@@ -100,7 +94,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 # trial
 # ------------------------------------------------------------------------------------------------
 ALIASES = {"model": ["--model-name"]}
-TRIAL_SKIP = ("events_path", "output_dir", "sweep")
+# Bookkeeping knobs are not flags, except --trial-key: a standalone trial may be given its key.
+TRIAL_SKIP = tuple(k for k in BOOKKEEPING if k != "trial_key")
 
 
 def _knob_type(f: dataclasses.Field):
@@ -114,24 +109,30 @@ def _knob_type(f: dataclasses.Field):
     return type(default)
 
 
-def add_trial_knobs(parser: argparse.ArgumentParser) -> None:
+def add_trial_knobs(parser: argparse.ArgumentParser, defaults: dict[str, Any]) -> None:
+    """A flag per TrialSpec knob; `defaults` overrides TrialSpec's default of a knob (the guard's)."""
     group = parser.add_argument_group("trial settings (TrialSpec; defaults as shown)")
     for name, f in KNOBS.items():
         if name in TRIAL_SKIP:
             continue
         flags = [*ALIASES.get(name, []), "--" + name.replace("_", "-")]
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        default = defaults.get(name, default)
         help_text = f"{f.metadata.get('help', '')} (default: {default!r})"
         if "choices" in f.metadata:
             help_text += f" [{'|'.join(f.metadata['choices'])}]"
         kind = _knob_type(f)
         if kind is None:
             group.add_argument(
-                *flags, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text
+                *flags,
+                dest=name,
+                action=argparse.BooleanOptionalAction,
+                default=defaults.get(name),
+                help=help_text,
             )
         else:
             group.add_argument(
-                *flags, dest=name, type=kind, default=None, help=help_text, metavar=name.upper()
+                *flags, dest=name, type=kind, default=defaults.get(name), help=help_text, metavar=name.upper()
             )
 
 
@@ -140,7 +141,7 @@ def _step_line(spec: TrialSpec, row: dict[str, Any]) -> str:
         value = row.get(key)
         return "-" if value is None else format(value, fmt)
 
-    peak = row.get("device_peak_gib") or row.get("torch_peak_reserved_gib") or row.get("rss_peak_gib")
+    peak, _ = peak_memory(row)
     return (
         f"step {row.get('step')}/{spec.max_steps}{' probe' if row.get('probe') else ''}  "
         f"step_s {f('step_s', '.2f')}  tokens/s {f('tokens_per_s', '.0f')}  loss {f('loss', '.4f')}  "
@@ -148,11 +149,22 @@ def _step_line(spec: TrialSpec, row: dict[str, Any]) -> str:
     )
 
 
+def trial_guard(args: argparse.Namespace) -> GuardSettings:
+    """The guard settings of `rlsweep trial`'s flags."""
+    return GuardSettings(
+        budget_gib=args.memory_budget_gib,
+        margin_gib=args.memory_margin_gib,
+        sample_hz=args.sample_hz,
+        timeout_s=args.timeout_s,
+        probe_steps=args.probe_steps,
+    )
+
+
 def cmd_trial(args: argparse.Namespace) -> int:
     from orchestrator.outcome import COMPLETED
     from orchestrator.plan import trial_key
     from orchestrator.sinks import TRIAL_COLUMNS, metrics_csv_rows, steps_table, trial_row, write_table_atomic
-    from orchestrator.supervisor import default_sampler_factory, run_trial
+    from orchestrator.supervisor import run_trial
 
     values = {k: v for k, v in vars(args).items() if k in KNOBS and v is not None}
     spec = TrialSpec(**values)
@@ -167,25 +179,15 @@ def cmd_trial(args: argparse.Namespace) -> int:
     output.mkdir(parents=True, exist_ok=True)
     console.print(f"trial {spec.trial_key} -> {output}")
 
-    def show(event: dict[str, Any]) -> None:
-        if event.get("event") == "step":
-            out.print(_step_line(spec, event), markup=False)
-        elif event.get("event") == "started":
-            console.print(f"started on {event.get('device') or event.get('gpu_name') or 'cpu'}")
+    def show(kind: str, row: dict[str, Any]) -> None:
+        if kind == STEP:
+            out.print(_step_line(spec, row), markup=False)
+        elif kind == STARTED:
+            console.print(f"started on {row.get('device') or row.get('gpu_name') or 'cpu'}")
 
-    ctx = {
-        "budget_gib": spec.memory_budget_gib,
-        "margin_gib": args.memory_margin_gib,
-        "sample_hz": args.sample_hz,
-    }
     try:
         result = run_trial(
-            spec,
-            trial_dir=output,
-            on_event=show,
-            timeout_s=args.timeout_s,
-            cpus=spec.num_threads,
-            sampler_factory=default_sampler_factory(ctx),
+            spec, trial_dir=output, guard=trial_guard(args), on_event=show, cpus=spec.num_threads
         )
     except KeyboardInterrupt:
         console.print("interrupted; trainer killed")
@@ -288,12 +290,25 @@ def add_trial(sub) -> None:
         "trial", help="run one trial without Ray; writes steps.parquet, metrics.csv, trial.json"
     )
     p.add_argument("--output-dir", help="default outputs/trials/<trial_key>")
-    p.add_argument("--timeout-s", type=float, default=None, help="wall-clock limit in seconds")
     p.add_argument(
-        "--memory-margin-gib", type=float, default=0.0, help="budget guard allowance over the budget (GiB)"
+        "--timeout-s",
+        type=float,
+        default=GUARD.timeout_s,
+        help=f"wall-clock limit in seconds (default: {GUARD.timeout_s:g})",
     )
-    p.add_argument("--sample-hz", type=float, default=20.0, help="memory sampling rate")
-    add_trial_knobs(p)
+    p.add_argument(
+        "--memory-margin-gib",
+        type=float,
+        default=GUARD.margin_gib,
+        help=f"budget guard allowance over the budget in GiB (default: {GUARD.margin_gib:g})",
+    )
+    p.add_argument(
+        "--sample-hz",
+        type=float,
+        default=GUARD.sample_hz,
+        help=f"memory sampling rate (default: {GUARD.sample_hz:g})",
+    )
+    add_trial_knobs(p, {"probe_steps": GUARD.probe_steps})
     p.set_defaults(func=cmd_trial)
 
 
@@ -308,33 +323,18 @@ def add_sync_mlflow(sub) -> None:
 # report, compare, gpu-check
 # ------------------------------------------------------------------------------------------------
 def cmd_report(args: argparse.Namespace) -> int:
-    from orchestrator.report import write_report
+    from orchestrator.finish import finish_sweep
+    from orchestrator.tracking import MlflowSink
 
+    output_dir = Path(args.output_dir)
     try:
-        paths = write_report(args.output_dir, console=out, budget_gib=args.budget_gib)
+        finish_sweep(
+            output_dir, console=out, mlflow=MlflowSink.for_output(output_dir), budget_gib=args.budget_gib
+        )
     except FileNotFoundError as exc:
         console.print(f"[red]{exc}[/red]", markup=True)
         return 2
-    _log_report_to_mlflow(Path(args.output_dir), paths)
     return 0
-
-
-def _log_report_to_mlflow(output_dir: Path, paths: dict) -> None:
-    """The report on the sweep's parent run, summary metrics on each trial's run (MLflow optional)."""
-    from orchestrator.sweep import SweepError, load_sweep
-    from orchestrator.tracking import MlflowSink
-
-    resolved = output_dir / "sweep.yaml"
-    if not resolved.exists():
-        return
-    try:
-        sweep = load_sweep(str(resolved), [])
-    except SweepError:
-        return
-    if not sweep.tracking.enabled:
-        return
-    sink = MlflowSink(sweep.tracking_uri(), sweep.experiment_name(), output_dir.resolve(), sweep.name)
-    sink.log_report(paths)
 
 
 def add_report(sub) -> None:

@@ -1,4 +1,5 @@
-"""The Ray Tune driver: one trial = one fresh Ray actor whose function is the supervisor.
+"""The Ray Tune glue: one trial = one fresh Ray actor whose function is the supervisor; its events reach
+the Recorder (orchestrator/recorder.py) in the driver through RecorderCallback; init_ray.
 
 Resume policy: our own ledger (trials.parquet) decides what runs, not Ray's experiment state. Each
 `rlsweep run` builds a fresh Tuner over the trials whose status is not final (never ran, or `stopped`
@@ -23,7 +24,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,22 +34,26 @@ from ray.tune import Callback
 from ray.tune.search import Searcher
 from rich.console import Console
 
-from orchestrator.outcome import FAILED, PRUNED, STOPPED, TrialResult
+from orchestrator.finish import finish_sweep
+from orchestrator.outcome import FAILED, TrialResult
 from orchestrator.plan import plan as make_plan
 from orchestrator.progress import Progress
 from orchestrator.pruning import HOLD, RUN, OomGate
+from orchestrator.recorder import Ledger, PruningGate, Recorder, StepsFiles
 from orchestrator.report import frontier, frontier_table
-from orchestrator.sinks import TrialsTable, trial_row, write_steps
+from orchestrator.sinks import TrialsTable
 from orchestrator.storage import filesystem_and_path, local_dir
-from orchestrator.supervisor import PROJECT_ROOT, default_sampler_factory, run_trial
+from orchestrator.supervisor import PROJECT_ROOT, run_trial
 from orchestrator.sweep import SweepError, SweepSpec, resolved_yaml
 from orchestrator.tracking import MlflowSink
+from trainers.events import STEP
 from trainers.spec import TrialSpec
 
 SOCKET_PATH_MAX = 107  # AF_UNIX sun_path
 RAY_SESSION_SUFFIX = 64  # len("/session_2026-11-05_12-34-56_123456_12345/sockets/plasma_store")
 
 Decider = Callable[[TrialSpec], str]
+FINAL = "final"  # the trainable's last report: the supervisor's TrialResult
 
 
 # ------------------------------------------------------------------------------------------------
@@ -56,29 +61,23 @@ Decider = Callable[[TrialSpec], str]
 # ------------------------------------------------------------------------------------------------
 def trainable(config: dict[str, Any]) -> None:
     spec = TrialSpec.from_dict(json.loads(config["spec_json"]))
-    ctx = config["ctx"]
     gpu_ids = ray.get_gpu_ids()
     # No GPU held: hide all of them, so a CPU trial on a GPU host cannot take one.
     devices = ",".join(str(g) for g in gpu_ids) if gpu_ids else ""
 
-    def relay(event: dict[str, Any]) -> None:
-        if event.get("event") == "step":
-            tune.report({"kind": "step", "step": event.get("step"), "row_json": json.dumps(event)})
-        elif event.get("event") == "started":
-            tune.report({"kind": "started", "row_json": json.dumps(event)})
+    def relay(kind: str, row: dict[str, Any]) -> None:
+        if kind == STEP:
+            tune.report({"kind": STEP, "row": row})
 
     result = run_trial(
         spec,
-        trial_dir=Path(ctx["trials_dir"]) / spec.trial_key,
+        trial_dir=Path(config["trials_dir"]) / spec.trial_key,
+        guard=config["guard"],
         on_event=relay,
-        timeout_s=ctx.get("timeout_s"),
         cuda_visible_devices=devices,
-        cpus=ctx.get("cpus"),
-        sampler_factory=default_sampler_factory(ctx, devices),
+        cpus=config["cpus"],
     )
-    final = result.to_dict()
-    final.pop("steps")  # already relayed one by one
-    tune.report({"kind": "final", "status": result.status, "result_json": json.dumps(final, default=str)})
+    tune.report({"kind": FINAL, "result": result.to_dict()})
 
 
 # ------------------------------------------------------------------------------------------------
@@ -92,10 +91,10 @@ _LIVE: dict[str, Any] = {}
 class PlanSearcher(Searcher):
     """Hands Tune the planned trials in order; asks `decide` first (run, hold, or a pruning detail)."""
 
-    def __init__(self, trials: list[TrialSpec], ctx: dict[str, Any], state_key: str):
+    def __init__(self, trials: list[TrialSpec], config: dict[str, Any], state_key: str):
         super().__init__()
         self.queue = list(trials)
-        self.ctx = ctx
+        self.config = config
         self.state_key = state_key
 
     def suggest(self, trial_id: str):
@@ -106,8 +105,8 @@ class PlanSearcher(Searcher):
                 continue
             self.queue.remove(spec)
             if verdict == RUN:
-                return {"trial_key": spec.trial_key, "spec_json": spec.to_json(), "ctx": self.ctx}
-            _LIVE[self.state_key].on_skip(spec, verdict)
+                return {"trial_key": spec.trial_key, "spec_json": spec.to_json(), **self.config}
+            _LIVE[self.state_key].skip(spec, verdict)
         return Searcher.FINISHED if not self.queue else None
 
     def on_trial_complete(self, trial_id, result=None, error=False):
@@ -122,94 +121,34 @@ class PlanSearcher(Searcher):
 
 
 # ------------------------------------------------------------------------------------------------
-# Sinks: a Tune callback in the driver
+# Tune's trial events to the recorder in the driver
 # ------------------------------------------------------------------------------------------------
-@dataclass
-class SinkState:
-    output_dir: Path
-    specs: dict[str, TrialSpec]
-    ledger: TrialsTable
-    mlflow: MlflowSink | None
-    progress: Progress
-    steps: dict[str, dict[int, dict]] = field(default_factory=dict)
-    started: dict[str, dict] = field(default_factory=dict)
-    running: set[str] = field(default_factory=set)
-    on_row: Callable[[TrialSpec, dict[str, Any]], None] | None = None  # OomGate.record
-
-    def on_start(self, key: str) -> None:
-        self.steps[key] = {}
-        self.running.add(key)
-        self.progress.started(key, self.specs[key].max_steps)
-        if self.mlflow:
-            self.mlflow.trial_started(self.specs[key])
-
-    def on_step(self, key: str, row: dict[str, Any]) -> None:
-        row = {k: v for k, v in row.items() if k not in ("event", "time")}
-        step = int(row.get("step") or 0)
-        if step in self.steps.setdefault(key, {}):
-            return  # Tune may hand the last report over twice
-        self.steps[key][step] = row
-        self.progress.step(key, row)
-        if self.mlflow:
-            self.mlflow.trial_step(key, row)
-
-    def on_end(
-        self, key: str, result: TrialResult | None, status: str | None = None, detail: str = ""
-    ) -> None:
-        spec = self.specs[key]
-        if result is not None:
-            result.steps = [self.steps.get(key, {})[s] for s in sorted(self.steps.get(key, {}))]
-        row = trial_row(spec, result, status=status, detail=detail)
-        path = write_steps(self.output_dir, spec, result.steps if result else [])
-        artifact = path if isinstance(path, Path) else None  # MLflow uploads local files only
-        if self.on_row:  # before the ledger: a verdict on disk never lags the row that made it
-            self.on_row(spec, row)
-        self.ledger.upsert(row)
-        self.running.discard(key)
-        self.progress.finished(key, row["status"], row["status_detail"])
-        if self.mlflow:
-            self.mlflow.trial_finished(row, artifact)
-
-    def on_skip(self, spec: TrialSpec, detail: str) -> None:
-        """A trial the searcher decided not to run (pruned): a row and a run like any trial."""
-        self.specs[spec.trial_key] = spec
-        self.on_start(spec.trial_key)
-        self.on_end(spec.trial_key, None, status=PRUNED, detail=detail)
-
-
-class SinkCallback(Callback):
-    """Feeds Tune's trial events to the sinks (SinkState) living in the driver."""
+class RecorderCallback(Callback):
+    """Forwards Tune's trial events to the Recorder (orchestrator/recorder.py) living in the driver."""
 
     def __init__(self, state_key: str):
         self.state_key = state_key
 
     @property
-    def state(self) -> SinkState:
+    def recorder(self) -> Recorder:
         return _LIVE[self.state_key]
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        self.state.on_start(trial.config["trial_key"])
+        self.recorder.start(trial.config["trial_key"])
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         key = trial.config["trial_key"]
-        kind = result.get("kind")
-        if kind == "step":
-            self.state.on_step(key, json.loads(result["row_json"]))
-        elif kind == "started":
-            self.state.started[key] = json.loads(result["row_json"])
-        elif kind == "final" and key in self.state.running:  # Tune may repeat the last report
-            data = json.loads(result["result_json"])
-            self.state.on_end(key, TrialResult(**{**data, "steps": []}))
+        if result.get("kind") == STEP:
+            self.recorder.step(key, result["row"])
+        elif result.get("kind") == FINAL:
+            self.recorder.end(key, TrialResult(**result["result"]))
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        key = trial.config["trial_key"]
-        if key in self.state.running:  # ended without a final report: the trainable itself broke
-            self.state.on_end(key, None, status=FAILED, detail="supervisor ended without a result")
+        # Ended without a final report (a no-op after one): the trainable itself broke.
+        self.recorder.end(trial.config["trial_key"], None, FAILED, "supervisor ended without a result")
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        key = trial.config["trial_key"]
-        if key in self.state.running:
-            self.state.on_end(key, None, status=FAILED, detail=f"supervisor error: {_error_text(trial)}")
+        self.recorder.end(trial.config["trial_key"], None, FAILED, f"supervisor error: {_error_text(trial)}")
 
 
 def _error_text(trial) -> str:
@@ -295,7 +234,10 @@ def run_sweep(
     console: Console | None = None,
     decide: Decider | None = None,
     ray_init_kwargs: dict[str, Any] | None = None,
+    report_to: Console | None = None,
 ) -> SweepOutcome:
+    """Run the sweep's unfinished trials, then end it (orchestrator.finish.finish_sweep); with
+    report_to, the end writes the report and prints its matrix there."""
     console = console or Console(stderr=True)
     out = sweep.resolved_output_dir(str(output_dir) if output_dir else None)
     plan = make_plan(sweep)
@@ -315,9 +257,8 @@ def run_sweep(
         mlflow.start_sweep(resolved_yaml(sweep))
     progress = Progress(len(plan.trials), console, done)
     gate = OomGate.load(out / "pruning.json", ledger, sweep.oom.prune_dominated, sweep.oom.wait_for_smaller)
-    state = SinkState(
-        out, {s.trial_key: s for s in plan.trials}, ledger, mlflow, progress, on_row=gate.record
-    )
+    sinks = [StepsFiles(out), PruningGate(gate), Ledger(ledger), progress, *([mlflow] if mlflow else [])]
+    recorder = Recorder(plan.trials, sinks)
     interrupted = False
     if todo:
         scratch = local_dir(out, sweep.name)  # Ray's temp dir and trainer scratch must be local
@@ -326,22 +267,18 @@ def run_sweep(
         resources = {"cpu": sweep.resources.cpus_per_trial}
         if has_gpu and sweep.resources.gpus_per_trial:
             resources["gpu"] = sweep.resources.gpus_per_trial
-        ctx = {
-            "output_dir": str(out),
+        config = {
             "trials_dir": str(scratch / "trials"),
-            "timeout_s": sweep.timeout_s,
             "cpus": sweep.resources.cpus_per_trial,
-            "budget_gib": sweep.memory.budget_gib,
-            "margin_gib": sweep.memory.margin_gib,
-            "sample_hz": sweep.memory.sample_hz,
+            "guard": sweep.guard(),
         }
         storage_fs, storage_path = filesystem_and_path(out / "ray")  # a URI: Tune syncs there via pyarrow.fs
-        state_key = f"sweep-{id(state)}"
-        _LIVE[state_key], _LIVE[state_key + ".decide"] = state, decide or gate
+        state_key = f"sweep-{id(recorder)}"
+        _LIVE[state_key], _LIVE[state_key + ".decide"] = recorder, decide or gate
         tuner = tune.Tuner(
             tune.with_resources(trainable, resources),
             tune_config=tune.TuneConfig(
-                search_alg=PlanSearcher(todo, ctx, state_key),
+                search_alg=PlanSearcher(todo, config, state_key),
                 num_samples=-1,
                 max_concurrent_trials=sweep.resources.max_concurrent or 0,
                 reuse_actors=False,
@@ -351,7 +288,7 @@ def run_sweep(
                 name=f"tune-{time.strftime('%Y%m%d-%H%M%S')}",
                 storage_path=storage_path,
                 storage_filesystem=storage_fs,
-                callbacks=[SinkCallback(state_key)],
+                callbacks=[RecorderCallback(state_key)],
                 verbose=0,
                 failure_config=tune.FailureConfig(max_failures=0),
                 log_to_file=True,
@@ -365,16 +302,20 @@ def run_sweep(
         finally:
             _LIVE.pop(state_key, None)
             _LIVE.pop(state_key + ".decide", None)
-        for key in list(state.running):  # Ctrl-C: Tune stopped them; a resume runs them again
-            state.on_end(
-                key, None, status=STOPPED, detail="interrupted (Ctrl-C); a resumed sweep runs it again"
-            )
+        # Ctrl-C: Tune stopped them; a resume runs them again
+        recorder.stop_running("interrupted (Ctrl-C); a resumed sweep runs it again")
     # Tune ends quietly on Ctrl-C; whatever the ledger does not hold as final was cut short.
     interrupted = interrupted or any(not ledger.done(k) for k in plan.keys)
     counts = progress.counts()
-    if mlflow:
-        mlflow.end_sweep(counts, interrupted)
     print_frontier(ledger, console)
+    finish_sweep(
+        out,
+        console=report_to or console,
+        mlflow=mlflow,
+        counts=counts,
+        interrupted=interrupted,
+        report=report_to is not None and bool(ledger.rows),
+    )
     return SweepOutcome(out, counts, interrupted, [s.trial_key for s in todo])
 
 

@@ -19,6 +19,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.guard import GuardSettings
+from orchestrator.outcome import COMPLETED
 from trainers.spec import TrialSpec
 
 FRAMEWORKS = ("trl", "unsloth")
@@ -196,26 +198,22 @@ def notes(rows: list[Row]) -> list[str]:
     out += [
         f"{r.framework} {r.mode}: {r.status}: {' '.join(r.detail.split())[:300]}"
         for r in rows
-        if r.status != "completed"
+        if r.status != COMPLETED
     ]
     return ["medians over steps 2..N (step 1 is warm-up); '-' = not measured", *out]
 
 
 def run_check(specs: list[TrialSpec], timeout_s: float, console: Console) -> list[Row]:
     """Each trial in turn, through the supervisor (child process, memory sampler, budget, timeout)."""
-    from orchestrator.supervisor import default_sampler_factory, run_trial
+    from orchestrator.supervisor import run_trial
 
     rows = []
     for spec in specs:
         console.print(
             f"[bold]{spec.framework} {spec.mode}[/bold]: {spec.max_steps} steps of {spec.model} ..."
         )
-        result = run_trial(
-            spec,
-            trial_dir=spec.output_dir,
-            timeout_s=timeout_s,
-            sampler_factory=default_sampler_factory({}),
-        ).to_dict()
+        guard = GuardSettings(timeout_s=timeout_s, probe_steps=spec.probe_steps)
+        result = run_trial(spec, trial_dir=spec.output_dir, guard=guard).to_dict()
         row = summarize(spec.framework, spec.mode, result)
         console.print(f"  {row.status} in {result.get('wall_s', 0):.0f} s")
         rows.append(row)
@@ -254,7 +252,7 @@ def run(args: argparse.Namespace) -> int:
     (output_dir / "results.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
     (output_dir / "results.md").write_text(markdown_table(rows))
     console.print(f"results: {output_dir / 'results.json'}, {output_dir / 'results.md'}")
-    return 0 if all(r.status == "completed" for r in rows) else 1
+    return 0 if all(r.status == COMPLETED for r in rows) else 1
 
 
 if __name__ == "__main__":

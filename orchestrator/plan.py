@@ -9,11 +9,12 @@ import re
 from dataclasses import dataclass
 
 from orchestrator.sweep import SweepSpec
-from trainers.spec import TrialSpec, mode_warnings
+from trainers.spec import BOOKKEEPING, EXECUTION, TrialSpec, mode_warnings
 
 # Knobs named in the readable part of a key; the hash covers everything else that defines the trial.
 NAMED = ("framework", "mode", "model", "num_generations", "batch_size")
-NOT_HASHED = NAMED + ("trial_key", "sweep", "output_dir", "events_path", "model_cache_dir", "num_threads")
+# Bookkeeping and execution knobs (trainers.spec roles) do not define the trial either.
+NOT_HASHED = NAMED + BOOKKEEPING + EXECUTION
 _MODEL_SUFFIXES = re.compile(r"-(instruct|chat|it|hf|base)$")
 
 

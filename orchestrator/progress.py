@@ -1,4 +1,5 @@
 """Live progress in the terminal: trials by status, and each running trial's step, speed and memory.
+A recorder sink (orchestrator/recorder.py).
 
 On a terminal a rich Live table redraws in place; elsewhere (CI logs, tests) one line per finished trial.
 """
@@ -12,6 +13,9 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+
+from orchestrator.outcome import peak_memory
+from trainers.spec import TrialSpec
 
 
 def _fmt(value: Any, spec: str = ".2f") -> str:
@@ -43,21 +47,21 @@ class Progress:
         if self.live is not None:
             self.live.update(self.render())
 
-    def started(self, key: str, max_steps: int) -> None:
-        self.running[key] = {"max_steps": max_steps, "step": 0}
+    def on_start(self, spec: TrialSpec) -> None:
+        self.running[spec.trial_key] = {"max_steps": spec.max_steps, "step": 0}
         self._refresh()
 
-    def step(self, key: str, row: dict[str, Any]) -> None:
-        info = self.running.setdefault(key, {"max_steps": None})
-        peak = row.get("device_peak_gib") or row.get("torch_peak_reserved_gib") or row.get("rss_peak_gib")
-        info.update(step=row.get("step"), tokens_per_s=row.get("tokens_per_s"), peak_gib=peak)
+    def on_step(self, spec: TrialSpec, row: dict[str, Any]) -> None:
+        info = self.running.setdefault(spec.trial_key, {"max_steps": None})
+        info.update(step=row.get("step"), tokens_per_s=row.get("tokens_per_s"), peak_gib=peak_memory(row)[0])
         self._refresh()
 
-    def finished(self, key: str, status: str, detail: str = "") -> None:
+    def on_end(self, spec: TrialSpec, row: dict[str, Any], steps: list[dict[str, Any]]) -> None:
+        key, status, detail = spec.trial_key, row["status"], row.get("status_detail") or ""
         self.running.pop(key, None)
         self.status[key] = status
         if self.live is None:
-            first_line = (detail or "").splitlines()[0][:160] if detail else ""
+            first_line = detail.splitlines()[0][:160] if detail else ""
             counts = " ".join(f"{s}={n}" for s, n in sorted(Counter(self.status.values()).items()))
             self.console.print(f"[{len(self.status)}/{self.total}] {key}: {status} {first_line}  ({counts})")
         self._refresh()

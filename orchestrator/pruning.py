@@ -38,7 +38,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from orchestrator.outcome import OOM
 from orchestrator.storage import RemotePath, is_remote
+from trainers.spec import BOOKKEEPING, EXECUTION
 
 DOMINANCE_KNOBS = (
     "num_generations",
@@ -50,17 +52,10 @@ DOMINANCE_KNOBS = (
     "max_steps",
     "probe_steps",
 )
+# Bookkeeping and execution knobs (trainers.spec roles) are ignored, except num_threads: a trial's
+# thread count sizes per-thread buffers (RSS), so trials differing in it are compared as different.
 IGNORED_KNOBS = frozenset(
-    {
-        "seed",
-        "learning_rate",
-        "lora_alpha",
-        "trial_key",
-        "sweep",
-        "output_dir",
-        "events_path",
-        "model_cache_dir",
-    }
+    {"seed", "learning_rate", "lora_alpha", *BOOKKEEPING, *(k for k in EXECUTION if k != "num_threads")}
 )
 
 
@@ -238,7 +233,7 @@ class OomGate:
         pruner = Pruner.load(path, enabled=enabled)
         known = {v.trial_key for v in pruner.verdicts}
         for key, row in ledger.rows.items():
-            if row["status"] == "oom" and key not in known and row.get("config"):
+            if row["status"] == OOM and key not in known and row.get("config"):
                 pruner.record_oom(key, json.loads(row["config"]), oom_reading(row))
         return cls(pruner, path, ledger, wait_for_smaller)
 
@@ -256,6 +251,6 @@ class OomGate:
 
     def record(self, spec: Any, row: dict[str, Any]) -> None:
         """Called with every finished trial's row: an `oom` one becomes a verdict, saved at once."""
-        if row["status"] == "oom":
+        if row["status"] == OOM:
             self.pruner.record_oom(spec.trial_key, spec, oom_reading(row))
             self.pruner.save(self.path)

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from orchestrator.outcome import FINAL_STATUSES, TrialResult
 from orchestrator.storage import StoragePath, filesystem_and_path, is_remote
 from tasks.rewards import REWARD_NAMES
-from trainers.spec import TrialSpec
+from trainers.spec import BOOKKEEPING, TrialSpec
 
 F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
 TS = pa.timestamp("ms", tz="UTC")
@@ -125,6 +125,8 @@ TRIAL_SCHEMA = pa.schema(
     ]
 )
 TRIAL_COLUMNS = TRIAL_SCHEMA.names
+# A trial's `config` holds every knob but the bookkeeping files of one attempt (its key and sweep name stay).
+ATTEMPT_FILES = tuple(k for k in BOOKKEEPING if k not in ("trial_key", "sweep"))
 
 
 def write_table_atomic(table: pa.Table, path: StoragePath) -> StoragePath:
@@ -173,7 +175,7 @@ def normalize_step(trial_key: str, row: dict[str, Any]) -> dict[str, Any]:
     }
     for name in STEP_COLUMNS[4:-1]:
         out[name] = _float(row.get(name))
-    extra = {k: v for k, v in row.items() if k not in STEP_SCHEMA.names and k not in ("event", "time")}
+    extra = {k: v for k, v in row.items() if k not in STEP_SCHEMA.names}
     out["extra"] = json.dumps(extra, sort_keys=True) if extra else None
     return out
 
@@ -220,7 +222,7 @@ def trial_row(
     started = result.started if result else {}
     gpu_name, gpu_total = device_info(started)
     peak = result.peak if result else {}
-    config = {k: v for k, v in spec.to_dict().items() if k not in ("events_path", "output_dir")}
+    config = {k: v for k, v in spec.to_dict().items() if k not in ATTEMPT_FILES}
     row = {name: getattr(spec, name, None) for name in TRIAL_COLUMNS if hasattr(spec, name)}
     row.update(
         micro_batch_size=spec.effective_micro_batch_size,

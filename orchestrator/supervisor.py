@@ -1,6 +1,8 @@
 """Run one trial as a child process (`python -m trainers spec.json`) and turn what happens into a status.
 
-No Ray here: the Ray trainable (driver.py) and `rlsweep trial` both call `run_trial`. The child runs in
+No Ray here: the Ray trainable (driver.py), `rlsweep trial` and gpu-check call `run_trial` with the
+trial's GuardSettings (orchestrator/guard.py). It hands each event to `on_event(kind, row)` as a clean
+row (`step_row`: the one place an event's payload becomes a row). The child runs in
 its own process group so a kill reaches everything it started; it also gets PR_SET_PDEATHSIG, so if the
 supervisor's process dies (SIGKILL of a Ray worker, or of the whole driver) the kernel kills the
 trainer and no orphan keeps a GPU.
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import trainers
+from orchestrator.guard import GuardSettings
 from orchestrator.outcome import COMPLETED, FAILED, OOM, STOPPED, UNAVAILABLE, TrialResult
 from orchestrator.telemetry import (
     MemorySampler,
@@ -112,8 +115,11 @@ def _is_unavailable(event: dict[str, Any]) -> bool:
     return bool(event.get("unavailable")) or event.get("type") in ("UnavailableError", "Unavailable")
 
 
-def step_row(event: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in event.items() if k not in ("event", "time")}
+def step_row(event: dict[str, Any], sampler: Any = None) -> dict[str, Any]:
+    """An event's payload as a row: without the event's kind and write time; a step's with the sampler's
+    peaks between its wall times overlaid."""
+    row = {k: v for k, v in event.items() if k not in ("event", "time")}
+    return merge_sampler(row, sampler) if event.get("event") == STEP else row
 
 
 def merge_sampler(row: dict[str, Any], sampler: Any) -> dict[str, Any]:
@@ -152,16 +158,15 @@ class _Run:
         events, self.offset = read_events(self.spec.events_path, self.offset)
         for event in events:
             kind = event.get("event")
+            row = step_row(event, self.sampler)
             if kind == STARTED:
-                self.result.started = step_row(event)
+                self.result.started = row
             elif kind == STEP:
-                row = merge_sampler(step_row(event), self.sampler)
                 self.result.steps.append(row)
-                event = {"event": STEP, "time": event.get("time"), **row}
             elif kind in (FINISHED, OOM_EVENT, ERROR):
                 self.final = event
             if self.on_event is not None:
-                self.on_event(event)
+                self.on_event(kind, row)
 
     def on_exceed(self, detail: str) -> None:
         """Budget guard callback (called from the sampler's thread)."""
@@ -182,8 +187,8 @@ def run_trial(
     spec: TrialSpec,
     *,
     trial_dir: str | Path | None = None,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
-    timeout_s: float | None = None,
+    guard: GuardSettings | None = None,
+    on_event: Callable[[str, dict[str, Any]], None] | None = None,
     sampler_factory: Callable[..., Any] | None = None,
     cuda_visible_devices: str | None = None,
     cpus: int | None = None,
@@ -192,10 +197,15 @@ def run_trial(
 ) -> TrialResult:
     """Run `spec` in a child process and classify the outcome (never raises for a trial's failure).
 
-    sampler_factory(pid, on_exceed=callback) -> sampler with start()/stop()/peak_between(t0, t1)/peak():
-    the memory sampler (orchestrator/telemetry.py). It calls on_exceed(detail) when the budget is passed;
-    the child is then killed and the trial ends `oom` with that detail.
+    guard: the budget, margin, sampling rate and timeout; None: no memory sampler and no time limit.
+    on_event(kind, row): each event of the trainer ("started", "step", ...) as a clean row.
+    sampler_factory(pid, on_exceed=callback) -> sampler with start()/stop()/peak_between(t0, t1)/peak();
+    default: the guard's MemorySampler (orchestrator/telemetry.py). It calls on_exceed(detail) when the
+    budget is passed; the child is then killed and the trial ends `oom` with that detail.
     """
+    timeout_s = guard.timeout_s if guard else None
+    if sampler_factory is None and guard is not None:
+        sampler_factory = default_sampler_factory(guard, cuda_visible_devices)
     trial_dir = Path(trial_dir or spec.output_dir or ".").resolve()
     trial_dir.mkdir(parents=True, exist_ok=True)
     if not spec.output_dir:
@@ -324,19 +334,16 @@ def _kernel_oom_detail(run: _Run) -> str | None:
     )
 
 
-def default_sampler_factory(settings: dict[str, Any], cuda_visible_devices: str | None = None):
-    """A factory for orchestrator/telemetry.py's MemorySampler with the budget guard wired to `on_exceed`.
-
-    settings: budget_gib, margin_gib, sample_hz (the sweep's memory section).
-    """
+def default_sampler_factory(guard: GuardSettings, cuda_visible_devices: str | None = None):
+    """A factory for orchestrator/telemetry.py's MemorySampler with the budget guard wired to `on_exceed`."""
 
     def factory(pid: int, on_exceed):
         return MemorySampler(
             pid,
-            hz=settings.get("sample_hz") or 20.0,
+            hz=guard.sample_hz,
             cuda_visible_devices=cuda_visible_devices,
-            budget_gib=settings.get("budget_gib"),
-            margin_gib=settings.get("margin_gib"),
+            budget_gib=guard.budget_gib,
+            margin_gib=guard.margin_gib,
             on_budget_exceeded=lambda breach: on_exceed(breach.detail),
         )
 

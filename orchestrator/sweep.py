@@ -30,11 +30,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from orchestrator.guard import DEFAULTS, GuardSettings
 from tasks.names import did_you_mean
-from trainers.spec import KNOBS, check_value
+from trainers.spec import BOOKKEEPING, KNOBS, check_value
 
-# Knobs the orchestrator fills in per trial; a sweep file cannot set them.
-BOOKKEEPING = ("trial_key", "sweep", "output_dir", "events_path")
+# A sweep file sets every knob but the bookkeeping ones, which the orchestrator fills in per trial.
 SWEEP_KNOBS = [k for k in KNOBS if k not in BOOKKEEPING]
 
 
@@ -56,20 +56,24 @@ class Resources(_Section):
 
 class Memory(_Section):
     budget_gib: float | None = Field(
-        None, gt=0, description="Emulate a card of this size; default the device's total memory."
+        DEFAULTS.budget_gib,
+        gt=0,
+        description="Emulate a card of this size; default the device's total memory.",
     )
     margin_gib: float | None = Field(
-        None,
+        DEFAULTS.margin_gib,
         ge=0,
-        description="Allowance over the budget before the guard kills; default 0 (the budget is the card: "
-        "the CUDA context counts within it).",
+        description=f"Allowance over the budget before the guard kills; default {DEFAULTS.margin_gib:g} (the "
+        "budget is the card: the CUDA context counts within it).",
     )
-    sample_hz: float = Field(20.0, gt=0, le=1000, description="Memory sampling rate in the supervisor.")
+    sample_hz: float = Field(
+        DEFAULTS.sample_hz, gt=0, le=1000, description="Memory sampling rate in the supervisor."
+    )
 
 
 class Oom(_Section):
     probe_steps: int = Field(
-        2, ge=0, description="Leading worst-case steps (completions forced to max length)."
+        DEFAULTS.probe_steps, ge=0, description="Leading worst-case steps (completions forced to max length)."
     )
     prune_dominated: bool = Field(True, description="Skip trials that dominate one that ran out of memory.")
     wait_for_smaller: bool = Field(True, description="Hold a trial while a smaller sibling is still running.")
@@ -101,7 +105,9 @@ class SweepSpec(_Section):
     memory: Memory = Field(default_factory=Memory)
     oom: Oom = Field(default_factory=Oom)
     tracking: Tracking = Field(default_factory=Tracking)
-    timeout_s: float | None = Field(3600.0, gt=0, description="Wall-clock limit per trial in seconds.")
+    timeout_s: float | None = Field(
+        DEFAULTS.timeout_s, gt=0, description="Wall-clock limit per trial in seconds."
+    )
     output_dir: str | None = Field(None, description="Default outputs/<name>.")
 
     def axes(self) -> dict[str, list[Any]]:
@@ -116,6 +122,16 @@ class SweepSpec(_Section):
         base["probe_steps"] = self.oom.probe_steps
         base["num_threads"] = self.resources.cpus_per_trial
         return {**base, **self.fixed}
+
+    def guard(self) -> GuardSettings:
+        """The memory guard's and sampler's settings every trial of this sweep runs under."""
+        return GuardSettings(
+            budget_gib=self.memory.budget_gib,
+            margin_gib=self.memory.margin_gib,
+            sample_hz=self.memory.sample_hz,
+            timeout_s=self.timeout_s,
+            probe_steps=self.oom.probe_steps,
+        )
 
     def task_args_for(self, task: str, task_args: dict[str, Any]) -> dict[str, Any]:
         return {**task_args, **self.task_settings.get(task, {})}

@@ -1,4 +1,5 @@
-"""MLflow sink, used only by the driver (trainers and supervisors never talk to tracking).
+"""MLflow sink: a recorder sink (orchestrator/recorder.py) in the driver; trainers and supervisors never
+talk to tracking.
 
 One experiment per sweep (created once here), a parent run per output dir, one nested run per trial
 (tag mlflow.parentRunId, run name = trial_key). Step metrics go in one log_batch call per step. A run
@@ -18,14 +19,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orchestrator.outcome import NO_GPU
-from trainers.spec import TrialSpec
+from orchestrator.outcome import COMPLETED, NO_GPU
+from orchestrator.sinks import steps_path
+from orchestrator.storage import StoragePath
+from trainers.spec import BOOKKEEPING, TrialSpec
 
 TRIAL_KEY_TAG = "rlsweep.trial_key"
 COMPLETE_TAG = "rlsweep.complete"
 ROLE_TAG = "rlsweep.role"
 OUTPUT_TAG = "rlsweep.output_dir"
-PARAM_SKIP = ("events_path", "output_dir", "trial_key", "model_cache_dir")
+# Bookkeeping knobs and the model cache are not run parameters, except the sweep's name (a run filter).
+PARAM_SKIP = (*(k for k in BOOKKEEPING if k != "sweep"), "model_cache_dir")
 METRIC_SKIP = ("trial_key", "step", "probe", "extra", "t_start", "t_end")
 SUMMARY_METRICS = (
     "steps_completed",
@@ -62,9 +66,10 @@ def step_metrics(row: dict[str, Any]) -> dict[str, float]:
 
 
 class MlflowSink:
-    def __init__(self, uri: str, experiment: str, output_dir: Path, sweep_name: str):
+    def __init__(self, uri: str, experiment: str, output_dir: StoragePath, sweep_name: str):
         self.uri = uri
         self.experiment = experiment
+        self.root = output_dir
         self.output_dir = str(output_dir)
         self.sweep_name = sweep_name
         self.enabled = True
@@ -143,7 +148,24 @@ class MlflowSink:
         runs = self._guard("search", self._existing, key) or []
         return any(r.data.tags.get(COMPLETE_TAG) == "true" for r in runs)
 
-    def trial_started(self, spec: TrialSpec) -> None:
+    @classmethod
+    def for_output(cls, output_dir: Path) -> MlflowSink | None:
+        """The sink of the sweep that wrote output_dir (its sweep.yaml), or None when it tracks nothing."""
+        from orchestrator.sweep import SweepError, load_sweep
+
+        resolved = output_dir / "sweep.yaml"
+        if not resolved.exists():
+            return None
+        try:
+            sweep = load_sweep(str(resolved), [])
+        except SweepError:
+            return None
+        if not sweep.tracking.enabled:
+            return None
+        return cls(sweep.tracking_uri(), sweep.experiment_name(), output_dir.resolve(), sweep.name)
+
+    # -- recorder sink ------------------------------------------------------------------------------
+    def on_start(self, spec: TrialSpec) -> None:
         self._guard("trial start", self._trial_started, spec)
 
     def _trial_started(self, spec: TrialSpec) -> None:
@@ -172,8 +194,8 @@ class MlflowSink:
         for i in range(0, len(params), 100):  # MLflow takes at most 100 params per batch
             self.client.log_batch(run.info.run_id, params=params[i : i + 100])
 
-    def trial_step(self, key: str, row: dict[str, Any]) -> None:
-        run_id = self.runs.get(key)
+    def on_step(self, spec: TrialSpec, row: dict[str, Any]) -> None:
+        run_id = self.runs.get(spec.trial_key)
         if run_id:
             self._guard("step logging", self._log_step, run_id, row)
 
@@ -184,8 +206,10 @@ class MlflowSink:
         if metrics:
             self.client.log_batch(run_id, metrics=metrics)
 
-    def trial_finished(self, row: dict[str, Any], steps_file: Path | None) -> None:
-        run_id = self.runs.pop(row["trial_key"], None)
+    def on_end(self, spec: TrialSpec, row: dict[str, Any], steps: list[dict[str, Any]]) -> None:
+        run_id = self.runs.pop(spec.trial_key, None)
+        path = steps_path(self.root, spec)
+        steps_file = path if isinstance(path, Path) else None  # MLflow uploads local files only
         if run_id:
             self._guard("trial end", self._trial_finished, run_id, row, steps_file)
 
@@ -204,15 +228,16 @@ class MlflowSink:
         if row.get("effective_config"):
             self.client.log_text(run_id, row["effective_config"], "effective_config.json")
         self.client.set_tag(run_id, COMPLETE_TAG, "true")
-        self.client.set_terminated(run_id, status="FINISHED" if row["status"] == "completed" else "FAILED")
+        self.client.set_terminated(run_id, status="FINISHED" if row["status"] == COMPLETED else "FAILED")
 
-    def log_report(self, paths: dict) -> None:
-        """After `rlsweep report`: the report on the parent run, summary metrics on each trial run,
-        so MLflow's run table and compare view sort and chart by them."""
-        self._guard("report", self._log_report, paths)
+    def log_report(self, paths: dict, outputs: Any) -> None:
+        """At a sweep's end: the report (write_report's paths) on the parent run, summary metrics on
+        each trial run (outputs: orchestrator.report.load_outputs), so MLflow's run table and compare
+        view sort and chart by them."""
+        self._guard("report", self._log_report, paths, outputs)
 
-    def _log_report(self, paths: dict) -> None:
-        from orchestrator.report import load_outputs, summary_metrics
+    def _log_report(self, paths: dict, outputs: Any) -> None:
+        from orchestrator.report import summary_metrics
 
         if self.parent_id is None:
             self._start_sweep_lookup()
@@ -221,7 +246,6 @@ class MlflowSink:
                 self.client.log_artifact(self.parent_id, str(paths[key]))
         for plot in paths.get("plots", []):
             self.client.log_artifact(self.parent_id, str(plot), artifact_path="plots")
-        outputs = load_outputs(self.output_dir)
         for _, trial in outputs.trials.iterrows():
             runs = self._existing(str(trial["trial_key"]))
             metrics = summary_metrics(trial, outputs.steps)

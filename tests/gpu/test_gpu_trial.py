@@ -6,7 +6,8 @@ Skipped on hosts without one (CI has none); run on a GPU host with `make test PY
 import pytest
 import torch
 
-from orchestrator.supervisor import default_sampler_factory, run_trial
+from orchestrator.guard import GuardSettings
+from orchestrator.supervisor import run_trial
 from trainers.spec import TrialSpec
 
 pytestmark = [
@@ -27,7 +28,7 @@ def _spec(tmp_path, **overrides) -> TrialSpec:
 
 
 def test_qlora_trial_on_gpu_measures_nvml_and_torch_memory(tmp_path):
-    result = run_trial(_spec(tmp_path), trial_dir=tmp_path / "t", sampler_factory=default_sampler_factory({}))
+    result = run_trial(_spec(tmp_path), trial_dir=tmp_path / "t", guard=GuardSettings())
     assert result.status == "completed", result.status_detail
     assert result.started["gpu_name"] and result.started["gpu_total_gib"] > 0
     for step in result.steps:
@@ -42,9 +43,7 @@ def test_qlora_trial_on_gpu_measures_nvml_and_torch_memory(tmp_path):
 def test_tiny_budget_ends_oom_not_failed(tmp_path):
     # 0.3 GiB cannot hold the 0.5B model's 4-bit weights, CUDA context and activations.
     spec = _spec(tmp_path, memory_budget_gib=0.3)
-    result = run_trial(
-        spec, trial_dir=tmp_path / "t", sampler_factory=default_sampler_factory({"budget_gib": 0.3})
-    )
+    result = run_trial(spec, trial_dir=tmp_path / "t", guard=GuardSettings(budget_gib=0.3))
     assert result.status == "oom", result.status_detail
 
 
@@ -53,7 +52,7 @@ def test_a_budget_holds_the_cuda_context_and_the_allocator_within_it(tmp_path):
     result = run_trial(
         _spec(tmp_path, memory_budget_gib=budget),
         trial_dir=tmp_path / "t",
-        sampler_factory=default_sampler_factory({"budget_gib": budget}),
+        guard=GuardSettings(budget_gib=budget),
     )
     assert result.status == "completed", result.status_detail
     started = result.started

@@ -101,7 +101,7 @@ def layer_of(module: str) -> int:
 
 def test_the_import_graph_sees_function_level_imports():
     graph = import_graph()
-    assert "orchestrator.report" in graph["orchestrator.cli"], "cli imports the report inside cmd_report"
+    assert "orchestrator.driver" in graph["orchestrator.cli"], "cli imports the driver inside cmd_run"
     assert "trainers.run_trl" in graph["trainers.__main__"], "__main__ picks its runner inside main()"
     assert {"tasks.names", "trainers.models", "tasks"} <= graph["trainers.spec"]
 

@@ -1,9 +1,13 @@
 """Planning: stable readable keys, smallest configurations first."""
 
+import hashlib
+import json
+from pathlib import Path
+
 import pytest
 
 from orchestrator.plan import expand, model_short, trial_key
-from orchestrator.sweep import parse_sweep
+from orchestrator.sweep import load_sweep, parse_sweep
 from trainers.spec import TrialSpec
 
 
@@ -59,3 +63,27 @@ def test_expand_orders_small_first_and_sets_keys():
 def test_repeated_values_give_one_trial():
     sweep = parse_sweep({"name": "r", "grid": {"num_generations": [2, 2, 4]}})
     assert len(expand(sweep)) == 2
+
+
+# Every knob but these defined a trial's hash when the bundled sweeps were written; written out here so
+# the rule is checked against itself, not against NOT_HASHED.
+HASH_EXCLUDED_WHEN_WRITTEN = ("framework", "mode", "model", "num_generations", "batch_size", "trial_key", "sweep",
+                              "output_dir", "events_path", "model_cache_dir", "num_threads")  # fmt: skip
+# sha1 of the space-joined sorted keys of each bundled sweep, as the branch that introduced knob roles had them.
+BUNDLED_KEYS = {
+    "cpu-smoke.yaml": (12, "0a36d5d79400"),
+    "offline-feasibility.yaml": (32, "bc4b08a0d048"),
+    "workstation-16gb.yaml": (24, "0232dc0b216a"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BUNDLED_KEYS))
+def test_trial_keys_of_the_bundled_sweeps_are_unchanged(name):
+    specs = expand(load_sweep(Path(__file__).parents[2] / "sweeps" / name))
+    for spec in specs:
+        rest = {k: v for k, v in spec.to_dict().items() if k not in HASH_EXCLUDED_WHEN_WRITTEN}
+        assert spec.trial_key.endswith(
+            "-" + hashlib.sha1(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:6]
+        )
+    keys = " ".join(sorted(s.trial_key for s in specs))
+    assert (len(specs), hashlib.sha1(keys.encode()).hexdigest()[:12]) == BUNDLED_KEYS[name]

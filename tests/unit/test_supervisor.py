@@ -9,6 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from orchestrator.guard import GuardSettings
 from orchestrator.supervisor import default_sampler_factory, run_trial
 from orchestrator.telemetry import Sample
 from trainers.spec import TrialSpec
@@ -23,11 +24,13 @@ def _run(tmp_path, behaviour, **kwargs):
 
 def test_completed_with_steps_and_started_payload(tmp_path):
     seen = []
-    result = _run(tmp_path, "finish", on_event=seen.append, cuda_visible_devices="1", cpus=1)
+    result = _run(
+        tmp_path, "finish", on_event=lambda kind, row: seen.append(kind), cuda_visible_devices="1", cpus=1
+    )
     assert result.status == "completed"
     assert [r["step"] for r in result.steps] == [1, 2, 3]
     assert result.started["versions"] == {"fake": "1"}
-    assert [e["event"] for e in seen] == ["started", "step", "step", "step", "finished"]
+    assert seen == ["started", "step", "step", "step", "finished"]
     assert result.exit_code == 0 and result.cuda_visible_devices == "1"
 
 
@@ -52,7 +55,7 @@ def test_failed_detail_carries_the_output_tail(tmp_path):
 
 
 def test_timeout_kills_the_child(tmp_path):
-    result = _run(tmp_path, "hang", timeout_s=2)
+    result = _run(tmp_path, "hang", guard=GuardSettings(timeout_s=2))
     assert result.status == "failed" and "timeout" in result.status_detail
     assert not psutil.pid_exists(result.pid) or psutil.Process(result.pid).status() == psutil.STATUS_ZOMBIE
 
@@ -103,7 +106,7 @@ def test_budget_guard_kill_is_oom(tmp_path):
 
 def test_sigkill_with_calm_memory_is_failed(tmp_path):
     # A real sampler saw the fake trainer's small RSS: some other SIGKILL, not the kernel's OOM killer.
-    result = _run(tmp_path, "sigkill", sampler_factory=default_sampler_factory({"sample_hz": 50}))
+    result = _run(tmp_path, "sigkill", sampler_factory=default_sampler_factory(GuardSettings(sample_hz=50)))
     assert result.status == "failed"
     assert "killed by SIGKILL without a final event" in result.status_detail
 
@@ -145,8 +148,8 @@ def test_both_stacks_get_one_allocator_setting_before_torch_starts(monkeypatch):
 
 
 def test_keyboard_interrupt_kills_the_child(tmp_path):
-    def interrupt(event):
-        if event["event"] == "started":
+    def interrupt(kind, row):
+        if kind == "started":
             time.sleep(0.2)
             raise KeyboardInterrupt
 

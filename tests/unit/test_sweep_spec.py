@@ -153,6 +153,6 @@ def test_memory_and_oom_settings_reach_every_trial():
     raw = {"name": "m", "grid": {"num_generations": [2, 4]}}
     default = plan(parse_sweep(raw)).trials
     assert all(t.probe_steps == 2 and t.memory_budget_gib is None for t in default)  # budget: the device's
-    assert parse_sweep(raw).memory.margin_gib is None  # the sampler's own per-device margin
+    assert parse_sweep(raw).memory.margin_gib == 0.0  # the budget is the card: no allowance over it
     sweep = parse_sweep(apply_overrides(raw, ["memory.budget_gib=0.8", "oom.probe_steps=0"]))
     assert all(t.probe_steps == 0 and t.memory_budget_gib == 0.8 for t in plan(sweep).trials)

@@ -1,0 +1,47 @@
+"""The end of a sweep without Ray: the parent MLflow run closed with the counts, the report written and
+put on MLflow (a real sqlite store) with each trial's summary metrics, through one sink."""
+
+from mlflow.tracking import MlflowClient
+from rich.console import Console
+
+from orchestrator.finish import finish_sweep
+from orchestrator.tracking import MlflowSink
+from tests.unit.test_report_synthetic import write_synthetic_sweep
+from trainers.spec import TrialSpec
+
+
+def test_a_sweeps_end_closes_its_run_and_puts_the_report_and_summaries_on_mlflow(tmp_path):
+    trials = write_synthetic_sweep(tmp_path, gpu=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    sink = MlflowSink(uri, "fin", tmp_path, "fin")
+    sink.start_sweep("name: fin\n")
+    ran = trials[trials.steps_completed > 0].iloc[0].to_dict()
+    spec = TrialSpec(trial_key=ran["trial_key"])
+    sink.on_start(spec)
+    sink.on_end(spec, ran, [])
+    counts = trials.status.value_counts().to_dict()
+
+    console = Console(record=True, width=200, force_terminal=False)
+    paths = finish_sweep(tmp_path, console=console, mlflow=sink, counts=counts, interrupted=False)
+
+    assert paths["report_html"].exists() and (tmp_path / "summary.csv").exists()
+    client = MlflowClient(uri)
+    parent = client.get_run(sink.parent_id)
+    assert parent.info.status == "FINISHED"
+    assert parent.data.metrics == {f"trials_{s}": n for s, n in counts.items()}
+    artifacts = {a.path for a in client.list_artifacts(sink.parent_id)}
+    assert {"summary.csv", "report.html", "report.md", "plots"} <= artifacts
+    trial_run = client.search_runs(
+        [sink.experiment_id], filter_string=f"tags.`rlsweep.trial_key` = '{ran['trial_key']}'"
+    )[0]
+    assert trial_run.data.metrics["summary/peak_rss_gib"] == ran["peak_rss_gib"]
+    assert trial_run.data.metrics["summary/steps_completed"] == ran["steps_completed"]
+
+
+def test_report_without_counts_leaves_the_sweeps_run_open(tmp_path):
+    write_synthetic_sweep(tmp_path, gpu=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    sink = MlflowSink(uri, "fin", tmp_path, "fin")
+    sink.start_sweep("name: fin\n")
+    finish_sweep(tmp_path, console=Console(record=True, force_terminal=False), mlflow=sink)
+    assert MlflowClient(uri).get_run(sink.parent_id).info.status == "RUNNING"

@@ -1,0 +1,132 @@
+"""The recorder and its sinks without Ray: rows in, then the ledger, the steps files, the pruning gate,
+the progress lines and MLflow (a real sqlite store) read back."""
+
+from __future__ import annotations
+
+import statistics
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+from rich.console import Console
+
+from orchestrator.outcome import COMPLETED, OOM, PRUNED, STOPPED, TrialResult
+from orchestrator.progress import Progress
+from orchestrator.pruning import RUN, OomGate, Pruner
+from orchestrator.recorder import Ledger, PruningGate, Recorder, StepsFiles
+from orchestrator.sinks import TrialsTable, steps_path
+from orchestrator.tracking import MlflowSink
+from trainers.spec import TrialSpec
+
+GUARD_DETAIL = "guard: RSS 1.52 GiB passed budget 1.00 GiB (+0.00 GiB margin)"
+
+
+def spec(key: str, k: int) -> TrialSpec:
+    return TrialSpec(num_generations=k, batch_size=1, max_steps=3, sweep="rec", trial_key=key)
+
+
+def step(n: int, rss: float, step_s: float) -> dict:
+    return {"step": n, "probe": n == 1, "step_s": step_s, "tokens_per_s": 100.0 / step_s,
+            "rss_gib": rss, "rss_peak_gib": rss + 0.1, "loss": 0.5 / n, "t_start": 1000.0 + n,
+            "t_end": 1000.5 + n, "sampler_note": "kept in extra"}  # fmt: skip
+
+
+def result(status: str, steps: list[dict], detail: str) -> TrialResult:
+    return TrialResult(status=status, status_detail=detail, steps=steps, wall_s=9.0,
+                       started={"versions": {"torch": "2"}}, started_at=1000.0, ended_at=1009.0)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """Three trials: `small` completes, `large` ends oom, `larger` is pruned by it, `cut` is stopped."""
+    tmp_path = tmp_path_factory.mktemp("recorded")
+    small, large, larger, cut = spec("small", 2), spec("large", 4), spec("larger", 8), spec("cut", 2)
+    ledger = TrialsTable(tmp_path / "trials.parquet")
+    gate = OomGate(Pruner(), tmp_path / "pruning.json", ledger)
+    console = Console(record=True, width=200, force_terminal=False)
+    progress = Progress(4, console)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow = MlflowSink(uri, "rec", tmp_path, "rec")
+    mlflow.start_sweep("name: rec\n")
+    sinks = [StepsFiles(tmp_path), PruningGate(gate), Ledger(ledger), progress, mlflow]
+    recorder = Recorder([small, large, cut], sinks)
+
+    small_steps = [step(1, 1.0, 2.0), step(2, 1.2, 1.0), step(3, 1.1, 3.0)]
+    recorder.start("small")
+    for row in small_steps:
+        recorder.step("small", row)
+    recorder.step("small", small_steps[-1])  # Tune may repeat the last report
+    recorder.end("small", result(COMPLETED, small_steps, "3 steps"))
+    recorder.end("small", None, status="failed", detail="a late duplicate end is ignored")
+
+    recorder.start("large")
+    recorder.step("large", step(1, 1.5, 2.0))
+    recorder.end("large", result(OOM, [step(1, 1.5, 2.0)], GUARD_DETAIL))
+    verdict = gate(larger)
+    recorder.skip(larger, verdict)
+
+    recorder.start("cut")
+    recorder.step("cut", step(1, 1.0, 2.0))
+    recorder.stop_running("interrupted (Ctrl-C); a resumed sweep runs it again")
+    return {"dir": tmp_path, "ledger": ledger, "gate": gate, "console": console, "uri": uri,
+            "specs": (small, large, larger, cut), "small_steps": small_steps, "verdict": verdict}  # fmt: skip
+
+
+def test_the_ledger_holds_one_row_per_trial_with_its_status_and_figures(recorded):
+    rows = pd.read_parquet(recorded["dir"] / "trials.parquet").set_index("trial_key")
+    assert rows.status.to_dict() == {"small": COMPLETED, "large": OOM, "larger": PRUNED, "cut": STOPPED}
+    small = rows.loc["small"]
+    steps = recorded["small_steps"]
+    assert small.steps_completed == 3 and small.status_detail == "3 steps"
+    assert small.peak_rss_gib == pytest.approx(max(r["rss_peak_gib"] for r in steps))
+    # probe steps (step 1) are the worst case, not typical: the median leaves them out
+    assert small.median_step_s == pytest.approx(statistics.median(r["step_s"] for r in steps[1:]))
+    assert rows.loc["larger"].status_detail == "dominated by large (oom at RSS 1.52 GiB, budget 1.00 GiB)"
+    assert rows.loc["cut"].steps_completed == 0
+
+
+def test_steps_files_read_back_with_pandas_one_row_per_step(recorded):
+    small, large, larger, _ = recorded["specs"]
+    steps = pd.read_parquet(steps_path(recorded["dir"], small))
+    assert steps.step.tolist() == [1, 2, 3] and steps.probe.tolist() == [True, False, False]
+    assert steps.rss_gib.tolist() == [r["rss_gib"] for r in recorded["small_steps"]]
+    assert steps.extra.str.contains("kept in extra").all()
+    assert not steps.extra.str.contains('"event"|"time"').any(), "rows arrive clean"
+    assert len(pd.read_parquet(steps_path(recorded["dir"], large))) == 1
+    assert len(pd.read_parquet(steps_path(recorded["dir"], larger))) == 0
+
+
+def test_the_gate_learns_the_oom_and_prunes_what_dominates_it(recorded):
+    small, large, larger, _ = recorded["specs"]
+    gate = recorded["gate"]
+    assert [v.trial_key for v in Pruner.load(recorded["dir"] / "pruning.json").verdicts] == ["large"]
+    assert recorded["verdict"].startswith("dominated by large")
+    assert gate(spec("smaller", 3)) == RUN  # 3 < 4: not dominated
+    again = OomGate.load(recorded["dir"] / "pruning.json", TrialsTable(recorded["dir"] / "trials.parquet"))
+    assert again(larger).startswith("dominated by large")
+
+
+def test_progress_prints_a_line_per_finished_trial_with_running_counts(recorded):
+    lines = [line for line in recorded["console"].export_text().splitlines() if line.startswith("[")]
+    assert lines[0] == "[1/4] small: completed 3 steps  (completed=1)"
+    assert lines[1].startswith("[2/4] large: oom guard: RSS 1.52 GiB")
+    assert lines[3].startswith("[4/4] cut: stopped interrupted") and lines[3].endswith(
+        "(completed=1 oom=1 pruned=1 stopped=1)"
+    )
+
+
+def test_mlflow_has_one_finished_or_failed_run_per_trial_with_its_steps(recorded):
+    client = MlflowClient(recorded["uri"])
+    experiment = client.get_experiment_by_name("rec").experiment_id
+    runs = {r.data.tags.get("rlsweep.trial_key"): r for r in client.search_runs([experiment])}
+    assert set(runs) == {None, "small", "large", "larger", "cut"}  # None: the sweep's parent run
+    assert {k: r.data.tags["status"] for k, r in runs.items() if k} == {
+        "small": COMPLETED, "large": OOM, "larger": PRUNED, "cut": STOPPED
+    }  # fmt: skip
+    assert runs["small"].info.status == "FINISHED" and runs["large"].info.status == "FAILED"
+    history = client.get_metric_history(runs["small"].info.run_id, "rss_gib")
+    assert [(m.step, m.value) for m in history] == [
+        (r["step"], r["rss_gib"]) for r in recorded["small_steps"]
+    ]
+    artifacts = [a.path for a in client.list_artifacts(runs["small"].info.run_id)]
+    assert "small.parquet" in artifacts
