@@ -7,7 +7,7 @@
 
 Locally built models get an offline tokenizer: byte-level BPE trained on the English text Python
 ships (its pydoc topics), so a prompt takes about as many tokens as with a real model's tokenizer
-(countdown's prompt: 88 tokens, against 310 bytes), digits split one token each as Qwen's and
+(countdown's longest prompt: 86 tokens of about 310 bytes), digits one token each as Qwen's and
 Llama's do, padded to the model's vocabulary so every id the model can sample decodes. Builds are
 deterministic and cached: a second trial with the same model string reuses the folder.
 """

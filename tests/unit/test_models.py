@@ -96,3 +96,18 @@ def test_every_shipped_task_fits_the_default_prompt_limit_with_tinys_tokenizer(t
         f"max_prompt_length: the task's longest prompt is {longest} tokens, over the limit of {longest - 1}; "
         f"raise max_prompt_length to at least {longest} (trial: --max-prompt-length {longest}"
     )
+
+
+def test_a_tiny_build_from_the_byte_level_tokenizer_era_is_not_reused(tmp_path):
+    import hashlib
+
+    from trainers.models import TINY_CONFIG
+
+    # Where builder version 1 (one token per byte) cached tiny: its key was the config and the version.
+    old_digest = hashlib.sha256(json.dumps([TINY_CONFIG, 1], sort_keys=True).encode()).hexdigest()[:10]
+    old = tmp_path / "models" / f"tiny-tiny-{old_digest}"
+    old.mkdir(parents=True)
+    (old / "complete").write_text("tiny\n")
+    built = resolve_model("tiny", str(tmp_path))
+    assert Path(built) != old and Path(built).parent == old.parent
+    assert len(load_tokenizer(built)("Using the numbers")["input_ids"]) < len("Using the numbers") / 2
