@@ -299,6 +299,8 @@ def classify(run: _Run, log_path: Path) -> tuple[str, str]:
             return UNAVAILABLE, final.get("message") or message
         if is_oom(message):
             return OOM, message
+        if final.get("refused"):  # the trainer refused the settings: its message names the fix
+            return FAILED, str(final.get("message", ""))
         tail = _tail(log_path)
         return FAILED, message + (f"\n--- trainer output (tail) ---\n{tail}" if tail else "")
     tail = _tail(log_path)

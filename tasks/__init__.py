@@ -55,19 +55,24 @@ def task_problems(name: str, args: dict) -> list[str]:
     ]
     for key in accepted:
         if key in args:
-            errors += _type_problems(key, args[key], params[key].annotation)
+            errors += _type_problems(key, args[key], params[key].annotation, params[key].default)
     if errors:
         return errors  # value checks need well-typed settings
     settings = {key: args.get(key, params[key].default) for key in accepted}
     return reward_problems(settings["rewards"]) + CHECKS[name](settings)
 
 
-def _type_problems(key: str, value, annotation) -> list[str]:
+def _type_problems(key: str, value, annotation, default) -> list[str]:
     try:
         TypeAdapter(annotation).validate_python(value, strict=True)
     except ValidationError as exc:
         first = exc.errors()[0]
-        return [f"task_args.{key}: must be {_describe(annotation)}, got {value!r} ({first['msg']})"]
+        kind = _describe(annotation)
+        example = " (true or false, unquoted in YAML)" if annotation is bool else ""
+        return [
+            f"task_args.{key}: must be {kind}, got {value!r} ({first['msg']}); give a {kind}{example} "
+            f"or leave it out for the default {default!r}"
+        ]
     return []
 
 

@@ -9,6 +9,7 @@ from tasks.base import Task, to_dataset
 from tasks.rewards import (
     FORMAT_SYSTEM_PROMPT,
     answer_tag,
+    ascii_minus,
     compose_rewards,
     correctness,
     reward_function,
@@ -27,15 +28,18 @@ def make_problems(n: int, seed: int) -> list[tuple[int, int]]:
     return [(rng.randint(10, 99), rng.randint(10, 99)) for _ in range(n)]
 
 
-def first_integer(text: str) -> int | None:
-    """The first integer of the <answer> content if there is one, else of the text."""
+def first_integer(text: str, require_tags: bool = False) -> int | None:
+    """The first integer of the <answer> content if there is one, else of the text (else None when
+    `require_tags`)."""
     tagged = answer_tag(text)
-    match = _FIRST_INT.search((tagged if tagged is not None else text)[:_SCAN_CHARS])
+    if tagged is None and require_tags:
+        return None
+    match = _FIRST_INT.search(ascii_minus((tagged if tagged is not None else text)[:_SCAN_CHARS]))
     return int(match.group()) if match else None
 
 
-def accuracy_score(text: str, row: dict) -> float:
-    got = first_integer(text)
+def accuracy_score(text: str, row: dict, require_tags: bool = False) -> float:
+    got = first_integer(text, require_tags)
     return 1.0 if got is not None and got == int(row["answer"]) else 0.0
 
 
@@ -60,14 +64,24 @@ def _rows(problems: list[tuple[int, int]], system: str) -> dict[str, list]:
 
 
 def build_arithmetic(
-    seed: int = 42, *, num_samples: int = 512, num_eval: int = 64, rewards: dict[str, float] | None = None
+    seed: int = 42,
+    *,
+    num_samples: int = 512,
+    num_eval: int = 64,
+    rewards: dict[str, float] | None = None,
+    require_tags: bool = True,
 ) -> Task:
     problems = make_problems(num_samples + num_eval, seed)
-    system = FORMAT_SYSTEM_PROMPT if wants_format(rewards, DEFAULT_REWARDS) else SYSTEM_PROMPT
+    tagged = wants_format(rewards, DEFAULT_REWARDS)  # only the format prompt asks for <answer> tags
+    system = FORMAT_SYSTEM_PROMPT if tagged else SYSTEM_PROMPT
+
+    def accuracy(text: str, row: dict) -> float:
+        return accuracy_score(text, row, require_tags=tagged and require_tags)
+
     return Task(
         name="arithmetic",
         train=to_dataset(_rows(problems[:num_samples], system)),
         eval=to_dataset(_rows(problems[num_samples:], system)) if num_eval else None,
-        rewards=compose_rewards(accuracy_score, rewards, DEFAULT_REWARDS),
-        is_correct=correctness(accuracy_score),
+        rewards=compose_rewards(accuracy, rewards, DEFAULT_REWARDS),
+        is_correct=correctness(accuracy),
     )

@@ -2,8 +2,9 @@
 
 Problems come from a seeded RNG and are solvable by construction: numbers are drawn, combined by a
 random expression tree, and the tree's value becomes the target (the tree is kept as `solution`).
-The answer is read from <answer>...</answer>, else from the last expression-looking span of the
-completion, and evaluated by tasks.safe_eval (a whitelisted syntax tree, no eval).
+The answer is read from <answer>...</answer> (both prompts ask for the tags), or with require_tags
+false and no tags from the last expression-looking span of the completion, and evaluated by
+tasks.safe_eval (a whitelisted syntax tree, no eval).
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from collections import Counter
 from fractions import Fraction
 
 from tasks.base import Task, to_dataset
-from tasks.rewards import FORMAT_SYSTEM_PROMPT, answer_tag, compose_rewards, correctness, wants_format
+from tasks.rewards import (
+    FORMAT_SYSTEM_PROMPT,
+    answer_tag,
+    ascii_minus,
+    compose_rewards,
+    correctness,
+    wants_format,
+)
 from tasks.safe_eval import Limits, UnsafeExpression, evaluate, parse_expression
 
 DEFAULT_REWARDS = {"accuracy": 1.0, "format": 0.2}
@@ -61,9 +69,13 @@ def _has_fraction(expression: str, limits: Limits) -> bool:
     return False
 
 
-def extract_expression(text: str) -> str:
-    """The <answer> content, else the last expression-looking span; a trailing '= N' is dropped."""
+def extract_expression(text: str, require_tags: bool = True) -> str:
+    """The <answer> content, else ("" when `require_tags`) the last expression-looking span; a
+    trailing '= N' is dropped and Unicode minus signs read as '-'."""
+    text = ascii_minus(text)
     candidate = answer_tag(text)
+    if candidate is None and require_tags:
+        return ""
     if candidate is None:
         spans = [s.strip() for s in _EXPRESSION_SPAN.findall(text[-_TAIL_CHARS:])]
         spans = [s for s in spans if any(c.isdigit() for c in s) and any(op in s for op in "+-*/")]
@@ -71,11 +83,11 @@ def extract_expression(text: str) -> str:
     return candidate.split("=")[0].strip()
 
 
-def countdown_score(text: str, numbers, target, allow_division: bool) -> float:
+def countdown_score(text: str, numbers, target, allow_division: bool, require_tags: bool = True) -> float:
     """1.0 when the expression uses each given number exactly once and equals the target."""
     limits = _limits(allow_division)
     try:
-        tree = parse_expression(extract_expression(text), limits)
+        tree = parse_expression(extract_expression(text, require_tags), limits)
     except UnsafeExpression:
         return 0.0
     used = [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)]
@@ -118,6 +130,7 @@ def build_countdown(
     num_samples: int = 512,
     num_eval: int = 64,
     rewards: dict[str, float] | None = None,
+    require_tags: bool = True,
 ) -> Task:
     rng = random.Random(seed)
     problems = [
@@ -143,7 +156,7 @@ def build_countdown(
         )
 
     def accuracy(text: str, row: dict) -> float:
-        return countdown_score(text, row["numbers"], row["target"], allow_division)
+        return countdown_score(text, row["numbers"], row["target"], allow_division, require_tags)
 
     return Task(
         name="countdown",

@@ -1,7 +1,9 @@
 """GSM8K grade-school word problems: from the Hugging Face hub ("openai/gsm8k", config "main") or a
 local JSONL file of {"question": ..., "answer": "... #### 42"} rows.
 
-Accuracy is format-independent: the last number in the completion equals the number after '####'.
+Accuracy: the last number of the <answer> content (of the whole completion when the prompt asks for
+no tags, or with require_tags false and no tags) equals the number after '####'. Commas join only
+real thousands groups: "1,000" is 1000, "1,2,3" is three numbers.
 With the hub, train rows come from the train split and held-out rows from the test split; with a
 local file, held-out rows come from `eval_path`, else from rows set aside after a seeded shuffle.
 """
@@ -18,19 +20,27 @@ if TYPE_CHECKING:
     from datasets import Dataset
 
 from tasks.base import Task, to_dataset
-from tasks.rewards import FORMAT_SYSTEM_PROMPT, compose_rewards, correctness, wants_format
+from tasks.rewards import (
+    FORMAT_SYSTEM_PROMPT,
+    answer_tag,
+    ascii_minus,
+    compose_rewards,
+    correctness,
+    wants_format,
+)
 
 HUB_ID, HUB_CONFIG = "openai/gsm8k", "main"
 DEFAULT_REWARDS = {"accuracy": 1.0, "format": 0.2}
 PLAIN_SYSTEM_PROMPT = "Solve the problem step by step. End with the final numeric answer."
-# ASCII digits, optional thousands separators and decimals ("1,250", "18.00"); scanned in the tail only.
-_NUMBER = re.compile(r"-?[0-9][0-9,]{0,30}(?:\.[0-9]{1,10})?")
+# ASCII digits in whole thousands groups ("1,250", "1,000,000") or ungrouped, optional decimals
+# ("18.00"); scanned in the tail only.
+_NUMBER = re.compile(r"-?(?:[0-9]{1,3}(?:,[0-9]{3}){1,10}(?![0-9])|[0-9]{1,30})(?:\.[0-9]{1,10})?")
 _TAIL_CHARS = 4096
 
 
 def last_integer(text: str) -> int | None:
     """The last number in the text if it is an integer ('18.00' counts as 18), else None."""
-    matches = _NUMBER.findall(text[-_TAIL_CHARS:])
+    matches = _NUMBER.findall(ascii_minus(text[-_TAIL_CHARS:]))
     if not matches:
         return None
     whole, _, fraction = matches[-1].replace(",", "").partition(".")
@@ -109,6 +119,7 @@ def build_gsm8k(
     num_samples: int | None = None,
     num_eval: int = 64,
     rewards: dict[str, float] | None = None,
+    require_tags: bool = True,
 ) -> Task:
     rng = random.Random(seed)
     if path is None:
@@ -127,7 +138,8 @@ def build_gsm8k(
     rng.shuffle(train)
     train = train[:num_samples] if num_samples else train
     held_out = held_out[:num_eval]
-    system = FORMAT_SYSTEM_PROMPT if wants_format(rewards, DEFAULT_REWARDS) else PLAIN_SYSTEM_PROMPT
+    tagged = wants_format(rewards, DEFAULT_REWARDS)  # only the format prompt asks for <answer> tags
+    system = FORMAT_SYSTEM_PROMPT if tagged else PLAIN_SYSTEM_PROMPT
 
     def dataset(rows: list[dict]) -> Dataset:
         return to_dataset(
@@ -141,7 +153,10 @@ def build_gsm8k(
         )
 
     def accuracy(text: str, row: dict) -> float:
-        got = last_integer(text)
+        answer = answer_tag(text)
+        if answer is None and not (tagged and require_tags):
+            answer = text
+        got = last_integer(answer) if answer is not None else None
         return 1.0 if got is not None and got == int(row["answer"]) else 0.0
 
     return Task(

@@ -35,6 +35,7 @@ from tasks.names import did_you_mean
 from tasks.rewards import (
     FORMAT_SYSTEM_PROMPT,
     answer_tag,
+    ascii_minus,
     compose_rewards,
     correctness,
     last_line,
@@ -178,14 +179,27 @@ def _uses_sympy_parser(score_fn, module) -> bool:
     return refers and "parse_expr(" in inspect.getsource(inspect.unwrap(score_fn))
 
 
-class Scorer:
-    """reasoning-gym's score_answer for each dataset, with the answer capped and eval() guarded."""
+def _is_number(value) -> bool:
+    try:
+        float(ascii_minus(str(value)))
+    except ValueError:
+        return False
+    return True
 
-    def __init__(self, entries: list[dict], max_answer_chars: int):
+
+class Scorer:
+    """reasoning-gym's score_answer for each dataset, with the answer capped and eval() guarded.
+
+    The answer is the <answer> content (both prompts ask for the tags); with require_tags false and
+    no tags, the last line. Where the expected answer is a number, Unicode minus signs read as '-'.
+    """
+
+    def __init__(self, entries: list[dict], max_answer_chars: int, require_tags: bool = True):
         import reasoning_gym
 
         self.entries = entries
         self.max_answer_chars = max_answer_chars
+        self.require_tags = require_tags
         names = {e["dataset"] for e in entries}
         self.score_fns = {name: reasoning_gym.get_score_answer_fn(name) for name in names}
         self.modules = {
@@ -197,12 +211,16 @@ class Scorer:
 
     def answer(self, text: str) -> str:
         tagged = answer_tag(text)
-        return (tagged if tagged is not None else last_line(text))[: self.max_answer_chars]
+        if tagged is None:
+            tagged = "" if self.require_tags else last_line(text)
+        return tagged[: self.max_answer_chars]
 
     def __call__(self, text: str, row: dict) -> float:
         entry = self.entries[int(row["rg_index"])]
         name = entry["dataset"]
         answer = self.answer(text)
+        if entry["answer"] is not None and _is_number(entry["answer"]):
+            answer = ascii_minus(answer)
         if name in self.symbolic and symbolic_expression_problem(answer):
             answer = ""
         with _guarded(self.modules[name]):
@@ -220,6 +238,7 @@ def build_reasoning_gym(
     num_eval: int = 64,
     max_answer_chars: int = 2000,
     rewards: dict[str, float] | None = None,
+    require_tags: bool = True,
 ) -> Task:
     if not installed():
         raise ModuleNotFoundError(INSTALL_HINT)
@@ -228,7 +247,7 @@ def build_reasoning_gym(
     args = dataset_args or {}
     train_entries = generate(train_weights, num_samples, seed, "train", args)
     eval_entries = generate(eval_weights, num_eval, seed, "eval", args) if num_eval else []
-    scorer = Scorer(train_entries + eval_entries, max_answer_chars)
+    scorer = Scorer(train_entries + eval_entries, max_answer_chars, require_tags)
     system = FORMAT_SYSTEM_PROMPT if wants_format(rewards, DEFAULT_REWARDS) else PLAIN_SYSTEM_PROMPT
 
     def dataset(entries: list[dict], first_index: int) -> Dataset:

@@ -7,10 +7,15 @@ TRL's reward_weights. A weight of 0 keeps the curve in the logs without training
 - accuracy: the task's own check of the answer (exact sum, countdown expression, GSM8K number,
   reasoning-gym scorer).
 - format: 1.0 when the completion is exactly <think>...</think> followed by <answer>...</answer>.
+- format_partial: a share per well-formed tag pair (one <think>...</think>: 0.5, one
+  <answer>...</answer>: 0.5), so a model halfway to the format already sees a gradient.
 - digits: the share of ASCII digits in the first 256 characters: a dense shaped signal that varies
   even for an untrained or random-weight model, so smoke runs and tests see non-zero advantages.
 
-When "format" is requested the system prompt asks for that format.
+When "format" or "format_partial" is requested the system prompt asks for that format. When a
+prompt asks for <answer> tags, accuracy reads the answer only from them unless the task's setting
+`require_tags` is false. Numeric answers read Unicode minus signs (U+2212 and the dashes a model may
+write for one) as '-'.
 """
 
 from __future__ import annotations
@@ -20,7 +25,12 @@ from collections.abc import Callable
 from tasks.base import RewardFunc, completion_text
 from tasks.names import did_you_mean
 
-REWARD_NAMES = ("accuracy", "format", "digits")
+REWARD_NAMES = ("accuracy", "format", "format_partial", "digits")
+_FORMAT_REWARDS = ("format", "format_partial")
+_TAG_PAIRS = (("<think>", "</think>"), ("<answer>", "</answer>"))
+# U+2212 minus sign; U+2012-U+2015 figure dash, en dash, em dash, horizontal bar; U+FE63 small
+# hyphen-minus; U+FF0D full-width hyphen-minus.
+_MINUS_SIGNS = str.maketrans(dict.fromkeys("\u2212\u2012\u2013\u2014\u2015\ufe63\uff0d", "-"))
 _DIGITS_WINDOW = 256
 FORMAT_SYSTEM_PROMPT = (
     "Reason inside <think> </think>, then give only the final answer inside <answer> </answer>."
@@ -40,6 +50,11 @@ def answer_tag(text: str) -> str | None:
     return tail[start + len("<answer>") : end].strip() if start >= 0 else None
 
 
+def ascii_minus(text: str) -> str:
+    """`text` with every Unicode minus sign written as '-'."""
+    return text.translate(_MINUS_SIGNS)
+
+
 def last_line(text: str) -> str:
     lines = [line.strip() for line in text[-_TAIL_CHARS:].splitlines() if line.strip()]
     return lines[-1] if lines else ""
@@ -56,6 +71,17 @@ def format_score(text: str, row: dict | None = None) -> float:
     think_end, answer_start = body.index("</think>"), body.index("<answer>")
     between = body[think_end + len("</think>") : answer_start]
     return 1.0 if think_end < answer_start and not between.strip() else 0.0
+
+
+def format_partial_score(text: str, row: dict | None = None) -> float:
+    """A share per well-formed tag pair: the pair appears once, opened before it is closed."""
+    body = text.strip()
+
+    def well_formed(opening: str, closing: str) -> bool:
+        once = body.count(opening) == 1 and body.count(closing) == 1
+        return once and body.index(opening) < body.index(closing)
+
+    return sum(well_formed(*pair) for pair in _TAG_PAIRS) / len(_TAG_PAIRS)
 
 
 def digits_score(text: str, row: dict | None = None) -> float:
@@ -130,9 +156,14 @@ def compose_rewards(
     problems = reward_problems(weights)
     if problems:
         raise ValueError("; ".join(problems))
-    scores = {"accuracy": accuracy, "format": format_score, "digits": digits_score}
+    scores = {
+        "accuracy": accuracy,
+        "format": format_score,
+        "format_partial": format_partial_score,
+        "digits": digits_score,
+    }
     return {name: (reward_function(scores[name], name), float(weight)) for name, weight in weights.items()}
 
 
 def wants_format(weights: dict[str, float] | None, default: dict[str, float]) -> bool:
-    return "format" in (default if weights is None else weights)
+    return any(name in (default if weights is None else weights) for name in _FORMAT_REWARDS)

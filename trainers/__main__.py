@@ -10,6 +10,7 @@ import sys
 import traceback
 
 from trainers.events import ERROR, OOM, EventWriter, oom_cause
+from trainers.runtime import RefusedError
 from trainers.spec import TrialSpec
 
 
@@ -28,7 +29,9 @@ def main(argv: list[str]) -> int:
         runner.run(spec, events)
         return 0
     except BaseException as exc:  # noqa: BLE001 - every ending must reach the event stream
-        traceback.print_exc()
+        refused = isinstance(exc, RefusedError)  # a setting that does not fit: its message says it all
+        if not refused:
+            traceback.print_exc()
         cause = oom_cause(exc)
         if cause is not None:
             # A wrapped out-of-memory error (a library re-raised it) reports the original first.
@@ -40,7 +43,8 @@ def main(argv: list[str]) -> int:
             type=type(exc).__name__,
             message=str(exc)[:2000],
             unavailable=type(exc).__name__ == "UnavailableError",
-            traceback=traceback.format_exc()[-4000:],
+            refused=refused,
+            traceback=None if refused else traceback.format_exc()[-4000:],
         )
         return 1
     finally:

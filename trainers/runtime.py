@@ -31,6 +31,11 @@ class UnavailableError(RuntimeError):
     """The trial cannot run on this machine (a stack is missing or cannot start): not a failure."""
 
 
+class RefusedError(ValueError):
+    """The trial's settings do not fit its task (e.g. prompts over max_prompt_length): the trial
+    fails with this message alone, which names the setting and its fix; no traceback."""
+
+
 def versions() -> dict[str, str | None]:
     out = {}
     for name in VERSIONED:
@@ -248,9 +253,10 @@ def check_prompt_lengths(dataset, tokenizer, max_prompt_length: int) -> int:
         ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
         longest = max(longest, len(ids))
     if longest > max_prompt_length:
-        raise ValueError(
+        raise RefusedError(
             f"max_prompt_length: the task's longest prompt is {longest} tokens, over the limit of "
-            f"{max_prompt_length}; raise max_prompt_length to at least {longest} or shorten the task's prompts"
+            f"{max_prompt_length}; raise max_prompt_length to at least {longest} (trial: "
+            f"--max-prompt-length {longest}; sweep: max_prompt_length: {longest}) or shorten the task's prompts"
         )
     return longest
 

@@ -63,3 +63,51 @@ def test_random_qwen_half_billion_builds_and_loads(tmp_path):
     model = AutoModelForCausalLM.from_pretrained(path)
     assert abs(sum(p.numel() for p in model.parameters()) - 494e6) / 494e6 < 0.01
     assert len(load_tokenizer(path)) == model.config.vocab_size == 151936
+
+
+def test_every_shipped_task_fits_the_default_prompt_limit_with_tinys_tokenizer(tmp_path):
+    from tasks import available_tasks, load_task, task_problems
+    from trainers.models import TINY_CONFIG, build_tokenizer
+    from trainers.runtime import RefusedError, check_prompt_lengths
+    from trainers.spec import TrialSpec
+
+    gsm8k = tmp_path / "gsm8k.jsonl"  # no hub here: a local file of GSM8K-sized questions
+    question = (
+        "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+    )
+    gsm8k.write_text("\n".join([json.dumps({"question": question * 3, "answer": "#### 72"})] * 3))
+    args = {"gsm8k": {"path": str(gsm8k), "num_eval": 1}}
+    tokenizer = build_tokenizer(TINY_CONFIG["vocab_size"])
+    limit = TrialSpec().max_prompt_length
+    for name in available_tasks():
+        if task_problems(name, args.get(name, {})):  # reasoning-gym not installed
+            continue
+        task = load_task(name, args.get(name, {}))
+        longest = check_prompt_lengths(task.train, tokenizer, limit)
+        # About 3-4 characters a token, as with real tokenizers (the byte-level one gave 1).
+        chars = max(
+            len(tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False))
+            for p in task.train["prompt"]
+        )
+        assert longest < limit and chars / longest > 2.5, (name, longest, chars)
+    with pytest.raises(RefusedError) as refused:
+        check_prompt_lengths(task.train, tokenizer, longest - 1)
+    assert str(refused.value).startswith(
+        f"max_prompt_length: the task's longest prompt is {longest} tokens, over the limit of {longest - 1}; "
+        f"raise max_prompt_length to at least {longest} (trial: --max-prompt-length {longest}"
+    )
+
+
+def test_a_tiny_build_from_the_byte_level_tokenizer_era_is_not_reused(tmp_path):
+    import hashlib
+
+    from trainers.models import TINY_CONFIG
+
+    # Where builder version 1 (one token per byte) cached tiny: its key was the config and the version.
+    old_digest = hashlib.sha256(json.dumps([TINY_CONFIG, 1], sort_keys=True).encode()).hexdigest()[:10]
+    old = tmp_path / "models" / f"tiny-tiny-{old_digest}"
+    old.mkdir(parents=True)
+    (old / "complete").write_text("tiny\n")
+    built = resolve_model("tiny", str(tmp_path))
+    assert Path(built) != old and Path(built).parent == old.parent
+    assert len(load_tokenizer(built)("Using the numbers")["input_ids"]) < len("Using the numbers") / 2

@@ -54,6 +54,11 @@ def test_failed_detail_carries_the_output_tail(tmp_path):
     assert "dying without a final event" in result.status_detail
 
 
+def test_a_refused_setting_fails_with_its_message_alone(tmp_path):
+    result = _run(tmp_path, "refused")
+    assert (result.status, result.status_detail) == ("failed", "max_prompt_length: 300 over 256; raise it")
+
+
 def test_timeout_kills_the_child(tmp_path):
     result = _run(tmp_path, "hang", guard=GuardSettings(timeout_s=2))
     assert result.status == "failed" and "timeout" in result.status_detail

@@ -49,7 +49,7 @@ def test_same_seed_same_data_other_seed_other_data():
     [
         ("<answer>(4 + 6) * 5</answer>", 1.0),
         ("<answer>5 * (6 + 4) = 50</answer>", 1.0),  # a trailing '= target' is fine
-        ("Let me try 4 + 6 = 10, then 10 * 5. So (4 + 6) * 5", 1.0),  # last expression, no tags
+        ("Let me try 4 + 6 = 10, then 10 * 5. So (4 + 6) * 5", 0.0),  # no tags: the prompt asks for them
         ("<answer>(4 + 6) * 5</answer> and later 4 * 6 + 5", 1.0),  # the tag wins
         ("<answer>4 * 6 + 5</answer>", 0.0),  # wrong value
         ("<answer>(4 + 6) * 5 * 1</answer>", 0.0),  # a number that was not given
@@ -76,8 +76,9 @@ def test_division_is_exact_and_only_when_allowed():
 
 
 def test_extract_expression():
-    assert extract_expression("so the answer is 3 * (2 + 1).") == "3 * (2 + 1)"
-    assert extract_expression("no maths here - none") == ""
+    assert extract_expression("so the answer is 3 * (2 + 1).") == ""
+    assert extract_expression("so the answer is 3 * (2 + 1).", require_tags=False) == "3 * (2 + 1)"
+    assert extract_expression("no maths here - none", require_tags=False) == ""
     assert extract_expression("<answer> 1 + 2 = 3 </answer>") == "1 + 2"
 
 

@@ -25,7 +25,7 @@ def test_local_jsonl_splits_train_and_held_out(tmp_path):
     assert not set(task.train["answer"]) & set(task.eval["answer"])
     row = task.train[0]
     assert row["prompt"][-1]["content"].startswith("Tom has")
-    assert task.is_correct(f"so the answer is {row['answer']:,}.", row)  # thousands separator
+    assert task.is_correct(f"<answer>{row['answer']:,}</answer>", row)  # thousands separator
     assert task.rewards["accuracy"][0](
         completions=[f"<answer>{row['answer']}</answer>"], answer=[row["answer"]]
     ) == [1.0]

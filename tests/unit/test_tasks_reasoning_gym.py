@@ -61,8 +61,12 @@ def test_reasoning_gyms_scorer_gives_oracle_answers_full_marks():
     columns = task.train.to_dict()
     tagged = [f"<answer>{a}</answer>" for a in columns["answer"]]
     assert accuracy(completions=tagged, **columns) == [1.0] * 12
+    relaxed = load_task(
+        "reasoning_gym",
+        {"datasets": NAMED_IN_ISSUE, "num_samples": 12, "num_eval": 6, "require_tags": False},
+    )
     last_line = [f"thinking...\n{a}" for a in columns["answer"]]  # no tags: the last line is the answer
-    assert accuracy(completions=last_line, **columns) == [1.0] * 12
+    assert relaxed.rewards["accuracy"][0](completions=last_line, **columns) == [1.0] * 12
     assert all(task.is_correct(f"<answer>{row['answer']}</answer>", row) for row in task.eval)
     assert not any(task.is_correct("<answer>nonsense</answer>", row) for row in task.eval)
 
