@@ -89,6 +89,8 @@ def expand(sweep: SweepSpec) -> list[TrialSpec]:
     collisions = []
     for spec in specs:
         kept = unique.setdefault(spec.trial_key, spec)
+        if kept is spec:
+            continue
         differences = _differences(configuration(kept.to_dict()), configuration(spec.to_dict()))
         if differences:  # a list with a repeated value gives one trial; two configurations never do
             collisions.append(

@@ -204,7 +204,7 @@ def bound_problem(key: str, value: Any) -> str | None:
     if isinstance(value, int) and not isinstance(value, bool):
         limit = INT_MAXIMA.get(key, INT_MAX)
         if abs(value) > limit:
-            return f"must be at most {limit:,} in size, got {value}; give a smaller number"
+            return f"{value} is past {limit:,}, the largest a trial holds; give a smaller number"
     return None
 
 
@@ -239,7 +239,12 @@ def _pydantic_errors(exc: ValidationError) -> list[str]:
             parent = _section_model(err["loc"][:-1])
             errors.append(f"{loc}: unknown key; {did_you_mean(str(err['loc'][-1]), parent.model_fields)}")
         else:
-            errors.append(f"{loc or '(top level)'}: {err['msg'].lower()}, got {err.get('input')!r}")
+            fix = (
+                "; give a finite number (YAML's .inf and .nan are not)"
+                if err["type"] == "finite_number"
+                else ""
+            )
+            errors.append(f"{loc or '(top level)'}: {err['msg'].lower()}, got {err.get('input')!r}{fix}")
     return errors
 
 
@@ -259,7 +264,10 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         if "=" not in item:
             raise SweepError([f"--set {item}: expected key=value, e.g. memory.budget_gib=16"])
         key, text = item.split("=", 1)
-        value = yaml_data(text, f"--set {key}") if text else None
+        try:
+            value = yaml_data(text, "--set") if text else None
+        except SweepError as exc:
+            raise SweepError([f"--set {key}: {error}" for error in exc.errors]) from None
         parts = key.strip().split(".")
         if len(parts) == 1 and parts[0] not in SweepSpec.model_fields and parts[0] in KNOBS:
             raw.setdefault("grid", {}).pop(parts[0], None)
