@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.sweep import Resources, SweepError, SweepSpec
-from trainers.spec import BOOKKEEPING, EXECUTION, TrialSpec, mode_warnings
+from trainers.spec import BOOKKEEPING, EXECUTION, KNOBS, TrialSpec, mode_warnings
 
 # Knobs named in the readable part of a key; the hash covers everything else that defines the trial.
 NAMED = ("framework", "mode", "model", "num_generations", "batch_size")
@@ -42,7 +42,7 @@ def model_short(model: str) -> str:
 
 
 def trial_key(spec: TrialSpec) -> str:
-    rest = {k: v for k, v in spec.to_dict().items() if k not in NOT_HASHED}
+    rest = {k: getattr(spec, k) for k in KNOBS if k not in NOT_HASHED}
     rest["model"] = spec.model  # model_short drops the organisation and suffixes: hash the full name
     digest = hashlib.sha1(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:12]
     return f"{spec.framework}-{spec.mode}-{model_short(spec.model)}-k{spec.num_generations}-b{spec.batch_size}-{digest}"

@@ -299,7 +299,10 @@ def parse_sweep(raw: Any, source: str = "") -> SweepSpec:
 
 def yaml_data(text: str, source: str) -> Any:
     """yaml.safe_load, refusing a document whose aliases expand it past MAX_NODES values."""
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.YAMLError as exc:  # the reader refuses control characters at once
+        raise SweepError([f"not valid YAML: {exc}"], source) from None
     try:
         node = loader.get_single_node()
         if node is None:
