@@ -353,22 +353,21 @@ def _expanded_size(root: yaml.Node) -> tuple[int, int]:
 def load_raw(path: str | Path) -> dict[str, Any]:
     """A sweep file's data: a regular file under MAX_FILE_BYTES of UTF-8 YAML, read without expanding it."""
     source = str(path)
+    too_big = f"over the {MAX_FILE_BYTES >> 20} MiB limit for a sweep file; is it the right file?"
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
             raise SweepError(
                 ["not a regular file (a folder, device or pipe); give a sweep YAML file"], source
             )
+        if info.st_size > MAX_FILE_BYTES:
+            raise SweepError([f"{info.st_size:,} bytes, {too_big}"], source)
         with open(path, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
+            data = f.read(MAX_FILE_BYTES + 1)  # bounded even if the file grew since
     except OSError as exc:
         raise SweepError([f"cannot read: {exc.strerror}"], source) from None
     if len(data) > MAX_FILE_BYTES:
-        raise SweepError(
-            [
-                f"larger than {MAX_FILE_BYTES // 1024} KiB (1 MiB), the limit for a sweep file; is it the right file?"
-            ],
-            source,
-        )
+        raise SweepError([too_big], source)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -98,7 +98,8 @@ def test_a_recursive_alias_is_refused(tmp_path):
 def test_a_file_over_the_size_limit_is_refused_unparsed(tmp_path):
     path = tmp_path / "huge.yaml"
     path.write_text("name: h\n# " + "x" * MAX_FILE_BYTES + "\n")
-    assert "larger than 1024 KiB (1 MiB), the limit for a sweep file" in load_errors(path)
+    size = len("name: h\n# ") + MAX_FILE_BYTES + 1
+    assert f"{size:,} bytes, over the 1 MiB limit for a sweep file" in load_errors(path)
 
 
 def test_binary_and_non_utf8_files_get_a_message(tmp_path):
