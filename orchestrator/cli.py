@@ -39,6 +39,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         try:
             sweep = load_sweep(path, args.set)
             result = plan(sweep)
+            output_dir = sweep.resolved_output_dir(args.output_dir)
         except SweepError as exc:
             failed = True
             out.print(f"[red]{path}: {len(exc.errors)} error(s)[/red]")
@@ -52,7 +53,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 out.print(f"  {problem}", markup=False)
             continue
         axes = ", ".join(f"{k}={len(v)}" for k, v in sweep.axes().items()) or "no grid"
-        out.print(f"[green]{path}: ok[/green], {len(result.trials)} trials ({axes})")
+        out.print(f"[green]{path}: ok[/green], {len(result.trials)} trials ({axes}) -> {output_dir}")
         for warning in result.warnings:
             out.print(f"  warning: {warning}", markup=False)
     return 1 if failed else 0
@@ -279,9 +280,10 @@ def add_run(sub) -> None:
 
 
 def add_validate(sub) -> None:
-    p = sub.add_parser("validate", help="check sweep files; every error at once, nothing runs")
+    p = sub.add_parser("validate", help="check sweep files; every error at once, nothing runs or is written")
     p.add_argument("files", nargs="+", metavar="FILE")
     _add_set(p)
+    p.add_argument("--output-dir", help="check this output dir, as `run --output-dir` would use it")
     p.set_defaults(func=cmd_validate)
 
 

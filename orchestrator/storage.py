@@ -5,10 +5,14 @@ A URI becomes a RemotePath: the few pathlib operations the sinks use (`/`, exist
 read_text), backed by pyarrow.fs.FileSystem.from_uri. Credentials and endpoints come from the
 environment the filesystem reads (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL,
 GOOGLE_APPLICATION_CREDENTIALS, ...), never from the sweep file.
+
+output_dir_problems says why a location must not take a sweep's outputs (checked before anything is
+written): a file, under a file, read-only, a system directory, or a path MLflow and Ray cannot quote.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -17,6 +21,16 @@ from typing import Any
 import pyarrow.fs as pafs
 
 URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+# MLflow's run filters and Ray's agents take the path inside quoted strings and command lines.
+UNSAFE_CHARS = re.compile(r"[\s'\"`\\\x00-\x1f]")
+# Folders of the system (or the home folder itself), which a sweep's ten-odd entries would litter.
+SYSTEM_DIRS = frozenset(
+    ["/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/media", "/mnt", "/opt"]
+    + ["/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/usr/bin", "/usr/include"]
+    + ["/usr/lib", "/usr/local", "/usr/sbin", "/usr/share", "/var", "/var/lib", "/var/log"]
+)
+# Trees no sweep output belongs anywhere in.
+SYSTEM_TREES = ("/boot", "/dev", "/etc", "/proc", "/sys", "/usr/bin", "/usr/lib", "/usr/sbin")
 
 
 class RemotePath:
@@ -78,6 +92,35 @@ def output_location(text: str | Path) -> StoragePath:
         fs, path = pafs.FileSystem.from_uri(text)
         return RemotePath(fs, path, text.split("://", 1)[0])
     return Path(text).expanduser().resolve()
+
+
+def output_dir_problems(text: str, location: StoragePath) -> list[str]:
+    """Why `location` (given as `text`) cannot hold a sweep's outputs; empty when it can."""
+    shown = str(location)
+    if UNSAFE_CHARS.search(shown):
+        return [
+            f"{shown!r} holds a space, quote, backslash or control character, which MLflow's run filters "
+            "and Ray's agents cannot take; choose a path of letters, digits and - _ . /"
+        ]
+    if isinstance(location, RemotePath):
+        return []
+    home = os.path.realpath(os.path.expanduser("~"))
+    if shown in SYSTEM_DIRS or shown == home:
+        what = "your home folder" if shown == home else "a system folder"
+        return [f"{text!r} is {what} ({shown}); give a folder of the sweep's own, e.g. outputs/NAME"]
+    tree = next((t for t in SYSTEM_TREES if shown.startswith(t + "/")), None)
+    if tree:
+        return [f"{shown} is inside the system folder {tree}; give a folder of your own, e.g. outputs/NAME"]
+    existing = location
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "is a file" if existing == location else f"is under {existing}, which is a file"
+        return [f"{shown} {where}; give a folder path (new or existing), e.g. outputs/NAME"]
+    if not os.access(existing, os.W_OK | os.X_OK):
+        where = "is read-only" if existing == location else f"cannot be made: {existing} is read-only"
+        return [f"{shown} {where} for this user; give a folder you can write to"]
+    return []
 
 
 def is_remote(location: Any) -> bool:

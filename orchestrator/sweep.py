@@ -15,15 +15,20 @@ A sweep file is YAML:
     tracking: {mlflow_uri: null, experiment: null}
     timeout_s: 3600
     output_dir: outputs/cpu-smoke
+    max_trials: 10000           # the largest grid accepted (the product of the list lengths)
 
 The sections are pydantic models (types, ranges, unknown keys); trial knobs are checked by
-trainers.spec (the same rules the trainer applies), element by element for grid lists.
+trainers.spec (the same rules the trainer applies), element by element for grid lists, and here for
+what no trial can hold (NaN, infinity, integers past 32 bits). A file is read only when it is small
+UTF-8 text whose aliases do not multiply it (a "billion laughs" file is refused before it expands).
 """
 
 from __future__ import annotations
 
 import copy
+import math
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +42,16 @@ from trainers.spec import BOOKKEEPING, KNOBS, check_value
 # A sweep file sets every knob but the bookkeeping ones, which the orchestrator fills in per trial.
 SWEEP_KNOBS = [k for k in KNOBS if k not in BOOKKEEPING]
 
+MAX_FILE_BYTES = 1 << 20  # a sweep file is a page of settings; 1 MiB is far past any real one
+MAX_NODES = 100_000  # values a file's aliases may expand it to
+# Counts and lengths are 32-bit inside torch and the tokenizers; their products must fit trials.parquet's
+# 64-bit columns. The seed goes to numpy, which takes 0 .. 2**32 - 1.
+INT_MAX = 2**31 - 1
+INT_MAXIMA = {"seed": 2**32 - 1}
+
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Resources(_Section):
@@ -47,10 +59,10 @@ class Resources(_Section):
         1, ge=0, description="GPUs each trial holds (ignored on a host without GPUs)."
     )
     cpus_per_trial: int = Field(
-        1, ge=1, description="CPU cores each trial holds; also the trainer's thread count."
+        1, ge=1, le=INT_MAX, description="CPU cores each trial holds; also the trainer's thread count."
     )
     max_concurrent: int | None = Field(
-        None, ge=1, description="Most trials at once; default: as many as the resources allow."
+        None, ge=1, le=INT_MAX, description="Most trials at once; default: as many as the resources allow."
     )
 
 
@@ -73,7 +85,10 @@ class Memory(_Section):
 
 class Oom(_Section):
     probe_steps: int = Field(
-        DEFAULTS.probe_steps, ge=0, description="Leading worst-case steps (completions forced to max length)."
+        DEFAULTS.probe_steps,
+        ge=0,
+        le=INT_MAX,
+        description="Leading worst-case steps (completions forced to max length).",
     )
     prune_dominated: bool = Field(True, description="Skip trials that dominate one that ran out of memory.")
     wait_for_smaller: bool = Field(True, description="Hold a trial while a smaller sibling is still running.")
@@ -109,6 +124,13 @@ class SweepSpec(_Section):
         DEFAULTS.timeout_s, gt=0, description="Wall-clock limit per trial in seconds."
     )
     output_dir: str | None = Field(None, description="Default outputs/<name>.")
+    max_trials: int = Field(
+        10_000,
+        ge=1,
+        le=INT_MAX,
+        description="Refuse a grid of more trials than this (the product of its list lengths); raise it "
+        "for a bigger sweep.",
+    )
 
     def axes(self) -> dict[str, list[Any]]:
         """Swept knob -> its values (scalars in grid count as one value)."""
@@ -137,10 +159,17 @@ class SweepSpec(_Section):
         return {**task_args, **self.task_settings.get(task, {})}
 
     def resolved_output_dir(self, override: str | None = None):
-        """An absolute Path, or a RemotePath for a URI (s3://, gs://): see orchestrator/storage.py."""
-        from orchestrator.storage import output_location
+        """An absolute Path, or a RemotePath for a URI (s3://, gs://): see orchestrator/storage.py.
+        Raises SweepError, before anything is written, for a place a sweep must not write to."""
+        from orchestrator.storage import output_dir_problems, output_location
 
-        return output_location(override or self.output_dir or Path("outputs") / self.name)
+        place = "--output-dir" if override else "output_dir" if self.output_dir else "output_dir (default)"
+        text = str(override or self.output_dir or Path("outputs") / self.name)
+        location = output_location(text)
+        problems = output_dir_problems(text, location)
+        if problems:
+            raise SweepError([f"{place}: {problem}" for problem in problems])
+        return location
 
     def tracking_uri(self) -> str:
         return (
@@ -164,13 +193,13 @@ def knob_errors(raw: dict[str, Any]) -> list[str]:
                 errors.append(f"{place}: set by the orchestrator for each trial; remove it")
                 continue
             if key not in KNOBS:
-                errors.append(f"{place}: unknown setting; {did_you_mean(key, SWEEP_KNOBS)}")
+                errors.append(f"{place}: unknown setting; {did_you_mean(str(key), SWEEP_KNOBS)}")
                 continue
             values = value if section == "grid" and isinstance(value, list) else [value]
             if section == "grid" and isinstance(value, list) and not value:
                 errors.append(f"{place}: empty list; give at least one value")
             for i, item in enumerate(values):
-                problem = check_value(key, item)
+                problem = bound_problem(key, item) or check_value(key, item)
                 if problem:
                     where = f"{place}[{i}]" if section == "grid" and isinstance(value, list) else place
                     errors.append(f"{where}: {problem}")
@@ -186,6 +215,32 @@ def knob_errors(raw: dict[str, Any]) -> list[str]:
             section = "grid" if key in sections["grid"] else "fixed"
             errors.append(f"{section}.{key}: also set at the top level; keep it in one place")
     return errors
+
+
+def bound_problem(key: str, value: Any) -> str | None:
+    """NaN, infinity, or an integer past what a trial holds (the trainer's own rules do not catch these)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, got {value}; give a number such as {KNOBS[key].default!r}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        limit = INT_MAXIMA.get(key, INT_MAX)
+        if abs(value) > limit:
+            return f"{value} is past {limit:,}, the largest a trial holds; give a smaller number"
+    return None
+
+
+def grid_size_errors(raw: dict[str, Any], spec: SweepSpec | None) -> list[str]:
+    """The grid's size from its list lengths (without expanding it) against max_trials."""
+    grid = raw.get("grid") if isinstance(raw.get("grid"), dict) else {}
+    lengths = {k: len(v) for k, v in grid.items() if isinstance(v, list) and len(v) > 1}
+    size = math.prod(lengths.values())
+    limit = spec.max_trials if spec else SweepSpec.model_fields["max_trials"].default
+    if size <= limit:
+        return []
+    product = " x ".join(f"{k} {n}" for k, n in lengths.items())
+    return [
+        f"grid: {product} = {size:,} trials, over max_trials {limit:,}; sweep fewer values, or set "
+        f"max_trials: {size} at the top level to run them all"
+    ]
 
 
 class SweepError(ValueError):
@@ -204,7 +259,12 @@ def _pydantic_errors(exc: ValidationError) -> list[str]:
             parent = _section_model(err["loc"][:-1])
             errors.append(f"{loc}: unknown key; {did_you_mean(str(err['loc'][-1]), parent.model_fields)}")
         else:
-            errors.append(f"{loc or '(top level)'}: {err['msg'].lower()}, got {err.get('input')!r}")
+            fix = (
+                "; give a finite number (YAML's .inf and .nan are not)"
+                if err["type"] == "finite_number"
+                else ""
+            )
+            errors.append(f"{loc or '(top level)'}: {err['msg'].lower()}, got {err.get('input')!r}{fix}")
     return errors
 
 
@@ -224,7 +284,10 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         if "=" not in item:
             raise SweepError([f"--set {item}: expected key=value, e.g. memory.budget_gib=16"])
         key, text = item.split("=", 1)
-        value = yaml.safe_load(text) if text else None
+        try:
+            value = yaml_data(text, "--set") if text else None
+        except SweepError as exc:
+            raise SweepError([f"--set {key}: {error}" for error in exc.errors]) from None
         parts = key.strip().split(".")
         if len(parts) == 1 and parts[0] not in SweepSpec.model_fields and parts[0] in KNOBS:
             raw.setdefault("grid", {}).pop(parts[0], None)
@@ -248,18 +311,94 @@ def parse_sweep(raw: Any, source: str = "") -> SweepSpec:
     except ValidationError as exc:
         errors = _pydantic_errors(exc)
     errors += knob_errors(raw)
+    errors += grid_size_errors(raw, spec)
     if errors:
         raise SweepError(errors, source)
     return spec
 
 
-def load_raw(path: str | Path) -> dict[str, Any]:
+def yaml_data(text: str, source: str) -> Any:
+    """yaml.safe_load, refusing a document whose aliases expand it past MAX_NODES values."""
     try:
-        raw = yaml.safe_load(Path(path).read_text())
+        loader = yaml.SafeLoader(text)
+    except yaml.YAMLError as exc:  # the reader refuses control characters at once
+        raise SweepError([f"not valid YAML: {exc}"], source) from None
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        expanded, distinct = _expanded_size(node)
+        if expanded > max(MAX_NODES, distinct):
+            raise SweepError(
+                [
+                    f"aliases (*name) expand this YAML to {expanded:,} values, over the limit of "
+                    f"{MAX_NODES:,}; write the values out, or refer to fewer aliases"
+                ],
+                source,
+            )
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise SweepError([f"not valid YAML: {exc}"], str(path)) from None
+        raise SweepError([f"not valid YAML: {exc}"], source) from None
+    except RecursionError:
+        raise SweepError(
+            ["YAML nested too deeply; a sweep file is a few levels of settings"], source
+        ) from None
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(root: yaml.Node) -> tuple[int, int]:
+    """(values the node graph holds once every alias is copied out, distinct nodes); a cycle raises."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if id(node) in active:
+            raise yaml.YAMLError("an alias refers to a collection that holds it (a recursive alias)")
+        active.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        else:
+            children = node.value if isinstance(node, yaml.SequenceNode) else []
+        total = 1 + sum(size(child) for child in children)
+        active.discard(id(node))
+        sizes[id(node)] = total
+        return total
+
+    return size(root), len(sizes)
+
+
+def load_raw(path: str | Path) -> dict[str, Any]:
+    """A sweep file's data: a regular file under MAX_FILE_BYTES of UTF-8 YAML, read without expanding it."""
+    source = str(path)
+    too_big = f"over the {MAX_FILE_BYTES >> 20} MiB limit for a sweep file; is it the right file?"
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise SweepError(
+                ["not a regular file (a folder, device or pipe); give a sweep YAML file"], source
+            )
+        if info.st_size > MAX_FILE_BYTES:
+            raise SweepError([f"{info.st_size:,} bytes, {too_big}"], source)
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)  # bounded even if the file grew since
     except OSError as exc:
-        raise SweepError([f"cannot read: {exc.strerror}"], str(path)) from None
+        raise SweepError([f"cannot read: {exc.strerror}"], source) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise SweepError([too_big], source)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SweepError(
+            [
+                f"not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}); a sweep file is YAML "
+                "text: save it as UTF-8"
+            ],
+            source,
+        ) from None
+    raw = yaml_data(text, source)
     return raw if raw is not None else {}
 
 

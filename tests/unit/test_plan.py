@@ -1,14 +1,14 @@
-"""Planning: stable readable keys, smallest configurations first."""
+"""Planning: stable readable keys that never merge two trials, smallest configurations first."""
 
-import hashlib
+import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 
-from orchestrator.plan import expand, model_short, trial_key
-from orchestrator.sweep import load_sweep, parse_sweep
-from trainers.spec import TrialSpec
+from orchestrator import plan as plan_module
+from orchestrator.plan import config_mismatches, expand, model_short, trial_key
+from orchestrator.sweep import SweepError, parse_sweep
+from trainers.spec import BOOKKEEPING, EXECUTION, KNOBS, TrialSpec
 
 
 @pytest.mark.parametrize(
@@ -31,7 +31,7 @@ def test_key_is_readable_and_stable():
     )
     key = trial_key(spec)
     assert key.startswith("trl-gspo-rand-qwen2.5-3b-k4-b2-")
-    assert len(key.rsplit("-", 1)[1]) == 6
+    assert len(key.rsplit("-", 1)[1]) == 12, "a 48-bit digest"
     assert key == trial_key(TrialSpec(**spec.to_dict())), "same config, same key"
     # bookkeeping does not change the key; any other knob does
     assert trial_key(TrialSpec(**{**spec.to_dict(), "sweep": "other", "output_dir": "/x"})) == key
@@ -65,25 +65,84 @@ def test_repeated_values_give_one_trial():
     assert len(expand(sweep)) == 2
 
 
-# Every knob but these defined a trial's hash when the bundled sweeps were written; written out here so
-# the rule is checked against itself, not against NOT_HASHED.
-HASH_EXCLUDED_WHEN_WRITTEN = ("framework", "mode", "model", "num_generations", "batch_size", "trial_key", "sweep",
-                              "output_dir", "events_path", "model_cache_dir", "num_threads")  # fmt: skip
-# sha1 of the space-joined sorted keys of each bundled sweep, as the branch that introduced knob roles had them.
-BUNDLED_KEYS = {
-    "cpu-smoke.yaml": (12, "0a36d5d79400"),
-    "offline-feasibility.yaml": (32, "bc4b08a0d048"),
-    "workstation-16gb.yaml": (24, "0232dc0b216a"),
-}
+def test_a_trial_key_ignores_bookkeeping_and_execution_knobs_and_follows_every_other():
+    base = TrialSpec()
+    changed = {"trial_key": "x", "sweep": "s", "output_dir": "/o", "events_path": "/e", "model_cache_dir": "/c",
+               "num_threads": 3}  # fmt: skip
+    assert set(changed) == set(BOOKKEEPING + EXECUTION)
+    assert trial_key(TrialSpec(**changed)) == trial_key(base)
+    for name in KNOBS:
+        if name in changed or name == "task_args":
+            continue
+        value = getattr(base, name)
+        other = (
+            not value if isinstance(value, bool)
+            else value + 1 if isinstance(value, (int, float))
+            else "bf16" if name == "dtype" else "none" if name == "quantization" else "gspo" if name == "mode"
+            else "unsloth" if name == "framework" else "dapo" if name == "loss_type" else f"{value}-other"
+        )  # fmt: skip
+        assert trial_key(dataclasses.replace(base, **{name: other})) != trial_key(base), name
 
 
-@pytest.mark.parametrize("name", sorted(BUNDLED_KEYS))
-def test_trial_keys_of_the_bundled_sweeps_are_unchanged(name):
-    specs = expand(load_sweep(Path(__file__).parents[2] / "sweeps" / name))
-    for spec in specs:
-        rest = {k: v for k, v in spec.to_dict().items() if k not in HASH_EXCLUDED_WHEN_WRITTEN}
-        assert spec.trial_key.endswith(
-            "-" + hashlib.sha1(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:6]
-        )
-    keys = " ".join(sorted(s.trial_key for s in specs))
-    assert (len(specs), hashlib.sha1(keys.encode()).hexdigest()[:12]) == BUNDLED_KEYS[name]
+def test_a_ten_thousand_trial_grid_keeps_every_trial():
+    # With 24-bit digests two pairs of these seeds shared a key and two trials vanished without a word.
+    trials = expand(parse_sweep({"name": "many", "grid": {"seed": list(range(10_000))}}))
+    assert sorted(t.seed for t in trials) == list(range(10_000))
+
+
+def test_models_with_one_short_name_get_different_keys():
+    assert model_short("org-a/Model-Instruct") == model_short("org-b/model")
+    assert trial_key(TrialSpec(model="org-a/Model-Instruct")) != trial_key(TrialSpec(model="org-b/model"))
+
+
+def test_two_configurations_with_one_key_are_refused_naming_both(monkeypatch):
+    monkeypatch.setattr(plan_module, "trial_key", lambda spec: "trl-grpo-tiny-k4-b2-000000000000")
+    sweep = parse_sweep({"name": "c", "grid": {"seed": [1, 2], "beta": [0.0]}})
+    with pytest.raises(SweepError) as info:
+        expand(sweep)
+    (error,) = info.value.errors
+    assert error.startswith(
+        "trial key trl-grpo-tiny-k4-b2-000000000000: two different configurations (seed: 1 vs 2)"
+    )
+
+
+def test_a_repeated_value_is_one_trial_even_with_one_key(monkeypatch):
+    monkeypatch.setattr(plan_module, "trial_key", lambda spec: "same")
+    assert len(expand(parse_sweep({"name": "r", "grid": {"seed": [3, 3]}}))) == 1
+
+
+def stored_row(spec: TrialSpec, **changes) -> dict:
+    """A trials.parquet row as the ledger writes it: config is the spec minus events_path/output_dir."""
+    config = {k: v for k, v in spec.to_dict().items() if k not in ("events_path", "output_dir")}
+    return {"trial_key": spec.trial_key, "config": json.dumps({**config, **changes}, sort_keys=True)}
+
+
+def test_config_mismatches_names_the_keys_whose_stored_config_differs():
+    trials = expand(
+        parse_sweep({"name": "m", "grid": {"num_generations": [2, 4]}, "fixed": {"max_steps": 3}})
+    )
+    same, changed = trials
+    rows = [
+        stored_row(
+            same, num_threads=8, model_cache_dir="/elsewhere", sweep="renamed"
+        ),  # not the configuration
+        stored_row(changed, max_steps=5, learning_rate=1e-5),
+        {"trial_key": "gone-from-the-plan", "config": "{}"},
+    ]
+    found = config_mismatches(rows, trials)
+    assert list(found) == [changed.trial_key]
+    assert found[changed.trial_key] == (
+        f"{changed.trial_key}: the output dir holds this trial with another configuration (stored vs "
+        "planned: learning_rate: 1e-05 vs 0.0002; max_steps: 5 vs 3); resume into a fresh --output-dir, "
+        "or rerun the sweep as it was"
+    )
+
+
+def test_config_mismatches_takes_a_knob_missing_from_an_old_row_as_its_default():
+    (spec,) = expand(parse_sweep({"name": "o"}))
+    config = json.loads(stored_row(spec)["config"])
+    del config["eval_k"]  # a knob added after the row was written
+    assert config_mismatches([{"trial_key": spec.trial_key, "config": json.dumps(config)}], [spec]) == {}
+    config["retired_knob"] = 1
+    found = config_mismatches([{"trial_key": spec.trial_key, "config": json.dumps(config)}], [spec])
+    assert "retired_knob: 1 vs (not a setting)" in found[spec.trial_key]
