@@ -36,6 +36,7 @@ from rich.console import Console
 
 from orchestrator.finish import finish_sweep
 from orchestrator.outcome import FAILED, TrialResult
+from orchestrator.plan import config_mismatches
 from orchestrator.plan import plan as make_plan
 from orchestrator.progress import Progress
 from orchestrator.pruning import HOLD, RUN, OomGate
@@ -244,8 +245,12 @@ def run_sweep(
     if plan.problems:
         raise SweepError(plan.problems, "plan")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "sweep.yaml").write_text(resolved_yaml(sweep))
     ledger = TrialsTable(out / "trials.parquet")
+    # A resume takes a stored result only for the configuration that made it.
+    mismatches = config_mismatches(ledger.rows.values(), plan.trials)
+    if mismatches:
+        raise SweepError(list(mismatches.values()), "resume")
+    (out / "sweep.yaml").write_text(resolved_yaml(sweep))
     todo = [s for s in plan.trials if not ledger.done(s.trial_key)]
     done = {k: ledger.status(k) for k in plan.keys if ledger.done(k)}
     if done:
