@@ -39,7 +39,8 @@ def finish_sweep(
         return None
     from orchestrator.report import load_outputs, write_report  # matplotlib only when a report is written
 
-    paths = write_report(output_dir, console=console, budget_gib=budget_gib)
+    outputs = load_outputs(output_dir)  # read once, for the report and for MLflow's summary metrics
+    paths = write_report(output_dir, console=console, budget_gib=budget_gib, outputs=outputs)
     if mlflow is not None and mlflow.enabled:
-        mlflow.log_report(paths, load_outputs(output_dir))
+        mlflow.log_report(paths, outputs)
     return paths

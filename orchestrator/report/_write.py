@@ -13,7 +13,7 @@ from orchestrator.report._content import build_blocks
 from orchestrator.report._document import render_markdown
 from orchestrator.report._feasibility import feasibility_matrix, infer_budget_gib
 from orchestrator.report._html import render_html
-from orchestrator.report._outputs import load_outputs, summary_table, trial_steps
+from orchestrator.report._outputs import SweepOutputs, load_outputs, summary_table, trial_steps
 from orchestrator.report._terminal import feasibility_tables
 
 PLOT_PREFIXES = ("feasibility_", "curves_", "throughput", "memory_vs_completions")
@@ -24,17 +24,21 @@ def _slug(text: str) -> str:
 
 
 def write_report(
-    output_dir: str | Path, console: Console | None = None, budget_gib: float | None = None
+    output_dir: str | Path,
+    console: Console | None = None,
+    budget_gib: float | None = None,
+    outputs: SweepOutputs | None = None,
 ) -> dict:
     """Write summary.csv, report.md, report.html and plots/*.png into output_dir; print the matrix.
 
-    Returns {"summary_csv", "report_md", "report_html": Path, "plots": [Path, ...]}.
+    outputs: the sweep's Parquet already loaded (load_outputs(output_dir)), so a caller that needs them
+    too reads them once. Returns {"summary_csv", "report_md", "report_html": Path, "plots": [Path, ...]}.
     """
     # matplotlib is imported only when a report is written
     from orchestrator.report._plots import feasibility_heatmap, memory_plot, throughput_plot, trial_curves
 
     console = console or Console()
-    outputs = load_outputs(output_dir)
+    outputs = outputs if outputs is not None else load_outputs(output_dir)
     out = outputs.output_dir
     budget = budget_gib if budget_gib is not None else infer_budget_gib(outputs.trials)
     summary = summary_table(outputs)

@@ -6,7 +6,7 @@ from rich.console import Console
 
 from orchestrator.finish import finish_sweep
 from orchestrator.tracking import MlflowSink
-from tests.unit.test_report_synthetic import write_synthetic_sweep
+from tests.helpers.synthetic_sweep import write_synthetic_sweep
 from trainers.spec import TrialSpec
 
 
@@ -45,3 +45,18 @@ def test_report_without_counts_leaves_the_sweeps_run_open(tmp_path):
     sink.start_sweep("name: fin\n")
     finish_sweep(tmp_path, console=Console(record=True, force_terminal=False), mlflow=sink)
     assert MlflowClient(uri).get_run(sink.parent_id).info.status == "RUNNING"
+
+
+def test_a_sweeps_end_reads_its_parquet_once_for_the_report_and_mlflow(tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    write_synthetic_sweep(tmp_path, gpu=False)
+    sink = MlflowSink(f"sqlite:///{tmp_path / 'mlflow.db'}", "once", tmp_path, "once")
+    sink.start_sweep("name: once\n")
+    reads = []
+    real = pq.read_table
+    monkeypatch.setattr(
+        pq, "read_table", lambda path, *a, **k: reads.append(str(path)) or real(path, *a, **k)
+    )
+    finish_sweep(tmp_path, console=Console(record=True, force_terminal=False), mlflow=sink, counts={})
+    assert sum(path.endswith("trials.parquet") for path in reads) == 1
