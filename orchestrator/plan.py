@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 
 from orchestrator.sweep import SweepSpec
-from trainers.spec import TrialSpec, mode_warnings
+from trainers.spec import KEYED_WHEN_SET, TrialSpec, knob_default, mode_warnings
 
 # Knobs named in the readable part of a key; the hash covers everything else that defines the trial.
 NAMED = ("framework", "mode", "model", "num_generations", "batch_size")
@@ -33,7 +33,11 @@ def model_short(model: str) -> str:
 
 
 def trial_key(spec: TrialSpec) -> str:
-    rest = {k: v for k, v in spec.to_dict().items() if k not in NOT_HASHED}
+    rest = {
+        k: v
+        for k, v in spec.to_dict().items()
+        if k not in NOT_HASHED and not (k in KEYED_WHEN_SET and v == knob_default(k))
+    }
     digest = hashlib.sha1(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:6]
     return f"{spec.framework}-{spec.mode}-{model_short(spec.model)}-k{spec.num_generations}-b{spec.batch_size}-{digest}"
 
