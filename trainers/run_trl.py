@@ -69,9 +69,7 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
         reward_weights=[weight for _, weight in rewards],
     )
     evaluator = Evaluator.for_trial(task, tokenizer, spec)
-    meter = StepMeter(
-        events, spec.max_prompt_length, probe_steps=spec.probe_steps, evaluator=evaluator
-    )
+    meter = StepMeter(events, spec.max_prompt_length, probe_steps=spec.probe_steps, evaluator=evaluator)
     trainer = measured(GRPOTrainer)(
         model=model,
         reward_funcs=[func for func, _ in rewards],

@@ -1,9 +1,12 @@
 """Planning: stable readable keys, smallest configurations first."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from orchestrator.plan import expand, model_short, trial_key
-from orchestrator.sweep import parse_sweep
+from orchestrator.sweep import load_sweep, parse_sweep
 from trainers.spec import TrialSpec
 
 
@@ -59,3 +62,20 @@ def test_expand_orders_small_first_and_sets_keys():
 def test_repeated_values_give_one_trial():
     sweep = parse_sweep({"name": "r", "grid": {"num_generations": [2, 2, 4]}})
     assert len(expand(sweep)) == 2
+
+
+def test_knobs_added_later_leave_the_existing_sweeps_trial_keys_unchanged():
+    # tests/fixtures/trial_keys.json: every sweep's keys before grad_accum, lr_scheduler,
+    # framework_dtype and data_seed existed; at their defaults those knobs must not move a key.
+    root = Path(__file__).resolve().parents[2]
+    published = json.loads((root / "tests" / "fixtures" / "trial_keys.json").read_text())
+    for path, keys in published.items():
+        assert [t.trial_key for t in expand(load_sweep(root / path))] == keys, path
+
+
+@pytest.mark.parametrize(
+    "knob,value",
+    [("grad_accum", 2), ("lr_scheduler", "linear"), ("framework_dtype", {"trl": "fp16"}), ("data_seed", 17)],
+)
+def test_a_knob_added_later_changes_the_key_once_set(knob, value):
+    assert trial_key(TrialSpec(**{knob: value})) != trial_key(TrialSpec())
