@@ -82,7 +82,7 @@ def one_run(spec: TrialSpec, instrumented: bool, workdir: str) -> list[float]:
     callbacks = [watch]
     trainer_cls = GRPOTrainer
     if instrumented:
-        meter = TimedMeter(EventWriter(str(Path(workdir) / "events.jsonl")))
+        meter = TimedMeter(EventWriter(str(Path(workdir) / "events.jsonl")), spec.max_prompt_length)
         callbacks.append(meter)
         trainer_cls = measured(GRPOTrainer)
     trainer = trainer_cls(

@@ -18,7 +18,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.sweep import Resources, SweepError, SweepSpec
-from trainers.spec import BOOKKEEPING, EXECUTION, KNOBS, TrialSpec, mode_warnings
+from trainers.spec import (
+    BOOKKEEPING,
+    EXECUTION,
+    KEYED_WHEN_SET,
+    KNOBS,
+    TrialSpec,
+    knob_default,
+    mode_warnings,
+)
 
 # Knobs named in the readable part of a key; the hash covers everything else that defines the trial.
 NAMED = ("framework", "mode", "model", "num_generations", "batch_size")
@@ -43,7 +51,12 @@ def model_short(model: str) -> str:
 
 
 def trial_key(spec: TrialSpec) -> str:
-    rest = {k: getattr(spec, k) for k in KNOBS if k not in NOT_HASHED}
+    # A knob added since keys were first made is hashed only when set: keys of existing sweeps stay.
+    rest = {
+        k: getattr(spec, k)
+        for k in KNOBS
+        if k not in NOT_HASHED and not (k in KEYED_WHEN_SET and getattr(spec, k) == knob_default(k))
+    }
     rest["model"] = spec.model  # model_short drops the organisation and suffixes: hash the full name
     digest = hashlib.sha1(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:12]
     return f"{spec.framework}-{spec.mode}-{model_short(spec.model)}-k{spec.num_generations}-b{spec.batch_size}-{digest}"

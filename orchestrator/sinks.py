@@ -34,10 +34,13 @@ STEP_SCHEMA = pa.schema(
             "prompt_tokens",
             "completion_tokens",
             "tokens_per_s",
+            "estimated_tokens_per_step",
+            "estimated_tokens_per_sec",
             "torch_allocated_gib",
             "torch_reserved_gib",
             "torch_peak_allocated_gib",
             "torch_peak_reserved_gib",
+            "torch_peak_allocated_since_start_gib",
             "device_used_gib",
             "device_peak_gib",
             "rss_gib",
@@ -288,25 +291,22 @@ class TrialsTable:
         write_table_atomic(self.table(), self.path)
 
 
-METRICS_CSV_FIRST = (
-    "step",
-    "step_time_sec",
-    "cuda_memory_allocated_gb",
-    "cuda_memory_reserved_gb",
-    "cuda_peak_memory_allocated_gb",
-)
+# The original benchmark's metrics.csv columns, its order and meanings -> our step columns.
+METRICS_CSV_FIRST = {
+    "step": "step",
+    "step_time_sec": "step_s",
+    "estimated_tokens_per_step": "estimated_tokens_per_step",
+    "estimated_tokens_per_sec": "estimated_tokens_per_sec",
+    "cuda_memory_allocated_gb": "torch_allocated_gib",
+    "cuda_memory_reserved_gb": "torch_reserved_gib",
+    "cuda_peak_memory_allocated_gb": "torch_peak_allocated_since_start_gib",
+}
 
 
 def metrics_csv_rows(trial_key: str, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The original benchmark's metrics.csv columns first (its names, GiB values), then ours."""
     rows = []
     for row in steps_table(trial_key, steps).to_pylist():
-        first = {
-            "step": row["step"],
-            "step_time_sec": row["step_s"],
-            "cuda_memory_allocated_gb": row["torch_allocated_gib"],
-            "cuda_memory_reserved_gb": row["torch_reserved_gib"],
-            "cuda_peak_memory_allocated_gb": row["torch_peak_allocated_gib"],
-        }
+        first = {name: row[column] for name, column in METRICS_CSV_FIRST.items()}
         rows.append({**first, **{k: v for k, v in row.items() if k != "step"}})
     return rows

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import re
+from typing import Literal
 
 from tasks.base import Task, to_dataset
 from tasks.rewards import (
@@ -17,6 +18,11 @@ from tasks.rewards import (
 )
 
 SYSTEM_PROMPT = "Answer with the number only."
+# prompt_style "plain": the original benchmark's prompt, plain text that no chat template wraps.
+PLAIN_PROMPT = (
+    "Solve arithmetic problems. Return only the final integer answer with no extra text.\n\n"
+    "Question: What is {a} + {b}?\nAnswer:"
+)
 DEFAULT_REWARDS = {"accuracy": 1.0}
 # ASCII digits only: unicode digits (e.g. Arabic-Indic) are not the answer the task asked for.
 _FIRST_INT = re.compile(r"-?[0-9]{1,12}")
@@ -50,13 +56,21 @@ exact_answer_reward = reward_function(accuracy_score, "accuracy")
 def arithmetic_problems(settings: dict) -> list[str]:
     if settings["num_samples"] < 1 or settings["num_eval"] < 0:
         return ["task_args.num_samples / num_eval: need num_samples >= 1 and num_eval >= 0"]
+    if settings["prompt_style"] == "plain" and wants_format(settings["rewards"], DEFAULT_REWARDS):
+        return [
+            "task_args.prompt_style: plain is the original benchmark's answer-only prompt and cannot ask "
+            "for the <answer> format the rewards score; use prompt_style chat or drop the format rewards"
+        ]
     return []
 
 
-def _rows(problems: list[tuple[int, int]], system: str) -> dict[str, list]:
+def _rows(problems: list[tuple[int, int]], system: str | None) -> dict[str, list]:
+    """Chat prompts under `system`, or with system None the original benchmark's plain prompts."""
     return {
         "prompt": [
-            [{"role": "system", "content": system}, {"role": "user", "content": f"What is {a}+{b}?"}]
+            PLAIN_PROMPT.format(a=a, b=b)
+            if system is None
+            else [{"role": "system", "content": system}, {"role": "user", "content": f"What is {a}+{b}?"}]
             for a, b in problems
         ],
         "answer": [a + b for a, b in problems],
@@ -68,12 +82,15 @@ def build_arithmetic(
     *,
     num_samples: int = 512,
     num_eval: int = 64,
+    prompt_style: Literal["chat", "plain"] = "chat",
     rewards: dict[str, float] | None = None,
     require_tags: bool = True,
 ) -> Task:
     problems = make_problems(num_samples + num_eval, seed)
     tagged = wants_format(rewards, DEFAULT_REWARDS)  # only the format prompt asks for <answer> tags
     system = FORMAT_SYSTEM_PROMPT if tagged else SYSTEM_PROMPT
+    if prompt_style == "plain":
+        system = None
 
     def accuracy(text: str, row: dict) -> float:
         return accuracy_score(text, row, require_tags=tagged and require_tags)

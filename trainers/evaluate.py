@@ -7,6 +7,7 @@ import time
 import torch
 
 from tasks.base import Task
+from trainers.runtime import encode_prompt
 
 
 class Evaluator:
@@ -58,9 +59,7 @@ class Evaluator:
         correct_per_prompt = []
         try:
             for row in self.rows:
-                ids = self.tokenizer.apply_chat_template(
-                    row["prompt"], add_generation_prompt=True, return_tensors="pt", return_dict=True
-                )
+                ids = encode_prompt(self.tokenizer, row["prompt"], return_tensors="pt")
                 ids = {k: v.to(model.device) for k, v in ids.items()}
                 out = model.generate(
                     **ids,

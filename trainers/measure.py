@@ -11,6 +11,9 @@ num_iterations > 1 some optimizer steps generate nothing. A cycle runs from a st
 the step before the next one that does; its tokens_per_s (tokens generated in the cycle / the wall
 time of all its steps) is reported on the step that closes it, and is null on the others. A step that
 generated nothing carries null token counts and generation time, never 0.
+
+It also records what the original benchmark's metrics.csv held: its token estimate and a CUDA peak
+running since training began.
 """
 
 from __future__ import annotations
@@ -42,6 +45,15 @@ TRL_SIGNALS = {
     "completions/clipped_ratio": "clipped_ratio",
     "learning_rate": "learning_rate",
 }
+
+
+def original_token_estimate(
+    max_prompt_length: int, max_completion_length: int, num_generations: int, per_device_train_batch_size: int
+) -> int:
+    """The original benchmark's estimated tokens per step: (max prompt + max completion length) x K x
+    its --batch-size, which was TRL's per_device_train_batch_size. From configured limits, not a count
+    (tokens_per_s counts what was processed)."""
+    return (max_prompt_length + max_completion_length) * num_generations * per_device_train_batch_size
 
 
 class StepCounters:
@@ -144,10 +156,12 @@ def _alloc_counters() -> dict[str, int] | None:
 class StepMeter(TrainerCallback):
     """Brackets each optimizer step and emits its `step` event once TRL has logged the step."""
 
-    def __init__(self, events: EventWriter, probe_steps: int = 0, evaluator=None):
+    def __init__(self, events: EventWriter, max_prompt_length: int, probe_steps: int = 0, evaluator=None):
         self.events = events
+        self.max_prompt_length = max_prompt_length
         self.probe_steps = probe_steps
         self.evaluator = evaluator
+        self.cuda_peak_since_start = 0
         self.trainer = None
         self.counters = StepCounters()
         self.process = psutil.Process()
@@ -159,6 +173,18 @@ class StepMeter(TrainerCallback):
         self.trainer = trainer
         trainer.counters = self.counters
 
+    def on_train_begin(self, args, state, control, **kwargs):
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()  # the running peak counts from here, as the original's
+
+    def _fold_cuda_peak(self) -> None:
+        """Fold the peak since the last reset into the running peak (per-step resets would lose it)."""
+        import torch
+
+        self.cuda_peak_since_start = max(self.cuda_peak_since_start, torch.cuda.max_memory_allocated())
+
     def on_step_begin(self, args, state, control, **kwargs):
         import torch
 
@@ -168,6 +194,7 @@ class StepMeter(TrainerCallback):
             self.trainer.force_max_length = self.probe
         self.hwm_reset = _reset_vm_hwm()
         if torch.cuda.is_available():
+            self._fold_cuda_peak()  # what ran between steps (logging, evaluation) counts too
             torch.cuda.reset_peak_memory_stats()
         self.alloc_start = _alloc_counters()
         self.t_start = time.time()
@@ -188,6 +215,12 @@ class StepMeter(TrainerCallback):
         closes = closes_cycle(self.trainer, state)
         rss = self.process.memory_info().rss
         hwm = _vm_hwm_bytes()
+        estimate = original_token_estimate(
+            self.max_prompt_length,
+            args.max_completion_length,
+            args.num_generations,
+            args.per_device_train_batch_size,
+        )
         row: dict[str, Any] = {
             "step": state.global_step,
             # The completions this step trained on were forced to full length (its cycle's generation was).
@@ -207,16 +240,20 @@ class StepMeter(TrainerCallback):
             "tokens_per_s": cycle.tokens / cycle.seconds
             if closes and cycle.tokens and cycle.seconds
             else None,
+            "estimated_tokens_per_step": estimate,
+            "estimated_tokens_per_sec": estimate / step_s if step_s > 0 else None,
             "rss_gib": rss / GIB,
             # Without a resettable mark the process-lifetime peak is the honest upper bound.
             "rss_peak_gib": max(hwm, rss) / GIB if hwm else None,
         }
         if torch.cuda.is_available():
+            self._fold_cuda_peak()
             row |= {
                 "torch_allocated_gib": torch.cuda.memory_allocated() / GIB,
                 "torch_reserved_gib": torch.cuda.memory_reserved() / GIB,
                 "torch_peak_allocated_gib": torch.cuda.max_memory_allocated() / GIB,
                 "torch_peak_reserved_gib": torch.cuda.max_memory_reserved() / GIB,
+                "torch_peak_allocated_since_start_gib": self.cuda_peak_since_start / GIB,
             }
         else:
             row |= dict.fromkeys(
@@ -225,6 +262,7 @@ class StepMeter(TrainerCallback):
                     "torch_reserved_gib",
                     "torch_peak_allocated_gib",
                     "torch_peak_reserved_gib",
+                    "torch_peak_allocated_since_start_gib",
                 )
             )
         if closes:

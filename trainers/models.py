@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -155,6 +156,17 @@ def count_parameters(model: str) -> int:
     with torch.device("meta"):
         built = AutoModelForCausalLM.from_config(config)
     return sum(p.numel() for p in built.parameters())
+
+
+def total_params(model) -> int:
+    """Parameters the model really has. A bitsandbytes 4-bit weight (Params4bit) is a packed uint8
+    tensor holding two values per byte, so its count comes from quant_state.shape, the shape it was
+    quantised from; every other tensor counts its elements."""
+    total = 0
+    for param in model.parameters():
+        quant_state = getattr(param, "quant_state", None)
+        total += math.prod(quant_state.shape) if quant_state is not None else param.numel()
+    return total
 
 
 def _without_meta(config: dict) -> dict:

@@ -37,7 +37,7 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
     dtype = choose_dtype(spec)
 
     # Data and rewards first: a bad task fails in seconds, before a model is loaded.
-    task = load_task(spec.task, spec.task_args, seed=spec.seed)
+    task = load_task(spec.task, spec.task_args, seed=spec.task_seed)
     model_path = resolve_model(spec.model, spec.model_cache_dir)
     tokenizer = load_tokenizer(model_path)
     longest_prompt = check_prompt_lengths(task.train, tokenizer, spec.max_prompt_length)
@@ -69,7 +69,7 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
         reward_weights=[weight for _, weight in rewards],
     )
     evaluator = Evaluator.for_trial(task, tokenizer, spec)
-    meter = StepMeter(events, probe_steps=spec.probe_steps, evaluator=evaluator)
+    meter = StepMeter(events, spec.max_prompt_length, probe_steps=spec.probe_steps, evaluator=evaluator)
     trainer = measured(GRPOTrainer)(
         model=model,
         reward_funcs=[func for func, _ in rewards],

@@ -125,7 +125,7 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
     dtype = choose_dtype(spec)
     check_fast_inference(spec, on_gpu)
 
-    task = load_task(spec.task, spec.task_args, seed=spec.seed)
+    task = load_task(spec.task, spec.task_args, seed=spec.task_seed)
     model_path = resolve_model(spec.model, spec.model_cache_dir)
     gradient_checkpointing = "unsloth" if spec.gradient_checkpointing and on_gpu else False
     load_kwargs: dict[str, Any] = {}
@@ -179,7 +179,9 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
     countered = restore_asked(config, asked)
 
     evaluator = Evaluator.for_trial(task, tokenizer, spec)
-    meter = checked_step_meter()(events, probe_steps=spec.probe_steps, evaluator=evaluator)
+    meter = checked_step_meter()(
+        events, spec.max_prompt_length, probe_steps=spec.probe_steps, evaluator=evaluator
+    )
     trainer = measured(GRPOTrainer)(
         model=model,
         reward_funcs=[func for func, _ in rewards],

@@ -10,6 +10,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from trainers.models import total_params
 from trainers.nvml import NvmlUnavailable, import_pynvml, open_visible_device, process_used_bytes
 from trainers.spec import TrialSpec
 
@@ -232,14 +233,23 @@ def device_info() -> dict[str, Any]:
 
 
 def choose_dtype(spec: TrialSpec):
-    """auto: bf16 where the GPU supports it, else fp16 on GPU, fp32 on CPU (bf16 on CPU is ~3.5x slower)."""
+    """The trial's dtype for its framework (framework_dtype over dtype). auto: bf16 where the GPU
+    supports it, else fp16 on GPU, fp32 on CPU (bf16 on CPU is ~3.5x slower)."""
     import torch
 
-    if spec.dtype != "auto":
-        return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[spec.dtype]
+    if spec.effective_dtype != "auto":
+        return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[spec.effective_dtype]
     if not torch.cuda.is_available():
         return torch.float32
     return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
+def encode_prompt(tokenizer, prompt, **kwargs):
+    """A prompt's model inputs (a mapping with input_ids) as GRPOTrainer builds them: a conversation
+    through the chat template, plain text (the original benchmark's prompts) as it is."""
+    if isinstance(prompt, str):
+        return tokenizer(prompt, **kwargs)
+    return tokenizer.apply_chat_template(prompt, add_generation_prompt=True, return_dict=True, **kwargs)
 
 
 def check_prompt_lengths(dataset, tokenizer, max_prompt_length: int) -> int:
@@ -249,9 +259,7 @@ def check_prompt_lengths(dataset, tokenizer, max_prompt_length: int) -> int:
     """
     longest = 0
     for prompt in dataset["prompt"]:
-        ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)
-        ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
-        longest = max(longest, len(ids))
+        longest = max(longest, len(encode_prompt(tokenizer, prompt)["input_ids"]))
     if longest > max_prompt_length:
         raise RefusedError(
             f"max_prompt_length: the task's longest prompt is {longest} tokens, over the limit of "
@@ -270,15 +278,16 @@ def grpo_config_kwargs(spec: TrialSpec, dtype, on_gpu: bool) -> dict[str, Any]:
         "output_dir": spec.output_dir or "/tmp/rlsweep-trainer",
         "max_steps": spec.max_steps,
         "learning_rate": spec.learning_rate,
-        "lr_scheduler_type": "constant",  # short benchmark runs: a decaying LR would confound step comparisons
+        "lr_scheduler_type": spec.lr_scheduler,
         "warmup_steps": 0,
         "optim": "adamw_torch",
         "weight_decay": 0.0,
         "seed": spec.seed,
-        # B prompts x K completions per optimizer step, split into micro-batches of completions.
+        # Completions per optimizer step (B x K, or with grad_accum B x grad_accum) in micro-batches of
+        # completions; a generation is the fewest whole groups of K covering one step.
         "per_device_train_batch_size": spec.effective_micro_batch_size,
         "gradient_accumulation_steps": spec.gradient_accumulation_steps,
-        "generation_batch_size": spec.completions_per_step,
+        "generation_batch_size": spec.generation_batch_size,
         "num_generations": spec.num_generations,
         "max_completion_length": spec.max_completion_length,
         "temperature": spec.temperature,
@@ -360,9 +369,11 @@ def effective_config(trainer, model, spec: TrialSpec) -> dict[str, Any]:
     out["bnb_4bit_use_double_quant"] = quant.get("bnb_4bit_use_double_quant") if quant else None
     out["model_dtype"] = str(getattr(model, "dtype", None)).replace("torch.", "")
     out["trainable_params"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    out["total_params"] = sum(p.numel() for p in model.parameters())
+    out["total_params"] = total_params(model)
     out["completions_per_step"] = args.per_device_train_batch_size * args.gradient_accumulation_steps
-    out["prompts_per_step"] = out["completions_per_step"] // args.num_generations
+    # Fractional where a group of K spans optimizer steps (grad_accum semantics, e.g. K 8 over 4 per step).
+    prompts = out["completions_per_step"] / args.num_generations
+    out["prompts_per_step"] = int(prompts) if prompts.is_integer() else prompts
     return out
 
 

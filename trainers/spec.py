@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,14 @@ FRAMEWORKS = ("trl", "unsloth")
 MODES = ("grpo", "gspo")
 QUANTIZATIONS = ("nf4", "none")
 DTYPES = ("auto", "bf16", "fp16", "fp32")
+LR_SCHEDULERS = ("constant", "linear", "cosine")
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 
 
 def _knob(default: Any, help: str, **meta: Any) -> Any:
+    """A TrialSpec field. meta: choices/min/gt/max/lt (checks), role (bookkeeping/execution), and
+    keyed="when_set" for knobs added after trial keys were published: their default stays out of the
+    trial-key hash, so adding them changes no existing key."""
     if isinstance(default, (dict, list)):
         return field(default_factory=lambda: type(default)(default), metadata={"help": help, **meta})
     return field(default=default, metadata={"help": help, **meta})
@@ -48,15 +53,36 @@ class TrialSpec:
     task_args: dict = _knob({}, "Task settings, e.g. {'num_samples': 512} or rewards with weights.")
     # --- batch semantics (one definition for both stacks) ----------------------------------
     num_generations: int = _knob(4, "K: completions sampled per prompt (GRPO's group size).", min=2)
-    batch_size: int = _knob(2, "B: prompts per optimizer step. Completions per step = B x K.", min=1)
+    batch_size: int = _knob(
+        2,
+        "B: prompts per optimizer step. Completions per step = B x K. With grad_accum set, TRL's "
+        "per_device_train_batch_size instead: completions per forward/backward.",
+        min=1,
+    )
     micro_batch_size: int | None = _knob(
         None, "Completions per forward/backward; default B x K. Must divide B x K.", min=1
+    )
+    grad_accum: int | None = _knob(
+        None,
+        "TRL's own batch semantics (the original benchmark's --grad-accum): batch_size is then a "
+        "micro-batch of completions, an optimizer step accumulates grad_accum of them (batch_size x "
+        "grad_accum completions, so a group of K may span steps), and each generation is the fewest "
+        "whole groups of K covering one step. Unset: batch_size counts prompts.",
+        min=1,
+        keyed="when_set",
     )
     max_prompt_length: int = _knob(256, "Longest prompt in tokens; longer prompts are refused.", min=1)
     max_completion_length: int = _knob(128, "Longest completion in tokens.", min=1)
     max_steps: int = _knob(10, "Optimizer steps to run.", min=1)
     # --- optimisation ----------------------------------------------------------------------
     learning_rate: float = _knob(2e-4, "AdamW learning rate for the LoRA weights.", gt=0.0)
+    lr_scheduler: str = _knob(
+        "constant",
+        "Learning-rate schedule (transformers' lr_scheduler_type, no warmup): constant keeps steps "
+        "comparable; linear decays to 0 over max_steps (TRL's default, the original benchmark's).",
+        choices=LR_SCHEDULERS,
+        keyed="when_set",
+    )
     lora_r: int = _knob(16, "LoRA rank.", min=1)
     lora_alpha: int = _knob(32, "LoRA alpha (scale = alpha / r).", min=1)
     lora_dropout: float = _knob(0.05, "LoRA dropout.", min=0.0, lt=1.0)
@@ -66,6 +92,12 @@ class TrialSpec:
     dtype: str = _knob(
         "auto", "auto: bf16 where the GPU supports it, else fp16 on GPU, fp32 on CPU.", choices=DTYPES
     )
+    framework_dtype: dict = _knob(
+        {},
+        "dtype per framework, over dtype, e.g. {trl: fp16} (the original benchmark: TRL fp16, Unsloth "
+        "bf16 where the GPU supports it).",
+        keyed="when_set",
+    )
     beta: float = _knob(0.0, "KL coefficient; > 0 loads a reference model (more memory).", min=0.0)
     num_iterations: int = _knob(1, "Optimisation passes per generation batch (mu); > 1 is off-policy.", min=1)
     temperature: float = _knob(1.0, "Sampling temperature.", gt=0.0)
@@ -73,7 +105,14 @@ class TrialSpec:
     gradient_checkpointing: bool = _knob(
         True, "Recompute activations in backward (less memory, slower). Ignored on CPU."
     )
-    seed: int = _knob(42, "Seed for data, LoRA init and sampling.", min=0)
+    seed: int = _knob(42, "Seed for data, LoRA init and sampling (GRPOConfig.seed).", min=0)
+    data_seed: int | None = _knob(
+        None,
+        "Seed for the task's problems; default seed. The original benchmark drew its data with 17 and "
+        "left TRL's trainer seed at 42.",
+        min=0,
+        keyed="when_set",
+    )
     # --- measurement -----------------------------------------------------------------------
     probe_steps: int = _knob(
         0, "Leading steps whose completions are forced to max_completion_length (worst-case memory).", min=0
@@ -106,11 +145,29 @@ class TrialSpec:
     # ---------------------------------------------------------------------------------------
     @property
     def completions_per_step(self) -> int:
+        if self.grad_accum:
+            return self.batch_size * self.grad_accum
         return self.batch_size * self.num_generations
 
     @property
     def effective_micro_batch_size(self) -> int:
+        if self.grad_accum:
+            return self.batch_size
         return self.micro_batch_size or self.completions_per_step
+
+    @property
+    def generation_batch_size(self) -> int:
+        """Completions per generation: the fewest whole groups of K that cover one optimizer step."""
+        k = self.num_generations
+        return math.ceil(self.completions_per_step / k) * k
+
+    @property
+    def effective_dtype(self) -> str:
+        return self.framework_dtype.get(self.framework, self.dtype)
+
+    @property
+    def task_seed(self) -> int:
+        return self.seed if self.data_seed is None else self.data_seed
 
     @property
     def gradient_accumulation_steps(self) -> int:
@@ -153,6 +210,8 @@ class TrialSpecError(ValueError):
 KNOBS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(TrialSpec)}
 # Knobs the harness fills in for each trial (its identity and files): never a setting a user sweeps.
 BOOKKEEPING = tuple(name for name, f in KNOBS.items() if f.metadata.get("role") == "bookkeeping")
+# Knobs whose default is left out of the trial-key hash (see _knob).
+KEYED_WHEN_SET = tuple(name for name, f in KNOBS.items() if f.metadata.get("keyed") == "when_set")
 # Knobs that say where and how a trial runs, not what it computes: two trials differing only in
 # these are the same configuration.
 EXECUTION = tuple(name for name, f in KNOBS.items() if f.metadata.get("role") == "execution")
@@ -162,14 +221,18 @@ def unknown_key_errors(data: dict[str, Any], prefix: str = "") -> list[str]:
     return [f"{prefix}{key}: unknown setting; {did_you_mean(key, KNOBS)}" for key in data if key not in KNOBS]
 
 
+def knob_default(name: str) -> Any:
+    f = KNOBS[name]
+    return f.default if f.default is not dataclasses.MISSING else f.default_factory()
+
+
 def check_value(name: str, value: Any) -> str | None:
     """The rule a single knob value breaks, or None. Used by TrialSpec and by sweep validation."""
-    f = KNOBS[name]
-    meta = f.metadata
-    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+    meta = KNOBS[name].metadata
+    default = knob_default(name)
     if value is None:
         return None if default is None else f"must be set, got null (default {default!r})"
-    expected = type(default) if default is not None else (int if "int" in str(f.type) else float)
+    expected = type(default) if default is not None else (int if "int" in str(KNOBS[name].type) else float)
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if expected is bool and not isinstance(value, bool):
@@ -203,13 +266,8 @@ def _cross_field_errors(spec: TrialSpec) -> list[str]:
     errors: list[str] = []
     if field_errors({k: getattr(spec, k) for k in KNOBS}):
         return errors  # cross-field checks need well-typed values
-    bk = spec.completions_per_step
-    if bk % spec.effective_micro_batch_size:
-        errors.append(
-            f"micro_batch_size: {spec.micro_batch_size} does not divide batch_size x num_generations = "
-            f"{spec.batch_size} x {spec.num_generations} = {bk}; choose a divisor of {bk} "
-            f"(e.g. {_divisor_hint(bk, spec.micro_batch_size)}) or leave it unset"
-        )
+    errors += _batch_errors(spec)
+    errors += _framework_dtype_errors(spec.framework_dtype)
     errors += model_problems(spec.model, spec.max_prompt_length + spec.max_completion_length)
     errors += task_problems(spec.task, spec.task_args)
     if spec.fast_inference and spec.framework != "unsloth":
@@ -228,6 +286,46 @@ def _cross_field_errors(spec: TrialSpec) -> list[str]:
     return errors
 
 
+def _batch_errors(spec: TrialSpec) -> list[str]:
+    if spec.grad_accum:
+        if spec.micro_batch_size is not None:
+            return [
+                f"micro_batch_size: {spec.micro_batch_size} with grad_accum {spec.grad_accum}: with "
+                "grad_accum set, batch_size is the micro-batch; leave micro_batch_size unset"
+            ]
+        generation = spec.generation_batch_size
+        if generation % spec.batch_size:
+            return [
+                f"grad_accum: a generation of {generation} completions (whole groups of "
+                f"num_generations {spec.num_generations} covering batch_size x grad_accum = "
+                f"{spec.batch_size} x {spec.grad_accum}) does not split into micro-batches of batch_size "
+                f"{spec.batch_size}; TRL needs it to: choose a batch_size dividing {generation}"
+            ]
+        return []
+    bk = spec.completions_per_step
+    if bk % spec.effective_micro_batch_size:
+        return [
+            f"micro_batch_size: {spec.micro_batch_size} does not divide batch_size x num_generations = "
+            f"{spec.batch_size} x {spec.num_generations} = {bk}; choose a divisor of {bk} "
+            f"(e.g. {_divisor_hint(bk, spec.micro_batch_size)}) or leave it unset"
+        ]
+    return []
+
+
+def _framework_dtype_errors(mapping: dict) -> list[str]:
+    errors = []
+    for framework, dtype in mapping.items():
+        if framework not in FRAMEWORKS:
+            errors.append(
+                f"framework_dtype: unknown framework {framework!r}; {did_you_mean(str(framework), FRAMEWORKS)}"
+            )
+        elif dtype not in DTYPES:
+            errors.append(
+                f"framework_dtype.{framework}: unknown dtype {dtype!r}; {did_you_mean(str(dtype), DTYPES)}"
+            )
+    return errors
+
+
 def _divisor_hint(n: int, near: int | None) -> int:
     divisors = [d for d in range(1, n + 1) if n % d == 0]
     return min(divisors, key=lambda d: abs(d - (near or n)))
@@ -236,14 +334,16 @@ def _divisor_hint(n: int, near: int | None) -> int:
 def mode_warnings(spec: TrialSpec) -> list[str]:
     """Settings that are legal but probably not what the user meant."""
     warnings = []
-    off_policy = spec.num_iterations > 1
+    # TRL reuses a generation off-policy when an optimizer step does not consume it whole.
+    steps_per_generation = spec.generation_batch_size // spec.effective_micro_batch_size
+    off_policy = spec.gradient_accumulation_steps % (steps_per_generation * spec.num_iterations) != 0
     if spec.mode == "gspo" and spec.loss_type != "grpo":
         warnings.append(
             f"loss_type: {spec.loss_type!r} with gspo weights sequences by length; the GSPO paper uses 'grpo'"
         )
     if not off_policy:
         warnings.append(
-            "mode: grpo and gspo differ only off-policy; with num_iterations=1 they compute the same "
-            "gradient, so a grpo/gspo comparison measures noise. Set num_iterations >= 2 to compare them."
+            "mode: grpo and gspo differ only off-policy; with num_iterations=1 and each generation used "
+            "within one optimizer step they compute the same gradient, so a grpo/gspo comparison measures noise. Set num_iterations >= 2 to compare them."
         )
     return warnings

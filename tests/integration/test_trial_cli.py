@@ -16,6 +16,16 @@ from orchestrator.cli import main
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).parents[2]
+# The original benchmark's metrics.csv header, in its order.
+ORIGINAL_METRICS_COLUMNS = [
+    "step",
+    "step_time_sec",
+    "estimated_tokens_per_step",
+    "estimated_tokens_per_sec",
+    "cuda_memory_allocated_gb",
+    "cuda_memory_reserved_gb",
+    "cuda_peak_memory_allocated_gb",
+]
 
 
 def test_trial_writes_steps_metrics_and_trial_json(tmp_path, capsys):
@@ -27,16 +37,19 @@ def test_trial_writes_steps_metrics_and_trial_json(tmp_path, capsys):
     assert "step 1/2" in printed and "step 2/2" in printed
     steps = pd.read_parquet(tmp_path / "steps.parquet")
     assert len(steps) == 2 and (steps.tokens_per_s > 0).all() and (steps.rss_peak_gib > 0).all()
-    csv = pd.read_csv(tmp_path / "metrics.csv")
-    assert list(csv.columns[:5]) == [
-        "step",
-        "step_time_sec",
-        "cuda_memory_allocated_gb",
-        "cuda_memory_reserved_gb",
-        "cuda_peak_memory_allocated_gb",
-    ]
-    assert csv.cuda_memory_allocated_gb.isna().all(), "not measurable on CPU: empty, never 0"
     trial = json.loads((tmp_path / "trial.json").read_text())
+    csv = pd.read_csv(tmp_path / "metrics.csv")
+    assert list(csv.columns[:7]) == ORIGINAL_METRICS_COLUMNS
+    # The original's estimate: (max prompt + max completion length) x K x per_device_train_batch_size.
+    config, effective = trial["config"], trial["effective_config"]
+    estimate = (config["max_prompt_length"] + config["max_completion_length"]) * config["num_generations"]
+    estimate *= effective["per_device_train_batch_size"]
+    assert estimate == (96 + 8) * 2 * 2
+    assert (csv.estimated_tokens_per_step == estimate).all()
+    assert csv.estimated_tokens_per_sec.to_numpy() == pytest.approx(estimate / csv.step_time_sec.to_numpy())
+    assert csv.step_time_sec.tolist() == pytest.approx(steps.step_s.tolist())
+    for column in ("cuda_memory_allocated_gb", "cuda_peak_memory_allocated_gb"):
+        assert csv[column].isna().all(), "not measurable on CPU: empty, never 0"
     assert trial["config"]["lora_r"] == 4 and trial["effective_config"]["lora_r"] == 4
     assert trial["outcome"]["status"] == "completed" and trial["outcome"]["versions"]["torch"]
 

@@ -65,3 +65,12 @@ def test_reward_survives_malformed_rows():
     assert exact_answer_reward(completions=["12"], answer=["not a number"]) == [0.0]
     assert exact_answer_reward(completions=["12"], answer=None) == [0.0]
     assert exact_answer_reward(completions=None, answer=None) == []
+
+
+def test_plain_prompt_style_is_the_original_text_and_refuses_format_rewards():
+    row = load_task("arithmetic", {"num_samples": 1, "num_eval": 0, "prompt_style": "plain"}, seed=3).train[0]
+    question = row["prompt"].split("Question: What is ", 1)[1].removesuffix("?\nAnswer:")
+    a, b = question.split(" + ")
+    assert isinstance(row["prompt"], str) and int(a) + int(b) == row["answer"]
+    with pytest.raises(ValueError, match="task_args.prompt_style: plain"):
+        load_task("arithmetic", {"prompt_style": "plain", "rewards": {"accuracy": 1.0, "format": 0.5}})

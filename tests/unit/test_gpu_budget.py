@@ -175,6 +175,10 @@ def test_vllm_s_share_is_scaled_to_the_budget(requested, budget_gib, card_gib, e
 # --- allocator counters per step ------------------------------------------------------------------
 
 
+# What StepMeter reads of GRPOConfig for the original benchmark's token estimate.
+TRL_ARGS = SimpleNamespace(max_completion_length=8, num_generations=2, per_device_train_batch_size=2)
+
+
 def test_steps_record_the_allocator_s_retries_and_caught_ooms_as_deltas(monkeypatch):
     stats = {"num_alloc_retries": 5, "num_ooms": 1}  # before this step: not this step's
     for name in ("memory_allocated", "memory_reserved", "max_memory_allocated", "max_memory_reserved"):
@@ -182,21 +186,21 @@ def test_steps_record_the_allocator_s_retries_and_caught_ooms_as_deltas(monkeypa
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
     monkeypatch.setattr(torch.cuda, "memory_stats", lambda device=None: dict(stats))
-    meter = StepMeter(EventWriter(""))
+    meter = StepMeter(EventWriter(""), max_prompt_length=16)
     state = SimpleNamespace(global_step=0, max_steps=3)
     meter.on_step_begin(None, state, None)
     stats.update(num_alloc_retries=8, num_ooms=2)  # a library caught one OOM and retried thrice
     state.global_step = 1
-    meter.on_step_end(None, state, None)
+    meter.on_step_end(TRL_ARGS, state, None)
     assert meter.pending["alloc_retries"] == 3 and meter.pending["alloc_ooms"] == 1
 
 
 def test_allocator_counters_are_null_on_cpu():
-    meter = StepMeter(EventWriter(""))
+    meter = StepMeter(EventWriter(""), max_prompt_length=16)
     state = SimpleNamespace(global_step=0, max_steps=1)
     meter.on_step_begin(None, state, None)
     state.global_step = 1
-    meter.on_step_end(None, state, None)
+    meter.on_step_end(TRL_ARGS, state, None)
     assert meter.pending["alloc_retries"] is None and meter.pending["alloc_ooms"] is None
 
 

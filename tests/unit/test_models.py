@@ -111,3 +111,23 @@ def test_a_tiny_build_from_the_byte_level_tokenizer_era_is_not_reused(tmp_path):
     built = resolve_model("tiny", str(tmp_path))
     assert Path(built) != old and Path(built).parent == old.parent
     assert len(load_tokenizer(built)("Using the numbers")["input_ids"]) < len("Using the numbers") / 2
+
+
+def test_total_params_counts_4bit_weights_unpacked_so_nf4_and_none_agree():
+    import torch
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    from trainers.models import total_params
+
+    path = resolve_model("tiny")
+    nf4 = BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=torch.float32,
+    )
+    plain = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    quantized = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, quantization_config=nf4)
+    expected = count_parameters("tiny")  # counted from the config on the meta device
+    assert sum(p.numel() for p in quantized.parameters()) < expected  # packed: two values per byte
+    assert total_params(plain) == total_params(quantized) == expected

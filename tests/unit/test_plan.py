@@ -2,13 +2,14 @@
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
 from orchestrator import plan as plan_module
 from orchestrator.plan import config_mismatches, expand, model_short, trial_key
-from orchestrator.sweep import SweepError, parse_sweep
-from trainers.spec import BOOKKEEPING, EXECUTION, KNOBS, TrialSpec
+from orchestrator.sweep import SweepError, load_sweep, parse_sweep
+from trainers.spec import BOOKKEEPING, EXECUTION, KEYED_WHEN_SET, KNOBS, TrialSpec
 
 
 @pytest.mark.parametrize(
@@ -72,7 +73,7 @@ def test_a_trial_key_ignores_bookkeeping_and_execution_knobs_and_follows_every_o
     assert set(changed) == set(BOOKKEEPING + EXECUTION)
     assert trial_key(TrialSpec(**changed)) == trial_key(base)
     for name in KNOBS:
-        if name in changed or name == "task_args":
+        if name in changed or name in KEYED_WHEN_SET or name == "task_args":
             continue
         value = getattr(base, name)
         other = (
@@ -146,3 +147,20 @@ def test_config_mismatches_takes_a_knob_missing_from_an_old_row_as_its_default()
     config["retired_knob"] = 1
     found = config_mismatches([{"trial_key": spec.trial_key, "config": json.dumps(config)}], [spec])
     assert "retired_knob: 1 vs (not a setting)" in found[spec.trial_key]
+
+
+def test_knobs_added_later_leave_the_existing_sweeps_trial_keys_unchanged():
+    # tests/fixtures/trial_keys.json: every sweep's keys when the 48-bit keys were introduced; knobs
+    # added since (KEYED_WHEN_SET) must not move a key at their defaults.
+    root = Path(__file__).resolve().parents[2]
+    published = json.loads((root / "tests" / "fixtures" / "trial_keys.json").read_text())
+    for path, keys in published.items():
+        assert [t.trial_key for t in expand(load_sweep(root / path))] == keys, path
+
+
+@pytest.mark.parametrize(
+    "knob,value",
+    [("grad_accum", 2), ("lr_scheduler", "linear"), ("framework_dtype", {"trl": "fp16"}), ("data_seed", 17)],
+)
+def test_a_knob_added_later_changes_the_key_once_set(knob, value):
+    assert trial_key(TrialSpec(**{knob: value})) != trial_key(TrialSpec())

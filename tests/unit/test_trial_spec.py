@@ -94,3 +94,47 @@ def test_probe_steps_with_vllm_generation_are_refused_with_the_fix():
     ]
     assert not TrialSpec(framework="unsloth", fast_inference=True, probe_steps=0).problems()
     assert not TrialSpec(framework="unsloth", fast_inference=False, probe_steps=2).problems()
+
+
+def test_grad_accum_makes_batch_size_a_micro_batch_of_completions():
+    spec = TrialSpec(batch_size=2, num_generations=8, grad_accum=2)
+    assert (spec.completions_per_step, spec.effective_micro_batch_size, spec.gradient_accumulation_steps) == (
+        4,
+        2,
+        2,
+    )
+    assert spec.generation_batch_size == 8  # whole groups of K: one group of 8 over two steps of 4
+    assert spec.problems() == []
+
+
+def test_grad_accum_refuses_a_micro_batch_size_and_a_generation_that_does_not_split():
+    (msg,) = problems(batch_size=2, num_generations=4, grad_accum=2, micro_batch_size=1)
+    assert msg.startswith("micro_batch_size: 1 with grad_accum 2") and "leave micro_batch_size unset" in msg
+    (msg,) = problems(batch_size=3, num_generations=4, grad_accum=2)
+    assert msg.startswith("grad_accum: a generation of 8 completions") and "batch_size dividing 8" in msg
+
+
+def test_framework_dtype_overrides_dtype_for_its_framework_only():
+    mapping = {"trl": "fp16"}
+    assert TrialSpec(framework="trl", dtype="auto", framework_dtype=mapping).effective_dtype == "fp16"
+    assert TrialSpec(framework="unsloth", dtype="auto", framework_dtype=mapping).effective_dtype == "auto"
+    (msg,) = problems(framework_dtype={"trll": "fp16"})
+    assert msg.startswith("framework_dtype: unknown framework 'trll'; did you mean 'trl'")
+    (msg,) = problems(framework_dtype={"trl": "float16"})
+    assert msg.startswith("framework_dtype.trl: unknown dtype 'float16'")
+
+
+def test_lr_scheduler_and_data_seed_are_checked_and_default_to_constant_and_seed():
+    spec = TrialSpec(seed=5)
+    assert (spec.lr_scheduler, spec.task_seed) == ("constant", 5)
+    assert TrialSpec(seed=5, data_seed=17).task_seed == 17
+    (msg,) = problems(lr_scheduler="cosin")
+    assert msg.startswith("lr_scheduler: unknown value 'cosin'; did you mean 'cosine'")
+
+
+def test_a_generation_spread_over_steps_is_off_policy_and_does_not_warn():
+    # K 8 over steps of 2 x 2 completions: the second step trains on the first step's generation.
+    spread = TrialSpec(mode="gspo", batch_size=2, num_generations=8, grad_accum=2)
+    assert not any("num_iterations" in w for w in mode_warnings(spread))
+    whole = TrialSpec(mode="gspo", batch_size=2, num_generations=4, grad_accum=2)
+    assert any("num_iterations" in w for w in mode_warnings(whole))

@@ -1,0 +1,74 @@
+"""StepMeter's memory columns with a scripted CUDA allocator: per-step peaks and the running peak."""
+
+from types import SimpleNamespace
+
+import torch
+
+from trainers.measure import GIB, StepMeter
+
+
+class FakeAllocator:
+    """torch.cuda's peak counter: `touch` allocates up to a level, reset_peak drops the peak to now."""
+
+    def __init__(self):
+        self.now = 1 * GIB
+        self.peak = self.now
+
+    def touch(self, level_gib: float) -> None:
+        self.peak = max(self.peak, level_gib * GIB)
+
+    def reset_peak(self, *a) -> None:
+        self.peak = self.now
+
+
+class Events:
+    def __init__(self):
+        self.rows = []
+
+    def emit(self, event, **row):
+        self.rows.append(row)
+
+
+def test_running_peak_keeps_what_happened_between_steps_and_per_step_peaks_reset(monkeypatch):
+    cuda = FakeAllocator()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", cuda.reset_peak)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: cuda.peak)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a: cuda.now)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a: cuda.now)
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda *a: cuda.peak)
+    events = Events()
+    meter = StepMeter(events, max_prompt_length=96)
+    args = SimpleNamespace(max_completion_length=8, num_generations=4, per_device_train_batch_size=2)
+    state = SimpleNamespace(global_step=0, max_steps=3)
+
+    cuda.touch(9)  # model loading, before training began: not part of the original's peak
+    meter.on_train_begin(args, state, None)
+    for during_step, after_step in ((3, 5), (2, 1), (4, 1)):  # GiB inside the step, then between steps
+        meter.on_step_begin(args, state, None)
+        cuda.touch(during_step)
+        state.global_step += 1
+        meter.on_step_end(args, state, None)
+        meter.on_log(args, state, None, logs={"loss": 0.0})
+        cuda.touch(after_step)  # e.g. logging or evaluation between steps
+
+    per_step = [r["torch_peak_allocated_gib"] for r in events.rows]
+    running = [r["torch_peak_allocated_since_start_gib"] for r in events.rows]
+    assert per_step == [3, 2, 4]
+    assert running == [3, 5, 5]  # step 1's 3, then the 5 between steps 1 and 2, never the 9 before
+    assert {r["estimated_tokens_per_step"] for r in events.rows} == {(96 + 8) * 4 * 2}
+
+
+def test_running_peak_is_null_on_cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    events = Events()
+    meter = StepMeter(events, max_prompt_length=16)
+    args = SimpleNamespace(max_completion_length=8, num_generations=2, per_device_train_batch_size=1)
+    state = SimpleNamespace(global_step=0, max_steps=1)
+    meter.on_train_begin(args, state, None)
+    meter.on_step_begin(args, state, None)
+    state.global_step = 1
+    meter.on_step_end(args, state, None)
+    meter.on_log(args, state, None, logs={})
+    (row,) = events.rows
+    assert row["torch_peak_allocated_since_start_gib"] is None and row["torch_allocated_gib"] is None
