@@ -83,3 +83,22 @@ run_trial(TrialSpec(model="tiny", max_steps=500, num_generations=2, batch_size=1
     with contextlib.suppress(psutil.NoSuchProcess):
         psutil.Process(trainer).wait(timeout=30)
     assert not psutil.pid_exists(trainer)
+
+
+def test_median_throughput_is_the_median_of_whole_generation_cycles(tmp_path):
+    # num_iterations 2, as the shipped sweeps: every other step reuses the completions of the one before.
+    args = "--framework trl --model-name tiny --max-steps 6 --num-generations 2 --batch-size 2 --num-iterations 2"
+    args += " --max-completion-length 8 --quantization none --lora-r 4 --probe-steps 2"
+    assert main(["trial", *args.split(), "--output-dir", str(tmp_path)]) == 0
+    steps = pd.read_parquet(tmp_path / "steps.parquet").sort_values("step")
+    assert steps["generated"].tolist() == [True, False] * 3
+    # Independently: a cycle starts at a step that generated; its figure is its tokens over all its time.
+    steps["cycle"] = steps["generated"].cumsum()
+    cycles = steps.groupby("cycle").agg(
+        tokens=("prompt_tokens", "sum"), completion=("completion_tokens", "sum"), seconds=("step_s", "sum"),
+        probe=("probe", "first"),
+    )  # fmt: skip
+    figures = (cycles.tokens + cycles.completion) / cycles.seconds
+    outcome = json.loads((tmp_path / "trial.json").read_text())["outcome"]
+    assert outcome["median_tokens_per_s"] == pytest.approx(figures[~cycles.probe].median(), rel=1e-9)
+    assert steps["tokens_per_s"].notna().tolist() == [False, True] * 3  # on the step closing each cycle
