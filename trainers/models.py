@@ -28,7 +28,7 @@ from pathlib import Path
 from tasks.names import did_you_mean
 
 CONFIG_DIR = Path(__file__).parent / "model_configs"
-BUILDER_VERSION = 2  # bump when the build changes, so cached folders are rebuilt (2: BPE tokenizer)
+BUILDER_VERSION = 3  # bump when the build changes, so cached folders are rebuilt (2: BPE; 3: half fillers)
 SHARD_BYTES = 2 * 1024**3
 
 TINY_CONFIG = {
@@ -214,7 +214,8 @@ def tokenizer_corpus() -> str:
 
 def build_tokenizer(vocab_size: int):
     """A byte-level BPE tokenizer built offline from tokenizer_corpus(): ChatML specials, digits one
-    token each, and filler tokens up to vocab_size so every id decodes to text."""
+    token each, merges for half the vocabulary and filler tokens for the rest, so every id decodes to
+    text."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -230,13 +231,17 @@ def build_tokenizer(vocab_size: int):
     )
     learner = Tokenizer(models.BPE())
     learner.pre_tokenizer = pre_tokenizer
+    # Half the ids are learnt merges, enough for prompts to tokenize like a real model's (3-4 characters
+    # a token); the other half are fillers whose text holds digits ("<fill5000>"), so a random-weight
+    # model's completions carry digits and the shaped `digits` reward varies between them.
+    learnt_size = max(len(alphabet) + len(specials), vocab_size // 2)
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=specials, initial_alphabet=alphabet, show_progress=False
+        vocab_size=learnt_size, special_tokens=specials, initial_alphabet=alphabet, show_progress=False
     )
     learner.train_from_iterator([tokenizer_corpus()], trainer=trainer)
     learnt = json.loads(learner.to_str())["model"]
     vocab = dict(learnt["vocab"])
-    for i in range(len(vocab), vocab_size):  # the corpus runs out of merges before a large vocabulary
+    for i in range(len(vocab), vocab_size):
         vocab[f"<fill{i}>"] = i
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[tuple(pair) for pair in learnt["merges"]]))
     tok.pre_tokenizer = pre_tokenizer
