@@ -64,12 +64,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------
 def cmd_run(args: argparse.Namespace) -> int:
     from orchestrator.driver import run_sweep
+    from orchestrator.runlock import OutputDirBusy
     from orchestrator.sweep import SweepError, load_sweep
 
     try:
         sweep = load_sweep(args.sweep, args.set)
         outcome = run_sweep(sweep, output_dir=args.output_dir, console=console, report_to=out)
-    except SweepError as exc:
+    except (SweepError, OutputDirBusy) as exc:
         out.print(str(exc), markup=False)
         return 2
     counts = ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items()))
