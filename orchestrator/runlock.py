@@ -126,6 +126,7 @@ def _write_lease(location: RemotePath, holder: Holder) -> None:
 
 @contextlib.contextmanager
 def _lease(location: RemotePath) -> Iterator[Holder]:
+    location.mkdir()
     current = read_lease(location)
     if current is not None and not current.gone(time.time()):
         raise OutputDirBusy(location, current)
