@@ -221,12 +221,13 @@ class PlacementWatch:
 # Ray
 # ------------------------------------------------------------------------------------------------
 def private_ray_temp_dir() -> Path:
-    """A new folder only this user can read (0700) under the system temp dir, short enough for Ray's
-    socket paths: Ray's logs and sockets stay out of the sweep's outputs."""
+    """Ray's temp dir, out of the sweep's outputs: <private>/ray, where <private> is a new folder only this
+    user can enter (0700) under the system temp dir (Ray makes its own temp dir world-writable), short
+    enough for Ray's socket paths."""
     base = tempfile.gettempdir()
-    if len(base) + len("/rls-ray-xxxxxxxx") + RAY_SESSION_SUFFIX > SOCKET_PATH_MAX:
+    if len(base) + len("/rls-ray-xxxxxxxx/ray") + RAY_SESSION_SUFFIX > SOCKET_PATH_MAX:
         base = "/tmp"
-    return Path(tempfile.mkdtemp(prefix="rls-ray-", dir=base))
+    return Path(tempfile.mkdtemp(prefix="rls-ray-", dir=base)) / "ray"
 
 
 def quiet_ray_env() -> None:
@@ -252,7 +253,7 @@ class _NotTunesResumeAdvice(logging.Filter):
 def init_ray(address: str | None = None, **local_kwargs) -> Path | None:
     """Connect to RAY_ADDRESS (or `address`), else start a local Ray whose every service listens on
     127.0.0.1 only (kwargs: num_cpus/num_gpus). Returns the temp dir of the local Ray it started (for
-    the caller to remove after ray.shutdown), else None."""
+    the caller to remove, with its private parent, after ray.shutdown), else None."""
     quiet_ray_env()
     # Tune reads back per-trial result files we do not write (auto loggers are off): not a problem.
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
@@ -372,7 +373,7 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
         finally:
             if ray_temp is not None:  # the local Ray this run started: its logs and sockets go with it
                 ray.shutdown()
-                shutil.rmtree(ray_temp, ignore_errors=True)
+                shutil.rmtree(ray_temp.parent, ignore_errors=True)
     # Tune ends quietly on Ctrl-C; whatever the ledger does not hold as final was cut short.
     interrupted = interrupted or any(not ledger.done(k) for k in plan.keys)
     counts = progress.counts()
