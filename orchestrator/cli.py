@@ -64,14 +64,19 @@ def cmd_validate(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------
 def cmd_run(args: argparse.Namespace) -> int:
     from orchestrator.driver import run_sweep
+    from orchestrator.report import ReportDiskFull
+    from orchestrator.runlock import OutputDirBusy
     from orchestrator.sweep import SweepError, load_sweep
 
     try:
         sweep = load_sweep(args.sweep, args.set)
         outcome = run_sweep(sweep, output_dir=args.output_dir, console=console, report_to=out)
-    except SweepError as exc:
+    except (SweepError, OutputDirBusy) as exc:
         out.print(str(exc), markup=False)
         return 2
+    except ReportDiskFull as exc:
+        console.print(f"report: {exc.strerror}", markup=False, style="red")
+        return 1
     counts = ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items()))
     console.print(f"trials: {counts}")
     console.print(f"results: {outcome.output_dir}/trials.parquet, steps in {outcome.output_dir}/steps/")
@@ -326,6 +331,7 @@ def add_sync_mlflow(sub) -> None:
 # ------------------------------------------------------------------------------------------------
 def cmd_report(args: argparse.Namespace) -> int:
     from orchestrator.finish import finish_sweep
+    from orchestrator.report import ReportDiskFull
     from orchestrator.tracking import MlflowSink
 
     output_dir = Path(args.output_dir)
@@ -333,6 +339,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         finish_sweep(
             output_dir, console=out, mlflow=MlflowSink.for_output(output_dir), budget_gib=args.budget_gib
         )
+    except ReportDiskFull as exc:
+        console.print(f"report: {exc.strerror}", markup=False, style="red")
+        return 1
     except FileNotFoundError as exc:
         console.print(f"[red]{exc}[/red]", markup=True)
         return 2

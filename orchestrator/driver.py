@@ -18,10 +18,11 @@ The out-of-memory verdicts are kept in <output_dir>/pruning.json, so a resumed s
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,17 +32,19 @@ from typing import Any
 import ray
 from ray import tune
 from ray.tune import Callback
+from ray.tune.execution import class_cache
 from ray.tune.search import Searcher
 from rich.console import Console
 
 from orchestrator.finish import finish_sweep
-from orchestrator.outcome import FAILED, TrialResult
+from orchestrator.outcome import FAILED, UNAVAILABLE, TrialResult
 from orchestrator.plan import config_mismatches
 from orchestrator.plan import plan as make_plan
 from orchestrator.progress import Progress
 from orchestrator.pruning import HOLD, RUN, OomGate
 from orchestrator.recorder import Ledger, PruningGate, Recorder, StepsFiles
 from orchestrator.report import frontier, frontier_table
+from orchestrator.runlock import output_dir_lock
 from orchestrator.sinks import TrialsTable
 from orchestrator.storage import filesystem_and_path, local_dir
 from orchestrator.supervisor import PROJECT_ROOT, run_trial
@@ -52,6 +55,12 @@ from trainers.spec import TrialSpec
 
 SOCKET_PATH_MAX = 107  # AF_UNIX sun_path
 RAY_SESSION_SUFFIX = 64  # len("/session_2026-11-05_12-34-56_123456_12345/sockets/plasma_store")
+# Tune hands these to every trial actor in its runtime_env, which Ray's runtime-env agent writes to its
+# log in plain text. A local Ray's workers inherit the driver's environment, so they lose nothing.
+CREDENTIAL_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN")
+# How long a trial no node can host waits for the cluster to grow (an autoscaler) before it ends
+# `unavailable`; a local Ray does not grow, so it does not wait.
+PLACEMENT_PATIENCE_S = 120.0
 
 Decider = Callable[[TrialSpec], str]
 FINAL = "final"  # the trainable's last report: the supervisor's TrialResult
@@ -100,6 +109,14 @@ class PlanSearcher(Searcher):
 
     def suggest(self, trial_id: str):
         decide = _LIVE[self.state_key + ".decide"]
+        placement = _LIVE[self.state_key + ".placement"]()
+        if placement == HOLD:
+            return None
+        if placement != RUN:  # no node can host any trial of the sweep (they all ask alike)
+            for spec in self.queue:
+                _LIVE[self.state_key].skip(spec, placement, UNAVAILABLE)
+            self.queue.clear()
+            return Searcher.FINISHED
         for spec in list(self.queue):
             verdict = decide(spec)
             if verdict == HOLD:
@@ -161,15 +178,56 @@ def _error_text(trial) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
+# Trials no node can host
+# ------------------------------------------------------------------------------------------------
+def placement_verdict(
+    request: dict[str, float], nodes: list[dict[str, float]], waited_s: float, patience_s: float
+) -> str:
+    """RUN when some node's total resources cover `request` (Ray's keys: CPU, GPU); HOLD while none does
+    and waited_s < patience_s; then the `unavailable` detail with the numbers."""
+    if any(all(node.get(k, 0) >= need for k, need in request.items()) for node in nodes):
+        return RUN
+    if waited_s < patience_s:
+        return HOLD
+    asked = ", ".join(f"{k} {need:g}" for k, need in request.items())
+    largest = ", ".join(f"{k} {max((n.get(k, 0) for n in nodes), default=0):g}" for k in request)
+    return (
+        f"no node can host the trial: it asks for {asked} and the largest node has {largest} "
+        f"(waited {waited_s:.0f} s for the cluster to grow); lower resources.cpus_per_trial / "
+        "gpus_per_trial or add a larger node"
+    )
+
+
+class PlacementWatch:
+    """placement_verdict over the cluster's live nodes, timed from the first time no node fits."""
+
+    def __init__(self, request: dict[str, float], patience_s: float):
+        self.request = request
+        self.patience_s = patience_s
+        self.short_since: float | None = None
+
+    def __call__(self) -> str:
+        nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+        now = time.monotonic()
+        verdict = placement_verdict(self.request, nodes, now - (self.short_since or now), self.patience_s)
+        if verdict == RUN:
+            self.short_since = None
+        elif self.short_since is None:
+            self.short_since = now
+        return verdict
+
+
+# ------------------------------------------------------------------------------------------------
 # Ray
 # ------------------------------------------------------------------------------------------------
-def ray_temp_dir(output_dir: Path) -> Path:
-    """<output>/ray-tmp when short enough for Ray's socket paths, else a short path keyed by the output."""
-    preferred = output_dir / "ray-tmp"
-    if len(str(preferred)) + RAY_SESSION_SUFFIX <= SOCKET_PATH_MAX:
-        return preferred
-    digest = hashlib.sha1(str(output_dir).encode()).hexdigest()[:8]
-    return Path("/tmp") / f"rlsweep-ray-{digest}"
+def private_ray_temp_dir() -> Path:
+    """Ray's temp dir, out of the sweep's outputs: <private>/ray, where <private> is a new folder only this
+    user can enter (0700) under the system temp dir (Ray makes its own temp dir world-writable), short
+    enough for Ray's socket paths."""
+    base = tempfile.gettempdir()
+    if len(base) + len("/rls-ray-xxxxxxxx/ray") + RAY_SESSION_SUFFIX > SOCKET_PATH_MAX:
+        base = "/tmp"
+    return Path(tempfile.mkdtemp(prefix="rls-ray-", dir=base)) / "ray"
 
 
 def quiet_ray_env() -> None:
@@ -192,29 +250,65 @@ class _NotTunesResumeAdvice(logging.Filter):
         return "Resume experiment with" not in text and "Trials did not complete" not in text
 
 
-def init_ray(output_dir: Path, address: str | None = None, **local_kwargs) -> None:
-    """Connect to RAY_ADDRESS (or `address`), else start a local Ray on 127.0.0.1 (kwargs: num_cpus/num_gpus)."""
+def init_ray(address: str | None = None, **local_kwargs) -> Path | None:
+    """Connect to RAY_ADDRESS (or `address`), else start a local Ray whose every service listens on
+    127.0.0.1 only (kwargs: num_cpus/num_gpus). Returns the temp dir of the local Ray it started (for
+    the caller to remove, with its private parent, after ray.shutdown), else None."""
     quiet_ray_env()
     # Tune reads back per-trial result files we do not write (auto loggers are off): not a problem.
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
     # On Ctrl-C Tune advises Tuner.restore; our resume is `rlsweep run` again (the CLI prints it).
     logging.getLogger("ray.tune.tune").addFilter(_NotTunesResumeAdvice())
     if ray.is_initialized():
-        return
+        return None
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
-        return
-    temp = ray_temp_dir(output_dir)
-    temp.mkdir(parents=True, exist_ok=True)
-    ray.init(
-        _node_ip_address="127.0.0.1",
-        _temp_dir=str(temp),
-        include_dashboard=False,
-        log_to_driver=False,
-        logging_level=logging.WARNING,
-        **local_kwargs,
-    )
+        return None
+    temp = private_ray_temp_dir()
+    with _single_node_ray():
+        ray.init(
+            _node_ip_address="127.0.0.1",
+            _temp_dir=str(temp),
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+            **local_kwargs,
+        )
+    return temp
+
+
+@contextlib.contextmanager
+def _single_node_ray():
+    """While a local Ray starts: Ray on Linux swaps the node address 127.0.0.1 for the machine's and its
+    services listen on every interface, unless RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, which the services
+    read from the environment and the driver read into ray_constants when Ray was imported. Both are
+    set for the start and put back after, so a later connection to a cluster is unaffected."""
+    from ray._private import ray_constants
+
+    before_env = os.environ.get(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR)
+    before_flag = ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = before_flag
+        if before_env is None:
+            os.environ.pop(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, None)
+        else:
+            os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = before_env
+
+
+@contextlib.contextmanager
+def _credentials_kept_from_runtime_env():
+    """While Tune registers the trainable: no credential in its runtime_env (see CREDENTIAL_VARS)."""
+    dropped = class_cache.ENV_VARS_TO_PROPAGATE & set(CREDENTIAL_VARS)
+    class_cache.ENV_VARS_TO_PROPAGATE.difference_update(dropped)
+    try:
+        yield
+    finally:
+        class_cache.ENV_VARS_TO_PROPAGATE.update(dropped)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -238,13 +332,19 @@ def run_sweep(
     report_to: Console | None = None,
 ) -> SweepOutcome:
     """Run the sweep's unfinished trials, then end it (orchestrator.finish.finish_sweep); with
-    report_to, the end writes the report and prints its matrix there."""
+    report_to, the end writes the report and prints its matrix there. Holds the output dir's lock
+    (orchestrator.runlock) throughout: a second run on it raises OutputDirBusy naming this one."""
     console = console or Console(stderr=True)
     out = sweep.resolved_output_dir(str(output_dir) if output_dir else None)
     plan = make_plan(sweep)
     if plan.problems:
         raise SweepError(plan.problems, "plan")
     out.mkdir(parents=True, exist_ok=True)
+    with output_dir_lock(out):
+        return _run_locked(sweep, plan, out, console, decide, ray_init_kwargs or {}, report_to)
+
+
+def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -> SweepOutcome:
     ledger = TrialsTable(out / "trials.parquet")
     # A resume takes a stored result only for the configuration that made it.
     mismatches = config_mismatches(ledger.rows.values(), plan.trials)
@@ -266,49 +366,14 @@ def run_sweep(
     recorder = Recorder(plan.trials, sinks)
     interrupted = False
     if todo:
-        scratch = local_dir(out, sweep.name)  # Ray's temp dir and trainer scratch must be local
-        init_ray(scratch, **(ray_init_kwargs or {}))
-        has_gpu = ray.cluster_resources().get("GPU", 0) > 0
-        resources = {"cpu": sweep.resources.cpus_per_trial}
-        if has_gpu and sweep.resources.gpus_per_trial:
-            resources["gpu"] = sweep.resources.gpus_per_trial
-        config = {
-            "trials_dir": str(scratch / "trials"),
-            "cpus": sweep.resources.cpus_per_trial,
-            "guard": sweep.guard(),
-        }
-        storage_fs, storage_path = filesystem_and_path(out / "ray")  # a URI: Tune syncs there via pyarrow.fs
-        state_key = f"sweep-{id(recorder)}"
-        _LIVE[state_key], _LIVE[state_key + ".decide"] = recorder, decide or gate
-        tuner = tune.Tuner(
-            tune.with_resources(trainable, resources),
-            tune_config=tune.TuneConfig(
-                search_alg=PlanSearcher(todo, config, state_key),
-                num_samples=-1,
-                max_concurrent_trials=sweep.resources.max_concurrent or 0,
-                reuse_actors=False,
-                trial_dirname_creator=lambda trial: trial.config["trial_key"],
-            ),
-            run_config=tune.RunConfig(
-                name=f"tune-{time.strftime('%Y%m%d-%H%M%S')}",
-                storage_path=storage_path,
-                storage_filesystem=storage_fs,
-                callbacks=[RecorderCallback(state_key)],
-                verbose=0,
-                failure_config=tune.FailureConfig(max_failures=0),
-                log_to_file=True,
-            ),
-        )
+        local = not (ray_init_kwargs.get("address") or os.environ.get("RAY_ADDRESS"))
+        ray_temp = init_ray(**ray_init_kwargs)
         try:
-            with progress:
-                tuner.fit()
-        except KeyboardInterrupt:
-            interrupted = True
+            interrupted = _tune(sweep, todo, out, recorder, progress, decide or gate, local)
         finally:
-            _LIVE.pop(state_key, None)
-            _LIVE.pop(state_key + ".decide", None)
-        # Ctrl-C: Tune stopped them; a resume runs them again
-        recorder.stop_running("interrupted (Ctrl-C); a resumed sweep runs it again")
+            if ray_temp is not None:  # the local Ray this run started: its logs and sockets go with it
+                ray.shutdown()
+                shutil.rmtree(ray_temp.parent, ignore_errors=True)
     # Tune ends quietly on Ctrl-C; whatever the ledger does not hold as final was cut short.
     interrupted = interrupted or any(not ledger.done(k) for k in plan.keys)
     counts = progress.counts()
@@ -322,6 +387,57 @@ def run_sweep(
         report=report_to is not None and bool(ledger.rows),
     )
     return SweepOutcome(out, counts, interrupted, [s.trial_key for s in todo])
+
+
+def _tune(sweep, todo, out, recorder, progress, decide, local: bool) -> bool:
+    """Run `todo` through a fresh Tuner; True when Ctrl-C cut it short."""
+    scratch = local_dir(out, sweep.name)  # trainer scratch must be local
+    has_gpu = ray.cluster_resources().get("GPU", 0) > 0
+    resources = {"cpu": sweep.resources.cpus_per_trial}
+    if has_gpu and sweep.resources.gpus_per_trial:
+        resources["gpu"] = sweep.resources.gpus_per_trial
+    config = {
+        "trials_dir": str(scratch / "trials"),
+        "cpus": sweep.resources.cpus_per_trial,
+        "guard": sweep.guard(),
+    }
+    storage_fs, storage_path = filesystem_and_path(out / "ray")  # a URI: Tune syncs there via pyarrow.fs
+    state_key = f"sweep-{id(recorder)}"
+    _LIVE[state_key], _LIVE[state_key + ".decide"] = recorder, decide
+    _LIVE[state_key + ".placement"] = PlacementWatch(
+        {k.upper(): v for k, v in resources.items()}, 0.0 if local else PLACEMENT_PATIENCE_S
+    )
+    tuner = tune.Tuner(
+        tune.with_resources(trainable, resources),
+        tune_config=tune.TuneConfig(
+            search_alg=PlanSearcher(todo, config, state_key),
+            num_samples=-1,
+            max_concurrent_trials=sweep.resources.max_concurrent or 0,
+            reuse_actors=False,
+            trial_dirname_creator=lambda trial: trial.config["trial_key"],
+        ),
+        run_config=tune.RunConfig(
+            name=f"tune-{time.strftime('%Y%m%d-%H%M%S')}",
+            storage_path=storage_path,
+            storage_filesystem=storage_fs,
+            callbacks=[RecorderCallback(state_key)],
+            verbose=0,
+            failure_config=tune.FailureConfig(max_failures=0),
+            log_to_file=True,
+        ),
+    )
+    interrupted = False
+    try:
+        with progress, _credentials_kept_from_runtime_env() if local else contextlib.nullcontext():
+            tuner.fit()
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        for suffix in ("", ".decide", ".placement"):
+            _LIVE.pop(state_key + suffix, None)
+    # Ctrl-C: Tune stopped them; a resume runs them again
+    recorder.stop_running("interrupted (Ctrl-C); a resumed sweep runs it again")
+    return interrupted
 
 
 def print_frontier(ledger: TrialsTable, console: Console) -> None:

@@ -103,11 +103,12 @@ class Recorder:
         for sink in self.sinks:
             sink.on_end(spec, row, steps)
 
-    def skip(self, spec: TrialSpec, detail: str) -> None:
-        """A trial the searcher decided not to run (pruned): a row and a run like any trial."""
+    def skip(self, spec: TrialSpec, detail: str, status: str = PRUNED) -> None:
+        """A trial the searcher decided not to run (pruned, or unavailable: no node can host it): a row
+        and a run like any trial."""
         self.specs[spec.trial_key] = spec
         self.start(spec.trial_key)
-        self.end(spec.trial_key, None, status=PRUNED, detail=detail)
+        self.end(spec.trial_key, None, status=status, detail=detail)
 
     def stop_running(self, detail: str) -> None:
         """Every trial still running ends `stopped` (a resumed sweep runs it again)."""

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.outcome import COMPLETED, NO_GPU
-from orchestrator.sinks import steps_path
+from orchestrator.sinks import normalize_step, steps_path
 from orchestrator.storage import StoragePath
 from trainers.spec import BOOKKEEPING, TrialSpec
 
@@ -57,7 +57,10 @@ def _artifact_location(uri: str) -> str | None:
     return None
 
 
-def step_metrics(row: dict[str, Any]) -> dict[str, float]:
+def step_metrics(stored: dict[str, Any]) -> dict[str, float]:
+    """A step's MLflow metrics from its steps-file row (orchestrator.sinks.normalize_step's shape), with
+    the numbers kept in `extra` among them: a run logged live and one logged by sync-mlflow get the same."""
+    row = {**json.loads(stored.get("extra") or "{}"), **stored}
     return {
         k: float(v)
         for k, v in row.items()
@@ -197,9 +200,10 @@ class MlflowSink:
     def on_step(self, spec: TrialSpec, row: dict[str, Any]) -> None:
         run_id = self.runs.get(spec.trial_key)
         if run_id:
-            self._guard("step logging", self._log_step, run_id, row)
+            self._guard("step logging", self._log_step, run_id, normalize_step(spec.trial_key, row))
 
     def _log_step(self, run_id: str, row: dict[str, Any]) -> None:
+        """row: a steps-file row, as the live path (on_step) and sync-mlflow (log_whole_trial) both give."""
         step = int(row.get("step") or 0)
         stamp = int(1000 * (row.get("t_end") or time.time()))
         metrics = [_metric(k, v, step, stamp) for k, v in step_metrics(row).items()]

@@ -21,9 +21,10 @@ Modules, each with one job (imports run down this list, never up):
 from orchestrator.report._feasibility import frontier
 from orchestrator.report._outputs import SweepOutputs, load_outputs, summary_metrics, summary_table
 from orchestrator.report._terminal import frontier_table
-from orchestrator.report._write import write_report
+from orchestrator.report._write import ReportDiskFull, write_report
 
 __all__ = [
+    "ReportDiskFull",
     "SweepOutputs",
     "frontier",
     "frontier_table",

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import re
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +21,35 @@ from orchestrator.report._outputs import SweepOutputs, load_outputs, summary_tab
 from orchestrator.report._terminal import feasibility_tables
 
 PLOT_PREFIXES = ("feasibility_", "curves_", "throughput", "memory_vs_completions")
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class ReportDiskFull(OSError):
+    """The disk (or quota) filled up while the report was written; the sweep's Parquet files are only
+    read by the report, so they are intact."""
+
+    def __init__(self, path: Path, output_dir: Path, cause: OSError):
+        try:
+            free = f"{shutil.disk_usage(output_dir).free / 2**20:.1f} MiB free"
+        except OSError:
+            free = "free space unknown"
+        self.path = path
+        super().__init__(
+            cause.errno,
+            f"no space left writing the report file {path} ({free} on its filesystem; {cause.strerror}); "
+            f"trials.parquet and steps/ are intact. Free some space, then: rlsweep report {output_dir}",
+        )
+
+
+@contextlib.contextmanager
+def _space_for(path: Path, output_dir: Path) -> Iterator[Path]:
+    """Writes to `path` (a report file of output_dir) inside; a full disk becomes ReportDiskFull."""
+    try:
+        yield path
+    except OSError as exc:
+        if exc.errno not in DISK_FULL or isinstance(exc, ReportDiskFull):
+            raise
+        raise ReportDiskFull(path, output_dir, exc) from exc
 
 
 def _slug(text: str) -> str:
@@ -33,6 +66,7 @@ def write_report(
 
     outputs: the sweep's Parquet already loaded (load_outputs(output_dir)), so a caller that needs them
     too reads them once. Returns {"summary_csv", "report_md", "report_html": Path, "plots": [Path, ...]}.
+    Raises ReportDiskFull when the disk fills up.
     """
     # matplotlib is imported only when a report is written
     from orchestrator.report._plots import feasibility_heatmap, memory_plot, throughput_plot, trial_curves
@@ -43,32 +77,40 @@ def write_report(
     budget = budget_gib if budget_gib is not None else infer_budget_gib(outputs.trials)
     summary = summary_table(outputs)
     summary_csv = out / "summary.csv"
-    summary.to_csv(summary_csv, index=False)
+    with _space_for(summary_csv, out):
+        summary.to_csv(summary_csv, index=False)
 
     grids = feasibility_matrix(outputs.trials, budget)
     plot_dir = out / "plots"
-    plot_dir.mkdir(exist_ok=True)
+    with _space_for(plot_dir, out):
+        plot_dir.mkdir(exist_ok=True)
     for stale in plot_dir.glob("*.png"):  # a rebuilt report shows only what the data holds now
         if stale.name.startswith(PLOT_PREFIXES):
             stale.unlink()
     plot_paths: dict[str, Any] = {"feasibility": {}, "curves": {}}
     for grid in grids:
         path = plot_dir / f"feasibility_{_slug(grid.framework)}_{_slug(grid.mode)}_{_slug(grid.model)}.png"
-        plot_paths["feasibility"][grid.title] = feasibility_heatmap(grid, path)
+        with _space_for(path, out):
+            plot_paths["feasibility"][grid.title] = feasibility_heatmap(grid, path)
     ranked = aggregate_repeats(outputs, budget)
-    plot_paths["throughput"] = throughput_plot(ranked, plot_dir / "throughput.png")
-    plot_paths["memory"] = memory_plot(outputs, plot_dir / "memory_vs_completions.png", budget)
+    with _space_for(plot_dir / "throughput.png", out) as path:
+        plot_paths["throughput"] = throughput_plot(ranked, path)
+    with _space_for(plot_dir / "memory_vs_completions.png", out) as path:
+        plot_paths["memory"] = memory_plot(outputs, path, budget)
     for _, trial in outputs.trials.iterrows():
         steps = trial_steps(outputs.steps, trial.get("trial_key"))
         if len(steps):
             path = plot_dir / f"curves_{_slug(str(trial['trial_key']))}.png"
-            plot_paths["curves"][str(trial["trial_key"])] = trial_curves(trial, steps, path)
+            with _space_for(path, out):
+                plot_paths["curves"][str(trial["trial_key"])] = trial_curves(trial, steps, path)
 
     blocks = build_blocks(outputs, summary, ranked, grids, plot_paths, budget)
     report_md = out / "report.md"
-    report_md.write_text(render_markdown(blocks, out))
+    with _space_for(report_md, out):
+        report_md.write_text(render_markdown(blocks, out))
     report_html = out / "report.html"
-    report_html.write_text(render_html(blocks, f"Sweep report: {outputs.sweep_name}"))
+    with _space_for(report_html, out):
+        report_html.write_text(render_html(blocks, f"Sweep report: {outputs.sweep_name}"))
 
     for table in feasibility_tables(grids):
         console.print(table)

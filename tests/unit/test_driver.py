@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from orchestrator.driver import run_sweep
+from orchestrator.driver import HOLD, RUN, placement_verdict, run_sweep
 from orchestrator.plan import expand
 from orchestrator.sinks import TrialsTable, trial_row
 from orchestrator.sweep import SweepError, parse_sweep
@@ -20,3 +20,23 @@ def test_a_resume_whose_ledger_holds_another_configuration_under_a_key_is_refuse
         run_sweep(sweep, output_dir=tmp_path)
     assert "learning_rate: 1e-05 vs 0.0002" in str(info.value)
     assert not (tmp_path / "sweep.yaml").exists() and not (tmp_path / "ray").exists()  # nothing written
+
+
+NODES = [{"CPU": 2.0, "GPU": 0.0, "memory": 8e9}, {"CPU": 8.0, "GPU": 1.0}]
+
+
+def test_a_request_some_node_covers_runs():
+    assert placement_verdict({"CPU": 8, "GPU": 1}, NODES, waited_s=999, patience_s=60) == RUN
+
+
+def test_a_request_no_single_node_covers_waits_then_ends_with_the_numbers():
+    request = {"CPU": 4, "GPU": 2}  # the cluster has 10 CPUs and 1 GPU in all, no node 2 GPUs
+    assert placement_verdict(request, NODES, waited_s=59, patience_s=60) == HOLD
+    detail = placement_verdict(request, NODES, waited_s=61, patience_s=60)
+    assert detail.startswith("no node can host the trial: it asks for CPU 4, GPU 2")
+    assert "the largest node has CPU 8, GPU 1 (waited 61 s" in detail
+    assert "gpus_per_trial" in detail
+
+
+def test_on_a_local_ray_an_unhostable_trial_ends_at_once():
+    assert placement_verdict({"CPU": 64}, [{"CPU": 2.0}], waited_s=0, patience_s=0).startswith("no node")

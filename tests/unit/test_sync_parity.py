@@ -1,0 +1,59 @@
+"""A trial's MLflow run is the same whether it was logged live or later by `rlsweep sync-mlflow` from the
+Parquet files (real sqlite stores)."""
+
+from mlflow.tracking import MlflowClient
+
+from orchestrator.cli import main
+from orchestrator.outcome import COMPLETED, TrialResult
+from orchestrator.plan import expand
+from orchestrator.recorder import Ledger, Recorder, StepsFiles
+from orchestrator.sinks import TrialsTable
+from orchestrator.sweep import parse_sweep, resolved_yaml
+from orchestrator.tracking import MlflowSink
+
+
+def trainer_step(n: int) -> dict:
+    """A step row as the supervisor hands it on: the trainer's keys, a few outside the steps schema."""
+    return {"step": n, "probe": n == 1, "generated": True, "step_s": 1.5 + n, "tokens_per_s": 90.0 + n,
+            "rss_gib": 1.0, "rss_peak_gib": 1.2, "loss": 0.1 * n, "reward_mean": 0.5, "gen_s": 0.7,
+            "rewards/accuracy/mean": 0.25, "completions": 4, "min_new_tokens": 8, "samples": 10 + n,
+            "alloc_ooms": None, "t_start": 1000.0 + 2 * n, "t_end": 1001.0 + 2 * n}  # fmt: skip
+
+
+def trial_metrics(uri: str, key: str) -> dict[str, list[tuple[int, float]]]:
+    client = MlflowClient(uri)
+    (experiment,) = [e for e in client.search_experiments() if e.name == "parity"]
+    (run,) = client.search_runs(
+        [experiment.experiment_id], filter_string=f"tags.`rlsweep.trial_key` = '{key}'"
+    )
+    return {
+        name: sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, name))
+        for name in run.data.metrics
+    }
+
+
+def test_a_synced_run_carries_the_same_metrics_as_one_logged_live(tmp_path):
+    sweep = parse_sweep({"name": "parity", "fixed": {"max_steps": 3}})
+    (spec,) = expand(sweep)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "sweep.yaml").write_text(resolved_yaml(sweep))
+    live_uri = f"sqlite:///{tmp_path / 'live.db'}"
+    live = MlflowSink(live_uri, "parity", out, "parity")
+    live.start_sweep(resolved_yaml(sweep))
+    recorder = Recorder([spec], [StepsFiles(out), Ledger(TrialsTable(out / "trials.parquet")), live])
+    steps = [trainer_step(n) for n in (1, 2, 3)]
+    recorder.start(spec.trial_key)
+    for row in steps:
+        recorder.step(spec.trial_key, row)
+    recorder.end(
+        spec.trial_key, TrialResult(status=COMPLETED, status_detail="3 steps", steps=steps, wall_s=9.0)
+    )
+
+    synced_uri = f"sqlite:///{tmp_path / 'synced.db'}"
+    assert main(["sync-mlflow", str(out), "--tracking-uri", synced_uri]) == 0
+
+    logged_live, synced = trial_metrics(live_uri, spec.trial_key), trial_metrics(synced_uri, spec.trial_key)
+    assert {"completions", "min_new_tokens", "samples", "rewards/accuracy/mean"} <= set(logged_live)
+    assert synced == logged_live
+    assert synced["samples"] == [(1, 11.0), (2, 12.0), (3, 13.0)]
