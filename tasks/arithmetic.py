@@ -6,6 +6,7 @@ import random
 import re
 
 from tasks.base import Task, to_dataset
+from tasks.bounded import DEFAULT_TIMEOUT_S
 from tasks.rewards import (
     FORMAT_SYSTEM_PROMPT,
     answer_tag,
@@ -70,6 +71,7 @@ def build_arithmetic(
     num_eval: int = 64,
     rewards: dict[str, float] | None = None,
     require_tags: bool = True,
+    reward_timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> Task:
     problems = make_problems(num_samples + num_eval, seed)
     tagged = wants_format(rewards, DEFAULT_REWARDS)  # only the format prompt asks for <answer> tags
@@ -82,6 +84,6 @@ def build_arithmetic(
         name="arithmetic",
         train=to_dataset(_rows(problems[:num_samples], system)),
         eval=to_dataset(_rows(problems[num_samples:], system)) if num_eval else None,
-        rewards=compose_rewards(accuracy, rewards, DEFAULT_REWARDS),
-        is_correct=correctness(accuracy),
+        rewards=compose_rewards(accuracy, rewards, DEFAULT_REWARDS, reward_timeout_s),
+        is_correct=correctness(accuracy, reward_timeout_s),
     )
