@@ -50,6 +50,7 @@ STEP_SCHEMA = pa.schema(
             "energy_j",
             "alloc_retries",
             "alloc_ooms",
+            "reward_timeouts",
             "reward_mean",
             "reward_std",
             "frac_reward_zero_std",

@@ -1,7 +1,8 @@
 """Prompt datasets and reward functions. A task is a function (seed, **settings) -> Task.
 
 TASKS maps each name to its builder; a dict and a function, no plugin system. Builders take
-keyword-only settings with defaults; every builder takes `rewards` (tasks/rewards.py). CHECKS holds
+keyword-only settings with defaults; every builder takes `rewards` (tasks/rewards.py) and
+`reward_timeout_s`, the time limit of each scoring call (tasks/bounded.py). CHECKS holds
 each task's cheap value checks, run by task_problems() before anything is built. Rewards follow
 TRL's reward-function signature: f(prompts, completions, **dataset_columns) -> list[float], and never
 raise.
@@ -16,6 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from tasks.arithmetic import arithmetic_problems, build_arithmetic
 from tasks.base import Task, completion_text
+from tasks.bounded import timeout_problems
 from tasks.countdown import build_countdown, countdown_problems
 from tasks.gsm8k import build_gsm8k, gsm8k_problems
 from tasks.names import did_you_mean
@@ -59,7 +61,11 @@ def task_problems(name: str, args: dict) -> list[str]:
     if errors:
         return errors  # value checks need well-typed settings
     settings = {key: args.get(key, params[key].default) for key in accepted}
-    return reward_problems(settings["rewards"]) + CHECKS[name](settings)
+    return (
+        reward_problems(settings["rewards"])
+        + timeout_problems(settings["reward_timeout_s"])
+        + CHECKS[name](settings)
+    )
 
 
 def _type_problems(key: str, value, annotation, default) -> list[str]:

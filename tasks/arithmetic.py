@@ -7,6 +7,7 @@ import re
 from typing import Literal
 
 from tasks.base import Task, to_dataset
+from tasks.bounded import DEFAULT_TIMEOUT_S
 from tasks.rewards import (
     FORMAT_SYSTEM_PROMPT,
     answer_tag,
@@ -85,6 +86,7 @@ def build_arithmetic(
     prompt_style: Literal["chat", "plain"] = "chat",
     rewards: dict[str, float] | None = None,
     require_tags: bool = True,
+    reward_timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> Task:
     problems = make_problems(num_samples + num_eval, seed)
     tagged = wants_format(rewards, DEFAULT_REWARDS)  # only the format prompt asks for <answer> tags
@@ -99,6 +101,6 @@ def build_arithmetic(
         name="arithmetic",
         train=to_dataset(_rows(problems[:num_samples], system)),
         eval=to_dataset(_rows(problems[num_samples:], system)) if num_eval else None,
-        rewards=compose_rewards(accuracy, rewards, DEFAULT_REWARDS),
-        is_correct=correctness(accuracy),
+        rewards=compose_rewards(accuracy, rewards, DEFAULT_REWARDS, reward_timeout_s),
+        is_correct=correctness(accuracy, reward_timeout_s),
     )

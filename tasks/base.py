@@ -34,7 +34,7 @@ def completion_text(completion) -> str:
     if isinstance(completion, str):
         return completion
     if isinstance(completion, list):
-        return "".join(m.get("content", "") if isinstance(m, dict) else str(m) for m in completion)
+        return "".join(str(m.get("content") or "") if isinstance(m, dict) else str(m) for m in completion)
     if isinstance(completion, dict):
-        return str(completion.get("content", ""))
+        return str(completion.get("content") or "")
     return str(completion)

@@ -16,6 +16,7 @@ from collections import Counter
 from fractions import Fraction
 
 from tasks.base import Task, to_dataset
+from tasks.bounded import DEFAULT_TIMEOUT_S
 from tasks.rewards import (
     FORMAT_SYSTEM_PROMPT,
     answer_tag,
@@ -131,6 +132,7 @@ def build_countdown(
     num_eval: int = 64,
     rewards: dict[str, float] | None = None,
     require_tags: bool = True,
+    reward_timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> Task:
     rng = random.Random(seed)
     problems = [
@@ -162,6 +164,6 @@ def build_countdown(
         name="countdown",
         train=rows(problems[:num_samples]),
         eval=rows(problems[num_samples:]) if num_eval else None,
-        rewards=compose_rewards(accuracy, rewards, DEFAULT_REWARDS),
-        is_correct=correctness(accuracy),
+        rewards=compose_rewards(accuracy, rewards, DEFAULT_REWARDS, reward_timeout_s),
+        is_correct=correctness(accuracy, reward_timeout_s),
     )

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from datasets import Dataset
 
 from tasks.base import Task, to_dataset
+from tasks.bounded import DEFAULT_TIMEOUT_S
 from tasks.rewards import (
     FORMAT_SYSTEM_PROMPT,
     answer_tag,
@@ -120,6 +121,7 @@ def build_gsm8k(
     num_eval: int = 64,
     rewards: dict[str, float] | None = None,
     require_tags: bool = True,
+    reward_timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> Task:
     rng = random.Random(seed)
     if path is None:
@@ -163,6 +165,6 @@ def build_gsm8k(
         name="gsm8k",
         train=dataset(train),
         eval=dataset(held_out) if held_out else None,
-        rewards=compose_rewards(accuracy, rewards, DEFAULT_REWARDS),
-        is_correct=correctness(accuracy),
+        rewards=compose_rewards(accuracy, rewards, DEFAULT_REWARDS, reward_timeout_s),
+        is_correct=correctness(accuracy, reward_timeout_s),
     )

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from datasets import Dataset
 
 from tasks.base import Task, to_dataset
+from tasks.bounded import DEFAULT_TIMEOUT_S
 from tasks.names import did_you_mean
 from tasks.rewards import (
     FORMAT_SYSTEM_PROMPT,
@@ -239,6 +240,7 @@ def build_reasoning_gym(
     max_answer_chars: int = 2000,
     rewards: dict[str, float] | None = None,
     require_tags: bool = True,
+    reward_timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> Task:
     if not installed():
         raise ModuleNotFoundError(INSTALL_HINT)
@@ -269,6 +271,6 @@ def build_reasoning_gym(
         name="reasoning_gym",
         train=dataset(train_entries, 0),
         eval=dataset(eval_entries, len(train_entries)) if eval_entries else None,
-        rewards=compose_rewards(scorer, rewards, DEFAULT_REWARDS),
-        is_correct=correctness(scorer),
+        rewards=compose_rewards(scorer, rewards, DEFAULT_REWARDS, reward_timeout_s),
+        is_correct=correctness(scorer, reward_timeout_s),
     )

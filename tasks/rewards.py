@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tasks.base import RewardFunc, completion_text
+from tasks.bounded import DEFAULT_TIMEOUT_S, BoundedScore
 from tasks.names import did_you_mean
 
 REWARD_NAMES = ("accuracy", "format", "format_partial", "digits")
@@ -89,12 +90,13 @@ def digits_score(text: str, row: dict | None = None) -> float:
     return sum(c in "0123456789" for c in head) / len(head) if head else 0.0
 
 
-def reward_function(score: Score, name: str) -> RewardFunc:
+def reward_function(score: Score, name: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> RewardFunc:
     """A TRL reward function named `name` that scores each completion with score(text, row).
 
     `row` holds this completion's dataset columns (TRL passes each column as a list). A score that
-    raises counts 0: a reward never raises.
+    raises, or runs over `timeout_s` seconds (tasks/bounded.py), counts 0: a reward never raises.
     """
+    bounded = BoundedScore(score, timeout_s)
 
     def reward(prompts=None, completions=None, **columns) -> list[float]:
         completions = list(completions or [])
@@ -102,27 +104,20 @@ def reward_function(score: Score, name: str) -> RewardFunc:
         lists = {
             k: v for k, v in columns.items() if k not in _NOT_COLUMNS and isinstance(v, list) and len(v) == n
         }
-        rewards = []
-        for i, completion in enumerate(completions):
-            try:
-                value = float(score(completion_text(completion), {k: v[i] for k, v in lists.items()}))
-            except Exception:  # untrusted text: any failure scores 0
-                value = 0.0
-            rewards.append(value if value == value else 0.0)  # NaN -> 0
-        return rewards
+        return bounded.many(
+            [(completion_text(c), {k: v[i] for k, v in lists.items()}) for i, c in enumerate(completions)]
+        )
 
     reward.__name__ = reward.__qualname__ = name  # TRL names the logged metrics after __name__
     return reward
 
 
-def correctness(score: Score) -> Callable[[str, dict], bool]:
-    """is_correct(text, row) for held-out accuracy: the accuracy score is full marks."""
+def correctness(score: Score, timeout_s: float = DEFAULT_TIMEOUT_S) -> Callable[[str, dict], bool]:
+    """is_correct(text, row) for held-out accuracy: the accuracy score is full marks (within `timeout_s`)."""
+    bounded = BoundedScore(score, timeout_s)
 
     def is_correct(text: str, row: dict) -> bool:
-        try:
-            return float(score(completion_text(text), dict(row))) >= 1.0 - 1e-9
-        except Exception:
-            return False
+        return bounded(completion_text(text), dict(row)) >= 1.0 - 1e-9
 
     return is_correct
 
@@ -149,7 +144,10 @@ def reward_problems(rewards) -> list[str]:
 
 
 def compose_rewards(
-    accuracy: Score, weights: dict[str, float] | None, default: dict[str, float]
+    accuracy: Score,
+    weights: dict[str, float] | None,
+    default: dict[str, float],
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> dict[str, tuple[RewardFunc, float]]:
     """The Task.rewards mapping for the requested weights (raises ValueError on a bad setting)."""
     weights = default if weights is None else weights
@@ -162,7 +160,10 @@ def compose_rewards(
         "format_partial": format_partial_score,
         "digits": digits_score,
     }
-    return {name: (reward_function(scores[name], name), float(weight)) for name, weight in weights.items()}
+    return {
+        name: (reward_function(scores[name], name, timeout_s), float(weight))
+        for name, weight in weights.items()
+    }
 
 
 def wants_format(weights: dict[str, float] | None, default: dict[str, float]) -> bool:

@@ -26,6 +26,7 @@ from typing import Any
 import psutil
 from transformers import TrainerCallback
 
+from tasks.bounded import SCORING
 from trainers.events import STEP, EventWriter
 
 GIB = 1024**3
@@ -189,6 +190,7 @@ class StepMeter(TrainerCallback):
         import torch
 
         self.counters.reset()
+        SCORING.reset()
         self.probe = state.global_step < self.probe_steps
         if self.trainer is not None:
             self.trainer.force_max_length = self.probe
@@ -272,6 +274,8 @@ class StepMeter(TrainerCallback):
             row[column] = alloc_end[key] - self.alloc_start[key] if alloc_end and self.alloc_start else None
         if self.evaluator is not None and self.evaluator.due(state.global_step, state.max_steps):
             row |= self.evaluator.run(self.trainer)
+        # Scoring calls stopped at task_args.reward_timeout_s (tasks/bounded.py), evaluation's included.
+        row["reward_timeouts"] = SCORING.timeouts if SCORING.calls else None
         self.pending = row
 
     def on_log(self, args, state, control, logs=None, **kwargs):

@@ -91,6 +91,8 @@ def test_throughput_is_per_generation_cycle_when_completions_are_reused(tmp_path
         # What the reuse step did not do is null, never 0.
         assert second["prompt_tokens"] is None and second["completion_tokens"] is None
         assert second["gen_s"] is None and first["tokens_per_s"] is None
+        # Rewards ran (in the scoring worker) only on the step that generated; none was over its limit.
+        assert first["reward_timeouts"] == 0 and second["reward_timeouts"] is None
         tokens = first["prompt_tokens"] + first["completion_tokens"]
         assert second["tokens_per_s"] == pytest.approx(tokens / (first["step_s"] + second["step_s"]))
         assert second["cycle_steps"] == 2

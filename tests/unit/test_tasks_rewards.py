@@ -1,40 +1,11 @@
 """Shared rewards: the format reward, composition by weights, the TRL signature, and every task's
 rewards on adversarial completions."""
 
-import time
-
 import pytest
 
 from tasks import TASKS, load_task, task_problems
 from tasks.rewards import FORMAT_SYSTEM_PROMPT, compose_rewards, format_score, reward_function
-
-# Completions a reward must survive quickly.
-ADVERSARIAL = [
-    "",
-    "   \n\t ",
-    None,
-    "None",
-    "9**9**9**9",
-    "<answer>9**9**9**9</answer>",
-    "<answer>(9**9)**(9**9)</answer>",
-    "<answer>" + "(" * 10_000 + "1" + ")" * 10_000 + "</answer>",
-    "(" * 10_000 + "1 + 2" + ")" * 10_000,
-    "[" * 10_000 + "]" * 10_000,
-    "<answer>" + "9" * 5000 + "</answer>",
-    "9" * 100_000,
-    "x" * 100_000,
-    "<think>" * 20_000 + "</answer>" * 2_000,
-    "+" * 100_000,
-    "1+" * 50_000 + "1",
-    "<answer>__import__('os').system('echo pwned')</answer>",
-    "<answer>['a'] * 10**9</answer>",
-    "<answer>\u0664\u0662</answer>",  # Arabic-Indic digits
-    "\u0661\u0662 + \u0663",
-    "\x00\x01\udcff",
-    "<answer></answer>",
-    "<answer>1/0</answer>",
-    "#### 42",
-]
+from tests.helpers.adversarial import ADVERSARIAL
 
 # Small settings that build each task in well under a second without network.
 SMALL = {
@@ -136,7 +107,9 @@ def test_format_reward_switches_the_system_prompt(tasks):
 
 
 @pytest.mark.parametrize("text", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
-def test_every_reward_survives_adversarial_text_quickly(tasks, text):
+def test_every_reward_scores_adversarial_text_in_range(tasks, text):
+    # Their time is bounded by tasks/bounded.py (tests/unit/test_reward_timeouts.py) and measured by
+    # bench/bench_rewards.py.
     for name, task in tasks.items():
         # Every train and eval row: reasoning-gym's scorers differ per dataset, eval-only ones included.
         rows = [row for data in (task.train, task.eval) for row in data]
@@ -144,11 +117,6 @@ def test_every_reward_survives_adversarial_text_quickly(tasks, text):
             columns = {key: [value] for key, value in row.items()}
             for reward_name, (func, _) in task.rewards.items():
                 for completion in (text, [{"role": "assistant", "content": text}]):
-                    start = time.perf_counter()
                     scores = func(prompts=columns["prompt"], completions=[completion], **columns)
-                    elapsed = time.perf_counter() - start
                     assert len(scores) == 1 and 0.0 <= scores[0] <= 1.0, (name, reward_name)
-                    # A reward should score a completion within 100 ms; 10x headroom for a shared 2-core machine. A hang
-                    # (eval of 9**9**9**9) or a quadratic scan of 100 kB would take seconds.
-                    assert elapsed < 1.0, (name, reward_name, elapsed)
             assert task.is_correct(text, row) in (True, False)
