@@ -47,6 +47,7 @@ from orchestrator.storage import filesystem_and_path, local_dir
 from orchestrator.supervisor import PROJECT_ROOT, run_trial
 from orchestrator.sweep import SweepError, SweepSpec, resolved_yaml
 from orchestrator.tracking import MlflowSink
+from orchestrator.verdict import stop_check
 from trainers.events import STEP
 from trainers.spec import TrialSpec
 
@@ -77,6 +78,7 @@ def trainable(config: dict[str, Any]) -> None:
         on_event=relay,
         cuda_visible_devices=devices,
         cpus=config["cpus"],
+        stop_check=stop_check(config["verdict"]),
     )
     tune.report({"kind": FINAL, "result": result.to_dict()})
 
@@ -263,7 +265,7 @@ def run_sweep(
     progress = Progress(len(plan.trials), console, done)
     gate = OomGate.load(out / "pruning.json", ledger, sweep.oom.prune_dominated, sweep.oom.wait_for_smaller)
     sinks = [StepsFiles(out), PruningGate(gate), Ledger(ledger), progress, *([mlflow] if mlflow else [])]
-    recorder = Recorder(plan.trials, sinks)
+    recorder = Recorder(plan.trials, sinks, sweep.verdict.settings())
     interrupted = False
     if todo:
         scratch = local_dir(out, sweep.name)  # Ray's temp dir and trainer scratch must be local
@@ -276,6 +278,7 @@ def run_sweep(
             "trials_dir": str(scratch / "trials"),
             "cpus": sweep.resources.cpus_per_trial,
             "guard": sweep.guard(),
+            "verdict": sweep.verdict.settings(),
         }
         storage_fs, storage_path = filesystem_and_path(out / "ray")  # a URI: Tune syncs there via pyarrow.fs
         state_key = f"sweep-{id(recorder)}"
