@@ -61,9 +61,8 @@ def feasibility_heatmap(grid: FeasibilityGrid, path: Path) -> Path:
         if grid.budget_gib is not None
         else "no budget given"
     )
-    ax.set_title(f"{grid.title}\n{budget}", fontsize=10)
-    if grid.verdict_note:
-        fig.text(0.01, 0.005, grid.verdict_note, fontsize=7, ha="left", va="bottom", wrap=True)
+    marked = f"\n{MARK}: ran, but its training verdict flags it" if grid.verdict_note else ""
+    ax.set_title(f"{grid.title}\n{budget}{marked}", fontsize=10)
     present = sorted(set(grid.statuses.to_numpy().ravel()) & set(STATUS_COLOURS))
     if present:
         handles = [Patch(color=STATUS_COLOURS[s], label=STATUS_WORDS[s]) for s in present]
