@@ -18,6 +18,7 @@ from orchestrator.guard import DEFAULTS as GUARD
 from orchestrator.guard import GuardSettings
 from orchestrator.outcome import peak_memory
 from orchestrator.submit import add_submit
+from orchestrator.verdict import STOPPABLE, VerdictSettings, stop_check
 from trainers.events import STARTED, STEP
 from trainers.spec import BOOKKEEPING, KNOBS, TrialSpec
 
@@ -191,10 +192,12 @@ def cmd_trial(args: argparse.Namespace) -> int:
         elif kind == STARTED:
             console.print(f"started on {row.get('device') or row.get('gpu_name') or 'cpu'}")
 
+    verdict = VerdictSettings(stop_on=tuple(args.stop_on))
     try:
         result = run_trial(
-            spec, trial_dir=output, guard=trial_guard(args), on_event=show, cpus=spec.num_threads
-        )
+            spec, trial_dir=output, guard=trial_guard(args), on_event=show, cpus=spec.num_threads,
+            stop_check=stop_check(verdict),
+        )  # fmt: skip
     except KeyboardInterrupt:
         console.print("interrupted; trainer killed")
         return 130
@@ -205,7 +208,7 @@ def cmd_trial(args: argparse.Namespace) -> int:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
-    row = trial_row(spec, result)
+    row = trial_row(spec, result, verdict=verdict)
     outcome = {k: row[k] for k in TRIAL_COLUMNS if k not in KNOBS and k not in ("config", "effective_config")}
     trial_json = {
         "config": json.loads(row["config"]),
@@ -215,6 +218,8 @@ def cmd_trial(args: argparse.Namespace) -> int:
     (output / "trial.json").write_text(json.dumps(trial_json, indent=2, default=str))
     colour = "green" if result.status == COMPLETED else "red"
     console.print(f"[{colour}]{result.status}[/{colour}]: {result.status_detail}", markup=True)
+    if row.get("training_verdict"):
+        console.print(f"training verdict {row['training_verdict_detail']}", markup=False)
     console.print(f"wrote {output}/steps.parquet, metrics.csv, trial.json")
     return 0 if result.status == COMPLETED else 1
 
@@ -314,6 +319,14 @@ def add_trial(sub) -> None:
         type=float,
         default=GUARD.sample_hz,
         help=f"memory sampling rate (default: {GUARD.sample_hz:g})",
+    )
+    p.add_argument(
+        "--stop-on",
+        nargs="+",
+        choices=STOPPABLE,
+        default=[],
+        help="end the trial as soon as one of these training verdicts holds (it stays completed; "
+        "thresholds: the verdict section's defaults, docs/schema.md)",
     )
     add_trial_knobs(p, {"probe_steps": GUARD.probe_steps})
     p.set_defaults(func=cmd_trial)

@@ -50,6 +50,7 @@ from orchestrator.storage import filesystem_and_path, local_dir
 from orchestrator.supervisor import PROJECT_ROOT, run_trial
 from orchestrator.sweep import SweepError, SweepSpec, resolved_yaml
 from orchestrator.tracking import MlflowSink
+from orchestrator.verdict import stop_check
 from trainers.events import STEP
 from trainers.spec import TrialSpec
 
@@ -86,6 +87,7 @@ def trainable(config: dict[str, Any]) -> None:
         on_event=relay,
         cuda_visible_devices=devices,
         cpus=config["cpus"],
+        stop_check=stop_check(config["verdict"]),
     )
     tune.report({"kind": FINAL, "result": result.to_dict()})
 
@@ -363,7 +365,7 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
     progress = Progress(len(plan.trials), console, done)
     gate = OomGate.load(out / "pruning.json", ledger, sweep.oom.prune_dominated, sweep.oom.wait_for_smaller)
     sinks = [StepsFiles(out), PruningGate(gate), Ledger(ledger), progress, *([mlflow] if mlflow else [])]
-    recorder = Recorder(plan.trials, sinks)
+    recorder = Recorder(plan.trials, sinks, sweep.verdict.settings())
     interrupted = False
     if todo:
         local = not (ray_init_kwargs.get("address") or os.environ.get("RAY_ADDRESS"))
@@ -400,6 +402,7 @@ def _tune(sweep, todo, out, recorder, progress, decide, local: bool) -> bool:
         "trials_dir": str(scratch / "trials"),
         "cpus": sweep.resources.cpus_per_trial,
         "guard": sweep.guard(),
+        "verdict": sweep.verdict.settings(),
     }
     storage_fs, storage_path = filesystem_and_path(out / "ray")  # a URI: Tune syncs there via pyarrow.fs
     state_key = f"sweep-{id(recorder)}"

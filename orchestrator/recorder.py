@@ -16,6 +16,8 @@ from typing import Any, Protocol
 from orchestrator.outcome import PRUNED, STOPPED, TrialResult
 from orchestrator.pruning import OomGate
 from orchestrator.sinks import TrialsTable, trial_row, write_steps
+from orchestrator.verdict import DEFAULTS as VERDICT_DEFAULTS
+from orchestrator.verdict import VerdictSettings
 from trainers.spec import TrialSpec
 
 
@@ -68,11 +70,15 @@ class PruningGate(_EndOnly):
 
 class Recorder:
     """Feeds each trial's events to the sinks; a step reported twice (Tune may repeat its last report)
-    counts once, and a trial ends once."""
+    counts once, and a trial ends once. verdict: the thresholds of each completed trial's training
+    verdict (the sweep's `verdict:` section)."""
 
-    def __init__(self, specs: Iterable[TrialSpec], sinks: Sequence[Sink]):
+    def __init__(
+        self, specs: Iterable[TrialSpec], sinks: Sequence[Sink], verdict: VerdictSettings = VERDICT_DEFAULTS
+    ):
         self.specs = {s.trial_key: s for s in specs}
         self.sinks = list(sinks)
+        self.verdict = verdict
         self.steps: dict[str, dict[int, dict[str, Any]]] = {}  # running trial -> step -> row
 
     @property
@@ -98,7 +104,7 @@ class Recorder:
         if self.steps.pop(key, None) is None:
             return
         spec = self.specs[key]
-        row = trial_row(spec, result, status=status, detail=detail)
+        row = trial_row(spec, result, status=status, detail=detail, verdict=self.verdict)
         steps = result.steps if result else []
         for sink in self.sinks:
             sink.on_end(spec, row, steps)

@@ -15,8 +15,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from orchestrator.outcome import FINAL_STATUSES, TrialResult
+from orchestrator.outcome import COMPLETED, FINAL_STATUSES, TrialResult
 from orchestrator.storage import StoragePath, filesystem_and_path, is_remote
+from orchestrator.verdict import DEFAULTS as VERDICT_DEFAULTS
+from orchestrator.verdict import VerdictSettings, judge
 from tasks.rewards import REWARD_NAMES
 from trainers.spec import BOOKKEEPING, TrialSpec
 
@@ -126,6 +128,8 @@ TRIAL_SCHEMA = pa.schema(
         ("context_source", STR),
         ("alloc_conf", STR),
         ("gpu_memory_source", STR),
+        ("training_verdict", STR),
+        ("training_verdict_detail", STR),
     ]
 )
 TRIAL_COLUMNS = TRIAL_SCHEMA.names
@@ -219,9 +223,14 @@ def device_info(started: dict[str, Any]) -> tuple[str | None, float | None]:
 
 
 def trial_row(
-    spec: TrialSpec, result: TrialResult | None, status: str | None = None, detail: str = ""
+    spec: TrialSpec,
+    result: TrialResult | None,
+    status: str | None = None,
+    detail: str = "",
+    verdict: VerdictSettings = VERDICT_DEFAULTS,
 ) -> dict:
-    """The trials.parquet row of a trial: its config, and its outcome when it ran."""
+    """The trials.parquet row of a trial: its config, and its outcome when it ran; a completed trial's
+    training verdict (orchestrator/verdict.py) under `verdict`'s thresholds."""
     steps = result.steps if result else []
     started = result.started if result else {}
     gpu_name, gpu_total = device_info(started)
@@ -256,6 +265,10 @@ def trial_row(
         alloc_conf=started.get("alloc_conf"),
         gpu_memory_source=peak.get("gpu_memory_source"),
     )
+    if row["status"] == COMPLETED:
+        judged = judge(steps, verdict, max_steps=spec.max_steps, budget_gib=spec.memory_budget_gib,
+                       device_total_gib=gpu_total)  # fmt: skip
+        row.update(training_verdict=judged.verdict, training_verdict_detail=judged.detail)
     return row
 
 

@@ -140,8 +140,10 @@ def merge_sampler(row: dict[str, Any], sampler: Any) -> dict[str, Any]:
 class _Run:
     """The state of one supervised child; `run_trial` is its only user."""
 
-    def __init__(self, spec: TrialSpec, trial_dir: Path, on_event, stop_event, timeout_s):
+    def __init__(self, spec: TrialSpec, trial_dir: Path, on_event, stop_event, timeout_s, stop_check=None):
         self.spec = spec
+        self.stop_check = stop_check  # None once the child has exited: nothing is left to end early
+        self.early_end: str | None = None  # why stop_check ended the trial
         self.trial_dir = trial_dir
         self.on_event = on_event
         self.stop_event = stop_event
@@ -163,6 +165,9 @@ class _Run:
                 self.result.started = row
             elif kind == STEP:
                 self.result.steps.append(row)
+                if self.stop_check is not None and self.early_end is None:
+                    self.early_end = self.stop_check(self.result.steps)
+                    self.killed_for = self.killed_for or ("verdict" if self.early_end else None)
             elif kind in (FINISHED, OOM_EVENT, ERROR):
                 self.final = event
             if self.on_event is not None:
@@ -194,6 +199,7 @@ def run_trial(
     cpus: int | None = None,
     stop_event: threading.Event | None = None,
     trainer_cmd: list[str] | None = None,
+    stop_check: Callable[[list[dict[str, Any]]], str | None] | None = None,
 ) -> TrialResult:
     """Run `spec` in a child process and classify the outcome (never raises for a trial's failure).
 
@@ -202,6 +208,8 @@ def run_trial(
     sampler_factory(pid, on_exceed=callback) -> sampler with start()/stop()/peak_between(t0, t1)/peak();
     default: the guard's MemorySampler (orchestrator/telemetry.py). It calls on_exceed(detail) when the
     budget is passed; the child is then killed and the trial ends `oom` with that detail.
+    stop_check(steps) -> why to end now, or None: asked after each step row (orchestrator.verdict.stop_check);
+    a reason stops the child and the trial ends `completed`, its detail saying it ended early and why.
     """
     timeout_s = guard.timeout_s if guard else None
     if sampler_factory is None and guard is not None:
@@ -217,7 +225,7 @@ def run_trial(
     spec_path.write_text(json.dumps(spec.to_dict(), indent=2, sort_keys=True))
     log_path = trial_dir / "trainer.log"
 
-    run = _Run(spec, trial_dir, on_event, stop_event, timeout_s)
+    run = _Run(spec, trial_dir, on_event, stop_event, timeout_s, stop_check)
     result = run.result
     result.started_at = time.time()
     t0 = time.monotonic()
@@ -266,6 +274,7 @@ def run_trial(
             with contextlib.suppress(Exception):
                 run.sampler.stop()
                 result.peak = run.sampler.peak() or {}
+    run.stop_check = None
     with contextlib.suppress(BaseException):
         run.drain()
     result.exit_code = proc.returncode
@@ -286,6 +295,9 @@ def classify(run: _Run, log_path: Path) -> tuple[str, str]:
         return OOM, run.guard_detail or "killed by the memory budget guard"
     if run.killed_for == "timeout":
         return FAILED, f"timeout: no result after {run.timeout_s:g} s (wall-clock limit); trainer killed"
+    if run.killed_for == "verdict" and (final is None or final.get("event") != FINISHED):
+        last = run.result.steps[-1].get("step") if run.result.steps else 0
+        return COMPLETED, f"{len(run.result.steps)} steps; ended early at step {last}: {run.early_end}"
     if run.killed_for == "stop" and (final is None or final.get("event") != FINISHED):
         return STOPPED, "stopped before the trainer finished (interrupted; a resumed sweep runs it again)"
     if final is not None:

@@ -13,6 +13,7 @@ A sweep file is YAML:
     memory: {budget_gib: 16}
     oom: {probe_steps: 2, prune_dominated: true}
     tracking: {mlflow_uri: null, experiment: null}
+    verdict: {no_signal_steps: 5, stop_on: [diverged]}   # training verdict thresholds (orchestrator/verdict.py)
     timeout_s: 3600
     output_dir: outputs/cpu-smoke
     max_trials: 10000           # the largest grid accepted (the product of the list lengths)
@@ -30,12 +31,14 @@ import math
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from orchestrator.guard import DEFAULTS, GuardSettings
+from orchestrator.verdict import DEFAULTS as VERDICT
+from orchestrator.verdict import MEMORY_CREEP, STOPPABLE, VerdictSettings
 from tasks.names import did_you_mean
 from trainers.spec import BOOKKEEPING, KNOBS, check_value
 
@@ -103,6 +106,92 @@ class Tracking(_Section):
     enabled: bool = Field(True, description="false: write Parquet only (sync-mlflow can log it later).")
 
 
+class Verdict(_Section):
+    """The training verdict's thresholds (orchestrator/verdict.py): every completed trial gets one."""
+
+    min_steps: int = Field(
+        VERDICT.min_steps,
+        ge=1,
+        le=INT_MAX,
+        description="Fewer steps than this after the probe steps, and no other verdict holds: too_short.",
+    )
+    no_signal_share: float = Field(
+        VERDICT.no_signal_share,
+        gt=0,
+        le=1,
+        description="no_signal: frac_reward_zero_std (share of groups whose rewards are all equal) at or "
+        "above this ...",
+    )
+    no_signal_steps: int = Field(
+        VERDICT.no_signal_steps, ge=1, le=INT_MAX, description="... for this many steps in a row."
+    )
+    truncated_share: float = Field(
+        VERDICT.truncated_share,
+        gt=0,
+        le=1,
+        description="truncated: clipped_ratio (share of completions cut at max_completion_length) at or "
+        "above this ...",
+    )
+    truncated_steps: int = Field(
+        VERDICT.truncated_steps, ge=1, le=INT_MAX, description="... for this many steps in a row."
+    )
+    spike_k: float = Field(
+        VERDICT.spike_k,
+        gt=0,
+        description="diverged: a kl or grad_norm above median + spike_k x MAD of the trial's preceding steps.",
+    )
+    spike_min_history: int = Field(
+        VERDICT.spike_min_history,
+        ge=1,
+        le=INT_MAX,
+        description="Preceding steps a kl / grad_norm spike is judged against, at least.",
+    )
+    spike_floor: float = Field(
+        VERDICT.spike_floor,
+        ge=0,
+        description="The spread (MAD) counts as at least this fraction of the median, so a flat history "
+        "does not call every rise a spike.",
+    )
+    creep_min_steps: int = Field(
+        VERDICT.creep_min_steps,
+        ge=2,
+        le=INT_MAX,
+        description="memory_creep: steps after the probe steps that the peak-memory slope is fitted over, "
+        "at least.",
+    )
+    creep_horizon_steps: int | None = Field(
+        VERDICT.creep_horizon_steps,
+        ge=1,
+        le=INT_MAX,
+        description="memory_creep: the step by which projected peak memory must reach the budget (else the "
+        "GPU's total); default the trial's max_steps.",
+    )
+    creep_confidence: float = Field(
+        VERDICT.creep_confidence,
+        gt=0,
+        lt=1,
+        description="memory_creep: the slope's confidence interval at this level must lie above zero.",
+    )
+    stop_on: list[Literal[STOPPABLE]] = Field(
+        list(VERDICT.stop_on),
+        description="End a trial as soon as one of these verdicts holds (it stays `completed`, its detail "
+        "says why); memory_creep is a projection, not certain, so a trial never ends on it.",
+    )
+
+    @field_validator("stop_on", mode="before")
+    @classmethod
+    def _stop_on_names(cls, value: Any) -> Any:
+        if isinstance(value, list) and MEMORY_CREEP in value:
+            raise ValueError(
+                f"{MEMORY_CREEP} is a projection, not certain, so a trial never ends on it (the budget guard "
+                f"ends one that passes the budget); give some of {', '.join(STOPPABLE)}"
+            )
+        return value
+
+    def settings(self) -> VerdictSettings:
+        return VerdictSettings(**{**self.model_dump(), "stop_on": tuple(self.stop_on)})
+
+
 class SweepSpec(_Section):
     name: str = Field(..., min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="Sweep name.")
     task: str = Field("arithmetic", description="Task (dataset + reward).")
@@ -120,6 +209,7 @@ class SweepSpec(_Section):
     memory: Memory = Field(default_factory=Memory)
     oom: Oom = Field(default_factory=Oom)
     tracking: Tracking = Field(default_factory=Tracking)
+    verdict: Verdict = Field(default_factory=Verdict)
     timeout_s: float | None = Field(
         DEFAULTS.timeout_s, gt=0, description="Wall-clock limit per trial in seconds."
     )

@@ -41,6 +41,8 @@ SUMMARY_METRICS = (
     "wall_s",
 )
 
+VERDICT_TAGS = ("training_verdict", "training_verdict_detail")
+
 
 def _quiet_mlflow_env() -> None:
     # A dead server must cost seconds, not MLflow's default minutes of retries.
@@ -226,6 +228,9 @@ class MlflowSink:
             "status_detail": (row.get("status_detail") or "")[:5000],
             "gpu": row.get("gpu_name") or NO_GPU,
         }
+        for name in VERDICT_TAGS:  # a completed trial's training verdict (orchestrator/verdict.py)
+            if row.get(name):
+                tags[name] = row[name][:5000]
         self.client.log_batch(run_id, metrics=summary, tags=[RunTag(k, str(v)) for k, v in tags.items()])
         if steps_file is not None and steps_file.exists():
             self.client.log_artifact(run_id, str(steps_file))

@@ -13,6 +13,7 @@ from orchestrator.report._configs import CONFIG_WORDS, varying_config_columns
 from orchestrator.report._document import Block, fmt, shorten
 from orchestrator.report._feasibility import FeasibilityGrid
 from orchestrator.report._outputs import SweepOutputs, column, parse_json, plain
+from orchestrator.verdict import PRECEDENCE, VERDICT_WORDS, VERDICTS
 
 
 def _sentence(text: str) -> str:
@@ -100,6 +101,51 @@ def not_completed_table(summary: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def flagged_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Completed trials whose training verdict flags them, worst first (orchestrator.verdict.PRECEDENCE)."""
+    flagged = summary[summary["training_verdict"].isin(PRECEDENCE)].copy()
+    flagged["_rank"] = [PRECEDENCE.index(v) for v in flagged["training_verdict"]]
+    flagged = flagged.sort_values(["_rank", "run_name"])
+    return pd.DataFrame(
+        {
+            "Trial": flagged["run_name"],
+            "Framework": flagged["framework"],
+            "Mode": flagged["mode"],
+            "K": flagged["num_generations"],
+            "B": flagged["batch_size"],
+            "Verdict": [VERDICT_WORDS[v] for v in flagged["training_verdict"]],
+            "Why": list(flagged["training_verdict_detail"]),
+        }
+    )
+
+
+def verdict_blocks(summary: pd.DataFrame, curves: dict[str, Any]) -> list[Block]:
+    """The training verdicts: how many of each, the flagged trials with why, and their curves."""
+    blocks = [Block("h2", "Does it learn: training verdicts")]
+    verdicts = summary["training_verdict"].dropna()
+    if verdicts.empty:
+        return [*blocks, Block("p", "No trial completed, so none was judged.")]
+    counts = verdicts.value_counts()
+    parts = [f"{counts[v]} {VERDICT_WORDS[v]}" for v in VERDICTS if v in counts]
+    blocks.append(
+        Block(
+            "p",
+            f"{len(verdicts)} completed trials judged from their steps: {', '.join(parts)}. diverged: a NaN "
+            "or a spike in loss, grad_norm or kl; memory creep: peak memory rising towards the budget; no "
+            "signal: groups whose rewards are all equal (no advantage, nothing learned from the reward); "
+            "truncated: completions cut at max_completion_length. Thresholds: the sweep's verdict section.",
+        )
+    )
+    table = flagged_table(summary)
+    if table.empty:
+        return blocks
+    blocks.append(Block("table", table=table))
+    for key, verdict in zip(table["Trial"], table["Verdict"], strict=True):
+        if curves.get(str(key)):
+            blocks.append(Block("image", f"Curves {key} ({verdict})", path=curves[str(key)]))
+    return blocks
+
+
 def feasibility_block_table(grid: FeasibilityGrid) -> pd.DataFrame:
     table = grid.labels.replace("", "·").copy()
     table.columns = [f"B={b}" for b in table.columns]
@@ -140,10 +186,14 @@ def build_blocks(outputs: SweepOutputs, summary: pd.DataFrame, ranked: pd.DataFr
         blocks.append(
             Block("p", f"Cells: {grid.memory_words}, or the outcome. {_sentence(grid.budget_caption)}.")
         )
+        if grid.verdict_note:
+            blocks.append(Block("p", f"{grid.verdict_note}."))
         blocks.append(Block("table", table=feasibility_block_table(grid)))
         path = plot_paths["feasibility"].get(grid.title)
         if path:
             blocks.append(Block("image", f"Feasibility {grid.title}", path=path))
+
+    blocks += verdict_blocks(summary, plot_paths.get("curves", {}))
 
     blocks.append(Block("h2", "Speed"))
     if plot_paths.get("throughput"):

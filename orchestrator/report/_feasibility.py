@@ -13,6 +13,7 @@ import pandas as pd
 from orchestrator import outcome
 from orchestrator.outcome import COMPLETED, OOM, PRUNED, STATUS_LABELS
 from orchestrator.report._outputs import TRIAL_NUMERIC, column, finite, numeric, parse_json
+from orchestrator.verdict import MARK, PRECEDENCE, VERDICT_WORDS
 
 
 # ----------------------------------------------------------------------------------------------
@@ -26,7 +27,7 @@ class FeasibilityGrid:
     mode: str
     model: str
     memory_kind: str | None  # outcome.GPU, outcome.TORCH or outcome.RSS (process peak on CPU)
-    labels: pd.DataFrame  # str: "12.3 GiB", "OOM", "pruned", ... ; "" where no trial ran
+    labels: pd.DataFrame  # str: "12.3 GiB", "0.78 GiB ⚠ no signal", "OOM", "pruned", ...; "" where none ran
     values: pd.DataFrame  # float GiB for cells with a completed trial, NaN elsewhere
     statuses: pd.DataFrame  # the cell's outcome: a status, or "" where no trial ran
     budget_gib: float | None = None
@@ -50,6 +51,17 @@ class FeasibilityGrid:
         fitting = sum(self.fits(k, b) for k in self.values.index for b in self.values.columns)
         ran = int((self.statuses != "").to_numpy().sum())
         return f"fits in {self.budget_gib:g} GiB: {fitting} of {ran} configurations"
+
+    @property
+    def verdict_note(self) -> str:
+        """What the training-verdict mark means, when a cell carries it; else ""."""
+        if not any(MARK in str(label) for label in self.labels.to_numpy().ravel()):
+            return ""
+        words = ", ".join(VERDICT_WORDS[v] for v in PRECEDENCE)
+        return (
+            f"{MARK}: a completed trial of the cell ran but its training verdict flags it ({words}; the "
+            "first that holds is shown): it fits, but check that it learns"
+        )
 
     def fits(self, k: Any, b: Any) -> bool:
         value = self.values.loc[k, b]
@@ -106,6 +118,10 @@ def _cell(cell: pd.DataFrame, kind: str | None) -> tuple[str, float, str]:
         peaks = completed.loc[completed["_kind"] == kind, "_peak"].dropna()
         value = float(peaks.max()) if len(peaks) else np.nan
         label = f"{value:.2f} GiB" if len(peaks) else STATUS_LABELS[COMPLETED]
+        verdicts = set(completed.get("training_verdict", pd.Series(dtype=object)).dropna())
+        flagged = [v for v in PRECEDENCE if v in verdicts]
+        if flagged:
+            label += f" {MARK} {VERDICT_WORDS[flagged[0]]}"
         if outcomes:
             label += f" (+{', '.join(f'{counts[s]} {STATUS_LABELS[s]}' for s in outcomes)})"
         return COMPLETED, value, label

@@ -1,5 +1,7 @@
 """A sweep's Parquet outputs read back (trials.parquet + steps/framework=*/mode=*/*.parquet), and the
-figures of each trial: summary.csv's table and the summary metrics of its MLflow run."""
+figures of each trial: summary.csv's table and the summary metrics of its MLflow run. A completed
+trial whose row has no training verdict (a sweep older than the columns) gets one computed from its
+steps file, under the thresholds of the sweep's sweep.yaml (orchestrator/verdict.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import yaml
 
 from orchestrator import outcome
 from orchestrator.sinks import STEP_SCHEMA, TRIAL_SCHEMA
+from orchestrator.verdict import VerdictSettings, judge
 
 
 def _numeric_columns(schema: pa.Schema) -> list[str]:
@@ -55,6 +59,8 @@ EXTRA_COLUMNS = [
     "median_step_s",
     "final_reward",
     "wall_s",
+    "training_verdict",
+    "training_verdict_detail",
 ]
 SUMMARY_COLUMNS = ORIGINAL_COLUMNS + EXTRA_COLUMNS
 
@@ -82,15 +88,22 @@ def load_outputs(output_dir: str | Path) -> SweepOutputs:
             f"(`rlsweep run SWEEP.yaml` writes outputs/<sweep>/trials.parquet)"
         )
     trials = numeric(pq.read_table(trials_path).to_pandas(), TRIAL_NUMERIC)
-    frames, warnings = [], []
+    unjudged = _unjudged(trials)
+    frames, warnings, step_rows = [], [], {}
     # Names starting with '.' are in-flight temp files of the atomic writer: skip them.
     for path in sorted(out.glob("steps/framework=*/mode=*/*.parquet")):
         if path.name.startswith("."):
             continue
         try:
-            frames.append(pq.read_table(path).to_pandas())
+            table = pq.read_table(path)
         except Exception as exc:  # a broken file must not hide the rest of the sweep
             warnings.append(f"could not read {path.relative_to(out)}: {exc}")
+            continue
+        frames.append(table.to_pandas())
+        if path.stem in unjudged:  # rows as written: a NaN loss stays NaN, a null stays None
+            step_rows[path.stem] = table.to_pylist()
+    if unjudged:
+        trials = _with_verdicts(trials, unjudged, step_rows, verdict_settings(out))
     frames = [f for f in frames if len(f)]
     steps = (
         pd.concat(frames, ignore_index=True)
@@ -102,6 +115,43 @@ def load_outputs(output_dir: str | Path) -> SweepOutputs:
         steps["probe"].astype("boolean").fillna(False).astype(bool) if "probe" in steps else False
     )
     return SweepOutputs(out, trials, steps, warnings)
+
+
+def _unjudged(trials: pd.DataFrame) -> set[str]:
+    """Completed trials whose row holds no training verdict."""
+    if "status" not in trials:
+        return set()
+    verdicts = trials.get("training_verdict", pd.Series(None, index=trials.index, dtype=object))
+    return set(trials.loc[(trials["status"] == outcome.COMPLETED) & verdicts.isna(), "trial_key"].astype(str))
+
+
+def verdict_settings(output_dir: Path) -> VerdictSettings:
+    """The verdict thresholds of the sweep that wrote output_dir (its sweep.yaml), else the defaults."""
+    try:
+        section = (yaml.safe_load((output_dir / "sweep.yaml").read_text()) or {}).get("verdict") or {}
+        return VerdictSettings(**{**section, "stop_on": tuple(section.get("stop_on") or ())})
+    except (OSError, yaml.YAMLError, AttributeError, TypeError):
+        return VerdictSettings()
+
+
+def _with_verdicts(
+    trials: pd.DataFrame, keys: set[str], step_rows: dict[str, list[dict]], settings: VerdictSettings
+) -> pd.DataFrame:
+    trials = trials.copy()
+    for name in ("training_verdict", "training_verdict_detail"):
+        trials[name] = trials[name].astype(object) if name in trials else None
+    for i, row in trials.iterrows():
+        if str(row["trial_key"]) in keys:
+            verdict = judge(
+                step_rows.get(str(row["trial_key"]), []),
+                settings,
+                max_steps=int(row["max_steps"]) if finite(row.get("max_steps")) else None,
+                budget_gib=finite(row.get("memory_budget_gib")),
+                device_total_gib=finite(row.get("gpu_total_gib")),
+            )
+            trials.at[i, "training_verdict"] = verdict.verdict
+            trials.at[i, "training_verdict_detail"] = verdict.detail
+    return trials
 
 
 def numeric(df: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
@@ -264,6 +314,8 @@ def summary_table(outputs: SweepOutputs) -> pd.DataFrame:
                 else trial.get("median_step_s"),
                 "final_reward": final_reward(steps),
                 "wall_s": trial.get("wall_s"),
+                "training_verdict": trial.get("training_verdict"),
+                "training_verdict_detail": trial.get("training_verdict_detail"),
             }
         )
     table = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)

@@ -16,6 +16,7 @@ from orchestrator.outcome import COMPLETED, FAILED, GPU, OOM, STATUS_COLOURS, ST
 from orchestrator.report._configs import varying_config_columns
 from orchestrator.report._feasibility import FeasibilityGrid
 from orchestrator.report._outputs import SweepOutputs, trial_peak, trial_steps
+from orchestrator.verdict import MARK
 
 STACK_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
 DPI = 90
@@ -60,7 +61,8 @@ def feasibility_heatmap(grid: FeasibilityGrid, path: Path) -> Path:
         if grid.budget_gib is not None
         else "no budget given"
     )
-    ax.set_title(f"{grid.title}\n{budget}", fontsize=10)
+    marked = f"\n{MARK}: ran, but its training verdict flags it" if grid.verdict_note else ""
+    ax.set_title(f"{grid.title}\n{budget}{marked}", fontsize=10)
     present = sorted(set(grid.statuses.to_numpy().ravel()) & set(STATUS_COLOURS))
     if present:
         handles = [Patch(color=STATUS_COLOURS[s], label=STATUS_WORDS[s]) for s in present]
@@ -74,8 +76,8 @@ def _annotate_cell(ax, grid: FeasibilityGrid, i: int, j: int, k, b, shade: float
         return
     # viridis is dark at the low end, and so are the OOM and failed colours: write in white there.
     dark = (shade is not None and shade < 0.6) or grid.statuses.loc[k, b] in (OOM, FAILED)
-    ax.text(j, i, label.replace(" (+", "\n(+"), ha="center", va="center", fontsize=9,
-            color="white" if dark else "black")  # fmt: skip
+    text = label.replace(" (+", "\n(+").replace(f" {MARK}", f"\n{MARK}")
+    ax.text(j, i, text, ha="center", va="center", fontsize=9, color="white" if dark else "black")
     if grid.fits(k, b):
         ax.add_patch(
             Rectangle((j - 0.48, i - 0.48), 0.96, 0.96, fill=False, edgecolor="#2ca02c", linewidth=3)

@@ -25,8 +25,12 @@ def feasibility_tables(grids: list[FeasibilityGrid]) -> list[Table]:
     tables = []
     for grid in grids:
         title, caption = f"{grid.title}: {grid.memory_words}", grid.budget_caption
+        if grid.verdict_note:
+            caption += f"\n{grid.verdict_note}"
         # Wide enough that the title and caption do not wrap into a narrow column.
-        table = Table(title=title, caption=caption, min_width=max(len(title), len(caption)) + 2)
+        table = Table(
+            title=title, caption=caption, min_width=max(len(title), *map(len, caption.split("\n"))) + 2
+        )
         table.add_column("K \\ B", justify="right", style="bold")
         for b in grid.labels.columns:
             table.add_column(f"B={b}", justify="right")

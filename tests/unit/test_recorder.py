@@ -16,6 +16,7 @@ from orchestrator.pruning import RUN, OomGate, Pruner
 from orchestrator.recorder import Ledger, PruningGate, Recorder, StepsFiles
 from orchestrator.sinks import TrialsTable, steps_path
 from orchestrator.tracking import MlflowSink
+from orchestrator.verdict import VerdictSettings, judge
 from trainers.spec import TrialSpec
 
 GUARD_DETAIL = "guard: RSS 1.52 GiB passed budget 1.00 GiB (+0.00 GiB margin)"
@@ -49,7 +50,7 @@ def recorded(tmp_path_factory):
     mlflow = MlflowSink(uri, "rec", tmp_path, "rec")
     mlflow.start_sweep("name: rec\n")
     sinks = [StepsFiles(tmp_path), PruningGate(gate), Ledger(ledger), progress, mlflow]
-    recorder = Recorder([small, large, cut], sinks)
+    recorder = Recorder([small, large, cut], sinks, VerdictSettings(min_steps=2))
 
     small_steps = [step(1, 1.0, 2.0), step(2, 1.2, 1.0), step(3, 1.1, 3.0)]
     recorder.start("small")
@@ -130,3 +131,19 @@ def test_mlflow_has_one_finished_or_failed_run_per_trial_with_its_steps(recorded
     ]
     artifacts = [a.path for a in client.list_artifacts(runs["small"].info.run_id)]
     assert "small.parquet" in artifacts
+
+
+def test_a_completed_trial_has_its_verdict_under_the_recorders_thresholds_in_the_ledger_and_mlflow(recorded):
+    rows = pd.read_parquet(recorded["dir"] / "trials.parquet").set_index("trial_key")
+    # Two steps after the probe: ok under min_steps 2 (the default, 5, would say too_short).
+    expected = judge(recorded["small_steps"], VerdictSettings(min_steps=2), max_steps=3)
+    assert (rows.loc["small", "training_verdict"], expected.verdict) == ("ok", "ok")
+    assert rows.loc["small", "training_verdict_detail"] == expected.detail
+    assert judge(recorded["small_steps"]).verdict == "too_short"
+    assert rows.drop("small")["training_verdict"].isna().all()  # only completed trials are judged
+    client = MlflowClient(recorded["uri"])
+    experiment = client.get_experiment_by_name("rec").experiment_id
+    runs = {r.data.tags.get("rlsweep.trial_key"): r for r in client.search_runs([experiment])}
+    assert runs["small"].data.tags["training_verdict"] == "ok"
+    assert runs["small"].data.tags["training_verdict_detail"] == expected.detail
+    assert "training_verdict" not in runs["large"].data.tags

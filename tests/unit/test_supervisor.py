@@ -162,3 +162,27 @@ def test_keyboard_interrupt_kills_the_child(tmp_path):
         _run(tmp_path, "hang", on_event=interrupt)
     pid = int((tmp_path / "trainer.pid").read_text())
     assert not psutil.pid_exists(pid)
+
+
+def test_a_stop_check_that_answers_ends_the_trial_early_as_completed_with_the_steps_so_far(tmp_path):
+    spec = TrialSpec(max_steps=400, trial_key="fake", task_args={"fake": "finish"})
+    asked = []
+
+    def check(steps):
+        asked.append(len(steps))
+        return "no_signal: three flat steps" if len(steps) >= 3 else None
+
+    result = run_trial(spec, trial_dir=tmp_path, trainer_cmd=FAKE, stop_check=check)
+    steps = [r["step"] for r in result.steps]
+    assert result.status == "completed"
+    assert steps[:3] == [1, 2, 3] and len(steps) < 400  # 400 steps take 20 s: it was stopped
+    assert (
+        result.status_detail
+        == f"{len(steps)} steps; ended early at step {steps[-1]}: no_signal: three flat steps"
+    )
+    assert asked == [1, 2, 3]  # asked after each step, and not again once it answered
+
+
+def test_a_stop_check_that_never_answers_leaves_the_trial_as_it_was(tmp_path):
+    result = _run(tmp_path, "finish", stop_check=lambda steps: None)
+    assert result.status == "completed" and result.status_detail == "3 steps"

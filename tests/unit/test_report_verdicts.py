@@ -1,0 +1,84 @@
+"""Training verdicts in the report: recomputed from the steps files for a sweep that predates the
+columns, in summary.csv, as a mark in the feasibility matrix, and in their own section."""
+
+import pandas as pd
+import pyarrow.parquet as pq
+import yaml
+from rich.console import Console
+
+from orchestrator.report import load_outputs, write_report
+from orchestrator.report._feasibility import feasibility_matrix
+from orchestrator.report._terminal import feasibility_tables
+from orchestrator.verdict import VerdictSettings, judge
+from tests.helpers.synthetic_sweep import write_synthetic_sweep
+
+FLAT = "trl-grpo-k2-b2-s1"  # a completed trial whose groups never vary
+SETTINGS = {"min_steps": 3, "no_signal_steps": 4}
+
+
+def old_sweep_with_a_flat_trial(out):
+    """A synthetic sweep (trials.parquet without verdict columns) whose trial FLAT has no reward variance."""
+    write_synthetic_sweep(out)
+    path = out / "steps" / "framework=trl" / "mode=grpo" / f"{FLAT}.parquet"
+    table = pq.read_table(path).to_pandas()
+    table["frac_reward_zero_std"] = 1.0
+    pq.write_table(pq.read_table(path).from_pandas(table, preserve_index=False), path)
+    (out / "sweep.yaml").write_text(yaml.safe_dump({"name": "synthetic", "verdict": SETTINGS}))
+    return pq.read_table(path).to_pylist()
+
+
+def test_an_old_sweeps_completed_trials_get_verdicts_from_their_steps_under_its_sweep_yaml(tmp_path):
+    flat_steps = old_sweep_with_a_flat_trial(tmp_path)
+    trials = load_outputs(tmp_path).trials.set_index("trial_key")
+    expected = judge(flat_steps, VerdictSettings(**SETTINGS), max_steps=5, device_total_gib=16.0)
+    assert expected.verdict == "no_signal"
+    assert trials.loc[FLAT, "training_verdict"] == "no_signal"
+    assert trials.loc[FLAT, "training_verdict_detail"] == expected.detail
+    completed = trials[trials["status"] == "completed"]
+    assert set(completed.drop(FLAT)["training_verdict"]) == {"ok"}  # 4 non-probe steps >= min_steps 3
+    assert trials[trials["status"] != "completed"]["training_verdict"].isna().all()
+
+
+def test_a_verdict_stored_in_trials_parquet_is_taken_as_it_is(tmp_path):
+    write_synthetic_sweep(tmp_path)
+    table = pq.read_table(tmp_path / "trials.parquet").to_pandas()
+    table["training_verdict"] = ["diverged" if s == "completed" else None for s in table["status"]]
+    table["training_verdict_detail"] = "as recorded"
+    table.to_parquet(tmp_path / "trials.parquet")
+    trials = load_outputs(tmp_path).trials
+    assert set(trials.loc[trials["status"] == "completed", "training_verdict"]) == {"diverged"}
+
+
+def test_the_report_marks_the_flat_trials_cell_lists_it_and_shows_its_curves(tmp_path):
+    old_sweep_with_a_flat_trial(tmp_path)
+    console = Console(record=True, width=200)
+    paths = write_report(tmp_path, console=console)
+    summary = pd.read_csv(paths["summary_csv"]).set_index("run_name")
+    assert summary.loc[FLAT, "training_verdict"] == "no_signal"
+    assert summary.loc[FLAT, "training_verdict_detail"].startswith("no_signal: frac_reward_zero_std >= 0.95")
+
+    grid = next(g for g in feasibility_matrix(load_outputs(tmp_path).trials) if g.framework == "trl"
+                and g.mode == "grpo")  # fmt: skip
+    assert grid.labels.loc[2, 2].endswith(" GiB ⚠ no signal")
+    assert "⚠" not in grid.labels.loc[2, 1] and "⚠" not in grid.labels.loc[4, 1]
+    assert grid.verdict_note.startswith(
+        "⚠: a completed trial of the cell ran but its training verdict flags it"
+    )
+    terminal = console.export_text()
+    assert "⚠ no signal" in terminal and "check that it learns" in terminal
+
+    markdown = paths["report_md"].read_text()
+    section = markdown.split("## Does it learn: training verdicts")[1].split("\n## ")[0]
+    assert "6 completed trials judged from their steps: 1 no signal, 5 ok." in section
+    assert f"| {FLAT} |" in section and "no signal" in section
+    assert f"plots/curves_{FLAT}.png" in section
+    assert "⚠ no signal" in paths["report_html"].read_text()
+
+
+def test_no_mark_and_no_note_when_every_completed_trial_is_ok(tmp_path):
+    write_synthetic_sweep(tmp_path)
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump({"name": "synthetic", "verdict": SETTINGS}))
+    grids = feasibility_matrix(load_outputs(tmp_path).trials)
+    assert all(g.verdict_note == "" for g in grids)
+    assert not any("⚠" in str(label) for g in grids for label in g.labels.to_numpy().ravel())
+    assert all(t.caption.count("\n") == 0 for t in feasibility_tables(grids))
