@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.guard import GuardSettings
 from orchestrator.supervisor import run_trial
 from tasks import available_tasks, task_problems
 from trainers.spec import TrialSpec
@@ -46,7 +47,7 @@ def test_every_shipped_task_completes_a_step_on_its_defaults(tmp_path, task):
         pytest.skip(f"{task}: {task_problems(task, task_args)}")  # reasoning-gym not installed
     spec = TrialSpec(**SHORT, task=task, task_args=task_args, trial_key=f"defaults-{task}")
     assert spec.max_prompt_length == 256  # the default, not raised for the test
-    result = run_trial(spec, trial_dir=tmp_path / "trial", timeout_s=540)
+    result = run_trial(spec, trial_dir=tmp_path / "trial", guard=GuardSettings(timeout_s=540))
     assert result.status == "completed", result.status_detail
     assert [row["step"] for row in result.steps] == [1]
     assert result.started["effective_config"]["longest_prompt_tokens"] <= spec.max_prompt_length
@@ -54,7 +55,7 @@ def test_every_shipped_task_completes_a_step_on_its_defaults(tmp_path, task):
 
 def test_a_prompt_over_the_users_limit_fails_with_a_message_not_a_traceback(tmp_path):
     spec = TrialSpec(**SHORT, task="countdown", max_prompt_length=16, trial_key="refused")
-    result = run_trial(spec, trial_dir=tmp_path, timeout_s=300)
+    result = run_trial(spec, trial_dir=tmp_path, guard=GuardSettings(timeout_s=300))
     assert result.status == "failed"
     detail = result.status_detail
     assert detail.startswith("max_prompt_length: the task's longest prompt is "), detail
