@@ -50,8 +50,19 @@ def test_fake_gpu_sweep_runs_two_at_once_and_sinks_agree(ray_fake_gpus, tmp_path
     trials = pq.read_table(outcome.output_dir / "trials.parquet").to_pandas()
     assert sorted(trials.status) == ["completed", "completed", "failed", "failed"]
     failed = trials[trials.status == "failed"]
+    # The longest prompt, measured here with tiny's own tokenizer, independently of the trainer.
+    from tasks import load_task
+    from trainers.models import TINY_CONFIG, build_tokenizer
+    from trainers.runtime import check_prompt_lengths
+
+    longest = check_prompt_lengths(
+        load_task("arithmetic", {}).train, build_tokenizer(TINY_CONFIG["vocab_size"]), 10**6
+    )
+    assert longest > 16
     assert all(
-        d.startswith("max_prompt_length: the task's longest prompt is 33 tokens")
+        d.startswith(
+            f"max_prompt_length: the task's longest prompt is {longest} tokens, over the limit of 16"
+        )
         for d in failed.status_detail
     ), failed.status_detail.tolist()
     done = trials[trials.status == "completed"]
