@@ -24,8 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.plan import plan  # noqa: E402
 from orchestrator.sweep import load_sweep  # noqa: E402
+from trainers.spec import BOOKKEEPING  # noqa: E402
 
-SKIP = ("trial_key", "sweep", "output_dir", "events_path", "model_cache_dir")
+SKIP = (*BOOKKEEPING, "model_cache_dir")  # the harness sets these per trial
 
 
 def trial_flags(spec) -> list[str]:
