@@ -168,8 +168,10 @@ class _HostReader:
         # The trainer itself must be readable (NoSuchProcess ends sampling); a child may be gone.
         rss = self.process.memory_info().rss
         for child in self.family()[1:]:
+            # A child counts by its unique set: a forked helper (the reward worker) shares the
+            # trainer's pages, and adding its RSS would count them twice.
             with contextlib.suppress(psutil.Error):
-                rss += child.memory_info().rss
+                rss += child.memory_full_info().uss
         return rss / GIB, read_vm_hwm_gib(self.pid), psutil.virtual_memory().available / GIB
 
 

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 
+import psutil
 import pytest
 
 from orchestrator.telemetry import (
@@ -147,6 +148,39 @@ def test_sampler_counts_the_trainers_children():
         sampler.stop()
     assert own_rss < 100 * MIB / GIB
     assert family_rss >= 200 * MIB / GIB
+
+
+def test_a_forked_helper_adds_only_what_it_does_not_share_with_the_trainer():
+    # The trainer holds 300 MiB, then forks a helper (as the reward worker is): the pages they share
+    # are the trainer's once, not twice.
+    code = textwrap.dedent(
+        """
+        import os, sys, time
+        held = b'\\x01' * (300 * 2**20)
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(30)
+            os._exit(0)
+        print('forked', flush=True)
+        sys.stdin.readline()
+        os.kill(pid, 9)
+        """
+    )
+    child = spawn(code)
+    sampler = MemorySampler(child.pid, backend="psutil", hz=20)
+    try:
+        assert child.stdout.readline().strip() == "forked"
+        sampler.start()
+        time.sleep(2.5)  # past a refresh of the list of children
+        family_rss = sampler.latest().rss_gib
+        own_rss = psutil.Process(child.pid).memory_info().rss / GIB
+        helpers = psutil.Process(child.pid).children()
+    finally:
+        child.stdin.close()
+        child.wait(30)
+        sampler.stop()
+    assert len(helpers) == 1 and own_rss >= 300 * MIB / GIB
+    assert own_rss <= family_rss < own_rss + 100 * MIB / GIB  # not 2 x 300 MiB
 
 
 GROWING_CHILD = textwrap.dedent(
