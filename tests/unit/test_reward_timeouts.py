@@ -148,21 +148,25 @@ def test_a_reward_timeout_that_is_not_a_number_is_refused():
     assert problem.startswith("task_args.reward_timeout_s: must be float, got '1s'")
 
 
+# What StepMeter reads of GRPOConfig for the original benchmark's token estimate.
+TRL_ARGS = SimpleNamespace(max_completion_length=8, num_generations=2, per_device_train_batch_size=2)
+
+
 def test_the_step_row_carries_the_step_s_timeouts_and_null_without_scoring():
     reward = reward_function(slow_or_one, "accuracy", timeout_s=LIMIT_S)
-    meter = StepMeter(EventWriter(""))
+    meter = StepMeter(EventWriter(""), max_prompt_length=16)
     state = SimpleNamespace(global_step=0, max_steps=3)
     meter.on_step_begin(None, state, None)
     reward(completions=["slow", "a", "slow"])
     state.global_step = 1
-    meter.on_step_end(None, state, None)
+    meter.on_step_end(TRL_ARGS, state, None)
     assert meter.pending["reward_timeouts"] == 2
     meter.on_step_begin(None, state, None)  # a step that reuses its cycle's completions scores nothing
     state.global_step = 2
-    meter.on_step_end(None, state, None)
+    meter.on_step_end(TRL_ARGS, state, None)
     assert meter.pending["reward_timeouts"] is None
     meter.on_step_begin(None, state, None)
     reward(completions=["a"])
     state.global_step = 3
-    meter.on_step_end(None, state, None)
+    meter.on_step_end(TRL_ARGS, state, None)
     assert meter.pending["reward_timeouts"] == 0
