@@ -9,6 +9,9 @@ UNSLOTH_VERSION := 2026.10.9
 # What `import unsloth` needs when its declared dependencies are skipped (CPU hosts).
 UNSLOTH_LIGHT_DEPS := requests msgspec einops sentencepiece protobuf pillow tyro wheel
 PYTEST_ARGS ?=
+# The suite's trainer and Ray tests keep about one core busy each: one worker per core, a file per worker
+# at a time (module fixtures are built once).
+TEST_WORKERS ?= 2
 
 .PHONY: setup sweep test test-all ui submit gpu-check bench lint format clean
 
@@ -36,7 +39,7 @@ sweep: setup
 	$(VENV)/bin/rlsweep run $(SWEEP)
 
 test: setup
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 ui: setup
 	@echo "MLflow UI at http://127.0.0.1:5000 (store: sqlite:///outputs/mlflow.db); Ctrl-C stops it"

@@ -27,7 +27,7 @@ def loaded_top_level_packages(modules: list[str], of: tuple[str, ...]) -> list[s
         "    importlib.import_module(name)\n"
         f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(of)!r})))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
