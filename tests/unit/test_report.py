@@ -15,8 +15,7 @@ from rich.console import Console
 
 from orchestrator.report import load_outputs, summary_metrics, write_report
 from orchestrator.report._configs import aggregate_repeats
-from orchestrator.report._feasibility import feasibility_matrix, infer_budget_gib
-from orchestrator.report._terminal import feasibility_tables
+from orchestrator.report._feasibility import feasibility_matrix, infer_budget_gib, matrix_views
 from tests.helpers.images import assert_varied_png
 from tests.helpers.synthetic_sweep import GRID, trial_key, write_synthetic_sweep
 
@@ -118,27 +117,47 @@ def test_feasibility_matrix_cells_hold_peaks_and_outcomes(gpu_report):
     assert trl.labels.loc[4, 2] == "OOM" and trl.statuses.loc[4, 2] == "oom"
     assert trl.labels.loc[8, 2] == "pruned"
     assert trl.labels.loc[8, 1] == ""  # never planned
-    assert trl.fits(2, 1) and not trl.fits(4, 2)
+    assert not trl.over_budget(2, 1)  # every peak is under the 16 GiB card
     assert grids[("unsloth", "grpo")].labels.loc[8, 2] == "failed"
     assert grids[("unsloth", "gspo")].labels.loc[2, 1] == "unavailable"
     assert grids[("trl", "gspo")].labels.loc[2, 1] == "stopped"
     assert trl.memory_kind == "GPU"
-    for word in ("OOM", "pruned", "failed", "unavailable", "stopped", "fits in 16 GiB"):
+    for word in ("OOM", "pruned", "failed", "unavailable", "stopped", "Budget 16 GiB: 0 completed"):
         assert word in printed
 
 
-def test_budget_marks_what_fits(tmp_path):
+def test_a_budget_marks_the_completed_cells_over_it_as_not_fitting(tmp_path):
     trials = write_synthetic_sweep(tmp_path)
     assert infer_budget_gib(trials) == trials["gpu_total_gib"].min()
-    lowest = trials["peak_device_gib"].dropna().min()
-    grid = next(
-        g for g in feasibility_matrix(trials, budget_gib=lowest) if g.framework == "trl" and g.mode == "grpo"
+    lowest = trials.loc[trials["status"] == "completed", "peak_device_gib"].min()
+    grids = feasibility_matrix(trials, budget_gib=lowest)
+    completed = trials[trials["status"] == "completed"]
+    over_cells = completed[completed["peak_device_gib"] > lowest].drop_duplicates(
+        ["framework", "mode", "num_generations", "batch_size"]
     )
-    fitting = [(k, b) for k in grid.values.index for b in grid.values.columns if grid.fits(k, b)]
-    assert all(grid.values.loc[k, b] <= lowest for k, b in fitting)
+    marked = [(g.framework, g.mode, k, b) for g in grids for k in g.values.index for b in g.values.columns
+              if g.over_budget(k, b)]  # fmt: skip
+    assert sorted(marked) == sorted(
+        zip(
+            over_cells.framework,
+            over_cells["mode"],
+            over_cells.num_generations,
+            over_cells.batch_size,
+            strict=True,
+        )
+    )
+    (view,) = matrix_views(grids)
+    cells = view.table.drop(columns="K × B").to_numpy().ravel()
+    assert sum(str(c).endswith(": over budget") for c in cells) == len(marked)
+    assert f"Budget {lowest:g} GiB: {len(marked)} completed configuration(s) over it" in view.caption
+    # report.md, report.html and the terminal all mark them
     console = _console()
-    console.print(*feasibility_tables([grid]))
-    assert f"fits in {lowest:g} GiB: {len(fitting)} of 5" in console.export_text()
+    paths = write_report(tmp_path, console=console, budget_gib=lowest)
+    md, page = paths["report_md"].read_text(), paths["report_html"].read_text()
+    matrix = md.split("## What fits: every configuration")[1].split("\n## ")[0]
+    assert matrix.count(": over budget") == len(marked)
+    assert page.count('<td class="over">') >= len(marked)
+    assert console.export_text().count(": over budget") >= len(marked)
     emulated = trials.assign(effective_config='{"memory_budget_gib": 6.0, "seed": 1}')
     assert infer_budget_gib(emulated) == 6.0
 
@@ -311,7 +330,8 @@ def test_configurations_that_fit_the_budget_rank_first_and_the_others_are_marked
     md = write_report(out, console=_console(), budget_gib=budget)["report_md"].read_text()
     header = next(line for line in md.splitlines() if line.startswith("| Rank"))
     assert f"| Fits {budget:g} GiB |" in header
-    assert md.count("NO: over budget") == (~ranked["fits"].astype(bool)).sum()
+    fastest = md.split("## Fastest configurations")[1].split("\n## ")[0]
+    assert fastest.count("| no: over budget |") == (~ranked["fits"].astype(bool)).sum()
 
 
 def test_a_cpu_run_names_no_gpu_rather_than_calling_the_cpu_a_gpu():
