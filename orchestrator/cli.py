@@ -16,7 +16,7 @@ from rich.console import Console
 
 from orchestrator.guard import DEFAULTS as GUARD
 from orchestrator.guard import GuardSettings
-from orchestrator.outcome import peak_memory
+from orchestrator.outcome import MEMORY_LABELS, peak_memory
 from orchestrator.submit import add_submit
 from orchestrator.verdict import STOPPABLE, VerdictSettings, stop_check
 from trainers.events import STARTED, STEP
@@ -148,11 +148,12 @@ def _step_line(spec: TrialSpec, row: dict[str, Any]) -> str:
         value = row.get(key)
         return "-" if value is None else format(value, fmt)
 
-    peak, _ = peak_memory(row)
+    peak, kind = peak_memory(row)
+    memory = "-" if peak is None else f"{peak:.2f} GiB {MEMORY_LABELS[kind]}"
     return (
         f"step {row.get('step')}/{spec.max_steps}{' probe' if row.get('probe') else ''}  "
         f"step_s {f('step_s', '.2f')}  tokens/s {f('tokens_per_s', '.0f')}  loss {f('loss', '.4f')}  "
-        f"reward {f('reward_mean')}  peak {'-' if peak is None else f'{peak:.2f}'} GiB"
+        f"reward {f('reward_mean')}  peak {memory}"
     )
 
 

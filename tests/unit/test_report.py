@@ -15,7 +15,14 @@ from rich.console import Console
 
 from orchestrator.report import load_outputs, summary_metrics, write_report
 from orchestrator.report._configs import aggregate_repeats
-from orchestrator.report._feasibility import feasibility_matrix, infer_budget_gib, matrix_views
+from orchestrator.report._feasibility import (
+    feasibility_matrix,
+    frontier,
+    frontier_view,
+    infer_budget_gib,
+    matrix_views,
+)
+from tests.helpers.html_outline import outline
 from tests.helpers.images import assert_varied_png
 from tests.helpers.synthetic_sweep import GRID, trial_key, write_synthetic_sweep
 
@@ -371,3 +378,26 @@ def test_curves_join_the_steps_that_measured_a_figure_across_steps_that_did_not(
     reward, loss = drawn["axes"][0], drawn["axes"][1]
     assert list(reward.lines[0].get_xdata()) == [1.0, 3.0]  # one line through both rewards
     assert list(loss.lines[0].get_xdata()) == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_the_report_opens_on_the_frontier_then_the_side_by_side_matrix(gpu_report):
+    out, trials, paths, printed = gpu_report
+    page = outline(paths["report_html"].read_text())
+    columns = list(frontier_view(frontier(trials, 16.0)).columns)
+    # the title, then the frontier's heading and its table before anything else
+    assert page.items[0] == ("h1", "Sweep report: synthetic")
+    assert page.items[1:3] == [("h2", "What fits: the feasibility frontier"), ("table", columns)]
+    assert page.items[3:6] == [
+        ("h2", "What fits: every configuration, the stacks side by side"),
+        ("h3", "Qwen/Qwen2.5-0.5B-Instruct"),
+        # one matrix per model: TRL and Unsloth next to each other within each mode
+        ("table", ["K × B", "grpo · trl", "grpo · unsloth", "gspo · trl", "gspo · unsloth"]),
+    ]
+    assert page.items[6] == ("h2", "Unsloth against TRL")
+    assert all(page.scrolling)  # every table scrolls inside its box when wider than the window
+    md = paths["report_md"].read_text()
+    assert md.index("## What fits: the feasibility frontier") < md.index("| Framework | Mode | Model |")
+    assert md.index("| Framework | Mode | Model |") < md.index("## Fastest configurations")
+    # the terminal opens on the same frontier table, then the matrix and the comparison
+    assert printed.index("Feasibility frontier") < printed.index("grpo · unsloth") < printed.index("Report:")
+    assert "Largest that fits" in printed and "Unsloth against TRL" in printed
