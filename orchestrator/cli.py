@@ -363,9 +363,19 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def add_report(sub) -> None:
-    p = sub.add_parser("report", help="summary.csv, feasibility matrix, plots, report.md/html for a sweep")
+    p = sub.add_parser(
+        "report",
+        help="a sweep's report: what fits (frontier, side-by-side matrices) first, then report.md/html",
+    )
     p.add_argument("output_dir", help="a sweep's output dir (holds trials.parquet)")
-    p.add_argument("--budget-gib", type=float, default=None, help="budget line (default: the sweep's budget)")
+    p.add_argument(
+        "--budget-gib",
+        type=float,
+        default=None,
+        help="memory budget in GiB to judge what fits: completed configurations whose peak passed it are "
+        "marked over budget in the frontier, the matrices and the plots (default: the sweep's "
+        "memory.budget_gib, else the GPU's size)",
+    )
     p.set_defaults(func=cmd_report)
 
 

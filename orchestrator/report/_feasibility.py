@@ -248,13 +248,15 @@ def _gib(value: Any) -> str:
 
 
 # A frontier side no trial answered: none completed and none ran out of memory (stopped, failed, ...).
-NO_ANSWER = "no trial completed or ran out of memory"
+NO_ANSWER = "unknown (no trial completed or ran out of memory)"
 NOT_RUN = "·"
 OVER_BUDGET = "over budget"
 
 
 def frontier_view(df: pd.DataFrame) -> pd.DataFrame:
-    """The frontier (frontier()) as the one table people read, in the report and on the terminal."""
+    """The frontier (frontier()) as the one table people read, in the report and on the terminal; the
+    model and quantization columns only where they vary (a one-model sweep names its model in the
+    matrix heading below)."""
     rows = []
     for r in df.itertuples(index=False):
         kinds = [k for k in (r.fit_memory_kind, r.oom_memory_kind) if isinstance(k, str)]
@@ -278,7 +280,10 @@ def frontier_view(df: pd.DataFrame) -> pd.DataFrame:
                 "Completed / OOM / pruned": f"{r.completed} / {r.oom} / {r.pruned}",
             }
         )
-    return pd.DataFrame(rows)
+    view = pd.DataFrame(rows)
+    # The model and the quantization only where they tell rows apart (a column per page is precious).
+    same = [c for c in ("Model", "Quantization") if c in view and view[c].astype(str).nunique() <= 1]
+    return view.drop(columns=same)
 
 
 @dataclass

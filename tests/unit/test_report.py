@@ -396,8 +396,10 @@ def test_the_report_opens_on_the_frontier_then_the_side_by_side_matrix(gpu_repor
     assert page.items[6] == ("h2", "Unsloth against TRL")
     assert all(page.scrolling)  # every table scrolls inside its box when wider than the window
     md = paths["report_md"].read_text()
-    assert md.index("## What fits: the feasibility frontier") < md.index("| Framework | Mode | Model |")
-    assert md.index("| Framework | Mode | Model |") < md.index("## Fastest configurations")
+    assert md.index("## What fits: the feasibility frontier") < md.index(
+        "| Framework | Mode | Largest that fits |"
+    )
+    assert md.index("| Framework | Mode | Largest that fits |") < md.index("## Fastest configurations")
     # the terminal opens on the same frontier table, then the matrix and the comparison
     assert printed.index("Feasibility frontier") < printed.index("grpo · unsloth") < printed.index("Report:")
     assert "Largest that fits" in printed and "Unsloth against TRL" in printed
