@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import re
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from rich.console import Console
 
 from orchestrator.report import load_outputs, summary_metrics, write_report
 from orchestrator.report._configs import aggregate_repeats
+from orchestrator.report._content import ranked_table
 from orchestrator.report._feasibility import (
     feasibility_matrix,
     frontier,
@@ -403,3 +405,22 @@ def test_the_report_opens_on_the_frontier_then_the_side_by_side_matrix(gpu_repor
     # the terminal opens on the same frontier table, then the matrix and the comparison
     assert printed.index("Feasibility frontier") < printed.index("grpo · unsloth") < printed.index("Report:")
     assert "Largest that fits" in printed and "Unsloth against TRL" in printed
+
+
+def test_the_fastest_table_names_seeds_in_words_and_no_setting_that_follows_from_k_and_b(tmp_path):
+    grid = [("trl", "grpo", 2, 1, 1, "completed", 3), ("trl", "grpo", 2, 1, 2, "completed", 3),
+            ("trl", "grpo", 4, 1, 1, "completed", 3)]  # fmt: skip
+    trials = write_synthetic_sweep(tmp_path, grid=grid)
+    # What a trainer reads back: TRL's own names of K and B vary with them, and say nothing new.
+    trials["effective_config"] = [
+        json.dumps({"seed": int(t.seed), "num_generations": int(t.num_generations),
+                    "completions_per_step": int(t.num_generations * t.batch_size), "learning_rate": 2e-4})
+        for t in trials.itertuples()
+    ]  # fmt: skip
+    trials.to_parquet(tmp_path / "trials.parquet")
+    ranked = aggregate_repeats(load_outputs(tmp_path))
+    assert set(ranked["other"]) == {""}
+    table = ranked_table(ranked).set_index("K")
+    assert "Other settings" not in table.columns
+    assert (table.loc[2, "Seeds"], table.loc[4, "Seeds"]) == ("2 seeds (1, 2)", "seed 1")
+    assert "Peak memory, GPU (NVML), GiB" in table.columns
