@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from orchestrator.outcome import MEMORY_LABELS, OOM
+from orchestrator.outcome import COMPLETED, MEMORY_LABELS, OOM, STATUS_WORDS
 from orchestrator.report._configs import CONFIG_COLUMNS, CONFIG_WORDS, varying_config_columns
 from orchestrator.report._document import fmt
 from orchestrator.report._outputs import plain
@@ -21,7 +21,7 @@ STACK_NAMES = {"trl": "TRL", "unsloth": "Unsloth"}
 MATCH_COLUMNS = [c for c in CONFIG_COLUMNS if c != "framework"]
 MIXED = "mixed"  # memory_kind where the two stacks measured different kinds of memory
 COMPARISON_COLUMNS = [*MATCH_COLUMNS, "memory_kind",
-                      *(f"{s}_{figure}" for s in FRAMEWORKS for figure in ("peak_gib", "tokens", "fits")),
+                      *(f"{s}_{figure}" for s in FRAMEWORKS for figure in ("status", "peak_gib", "tokens", "fits")),
                       "memory_ratio", "speed_ratio"]  # fmt: skip
 
 
@@ -33,7 +33,9 @@ def stack_comparison(ranked: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame
     """One row per configuration both stacks ran (completed or out of memory).
 
     ranked: _configs.aggregate_repeats (completed configurations; `fits` False where the peak passed the
-    budget). memory_kind: the kind of peak both measured (outcome.PEAK_SOURCES), MIXED where they differ. {stack}_fits: True where a completed configuration fits (or no budget is known), False where
+    budget). memory_kind: the kind of peak both measured (outcome.PEAK_SOURCES), MIXED where they
+    differ. {stack}_status: COMPLETED where a seed completed, else OOM. {stack}_fits: True where a
+    completed configuration fits (or no budget is known), False where
     it ran out of memory or passed the budget. memory_ratio: OTHER's peak over BASE's, only where both
     measured the same kind of memory; speed_ratio: OTHER's median tokens/s over BASE's.
     """
@@ -59,6 +61,7 @@ def stack_comparison(ranked: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame
                 "memory_kind": kinds.pop() if len(kinds) == 1 else MIXED if kinds else None,
                 **{f"{s}_{f}": stacks[s].get(f, np.nan) for s in FRAMEWORKS for f in ("peak_gib", "tokens")},
                 **{f"{s}_fits": stacks[s]["fits"] for s in FRAMEWORKS},
+                **{f"{s}_status": COMPLETED if "peak_gib" in stacks[s] else OOM for s in FRAMEWORKS},
                 "memory_ratio": _ratio(other.get("peak_gib"), base.get("peak_gib")) if same_kind else np.nan,
                 "speed_ratio": _ratio(other.get("tokens"), base.get("tokens")),
             }
@@ -98,8 +101,8 @@ def comparison_view(comparison: pd.DataFrame) -> pd.DataFrame:
         line |= {"K": plain(r["num_generations"]), "B": plain(r["batch_size"])}
         kind = MEMORY_LABELS.get(r["memory_kind"], "differs" if r["memory_kind"] == MIXED else "—")
         line |= {
-            f"{base} peak (GiB)": fmt(r[f"{BASE}_peak_gib"], 2),
-            f"{other} peak (GiB)": fmt(r[f"{OTHER}_peak_gib"], 2),
+            f"{base} peak (GiB)": _peak(r, BASE),
+            f"{other} peak (GiB)": _peak(r, OTHER),
             f"Memory {other} ÷ {base}": _times(r["memory_ratio"]),
             "Memory": kind,
             f"{base} tokens/s": fmt(r[f"{BASE}_tokens"]),
@@ -109,6 +112,10 @@ def comparison_view(comparison: pd.DataFrame) -> pd.DataFrame:
         }
         rows.append(line)
     return pd.DataFrame(rows)
+
+
+def _peak(row: pd.Series, stack: str) -> str:
+    return fmt(row[f"{stack}_peak_gib"], 2) if row[f"{stack}_status"] == COMPLETED else STATUS_WORDS[OOM]
 
 
 def _times(ratio: float) -> str:

@@ -49,6 +49,7 @@ def test_ratios_are_unsloth_over_trl_for_each_configuration_both_ran(outputs):
     assert view.loc[(2, 1), "Tokens/s Unsloth ÷ TRL"] == f"{unsloth_tokens / trl_tokens:.2f}×"
     assert view.loc[(2, 1), "Memory"] == "GPU (NVML)"
     assert list(view["Fits"]) == ["both", "only Unsloth"]
+    assert view.loc[(4, 2), "TRL peak (GiB)"] == "out of memory"
 
 
 def test_a_budget_between_the_two_peaks_fits_only_the_smaller_stack(outputs):
