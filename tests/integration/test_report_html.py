@@ -71,13 +71,13 @@ def test_report_html_renders_in_headless_chromium(tmp_path):
         "--hide-scrollbars",
         f"--user-data-dir={tmp_path / 'profile'}",
         f"--screenshot={shot}",
-        "--window-size=1200,2000",
+        "--window-size=1200,4000",  # the answer's tables, then the heatmaps
         paths["report_html"].resolve().as_uri(),
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=RENDER_TIMEOUT_S, cwd=tmp_path)
     assert shot.is_file(), f"chromium wrote no screenshot (rc {done.returncode}): {done.stderr[-800:]}"
     with Image.open(shot) as image:
-        assert image.size == (1200, 2000)
+        assert image.size == (1200, 4000)
         pixels = np.asarray(image.convert("RGB"), dtype=float)
     assert pixels.std() > 10  # not a blank page
     # Colour beyond grey text means the embedded plots and status cells were drawn.
