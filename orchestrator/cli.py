@@ -16,7 +16,7 @@ from rich.console import Console
 
 from orchestrator.guard import DEFAULTS as GUARD
 from orchestrator.guard import GuardSettings
-from orchestrator.outcome import peak_memory
+from orchestrator.outcome import MEMORY_LABELS, peak_memory
 from orchestrator.submit import add_submit
 from orchestrator.verdict import STOPPABLE, VerdictSettings, stop_check
 from trainers.events import STARTED, STEP
@@ -148,11 +148,12 @@ def _step_line(spec: TrialSpec, row: dict[str, Any]) -> str:
         value = row.get(key)
         return "-" if value is None else format(value, fmt)
 
-    peak, _ = peak_memory(row)
+    peak, kind = peak_memory(row)
+    memory = "-" if peak is None else f"{peak:.2f} GiB {MEMORY_LABELS[kind]}"
     return (
         f"step {row.get('step')}/{spec.max_steps}{' probe' if row.get('probe') else ''}  "
         f"step_s {f('step_s', '.2f')}  tokens/s {f('tokens_per_s', '.0f')}  loss {f('loss', '.4f')}  "
-        f"reward {f('reward_mean')}  peak {'-' if peak is None else f'{peak:.2f}'} GiB"
+        f"reward {f('reward_mean')}  peak {memory}"
     )
 
 
@@ -362,9 +363,19 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def add_report(sub) -> None:
-    p = sub.add_parser("report", help="summary.csv, feasibility matrix, plots, report.md/html for a sweep")
+    p = sub.add_parser(
+        "report",
+        help="a sweep's report: what fits (frontier, side-by-side matrices) first, then report.md/html",
+    )
     p.add_argument("output_dir", help="a sweep's output dir (holds trials.parquet)")
-    p.add_argument("--budget-gib", type=float, default=None, help="budget line (default: the sweep's budget)")
+    p.add_argument(
+        "--budget-gib",
+        type=float,
+        default=None,
+        help="memory budget in GiB to judge what fits: completed configurations whose peak passed it are "
+        "marked over budget in the frontier, the matrices and the plots (default: the sweep's "
+        "memory.budget_gib, else the GPU's size)",
+    )
     p.set_defaults(func=cmd_report)
 
 

@@ -379,14 +379,16 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
     # Tune ends quietly on Ctrl-C; whatever the ledger does not hold as final was cut short.
     interrupted = interrupted or any(not ledger.done(k) for k in plan.keys)
     counts = progress.counts()
-    print_frontier(ledger, console)
+    report = report_to is not None and bool(ledger.rows)
+    if not report:  # the report prints the same frontier table first
+        print_frontier(ledger, console)
     finish_sweep(
         out,
         console=report_to or console,
         mlflow=mlflow,
         counts=counts,
         interrupted=interrupted,
-        report=report_to is not None and bool(ledger.rows),
+        report=report,
     )
     return SweepOutcome(out, counts, interrupted, [s.trial_key for s in todo])
 

@@ -81,6 +81,8 @@ PEAK_SOURCES = (
     (TORCH, "peak_torch_reserved_gib", ("torch_peak_reserved_gib", "torch_reserved_gib")),
     (RSS, "peak_rss_gib", ("rss_peak_gib", "rss_gib")),
 )
+# Each kind as a reader sees it beside a figure: which memory it is and where it was measured.
+MEMORY_LABELS = {GPU: "GPU (NVML)", TORCH: "torch reserved", RSS: "RSS (CPU run)"}
 
 
 def _finite(value: Any) -> float | None:

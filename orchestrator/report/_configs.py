@@ -134,9 +134,21 @@ def aggregate_repeats(outputs: SweepOutputs, budget_gib: float | None = None) ->
 
 
 def _varying_effective_keys(trials: pd.DataFrame) -> list[str]:
+    """Effective-config entries that set apart trials equal on every configuration column: the ones
+    that follow from those columns (completions per step, TRL's names of K and B) say nothing new."""
     configs = [parse_json(v) for v in trials.get("effective_config", pd.Series(dtype=object))]
     keys = sorted({k for c in configs for k in c} - PER_TRIAL_KEYS - STACK_KEYS - set(CONFIG_COLUMNS))
-    return [k for k in keys if len({json.dumps(c.get(k), sort_keys=True, default=str) for c in configs}) > 1]
+    groups = [
+        json.dumps({c: plain(t.get(c)) for c in CONFIG_COLUMNS}, default=str) for _, t in trials.iterrows()
+    ]
+
+    def separates(key: str) -> bool:
+        seen: dict[str, set[str]] = {}
+        for group, config in zip(groups, configs, strict=True):
+            seen.setdefault(group, set()).add(json.dumps(config.get(key), sort_keys=True, default=str))
+        return any(len(values) > 1 for values in seen.values())
+
+    return [k for k in keys if separates(k)]
 
 
 def varying_config_columns(frame: pd.DataFrame, exclude: Iterable[str] = ()) -> list[str]:

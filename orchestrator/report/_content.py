@@ -1,8 +1,11 @@
-"""What the report says: its blocks (sentences, the ranked and not-completed tables, the matrix, the
-plots) built from a sweep's outputs and figures."""
+"""What the report says: its sections, in reading order (SECTIONS), each a function from the sweep's
+figures (ReportData) to blocks. The answer comes first: what fits (the frontier, then every
+configuration with the stacks side by side), then how the stacks compare, then the fastest
+configurations; the details follow. A new section is one function appended to SECTIONS."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -11,8 +14,15 @@ from orchestrator import outcome
 from orchestrator.outcome import COMPLETED, STATUS_WORDS, STATUSES
 from orchestrator.report._configs import CONFIG_WORDS, varying_config_columns
 from orchestrator.report._document import Block, fmt, shorten
-from orchestrator.report._feasibility import FeasibilityGrid
+from orchestrator.report._feasibility import (
+    OVER_BUDGET,
+    FeasibilityGrid,
+    frontier_view,
+    matrix_views,
+    memory_words,
+)
 from orchestrator.report._outputs import SweepOutputs, column, parse_json, plain
+from orchestrator.report._stacks import BASE, OTHER, STACK_NAMES, comparison_view
 from orchestrator.verdict import PRECEDENCE, VERDICT_WORDS, VERDICTS
 
 
@@ -50,12 +60,18 @@ def versions_sentence(trials: pd.DataFrame) -> str:
     return ", ".join(f"{name} {'/'.join(vs)}" for name, vs in sorted(seen.items()))
 
 
+def _seeds(seeds: str) -> str:
+    """'seed 42' for one seed, '3 seeds (1, 2, 3)' for repeats."""
+    listed = [x for x in seeds.split(", ") if x]
+    return f"seed {listed[0]}" if len(listed) == 1 else f"{len(listed)} seeds ({seeds})"
+
+
 def ranked_table(ranked: pd.DataFrame, budget_gib: float | None = None) -> pd.DataFrame:
     """The ranked table for people: varying settings, units in headers, one row per configuration;
     with a budget, a column says whether each configuration's peak fits it."""
     varying = varying_config_columns(ranked, exclude=("framework", "mode", "num_generations", "batch_size"))
     kinds = set(ranked["memory_kind"].dropna())
-    memory_header = "Peak GPU memory (GiB)" if kinds == {outcome.GPU} else "Peak memory (GiB)"
+    memory_header = _sentence(memory_words(kinds))
     rows = []
     for i, row in ranked.iterrows():
         k, b = plain(row["num_generations"]), plain(row["batch_size"])
@@ -63,14 +79,13 @@ def ranked_table(ranked: pd.DataFrame, budget_gib: float | None = None) -> pd.Da
         line |= {CONFIG_WORDS.get(col, col): plain(row[col]) for col in varying}
         if row["other"]:
             line["Other settings"] = row["other"]
-        peak = fmt(row["peak_gib"], 2) + (
-            " (RSS)" if row["memory_kind"] == outcome.RSS and kinds != {outcome.RSS} else ""
-        )
+        mixed = len(kinds) > 1 and row["memory_kind"] in outcome.MEMORY_LABELS
+        peak = fmt(row["peak_gib"], 2) + (f" {outcome.MEMORY_LABELS[row['memory_kind']]}" if mixed else "")
         line |= {
             "K": k,
             "B": b,
             "B×K": k * b if k is not None and b is not None else None,
-            "Seeds": row["seeds"],
+            "Seeds": _seeds(row["seeds"]),
             "Tokens/s (median)": row["tokens_median"],
             "Tokens/s p10–p90": f"{fmt(row['tokens_p10'])}–{fmt(row['tokens_p90'])}",
             "Step (s, median)": fmt(row["step_s_median"], 2),
@@ -80,7 +95,7 @@ def ranked_table(ranked: pd.DataFrame, budget_gib: float | None = None) -> pd.Da
         if budget_gib is not None:
             fits = row["fits"]
             line[f"Fits {budget_gib:g} GiB"] = (
-                "yes" if fits is True else "NO: over budget" if fits is False else "not measured"
+                "yes" if fits is True else f"no: {OVER_BUDGET}" if fits is False else "not measured"
             )
         rows.append(line)
     return pd.DataFrame(rows)
@@ -146,91 +161,179 @@ def verdict_blocks(summary: pd.DataFrame, curves: dict[str, Any]) -> list[Block]
     return blocks
 
 
-def feasibility_block_table(grid: FeasibilityGrid) -> pd.DataFrame:
-    table = grid.labels.replace("", "·").copy()
-    table.columns = [f"B={b}" for b in table.columns]
-    table.insert(0, "K \\ B", [f"K={k}" for k in table.index])
-    return table.reset_index(drop=True)
+@dataclass
+class ReportData:
+    """What the sections read: the sweep's outputs and the figures write_report computed from them."""
+
+    outputs: SweepOutputs
+    summary: pd.DataFrame  # summary_table
+    ranked: pd.DataFrame  # aggregate_repeats
+    grids: list[FeasibilityGrid]  # feasibility_matrix
+    frontier: pd.DataFrame  # frontier
+    comparison: pd.DataFrame  # _stacks.stack_comparison
+    plot_paths: dict[str, Any]
+    budget_gib: float | None
 
 
-def build_blocks(outputs: SweepOutputs, summary: pd.DataFrame, ranked: pd.DataFrame, grids: list[FeasibilityGrid],
-                 plot_paths: dict[str, Any], budget_gib: float | None) -> list[Block]:  # fmt: skip
-    trials = outputs.trials
-    blocks = [Block("h1", f"Sweep report: {outputs.sweep_name}"), Block("p", _status_sentence(trials))]
-    blocks.append(Block("p", _machine_sentence(trials)))
+def _budget_words(budget_gib: float | None) -> str:
+    if budget_gib is None:
+        return "No memory budget is known, so fitting means completing without running out of memory."
+    return (
+        f"Memory budget: {budget_gib:g} GiB; a configuration fits when it completed with its peak within it."
+    )
+
+
+def title_section(data: ReportData) -> list[Block]:
+    trials = data.outputs.trials
+    blocks = [Block("h1", f"Sweep report: {data.outputs.sweep_name}"), Block("p", _status_sentence(trials))]
+    return blocks + [Block("p", w) for w in data.outputs.warnings]
+
+
+def frontier_section(data: ReportData) -> list[Block]:
+    blocks = [Block("h2", "What fits: the feasibility frontier")]
+    if data.frontier.empty:
+        return [*blocks, Block("p", "No trials in this sweep.")]
+    blocks.append(
+        Block(
+            "p",
+            "Per framework, mode and model: the largest configuration that fits and the smallest that does "
+            f"not, each with its peak memory. {_budget_words(data.budget_gib)}",
+        )
+    )
+    return [*blocks, Block("table", table=frontier_view(data.frontier))]
+
+
+def matrix_section(data: ReportData) -> list[Block]:
+    blocks = [Block("h2", "What fits: every configuration, the stacks side by side")]
+    if not data.grids:
+        return [*blocks, Block("p", "No trials in this sweep.")]
+    for view in matrix_views(data.grids):
+        blocks += [Block("h3", view.model), Block("p", view.caption), Block("table", table=view.table)]
+    return blocks
+
+
+def stacks_section(data: ReportData) -> list[Block]:
+    base, other = STACK_NAMES[BASE], STACK_NAMES[OTHER]
+    blocks = [Block("h2", f"{other} against {base}")]
+    if data.comparison.empty:
+        return [*blocks, Block("p", f"No configuration ran on both {base} and {other}.")]
+    blocks.append(
+        Block(
+            "p",
+            f"Each configuration both stacks ran. Ratios are {other} ÷ {base}: memory below 1× means "
+            f"{other} needs less, tokens/s above 1× means it is faster (medians over measured steps); "
+            "a memory ratio only where both measured the same kind of memory. Fits: which stack fits "
+            f"(completed within the budget) where the other does not. {_budget_words(data.budget_gib)}",
+        )
+    )
+    return [*blocks, Block("table", table=comparison_view(data.comparison))]
+
+
+def fastest_section(data: ReportData) -> list[Block]:
+    blocks = [Block("h2", "Fastest configurations that completed")]
+    if data.ranked.empty:
+        return [*blocks, Block("p", "No trial completed, so nothing can be ranked: see the outcomes below.")]
+    return [
+        *blocks,
+        Block("table", table=ranked_table(data.ranked, data.budget_gib)),
+        Block(
+            "p",
+            "Seeds of one configuration are aggregated. Tokens/s: median and 10th–90th percentile over "
+            "measured steps of all seeds (probe steps left out). Peak memory: the highest of the seeds.",
+        ),
+    ]
+
+
+def setup_section(data: ReportData) -> list[Block]:
+    trials = data.outputs.trials
+    blocks = [Block("h2", "Where it ran"), Block("p", _machine_sentence(trials))]
     versions = versions_sentence(trials)
     if versions:
         blocks.append(Block("p", f"Software: {versions}."))
-    if budget_gib is not None:
-        blocks.append(Block("p", f"Memory budget: {budget_gib:g} GiB."))
-    blocks += [Block("p", w) for w in outputs.warnings]
+    return [*blocks, Block("p", _budget_words(data.budget_gib))]
 
-    blocks.append(Block("h2", "Fastest configurations that completed"))
-    if ranked.empty:
-        blocks.append(Block("p", "No trial completed, so nothing can be ranked: see the outcomes below."))
-    else:
-        blocks.append(Block("table", table=ranked_table(ranked, budget_gib)))
-        blocks.append(
-            Block(
-                "p",
-                "Seeds of one configuration are aggregated. Tokens/s: median and 10th–90th percentile over "
-                "measured steps of all seeds (probe steps left out). Peak memory: the highest of the seeds.",
-            )
-        )
 
-    blocks.append(Block("h2", "What fits"))
-    if not grids:
-        blocks.append(Block("p", "No trials in this sweep."))
-    for grid in grids:
-        blocks.append(Block("h3", grid.title))
-        blocks.append(
-            Block("p", f"Cells: {grid.memory_words}, or the outcome. {_sentence(grid.budget_caption)}.")
-        )
-        if grid.verdict_note:
-            blocks.append(Block("p", f"{grid.verdict_note}."))
-        blocks.append(Block("table", table=feasibility_block_table(grid)))
-        path = plot_paths["feasibility"].get(grid.title)
+def heatmap_section(data: ReportData) -> list[Block]:
+    blocks = []
+    for grid in data.grids:
+        path = data.plot_paths["feasibility"].get(grid.title)
         if path:
             blocks.append(Block("image", f"Feasibility {grid.title}", path=path))
+    return [Block("h2", "Feasibility heatmaps"), *blocks] if blocks else []
 
-    blocks += verdict_blocks(summary, plot_paths.get("curves", {}))
 
-    blocks.append(Block("h2", "Speed"))
-    if plot_paths.get("throughput"):
-        blocks.append(Block("image", "Tokens per second per configuration", path=plot_paths["throughput"]))
-    else:
-        blocks.append(Block("p", "No completed trial measured tokens/s."))
+def verdict_section(data: ReportData) -> list[Block]:
+    return verdict_blocks(data.summary, data.plot_paths.get("curves", {}))
 
-    blocks.append(Block("h2", "Memory"))
-    if plot_paths.get("memory"):
-        blocks.append(Block("image", "Peak memory against completions per step", path=plot_paths["memory"]))
-    else:
-        blocks.append(Block("p", "No trial measured memory."))
 
-    missed = not_completed_table(summary)
-    if len(missed):
-        blocks.append(Block("h2", "Trials that did not complete"))
-        blocks.append(Block("table", table=missed))
+def speed_section(data: ReportData) -> list[Block]:
+    blocks = [Block("h2", "Speed")]
+    if data.plot_paths.get("throughput"):
+        return [
+            *blocks,
+            Block("image", "Tokens per second per configuration", path=data.plot_paths["throughput"]),
+        ]
+    return [*blocks, Block("p", "No completed trial measured tokens/s.")]
 
-    curves = plot_paths.get("curves", {})
-    blocks.append(Block("h2", "Training curves"))
-    if curves:
-        blocks.append(
-            Block(
-                "p",
-                "Reward, loss, completion length and memory per step; shaded steps are probe steps "
-                "(completions forced to the maximum length to measure worst-case memory).",
-            )  # fmt: skip
-        )
-        children = [Block("image", f"Curves {key}", path=path) for key, path in curves.items()]
-        blocks.append(Block("details", f"Curves of {len(curves)} trials", children=children))
-    else:
-        blocks.append(Block("p", "No trial recorded steps."))
 
-    blocks.append(Block("h2", "Files"))
-    blocks.append(
+def memory_section(data: ReportData) -> list[Block]:
+    blocks = [Block("h2", "Memory")]
+    if data.plot_paths.get("memory"):
+        return [
+            *blocks,
+            Block("image", "Peak memory against completions per step", path=data.plot_paths["memory"]),
+        ]
+    return [*blocks, Block("p", "No trial measured memory.")]
+
+
+def not_completed_section(data: ReportData) -> list[Block]:
+    missed = not_completed_table(data.summary)
+    return [Block("h2", "Trials that did not complete"), Block("table", table=missed)] if len(missed) else []
+
+
+def curves_section(data: ReportData) -> list[Block]:
+    curves = data.plot_paths.get("curves", {})
+    blocks = [Block("h2", "Training curves")]
+    if not curves:
+        return [*blocks, Block("p", "No trial recorded steps.")]
+    children = [Block("image", f"Curves {key}", path=path) for key, path in curves.items()]
+    return [
+        *blocks,
+        Block(
+            "p",
+            "Reward, loss, completion length and memory per step; shaded steps are probe steps "
+            "(completions forced to the maximum length to measure worst-case memory).",
+        ),
+        Block("details", f"Curves of {len(curves)} trials", children=children),
+    ]
+
+
+def files_section(data: ReportData) -> list[Block]:
+    return [
+        Block("h2", "Files"),
         Block(
             "p", "Every trial with its measurements: `summary.csv`. Raw data: `trials.parquet` and `steps/`."
-        )
-    )
-    return blocks
+        ),
+    ]
+
+
+# The report, in reading order.
+SECTIONS = (
+    title_section,
+    frontier_section,
+    matrix_section,
+    stacks_section,
+    fastest_section,
+    setup_section,
+    heatmap_section,
+    verdict_section,
+    speed_section,
+    memory_section,
+    not_completed_section,
+    curves_section,
+    files_section,
+)
+
+
+def build_blocks(data: ReportData) -> list[Block]:
+    return [block for section in SECTIONS for block in section(data)]

@@ -1,6 +1,6 @@
 """What fits: the feasibility matrix (peak memory or the outcome per K x B, and the budget it is held
-against) and the frontier (the largest configuration that completed, the smallest that ran out of
-memory)."""
+against), the frontier (the largest configuration that fits, the smallest that does not), and both as
+tables for people (one frontier table; one matrix per model with the stacks side by side)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from orchestrator import outcome
-from orchestrator.outcome import COMPLETED, OOM, PRUNED, STATUS_LABELS
+from orchestrator.outcome import COMPLETED, MEMORY_LABELS, OOM, PRUNED, STATUS_LABELS, STATUS_WORDS
 from orchestrator.report._outputs import TRIAL_NUMERIC, column, finite, numeric, parse_json
 from orchestrator.verdict import MARK, PRECEDENCE, VERDICT_WORDS
 
@@ -38,19 +38,7 @@ class FeasibilityGrid:
 
     @property
     def memory_words(self) -> str:
-        if self.memory_kind == outcome.GPU:
-            return "peak GPU memory (GiB)"
-        if self.memory_kind == outcome.RSS:
-            return "peak process memory, RSS (GiB; CPU run, no GPU)"
-        return "peak memory (GiB)"
-
-    @property
-    def budget_caption(self) -> str:
-        if self.budget_gib is None:
-            return "no memory budget known: pass budget_gib to mark what fits"
-        fitting = sum(self.fits(k, b) for k in self.values.index for b in self.values.columns)
-        ran = int((self.statuses != "").to_numpy().sum())
-        return f"fits in {self.budget_gib:g} GiB: {fitting} of {ran} configurations"
+        return memory_words({self.memory_kind} - {None})
 
     @property
     def verdict_note(self) -> str:
@@ -63,9 +51,16 @@ class FeasibilityGrid:
             "first that holds is shown): it fits, but check that it learns"
         )
 
-    def fits(self, k: Any, b: Any) -> bool:
+    def over_budget(self, k: Any, b: Any) -> bool:
+        """Completed, but its peak passed the budget: it does not fit."""
         value = self.values.loc[k, b]
-        return self.budget_gib is not None and pd.notna(value) and value <= self.budget_gib
+        return self.budget_gib is not None and pd.notna(value) and value > self.budget_gib
+
+
+def memory_words(kinds: set[str]) -> str:
+    """'peak memory, GPU (NVML), GiB' for the kinds of peak (outcome.PEAK_SOURCES) a table shows."""
+    ordered = [MEMORY_LABELS[k] for k, _, _ in outcome.PEAK_SOURCES if k in kinds]
+    return f"peak memory, {' / '.join(ordered)}, GiB" if ordered else "peak memory, GiB"
 
 
 def infer_budget_gib(trials: pd.DataFrame) -> float | None:
@@ -149,10 +144,15 @@ FRONTIER_COLUMNS = (
     "fit_trial_key",
     "fit_peak_device_gib",
     "fit_peak_rss_gib",
+    "fit_peak_gib",
+    "fit_memory_kind",
     "smallest_oom",
     "oom_trial_key",
     "oom_peak_device_gib",
     "oom_peak_rss_gib",
+    "oom_peak_gib",
+    "oom_memory_kind",
+    "oom_over_budget",
     "oom_detail",
     COMPLETED,
     OOM,
@@ -168,9 +168,11 @@ def _sized(group: pd.DataFrame) -> pd.DataFrame:
     # memory grows with completions per step first, then lengths and rank
     zero = pd.Series(0.0, index=g.index)
     # ties (K=4 B=2 against K=8 B=1) go by the measured peak (outcome.peak_memory)
-    peak = [outcome.peak_memory(row)[0] or 0.0 for _, row in g.iterrows()]
+    peaks = [outcome.peak_memory(row) for _, row in g.iterrows()]
+    g["_peak"] = [np.nan if value is None else value for value, _ in peaks]
+    g["_kind"] = [kind for _, kind in peaks]
     columns = [g.get(c, zero) for c in _SIZE_COLUMNS]
-    g["_size"] = list(zip(g["_completions"], *columns, peak, strict=True))
+    g["_size"] = list(zip(g["_completions"], *columns, g["_peak"].fillna(0.0), strict=True))
     return g
 
 
@@ -187,11 +189,12 @@ def _label(row: pd.Series, varying: list[str]) -> str:
     return f"{' '.join(parts)} ({row['_completions']:g} completions/step)"
 
 
-def frontier(trials: pd.DataFrame) -> pd.DataFrame:
-    """Per (framework, mode, model, quantization): the largest completed and the smallest
-    out-of-memory configuration, with their peaks, from trials.parquet's rows. Configurations are
-    ordered by completions per step (K x B), then completion length, prompt length, LoRA rank and
-    the measured peak.
+def frontier(trials: pd.DataFrame, budget_gib: float | None = None) -> pd.DataFrame:
+    """Per (framework, mode, model, quantization): the largest configuration that fits and the smallest
+    that does not, with their peaks (outcome.peak_memory), from trials.parquet's rows. Without a budget,
+    "fits" means completed and "does not" out of memory; with one, a completed trial whose peak passed
+    it does not fit either (oom_over_budget). Configurations are ordered by completions per step
+    (K x B), then completion length, prompt length, LoRA rank and the measured peak.
     A side that no trial reached is null."""
     missing = [c for c in (*FRONTIER_GROUP, "num_generations", "batch_size", "status") if c not in trials]
     if missing:
@@ -204,15 +207,24 @@ def frontier(trials: pd.DataFrame) -> pd.DataFrame:
         g = _sized(group)
         varying = [c for c in _LABEL_NAMES if c in g and _varies(g, c)]
         row: dict[str, Any] = dict(zip(FRONTIER_GROUP, key, strict=True))
-        fit = _extreme(g[g["status"] == COMPLETED], max)
-        oom = _extreme(g[g["status"] == OOM], min)
+        completed = g["status"] == COMPLETED
+        over = completed & (g["_peak"] > budget_gib) if budget_gib is not None else completed & False
+        fit = _extreme(g[completed & ~over], max)
+        oom = _extreme(g[(g["status"] == OOM) | over], min)
         for side, best in (("fit", fit), ("oom", oom)):
             row[f"{side}_trial_key"] = _value(best, "trial_key")
             row[f"{side}_peak_device_gib"] = _value(best, "peak_device_gib")
             row[f"{side}_peak_rss_gib"] = _value(best, "peak_rss_gib")
+            row[f"{side}_peak_gib"] = _value(best, "_peak")
+            row[f"{side}_memory_kind"] = _value(best, "_kind")
         row["largest_fit"] = None if fit is None else _label(fit, varying)
         row["smallest_oom"] = None if oom is None else _label(oom, varying)
-        row["oom_detail"] = _value(oom, "status_detail")
+        row["oom_over_budget"] = None if oom is None else bool(oom["status"] == COMPLETED)
+        row["oom_detail"] = (
+            f"completed, but its peak {oom['_peak']:.2f} GiB passed the {budget_gib:g} GiB budget"
+            if row["oom_over_budget"]
+            else _value(oom, "status_detail")
+        )
         for status in (COMPLETED, OOM, PRUNED):
             row[status] = int((g["status"] == status).sum())
         rows.append(row)
@@ -226,3 +238,95 @@ def _extreme(rows: pd.DataFrame, pick) -> pd.Series | None:
 def _value(row: pd.Series | None, column: str) -> Any:
     value = None if row is None else row.get(column)
     return None if value is None or pd.isna(value) else value
+
+
+# ----------------------------------------------------------------------------------------------
+# For people: the frontier table and the side-by-side matrices
+# ----------------------------------------------------------------------------------------------
+def _gib(value: Any) -> str:
+    return "—" if value is None or pd.isna(value) else f"{value:.2f} GiB"
+
+
+# A frontier side no trial answered: none completed and none ran out of memory (stopped, failed, ...).
+NO_ANSWER = "unknown (no trial completed or ran out of memory)"
+NOT_RUN = "·"
+OVER_BUDGET = "over budget"
+
+
+def frontier_view(df: pd.DataFrame) -> pd.DataFrame:
+    """The frontier (frontier()) as the one table people read, in the report and on the terminal; the
+    model and quantization columns only where they vary (a one-model sweep names its model in the
+    matrix heading below)."""
+    rows = []
+    for r in df.itertuples(index=False):
+        kinds = [k for k in (r.fit_memory_kind, r.oom_memory_kind) if isinstance(k, str)]
+        why = OVER_BUDGET if r.oom_over_budget else STATUS_WORDS[OOM]
+        fit, no_fit = isinstance(r.largest_fit, str), isinstance(r.smallest_oom, str)
+        rows.append(
+            {
+                "Framework": r.framework,
+                "Mode": r.mode,
+                "Model": r.model,
+                "Quantization": r.quantization,
+                "Largest that fits": r.largest_fit if fit else "none fit" if no_fit else NO_ANSWER,
+                "Its peak": _gib(r.fit_peak_gib),
+                "Smallest that does not": f"{r.smallest_oom}: {why}"
+                if no_fit
+                else "all fit"
+                if fit
+                else NO_ANSWER,
+                "Peak there": _gib(r.oom_peak_gib),
+                "Memory": " / ".join(dict.fromkeys(MEMORY_LABELS[k] for k in kinds)) or "—",
+                "Completed / OOM / pruned": f"{r.completed} / {r.oom} / {r.pruned}",
+            }
+        )
+    view = pd.DataFrame(rows)
+    # The model and the quantization only where they tell rows apart (a column per page is precious).
+    same = [c for c in ("Model", "Quantization") if c in view and view[c].astype(str).nunique() <= 1]
+    return view.drop(columns=same)
+
+
+@dataclass
+class MatrixView:
+    model: str
+    table: pd.DataFrame
+    caption: str  # what the cells are, the budget, what a verdict mark means
+
+
+def matrix_views(grids: list[FeasibilityGrid]) -> list[MatrixView]:
+    """One table per model: a row per configuration (K, B) that any stack ran, fewest completions
+    first; a column per mode and framework, the frameworks of a mode next to each other; cells the
+    grid's label (peak or outcome), with "over budget" where a completed peak passed the budget."""
+    views = []
+    for model in sorted({g.model for g in grids}):
+        mine = sorted((g for g in grids if g.model == model), key=lambda g: (g.mode, g.framework))
+        configs = sorted(
+            {(k, b) for g in mine for k in g.labels.index for b in g.labels.columns if g.labels.loc[k, b]},
+            key=lambda kb: (kb[0] * kb[1], kb[0]),
+        )
+        table = pd.DataFrame({"K × B": [f"K={k} B={b} ({k * b}/step)" for k, b in configs]})
+        for g in mine:
+            cells = []
+            for k, b in configs:
+                label = g.labels.loc[k, b] if k in g.labels.index and b in g.labels.columns else ""
+                over = bool(label) and g.over_budget(k, b)
+                cells.append(f"{label}: {OVER_BUDGET}" if over else label or NOT_RUN)
+            table[f"{g.mode} · {g.framework}"] = cells
+        views.append(MatrixView(model, table, _matrix_caption(mine)))
+    return views
+
+
+def _matrix_caption(grids: list[FeasibilityGrid]) -> str:
+    budget = grids[0].budget_gib
+    parts = [
+        f"Cells: {memory_words({g.memory_kind for g in grids} - {None})}, or the outcome; {NOT_RUN} not run."
+    ]
+    if budget is None:
+        parts.append("No memory budget is known: pass --budget-gib to mark what fits.")
+    else:
+        over = sum(g.over_budget(k, b) for g in grids for k in g.values.index for b in g.values.columns)
+        parts.append(
+            f"Budget {budget:g} GiB: {over} completed configuration(s) over it, marked “{OVER_BUDGET}”."
+        )
+    parts += [f"{note}." for note in dict.fromkeys(g.verdict_note for g in grids if g.verdict_note)]
+    return " ".join(parts)

@@ -10,9 +10,11 @@ import pandas as pd
 
 from orchestrator.outcome import FAILED, OOM, PRUNED, STATUS_LABELS, STATUS_WORDS
 from orchestrator.report._document import Block, fmt
+from orchestrator.report._feasibility import OVER_BUDGET
 
-# Numbers, ranges ("72.9–90.0"), sizes ("4.3 GiB"), lists of seeds ("1, 2") and "—" align right; words left.
-NUMERIC_CELL = re.compile(r"—|-?[\d.,]+(–-?[\d.,]+)?( GiB)?( \(RSS\))?|\d+(, \d+)*")
+# Numbers, ranges ("72.9–90.0"), sizes ("4.3 GiB"), ratios ("0.62×"), counts ("3 / 1 / 0") and "—" align
+# right; words left.
+NUMERIC_CELL = re.compile(r"—|-?[\d.,]+(–-?[\d.,]+)?( GiB|×)?|\d+( / \d+)*")
 
 
 def _html_table(df: pd.DataFrame) -> str:
@@ -27,7 +29,8 @@ def _html_table(df: pd.DataFrame) -> str:
                 f'<td class="{css}">{html.escape(text)}</td>' if css else f"<td>{html.escape(text)}</td>"
             )
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    # A table wider than the window scrolls inside its box rather than pushing columns off the page.
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
 
 
 # A cell that starts with an outcome's word or label gets that status as its CSS class (HTML_STYLE).
@@ -41,7 +44,10 @@ _STATUS_CSS = (
 
 def _status_css(text: str) -> str:
     lowered = text.lower()
-    return next((css for word, css in _STATUS_CSS if lowered.startswith(word)), "")
+    status = next((css for word, css in _STATUS_CSS if lowered.startswith(word)), "")
+    if not status and lowered.endswith((OVER_BUDGET, STATUS_WORDS[OOM])):  # a configuration that does not fit
+        return "over"
+    return status
 
 
 HTML_STYLE = """
@@ -49,7 +55,8 @@ body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2e
        color: #1d2330; background: #fff; line-height: 1.45; padding: 0 1em; }
 h1 { border-bottom: 3px solid #2f6fb3; padding-bottom: .3em; }
 h2 { margin-top: 2em; color: #2f6fb3; border-bottom: 1px solid #d5dbe5; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.92em; }
+div.scroll { overflow-x: auto; max-width: 100%; margin: 1em 0; }
+table { border-collapse: collapse; font-size: 0.92em; }
 th, td { border: 1px solid #d5dbe5; padding: .35em .7em; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 th { background: #eef2f8; }
@@ -57,6 +64,7 @@ tbody tr:nth-child(even) { background: #f8fafc; }
 td.oom { background: #fde2e1; color: #a1181d; font-weight: 600; }
 td.failed { background: #fff3cd; }
 td.pruned { background: #f3e5f5; }
+td.over { background: #fde2e1; color: #a1181d; }
 img { max-width: 100%; border: 1px solid #e3e7ee; margin: .5em 0; }
 details { margin: 1em 0; } summary { cursor: pointer; font-weight: 600; }
 p.note { color: #5a6270; font-size: .9em; }

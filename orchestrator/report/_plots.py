@@ -10,19 +10,29 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
-from matplotlib.ticker import MaxNLocator, ScalarFormatter
+from matplotlib.text import Text
+from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator, ScalarFormatter
 
-from orchestrator.outcome import COMPLETED, FAILED, GPU, OOM, STATUS_COLOURS, STATUS_WORDS
+from orchestrator.outcome import COMPLETED, FAILED, OOM, STATUS_COLOURS, STATUS_WORDS
 from orchestrator.report._configs import varying_config_columns
-from orchestrator.report._feasibility import FeasibilityGrid
+from orchestrator.report._feasibility import OVER_BUDGET, FeasibilityGrid, memory_words
 from orchestrator.report._outputs import SweepOutputs, trial_peak, trial_steps
 from orchestrator.verdict import MARK
 
 STACK_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
 DPI = 90
+# Legible where report.html shows them: no text under FONT_PT points (12.5 px at DPI), and no figure
+# wider than MAX_WIDTH_IN inches (1080 px), so the page (1150 px at most) does not shrink it.
+FONT_PT = 10
+MAX_WIDTH_IN = 12.0
+OVER_BUDGET_COLOUR = "#e6e6e6"
 
 
 def _save(fig: Figure, path: Path, tight: bool = True) -> Path:
+    for ax in fig.axes:
+        ax.tick_params(labelsize=FONT_PT)
+    for text in fig.findobj(Text):
+        text.set_fontsize(max(FONT_PT, text.get_fontsize()))
     # bbox_inches="tight" draws the figure twice; per-trial curves (many per sweep) use a fixed layout.
     FigureCanvasAgg(fig)
     fig.savefig(path, dpi=DPI, bbox_inches="tight" if tight else None, facecolor="white")
@@ -30,10 +40,11 @@ def _save(fig: Figure, path: Path, tight: bool = True) -> Path:
 
 
 def feasibility_heatmap(grid: FeasibilityGrid, path: Path) -> Path:
-    """Peak GiB per (K, B) on a colour scale; outcomes in their colours; cells within budget outlined."""
+    """Peak GiB per (K, B) on a colour scale; outcomes in their colours; cells whose peak passed the
+    budget hatched grey and labelled "over budget": they do not fit."""
     values = grid.values.to_numpy(dtype=float)
     n_k, n_b = values.shape
-    fig = Figure(figsize=(max(4.5, 1.5 * n_b + 2.5), max(3.0, 0.9 * n_k + 1.8)))
+    fig = Figure(figsize=(min(MAX_WIDTH_IN, max(5.5, 1.7 * n_b + 3.0)), max(3.5, 1.0 * n_k + 2.2)))
     ax = fig.add_subplot()
     finite = values[np.isfinite(values)]
     vmax = max([*finite, grid.budget_gib or 0.0, 1e-9])
@@ -57,16 +68,20 @@ def feasibility_heatmap(grid: FeasibilityGrid, path: Path) -> Path:
     ax.set_xlabel("B: prompts per step")
     ax.set_ylabel("K: completions per prompt")
     budget = (
-        f"fits in {grid.budget_gib:g} GiB: outlined green"
+        f"budget {grid.budget_gib:g} GiB: hatched grey cells are over it"
         if grid.budget_gib is not None
         else "no budget given"
     )
     marked = f"\n{MARK}: ran, but its training verdict flags it" if grid.verdict_note else ""
-    ax.set_title(f"{grid.title}\n{budget}{marked}", fontsize=10)
+    ax.set_title(f"{grid.title}\n{budget}{marked}", fontsize=FONT_PT + 1)
     present = sorted(set(grid.statuses.to_numpy().ravel()) & set(STATUS_COLOURS))
-    if present:
-        handles = [Patch(color=STATUS_COLOURS[s], label=STATUS_WORDS[s]) for s in present]
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0, -0.18), ncol=len(handles), fontsize=8)
+    handles = [Patch(color=STATUS_COLOURS[s], label=STATUS_WORDS[s]) for s in present]
+    if any(grid.over_budget(k, b) for k in grid.values.index for b in grid.values.columns):
+        handles.append(
+            Patch(facecolor=OVER_BUDGET_COLOUR, hatch="//", edgecolor="#d62728", label=OVER_BUDGET)
+        )
+    if handles:
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0, -0.2), ncol=min(3, len(handles)))
     return _save(fig, path)
 
 
@@ -75,13 +90,16 @@ def _annotate_cell(ax, grid: FeasibilityGrid, i: int, j: int, k, b, shade: float
     if not label:
         return
     # viridis is dark at the low end, and so are the OOM and failed colours: write in white there.
-    dark = (shade is not None and shade < 0.6) or grid.statuses.loc[k, b] in (OOM, FAILED)
-    text = label.replace(" (+", "\n(+").replace(f" {MARK}", f"\n{MARK}")
-    ax.text(j, i, text, ha="center", va="center", fontsize=9, color="white" if dark else "black")
-    if grid.fits(k, b):
+    over = grid.over_budget(k, b)
+    dark = not over and ((shade is not None and shade < 0.6) or grid.statuses.loc[k, b] in (OOM, FAILED))
+    text = label.replace(" (+", "\n(+").replace(f" {MARK}", f"\n{MARK}") + (
+        f"\n{OVER_BUDGET}" if over else ""
+    )
+    if over:
         ax.add_patch(
-            Rectangle((j - 0.48, i - 0.48), 0.96, 0.96, fill=False, edgecolor="#2ca02c", linewidth=3)
+            Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor=OVER_BUDGET_COLOUR, hatch="//", edgecolor="#d62728")
         )
+    ax.text(j, i, text, ha="center", va="center", fontsize=FONT_PT, color="white" if dark else "black")
 
 
 def _config_label(row: pd.Series, extra: list[str]) -> str:
@@ -106,7 +124,7 @@ def throughput_plot(ranked: pd.DataFrame, path: Path) -> Path | None:
     configs = list(dict.fromkeys(data["config"]))
     stacks = sorted(data["stack"].unique())
     width = 0.8 / len(stacks)
-    fig = Figure(figsize=(min(18, max(6, 0.9 * len(configs) * max(1, len(stacks) / 2) + 2)), 4.8))
+    fig = Figure(figsize=(min(MAX_WIDTH_IN, max(6, 0.9 * len(configs) * max(1, len(stacks) / 2) + 2)), 4.8))
     ax = fig.add_subplot()
     for s, stack in enumerate(stacks):
         part = data[data["stack"] == stack]
@@ -123,12 +141,12 @@ def throughput_plot(ranked: pd.DataFrame, path: Path) -> Path | None:
             label=stack,
             color=STACK_COLOURS[s % len(STACK_COLOURS)],
         )
-    ax.set_xticks(range(len(configs)), configs, fontsize=8)
+    ax.set_xticks(range(len(configs)), configs)
     ax.set_ylabel("tokens/s (median; whiskers p10–p90)")
     ax.set_xlabel("configuration (K completions per prompt × B prompts per step)")
     ax.set_title("Throughput of completed configurations")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(title="framework · mode", fontsize=8)
+    ax.legend(title="framework · mode")
     return _save(fig, path)
 
 
@@ -163,17 +181,20 @@ def memory_plot(outputs: SweepOutputs, path: Path, budget_gib: float | None) -> 
         )
     if budget_gib is not None:
         ax.axhline(budget_gib, color="#d62728", linestyle="--", linewidth=1.5)
-        ax.text(0.01, budget_gib, f"budget: fits in {budget_gib:g} GiB", va="bottom", color="#d62728", fontsize=9,
+        ax.text(0.01, budget_gib, f"budget: fits in {budget_gib:g} GiB", va="bottom", color="#d62728",
                 transform=ax.get_yaxis_transform())  # fmt: skip
     kinds = set(measured["kind"].dropna())
-    ax.set_ylabel("peak GPU memory (GiB)" if kinds == {GPU} else "peak memory (GiB; RSS where no GPU)")
+    ax.set_ylabel(memory_words(kinds))
     ax.set_xlabel("B×K: completions per optimizer step")
     ax.set_xscale("log", base=2)
+    # Ticks where the data are: the B×K values the sweep ran, no others.
+    ax.xaxis.set_major_locator(FixedLocator(sorted({*measured["bk"], *ooms["bk"]})))
+    ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.set_ylim(0, top * 1.12)
     ax.set_title("Where memory goes: peak memory against completions per step")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend()
     return _save(fig, path)
 
 
@@ -193,9 +214,10 @@ def trial_curves(trial: pd.Series, steps: pd.DataFrame, path: Path) -> Path:
         [("completion_len_mean", "mean"), ("completion_len_max", "max")],
         "completion length (tokens)",
     )
-    memory = [("torch_peak_allocated_gib", "torch peak allocated"), ("device_peak_gib", "device peak (NVML)"),
+    memory = [("torch_peak_allocated_gib", "torch peak allocated"), ("device_peak_gib", "GPU peak (NVML)"),
               ("rss_peak_gib", "process RSS peak")]  # fmt: skip
     _series(axes[3], x, steps, memory, "memory (GiB)")
+    axes[3].set_ylim(bottom=0)  # a flat 0.70 GiB must not read as a ramp
     probes = steps["probe"].astype(bool).to_numpy() if "probe" in steps else np.zeros(len(steps), bool)
     for ax in axes:
         for step in x[probes]:
@@ -206,9 +228,9 @@ def trial_curves(trial: pd.Series, steps: pd.DataFrame, path: Path) -> Path:
         ax.set_xlabel("step")
     if probes.any():
         axes[0].legend(handles=[*axes[0].get_legend_handles_labels()[0],
-                                Patch(color="#ff7f0e", alpha=0.3, label="probe step")], fontsize=8)  # fmt: skip
+                                Patch(color="#ff7f0e", alpha=0.3, label="probe step")])  # fmt: skip
     status = STATUS_WORDS.get(trial.get("status"), str(trial.get("status")))
-    fig.suptitle(f"{trial.get('trial_key')} ({status})", fontsize=11)
+    fig.suptitle(f"{trial.get('trial_key')} ({status})", fontsize=FONT_PT + 2)
     return _save(fig, path, tight=False)
 
 
@@ -235,5 +257,5 @@ def _series(ax, x: np.ndarray, steps: pd.DataFrame, columns, ylabel: str, band: 
     if not drawn:
         ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes, color="#777")
     elif len(columns) > 1 or band:
-        ax.legend(fontsize=8)
+        ax.legend()
     ax.set_ylabel(ylabel)

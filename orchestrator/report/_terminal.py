@@ -1,88 +1,46 @@
-"""The feasibility matrix and the frontier as rich tables for the terminal."""
+"""The report's tables for the terminal: a table for people (a DataFrame of words) as a rich Table,
+its cells coloured by the outcome they name; the frontier table, the same one `rlsweep run` prints."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 from rich.table import Table
+from rich.text import Text
 
-from orchestrator import outcome
-from orchestrator.outcome import COMPLETED, FAILED, OOM, PRUNED, STOPPED, UNAVAILABLE
-from orchestrator.report._feasibility import FeasibilityGrid
+from orchestrator.outcome import FAILED, OOM, PRUNED, STATUS_LABELS, STATUS_WORDS, STOPPED, UNAVAILABLE
+from orchestrator.report._document import fmt
+from orchestrator.report._feasibility import OVER_BUDGET, frontier_view
 
-CELL_STYLES = {
-    OOM: "bold red",
-    PRUNED: "magenta",
-    FAILED: "bold yellow",
-    UNAVAILABLE: "dim",
-    STOPPED: "cyan",
-}
-
-
-def feasibility_tables(grids: list[FeasibilityGrid]) -> list[Table]:
-    """rich tables of the matrix: green fits the budget, yellow ran but over it, red out of memory."""
-    tables = []
-    for grid in grids:
-        title, caption = f"{grid.title}: {grid.memory_words}", grid.budget_caption
-        if grid.verdict_note:
-            caption += f"\n{grid.verdict_note}"
-        # Wide enough that the title and caption do not wrap into a narrow column.
-        table = Table(
-            title=title, caption=caption, min_width=max(len(title), *map(len, caption.split("\n"))) + 2
-        )
-        table.add_column("K \\ B", justify="right", style="bold")
-        for b in grid.labels.columns:
-            table.add_column(f"B={b}", justify="right")
-        for k in grid.labels.index:
-            cells = []
-            for b in grid.labels.columns:
-                label, status = grid.labels.loc[k, b], grid.statuses.loc[k, b]
-                if status == COMPLETED:
-                    style = "green" if grid.budget_gib is None or grid.fits(k, b) else "yellow"
-                else:
-                    style = CELL_STYLES.get(status, "")
-                cells.append(f"[{style}]{label}[/]" if style and label else (label or "·"))
-            table.add_row(f"K={k}", *cells)
-        tables.append(table)
-    return tables
+# A cell that names an outcome gets its style; "over budget" reads as not fitting, like out of memory.
+CELL_STYLES = (
+    (OVER_BUDGET, "bold red"),
+    (STATUS_WORDS[OOM], "bold red"),
+    (STATUS_LABELS[OOM], "bold red"),
+    ("none fit", "bold red"),
+    (STATUS_LABELS[FAILED], "bold yellow"),
+    (STATUS_LABELS[PRUNED], "magenta"),
+    (STATUS_LABELS[UNAVAILABLE], "dim"),
+    (STATUS_LABELS[STOPPED], "cyan"),
+)
 
 
-def _gib(value: Any) -> str:
-    return "-" if value is None or pd.isna(value) else f"{value:.2f}"
+def _cell(value) -> Text:
+    text = fmt(value)
+    style = next((style for word, style in CELL_STYLES if text.startswith(word) or text.endswith(word)), "")
+    return Text(text, style=style)
+
+
+def rich_table(df: pd.DataFrame, title: str = "") -> Table:
+    """A people's table (columns of words and figures) as a rich Table."""
+    table = Table(title=title or None, title_justify="left")
+    for column in df.columns:
+        numeric = pd.api.types.is_numeric_dtype(df[column])
+        table.add_column(str(column), justify="right" if numeric else "left")
+    for row in df.itertuples(index=False):
+        table.add_row(*(_cell(v) for v in row))
+    return table
 
 
 def frontier_table(df: pd.DataFrame, title: str = "Feasibility frontier") -> Table:
-    """The frontier (report.frontier) as a rich Table: peaks by outcome.peak_memory (GPU, else RSS)."""
-    table = Table(title=title)
-    for column in (
-        "framework",
-        "mode",
-        "model",
-        "quant",
-        "largest fit",
-        "peak GiB",
-        "smallest oom",
-        "peak GiB",
-        "done/oom/pruned",
-    ):
-        table.add_column(column, justify="right" if column in ("peak GiB", "done/oom/pruned") else "left")
-    for r in df.itertuples(index=False):
-        fit, _ = outcome.peak_memory(
-            {"peak_device_gib": r.fit_peak_device_gib, "peak_rss_gib": r.fit_peak_rss_gib}
-        )
-        oom, _ = outcome.peak_memory(
-            {"peak_device_gib": r.oom_peak_device_gib, "peak_rss_gib": r.oom_peak_rss_gib}
-        )
-        table.add_row(
-            str(r.framework),
-            str(r.mode),
-            str(r.model),
-            str(r.quantization),
-            "[red]none fit[/red]" if pd.isna(r.largest_fit) else r.largest_fit,
-            _gib(fit),
-            "[green]no oom[/green]" if pd.isna(r.smallest_oom) else r.smallest_oom,
-            _gib(oom),
-            f"{r.completed}/{r.oom}/{r.pruned}",
-        )
-    return table
+    """The frontier (report.frontier) as a rich Table: frontier_view's columns, as in report.md/html."""
+    return rich_table(frontier_view(df), title)

@@ -10,15 +10,23 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from rich.console import Console
 
 from orchestrator.report._configs import aggregate_repeats
-from orchestrator.report._content import build_blocks
+from orchestrator.report._content import ReportData, build_blocks
 from orchestrator.report._document import render_markdown
-from orchestrator.report._feasibility import feasibility_matrix, infer_budget_gib
+from orchestrator.report._feasibility import (
+    FRONTIER_COLUMNS,
+    feasibility_matrix,
+    frontier,
+    infer_budget_gib,
+    matrix_views,
+)
 from orchestrator.report._html import render_html
 from orchestrator.report._outputs import SweepOutputs, load_outputs, summary_table, trial_steps
-from orchestrator.report._terminal import feasibility_tables
+from orchestrator.report._stacks import BASE, OTHER, STACK_NAMES, comparison_view, stack_comparison
+from orchestrator.report._terminal import frontier_table, rich_table
 
 PLOT_PREFIXES = ("feasibility_", "curves_", "throughput", "memory_vs_completions")
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -62,7 +70,8 @@ def write_report(
     budget_gib: float | None = None,
     outputs: SweepOutputs | None = None,
 ) -> dict:
-    """Write summary.csv, report.md, report.html and plots/*.png into output_dir; print the matrix.
+    """Write summary.csv, report.md, report.html and plots/*.png into output_dir; print the report's
+    answer (the frontier, the side-by-side matrices, the stack comparison) to `console`.
 
     outputs: the sweep's Parquet already loaded (load_outputs(output_dir)), so a caller that needs them
     too reads them once. Returns {"summary_csv", "report_md", "report_html": Path, "plots": [Path, ...]}.
@@ -104,7 +113,10 @@ def write_report(
             with _space_for(path, out):
                 plot_paths["curves"][str(trial["trial_key"])] = trial_curves(trial, steps, path)
 
-    blocks = build_blocks(outputs, summary, ranked, grids, plot_paths, budget)
+    fits = frontier(outputs.trials, budget) if grids else pd.DataFrame(columns=list(FRONTIER_COLUMNS))
+    comparison = stack_comparison(ranked, outputs.trials)
+    data = ReportData(outputs, summary, ranked, grids, fits, comparison, plot_paths, budget)
+    blocks = build_blocks(data)
     report_md = out / "report.md"
     with _space_for(report_md, out):
         report_md.write_text(render_markdown(blocks, out))
@@ -112,10 +124,10 @@ def write_report(
     with _space_for(report_html, out):
         report_html.write_text(render_html(blocks, f"Sweep report: {outputs.sweep_name}"))
 
-    for table in feasibility_tables(grids):
-        console.print(table)
     if not grids:
         console.print(f"No trials in {out / 'trials.parquet'}.")
+    else:
+        _print_answer(console, fits, grids, comparison)
     console.print(f"Report: {report_html}")
     all_plots = [p for p in [*plot_paths["feasibility"].values(), plot_paths["throughput"], plot_paths["memory"],
                              *plot_paths["curves"].values()] if p]  # fmt: skip
@@ -125,3 +137,16 @@ def write_report(
         "report_html": report_html,
         "plots": all_plots,
     }
+
+
+def _print_answer(console: Console, fits, grids, comparison) -> None:
+    """The report's first sections on the terminal, the same tables as report.md and report.html."""
+    console.print(frontier_table(fits))
+    for view in matrix_views(grids):
+        console.print(rich_table(view.table, view.model))
+        console.print(view.caption, markup=False)  # under the table, the console's width, not the table's
+    if len(comparison):
+        base, other = STACK_NAMES[BASE], STACK_NAMES[OTHER]
+        console.print(
+            rich_table(comparison_view(comparison), f"{other} against {base} (ratios {other} ÷ {base})")
+        )

@@ -1,4 +1,5 @@
-"""report.html rendered by a real browser (headless Chromium): the page draws text, tables and images.
+"""report.html rendered by a real browser (headless Chromium): the page opens on the feasibility frontier
+and draws text, tables and images.
 
 Chromium comes from Debian's `chromium` package. If it is missing, the test installs it when it runs
 as root with apt-get available (set RLSWEEP_INSTALL_CHROMIUM=0 to forbid that), else it skips and
@@ -16,7 +17,9 @@ import pytest
 from PIL import Image
 from rich.console import Console
 
-from orchestrator.report import write_report
+from orchestrator.report import frontier, write_report
+from orchestrator.report._feasibility import frontier_view
+from tests.helpers.html_outline import outline
 from tests.helpers.synthetic_sweep import write_synthetic_sweep
 
 INSTALL_TIMEOUT_S = 600
@@ -50,8 +53,14 @@ def _chromium() -> str:
 def test_report_html_renders_in_headless_chromium(tmp_path):
     chromium = _chromium()
     out = tmp_path / "sweep"
-    write_synthetic_sweep(out)
+    trials = write_synthetic_sweep(out)
     paths = write_report(out, console=Console(record=True, width=160))
+    # The page opens on the answer: its first section heading and first table are the frontier.
+    page = outline(paths["report_html"].read_text())
+    first_table = next(header for tag, header in page.items if tag == "table")
+    assert next(text for tag, text in page.items if tag == "h2") == "What fits: the feasibility frontier"
+    assert first_table == list(frontier_view(frontier(trials, 16.0)).columns)
+    assert page.items.index(("table", first_table)) == 2  # right under the title and that heading
     shot = tmp_path / "report.png"
     # A private profile dir keeps the run from touching the user's Chromium profile.
     command = [
@@ -62,13 +71,13 @@ def test_report_html_renders_in_headless_chromium(tmp_path):
         "--hide-scrollbars",
         f"--user-data-dir={tmp_path / 'profile'}",
         f"--screenshot={shot}",
-        "--window-size=1200,2000",
+        "--window-size=1200,4000",  # the answer's tables, then the heatmaps
         paths["report_html"].resolve().as_uri(),
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=RENDER_TIMEOUT_S, cwd=tmp_path)
     assert shot.is_file(), f"chromium wrote no screenshot (rc {done.returncode}): {done.stderr[-800:]}"
     with Image.open(shot) as image:
-        assert image.size == (1200, 2000)
+        assert image.size == (1200, 4000)
         pixels = np.asarray(image.convert("RGB"), dtype=float)
     assert pixels.std() > 10  # not a blank page
     # Colour beyond grey text means the embedded plots and status cells were drawn.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import re
 from pathlib import Path
 
@@ -15,8 +16,15 @@ from rich.console import Console
 
 from orchestrator.report import load_outputs, summary_metrics, write_report
 from orchestrator.report._configs import aggregate_repeats
-from orchestrator.report._feasibility import feasibility_matrix, infer_budget_gib
-from orchestrator.report._terminal import feasibility_tables
+from orchestrator.report._content import ranked_table
+from orchestrator.report._feasibility import (
+    feasibility_matrix,
+    frontier,
+    frontier_view,
+    infer_budget_gib,
+    matrix_views,
+)
+from tests.helpers.html_outline import outline
 from tests.helpers.images import assert_varied_png
 from tests.helpers.synthetic_sweep import GRID, trial_key, write_synthetic_sweep
 
@@ -118,27 +126,47 @@ def test_feasibility_matrix_cells_hold_peaks_and_outcomes(gpu_report):
     assert trl.labels.loc[4, 2] == "OOM" and trl.statuses.loc[4, 2] == "oom"
     assert trl.labels.loc[8, 2] == "pruned"
     assert trl.labels.loc[8, 1] == ""  # never planned
-    assert trl.fits(2, 1) and not trl.fits(4, 2)
+    assert not trl.over_budget(2, 1)  # every peak is under the 16 GiB card
     assert grids[("unsloth", "grpo")].labels.loc[8, 2] == "failed"
     assert grids[("unsloth", "gspo")].labels.loc[2, 1] == "unavailable"
     assert grids[("trl", "gspo")].labels.loc[2, 1] == "stopped"
     assert trl.memory_kind == "GPU"
-    for word in ("OOM", "pruned", "failed", "unavailable", "stopped", "fits in 16 GiB"):
+    for word in ("OOM", "pruned", "failed", "unavailable", "stopped", "Budget 16 GiB: 0 completed"):
         assert word in printed
 
 
-def test_budget_marks_what_fits(tmp_path):
+def test_a_budget_marks_the_completed_cells_over_it_as_not_fitting(tmp_path):
     trials = write_synthetic_sweep(tmp_path)
     assert infer_budget_gib(trials) == trials["gpu_total_gib"].min()
-    lowest = trials["peak_device_gib"].dropna().min()
-    grid = next(
-        g for g in feasibility_matrix(trials, budget_gib=lowest) if g.framework == "trl" and g.mode == "grpo"
+    lowest = trials.loc[trials["status"] == "completed", "peak_device_gib"].min()
+    grids = feasibility_matrix(trials, budget_gib=lowest)
+    completed = trials[trials["status"] == "completed"]
+    over_cells = completed[completed["peak_device_gib"] > lowest].drop_duplicates(
+        ["framework", "mode", "num_generations", "batch_size"]
     )
-    fitting = [(k, b) for k in grid.values.index for b in grid.values.columns if grid.fits(k, b)]
-    assert all(grid.values.loc[k, b] <= lowest for k, b in fitting)
+    marked = [(g.framework, g.mode, k, b) for g in grids for k in g.values.index for b in g.values.columns
+              if g.over_budget(k, b)]  # fmt: skip
+    assert sorted(marked) == sorted(
+        zip(
+            over_cells.framework,
+            over_cells["mode"],
+            over_cells.num_generations,
+            over_cells.batch_size,
+            strict=True,
+        )
+    )
+    (view,) = matrix_views(grids)
+    cells = view.table.drop(columns="K × B").to_numpy().ravel()
+    assert sum(str(c).endswith(": over budget") for c in cells) == len(marked)
+    assert f"Budget {lowest:g} GiB: {len(marked)} completed configuration(s) over it" in view.caption
+    # report.md, report.html and the terminal all mark them
     console = _console()
-    console.print(*feasibility_tables([grid]))
-    assert f"fits in {lowest:g} GiB: {len(fitting)} of 5" in console.export_text()
+    paths = write_report(tmp_path, console=console, budget_gib=lowest)
+    md, page = paths["report_md"].read_text(), paths["report_html"].read_text()
+    matrix = md.split("## What fits: every configuration")[1].split("\n## ")[0]
+    assert matrix.count(": over budget") == len(marked)
+    assert page.count('<td class="over">') >= len(marked)
+    assert console.export_text().count(": over budget") >= len(marked)
     emulated = trials.assign(effective_config='{"memory_budget_gib": 6.0, "seed": 1}')
     assert infer_budget_gib(emulated) == 6.0
 
@@ -311,7 +339,8 @@ def test_configurations_that_fit_the_budget_rank_first_and_the_others_are_marked
     md = write_report(out, console=_console(), budget_gib=budget)["report_md"].read_text()
     header = next(line for line in md.splitlines() if line.startswith("| Rank"))
     assert f"| Fits {budget:g} GiB |" in header
-    assert md.count("NO: over budget") == (~ranked["fits"].astype(bool)).sum()
+    fastest = md.split("## Fastest configurations")[1].split("\n## ")[0]
+    assert fastest.count("| no: over budget |") == (~ranked["fits"].astype(bool)).sum()
 
 
 def test_a_cpu_run_names_no_gpu_rather_than_calling_the_cpu_a_gpu():
@@ -351,3 +380,47 @@ def test_curves_join_the_steps_that_measured_a_figure_across_steps_that_did_not(
     reward, loss = drawn["axes"][0], drawn["axes"][1]
     assert list(reward.lines[0].get_xdata()) == [1.0, 3.0]  # one line through both rewards
     assert list(loss.lines[0].get_xdata()) == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_the_report_opens_on_the_frontier_then_the_side_by_side_matrix(gpu_report):
+    out, trials, paths, printed = gpu_report
+    page = outline(paths["report_html"].read_text())
+    columns = list(frontier_view(frontier(trials, 16.0)).columns)
+    # the title, then the frontier's heading and its table before anything else
+    assert page.items[0] == ("h1", "Sweep report: synthetic")
+    assert page.items[1:3] == [("h2", "What fits: the feasibility frontier"), ("table", columns)]
+    assert page.items[3:6] == [
+        ("h2", "What fits: every configuration, the stacks side by side"),
+        ("h3", "Qwen/Qwen2.5-0.5B-Instruct"),
+        # one matrix per model: TRL and Unsloth next to each other within each mode
+        ("table", ["K × B", "grpo · trl", "grpo · unsloth", "gspo · trl", "gspo · unsloth"]),
+    ]
+    assert page.items[6] == ("h2", "Unsloth against TRL")
+    assert all(page.scrolling)  # every table scrolls inside its box when wider than the window
+    md = paths["report_md"].read_text()
+    assert md.index("## What fits: the feasibility frontier") < md.index(
+        "| Framework | Mode | Largest that fits |"
+    )
+    assert md.index("| Framework | Mode | Largest that fits |") < md.index("## Fastest configurations")
+    # the terminal opens on the same frontier table, then the matrix and the comparison
+    assert printed.index("Feasibility frontier") < printed.index("grpo · unsloth") < printed.index("Report:")
+    assert "Largest that fits" in printed and "Unsloth against TRL" in printed
+
+
+def test_the_fastest_table_names_seeds_in_words_and_no_setting_that_follows_from_k_and_b(tmp_path):
+    grid = [("trl", "grpo", 2, 1, 1, "completed", 3), ("trl", "grpo", 2, 1, 2, "completed", 3),
+            ("trl", "grpo", 4, 1, 1, "completed", 3)]  # fmt: skip
+    trials = write_synthetic_sweep(tmp_path, grid=grid)
+    # What a trainer reads back: TRL's own names of K and B vary with them, and say nothing new.
+    trials["effective_config"] = [
+        json.dumps({"seed": int(t.seed), "num_generations": int(t.num_generations),
+                    "completions_per_step": int(t.num_generations * t.batch_size), "learning_rate": 2e-4})
+        for t in trials.itertuples()
+    ]  # fmt: skip
+    trials.to_parquet(tmp_path / "trials.parquet")
+    ranked = aggregate_repeats(load_outputs(tmp_path))
+    assert set(ranked["other"]) == {""}
+    table = ranked_table(ranked).set_index("K")
+    assert "Other settings" not in table.columns
+    assert (table.loc[2, "Seeds"], table.loc[4, "Seeds"]) == ("2 seeds (1, 2)", "seed 1")
+    assert "Peak memory, GPU (NVML), GiB" in table.columns

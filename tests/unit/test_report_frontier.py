@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from orchestrator.report import frontier, frontier_table
-from orchestrator.report._feasibility import FRONTIER_COLUMNS
+from orchestrator.report._feasibility import FRONTIER_COLUMNS, NO_ANSWER, frontier_view
 
 
 def trials_frame() -> pd.DataFrame:
@@ -84,8 +84,30 @@ def test_frontier_table_renders_every_group():
     console = Console(file=io.StringIO(), width=200, color_system=None)
     console.print(frontier_table(frontier(trials_frame())))
     text = console.file.getvalue()
-    assert "Feasibility frontier" in text and "K=4 B=1" in text and "none fit" in text and "3/2/1" in text
-    assert "0.74" in text and "1.12" in text
+    assert "Feasibility frontier" in text and "K=4 B=1" in text and "none fit" in text and "3 / 2 / 1" in text
+    assert "0.74 GiB" in text and "1.12 GiB" in text and "RSS (CPU run)" in text
+
+
+def test_a_budget_puts_a_completed_configuration_over_it_on_the_side_that_does_not_fit():
+    df = frontier(trials_frame(), budget_gib=0.72)
+    trl = df[(df.framework == "trl") & (df.model == "tiny")].iloc[0]
+    # K=2 B=2 (0.70 GiB) fits; K=4 B=1 completed at 0.74 GiB, over 0.72: the smallest that does not fit
+    assert trl.largest_fit == "K=2 B=2 (4 completions/step)" and trl.fit_peak_gib == 0.70
+    assert trl.smallest_oom == "K=4 B=1 (4 completions/step)" and trl.oom_peak_gib == 0.74
+    assert trl.oom_over_budget and "0.74 GiB passed the 0.72 GiB budget" in trl.oom_detail
+    assert (trl.fit_memory_kind, trl.oom_memory_kind) == ("RSS", "RSS")
+    view = frontier_view(df).set_index(["Framework", "Model"]).loc[("trl", "tiny")]
+    assert view["Smallest that does not"] == "K=4 B=1 (4 completions/step): over budget"
+    assert (view["Its peak"], view["Peak there"], view["Memory"]) == ("0.70 GiB", "0.74 GiB", "RSS (CPU run)")
+    # Without a budget the same rows split by outcome only.
+    plain = frontier(trials_frame()).set_index(["framework", "model"]).loc[("trl", "tiny")]
+    assert plain.smallest_oom == "K=4 B=2 (8 completions/step)" and not plain.oom_over_budget
+
+
+def test_a_group_that_neither_completed_nor_ran_out_of_memory_says_so():
+    rows = trials_frame().assign(status="failed")
+    view = frontier_view(frontier(rows))
+    assert set(view["Largest that fits"]) == set(view["Smallest that does not"]) == {NO_ANSWER}
 
 
 def test_frontier_labels_a_micro_batch_only_where_it_is_not_b_times_k():

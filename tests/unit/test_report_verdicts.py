@@ -7,8 +7,7 @@ import yaml
 from rich.console import Console
 
 from orchestrator.report import load_outputs, write_report
-from orchestrator.report._feasibility import feasibility_matrix
-from orchestrator.report._terminal import feasibility_tables
+from orchestrator.report._feasibility import feasibility_matrix, matrix_views
 from orchestrator.verdict import VerdictSettings, judge
 from tests.helpers.synthetic_sweep import write_synthetic_sweep
 
@@ -81,4 +80,4 @@ def test_no_mark_and_no_note_when_every_completed_trial_is_ok(tmp_path):
     grids = feasibility_matrix(load_outputs(tmp_path).trials)
     assert all(g.verdict_note == "" for g in grids)
     assert not any("⚠" in str(label) for g in grids for label in g.labels.to_numpy().ravel())
-    assert all(t.caption.count("\n") == 0 for t in feasibility_tables(grids))
+    assert all("⚠" not in view.caption for view in matrix_views(grids))

@@ -1,0 +1,80 @@
+"""The report's figures read back from matplotlib: text legible at the size report.html shows them,
+memory axes from 0, the memory plot's ticks at the B×K values the sweep ran."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+from matplotlib.text import Text
+from rich.console import Console
+
+from orchestrator.report import write_report
+from orchestrator.report._html import HTML_STYLE
+from orchestrator.report._plots import DPI, trial_curves
+from tests.helpers.synthetic_sweep import write_synthetic_sweep
+
+MIN_PX = 10
+
+
+def _keep_figures(monkeypatch) -> dict[str, Figure]:
+    """Every figure saved from now on, by file name, as drawn."""
+    figures: dict[str, Figure] = {}
+    original = Figure.savefig
+
+    def keep(fig, path, *args, **kwargs):
+        result = original(fig, path, *args, **kwargs)
+        figures[str(path).rsplit("/", 1)[-1]] = fig
+        return result
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    return figures
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """A report of the synthetic sweep under a 5 GiB budget: its trials and its figures."""
+    out = tmp_path_factory.mktemp("plots")
+    trials = write_synthetic_sweep(out)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        figures = _keep_figures(monkeypatch)
+        write_report(out, console=Console(quiet=True), budget_gib=5.0)
+    return trials, figures
+
+
+def test_every_text_is_at_least_10_px_where_the_page_shows_it(report):
+    trials, drawn = report
+    page_px = int(re.search(r"max-width: (\d+)px", HTML_STYLE).group(1))  # the page's widest column
+    assert {"throughput.png", "memory_vs_completions.png"} <= set(drawn)
+    assert (
+        sum(name.startswith("feasibility_") for name in drawn)
+        == trials.groupby(["framework", "mode"]).ngroups
+    )
+    for name, fig in drawn.items():
+        width_px = fig.get_size_inches()[0] * DPI
+        shown = min(1.0, page_px / width_px)  # the browser shrinks a wider image to the column
+        for text in fig.findobj(Text):
+            if text.get_visible() and text.get_text().strip():
+                px = text.get_fontsize() * DPI / 72 * shown
+                assert px >= MIN_PX, f"{name}: {text.get_text()!r} is {px:.1f} px"
+
+
+def test_memory_axes_start_at_zero_and_ticks_sit_at_the_data(report, tmp_path, monkeypatch):
+    trials, drawn = report
+    memory = drawn["memory_vs_completions.png"].axes[0]
+    assert memory.get_ylim()[0] == 0
+    plotted = trials[trials["status"].isin(["completed", "oom"])]
+    expected = sorted(set(plotted["num_generations"] * plotted["batch_size"]))
+    assert list(memory.get_xticks()) == expected
+
+    # A flat 0.698–0.704 GiB RSS must not fill the memory panel as a ramp.
+    curves = _keep_figures(monkeypatch)
+    steps = pd.DataFrame({"step": [1, 2, 3], "rss_peak_gib": [0.698, 0.701, 0.704], "probe": [False] * 3})
+    trial_curves(pd.Series({"trial_key": "t", "status": "completed"}), steps, tmp_path / "curves.png")
+    panel = curves["curves.png"].axes[3]
+    low, high = panel.get_ylim()
+    assert low == 0 and high >= 0.704
+    assert np.ptp(panel.lines[0].get_ydata()) / (high - low) < 0.05

@@ -1,0 +1,15 @@
+"""`rlsweep trial`'s per-step line names the memory its peak is."""
+
+from orchestrator.cli import _step_line
+from trainers.spec import TrialSpec
+
+
+def test_the_step_line_labels_the_peak_with_the_memory_it_measured():
+    spec = TrialSpec(max_steps=3)
+    gpu = {"step": 1, "device_peak_gib": 5.5, "torch_peak_reserved_gib": 5.0, "rss_peak_gib": 1.25}
+    assert _step_line(spec, gpu).endswith("peak 5.50 GiB GPU (NVML)")
+    assert _step_line(spec, {"step": 1, "torch_peak_reserved_gib": 5.0}).endswith(
+        "peak 5.00 GiB torch reserved"
+    )
+    assert _step_line(spec, {"step": 2, "rss_peak_gib": 0.7}).endswith("peak 0.70 GiB RSS (CPU run)")
+    assert _step_line(spec, {"step": 3}).endswith("peak -")
