@@ -9,6 +9,8 @@ UNSLOTH_VERSION := 2026.10.9
 # What `import unsloth` needs when its declared dependencies are skipped (CPU hosts).
 UNSLOTH_LIGHT_DEPS := requests msgspec einops sentencepiece protobuf pillow tyro wheel
 PYTEST_ARGS ?=
+# The default MLflow store of sweeps under outputs/ (mlflow.db next to the output dir).
+MLFLOW_STORE ?= sqlite:///outputs/mlflow.db
 
 .PHONY: setup sweep test test-all ui submit gpu-check bench lint format clean
 
@@ -38,10 +40,12 @@ sweep: setup
 test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
+# make ui MLFLOW_STORE=sqlite:////abs/path/mlflow.db for a sweep whose output dir is elsewhere
 ui: setup
-	@echo "MLflow UI at http://127.0.0.1:5000 (store: sqlite:///outputs/mlflow.db); Ctrl-C stops it"
+	@echo "MLflow UI at http://127.0.0.1:5000 (store: $(MLFLOW_STORE)); Ctrl-C stops it. Runs of each sweep:"
+	@$(PY) -c "from orchestrator.tracking import print_runs_urls; print_runs_urls('$(MLFLOW_STORE)')"
 	MLFLOW_DISABLE_TELEMETRY=true MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false \
-	  $(VENV)/bin/mlflow ui --host 127.0.0.1 --port 5000 --workers 1 --backend-store-uri sqlite:///outputs/mlflow.db
+	  $(VENV)/bin/mlflow ui --host 127.0.0.1 --port 5000 --workers 1 --backend-store-uri $(MLFLOW_STORE)
 
 # make submit RAY_ADDRESS=http://HEAD:8265 SWEEP=sweeps/x.yaml OUTPUT_DIR=s3://bucket/x MLFLOW_TRACKING_URI=http://HOST:5000
 submit: setup
