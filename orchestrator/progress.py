@@ -106,8 +106,12 @@ class Progress:
         with self.lock:
             running = [(key, dict(info)) for key, info in self.running.items()]
         return [
-            f"  {key}: running {duration(now - info['t0'])}, step {info.get('step') or 0}/"
-            f"{info.get('max_steps') or '?'}, ETA {eta(info)}"
+            f"  {key}: running {duration(now - info['t0'])}, "
+            + (
+                f"step {info['step']}/{info.get('max_steps') or '?'}, ETA {eta(info)}"
+                if info.get("step")
+                else "no step yet (starting the trainer: model build, first generation)"
+            )
             for key, info in running
             if now - info["t0"] >= self.heartbeat
         ]
