@@ -232,6 +232,7 @@ def cmd_trial(args: argparse.Namespace) -> int:
     output = Path(args.output_dir or Path("outputs") / "trials" / spec.trial_key).resolve()
     output.mkdir(parents=True, exist_ok=True)
     console.print(f"trial {spec.trial_key} -> {output}")
+    console.print("starting the trainer: model build, then the first generation (no step line until then)")
 
     def show(kind: str, row: dict[str, Any]) -> None:
         if kind == STEP:

@@ -128,8 +128,9 @@ class Progress:
             info = self.running.setdefault(
                 spec.trial_key, {"max_steps": spec.max_steps, "t0": time.monotonic()}
             )
+            peak, kind = peak_memory(row)
             info.update(
-                step=row.get("step"), tokens_per_s=row.get("tokens_per_s"), peak_gib=peak_memory(row)[0]
+                step=row.get("step"), tokens_per_s=row.get("tokens_per_s"), peak_gib=peak, peak_kind=kind
             )
             if row.get("step_s") is not None and not row.get("probe"):
                 info.setdefault("step_s", []).append(row["step_s"])
@@ -158,14 +159,14 @@ class Progress:
             f"({duration(time.monotonic() - self.t0)})",
             title_justify="left",
         )
-        for column in ("running trial", "step", "tokens/s", "peak GiB", "ETA"):
+        for column in ("running trial", "step", "tokens/s", "peak GiB (what was measured)", "ETA"):
             table.add_column(column)
         for key, info in running:
             table.add_row(
                 key,
                 f"{info.get('step') or 0}/{info.get('max_steps') or '?'}",
                 _fmt(info.get("tokens_per_s"), ".0f"),
-                _fmt(info.get("peak_gib")),
+                _fmt(info.get("peak_gib")) + (f" {info['peak_kind']}" if info.get("peak_kind") else ""),
                 eta(info),
             )
         return table
