@@ -11,6 +11,7 @@ import csv
 import dataclasses
 import importlib.metadata
 import json
+import logging
 import shlex
 import sys
 from pathlib import Path
@@ -112,6 +113,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"{args.sweep}: no such file; give a sweep YAML file (e.g. sweeps/cpu-smoke.yaml)", markup=False
         )
         return 2
+    # Tune's notices that a callback was slow (the recorder writes Parquet and MLflow as a trial ends)
+    # speak of Tune's internals, not of the sweep.
+    logging.getLogger("ray.tune.utils.util").setLevel(logging.ERROR)
     if args.dry_run:
         return cmd_validate(
             argparse.Namespace(files=[args.sweep], set=args.set, output_dir=args.output_dir, list=True)
