@@ -287,9 +287,10 @@ def cmd_sync_mlflow(args: argparse.Namespace) -> int:
     from orchestrator.tracking import MlflowSink
 
     output = Path(args.output_dir).resolve()
-    if not (output / "trials.parquet").exists():
-        out.print(f"{output}: no trials.parquet; is this a sweep's output dir?", markup=False)
-        return 2
+    for name in ("trials.parquet", "sweep.yaml"):
+        if not (output / name).exists():
+            out.print(f"{output}: no {name}; give a sweep's output dir (it holds both)", markup=False)
+            return 2
     sweep = load_sweep(output / "sweep.yaml")
     uri = args.tracking_uri or sweep.tracking_uri(output)
     sink = MlflowSink(uri, sweep.experiment_name(), output, sweep.name, goes_on="the sync stops")
