@@ -228,7 +228,9 @@ def test_sigkill_driver_then_resume(ray_fake_gpus, tmp_path):
     assert sorted(steps.groupby("trial_key").size().tolist()) == [4, 4, 4], "nothing lost, nothing doubled"
     client, parents, children = trial_runs(uri, "killresume")
     assert len(parents) == 1
-    assert sorted(r.data.tags["rlsweep.trial_key"] for r in children) == sorted(trials.trial_key), "one MLflow run per trial"
+    assert sorted(r.data.tags["rlsweep.trial_key"] for r in children) == sorted(trials.trial_key), (
+        "one MLflow run per trial"
+    )
 
 
 def test_a_piped_run_talks_while_it_runs_then_ctrl_c_stops_it_cleanly_and_says_how_to_resume(tmp_path):
