@@ -12,6 +12,8 @@ PYTEST_ARGS ?=
 # The suite's trainer and Ray tests keep about one core busy each: one worker per core, a file per worker
 # at a time (module fixtures are built once).
 TEST_WORKERS ?= 2
+# The default MLflow store of sweeps under outputs/ (mlflow.db next to the output dir).
+MLFLOW_STORE ?= sqlite:///outputs/mlflow.db
 
 .PHONY: setup sweep test test-all ui submit gpu-check bench lint format clean
 
@@ -41,10 +43,12 @@ sweep: setup
 test: setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
+# make ui MLFLOW_STORE=sqlite:////abs/path/mlflow.db for a sweep whose output dir is elsewhere
 ui: setup
-	@echo "MLflow UI at http://127.0.0.1:5000 (store: sqlite:///outputs/mlflow.db); Ctrl-C stops it"
+	@echo "MLflow UI at http://127.0.0.1:5000 (store: $(MLFLOW_STORE)); Ctrl-C stops it. Runs of each sweep:"
+	@$(PY) -c "from orchestrator.tracking import print_runs_urls; print_runs_urls('$(MLFLOW_STORE)')"
 	MLFLOW_DISABLE_TELEMETRY=true MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false \
-	  $(VENV)/bin/mlflow ui --host 127.0.0.1 --port 5000 --workers 1 --backend-store-uri sqlite:///outputs/mlflow.db
+	  $(VENV)/bin/mlflow ui --host 127.0.0.1 --port 5000 --workers 1 --backend-store-uri $(MLFLOW_STORE)
 
 # make submit RAY_ADDRESS=http://HEAD:8265 SWEEP=sweeps/x.yaml OUTPUT_DIR=s3://bucket/x MLFLOW_TRACKING_URI=http://HOST:5000
 submit: setup

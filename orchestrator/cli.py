@@ -1,11 +1,17 @@
-"""`rlsweep` command line: run, validate, trial, sync-mlflow (report, compare, submit, gpu-check: see COMMANDS)."""
+"""rlsweep: sweep GRPO/GSPO trials (TRL, Unsloth) over K, B and stacks; measure memory and speed.
+
+Exit codes, every verb: 0 done; 1 ran and something failed (a trial, a check, MLflow); 2 the input was
+refused (a missing file or folder, invalid settings); 130 interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
 import csv
 import dataclasses
+import importlib.metadata
 import json
+import logging
 import shlex
 import sys
 from pathlib import Path
@@ -19,6 +25,7 @@ from orchestrator.guard import GuardSettings
 from orchestrator.outcome import MEMORY_LABELS, peak_memory
 from orchestrator.submit import add_submit
 from orchestrator.verdict import STOPPABLE, VerdictSettings, stop_check
+from tasks.names import did_you_mean
 from trainers.events import STARTED, STEP
 from trainers.spec import BOOKKEEPING, KNOBS, TrialSpec
 
@@ -35,8 +42,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from orchestrator.plan import plan
     from orchestrator.sweep import SweepError, load_sweep
 
-    failed = False
+    failed = refused = False
     for path in args.files:
+        if not Path(path).is_file():
+            refused = True
+            out.print(f"[red]{path}: no such file[/red]; give a sweep YAML file (e.g. sweeps/cpu-smoke.yaml)")
+            continue
         try:
             sweep = load_sweep(path, args.set)
             result = plan(sweep)
@@ -57,7 +68,35 @@ def cmd_validate(args: argparse.Namespace) -> int:
         out.print(f"[green]{path}: ok[/green], {len(result.trials)} trials ({axes}) -> {output_dir}")
         for warning in result.warnings:
             out.print(f"  warning: {warning}", markup=False)
-    return 1 if failed else 0
+        if args.list:
+            print_plan(result.trials, output_dir)
+    return 2 if refused else 1 if failed else 0
+
+
+def print_plan(trials: list[TrialSpec], output_dir) -> None:
+    """The planned trials in order, each with its estimated duration (orchestrator.plan.estimate_durations)."""
+    from rich.table import Table
+
+    from orchestrator.progress import duration, estimate_durations
+
+    estimates = estimate_durations(trials, output_dir)
+    table = Table(title=f"{len(trials)} planned trials", title_justify="left")
+    for column in ("#", "trial", "framework", "mode", "model", "K", "B", "steps", "estimated"):
+        table.add_column(column, justify="right" if column in ("#", "K", "B", "steps") else "left")
+    for i, spec in enumerate(trials, 1):
+        seconds, basis = estimates[spec.trial_key]
+        table.add_row(
+            str(i), spec.trial_key, spec.framework, spec.mode, spec.model, str(spec.num_generations),
+            str(spec.batch_size), str(spec.max_steps), "unknown" if seconds is None else f"{duration(seconds)} ({basis})",
+        )  # fmt: skip
+    out.print(table)
+    known = [s for s, _ in estimates.values() if s is not None]
+    if known:
+        out.print(
+            f"estimated total: {duration(sum(known))} for {len(known)} of {len(trials)} trials, run one at a time"
+        )
+    else:
+        out.print("estimated total: unknown (no trial of this sweep has run in its output dir yet)")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -69,6 +108,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     from orchestrator.runlock import OutputDirBusy
     from orchestrator.sweep import SweepError, load_sweep
 
+    if not Path(args.sweep).is_file():
+        out.print(
+            f"{args.sweep}: no such file; give a sweep YAML file (e.g. sweeps/cpu-smoke.yaml)", markup=False
+        )
+        return 2
+    # Tune's notices that a callback was slow (the recorder writes Parquet and MLflow as a trial ends)
+    # speak of Tune's internals, not of the sweep.
+    logging.getLogger("ray.tune.utils.util").setLevel(logging.ERROR)
+    if args.dry_run:
+        return cmd_validate(
+            argparse.Namespace(files=[args.sweep], set=args.set, output_dir=args.output_dir, list=True)
+        )
     try:
         sweep = load_sweep(args.sweep, args.set)
         outcome = run_sweep(sweep, output_dir=args.output_dir, console=console, report_to=out)
@@ -78,7 +129,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ReportDiskFull as exc:
         console.print(f"report: {exc.strerror}", markup=False, style="red")
         return 1
-    counts = ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items()))
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items())) or "none"
     console.print(f"trials: {counts}")
     console.print(f"results: {outcome.output_dir}/trials.parquet, steps in {outcome.output_dir}/steps/")
     if outcome.interrupted:
@@ -186,6 +237,7 @@ def cmd_trial(args: argparse.Namespace) -> int:
     output = Path(args.output_dir or Path("outputs") / "trials" / spec.trial_key).resolve()
     output.mkdir(parents=True, exist_ok=True)
     console.print(f"trial {spec.trial_key} -> {output}")
+    console.print("starting the trainer: model build, then the first generation (no step line until then)")
 
     def show(kind: str, row: dict[str, Any]) -> None:
         if kind == STEP:
@@ -236,12 +288,13 @@ def cmd_sync_mlflow(args: argparse.Namespace) -> int:
     from orchestrator.tracking import MlflowSink
 
     output = Path(args.output_dir).resolve()
-    if not (output / "trials.parquet").exists():
-        out.print(f"{output}: no trials.parquet; is this a sweep's output dir?", markup=False)
-        return 2
+    for name in ("trials.parquet", "sweep.yaml"):
+        if not (output / name).exists():
+            out.print(f"{output}: no {name}; give a sweep's output dir (it holds both)", markup=False)
+            return 2
     sweep = load_sweep(output / "sweep.yaml")
-    uri = args.tracking_uri or sweep.tracking_uri()
-    sink = MlflowSink(uri, sweep.experiment_name(), output, sweep.name)
+    uri = args.tracking_uri or sweep.tracking_uri(output)
+    sink = MlflowSink(uri, sweep.experiment_name(), output, sweep.name, goes_on="the sync stops")
     sink.start_sweep((output / "sweep.yaml").read_text())
     logged = present = 0
     for row in pq.read_table(output / "trials.parquet").to_pylist():
@@ -284,17 +337,26 @@ def _add_set(parser: argparse.ArgumentParser) -> None:
 
 def add_run(sub) -> None:
     p = sub.add_parser("run", help="run a sweep (resumes when the output dir has state)")
-    p.add_argument("sweep", help="sweep YAML file")
+    p.add_argument("sweep", help="sweep YAML file, e.g. sweeps/cpu-smoke.yaml")
     _add_set(p)
     p.add_argument("--output-dir", help="default: the sweep's output_dir, else outputs/<name>")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list the planned trials with an estimated duration each (from the trials already in the "
+        "output dir); nothing runs or is written",
+    )
     p.set_defaults(func=cmd_run)
 
 
 def add_validate(sub) -> None:
     p = sub.add_parser("validate", help="check sweep files; every error at once, nothing runs or is written")
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", metavar="FILE", help="sweep YAML files, e.g. sweeps/*.yaml")
     _add_set(p)
     p.add_argument("--output-dir", help="check this output dir, as `run --output-dir` would use it")
+    p.add_argument(
+        "--list", action="store_true", help="also list the planned trials, as `run --dry-run` does"
+    )
     p.set_defaults(func=cmd_validate)
 
 
@@ -335,8 +397,12 @@ def add_trial(sub) -> None:
 
 def add_sync_mlflow(sub) -> None:
     p = sub.add_parser("sync-mlflow", help="log to MLflow what a sweep's Parquet holds and MLflow lacks")
-    p.add_argument("output_dir")
-    p.add_argument("--tracking-uri", help="default: the sweep's tracking URI")
+    p.add_argument("output_dir", help="a sweep's output dir (holds trials.parquet and sweep.yaml)")
+    p.add_argument(
+        "--tracking-uri",
+        help="default: the sweep's tracking.mlflow_uri, else MLFLOW_TRACKING_URI, else mlflow.db next to "
+        "the output dir",
+    )
     p.set_defaults(func=cmd_sync_mlflow)
 
 
@@ -383,17 +449,28 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from orchestrator.compare import compare_outputs
 
     try:
-        compare_outputs(args.dir_a, args.dir_b, console=out)
+        result = compare_outputs(args.dir_a, args.dir_b, console=None if args.csv or args.json else out)
     except FileNotFoundError as exc:
         console.print(f"[red]{exc}[/red]")
         return 2
+    if args.csv:
+        result.to_csv(sys.stdout, index=False)
+    elif args.json:
+        print(result.to_json(orient="records", indent=1))
     return 0
 
 
 def add_compare(sub) -> None:
-    p = sub.add_parser("compare", help="two sweeps' shared trials side by side, with B/A ratios")
-    p.add_argument("dir_a")
-    p.add_argument("dir_b")
+    p = sub.add_parser(
+        "compare",
+        help="two sweeps' trials side by side, matched on their settings, with B/A ratios; "
+        "unmatched trials with the settings that separate them",
+    )
+    p.add_argument("dir_a", help="sweep output dir A (holds trials.parquet)")
+    p.add_argument("dir_b", help="sweep output dir B; ratios are B / A")
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--csv", action="store_true", help="print the comparison as CSV (one row per trial)")
+    form.add_argument("--json", action="store_true", help="print the comparison as JSON records")
     p.set_defaults(func=cmd_compare)
 
 
@@ -424,15 +501,36 @@ COMMANDS = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rlsweep", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="rlsweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"rlsweep {importlib.metadata.version('rlsweep')}"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in COMMANDS:
         add(sub)
+    parser.verbs = list(sub.choices)
     return parser
 
 
+def unknown_verb(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """The error for a first word that is no verb (`rlsweep reprot`), with the nearest verbs."""
+    verbs = parser.verbs
+    word = next((a for a in argv if not a.startswith("-")), None)
+    if word is None or word in verbs:
+        return None
+    return f"rlsweep: unknown command {word!r}; {did_you_mean(word, verbs)}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    error = unknown_verb(parser, argv)
+    if error:
+        print(error, file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     return args.func(args)
 
 

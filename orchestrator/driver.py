@@ -360,7 +360,7 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
 
     mlflow = None
     if sweep.tracking.enabled:
-        mlflow = MlflowSink(sweep.tracking_uri(), sweep.experiment_name(), out, sweep.name)
+        mlflow = MlflowSink(sweep.tracking_uri(out), sweep.experiment_name(), out, sweep.name)
         mlflow.start_sweep(resolved_yaml(sweep))
     progress = Progress(len(plan.trials), console, done)
     gate = OomGate.load(out / "pruning.json", ledger, sweep.oom.prune_dominated, sweep.oom.wait_for_smaller)

@@ -4,6 +4,7 @@ write the report, and put the report and each trial's summary metrics on MLflow 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -30,8 +31,13 @@ def finish_sweep(
     Raises FileNotFoundError when output_dir holds no trials.parquet."""
     if mlflow is not None and counts is not None:
         mlflow.end_sweep(counts, interrupted)
-    if not report:
-        return None
+    paths = _report(output_dir, console, mlflow, budget_gib) if report else None
+    if mlflow is not None and mlflow.enabled and mlflow.runs_url():
+        console.print(f"MLflow runs: {mlflow.runs_url()}{ui_hint(mlflow.uri)}", markup=False)
+    return paths
+
+
+def _report(output_dir: StoragePath, console: Console, mlflow: MlflowSink | None, budget_gib) -> dict | None:
     if is_remote(output_dir):
         console.print(
             f"report: reports read a local folder; copy {output_dir} down, then `rlsweep report DIR`"
@@ -39,8 +45,18 @@ def finish_sweep(
         return None
     from orchestrator.report import load_outputs, write_report  # matplotlib only when a report is written
 
-    outputs = load_outputs(output_dir)  # read once, for the report and for MLflow's summary metrics
+    console.print(f"writing the report (tables, plots, report.html) in {output_dir} ...", markup=False)
+    outputs = load_outputs(output_dir)  # read once, for the report and for MLflow's best figures
     paths = write_report(output_dir, console=console, budget_gib=budget_gib, outputs=outputs)
     if mlflow is not None and mlflow.enabled:
         mlflow.log_report(paths, outputs)
     return paths
+
+
+def ui_hint(uri: str) -> str:
+    """How to serve a sqlite store's UI: `make ui` (outputs/mlflow.db), with MLFLOW_STORE for another."""
+    if not uri.startswith("sqlite:///"):
+        return ""
+    if Path(uri[len("sqlite:///") :]) == Path("outputs/mlflow.db").resolve():
+        return " (serve it: make ui)"
+    return f" (serve it: make ui MLFLOW_STORE={uri})"

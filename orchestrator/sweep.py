@@ -31,7 +31,7 @@ import math
 import os
 import stat
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -42,8 +42,39 @@ from orchestrator.verdict import MEMORY_CREEP, STOPPABLE, VerdictSettings
 from tasks.names import did_you_mean
 from trainers.spec import BOOKKEEPING, KNOBS, check_value
 
+if TYPE_CHECKING:
+    from orchestrator.storage import StoragePath
+
 # A sweep file sets every knob but the bookkeeping ones, which the orchestrator fills in per trial.
 SWEEP_KNOBS = [k for k in KNOBS if k not in BOOKKEEPING]
+# TRL's (and Unsloth's) names for what rlsweep sets otherwise: the pointer an error gives instead.
+FOREIGN_NAMES = {
+    "gradient_accumulation_steps": "micro_batch_size (completions per forward/backward; the accumulation "
+    "is B x K / micro_batch_size), or grad_accum for TRL's own batch semantics",
+    "per_device_train_batch_size": "batch_size (B, prompts per optimizer step: completions per step = "
+    "B x K), or micro_batch_size for completions per forward/backward",
+    "importance_sampling_level": "mode: gspo (sequence-level) or mode: grpo (token-level)",
+    "generation_batch_size": "batch_size x num_generations (each step generates B x K completions)",
+    "steps_per_generation": "batch_size and micro_batch_size (steps per generation follow from them)",
+    "num_train_epochs": "max_steps",
+    "lr_scheduler_type": "lr_scheduler",
+    "max_seq_length": "max_prompt_length and max_completion_length",
+    "load_in_4bit": "quantization: nf4 (quantization: none for LoRA on the base)",
+    "bf16": "dtype: bf16 (or framework_dtype for one stack)",
+    "fp16": "dtype: fp16 (or framework_dtype for one stack)",
+    "use_vllm": "fast_inference",
+    "lora_rank": "lora_r",
+    "r": "lora_r",
+}
+
+
+def unknown_name_hint(name: str, candidates) -> str:
+    """rlsweep's name for a TRL one ('gradient_accumulation_steps is TRL's; rlsweep sets ...'), else
+    did_you_mean's nearest candidates."""
+    if name in FOREIGN_NAMES:
+        return f"{name} is TRL's name; rlsweep sets {FOREIGN_NAMES[name]}"
+    return did_you_mean(name, candidates)
+
 
 MAX_FILE_BYTES = 1 << 20  # a sweep file is a page of settings; 1 MiB is far past any real one
 MAX_NODES = 100_000  # values a file's aliases may expand it to
@@ -100,7 +131,8 @@ class Oom(_Section):
 class Tracking(_Section):
     mlflow_uri: str | None = Field(
         None,
-        description="MLflow tracking URI; default MLFLOW_TRACKING_URI, else sqlite:///outputs/mlflow.db.",
+        description="MLflow tracking URI; default MLFLOW_TRACKING_URI, else mlflow.db in the output dir's "
+        "parent folder (outputs/mlflow.db for outputs/<name>).",
     )
     experiment: str | None = Field(None, description="MLflow experiment; default the sweep name.")
     enabled: bool = Field(True, description="false: write Parquet only (sync-mlflow can log it later).")
@@ -261,11 +293,17 @@ class SweepSpec(_Section):
             raise SweepError([f"{place}: {problem}" for problem in problems])
         return location
 
-    def tracking_uri(self) -> str:
+    def tracking_uri(self, output_dir: StoragePath) -> str:
+        """tracking.mlflow_uri, else MLFLOW_TRACKING_URI, else mlflow.db next to the output dir (in its
+        parent folder: outputs/<name> -> outputs/mlflow.db, whatever the working directory); a remote
+        output dir has no such place, so its default is outputs/mlflow.db under the working directory."""
+        from orchestrator.storage import is_remote
+
+        beside = Path("outputs").resolve() if is_remote(output_dir) else Path(output_dir).resolve().parent
         return (
             self.tracking.mlflow_uri
             or os.environ.get("MLFLOW_TRACKING_URI")
-            or f"sqlite:///{Path('outputs').resolve() / 'mlflow.db'}"
+            or f"sqlite:///{beside / 'mlflow.db'}"
         )
 
     def experiment_name(self) -> str:
@@ -283,7 +321,7 @@ def knob_errors(raw: dict[str, Any]) -> list[str]:
                 errors.append(f"{place}: set by the orchestrator for each trial; remove it")
                 continue
             if key not in KNOBS:
-                errors.append(f"{place}: unknown setting; {did_you_mean(str(key), SWEEP_KNOBS)}")
+                errors.append(f"{place}: unknown setting; {unknown_name_hint(str(key), SWEEP_KNOBS)}")
                 continue
             values = value if section == "grid" and isinstance(value, list) else [value]
             if section == "grid" and isinstance(value, list) and not value:
@@ -379,7 +417,10 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         except SweepError as exc:
             raise SweepError([f"--set {key}: {error}" for error in exc.errors]) from None
         parts = key.strip().split(".")
-        if len(parts) == 1 and parts[0] not in SweepSpec.model_fields and parts[0] in KNOBS:
+        if len(parts) == 1 and parts[0] not in SweepSpec.model_fields:
+            if parts[0] not in KNOBS:  # neither a top-level setting nor a trial knob
+                names = dict.fromkeys([*SweepSpec.model_fields, *SWEEP_KNOBS])
+                raise SweepError([f"--set {key}: unknown setting; {unknown_name_hint(parts[0], names)}"])
             raw.setdefault("grid", {}).pop(parts[0], None)
             parts = ["fixed", parts[0]]
         node = raw

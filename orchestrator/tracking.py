@@ -1,10 +1,19 @@
 """MLflow sink: a recorder sink (orchestrator/recorder.py) in the driver; trainers and supervisors never
 talk to tracking.
 
-One experiment per sweep (created once here), a parent run per output dir, one nested run per trial
-(tag mlflow.parentRunId, run name = trial_key). Step metrics go in one log_batch call per step. A run
-gets the tag `rlsweep.complete=true` as its last write; a run without it is an interrupted attempt and
-is deleted before the trial's run is made again, so every trial_key has exactly one run.
+One experiment per sweep (created once here, tagged as a model-development experiment so MLflow's UI
+opens it on its runs), a parent run per output dir, one nested run per trial (tag mlflow.parentRunId,
+tag rlsweep.trial_key, a short name such as `unsloth·gspo·k8·b2`: run_name). Step metrics go in one
+log_batch call per step. A run gets the tag `rlsweep.complete=true` as its last write; a run without it
+is an interrupted attempt and is deleted before the trial's run is made again, so every trial_key has
+exactly one run.
+
+Metric names, one per figure (README: MLflow):
+  trial run  step/<steps.parquet column>  a curve over steps (step/tokens_per_s, step/rss_peak_gib, ...)
+             <figure>                     the trial's figures, logged once at its end:
+                                          orchestrator.report.summary_metrics's names and wall_s
+  sweep run  trials/<status>              how many trials ended so
+             best/<figure>                the best completed trial's figure (highest speed, lowest peak)
 
 Tracking never fails a sweep: the first error disables the sink with a warning; Parquet is the source
 of truth and `rlsweep sync-mlflow OUTPUT_DIR` logs what is missing.
@@ -13,13 +22,16 @@ of truth and `rlsweep sync-mlflow OUTPUT_DIR` logs what is missing.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from orchestrator.outcome import COMPLETED, NO_GPU
+import yaml
+
+from orchestrator.outcome import COMPLETED, NO_GPU, PRUNED, STOPPED, UNAVAILABLE
 from orchestrator.sinks import normalize_step, steps_path
 from orchestrator.storage import StoragePath
 from trainers.spec import BOOKKEEPING, TrialSpec
@@ -31,15 +43,17 @@ OUTPUT_TAG = "rlsweep.output_dir"
 # Bookkeeping knobs and the model cache are not run parameters, except the sweep's name (a run filter).
 PARAM_SKIP = (*(k for k in BOOKKEEPING if k != "sweep"), "model_cache_dir")
 METRIC_SKIP = ("trial_key", "step", "probe", "extra", "t_start", "t_end")
-SUMMARY_METRICS = (
-    "steps_completed",
-    "peak_device_gib",
-    "peak_torch_reserved_gib",
-    "peak_rss_gib",
-    "median_step_s",
-    "median_tokens_per_s",
-    "wall_s",
-)
+STEP_PREFIX = "step/"
+# MLflow's UI opens an experiment of this kind on its runs table, not on the GenAI overview.
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
+# Trials that never ran (pruned, no node could host them) or were cut short: MLflow's KILLED, read as
+# "skipped" with the tag SKIPPED_TAG; FAILED stays for trials that ran and broke (oom, failed).
+KILLED_STATUSES = (PRUNED, UNAVAILABLE, STOPPED)
+SKIPPED_TAG = "rlsweep.skipped"
+# The axes a run name always shows (run_name); other grid axes appear when they vary.
+NAMED_AXES = ("framework", "mode", "model", "num_generations", "batch_size")
+# best/<figure> on the sweep's run: the figure and whether higher is better.
+BEST = {"median_tokens_per_s": True, "median_step_s": False, "peak_memory_gib": False, "final_reward": True}
 
 VERDICT_TAGS = ("training_verdict", "training_verdict_detail")
 
@@ -50,6 +64,10 @@ def _quiet_mlflow_env() -> None:
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    # MLflow's INFO lines (database set-up, migrations) are not rlsweep's output.
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _artifact_location(uri: str) -> str | None:
@@ -60,18 +78,108 @@ def _artifact_location(uri: str) -> str | None:
 
 
 def step_metrics(stored: dict[str, Any]) -> dict[str, float]:
-    """A step's MLflow metrics from its steps-file row (orchestrator.sinks.normalize_step's shape), with
-    the numbers kept in `extra` among them: a run logged live and one logged by sync-mlflow get the same."""
+    """A step's MLflow metrics (step/<column>) from its steps-file row (orchestrator.sinks.normalize_step's
+    shape), with the numbers kept in `extra` among them: a run logged live and one logged by sync-mlflow
+    get the same."""
     row = {**json.loads(stored.get("extra") or "{}"), **stored}
     return {
-        k: float(v)
+        STEP_PREFIX + k: float(v)
         for k, v in row.items()
         if k not in METRIC_SKIP and isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
     }
 
 
+def trial_figures(row: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, float]:
+    """A trial's figures for its run: orchestrator.report.summary_metrics of its row and step rows (so the
+    run and summary.csv agree), and its wall time."""
+    import pandas as pd
+
+    from orchestrator.report import summary_metrics
+
+    frame = pd.DataFrame([normalize_step(row["trial_key"], s) for s in steps]) if steps else None
+    figures = summary_metrics(row, frame)
+    if row.get("wall_s") is not None:
+        figures["wall_s"] = float(row["wall_s"])
+    return figures
+
+
+def varying_axes(resolved_yaml: str) -> list[str]:
+    """The grid axes of a sweep (its resolved YAML) that take more than one value."""
+    data = yaml.safe_load(resolved_yaml) or {}
+    grid = data.get("grid") if isinstance(data, dict) and isinstance(data.get("grid"), dict) else {}
+    return [k for k, v in grid.items() if isinstance(v, list) and len(v) > 1]
+
+
+def _short_model(model: str) -> str:
+    return model.removeprefix("random:").rstrip("/").rsplit("/", 1)[-1]
+
+
+def run_name(spec: TrialSpec, varying: list[str]) -> str:
+    """A trial run's short name: stack, mode, K and B always (`unsloth·gspo·k8·b2`); the model when the
+    sweep has several; `axis=value` for each other grid axis that varies, so names stay distinct."""
+    parts = [spec.framework, spec.mode]
+    if "model" in varying:
+        parts.append(_short_model(spec.model))
+    parts += [f"k{spec.num_generations}", f"b{spec.batch_size}"]
+    for axis in varying:
+        if axis not in NAMED_AXES:
+            value = getattr(spec, axis)
+            parts.append(f"{axis}={json.dumps(value) if isinstance(value, (dict, list)) else value}")
+    return "·".join(parts)
+
+
+def trial_params(spec: TrialSpec) -> dict[str, str]:
+    """A trial run's params: its knobs (not bookkeeping, not unset ones) and BxK, completions per step
+    (absent with grad_accum, where batch_size counts completions, not prompts)."""
+    params = {
+        k: json.dumps(v) if isinstance(v, (dict, list)) else str(v)
+        for k, v in spec.to_dict().items()
+        if k not in PARAM_SKIP and v is not None
+    }
+    if spec.grad_accum is None:
+        params["BxK"] = str(spec.batch_size * spec.num_generations)
+    return params
+
+
+def sweep_params(resolved_yaml: str) -> dict[str, str]:
+    """The sweep's settings as params of its run: dotted keys (grid.num_generations, memory.budget_gib),
+    lists and mappings of values as JSON, unset settings left out."""
+    params: dict[str, str] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict) and value and prefix not in ("task_args", "fixed.task_args"):
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), inner)
+        elif value is not None and value != {}:
+            params[prefix] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+
+    walk("", yaml.safe_load(resolved_yaml) or {})
+    return params
+
+
+def version_tags(row: dict[str, Any]) -> dict[str, str]:
+    """version.<package> tags from a trial row's `versions` (the trainer's stack)."""
+    versions = json.loads(row.get("versions") or "null") or {}
+    return {f"version.{name}": str(v) for name, v in versions.items() if v is not None}
+
+
+def runs_url(uri: str, experiment_id: str) -> str:
+    """Where the experiment's runs table is: on the tracking server, or on `make ui` for a sqlite store."""
+    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+    return f"{base}/#/experiments/{experiment_id}/runs"
+
+
 class MlflowSink:
-    def __init__(self, uri: str, experiment: str, output_dir: StoragePath, sweep_name: str):
+    """goes_on: what the warning of a failure says carries on without MLflow (the verb's own work)."""
+
+    def __init__(
+        self,
+        uri: str,
+        experiment: str,
+        output_dir: StoragePath,
+        sweep_name: str,
+        goes_on: str = "the sweep goes on",
+    ):
         self.uri = uri
         self.experiment = experiment
         self.root = output_dir
@@ -82,6 +190,8 @@ class MlflowSink:
         self.experiment_id: str | None = None
         self.parent_id: str | None = None
         self.runs: dict[str, str] = {}  # trial_key -> run id of the attempt in progress
+        self.varying: list[str] = []  # the sweep's grid axes with several values (run_name)
+        self.goes_on = goes_on
         self.error: str | None = None
 
     # -- failure policy ---------------------------------------------------------------------------
@@ -94,8 +204,8 @@ class MlflowSink:
             self.enabled = False
             self.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             print(
-                f"warning: MLflow ({self.uri}) failed during {what}: {self.error}. The sweep goes on; "
-                f"Parquet has everything. Later: rlsweep sync-mlflow {self.output_dir}",
+                f"warning: MLflow ({self.uri}) failed during {what}: {self.error}. {self.goes_on.capitalize()}"
+                f" without it; Parquet has everything. Later: rlsweep sync-mlflow {self.output_dir}",
                 file=sys.stderr,
             )
             return None
@@ -106,6 +216,7 @@ class MlflowSink:
 
     def _start_sweep(self, resolved_yaml: str) -> None:
         _quiet_mlflow_env()
+        from mlflow.entities import Param
         from mlflow.tracking import MlflowClient
 
         if self.uri.startswith("sqlite:///"):
@@ -119,6 +230,9 @@ class MlflowSink:
                 self.experiment, artifact_location=_artifact_location(self.uri)
             )
         )
+        if not exp or exp.tags.get(EXPERIMENT_KIND[0]) != EXPERIMENT_KIND[1]:
+            self.client.set_experiment_tag(self.experiment_id, *EXPERIMENT_KIND)
+        self.varying = varying_axes(resolved_yaml)
         parent = self._find_parent()
         if parent:
             self.parent_id = parent
@@ -130,13 +244,25 @@ class MlflowSink:
                 tags={ROLE_TAG: "sweep", OUTPUT_TAG: self.output_dir, "rlsweep.sweep": self.sweep_name},
             )
             self.parent_id = run.info.run_id
+        # Params cannot change: a resumed sweep's run keeps the values it has and gains new settings only.
+        logged = self.client.get_run(self.parent_id).data.params
+        params = [Param(k, v) for k, v in sweep_params(resolved_yaml).items() if k not in logged]
+        self._log_params(self.parent_id, params)
         self.client.log_text(self.parent_id, resolved_yaml, "sweep.yaml")
+
+    def _log_params(self, run_id: str, params: list) -> None:
+        for i in range(0, len(params), 100):  # MLflow takes at most 100 params per batch
+            self.client.log_batch(run_id, params=params[i : i + 100])
+
+    def runs_url(self) -> str | None:
+        """The experiment's runs table in MLflow's UI (None before the sweep's run is found)."""
+        return runs_url(self.uri, self.experiment_id) if self.experiment_id else None
 
     def end_sweep(self, counts: dict[str, int], interrupted: bool) -> None:
         def end():
             self.client.log_batch(
                 self.parent_id,
-                metrics=[_metric(f"trials_{k}", v) for k, v in counts.items()],
+                metrics=[_metric(f"trials/{k}", v) for k, v in counts.items()],
             )
             self.client.set_terminated(self.parent_id, status="KILLED" if interrupted else "FINISHED")
 
@@ -154,8 +280,9 @@ class MlflowSink:
         return any(r.data.tags.get(COMPLETE_TAG) == "true" for r in runs)
 
     @classmethod
-    def for_output(cls, output_dir: Path) -> MlflowSink | None:
-        """The sink of the sweep that wrote output_dir (its sweep.yaml), or None when it tracks nothing."""
+    def for_output(cls, output_dir: Path, goes_on: str = "the report is written") -> MlflowSink | None:
+        """The sink of the sweep that wrote output_dir (its sweep.yaml), or None when it tracks nothing or
+        its sqlite store does not exist: a reader of a sweep creates no store (say so on stderr)."""
         from orchestrator.sweep import SweepError, load_sweep
 
         resolved = output_dir / "sweep.yaml"
@@ -167,7 +294,16 @@ class MlflowSink:
             return None
         if not sweep.tracking.enabled:
             return None
-        return cls(sweep.tracking_uri(), sweep.experiment_name(), output_dir.resolve(), sweep.name)
+        out = output_dir.resolve()
+        uri = sweep.tracking_uri(out)
+        if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).exists():
+            print(
+                f"note: no MLflow store at {uri}, so nothing goes to MLflow; {goes_on} without it "
+                f"(`rlsweep sync-mlflow {out}` makes the store and logs the sweep)",
+                file=sys.stderr,
+            )
+            return None
+        return cls(uri, sweep.experiment_name(), out, sweep.name, goes_on)
 
     # -- recorder sink ------------------------------------------------------------------------------
     def on_start(self, spec: TrialSpec) -> None:
@@ -180,7 +316,7 @@ class MlflowSink:
             self.client.delete_run(old.info.run_id)
         run = self.client.create_run(
             self.experiment_id,
-            run_name=spec.trial_key,
+            run_name=run_name(spec, self.varying),
             tags={
                 "mlflow.parentRunId": self.parent_id,
                 TRIAL_KEY_TAG: spec.trial_key,
@@ -191,13 +327,7 @@ class MlflowSink:
             },
         )
         self.runs[spec.trial_key] = run.info.run_id
-        params = [
-            Param(k, json.dumps(v) if isinstance(v, (dict, list)) else str(v))
-            for k, v in spec.to_dict().items()
-            if k not in PARAM_SKIP
-        ]
-        for i in range(0, len(params), 100):  # MLflow takes at most 100 params per batch
-            self.client.log_batch(run.info.run_id, params=params[i : i + 100])
+        self._log_params(run.info.run_id, [Param(k, v) for k, v in trial_params(spec).items()])
 
     def on_step(self, spec: TrialSpec, row: dict[str, Any]) -> None:
         run_id = self.runs.get(spec.trial_key)
@@ -217,37 +347,37 @@ class MlflowSink:
         path = steps_path(self.root, spec)
         steps_file = path if isinstance(path, Path) else None  # MLflow uploads local files only
         if run_id:
-            self._guard("trial end", self._trial_finished, run_id, row, steps_file)
+            self._guard("trial end", self._trial_finished, run_id, row, steps, steps_file)
 
-    def _trial_finished(self, run_id: str, row: dict[str, Any], steps_file: Path | None) -> None:
+    def _trial_finished(
+        self, run_id: str, row: dict[str, Any], steps: list[dict[str, Any]], steps_file: Path | None
+    ) -> None:
         from mlflow.entities import RunTag
 
-        summary = [_metric(k, row[k]) for k in SUMMARY_METRICS if row.get(k) is not None]
-        tags = {
-            "status": row["status"],
-            "status_detail": (row.get("status_detail") or "")[:5000],
-            "gpu": row.get("gpu_name") or NO_GPU,
-        }
+        figures = [_metric(k, v) for k, v in trial_figures(row, steps).items()]
+        detail = (row.get("status_detail") or "")[:5000]
+        tags = {"status": row["status"], "status_detail": detail, "gpu": row.get("gpu_name") or NO_GPU}
+        tags |= version_tags(row)
         for name in VERDICT_TAGS:  # a completed trial's training verdict (orchestrator/verdict.py)
             if row.get(name):
                 tags[name] = row[name][:5000]
-        self.client.log_batch(run_id, metrics=summary, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        if row["status"] in KILLED_STATUSES:
+            tags[SKIPPED_TAG] = "true"
+            tags["mlflow.note.content"] = f"{row['status']}: {detail}"  # the run page's description
+        self.client.log_batch(run_id, metrics=figures, tags=[RunTag(k, str(v)) for k, v in tags.items()])
         if steps_file is not None and steps_file.exists():
             self.client.log_artifact(run_id, str(steps_file))
         if row.get("effective_config"):
             self.client.log_text(run_id, row["effective_config"], "effective_config.json")
         self.client.set_tag(run_id, COMPLETE_TAG, "true")
-        self.client.set_terminated(run_id, status="FINISHED" if row["status"] == COMPLETED else "FAILED")
+        self.client.set_terminated(run_id, status=run_status(row["status"]))
 
     def log_report(self, paths: dict, outputs: Any) -> None:
-        """At a sweep's end: the report (write_report's paths) on the parent run, summary metrics on
-        each trial run (outputs: orchestrator.report.load_outputs), so MLflow's run table and compare
-        view sort and chart by them."""
+        """At a sweep's end: the report (write_report's paths) on the parent run, with the best completed
+        trial's figures as best/<figure> (outputs: orchestrator.report.load_outputs)."""
         self._guard("report", self._log_report, paths, outputs)
 
     def _log_report(self, paths: dict, outputs: Any) -> None:
-        from orchestrator.report import summary_metrics
-
         if self.parent_id is None:
             self._start_sweep_lookup()
         for key in ("summary_csv", "report_html", "report_md"):
@@ -255,13 +385,9 @@ class MlflowSink:
                 self.client.log_artifact(self.parent_id, str(paths[key]))
         for plot in paths.get("plots", []):
             self.client.log_artifact(self.parent_id, str(plot), artifact_path="plots")
-        for _, trial in outputs.trials.iterrows():
-            runs = self._existing(str(trial["trial_key"]))
-            metrics = summary_metrics(trial, outputs.steps)
-            for run in runs:
-                batch = [_metric(f"summary/{k}", v) for k, v in metrics.items() if v is not None]
-                if batch:
-                    self.client.log_batch(run.info.run_id, metrics=batch)
+        best = [_metric(f"best/{k}", v) for k, v in best_figures(outputs).items()]
+        if best:
+            self.client.log_batch(self.parent_id, metrics=best)
 
     def _start_sweep_lookup(self) -> None:
         _quiet_mlflow_env()
@@ -295,12 +421,44 @@ class MlflowSink:
             for step_row in steps:
                 self._log_step(run_id, step_row)
             self.runs.pop(spec.trial_key)
-            self._trial_finished(run_id, row, steps_file)
+            self._trial_finished(run_id, row, steps, steps_file)
 
         self._guard(f"sync of {spec.trial_key}", log)
+
+
+def run_status(status: str) -> str:
+    """MLflow's run status for a trial's: FINISHED, KILLED (skipped or cut short) or FAILED."""
+    return "FINISHED" if status == COMPLETED else "KILLED" if status in KILLED_STATUSES else "FAILED"
+
+
+def best_figures(outputs: Any) -> dict[str, float]:
+    """best/<figure> of the sweep's run: over completed trials, the highest or lowest of each figure (BEST)."""
+    from orchestrator.report import summary_metrics
+
+    done = outputs.trials[outputs.trials["status"] == COMPLETED]
+    figures = [summary_metrics(trial, outputs.steps) for _, trial in done.iterrows()]
+    best = {}
+    for name, higher in BEST.items():
+        values = [f[name] for f in figures if f.get(name) is not None]
+        if values:
+            best[name] = max(values) if higher else min(values)
+    return best
 
 
 def _metric(key: str, value: float, step: int = 0, stamp: int | None = None):
     from mlflow.entities import Metric
 
     return Metric(key, float(value), stamp or int(time.time() * 1000), step)
+
+
+def print_runs_urls(uri: str) -> None:
+    """Each rlsweep experiment's runs table in a store, as `make ui` serves it (nothing for a missing store)."""
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).exists():
+        print(f"no MLflow store at {uri} yet: `make sweep` makes one")
+        return
+    _quiet_mlflow_env()
+    from mlflow.tracking import MlflowClient
+
+    for exp in MlflowClient(uri).search_experiments():
+        if exp.tags.get(EXPERIMENT_KIND[0]) == EXPERIMENT_KIND[1]:
+            print(f"{exp.name}: {runs_url('http://127.0.0.1:5000', exp.experiment_id)}")

@@ -243,8 +243,8 @@ def test_submit_runs_sweep_on_cluster_to_s3_and_mlflow_server(services):
     parents = [r for r in runs if r.data.tags.get("rlsweep.role") == "sweep"]
     children = [r for r in runs if "rlsweep.trial_key" in r.data.tags]
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-    assert sorted(r.info.run_name for r in children) == sorted(trials.trial_key)
-    assert all(r.info.status == "FINISHED" and "step_s" in r.data.metrics for r in children)
+    assert sorted(r.data.tags["rlsweep.trial_key"] for r in children) == sorted(trials.trial_key)
+    assert all(r.info.status == "FINISHED" and "step/step_s" in r.data.metrics for r in children)
 
 
 def test_ctrl_c_detaches_and_the_job_goes_on_until_stopped(services):

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -91,12 +92,12 @@ def test_fake_gpu_sweep_runs_two_at_once_and_sinks_agree(ray_fake_gpus, tmp_path
     # MLflow agrees with Parquet: same keys, same step counts, one parent.
     client, parents, children = trial_runs(uri, "fakegpu")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-    assert sorted(r.info.run_name for r in children) == sorted(trials.trial_key)
+    assert sorted(r.data.tags["rlsweep.trial_key"] for r in children) == sorted(trials.trial_key)
     for run in children:
         assert run.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
-        row = trials[trials.trial_key == run.info.run_name].iloc[0]
+        row = trials[trials.trial_key == run.data.tags["rlsweep.trial_key"]].iloc[0]
         assert run.data.tags["status"] == row.status
-        history = client.get_metric_history(run.info.run_id, "step_s")
+        history = client.get_metric_history(run.info.run_id, "step/step_s")
         assert len(history) == row.steps_completed
         assert run.data.params["mode"] == row["mode"]
 
@@ -117,8 +118,8 @@ def test_fake_gpu_sweep_runs_two_at_once_and_sinks_agree(ray_fake_gpus, tmp_path
     assert {"summary.csv", "report.html", "plots"} <= artifacts
     for run in children:
         if run.data.tags["status"] == "completed":
-            assert run.data.metrics["summary/median_tokens_per_s"] > 0
-            assert run.data.metrics["summary/peak_memory_gib"] > 0
+            assert run.data.metrics["median_tokens_per_s"] > 0
+            assert run.data.metrics["peak_memory_gib"] > 0
 
 
 def _closed_port() -> int:
@@ -153,9 +154,9 @@ def test_mlflow_down_sweep_completes_then_sync_fills_it(ray_fake_gpus, tmp_path,
     assert "logged 0 trial run(s), 2 already there" in capsys.readouterr().out
     client, parents, children = trial_runs(uri, "mlflowdown")
     assert len(parents) == 1
-    assert sorted(r.info.run_name for r in children) == sorted(trials.trial_key)
+    assert sorted(r.data.tags["rlsweep.trial_key"] for r in children) == sorted(trials.trial_key)
     grpo = next(r for r in children if r.data.params["mode"] == "grpo")
-    assert len(client.get_metric_history(grpo.info.run_id, "step_s")) == 2
+    assert len(client.get_metric_history(grpo.info.run_id, "step/step_s")) == 2
     assert client.list_artifacts(grpo.info.run_id)
 
 
@@ -227,10 +228,12 @@ def test_sigkill_driver_then_resume(ray_fake_gpus, tmp_path):
     assert sorted(steps.groupby("trial_key").size().tolist()) == [4, 4, 4], "nothing lost, nothing doubled"
     client, parents, children = trial_runs(uri, "killresume")
     assert len(parents) == 1
-    assert sorted(r.info.run_name for r in children) == sorted(trials.trial_key), "one MLflow run per trial"
+    assert sorted(r.data.tags["rlsweep.trial_key"] for r in children) == sorted(trials.trial_key), (
+        "one MLflow run per trial"
+    )
 
 
-def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
+def test_a_piped_run_talks_while_it_runs_then_ctrl_c_stops_it_cleanly_and_says_how_to_resume(tmp_path):
     out = tmp_path / "out"
     path = tiny_sweep(
         tmp_path / "s.yaml",
@@ -245,7 +248,7 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "RAY_ADDRESS": ""},
+        env={**os.environ, "RAY_ADDRESS": "", "RLSWEEP_HEARTBEAT_S": "1"},
     )
     ray_processes: list[psutil.Process] = []  # the driver's local Ray and trainers, if it leaves them
     try:
@@ -268,6 +271,10 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
         kill_trees(ray_processes)
     assert driver.returncode == 130
     assert "Resume with:" in err and "--output-dir" in err
+    # Piped output talks: a line as each trial starts, a heartbeat while it runs (its 50 steps are slow
+    # to come: the trainer starts in seconds, the heartbeat is every second).
+    assert re.search(r"^start \[1/2\] trl-grpo-tiny-k[24]-b1-", err, re.M), err
+    assert re.search(r"^  trl-grpo-tiny-\S+: running \d+ s, (no step yet|step \d+/50, ETA)", err, re.M), err
     assert not survivors, "children are killed"
     trials = pq.read_table(out / "trials.parquet").to_pandas()
     assert "stopped" in set(trials.status)

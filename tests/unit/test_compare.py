@@ -1,6 +1,10 @@
-"""`rlsweep compare A B`: shared trial keys side by side with B/A ratios, and the keys only one has."""
+"""`rlsweep compare A B`: trials matched by key or settings side by side with B/A ratios, the ones only one
+sweep has with the settings that separate them, and the same as CSV and JSON."""
 
 from __future__ import annotations
+
+import io
+import json
 
 import pandas as pd
 import pytest
@@ -71,3 +75,55 @@ def test_memory_ratio_needs_the_same_kind_of_measurement(tmp_path):
     assert (row["memory_kind_a"], row["memory_kind_b"]) == ("GPU", "RSS")
     assert pd.isna(row["peak_gib_ratio"])
     assert pd.notna(row["tokens_per_s_ratio"])
+
+
+def test_peaks_print_with_two_decimals(compared):
+    _, _, result, printed = compared
+    both = result[(result["present"] == "both") & result["peak_gib_a"].notna()]
+    assert all(f"{peak:.2f}" in printed for peak in both["peak_gib_a"])
+
+
+def _rekeyed(out, suffix: str, seed_of: dict[str, int] | None = None) -> None:
+    """The same trials under other keys (another machine's sweep), some with another seed."""
+    import pyarrow.parquet as pq
+
+    trials = pq.read_table(out / "trials.parquet").to_pandas()
+    for key, seed in (seed_of or {}).items():
+        trials.loc[trials.trial_key == key, "seed"] = seed
+    trials["trial_key"] = trials["trial_key"] + suffix
+    trials.to_parquet(out / "trials.parquet", index=False)
+
+
+def test_trials_pair_on_their_settings_and_unmatched_ones_say_which_settings_separate_them(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    grid = [GRID[0], GRID[3], GRID[7]]  # the last differs from the others in more than its seed
+    write_synthetic_sweep(a, grid=grid)
+    write_synthetic_sweep(b, grid=grid, speedup=SPEEDUP)
+    _rekeyed(b, "-other-gpu", seed_of={trial_key(*grid[2][:5]): 7})
+    console = Console(record=True, width=250)
+    result = compare_outputs(a, b, console=console)
+    both = result[result["present"] == "both"]
+    assert sorted(both["trial_key"]) == sorted(trial_key(*row[:5]) for row in grid[:2])
+    assert (both["trial_key_b"] == both["trial_key"] + "-other-gpu").all()
+    assert (both["tokens_per_s_ratio"] > 1).all()
+    unmatched = result[result["present"] != "both"].set_index("present")
+    assert unmatched.loc["only A", "separated_by"] == "seed 1 vs 7"
+    assert unmatched.loc["only B", "separated_by"] == "seed 7 vs 1"
+    assert "differs in seed 1 vs 7" in console.export_text()
+
+
+def test_compare_prints_csv_and_json_for_scripts(compared, capsys):
+    from orchestrator.cli import main
+
+    a, b, result, _ = compared
+    assert main(["compare", str(a), str(b), "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [r["trial_key"] for r in records] == result["trial_key"].tolist()
+    ratios = [float("nan") if r["tokens_per_s_ratio"] is None else r["tokens_per_s_ratio"] for r in records]
+    assert ratios == pytest.approx(
+        result["tokens_per_s_ratio"].tolist(), nan_ok=True
+    )  # JSON's null: no ratio
+    assert main(["compare", str(a), str(b), "--csv"]) == 0
+    table = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert table["trial_key"].tolist() == result["trial_key"].tolist()
+    assert table["peak_gib_b"].tolist() == pytest.approx(result["peak_gib_b"].tolist(), nan_ok=True)

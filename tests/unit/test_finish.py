@@ -1,6 +1,8 @@
 """The end of a sweep without Ray: the parent MLflow run closed with the counts, the report written and
-put on MLflow (a real sqlite store) with each trial's summary metrics, through one sink."""
+put on MLflow (a real sqlite store) with the best figures, through one sink."""
 
+import pandas as pd
+import pytest
 from mlflow.tracking import MlflowClient
 from rich.console import Console
 
@@ -10,7 +12,7 @@ from tests.helpers.synthetic_sweep import write_synthetic_sweep
 from trainers.spec import TrialSpec
 
 
-def test_a_sweeps_end_closes_its_run_and_puts_the_report_and_summaries_on_mlflow(tmp_path):
+def test_a_sweeps_end_closes_its_run_and_puts_the_report_and_best_figures_on_mlflow(tmp_path):
     trials = write_synthetic_sweep(tmp_path, gpu=False)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     sink = MlflowSink(uri, "fin", tmp_path, "fin")
@@ -28,14 +30,19 @@ def test_a_sweeps_end_closes_its_run_and_puts_the_report_and_summaries_on_mlflow
     client = MlflowClient(uri)
     parent = client.get_run(sink.parent_id)
     assert parent.info.status == "FINISHED"
-    assert parent.data.metrics == {f"trials_{s}": n for s, n in counts.items()}
+    counted = {k: v for k, v in parent.data.metrics.items() if k.startswith("trials/")}
+    assert counted == {f"trials/{s}": n for s, n in counts.items()}
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    done = summary[summary.status == "completed"]
+    assert parent.data.metrics["best/median_tokens_per_s"] == pytest.approx(done.median_tokens_per_s.max())
     artifacts = {a.path for a in client.list_artifacts(sink.parent_id)}
     assert {"summary.csv", "report.html", "report.md", "plots"} <= artifacts
     trial_run = client.search_runs(
         [sink.experiment_id], filter_string=f"tags.`rlsweep.trial_key` = '{ran['trial_key']}'"
     )[0]
-    assert trial_run.data.metrics["summary/peak_rss_gib"] == ran["peak_rss_gib"]
-    assert trial_run.data.metrics["summary/steps_completed"] == ran["steps_completed"]
+    assert trial_run.data.metrics["peak_rss_gib"] == ran["peak_rss_gib"]
+    assert trial_run.data.metrics["steps_completed"] == ran["steps_completed"]
+    assert not any(name.startswith("summary/") for name in trial_run.data.metrics)
 
 
 def test_report_without_counts_leaves_the_sweeps_run_open(tmp_path):

@@ -107,13 +107,16 @@ def test_the_gate_learns_the_oom_and_prunes_what_dominates_it(recorded):
     assert again(larger).startswith("dominated by large")
 
 
-def test_progress_prints_a_line_per_finished_trial_with_running_counts(recorded):
-    lines = [line for line in recorded["console"].export_text().splitlines() if line.startswith("[")]
-    assert lines[0] == "[1/4] small: completed 3 steps  (completed=1)"
-    assert lines[1].startswith("[2/4] large: oom guard: RSS 1.52 GiB")
-    assert lines[3].startswith("[4/4] cut: stopped interrupted") and lines[3].endswith(
-        "(completed=1 oom=1 pruned=1 stopped=1)"
-    )
+def test_progress_prints_a_line_when_each_trial_starts_and_ends_without_repeating_counts(recorded):
+    lines = recorded["console"].export_text().splitlines()
+    assert [line for line in lines if line.startswith("start")] == [
+        "start [1/4] small", "start [2/4] large", "start [3/4] larger", "start [4/4] cut"
+    ]  # fmt: skip
+    ends = [line for line in lines if line.startswith("[")]
+    assert ends[0] == "[1/4] small: completed 3 steps"
+    assert ends[1].startswith("[2/4] large: oom guard: RSS 1.52 GiB")
+    assert ends[3].startswith("[4/4] cut: stopped interrupted")
+    assert not any("completed=" in line for line in lines)
 
 
 def test_mlflow_has_one_finished_or_failed_run_per_trial_with_its_steps(recorded):
@@ -125,7 +128,17 @@ def test_mlflow_has_one_finished_or_failed_run_per_trial_with_its_steps(recorded
         "small": COMPLETED, "large": OOM, "larger": PRUNED, "cut": STOPPED
     }  # fmt: skip
     assert runs["small"].info.status == "FINISHED" and runs["large"].info.status == "FAILED"
-    history = client.get_metric_history(runs["small"].info.run_id, "rss_gib")
+    # Trials that did not run to their end read as skipped, not failed.
+    assert {runs[k].info.status for k in ("larger", "cut")} == {"KILLED"}
+    assert runs["larger"].data.tags["rlsweep.skipped"] == "true"
+    assert runs["larger"].data.tags["mlflow.note.content"].startswith("pruned: dominated by large")
+    assert (
+        runs["small"].info.run_name == "trl·grpo·k2·b1" and runs["larger"].info.run_name == "trl·grpo·k8·b1"
+    )
+    assert runs["small"].data.tags["version.torch"] == "2"
+    assert runs["small"].data.params["BxK"] == "2" and runs["larger"].data.params["BxK"] == "8"
+    assert "None" not in runs["small"].data.params.values()
+    history = client.get_metric_history(runs["small"].info.run_id, "step/rss_gib")
     assert [(m.step, m.value) for m in history] == [
         (r["step"], r["rss_gib"]) for r in recorded["small_steps"]
     ]

@@ -54,6 +54,9 @@ def test_a_synced_run_carries_the_same_metrics_as_one_logged_live(tmp_path):
     assert main(["sync-mlflow", str(out), "--tracking-uri", synced_uri]) == 0
 
     logged_live, synced = trial_metrics(live_uri, spec.trial_key), trial_metrics(synced_uri, spec.trial_key)
-    assert {"completions", "min_new_tokens", "samples", "rewards/accuracy/mean"} <= set(logged_live)
+    curves = {"step/completions", "step/min_new_tokens", "step/samples", "step/rewards/accuracy/mean"}
+    assert curves <= set(logged_live)
     assert synced == logged_live
-    assert synced["samples"] == [(1, 11.0), (2, 12.0), (3, 13.0)]
+    assert synced["step/samples"] == [(1, 11.0), (2, 12.0), (3, 13.0)]
+    # The trial's figures, one value each: the median step time after the probe step (3.5 and 4.5 s), its wall time.
+    assert synced["median_step_s"] == [(0, 4.0)] and synced["wall_s"] == [(0, 9.0)]

@@ -1,0 +1,44 @@
+"""Progress when output is not a terminal: a start line, a heartbeat per running trial at a steady
+interval with its elapsed time, steps done and ETA, an end line, and no counts repeated."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from rich.console import Console
+
+from orchestrator.progress import Progress, duration
+from trainers.spec import TrialSpec
+
+
+def test_a_long_trial_gets_heartbeats_with_steps_done_and_an_eta():
+    console = Console(record=True, width=200, force_terminal=False)
+    spec = TrialSpec(trial_key="slow", max_steps=10)
+    with Progress(1, console, heartbeat=0.2) as progress:
+        progress.on_start(spec)
+        time.sleep(0.5)
+        before_steps = console.export_text(clear=False)
+        for n, step_s in ((1, 9.0), (2, 2.0), (3, 4.0)):
+            progress.on_step(spec, {"step": n, "probe": n == 1, "step_s": step_s, "rss_peak_gib": 0.5})
+        time.sleep(0.5)
+        progress.on_end(spec, {"status": "completed", "status_detail": "10 steps"}, [])
+    lines = console.export_text().splitlines()
+    assert lines[0] == "start [1/1] slow"
+    assert re.search(r"^  slow: running \d+ s, no step yet \(starting the trainer", before_steps, re.M)
+    # ETA: 7 steps left at the median of the steps after the probe (2 and 4 s): 21 s.
+    beats = [line for line in lines if line.startswith("  slow: running") and "step 3/10" in line]
+    assert beats and all(line.endswith(f"ETA {duration(7 * 3.0)}") for line in beats)
+    assert lines[-1] == "[1/1] slow: completed 10 steps"
+
+
+def test_a_terminal_gets_no_heartbeat_lines():
+    console = Console(record=True, width=200, force_terminal=True)
+    with Progress(1, console, heartbeat=0.1) as progress:
+        progress.on_start(TrialSpec(trial_key="quiet", max_steps=2))
+        time.sleep(0.4)
+    assert not re.search(r"quiet: running", console.export_text())
+
+
+def test_durations_read_in_seconds_minutes_and_hours():
+    assert [duration(s) for s in (45, 200, 3900)] == ["45 s", "3 min 20 s", "1 h 05 min"]
