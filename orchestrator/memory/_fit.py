@@ -3,8 +3,8 @@
 The objective, over non-negative coefficients c: each measured trial's relative error
 (terms . c - peak) / (NOISE x peak), plus each coefficient's distance from its prior in units of its
 spread (so a family with few trials keeps the prior where its trials say nothing), plus every
-out-of-memory trial the fit predicts below its budget, pulled up to the budget (a censored
-observation: its peak was at least the budget). The censored rows are found by iterating: fit, add
+out-of-memory trial the fit predicts below its budget, pulled up to the budget with CENSOR_WEIGHT
+times a measurement's weight (a censored observation: its peak was at least the budget). The censored rows are found by iterating: fit, add
 the oom trials predicted under their budget, fit again.
 """
 
@@ -15,6 +15,9 @@ from scipy.optimize import lsq_linear
 
 NOISE = 0.02  # a measured peak's relative noise between repeats of one configuration
 CENSOR_ROUNDS = 5
+# An oom trial's bound weighs this many times a measurement: it is a fact (the guard saw the peak
+# pass the budget), so the fit bends its measured trials rather than predict it under the budget.
+CENSOR_WEIGHT = 10.0
 
 
 def fit(
@@ -33,9 +36,9 @@ def fit(
     active = np.zeros(len(budgets), dtype=bool)
     coefficients = prior
     for _ in range(CENSOR_ROUNDS):
-        extra_rows = censored[active] / (NOISE * budgets[active, None])
+        extra_rows = CENSOR_WEIGHT * censored[active] / (NOISE * budgets[active, None])
         a = np.vstack([*rows, extra_rows.reshape(-1, width)])
-        b = np.concatenate([*targets, np.full(int(active.sum()), 1.0 / NOISE)])
+        b = np.concatenate([*targets, np.full(int(active.sum()), CENSOR_WEIGHT / NOISE)])
         coefficients = lsq_linear(a, b, bounds=(0.0, np.inf), method="bvls").x
         below = censored @ coefficients < budgets
         if not (below & ~active).any():

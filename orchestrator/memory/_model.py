@@ -16,7 +16,7 @@ import numpy as np
 from orchestrator.memory import _fit
 from orchestrator.memory._terms import PARTS, TERMS, Shape, device_of, prior, terms
 from orchestrator.outcome import COMPLETED, GPU, OOM, PEAK_SOURCES, RSS, TORCH, peak_memory
-from trainers.models import parse_model
+from trainers.models import bundled_models, parse_model
 from trainers.spec import KNOBS, TrialSpec
 
 MEASURES = tuple(kind for kind, _, _ in PEAK_SOURCES)
@@ -113,11 +113,16 @@ def model_shape(model: str) -> tuple[Shape | None, str | None]:
         return None, str(exc)
     config = source.config
     if config is None and source.kind == "hub":
-        from huggingface_hub import try_to_load_from_cache
+        # the architecture `random:` builds for a bundled hub id is the hub model's own
+        bundled = bundled_models().get(source.name)
+        if bundled is not None:
+            config = json.loads(bundled.read_text())
+        else:
+            from huggingface_hub import try_to_load_from_cache
 
-        cached = try_to_load_from_cache(source.name, "config.json")
-        if isinstance(cached, str):
-            config = json.loads(Path(cached).read_text())
+            cached = try_to_load_from_cache(source.name, "config.json")
+            if isinstance(cached, str):
+                config = json.loads(Path(cached).read_text())
     if config is None:
         return None, (
             f"model: no config.json for {model!r} here (nothing is downloaded to predict); use "
