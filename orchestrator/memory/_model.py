@@ -165,12 +165,12 @@ class _Family:
 class MemoryModel:
     """Predicts a trial's peak of one measure (MEASURES: GPU, torch reserved, RSS) per family."""
 
-    def __init__(self, measure: str, families: dict[tuple, _Family] | None = None):
+    def __init__(self, measure: str):
         if measure not in MEASURES:
             raise ValueError(f"measure: unknown {measure!r}; one of {', '.join(MEASURES)}")
         self.measure = measure
         self.device = device_of(measure)
-        self._families = families or {}
+        self._families: dict[tuple, _Family] = {}
         self._prior = prior(self.device)
 
     @classmethod
