@@ -27,14 +27,14 @@ def fit(
     budgets: np.ndarray,
     prior: np.ndarray,
     spread: np.ndarray,
-) -> np.ndarray:
-    """Coefficients (one per column) for measured (n x p) -> peaks (n), censored (m x p) at least
+) -> tuple[np.ndarray, np.ndarray]:
+    """(coefficients, their covariance) for measured (n x p) -> peaks (n), censored (m x p) at least
     budgets (m), prior (p) with spread (p)."""
     width = len(prior)
     rows = [measured / (NOISE * peaks[:, None]), np.diag(1.0 / spread)]
     targets = [np.full(len(peaks), 1.0 / NOISE), prior / spread]
     active = np.zeros(len(budgets), dtype=bool)
-    coefficients = prior
+    coefficients, a = prior, np.diag(1.0 / spread)
     for _ in range(CENSOR_ROUNDS):
         extra_rows = CENSOR_WEIGHT * censored[active] / (NOISE * budgets[active, None])
         a = np.vstack([*rows, extra_rows.reshape(-1, width)])
@@ -44,4 +44,10 @@ def fit(
         if not (below & ~active).any():
             break
         active |= below
-    return coefficients
+    return coefficients, np.linalg.pinv(a.T @ a)
+
+
+def predictive_sd(terms: np.ndarray, covariance: np.ndarray, peak: float) -> float:
+    """The standard deviation of a predicted peak: the coefficients' uncertainty along `terms`, and a
+    measurement's own noise."""
+    return float(np.sqrt(terms @ covariance @ terms + (NOISE * peak) ** 2))

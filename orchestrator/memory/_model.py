@@ -25,11 +25,10 @@ PRIOR, FITTED = "prior", "fitted"
 FITS, DOES_NOT_FIT, UNCERTAIN, UNKNOWN = "fits", "does not fit", "uncertain", "unknown"
 # The knobs that make a family: trials of one family share one set of coefficients.
 FAMILY = ("framework", "mode", "model", "quantization", "dtype", "gradient_checkpointing", "fast_inference")
-# Interval half-widths, as a fraction of the predicted peak: the prior's, and a fitted family's
-# floor, 2% + 8% / n over n measured trials; from 3 trials on, at least 1.5x the family's worst
-# leave-one-out error.
-PRIOR_SPREAD = 0.30
-FLOOR, FLOOR_PER_TRIAL = 0.02, 0.08
+# The interval: Z predictive standard deviations either side (the coefficients' covariance after the
+# fit, the prior's alone before any trial: orchestrator/memory/_fit.py); from LOO_FROM trials on, at
+# least LOO_FACTOR times the family's worst leave-one-out error.
+Z = 2.0
 LOO_FACTOR, LOO_FROM = 1.5, 3
 # vLLM (fast_inference) reserves gpu_memory_utilization of the card up front: no term models its pool,
 # so such a family is predicted only from this many measured trials of its own.
@@ -159,6 +158,7 @@ class _Family:
     oom_specs: list[TrialSpec] = field(default_factory=list)
     budgets: list[float] = field(default_factory=list)
     coefficients: np.ndarray | None = None
+    covariance: np.ndarray | None = None
     loo_worst: float | None = None
 
 
@@ -204,7 +204,7 @@ class MemoryModel:
     def _design(self, specs: list[TrialSpec], shape: Shape) -> np.ndarray:
         return np.array([list(terms(s, shape, self.device).values()) for s in specs]).reshape(-1, len(TERMS))
 
-    def _solve(self, measured, peaks, censored, budgets) -> np.ndarray:
+    def _solve(self, measured, peaks, censored, budgets) -> tuple[np.ndarray, np.ndarray]:
         coefficient, spread = (np.array(v) for v in zip(*self._prior.values(), strict=True))
         return _fit.fit(measured, peaks, censored, budgets, coefficient, spread)
 
@@ -214,12 +214,12 @@ class MemoryModel:
             return  # no config: predict() says why
         measured, censored = self._design(family.specs, shape), self._design(family.oom_specs, shape)
         peaks, budgets = np.array(family.peaks), np.array(family.budgets)
-        family.coefficients = self._solve(measured, peaks, censored, budgets)
+        family.coefficients, family.covariance = self._solve(measured, peaks, censored, budgets)
         if len(peaks) >= LOO_FROM:
             errors = []
             for i in range(len(peaks)):
                 keep = np.arange(len(peaks)) != i
-                c = self._solve(measured[keep], peaks[keep], censored, budgets)
+                c, _ = self._solve(measured[keep], peaks[keep], censored, budgets)
                 errors.append(abs(measured[i] @ c - peaks[i]) / peaks[i])
             family.loo_worst = float(max(errors))
 
@@ -245,7 +245,7 @@ class MemoryModel:
         for name, part in TERMS.items():
             parts[part] += coefficients[name] * sizes[name]
         peak = sum(parts.values())
-        half = peak * self._spread(family)
+        half = self._half_width(family, np.array(list(sizes.values())), peak)
         return Prediction(peak, max(peak - half, 0.0), peak + half, self.measure, n, basis, None, parts)
 
     def _coefficients(self, family: _Family) -> dict[str, float]:
@@ -253,13 +253,12 @@ class MemoryModel:
             return {name: value for name, (value, _) in self._prior.items()}
         return dict(zip(TERMS, (float(c) for c in family.coefficients), strict=True))
 
-    @staticmethod
-    def _spread(family: _Family) -> float:
-        n = len(family.peaks)
-        if not n:
-            return PRIOR_SPREAD
-        floor = FLOOR + FLOOR_PER_TRIAL / n
-        return max(floor, LOO_FACTOR * family.loo_worst) if family.loo_worst is not None else floor
+    def _half_width(self, family: _Family, sizes: np.ndarray, peak: float) -> float:
+        covariance = family.covariance
+        if covariance is None:
+            covariance = np.diag([spread**2 for _, spread in self._prior.values()])
+        half = Z * _fit.predictive_sd(sizes, covariance, peak)
+        return max(half, LOO_FACTOR * family.loo_worst * peak) if family.loo_worst is not None else half
 
     def families(self) -> list[FamilyFit]:
         """Each family with trials: its fit and where its memory goes (at its largest measured trial,

@@ -40,7 +40,7 @@ TERMS = {
 # and their log-softmax); the other terms count what they name once.
 PRIOR = {
     "gpu": {"baseline": (0.6, 0.4), "sampling_logits": (1.0, 1.0), "logits": (2.0, 1.5)},
-    "cpu": {"baseline": (0.8, 0.4), "sampling_logits": (1.0, 1.0), "logits": (2.0, 1.5)},
+    "cpu": {"baseline": (0.75, 0.1), "sampling_logits": (1.0, 1.0), "logits": (1.0, 1.0)},
 }
 DEFAULT_PRIOR = (1.0, 0.5)
 LORA_BYTES = 16  # fp32 weight + gradient + AdamW's two moments
