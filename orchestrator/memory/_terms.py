@@ -11,7 +11,8 @@ one part of the peak:
 - generation: the KV cache of one generation batch (B x K sequences of prompt + completion tokens)
   and the full-vocabulary logits sampling keeps per sequence;
 - training: the activations kept for backward by one micro-batch (one hidden state a layer with
-  gradient checkpointing, the layer's intermediates without) and its full-vocabulary fp32 logits.
+  gradient checkpointing, the layer's intermediates without) and its full-vocabulary fp32 logits,
+  which TRL computes for the completion tokens only (logits_to_keep).
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
         "kv_cache": 2 * shape.layers * shape.kv_heads * shape.head_dim * w * generation * tokens,
         "sampling_logits": generation * shape.vocab * 4,
         "activations": micro * tokens * shape.layers * per_layer * w,
-        "logits": micro * tokens * shape.vocab * 4,
+        "logits": micro * spec.max_completion_length * shape.vocab * 4,
     }
     return {name: sizes[name] / GIB for name in TERMS}
 

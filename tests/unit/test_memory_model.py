@@ -27,11 +27,12 @@ I = TINY_CONFIG["intermediate_size"]  # noqa: E741
 
 
 def true_peak(spec: TrialSpec) -> float:
-    """A CPU process's RSS written out by hand: 0.9 GiB of runtime, fp32 logits held 2.6 times, the
-    fp32 KV cache of a generation, a layer's ten hidden-sized and three MLP-sized fp32 tensors."""
+    """A CPU process's RSS written out by hand: 0.9 GiB of runtime, the completion tokens' fp32 logits
+    held 2.6 times, the fp32 KV cache of a generation, a layer's ten hidden-sized and three MLP-sized
+    fp32 tensors."""
     tokens = spec.max_prompt_length + spec.max_completion_length
     micro, generation = spec.effective_micro_batch_size, spec.generation_batch_size
-    logits = micro * tokens * V * 4
+    logits = micro * spec.max_completion_length * V * 4
     kv_cache = 2 * L * KV_WIDTH * 4 * generation * tokens
     activations = micro * tokens * L * (10 * H + 3 * I) * 4
     return 0.9 + (2.6 * logits + kv_cache + activations) / GIB
@@ -69,11 +70,12 @@ def test_fitting_predicts_unseen_configurations_of_an_independent_formula_within
         assert prediction.low_gib <= true_peak(unseen) <= prediction.high_gib
 
 
-def test_fitting_recovers_the_runtime_and_the_kv_cache_coefficient():
+def test_fitting_recovers_the_runtime_the_kv_cache_and_the_logits_coefficients():
     (family,) = MemoryModel.fit([row(s) for s in GRID]).families()
     assert family.coefficients["kv_cache"] == pytest.approx(1.0, rel=0.05)
+    assert family.coefficients["logits"] == pytest.approx(2.6, rel=0.05)
     assert family.terms["static"] == pytest.approx(0.9, rel=0.02)
-    assert family.n_fitted == len(GRID) and family.loo_worst < 0.01
+    assert family.n_fitted == len(GRID) and family.loo_worst < 0.02
 
 
 def test_a_prediction_is_the_sum_of_its_parts():
@@ -108,11 +110,11 @@ def test_with_no_trials_the_prior_predicts_and_says_so():
     small, large = model.predict(trial(num_generations=2)), model.predict(trial(num_generations=8))
     assert (small.basis, small.n_fitted, small.unknown, small.measure) == ("prior", 0, None, "RSS")
     # the prior's growth from K=2 to K=8 (B=2: 12 more completions of 256 + 128 tokens, fp32 on a
-    # CPU), written out: the logits, the KV cache and sampled logits of a generation, the
-    # activations, each once
+    # CPU), written out: the logits of the 128 completion tokens, the KV cache and sampled logits of
+    # a generation, the activations, each once
     tokens, extra = 256 + 128, 12
     growth = (
-        extra * tokens * V * 4
+        extra * 128 * V * 4
         + 2 * L * KV_WIDTH * 4 * extra * tokens
         + extra * V * 4
         + extra * tokens * L * (10 * H + 3 * I) * 4
