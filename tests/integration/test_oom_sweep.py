@@ -49,6 +49,17 @@ def test_budget_ooms_prunes_and_resume_keeps_the_decisions(ray_fake_gpus, tmp_pa
     assert larger.status_detail.startswith(f"dominated by {large.trial_key} (oom at RSS ")
     assert f"budget {BUDGET_GIB:.2f} GiB)" in larger.status_detail
 
+    # Each row holds the memory prediction made before it ran, from the trials finished before it:
+    # the first from the prior, the next two fitted on the one measured trial (the oom one a bound).
+    assert [(t.predicted_basis, t.predicted_from_trials) for t in (small, large, larger)] == [
+        ("prior", 0),
+        ("fitted", 1),
+        ("fitted", 1),
+    ]
+    assert all(
+        t.predicted_low_gib < t.predicted_peak_gib < t.predicted_high_gib for t in (small, large, larger)
+    )
+
     # The pruned trial never had a trainer: no trial folder, an empty steps file; the other two ran.
     trial_dirs = out / "trials"
     assert sorted(p.name for p in trial_dirs.iterdir()) == sorted([small.trial_key, large.trial_key])
