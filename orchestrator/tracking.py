@@ -222,7 +222,10 @@ class MlflowSink:
     def _trial_finished(self, run_id: str, row: dict[str, Any], steps_file: Path | None) -> None:
         from mlflow.entities import RunTag
 
+        from orchestrator.report import prediction_metrics
+
         summary = [_metric(k, row[k]) for k in SUMMARY_METRICS if row.get(k) is not None]
+        summary += [_metric(k, v) for k, v in prediction_metrics(row).items()]  # when one was made
         tags = {
             "status": row["status"],
             "status_detail": (row.get("status_detail") or "")[:5000],
@@ -246,13 +249,16 @@ class MlflowSink:
         self._guard("report", self._log_report, paths, outputs)
 
     def _log_report(self, paths: dict, outputs: Any) -> None:
-        from orchestrator.report import summary_metrics
+        from orchestrator.report import prediction_pairs, prediction_summary, summary_metrics
 
         if self.parent_id is None:
             self._start_sweep_lookup()
-        for key in ("summary_csv", "report_html", "report_md"):
+        for key in ("summary_csv", "report_html", "report_md", "prediction_errors_csv"):
             if paths.get(key):
                 self.client.log_artifact(self.parent_id, str(paths[key]))
+        errors = prediction_summary(prediction_pairs(outputs.trials, outputs.steps))
+        if errors:
+            self.client.log_batch(self.parent_id, metrics=[_metric(k, v) for k, v in errors.items()])
         for plot in paths.get("plots", []):
             self.client.log_artifact(self.parent_id, str(plot), artifact_path="plots")
         for _, trial in outputs.trials.iterrows():

@@ -14,12 +14,14 @@ Modules, each with one job (imports run down this list, never up):
   _document     the document model (blocks) and its Markdown rendering
   _html         its HTML rendering with the page's CSS
   _content      the report's blocks built from the above
+  _predictions  predicted against measured peak: per-trial pairs, errors by family, MLflow metrics
   _plots        PNG figures (matplotlib, imported only when a report is written)
   _write        write_report, the entry point
 """
 
 from orchestrator.report._feasibility import frontier
 from orchestrator.report._outputs import SweepOutputs, load_outputs, summary_metrics, summary_table
+from orchestrator.report._predictions import prediction_metrics, prediction_pairs, prediction_summary
 from orchestrator.report._terminal import frontier_table
 from orchestrator.report._write import ReportDiskFull, write_report
 
@@ -29,6 +31,9 @@ __all__ = [
     "frontier",
     "frontier_table",
     "load_outputs",
+    "prediction_metrics",
+    "prediction_pairs",
+    "prediction_summary",
     "summary_metrics",
     "summary_table",
     "write_report",

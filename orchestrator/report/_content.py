@@ -153,8 +153,48 @@ def feasibility_block_table(grid: FeasibilityGrid) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
+def prediction_blocks(pairs: pd.DataFrame, errors: pd.DataFrame, terms: pd.DataFrame | None,
+                      plot: Any) -> list[Block]:  # fmt: skip
+    """Predicted vs measured peak (report._predictions): the scatter, the errors by family, and what
+    each family's memory is made of; one sentence when no trial had a prediction."""
+    blocks = [Block("h2", "Predicted vs measured peak")]
+    if pairs.empty:
+        return [*blocks, Block("p", "No trial of this sweep has a predicted peak: no prediction was made.")]
+    scored = int(pairs["error_pct"].notna().sum())
+    statuses = pairs["status"].value_counts()
+    others = ", ".join(f"{n} {STATUS_WORDS.get(s, s)}" for s, n in statuses.items() if s != COMPLETED)
+    blocks.append(
+        Block(
+            "p",
+            f"{len(pairs)} trials had a peak predicted before they ran, from the trials finished before them; "
+            f"{scored} completed with a measured peak and are scored"
+            + (
+                f" (the others: {others}; an out-of-memory trial's measured peak is a lower bound)"
+                if others
+                else ""
+            )
+            + ". Error = predicted − measured, as % of the measured peak; positive: over-predicted.",
+        )
+    )
+    if plot:
+        blocks.append(Block("image", "Predicted vs measured peak", path=plot))
+    if len(errors):
+        blocks.append(Block("table", table=errors))
+    if terms is not None and len(terms):
+        blocks.append(Block("h3", "Where the memory goes: fitted terms per family (GiB)"))
+        blocks.append(
+            Block(
+                "p",
+                "static: CUDA context, weights, LoRA, gradients and optimizer state; generation: KV cache "
+                "and logits of the sampled completions; training: activations and logits of one micro-batch.",
+            )
+        )
+        blocks.append(Block("table", table=terms))
+    return blocks
+
+
 def build_blocks(outputs: SweepOutputs, summary: pd.DataFrame, ranked: pd.DataFrame, grids: list[FeasibilityGrid],
-                 plot_paths: dict[str, Any], budget_gib: float | None) -> list[Block]:  # fmt: skip
+                 plot_paths: dict[str, Any], budget_gib: float | None, predictions: list[Block]) -> list[Block]:  # fmt: skip
     trials = outputs.trials
     blocks = [Block("h1", f"Sweep report: {outputs.sweep_name}"), Block("p", _status_sentence(trials))]
     blocks.append(Block("p", _machine_sentence(trials)))
@@ -206,6 +246,7 @@ def build_blocks(outputs: SweepOutputs, summary: pd.DataFrame, ranked: pd.DataFr
         blocks.append(Block("image", "Peak memory against completions per step", path=plot_paths["memory"]))
     else:
         blocks.append(Block("p", "No trial measured memory."))
+    blocks += predictions
 
     missed = not_completed_table(summary)
     if len(missed):

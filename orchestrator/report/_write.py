@@ -13,14 +13,15 @@ from typing import Any
 from rich.console import Console
 
 from orchestrator.report._configs import aggregate_repeats
-from orchestrator.report._content import build_blocks
+from orchestrator.report._content import build_blocks, prediction_blocks
 from orchestrator.report._document import render_markdown
 from orchestrator.report._feasibility import feasibility_matrix, infer_budget_gib
 from orchestrator.report._html import render_html
 from orchestrator.report._outputs import SweepOutputs, load_outputs, summary_table, trial_steps
+from orchestrator.report._predictions import error_table, prediction_pairs
 from orchestrator.report._terminal import feasibility_tables
 
-PLOT_PREFIXES = ("feasibility_", "curves_", "throughput", "memory_vs_completions")
+PLOT_PREFIXES = ("feasibility_", "curves_", "throughput", "memory_vs_completions", "predicted_vs_measured")
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
@@ -65,11 +66,18 @@ def write_report(
     """Write summary.csv, report.md, report.html and plots/*.png into output_dir; print the matrix.
 
     outputs: the sweep's Parquet already loaded (load_outputs(output_dir)), so a caller that needs them
-    too reads them once. Returns {"summary_csv", "report_md", "report_html": Path, "plots": [Path, ...]}.
+    too reads them once. Returns {"summary_csv", "report_md", "report_html": Path, "prediction_errors_csv":
+    Path or None (no trial scored), "plots": [Path, ...]}.
     Raises ReportDiskFull when the disk fills up.
     """
     # matplotlib is imported only when a report is written
-    from orchestrator.report._plots import feasibility_heatmap, memory_plot, throughput_plot, trial_curves
+    from orchestrator.report._plots import (
+        feasibility_heatmap,
+        memory_plot,
+        prediction_plot,
+        throughput_plot,
+        trial_curves,
+    )
 
     console = console or Console()
     outputs = outputs if outputs is not None else load_outputs(output_dir)
@@ -97,6 +105,15 @@ def write_report(
         plot_paths["throughput"] = throughput_plot(ranked, path)
     with _space_for(plot_dir / "memory_vs_completions.png", out) as path:
         plot_paths["memory"] = memory_plot(outputs, path, budget)
+    pairs = prediction_pairs(outputs.trials, outputs.steps)
+    with _space_for(plot_dir / "predicted_vs_measured.png", out) as path:
+        plot_paths["predictions"] = prediction_plot(pairs, path, budget)
+    errors = error_table(pairs)
+    prediction_errors_csv = out / "prediction_errors.csv"
+    with _space_for(prediction_errors_csv, out):
+        prediction_errors_csv.unlink(missing_ok=True)  # a rebuilt report shows only what the data holds now
+        if len(errors):
+            errors.to_csv(prediction_errors_csv, index=False)
     for _, trial in outputs.trials.iterrows():
         steps = trial_steps(outputs.steps, trial.get("trial_key"))
         if len(steps):
@@ -104,7 +121,8 @@ def write_report(
             with _space_for(path, out):
                 plot_paths["curves"][str(trial["trial_key"])] = trial_curves(trial, steps, path)
 
-    blocks = build_blocks(outputs, summary, ranked, grids, plot_paths, budget)
+    predictions = prediction_blocks(pairs, errors, None, plot_paths["predictions"])
+    blocks = build_blocks(outputs, summary, ranked, grids, plot_paths, budget, predictions)
     report_md = out / "report.md"
     with _space_for(report_md, out):
         report_md.write_text(render_markdown(blocks, out))
@@ -118,10 +136,11 @@ def write_report(
         console.print(f"No trials in {out / 'trials.parquet'}.")
     console.print(f"Report: {report_html}")
     all_plots = [p for p in [*plot_paths["feasibility"].values(), plot_paths["throughput"], plot_paths["memory"],
-                             *plot_paths["curves"].values()] if p]  # fmt: skip
+                             plot_paths["predictions"], *plot_paths["curves"].values()] if p]  # fmt: skip
     return {
         "summary_csv": summary_csv,
         "report_md": report_md,
         "report_html": report_html,
+        "prediction_errors_csv": prediction_errors_csv if len(errors) else None,
         "plots": all_plots,
     }
