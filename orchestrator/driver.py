@@ -13,6 +13,9 @@ PENDING trials, a Searcher can. `decide(spec)` answers RUN, HOLD (ask again late
 detail string; the default is OomGate (docs/oom.md): a trial that dominates one that ended
 `oom` is pruned, and one that dominates a trial still running waits for it (oom.wait_for_smaller).
 The out-of-memory verdicts are kept in <output_dir>/pruning.json, so a resumed sweep prunes alike.
+Before each trial the gate also predicts its peak memory from the trials finished so far
+(orchestrator.memory.Forecast; its row records the prediction); with oom.predict it prunes a trial
+predicted wholly over the budget, and the unrun trials go in informative_order.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from ray.tune.search import Searcher
 from rich.console import Console
 
 from orchestrator.finish import finish_sweep
+from orchestrator.memory import Forecast, informative_order
 from orchestrator.outcome import FAILED, UNAVAILABLE, TrialResult
 from orchestrator.plan import config_mismatches
 from orchestrator.plan import plan as make_plan
@@ -363,9 +367,19 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
         mlflow = MlflowSink(sweep.tracking_uri(), sweep.experiment_name(), out, sweep.name)
         mlflow.start_sweep(resolved_yaml(sweep))
     progress = Progress(len(plan.trials), console, done)
-    gate = OomGate.load(out / "pruning.json", ledger, sweep.oom.prune_dominated, sweep.oom.wait_for_smaller)
+    forecast = Forecast(ledger.rows)
+    gate = OomGate.load(
+        out / "pruning.json",
+        ledger,
+        sweep.oom.prune_dominated,
+        sweep.oom.wait_for_smaller,
+        forecast=forecast,
+        predict=sweep.oom.predict,
+    )
+    if sweep.oom.predict:
+        todo = informative_order(todo, forecast.model())
     sinks = [StepsFiles(out), PruningGate(gate), Ledger(ledger), progress, *([mlflow] if mlflow else [])]
-    recorder = Recorder(plan.trials, sinks, sweep.verdict.settings())
+    recorder = Recorder(plan.trials, sinks, sweep.verdict.settings(), forecast.made)
     interrupted = False
     if todo:
         local = not (ray_init_kwargs.get("address") or os.environ.get("RAY_ADDRESS"))

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from orchestrator.memory import DOES_NOT_FIT, Forecast
 from orchestrator.outcome import OOM
 from orchestrator.storage import RemotePath, is_remote
 from trainers.spec import BOOKKEEPING, EXECUTION
@@ -217,17 +218,39 @@ class OomGate:
     """The default `decide`: prune a trial that dominates a recorded out-of-memory trial; with
     `wait_for_smaller`, hold one that dominates a trial still in flight (should that one end `oom`,
     this one is pruned without running). Holding happens only when a slot is free (Tune asks the
-    searcher only then) and only while pruning is on: otherwise waiting cannot save a run."""
+    searcher only then) and only while pruning is on: otherwise waiting cannot save a run.
 
-    def __init__(self, pruner: Pruner, path: Path, ledger: Ledger, wait_for_smaller: bool = True):
+    With a `forecast` (orchestrator.memory.Forecast), every trial's memory is predicted first, from
+    the trials finished so far (its row records the prediction); with `predict` (oom.predict), a trial
+    whose predicted interval lies wholly above its memory budget is pruned (`predict_verdict`)."""
+
+    def __init__(
+        self,
+        pruner: Pruner,
+        path: Path,
+        ledger: Ledger,
+        wait_for_smaller: bool = True,
+        forecast: Forecast | None = None,
+        predict: bool = False,
+    ):
         self.pruner = pruner
         self.path = path
         self.ledger = ledger
         self.wait_for_smaller = wait_for_smaller
+        self.forecast = forecast
+        self.predict = predict
         self.launched: dict[str, Any] = {}
 
     @classmethod
-    def load(cls, path: Path, ledger: Ledger, enabled: bool = True, wait_for_smaller: bool = True) -> OomGate:
+    def load(
+        cls,
+        path: Path,
+        ledger: Ledger,
+        enabled: bool = True,
+        wait_for_smaller: bool = True,
+        forecast: Forecast | None = None,
+        predict: bool = False,
+    ) -> OomGate:
         """The saved verdicts (pruning.json), plus any `oom` row of the ledger they lack (a crash
         between writing the verdict and the row). `enabled`: oom.prune_dominated."""
         pruner = Pruner.load(path, enabled=enabled)
@@ -235,15 +258,20 @@ class OomGate:
         for key, row in ledger.rows.items():
             if row["status"] == OOM and key not in known and row.get("config"):
                 pruner.record_oom(key, json.loads(row["config"]), oom_reading(row))
-        return cls(pruner, path, ledger, wait_for_smaller)
+        return cls(pruner, path, ledger, wait_for_smaller, forecast, predict)
 
     def in_flight(self) -> list[Any]:
         return [spec for key, spec in self.launched.items() if not self.ledger.done(key)]
 
     def __call__(self, spec: Any) -> str:
+        prediction = self.forecast.before(spec) if self.forecast else None
         pruned = self.pruner.pruned_by(spec)
         if pruned:
             return pruned[1]
+        if self.predict and prediction is not None:
+            skip = predict_verdict(prediction, spec.memory_budget_gib)
+            if skip:
+                return skip
         if self.wait_for_smaller and self.pruner.enabled and should_wait(spec, self.in_flight()):
             return HOLD
         self.launched[spec.trial_key] = spec
@@ -254,3 +282,12 @@ class OomGate:
         if row["status"] == OOM:
             self.pruner.record_oom(spec.trial_key, spec, oom_reading(row))
             self.pruner.save(self.path)
+
+
+def predict_verdict(prediction: Any, budget_gib: float | None) -> str | None:
+    """The pruning detail for a trial whose predicted interval lies wholly above the budget
+    ('predicted 17.9 GiB (16.8-19.0) > budget 16 GiB'); None when it may fit (its interval crosses or
+    is under the budget), when there is no budget, or when its memory is unknown."""
+    if budget_gib is None or prediction.verdict(budget_gib) != DOES_NOT_FIT:
+        return None
+    return f"{prediction.describe()} > budget {budget_gib:g} GiB"

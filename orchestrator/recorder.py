@@ -9,10 +9,11 @@ and MLflow. A sink is anything with on_start / on_step / on_end (`Sink`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from orchestrator.memory import Prediction
 from orchestrator.outcome import PRUNED, STOPPED, TrialResult
 from orchestrator.pruning import OomGate
 from orchestrator.sinks import TrialsTable, trial_row, write_steps
@@ -71,14 +72,20 @@ class PruningGate(_EndOnly):
 class Recorder:
     """Feeds each trial's events to the sinks; a step reported twice (Tune may repeat its last report)
     counts once, and a trial ends once. verdict: the thresholds of each completed trial's training
-    verdict (the sweep's `verdict:` section)."""
+    verdict (the sweep's `verdict:` section); predictions: trial key -> the memory prediction made
+    before it ran (orchestrator.memory.Forecast.made), read when its row is built."""
 
     def __init__(
-        self, specs: Iterable[TrialSpec], sinks: Sequence[Sink], verdict: VerdictSettings = VERDICT_DEFAULTS
+        self,
+        specs: Iterable[TrialSpec],
+        sinks: Sequence[Sink],
+        verdict: VerdictSettings = VERDICT_DEFAULTS,
+        predictions: Mapping[str, Prediction] | None = None,
     ):
         self.specs = {s.trial_key: s for s in specs}
         self.sinks = list(sinks)
         self.verdict = verdict
+        self.predictions = predictions if predictions is not None else {}
         self.steps: dict[str, dict[int, dict[str, Any]]] = {}  # running trial -> step -> row
 
     @property
@@ -104,7 +111,14 @@ class Recorder:
         if self.steps.pop(key, None) is None:
             return
         spec = self.specs[key]
-        row = trial_row(spec, result, status=status, detail=detail, verdict=self.verdict)
+        row = trial_row(
+            spec,
+            result,
+            status=status,
+            detail=detail,
+            verdict=self.verdict,
+            prediction=self.predictions.get(key),
+        )
         steps = result.steps if result else []
         for sink in self.sinks:
             sink.on_end(spec, row, steps)

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from orchestrator.memory import Prediction
 from orchestrator.outcome import COMPLETED, FINAL_STATUSES, TrialResult
 from orchestrator.storage import StoragePath, filesystem_and_path, is_remote
 from orchestrator.verdict import DEFAULTS as VERDICT_DEFAULTS
@@ -130,6 +131,13 @@ TRIAL_SCHEMA = pa.schema(
         ("gpu_memory_source", STR),
         ("training_verdict", STR),
         ("training_verdict_detail", STR),
+        # the memory model's prediction made before the trial ran (orchestrator/memory), from the
+        # trials finished before it; null when none was made
+        ("predicted_peak_gib", F64),
+        ("predicted_low_gib", F64),
+        ("predicted_high_gib", F64),
+        ("predicted_from_trials", I64),
+        ("predicted_basis", STR),
     ]
 )
 TRIAL_COLUMNS = TRIAL_SCHEMA.names
@@ -228,9 +236,11 @@ def trial_row(
     status: str | None = None,
     detail: str = "",
     verdict: VerdictSettings = VERDICT_DEFAULTS,
+    prediction: Prediction | None = None,
 ) -> dict:
     """The trials.parquet row of a trial: its config, and its outcome when it ran; a completed trial's
-    training verdict (orchestrator/verdict.py) under `verdict`'s thresholds."""
+    training verdict (orchestrator/verdict.py) under `verdict`'s thresholds; the memory model's
+    prediction made before it ran (null columns when none was made or it was unknown)."""
     steps = result.steps if result else []
     started = result.started if result else {}
     gpu_name, gpu_total = device_info(started)
@@ -264,12 +274,26 @@ def trial_row(
         context_source=started.get("context_source"),
         alloc_conf=started.get("alloc_conf"),
         gpu_memory_source=peak.get("gpu_memory_source"),
+        **prediction_columns(prediction),
     )
     if row["status"] == COMPLETED:
         judged = judge(steps, verdict, max_steps=spec.max_steps, budget_gib=spec.memory_budget_gib,
                        device_total_gib=gpu_total)  # fmt: skip
         row.update(training_verdict=judged.verdict, training_verdict_detail=judged.detail)
     return row
+
+
+def prediction_columns(prediction: Prediction | None) -> dict[str, Any]:
+    """The predicted_* columns of a trial's row: null when no number was predicted."""
+    if prediction is None or prediction.unknown is not None:
+        return {name: None for name in TRIAL_COLUMNS if name.startswith("predicted_")}
+    return {
+        "predicted_peak_gib": prediction.peak_gib,
+        "predicted_low_gib": prediction.low_gib,
+        "predicted_high_gib": prediction.high_gib,
+        "predicted_from_trials": prediction.n_fitted,
+        "predicted_basis": prediction.basis,
+    }
 
 
 def _ms(epoch_s: float) -> int | None:

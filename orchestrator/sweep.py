@@ -95,6 +95,13 @@ class Oom(_Section):
     )
     prune_dominated: bool = Field(True, description="Skip trials that dominate one that ran out of memory.")
     wait_for_smaller: bool = Field(True, description="Hold a trial while a smaller sibling is still running.")
+    predict: bool = Field(
+        False,
+        description="Skip a trial whose predicted peak memory (orchestrator/memory), even at its interval's "
+        "lower bound, is above memory.budget_gib (status pruned, with the prediction); never one whose "
+        "interval crosses the budget. Runs the rest so the trials that teach the memory model most go "
+        "first. Needs memory.budget_gib. Every trial's row records its prediction either way.",
+    )
 
 
 class Tracking(_Section):
@@ -333,6 +340,16 @@ def grid_size_errors(raw: dict[str, Any], spec: SweepSpec | None) -> list[str]:
     ]
 
 
+def predict_errors(spec: SweepSpec | None) -> list[str]:
+    """oom.predict compares each prediction with the budget: without one it could skip nothing."""
+    if spec is None or not spec.oom.predict or spec.base().get("memory_budget_gib") is not None:
+        return []
+    return [
+        "oom.predict: true, but no memory.budget_gib to compare predictions with; set memory.budget_gib "
+        "(e.g. memory: {budget_gib: 16}) or oom.predict: false"
+    ]
+
+
 class SweepError(ValueError):
     def __init__(self, errors: list[str], source: str = ""):
         self.errors = errors
@@ -402,6 +419,7 @@ def parse_sweep(raw: Any, source: str = "") -> SweepSpec:
         errors = _pydantic_errors(exc)
     errors += knob_errors(raw)
     errors += grid_size_errors(raw, spec)
+    errors += predict_errors(spec)
     if errors:
         raise SweepError(errors, source)
     return spec

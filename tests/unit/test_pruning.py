@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.memory import Forecast, Prediction
 from orchestrator.pruning import (
     DOMINANCE_KNOBS,
     HOLD,
@@ -15,6 +16,7 @@ from orchestrator.pruning import (
     dominates,
     oom_reading,
     pick_next,
+    predict_verdict,
     should_wait,
 )
 from trainers.spec import KNOBS, TrialSpec
@@ -273,3 +275,51 @@ def test_pruner_state_round_trips_through_an_object_store_path(tmp_path):
     loaded = Pruner.load(remote)
     assert [v.trial_key for v in loaded.verdicts] == ["trl-grpo-tiny-k4-b1-abc"]
     assert Pruner.load(RemotePath(pafs.LocalFileSystem(), str(tmp_path / "none.json"), "s3")).verdicts == []
+
+
+# --- pruning by prediction (oom.predict) ----------------------------------------------------------
+
+
+def test_a_trial_predicted_wholly_over_the_budget_is_pruned_with_its_prediction():
+    over = Prediction(17.9, 16.8, 19.0, "GPU", 4, "fitted")
+    assert predict_verdict(over, 16.0) == "predicted 17.9 GiB (16.8-19.0) > budget 16 GiB"
+
+
+@pytest.mark.parametrize("budget", [16.8, 17.9, 18.99, 19.0, 25.0, None])
+def test_a_trial_whose_interval_reaches_the_budget_is_never_pruned(budget):
+    assert predict_verdict(Prediction(17.9, 16.8, 19.0, "GPU", 4, "fitted"), budget) is None
+
+
+def test_an_unknown_prediction_prunes_nothing():
+    unknown = Prediction(None, None, None, "GPU", 0, "prior", unknown="model: no config.json")
+    assert predict_verdict(unknown, 1.0) is None
+
+
+def measured(spec: TrialSpec, peak: float) -> dict:
+    return {
+        "trial_key": spec.trial_key,
+        "status": "completed",
+        "config": spec.to_json(),
+        "peak_rss_gib": peak,
+    }
+
+
+def test_the_gate_predicts_every_trial_from_the_ledger_and_prunes_only_with_predict_on():
+    ledger = Ledger()
+    for k, peak in ((2, 0.80), (4, 0.85), (8, 0.95)):  # RSS grows 0.025 GiB a completion
+        ledger.rows[f"k{k}"] = measured(trial(f"k{k}", num_generations=k), peak)
+    budget = 1.2
+    large, middling = (
+        trial("k48", num_generations=48, memory_budget_gib=budget),
+        trial("k12", num_generations=12, memory_budget_gib=budget),
+    )
+    forecast = Forecast(ledger.rows)
+    watching = OomGate(Pruner(), Path("unused.json"), ledger, forecast=forecast, predict=False)
+    assert watching(large) == RUN
+    assert forecast.made["k48"].n_fitted == 3 and forecast.made["k48"].basis == "fitted"
+    assert forecast.made["k48"].low_gib > budget  # 0.75 + 0.025 x 48 = 1.95 GiB by the measured line
+
+    pruning = OomGate(Pruner(), Path("unused.json"), ledger, forecast=Forecast(ledger.rows), predict=True)
+    verdict = pruning(large)
+    assert verdict.startswith("predicted ") and verdict.endswith("> budget 1.2 GiB")
+    assert pruning(middling) == RUN  # 0.75 + 0.025 x 12 = 1.05 GiB: under the budget

@@ -1,0 +1,196 @@
+"""The memory model (orchestrator/memory): fitting on synthetic rows from an independent formula,
+censored out-of-memory rows, the prior, refusals, the pruning rule, the informative order."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from orchestrator.memory import (
+    DOES_NOT_FIT,
+    FITS,
+    UNCERTAIN,
+    UNKNOWN,
+    MemoryModel,
+    Prediction,
+    informative_order,
+)
+from trainers.models import TINY_CONFIG
+from trainers.spec import TrialSpec
+
+GIB = 1024**3
+V, L, H = TINY_CONFIG["vocab_size"], TINY_CONFIG["num_hidden_layers"], TINY_CONFIG["hidden_size"]
+KV_WIDTH = TINY_CONFIG["num_key_value_heads"] * H // TINY_CONFIG["num_attention_heads"]
+I = TINY_CONFIG["intermediate_size"]  # noqa: E741
+
+
+def true_peak(spec: TrialSpec) -> float:
+    """A CPU process's RSS written out by hand: 0.9 GiB of runtime, fp32 logits held 2.6 times, the
+    fp32 KV cache of a generation, a layer's ten hidden-sized and three MLP-sized fp32 tensors."""
+    tokens = spec.max_prompt_length + spec.max_completion_length
+    micro, generation = spec.effective_micro_batch_size, spec.generation_batch_size
+    logits = micro * tokens * V * 4
+    kv_cache = 2 * L * KV_WIDTH * 4 * generation * tokens
+    activations = micro * tokens * L * (10 * H + 3 * I) * 4
+    return 0.9 + (2.6 * logits + kv_cache + activations) / GIB
+
+
+def row(spec: TrialSpec, status: str = "completed", peak: float | None = None, **extra) -> dict:
+    return {
+        "trial_key": spec.trial_key,
+        "status": status,
+        "config": json.dumps(spec.to_dict()),
+        "peak_rss_gib": true_peak(spec) if peak is None and status == "completed" else peak,
+        **extra,
+    }
+
+
+def trial(key: str = "t", **knobs) -> TrialSpec:
+    return TrialSpec(trial_key=key, **knobs)
+
+
+GRID = [
+    trial(f"k{k}-b{b}-c{c}", num_generations=k, batch_size=b, max_completion_length=c)
+    for k, b, c in itertools.product([2, 8, 24], [1, 2], [16, 128])
+]
+
+
+def test_fitting_predicts_unseen_configurations_of_an_independent_formula_within_one_percent():
+    model = MemoryModel.fit([row(s) for s in GRID])
+    for unseen in (
+        trial(num_generations=16, batch_size=3, max_completion_length=64),
+        trial(num_generations=4, batch_size=4, max_completion_length=256, micro_batch_size=4),
+    ):
+        prediction = model.predict(unseen)
+        assert prediction.basis == "fitted" and prediction.n_fitted == len(GRID)
+        assert prediction.peak_gib == pytest.approx(true_peak(unseen), rel=0.01)
+        assert prediction.low_gib <= true_peak(unseen) <= prediction.high_gib
+
+
+def test_fitting_recovers_the_runtime_and_the_kv_cache_coefficient():
+    (family,) = MemoryModel.fit([row(s) for s in GRID]).families()
+    assert family.coefficients["kv_cache"] == pytest.approx(1.0, rel=0.05)
+    assert family.terms["static"] == pytest.approx(0.9, rel=0.02)
+    assert family.n_fitted == len(GRID) and family.loo_worst < 0.01
+
+
+def test_a_prediction_is_the_sum_of_its_parts():
+    prediction = MemoryModel.fit([row(s) for s in GRID]).predict(trial(num_generations=12))
+    assert sum(prediction.terms.values()) == pytest.approx(prediction.peak_gib)
+    assert set(prediction.terms) == {"static", "generation", "training"}
+
+
+def test_an_oom_trial_pulls_the_fit_up_to_its_budget():
+    small = [trial(f"k{k}", num_generations=k) for k in (2, 4)]
+    large = trial("k48", num_generations=48)
+    budget = true_peak(large) * 1.5  # the large trial ran out of memory above what the formula says
+    measured = [row(s) for s in small]
+    before = MemoryModel.fit(measured).predict(large)
+    after = MemoryModel.fit([*measured, row(large, "oom", memory_budget_gib=budget)]).predict(large)
+    assert before.peak_gib < budget
+    assert after.peak_gib >= budget * 0.99
+    assert after.n_fitted == 2  # an oom trial is a bound, not a measurement
+
+
+def test_an_oom_trial_already_predicted_over_its_budget_changes_nothing():
+    small = [row(trial(f"k{k}", num_generations=k)) for k in (2, 4)]
+    large = trial("k48", num_generations=48)
+    low_budget = true_peak(large) * 0.5
+    plain = MemoryModel.fit(small).predict(large)
+    censored = MemoryModel.fit([*small, row(large, "oom", memory_budget_gib=low_budget)]).predict(large)
+    assert censored.peak_gib == pytest.approx(plain.peak_gib)
+
+
+def test_with_no_trials_the_prior_predicts_and_says_so():
+    model = MemoryModel.fit([], measure="RSS")
+    small, large = model.predict(trial(num_generations=2)), model.predict(trial(num_generations=8))
+    assert (small.basis, small.n_fitted, small.unknown, small.measure) == ("prior", 0, None, "RSS")
+    # the prior's growth from K=2 to K=8 (B=2: 12 more completions of 256 + 128 tokens, fp32 on a
+    # CPU), written out: the logits held twice, the KV cache and sampled logits of a generation, the
+    # activations, once each
+    tokens, extra = 256 + 128, 12
+    growth = (
+        2.0 * extra * tokens * V * 4
+        + 2 * L * KV_WIDTH * 4 * extra * tokens
+        + extra * V * 4
+        + extra * tokens * L * (10 * H + 3 * I) * 4
+    ) / GIB
+    assert large.peak_gib - small.peak_gib == pytest.approx(growth, rel=1e-9)
+    assert small.low_gib < small.peak_gib < small.high_gib
+
+
+def test_other_statuses_and_rows_without_the_measure_are_ignored():
+    rows = [row(GRID[0]), {**row(GRID[1]), "status": "failed"}, {**row(GRID[2]), "peak_rss_gib": None}]
+    assert MemoryModel.fit(rows, measure="RSS").predict(GRID[3]).n_fitted == 1
+
+
+def test_a_model_without_a_config_is_unknown_with_the_reason():
+    prediction = MemoryModel.fit([], measure="GPU").predict(trial(model="someorg/some-model"))
+    assert prediction.peak_gib is None and prediction.low_gib is None and prediction.high_gib is None
+    assert "someorg/some-model" in prediction.unknown and "config.json" in prediction.unknown
+    assert prediction.verdict(16) == UNKNOWN
+    assert prediction.describe().startswith("unknown: model:")
+
+
+def test_a_bundled_hub_id_is_predicted_from_its_bundled_config():
+    prediction = MemoryModel.fit([], measure="GPU").predict(trial(model="Qwen/Qwen2.5-0.5B-Instruct"))
+    assert prediction.unknown is None and prediction.peak_gib > 0
+
+
+def test_fast_inference_is_unknown_until_its_family_has_two_measured_trials():
+    vllm = dict(framework="unsloth", fast_inference=True, probe_steps=0)
+    model = MemoryModel.fit([row(trial("a", num_generations=2, **vllm))])
+    prediction = model.predict(trial(num_generations=4, **vllm))
+    assert prediction.verdict(16) == UNKNOWN
+    assert "fast_inference" in prediction.unknown and "1 so far" in prediction.unknown
+    rows = [row(trial(k, num_generations=n, **vllm)) for k, n in (("a", 2), ("b", 8))]
+    assert MemoryModel.fit(rows).predict(trial(num_generations=4, **vllm)).unknown is None
+
+
+def test_an_unknown_measure_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match="measure: unknown 'VRAM'; one of GPU, torch reserved, RSS"):
+        MemoryModel.fit([], measure="VRAM")
+
+
+@pytest.mark.parametrize(
+    "budget,verdict",
+    [
+        (16.0, DOES_NOT_FIT),
+        (16.8, UNCERTAIN),
+        (17.0, UNCERTAIN),
+        (19.0, FITS),
+        (20.0, FITS),
+        (None, UNCERTAIN),
+    ],
+)
+def test_the_verdict_reads_the_whole_interval(budget, verdict):
+    prediction = Prediction(17.9, 16.8, 19.0, "GPU", 5, "fitted")
+    assert prediction.verdict(budget) == verdict
+
+
+def test_describe_gives_the_peak_and_its_interval():
+    assert Prediction(17.9, 16.8, 19.0, "GPU", 5, "fitted").describe() == "predicted 17.9 GiB (16.8-19.0)"
+    assert Prediction(0.834, 0.79, 0.88, "RSS", 2, "fitted").describe() == "predicted 0.83 GiB (0.79-0.88)"
+
+
+def test_families_each_get_their_own_coefficients():
+    trl = [row(s) for s in GRID[:4]]
+    unsloth = [
+        row(TrialSpec(**{**s.to_dict(), "framework": "unsloth"}), peak=true_peak(s) + 0.3) for s in GRID[:4]
+    ]
+    model = MemoryModel.fit(trl + unsloth)
+    labels = sorted(f.label for f in model.families())
+    assert labels == ["trl grpo tiny nf4 auto checkpointed", "unsloth grpo tiny nf4 auto checkpointed"]
+    spec = GRID[5]
+    shifted = model.predict(TrialSpec(**{**spec.to_dict(), "framework": "unsloth"})).peak_gib
+    assert shifted - model.predict(spec).peak_gib == pytest.approx(0.3, abs=0.02)
+
+
+def test_the_informative_order_runs_each_familys_extremes_first():
+    specs = [trial(f"k{k}", num_generations=k) for k in (2, 4, 8, 16, 32)]
+    order = [s.trial_key for s in informative_order(specs, MemoryModel.fit([], measure="RSS"))]
+    assert order[:2] == ["k2", "k32"]
+    assert order[2] == "k16"  # the peak farthest from both extremes (the logits grow with K)
+    assert sorted(order) == sorted(s.trial_key for s in specs)

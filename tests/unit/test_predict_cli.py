@@ -1,0 +1,81 @@
+"""`rlsweep predict`: each planned trial's predicted peak, interval and verdict, without running
+anything; from the sweep's trials.parquet when it has one."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cli import main
+from orchestrator.memory import MemoryModel
+from orchestrator.plan import plan
+from orchestrator.sinks import TrialsTable, trial_row
+from orchestrator.sweep import load_sweep, parse_sweep
+from trainers.spec import TrialSpec
+
+CPU_SMOKE = str(Path(__file__).parents[2] / "sweeps" / "cpu-smoke.yaml")
+
+
+def test_predict_on_cpu_smoke_prints_every_trial_from_the_prior_in_seconds(tmp_path, capsys):
+    started = time.monotonic()
+    code = main(
+        ["predict", CPU_SMOKE, "--budget-gib", "0.85", "--output-dir", str(tmp_path), "--measure", "RSS"]
+    )
+    elapsed = time.monotonic() - started
+    printed = capsys.readouterr().out
+    assert code == 0 and elapsed < 30
+    assert "the prior" in printed and "budget 0.85 GiB" in printed
+    for spec in plan(load_sweep(CPU_SMOKE)).trials:
+        line = next(line for line in printed.splitlines() if spec.trial_key in line)
+        assert "prior" in line
+    assert not list(tmp_path.iterdir()), "predict writes nothing"
+
+
+def test_predict_reads_the_sweeps_trials_and_shows_measured_beside_predicted(tmp_path, capsys):
+    trials = plan(load_sweep(CPU_SMOKE)).trials
+    ledger = TrialsTable(tmp_path / "trials.parquet")
+    measured = {}
+    for spec in trials[:6]:  # K=2 and K=24 of every family
+        row = trial_row(spec, None, status="completed")
+        row["peak_rss_gib"] = measured[spec.trial_key] = 0.8 + 0.005 * spec.num_generations
+        ledger.upsert(row)
+    assert main(["predict", CPU_SMOKE, "--budget-gib", "1.0", "--output-dir", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    model = MemoryModel.fit(ledger.rows.values())
+    for spec in trials:
+        line = next(line for line in printed.splitlines() if spec.trial_key in line)
+        prediction = model.predict(spec)
+        assert f"{prediction.peak_gib:.3f}" in line and "fitted on" in line
+        if spec.trial_key in measured:
+            assert line.rstrip().endswith(f"{measured[spec.trial_key]:.3f}")
+
+
+def test_predict_names_what_it_cannot_predict(tmp_path, capsys):
+    sweep = tmp_path / "hub.yaml"
+    sweep.write_text("name: hub\nfixed: {model: someorg/unseen-model}\n")
+    assert main(["predict", str(sweep), "--output-dir", str(tmp_path / "out"), "--measure", "GPU"]) == 0
+    printed = capsys.readouterr().out
+    assert "unknown (1 trials" in printed and "someorg/unseen-model" in printed
+
+
+def test_oom_predict_without_a_budget_is_refused_with_the_fix():
+    with pytest.raises(Exception, match="oom.predict: true, but no memory.budget_gib"):
+        parse_sweep({"name": "x", "oom": {"predict": True}})
+    assert parse_sweep({"name": "x", "oom": {"predict": True}, "memory": {"budget_gib": 8}}).oom.predict
+
+
+def test_a_trial_row_records_the_prediction_or_nulls():
+    spec = TrialSpec(trial_key="k")
+    prediction = MemoryModel.fit([], measure="RSS").predict(spec)
+    row = trial_row(spec, None, status="pruned", prediction=prediction)
+    assert (row["predicted_peak_gib"], row["predicted_low_gib"], row["predicted_high_gib"]) == (
+        prediction.peak_gib,
+        prediction.low_gib,
+        prediction.high_gib,
+    )
+    assert (row["predicted_from_trials"], row["predicted_basis"]) == (0, "prior")
+    bare = trial_row(spec, None, status="pruned")
+    assert all(bare[k] is None for k in bare if k.startswith("predicted_"))
+    assert sum(k.startswith("predicted_") for k in bare) == 5
