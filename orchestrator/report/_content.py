@@ -153,40 +153,44 @@ def feasibility_block_table(grid: FeasibilityGrid) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
-def prediction_blocks(pairs: pd.DataFrame, errors: pd.DataFrame, terms: pd.DataFrame | None,
-                      plot: Any) -> list[Block]:  # fmt: skip
-    """Predicted vs measured peak (report._predictions): the scatter, the errors by family, and what
-    each family's memory is made of; one sentence when no trial had a prediction."""
+def prediction_blocks(
+    pairs: pd.DataFrame, errors: pd.DataFrame, terms: pd.DataFrame, plot: Any
+) -> list[Block]:
+    """Predicted vs measured peak (report._predictions): the scatter and the errors by family, or one
+    sentence when no trial had a prediction; then what each family's memory is made of."""
     blocks = [Block("h2", "Predicted vs measured peak")]
     if pairs.empty:
-        return [*blocks, Block("p", "No trial of this sweep has a predicted peak: no prediction was made.")]
-    scored = int(pairs["error_pct"].notna().sum())
-    statuses = pairs["status"].value_counts()
-    others = ", ".join(f"{n} {STATUS_WORDS.get(s, s)}" for s, n in statuses.items() if s != COMPLETED)
-    blocks.append(
-        Block(
-            "p",
-            f"{len(pairs)} trials had a peak predicted before they ran, from the trials finished before them; "
-            f"{scored} completed with a measured peak and are scored"
-            + (
-                f" (the others: {others}; an out-of-memory trial's measured peak is a lower bound)"
-                if others
-                else ""
+        blocks.append(Block("p", "No trial of this sweep has a predicted peak: no prediction was made."))
+    else:
+        scored = int(pairs["error_pct"].notna().sum())
+        statuses = pairs["status"].value_counts()
+        others = ", ".join(f"{n} {STATUS_WORDS.get(s, s)}" for s, n in statuses.items() if s != COMPLETED)
+        blocks.append(
+            Block(
+                "p",
+                f"{len(pairs)} trials had a peak predicted before they ran, from the trials finished before "
+                f"them; {scored} completed with a measured peak and are scored"
+                + (
+                    f" (the others: {others}; an out-of-memory trial's peak is a lower bound)"
+                    if others
+                    else ""
+                )
+                + ". Error = predicted − measured, as % of the measured peak; positive: over-predicted.",
             )
-            + ". Error = predicted − measured, as % of the measured peak; positive: over-predicted.",
         )
-    )
-    if plot:
-        blocks.append(Block("image", "Predicted vs measured peak", path=plot))
-    if len(errors):
-        blocks.append(Block("table", table=errors))
-    if terms is not None and len(terms):
+        if plot:
+            blocks.append(Block("image", "Predicted vs measured peak", path=plot))
+        if len(errors):
+            blocks.append(Block("table", table=errors))
+    if len(terms):
         blocks.append(Block("h3", "Where the memory goes: fitted terms per family (GiB)"))
         blocks.append(
             Block(
                 "p",
-                "static: CUDA context, weights, LoRA, gradients and optimizer state; generation: KV cache "
-                "and logits of the sampled completions; training: activations and logits of one micro-batch.",
+                "The memory model fitted on this sweep's trials, at each family's largest measured trial. "
+                "Static: the runtime, weights, LoRA with its gradients and optimizer state (and a reference "
+                "model when beta > 0); generation: the KV cache and sampling logits of one generation batch; "
+                "training: the activations and logits of one micro-batch.",
             )
         )
         blocks.append(Block("table", table=terms))

@@ -4,6 +4,8 @@ from the trials finished before it) beside the peak it measured, and the errors 
 Error = predicted - measured, as % of the measured peak (positive: over-predicted). Only completed
 trials count: an `oom` trial was killed on its way up, so its measured peak is a lower bound; it is
 shown, not scored. The measured figure is outcome.peak_memory's (GPU, else torch reserved, else RSS).
+Families are the memory model's (orchestrator.memory.FAMILY), and so are the fitted terms shown per
+family (MemoryModel.families()).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from orchestrator import outcome
+from orchestrator.memory import PARTS, MemoryModel, family_label, spec_of
 from orchestrator.report._outputs import finite, trial_peak, trial_steps
 
 PREDICTED_COLUMNS = (
@@ -21,16 +24,6 @@ PREDICTED_COLUMNS = (
     "predicted_low_gib",
     "predicted_high_gib",
     "predicted_from_trials",
-)
-# A memory family: the settings that change what memory is made of (the rest change how much).
-FAMILY_COLUMNS = (
-    "framework",
-    "mode",
-    "model",
-    "quantization",
-    "dtype",
-    "gradient_checkpointing",
-    "fast_inference",
 )
 ERROR_HEADERS = (
     "Family",
@@ -43,20 +36,13 @@ ERROR_HEADERS = (
 )
 
 
-def family_label(row: pd.Series | dict) -> str:
-    """'trl · grpo · Qwen2.5-0.5B-Instruct · nf4 · bf16' from the family columns a row holds."""
-    parts = []
-    for name in FAMILY_COLUMNS:
-        value = row.get(name)
-        if value is None or (isinstance(value, float) and np.isnan(value)):
-            continue
-        if isinstance(value, (bool, np.bool_)):
-            words = {"gradient_checkpointing": "checkpointing", "fast_inference": "vLLM"}
-            if value:
-                parts.append(words[name])
-            continue
-        parts.append(str(value).split("/")[-1] if name == "model" else str(value))
-    return " · ".join(parts)
+def _family(trial: pd.Series) -> str:
+    """The trial's memory family in words (orchestrator.memory.family_label)."""
+    return family_label(spec_of({k: v for k, v in trial.items() if not _missing(v)}))
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value))
 
 
 def prediction_error(row: pd.Series | dict, measured_gib: float | None = None) -> tuple[float, float] | None:
@@ -83,7 +69,7 @@ def prediction_pairs(trials: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
         rows.append(
             {
                 "trial_key": trial.get("trial_key"),
-                "family": family_label(trial),
+                "family": _family(trial),
                 "status": trial.get("status"),
                 "measured_gib": measured,
                 "memory_kind": kind,
@@ -133,7 +119,7 @@ def error_table(pairs: pd.DataFrame) -> pd.DataFrame:
     rows = [_errors(family, group) for family, group in scored.groupby("family", sort=True)]
     if len(rows) > 1:
         rows.append(_errors("all families", scored))
-    return pd.DataFrame(rows, columns=list(ERROR_HEADERS))
+    return pd.DataFrame(rows, columns=list(ERROR_HEADERS)).round(2)
 
 
 def prediction_metrics(row: pd.Series | dict) -> dict[str, float]:
@@ -163,3 +149,25 @@ def prediction_summary(pairs: pd.DataFrame) -> dict[str, float]:
         return {}
     overall = _errors("all families", scored)
     return {name: float(overall[column]) for name, column in SWEEP_METRICS.items()}
+
+
+def terms_table(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per family with a measured trial, the memory model fitted on this sweep's trials: what its
+    static, generation and training parts hold (GiB) at its largest measured trial."""
+    # A row without a value (a sweep older than a column) takes the knob's default, as TrialSpec would.
+    rows = [{k: v for k, v in row.items() if not _missing(v)} for row in trials.to_dict("records")]
+    lines = []
+    for fit in MemoryModel.fit(rows).families():
+        if not fit.n_fitted:
+            continue
+        line = {
+            "Family": fit.label,
+            "Trials measured": fit.n_fitted,
+            "OOM trials (lower bounds)": fit.n_censored,
+        }
+        # GiB to two decimals: a CPU run's parts are fractions of a GiB.
+        line |= {f"{part.capitalize()} (GiB)": f"{fit.terms.get(part, 0.0):.2f}" for part in PARTS}
+        line["Sum (GiB)"] = f"{sum(fit.terms.get(part, 0.0) for part in PARTS):.2f}"
+        line["Worst leave-one-out error (%)"] = 100.0 * fit.loo_worst if fit.loo_worst is not None else None
+        lines.append(line)
+    return pd.DataFrame(lines)

@@ -18,7 +18,7 @@ from orchestrator.report._document import render_markdown
 from orchestrator.report._feasibility import feasibility_matrix, infer_budget_gib
 from orchestrator.report._html import render_html
 from orchestrator.report._outputs import SweepOutputs, load_outputs, summary_table, trial_steps
-from orchestrator.report._predictions import error_table, prediction_pairs
+from orchestrator.report._predictions import error_table, prediction_pairs, terms_table
 from orchestrator.report._terminal import feasibility_tables
 
 PLOT_PREFIXES = ("feasibility_", "curves_", "throughput", "memory_vs_completions", "predicted_vs_measured")
@@ -121,7 +121,7 @@ def write_report(
             with _space_for(path, out):
                 plot_paths["curves"][str(trial["trial_key"])] = trial_curves(trial, steps, path)
 
-    predictions = prediction_blocks(pairs, errors, None, plot_paths["predictions"])
+    predictions = prediction_blocks(pairs, errors, terms_table(outputs.trials), plot_paths["predictions"])
     blocks = build_blocks(outputs, summary, ranked, grids, plot_paths, budget, predictions)
     report_md = out / "report.md"
     with _space_for(report_md, out):
