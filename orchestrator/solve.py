@@ -5,8 +5,8 @@ The candidates (a doubling ladder, or the values given) are searched by bisectio
 peak memory grows with the knob: a value that fits bounds the answer from below, one that does not
 (`oom`, or completed over the budget) from above, and the search ends when the two are neighbours. A
 first guess (`guess`: the candidate a prediction names) is probed first, then its neighbour on the side
-the measurement points to, so a right guess is certified by two trials; without one the search starts
-in the middle.
+the measurement points to, then bisection, so a right guess is certified by two trials; without one
+the search starts in the middle.
 
 Each probe is a trial run through the same supervised path as `rlsweep trial` (no Ray) under the
 budget's guard, recorded like a sweep's (trials.parquet, steps/, one folder per trial under trials/),
@@ -24,6 +24,7 @@ from typing import Any
 
 from orchestrator.guard import DEFAULTS as GUARD_DEFAULTS
 from orchestrator.guard import GuardSettings
+from orchestrator.memory import Forecast, Prediction
 from orchestrator.outcome import COMPLETED, OOM, STATUS_WORDS, STOPPED, peak_memory
 from orchestrator.plan import model_short, trial_key
 from orchestrator.recorder import Ledger, Recorder, StepsFiles
@@ -115,6 +116,7 @@ class Answer:
     above: Measured | None
     probes: list[Measured] = field(default_factory=list)
     stopped_by: Measured | None = None  # a probe that says nothing about memory ended the search
+    beyond: str | None = None  # the next value past the last candidate, predicted (when that one fits)
     contradictions: list[str] = field(default_factory=list)
 
     @property
@@ -152,6 +154,7 @@ class Answer:
                 lines.append(
                     f"{self.fit.value} is the largest candidate; a larger {name} was not tried: give a "
                     "larger --to (or --values) to look further"
+                    + (f". Next: {self.beyond}" if self.beyond else "")
                 )
         lines += [f"not certain: {c}" for c in self.contradictions]
         return lines
@@ -381,17 +384,24 @@ def _output_dir(knob: str, budget_gib: float, base: dict, output_dir: str | None
 # ------------------------------------------------------------------------------------------------
 # Real probe trials
 # ------------------------------------------------------------------------------------------------
-def run_solve(
-    request: SolveRequest,
-    *,
-    guess: int | None = None,
-    say: Callable[[str], None] = print,
-) -> Answer:
+def predicted_guess(predictions: list[Prediction], budget_gib: float) -> int | None:
+    """The index of the largest candidate whose predicted peak is within the budget (0 when every
+    candidate with a number is predicted over it), or None when no candidate has one."""
+    known = [i for i, p in enumerate(predictions) if p.unknown is None]
+    if not known:
+        return None
+    return max((i for i in known if predictions[i].peak_gib <= budget_gib), default=0)
+
+
+def run_solve(request: SolveRequest, *, say: Callable[[str], None] = print) -> Answer:
     """Search request.values with real probe trials, recorded in request.output_dir (its lock held
-    throughout); writes solve.json with the answer. guess: as in `search`."""
+    throughout); writes solve.json with the answer. The first probe is the candidate the memory model
+    (fitted on the output dir's trials; the prior before any) predicts as the largest that fits, and
+    each trial's row records the prediction made just before it ran."""
     out = request.output_dir
     out.mkdir(parents=True, exist_ok=True)
     budget = request.guard.budget_gib
+    symbol = SYMBOLS[request.knob]
     specs = {v: request.spec(v) for v in request.values}
     with output_dir_lock(out):
         ledger = TrialsTable(out / "trials.parquet")
@@ -401,13 +411,19 @@ def run_solve(
             if s.trial_key in ledger.rows and ledger.rows[s.trial_key]["status"] != STOPPED
         }
         if known:
-            shown = ", ".join(f"{SYMBOLS[request.knob]}={v}" for v in sorted(known))
-            say(f"resuming {out}: already measured {shown}")
-        recorder = Recorder(specs.values(), [StepsFiles(out), Ledger(ledger)])
+            say(f"resuming {out}: already measured {', '.join(f'{symbol}={v}' for v in sorted(known))}")
+        forecast = Forecast(ledger.rows)
+        predictions = [forecast.model().predict(specs[v]) for v in request.values]
+        for value, prediction in zip(request.values, predictions, strict=True):
+            say(
+                f"{symbol}={value}: {prediction.describe()}, {prediction.verdict(budget)} ({prediction.basis})"
+            )
+        guess = predicted_guess(predictions, budget)
+        recorder = Recorder(specs.values(), [StepsFiles(out), Ledger(ledger)], predictions=forecast.made)
 
         def measure(value: int) -> Measured:
             spec = specs[value]
-            say(f"probe {SYMBOLS[request.knob]}={value}: trial {spec.trial_key}")
+            say(f"probe {symbol}={value}: trial {spec.trial_key}, {forecast.before(spec).describe()}")
             recorder.start(spec.trial_key)
             try:
                 result = run_trial(
@@ -427,5 +443,21 @@ def run_solve(
             return found
 
         answer = search(request.knob, request.values, measure, budget, known, guess)
+        if answer.fit is not None and answer.above is None:
+            answer.beyond = _beyond(request, forecast, budget)
         (out / "solve.json").write_text(json.dumps(answer.to_dict(), indent=2))
     return answer
+
+
+def _beyond(request: SolveRequest, forecast: Forecast, budget_gib: float) -> str | None:
+    """The next doubling above the last candidate, predicted with its interval (None when no trial
+    could hold it)."""
+    value = request.values[-1] * 2
+    spec = request.spec(value)
+    if spec.problems():
+        return None
+    prediction = forecast.model().predict(spec)
+    return (
+        f"{SYMBOLS[request.knob]}={value}, not measured: {prediction.describe()} from "
+        f"{prediction.n_fitted} measured trial(s), {prediction.verdict(budget_gib)} in {budget_gib:g} GiB"
+    )

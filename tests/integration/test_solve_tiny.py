@@ -35,6 +35,11 @@ def test_solve_certifies_the_largest_k_with_both_neighbours_measured_and_resumes
         "status_detail"
     ]
     assert small["max_steps"] == small["probe_steps"] == 1 and small["memory_budget_gib"] == BUDGET_GIB
+    # Each row records the prediction made just before it ran: K=2 from the prior (nothing measured
+    # yet), K=64 from the model fitted on K=2.
+    assert (small["predicted_basis"], small["predicted_from_trials"]) == ("prior", 0)
+    assert (large["predicted_basis"], large["predicted_from_trials"]) == ("fitted", 1)
+    assert small["predicted_low_gib"] < small["predicted_peak_gib"] < small["predicted_high_gib"]
     for row in (small, large):
         (steps,) = (out / "steps").rglob(f"{row['trial_key']}.parquet")
         assert pq.read_table(steps).num_rows == row["steps_completed"]

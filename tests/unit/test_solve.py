@@ -5,6 +5,7 @@ import math
 
 import pytest
 
+from orchestrator.memory import Prediction
 from orchestrator.solve import (
     Measured,
     SolveError,
@@ -12,6 +13,7 @@ from orchestrator.solve import (
     ladder,
     make_request,
     measured_from_row,
+    predicted_guess,
     search,
 )
 
@@ -193,3 +195,16 @@ def test_ladder_values_no_trial_can_hold_are_left_out_with_a_note(tmp_path):
     with pytest.raises(SolveError) as caught:
         make_request("max_completion_length", 1.0, values=[2048, 4096], output_dir=str(tmp_path))
     assert caught.value.errors[0].startswith("--values 4096: max_prompt_length + max_completion_length: 4352")
+
+
+def _predicted(peak: float | None) -> Prediction:
+    if peak is None:
+        return Prediction(None, None, None, "RSS", 0, "prior", unknown="model: no config.json")
+    return Prediction(peak, peak * 0.9, peak * 1.1, "RSS", 2, "fitted")
+
+
+def test_the_guess_is_the_largest_candidate_predicted_within_the_budget():
+    assert predicted_guess([_predicted(p) for p in (10.0, 15.0, 16.0, 17.0)], BUDGET) == 2
+    assert predicted_guess([_predicted(p) for p in (17.0, 18.0)], BUDGET) == 0  # none: start at the smallest
+    assert predicted_guess([_predicted(None), _predicted(12.0), _predicted(None)], BUDGET) == 1
+    assert predicted_guess([_predicted(None), _predicted(None)], BUDGET) is None  # no number: the middle
