@@ -131,7 +131,7 @@ class Answer:
             return [
                 f"no answer: the probe of {name}={m.value} ended {STATUS_WORDS.get(m.status, m.status)} "
                 f"({_first_line(m.detail)}), which says nothing about its memory, so the search stops. "
-                f"Fix the cause (trainer.log in {m.trial_key}'s folder), then run again with a fresh --output-dir"
+                f"Fix the cause (trials/{m.trial_key}/trainer.log), then run again with a fresh --output-dir"
             ]
         lines = []
         if self.fit is None:
@@ -217,7 +217,8 @@ def search(
     measured before (a resumed search), which are never measured again."""
     measured = dict(known or {})
     while (i := next_probe(values, measured, guess)) is not None:
-        result = measure(values[i])
+        # a value known to say nothing about memory (a failed trial before a resume) is not run again
+        result = measured[values[i]] if values[i] in measured else measure(values[i])
         measured[values[i]] = result
         if result.fits is None:
             answer = certify(knob, values, measured, budget_gib)

@@ -117,6 +117,13 @@ def test_a_failed_probe_stops_the_search_without_an_answer():
     assert line.startswith("no answer: the probe of K=16 ended failed (RuntimeError: boom)")
 
 
+def test_a_failed_value_measured_before_is_not_run_again_and_stops_the_search():
+    failed = Measured(16, None, "failed", "RuntimeError: boom", None, None, "k16")
+    trials = FakeTrials()
+    answer = search("num_generations", VALUES, trials, BUDGET, known={16: failed})
+    assert trials.ran == [] and answer.stopped_by == failed
+
+
 def test_none_fits_when_the_smallest_candidate_does_not():
     answer = search("batch_size", [1, 2, 4], FakeTrials(peak=lambda v: BUDGET * 2), BUDGET)
     assert answer.fit is None and answer.above.value == 1
