@@ -354,7 +354,10 @@ class MlflowSink:
     ) -> None:
         from mlflow.entities import RunTag
 
+        from orchestrator.report import prediction_metrics
+
         figures = [_metric(k, v) for k, v in trial_figures(row, steps).items()]
+        figures += [_metric(k, v) for k, v in prediction_metrics(row).items()]  # when one was made
         detail = (row.get("status_detail") or "")[:5000]
         tags = {"status": row["status"], "status_detail": detail, "gpu": row.get("gpu_name") or NO_GPU}
         tags |= version_tags(row)
@@ -378,11 +381,16 @@ class MlflowSink:
         self._guard("report", self._log_report, paths, outputs)
 
     def _log_report(self, paths: dict, outputs: Any) -> None:
+        from orchestrator.report import prediction_pairs, prediction_summary
+
         if self.parent_id is None:
             self._start_sweep_lookup()
-        for key in ("summary_csv", "report_html", "report_md"):
+        for key in ("summary_csv", "report_html", "report_md", "prediction_errors_csv"):
             if paths.get(key):
                 self.client.log_artifact(self.parent_id, str(paths[key]))
+        errors = prediction_summary(prediction_pairs(outputs.trials, outputs.steps))
+        if errors:
+            self.client.log_batch(self.parent_id, metrics=[_metric(k, v) for k, v in errors.items()])
         for plot in paths.get("plots", []):
             self.client.log_artifact(self.parent_id, str(plot), artifact_path="plots")
         best = [_metric(f"best/{k}", v) for k, v in best_figures(outputs).items()]

@@ -13,6 +13,7 @@ Modules, each with one job (imports run down this list, never up):
                 for people (the frontier table, one side-by-side matrix per model)
   _document     the document model (blocks) and its Markdown rendering
   _stacks       Unsloth against TRL: ratios per configuration both ran, which fits where
+  _predictions  predicted against measured peak: per-trial pairs, errors by family, MLflow metrics
   _terminal     a table for people as a rich Table (the frontier `rlsweep run` prints)
   _html         the document's HTML rendering with the page's CSS
   _content      the report's sections in reading order (SECTIONS), built from the above
@@ -22,6 +23,7 @@ Modules, each with one job (imports run down this list, never up):
 
 from orchestrator.report._feasibility import frontier
 from orchestrator.report._outputs import SweepOutputs, load_outputs, summary_metrics, summary_table
+from orchestrator.report._predictions import prediction_metrics, prediction_pairs, prediction_summary
 from orchestrator.report._terminal import frontier_table
 from orchestrator.report._write import ReportDiskFull, write_report
 
@@ -31,6 +33,9 @@ __all__ = [
     "frontier",
     "frontier_table",
     "load_outputs",
+    "prediction_metrics",
+    "prediction_pairs",
+    "prediction_summary",
     "summary_metrics",
     "summary_table",
     "write_report",

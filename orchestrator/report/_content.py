@@ -173,6 +173,7 @@ class ReportData:
     comparison: pd.DataFrame  # _stacks.stack_comparison
     plot_paths: dict[str, Any]
     budget_gib: float | None
+    predictions: list[Block]  # prediction_blocks
 
 
 def _budget_words(budget_gib: float | None) -> str:
@@ -244,6 +245,50 @@ def fastest_section(data: ReportData) -> list[Block]:
     ]
 
 
+def prediction_blocks(
+    pairs: pd.DataFrame, errors: pd.DataFrame, terms: pd.DataFrame, plot: Any
+) -> list[Block]:
+    """Predicted vs measured peak (report._predictions): the scatter and the errors by family, or one
+    sentence when no trial had a prediction; then what each family's memory is made of."""
+    blocks = [Block("h2", "Predicted vs measured peak")]
+    if pairs.empty:
+        blocks.append(Block("p", "No trial of this sweep has a predicted peak: no prediction was made."))
+    else:
+        scored = int(pairs["error_pct"].notna().sum())
+        statuses = pairs["status"].value_counts()
+        others = ", ".join(f"{n} {STATUS_WORDS.get(s, s)}" for s, n in statuses.items() if s != COMPLETED)
+        blocks.append(
+            Block(
+                "p",
+                f"{len(pairs)} trials had a peak predicted before they ran, from the trials finished before "
+                f"them; {scored} completed with a measured peak and are scored"
+                + (
+                    f" (the others: {others}; an out-of-memory trial's peak is a lower bound)"
+                    if others
+                    else ""
+                )
+                + ". Error = predicted − measured, as % of the measured peak; positive: over-predicted.",
+            )
+        )
+        if plot:
+            blocks.append(Block("image", "Predicted vs measured peak", path=plot))
+        if len(errors):
+            blocks.append(Block("table", table=errors))
+    if len(terms):
+        blocks.append(Block("h3", "Where the memory goes: fitted terms per family (GiB)"))
+        blocks.append(
+            Block(
+                "p",
+                "The memory model fitted on this sweep's trials, at each family's largest measured trial. "
+                "Static: the runtime, weights, LoRA with its gradients and optimizer state (and a reference "
+                "model when beta > 0); generation: the KV cache and sampling logits of one generation batch; "
+                "training: the activations and logits of one micro-batch.",
+            )
+        )
+        blocks.append(Block("table", table=terms))
+    return blocks
+
+
 def setup_section(data: ReportData) -> list[Block]:
     trials = data.outputs.trials
     blocks = [Block("h2", "Where it ran"), Block("p", _machine_sentence(trials))]
@@ -284,6 +329,10 @@ def memory_section(data: ReportData) -> list[Block]:
             Block("image", "Peak memory against completions per step", path=data.plot_paths["memory"]),
         ]
     return [*blocks, Block("p", "No trial measured memory.")]
+
+
+def predictions_section(data: ReportData) -> list[Block]:
+    return data.predictions
 
 
 def not_completed_section(data: ReportData) -> list[Block]:
@@ -329,6 +378,7 @@ SECTIONS = (
     verdict_section,
     speed_section,
     memory_section,
+    predictions_section,
     not_completed_section,
     curves_section,
     files_section,

@@ -13,7 +13,7 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.text import Text
 from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator, ScalarFormatter
 
-from orchestrator.outcome import COMPLETED, FAILED, OOM, STATUS_COLOURS, STATUS_WORDS
+from orchestrator.outcome import COMPLETED, FAILED, MEMORY_LABELS, OOM, STATUS_COLOURS, STATUS_WORDS
 from orchestrator.report._configs import varying_config_columns
 from orchestrator.report._feasibility import OVER_BUDGET, FeasibilityGrid, memory_words
 from orchestrator.report._outputs import SweepOutputs, trial_peak, trial_steps
@@ -259,3 +259,52 @@ def _series(ax, x: np.ndarray, steps: pd.DataFrame, columns, ylabel: str, band: 
     elif len(columns) > 1 or band:
         ax.legend()
     ax.set_ylabel(ylabel)
+
+
+def prediction_plot(pairs: pd.DataFrame, path: Path, budget_gib: float | None) -> Path | None:
+    """Predicted against measured peak per trial (report._predictions.prediction_pairs), the interval
+    as error bars, one colour per family, the identity line and the budget; an `oom` trial's measured
+    peak is a lower bound (▸). None when no trial with a prediction measured a peak."""
+    shown = (
+        pairs[pairs["measured_gib"].notna() & pairs["status"].isin([COMPLETED, OOM])] if len(pairs) else pairs
+    )
+    if shown.empty:
+        return None
+    fig = Figure(figsize=(7.0, 6.0))
+    ax = fig.add_subplot()
+    top = max(
+        [*shown["measured_gib"], *shown["predicted_gib"], *shown["high_gib"].dropna(), budget_gib or 0.0]
+    )
+    top *= 1.1
+    ax.plot([0, top], [0, top], color="#7f7f7f", linewidth=1, label="predicted = measured")
+    for s, (family, part) in enumerate(shown.groupby("family", sort=True)):
+        colour = STACK_COLOURS[s % len(STACK_COLOURS)]
+        predicted = part["predicted_gib"].to_numpy(float)
+        low = np.clip(predicted - part["low_gib"].fillna(part["predicted_gib"]).to_numpy(float), 0, None)
+        high = np.clip(part["high_gib"].fillna(part["predicted_gib"]).to_numpy(float) - predicted, 0, None)
+        labelled = False
+        for status, marker in ((COMPLETED, "o"), (OOM, ">")):
+            mask = (part["status"] == status).to_numpy()
+            if mask.any():
+                ax.errorbar(part["measured_gib"].to_numpy(float)[mask], predicted[mask],
+                            yerr=[low[mask], high[mask]], fmt=marker, color=colour, capsize=3,
+                            label=None if labelled else family)  # fmt: skip
+                labelled = True
+    if (shown["status"] == OOM).any():
+        ax.plot([], [], ">", color="#555", label="out of memory: measured peak is a lower bound")
+    if budget_gib is not None:
+        ax.axhline(budget_gib, color="#d62728", linestyle="--", linewidth=1.2)
+        ax.axvline(budget_gib, color="#d62728", linestyle="--", linewidth=1.2)
+        ax.text(0.01, budget_gib, f"budget {budget_gib:g} GiB", va="bottom", color="#d62728", fontsize=10,
+                transform=ax.get_yaxis_transform())  # fmt: skip
+    kinds = set(shown["memory_kind"].dropna())
+    unit = MEMORY_LABELS[next(iter(kinds))] if len(kinds) == 1 else "memory (each trial's kind)"
+    ax.set_xlabel(f"measured peak {unit} (GiB)")
+    ax.set_ylabel("predicted peak (GiB; bars: the interval)")
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_aspect("equal")
+    ax.set_title("Predicted vs measured peak")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=10, loc="upper left")
+    return _save(fig, path)

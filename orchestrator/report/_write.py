@@ -14,7 +14,7 @@ import pandas as pd
 from rich.console import Console
 
 from orchestrator.report._configs import aggregate_repeats
-from orchestrator.report._content import ReportData, build_blocks
+from orchestrator.report._content import ReportData, build_blocks, prediction_blocks
 from orchestrator.report._document import render_markdown
 from orchestrator.report._feasibility import (
     FRONTIER_COLUMNS,
@@ -25,10 +25,11 @@ from orchestrator.report._feasibility import (
 )
 from orchestrator.report._html import render_html
 from orchestrator.report._outputs import SweepOutputs, load_outputs, summary_table, trial_steps
+from orchestrator.report._predictions import error_table, prediction_pairs, terms_table
 from orchestrator.report._stacks import BASE, OTHER, STACK_NAMES, comparison_view, stack_comparison
 from orchestrator.report._terminal import frontier_table, rich_table
 
-PLOT_PREFIXES = ("feasibility_", "curves_", "throughput", "memory_vs_completions")
+PLOT_PREFIXES = ("feasibility_", "curves_", "throughput", "memory_vs_completions", "predicted_vs_measured")
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
@@ -74,11 +75,18 @@ def write_report(
     answer (the frontier, the side-by-side matrices, the stack comparison) to `console`.
 
     outputs: the sweep's Parquet already loaded (load_outputs(output_dir)), so a caller that needs them
-    too reads them once. Returns {"summary_csv", "report_md", "report_html": Path, "plots": [Path, ...]}.
+    too reads them once. Returns {"summary_csv", "report_md", "report_html": Path, "prediction_errors_csv":
+    Path or None (no trial scored), "plots": [Path, ...]}.
     Raises ReportDiskFull when the disk fills up.
     """
     # matplotlib is imported only when a report is written
-    from orchestrator.report._plots import feasibility_heatmap, memory_plot, throughput_plot, trial_curves
+    from orchestrator.report._plots import (
+        feasibility_heatmap,
+        memory_plot,
+        prediction_plot,
+        throughput_plot,
+        trial_curves,
+    )
 
     console = console or Console()
     outputs = outputs if outputs is not None else load_outputs(output_dir)
@@ -106,6 +114,15 @@ def write_report(
         plot_paths["throughput"] = throughput_plot(ranked, path)
     with _space_for(plot_dir / "memory_vs_completions.png", out) as path:
         plot_paths["memory"] = memory_plot(outputs, path, budget)
+    pairs = prediction_pairs(outputs.trials, outputs.steps)
+    with _space_for(plot_dir / "predicted_vs_measured.png", out) as path:
+        plot_paths["predictions"] = prediction_plot(pairs, path, budget)
+    errors = error_table(pairs)
+    prediction_errors_csv = out / "prediction_errors.csv"
+    with _space_for(prediction_errors_csv, out):
+        prediction_errors_csv.unlink(missing_ok=True)  # a rebuilt report shows only what the data holds now
+        if len(errors):
+            errors.to_csv(prediction_errors_csv, index=False)
     for _, trial in outputs.trials.iterrows():
         steps = trial_steps(outputs.steps, trial.get("trial_key"))
         if len(steps):
@@ -115,7 +132,8 @@ def write_report(
 
     fits = frontier(outputs.trials, budget) if grids else pd.DataFrame(columns=list(FRONTIER_COLUMNS))
     comparison = stack_comparison(ranked, outputs.trials)
-    data = ReportData(outputs, summary, ranked, grids, fits, comparison, plot_paths, budget)
+    predictions = prediction_blocks(pairs, errors, terms_table(outputs.trials), plot_paths["predictions"])
+    data = ReportData(outputs, summary, ranked, grids, fits, comparison, plot_paths, budget, predictions)
     blocks = build_blocks(data)
     report_md = out / "report.md"
     with _space_for(report_md, out):
@@ -130,11 +148,12 @@ def write_report(
         _print_answer(console, fits, grids, comparison)
     console.print(f"Report: {report_html}")
     all_plots = [p for p in [*plot_paths["feasibility"].values(), plot_paths["throughput"], plot_paths["memory"],
-                             *plot_paths["curves"].values()] if p]  # fmt: skip
+                             plot_paths["predictions"], *plot_paths["curves"].values()] if p]  # fmt: skip
     return {
         "summary_csv": summary_csv,
         "report_md": report_md,
         "report_html": report_html,
+        "prediction_errors_csv": prediction_errors_csv if len(errors) else None,
         "plots": all_plots,
     }
 

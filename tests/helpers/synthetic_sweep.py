@@ -181,3 +181,21 @@ def _steps(key: str, n: int, gpu: bool, base_mem: float, speed: float, rng) -> p
         + [(c, pa.float64()) for c in STEP_COLUMNS[3:]]
     )
     return pa.Table.from_pylist(rows, schema=schema)
+
+
+def add_predictions(
+    out: Path, trials: pd.DataFrame, factors: dict[str, float], spread: float = 0.05
+) -> pd.DataFrame:
+    """Rewrite trials.parquet with the memory model's columns: each trial in `factors` predicted at its
+    measured peak (device, else RSS) x its factor, with an interval of ± spread of the prediction, fitted
+    on 2 trials; a trial in `factors` that measured nothing is predicted at 20 GiB. Others: no prediction."""
+    trials = trials.copy()
+    measured = trials["peak_device_gib"].fillna(trials["peak_rss_gib"]).fillna(20.0)
+    factor = trials["trial_key"].map(factors)
+    trials["predicted_peak_gib"] = measured * factor
+    trials["predicted_low_gib"] = trials["predicted_peak_gib"] * (1 - spread)
+    trials["predicted_high_gib"] = trials["predicted_peak_gib"] * (1 + spread)
+    trials["predicted_from_trials"] = factor.notna().map({True: 2, False: None})
+    trials["predicted_basis"] = factor.notna().map({True: "fitted", False: None})
+    pq.write_table(pa.Table.from_pandas(trials, preserve_index=False), out / "trials.parquet")
+    return trials
