@@ -130,6 +130,8 @@ TRIAL_SCHEMA = pa.schema(
         ("gpu_memory_source", STR),
         ("training_verdict", STR),
         ("training_verdict_detail", STR),
+        ("phase", STR),
+        ("settled_step", I64),
     ]
 )
 TRIAL_COLUMNS = TRIAL_SCHEMA.names
@@ -264,6 +266,8 @@ def trial_row(
         context_source=started.get("context_source"),
         alloc_conf=started.get("alloc_conf"),
         gpu_memory_source=peak.get("gpu_memory_source"),
+        phase=result.phase if result else None,
+        settled_step=result.settled_step if result else None,
     )
     if row["status"] == COMPLETED:
         judged = judge(steps, verdict, max_steps=spec.max_steps, budget_gib=spec.memory_budget_gib,
