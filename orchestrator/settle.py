@@ -12,7 +12,9 @@ Settled at step s when, over the steps after the probe steps up to s:
 
 from __future__ import annotations
 
+import importlib
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +37,12 @@ class SettleSettings:
 
 
 DEFAULTS = SettleSettings()
+
+
+def warm_up() -> None:
+    """Import scipy.stats in a background thread: it takes seconds on a loaded host, and the first
+    settled check must not hold the supervisor's loop while the trainer runs on."""
+    threading.Thread(target=importlib.import_module, args=("scipy.stats",), daemon=True).start()
 
 
 def _speeds(steps: Sequence[Mapping[str, Any]]) -> list[float]:

@@ -27,7 +27,7 @@ import trainers
 from orchestrator.guard import GuardSettings
 from orchestrator.outcome import COMPLETED, FAILED, OOM, STOPPED, UNAVAILABLE, TrialResult
 from orchestrator.phases import MEMORY, SPEED, SPEED_ONLY, TrialPhases
-from orchestrator.settle import settled
+from orchestrator.settle import settled, warm_up
 from orchestrator.telemetry import (
     MemorySampler,
     Sample,
@@ -264,6 +264,8 @@ def run_trial(
     spec_path.write_text(json.dumps(spec.to_dict(), indent=2, sort_keys=True))
     log_path = trial_dir / "trainer.log"
 
+    if phases.settle is not None:
+        warm_up()
     run = _Run(spec, trial_dir, on_event, stop_event, timeout_s, stop_check, phases)
     result = run.result
     result.started_at = time.time()
