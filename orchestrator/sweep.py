@@ -37,7 +37,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from orchestrator.guard import DEFAULTS, GuardSettings
-from orchestrator.phases import MEMORY, PHASES, SPEED
+from orchestrator.phases import MEMORY, PHASES, SPEED, packing
 from orchestrator.settle import DEFAULTS as SETTLE
 from orchestrator.settle import SettleSettings
 from orchestrator.verdict import DEFAULTS as VERDICT
@@ -424,6 +424,24 @@ def grid_size_errors(raw: dict[str, Any], spec: SweepSpec | None) -> list[str]:
     ]
 
 
+def packing_errors(spec: SweepSpec | None) -> list[str]:
+    """A memory-phase packing the stated card cannot hold, refused before anything runs (a card whose
+    memory is read at run time is checked then)."""
+    if spec is None or None in (spec.memory.budget_gib, spec.resources.gpu_memory_gib):
+        return []
+    try:
+        packing(
+            spec.memory.budget_gib,
+            spec.resources.gpu_memory_gib,
+            spec.resources.memory_phase_headroom_gib,
+            per_process=True,
+            asked=spec.resources.memory_phase_per_gpu,
+        )
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
 class SweepError(ValueError):
     def __init__(self, errors: list[str], source: str = ""):
         self.errors = errors
@@ -493,6 +511,7 @@ def parse_sweep(raw: Any, source: str = "") -> SweepSpec:
         errors = _pydantic_errors(exc)
     errors += knob_errors(raw)
     errors += grid_size_errors(raw, spec)
+    errors += packing_errors(spec)
     if errors:
         raise SweepError(errors, source)
     return spec

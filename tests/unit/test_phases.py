@@ -81,6 +81,16 @@ def test_packing_more_than_the_card_holds_is_refused_with_the_numbers():
     )
 
 
+def test_a_sweep_packing_more_than_its_stated_card_holds_is_refused_before_it_runs():
+    raw = {**RAW, "memory": {"budget_gib": 2}, "resources": {"gpu_memory_gib": 5, "memory_phase_per_gpu": 3}}
+    with pytest.raises(SweepError) as info:
+        parse_sweep(raw)
+    assert info.value.errors == [
+        "resources.memory_phase_per_gpu: 3 trials x (2 GiB budget + 1 GiB headroom) = 9 GiB, over the "
+        "card's 5 GiB; give at most 1, or leave it unset to pack as many as fit"
+    ]
+
+
 def test_without_per_process_readings_memory_phase_trials_do_not_share_a_gpu():
     packed = packing(16, 80, 1.0, per_process=False, asked=None)
     assert packed.per_gpu == 1 and "device-wide" in packed.reason
