@@ -42,6 +42,7 @@ from rich.console import Console
 from orchestrator.finish import finish_sweep
 from orchestrator.memory import Forecast, informative_order
 from orchestrator.outcome import FAILED, UNAVAILABLE, TrialResult
+from orchestrator.phases import TrialPhases, speed_pending, stages
 from orchestrator.plan import config_mismatches
 from orchestrator.plan import plan as make_plan
 from orchestrator.progress import Progress
@@ -92,6 +93,7 @@ def trainable(config: dict[str, Any]) -> None:
         cuda_visible_devices=devices,
         cpus=config["cpus"],
         stop_check=stop_check(config["verdict"]),
+        phases=config["phases"],
     )
     tune.report({"kind": FINAL, "result": result.to_dict()})
 
@@ -381,11 +383,20 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
     sinks = [StepsFiles(out), PruningGate(gate), Ledger(ledger), progress, *([mlflow] if mlflow else [])]
     recorder = Recorder(plan.trials, sinks, sweep.verdict.settings(), forecast.made)
     interrupted = False
-    if todo:
+    if todo or any(speed_pending(ledger.rows.get(k)) for k in plan.keys):
         local = not (ray_init_kwargs.get("address") or os.environ.get("RAY_ADDRESS"))
         ray_temp = init_ray(**ray_init_kwargs)
         try:
-            interrupted = _tune(sweep, todo, out, recorder, progress, decide or gate, local)
+            try:
+                runs = stages(sweep, ray.cluster_resources().get("GPU", 0) > 0, console.print)
+            except ValueError as exc:
+                raise SweepError([str(exc)], "phases") from None
+            for which, phases, gpus in runs:
+                ready = [s for s in plan.trials if which(ledger.rows.get(s.trial_key))]
+                if ready and not interrupted:
+                    interrupted = _tune(
+                        sweep, ready, out, recorder, progress, decide or gate, local, phases, gpus
+                    )
         finally:
             if ray_temp is not None:  # the local Ray this run started: its logs and sockets go with it
                 ray.shutdown()
@@ -407,18 +418,22 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
     return SweepOutcome(out, counts, interrupted, [s.trial_key for s in todo])
 
 
-def _tune(sweep, todo, out, recorder, progress, decide, local: bool) -> bool:
-    """Run `todo` through a fresh Tuner; True when Ctrl-C cut it short."""
+def _tune(
+    sweep, todo, out, recorder, progress, decide, local: bool, phases: TrialPhases, gpus: float
+) -> bool:
+    """Run `todo` through a fresh Tuner, each trial under `phases` holding `gpus` GPUs (where the
+    cluster has any); True when Ctrl-C cut it short."""
     scratch = local_dir(out, sweep.name)  # trainer scratch must be local
     has_gpu = ray.cluster_resources().get("GPU", 0) > 0
     resources = {"cpu": sweep.resources.cpus_per_trial}
-    if has_gpu and sweep.resources.gpus_per_trial:
-        resources["gpu"] = sweep.resources.gpus_per_trial
+    if has_gpu and gpus:
+        resources["gpu"] = gpus
     config = {
         "trials_dir": str(scratch / "trials"),
         "cpus": sweep.resources.cpus_per_trial,
         "guard": sweep.guard(),
         "verdict": sweep.verdict.settings(),
+        "phases": phases,
     }
     storage_fs, storage_path = filesystem_and_path(out / "ray")  # a URI: Tune syncs there via pyarrow.fs
     state_key = f"sweep-{id(recorder)}"

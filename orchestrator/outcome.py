@@ -64,6 +64,8 @@ class TrialResult:
     peak: dict[str, Any] = field(default_factory=dict)
     started_at: float = 0.0
     ended_at: float = 0.0
+    phase: str | None = None  # the phase its figures come from (orchestrator/phases.py)
+    settled_step: int | None = None  # the step at which the settled stop ended it
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

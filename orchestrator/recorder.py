@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from orchestrator.memory import Prediction
 from orchestrator.outcome import PRUNED, STOPPED, TrialResult
+from orchestrator.phases import speed_pending
 from orchestrator.pruning import OomGate
 from orchestrator.sinks import TrialsTable, trial_row, write_steps
 from orchestrator.verdict import DEFAULTS as VERDICT_DEFAULTS
@@ -46,6 +47,8 @@ class StepsFiles(_EndOnly):
         self.output_dir = output_dir
 
     def on_end(self, spec: TrialSpec, row: dict[str, Any], steps: list[dict[str, Any]]) -> None:
+        if row["status"] == STOPPED and not steps:
+            return  # nothing to keep; an earlier phase's steps stay
         write_steps(self.output_dir, spec, steps)
 
 
@@ -56,6 +59,8 @@ class Ledger(_EndOnly):
         self.table = table
 
     def on_end(self, spec: TrialSpec, row: dict[str, Any], steps: list[dict[str, Any]]) -> None:
+        if row["status"] == STOPPED and speed_pending(self.table.rows.get(spec.trial_key)):
+            return  # an interrupted speed phase keeps its memory phase's verdict; a resume runs it again
         self.table.upsert(row)
 
 

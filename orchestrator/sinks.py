@@ -138,6 +138,8 @@ TRIAL_SCHEMA = pa.schema(
         ("predicted_high_gib", F64),
         ("predicted_from_trials", I64),
         ("predicted_basis", STR),
+        ("phase", STR),
+        ("settled_step", I64),
     ]
 )
 TRIAL_COLUMNS = TRIAL_SCHEMA.names
@@ -275,6 +277,8 @@ def trial_row(
         alloc_conf=started.get("alloc_conf"),
         gpu_memory_source=peak.get("gpu_memory_source"),
         **prediction_columns(prediction),
+        phase=result.phase if result else None,
+        settled_step=result.settled_step if result else None,
     )
     if row["status"] == COMPLETED:
         judged = judge(steps, verdict, max_steps=spec.max_steps, budget_gib=spec.memory_budget_gib,

@@ -26,6 +26,8 @@ from typing import Any
 import trainers
 from orchestrator.guard import GuardSettings
 from orchestrator.outcome import COMPLETED, FAILED, OOM, STOPPED, UNAVAILABLE, TrialResult
+from orchestrator.phases import MEMORY, SPEED, SPEED_ONLY, TrialPhases
+from orchestrator.settle import settled, warm_up
 from orchestrator.telemetry import (
     MemorySampler,
     Sample,
@@ -33,6 +35,7 @@ from orchestrator.telemetry import (
     classify_kernel_oom,
     oom_kill_counts,
 )
+from trainers.control import CONTINUE, STOP
 from trainers.events import ERROR, FINISHED, STARTED, STEP, is_oom, read_events
 from trainers.events import OOM as OOM_EVENT
 from trainers.spec import TrialSpec
@@ -140,15 +143,28 @@ def merge_sampler(row: dict[str, Any], sampler: Any) -> dict[str, Any]:
 class _Run:
     """The state of one supervised child; `run_trial` is its only user."""
 
-    def __init__(self, spec: TrialSpec, trial_dir: Path, on_event, stop_event, timeout_s, stop_check=None):
+    def __init__(
+        self,
+        spec: TrialSpec,
+        trial_dir: Path,
+        on_event,
+        stop_event,
+        timeout_s,
+        stop_check=None,
+        phases: TrialPhases = SPEED_ONLY,
+    ):
         self.spec = spec
+        self.phases = phases
+        self.tell: Callable[[str], None] = lambda word: None  # a word to the trainer (trainers/control.py)
         self.stop_check = stop_check  # None once the child has exited: nothing is left to end early
         self.early_end: str | None = None  # why stop_check ended the trial
         self.trial_dir = trial_dir
         self.on_event = on_event
         self.stop_event = stop_event
         self.timeout_s = timeout_s
-        self.result = TrialResult(status=FAILED, status_detail="")
+        self.result = TrialResult(
+            status=FAILED, status_detail="", phase=MEMORY if phases.hold_at_step else SPEED
+        )
         self.final: dict[str, Any] | None = None
         self.offset = 0
         self.killed_for: str | None = None  # why we killed the child, if we did
@@ -165,6 +181,7 @@ class _Run:
                 self.result.started = row
             elif kind == STEP:
                 self.result.steps.append(row)
+                self.pace(int(row.get("step") or 0))
                 if self.stop_check is not None and self.early_end is None:
                     self.early_end = self.stop_check(self.result.steps)
                     self.killed_for = self.killed_for or ("verdict" if self.early_end else None)
@@ -172,6 +189,23 @@ class _Run:
                 self.final = event
             if self.on_event is not None:
                 self.on_event(kind, row)
+
+    def pace(self, step: int) -> None:
+        """The phases' word after a step: at the hold step, go on into the speed phase or stop; in the
+        speed phase, stop once settled (orchestrator/settle.py)."""
+        result, phases = self.result, self.phases
+        if result.phase == MEMORY and step == phases.hold_at_step:
+            if phases.then_speed:
+                result.phase = SPEED
+            self.tell(CONTINUE if phases.then_speed else STOP)
+        elif (
+            result.phase == SPEED
+            and phases.settle is not None
+            and result.settled_step is None
+            and settled(result.steps, phases.settle, self.spec.probe_steps)
+        ):
+            result.settled_step = step
+            self.tell(STOP)
 
     def on_exceed(self, detail: str) -> None:
         """Budget guard callback (called from the sampler's thread)."""
@@ -200,6 +234,7 @@ def run_trial(
     stop_event: threading.Event | None = None,
     trainer_cmd: list[str] | None = None,
     stop_check: Callable[[list[dict[str, Any]]], str | None] | None = None,
+    phases: TrialPhases = SPEED_ONLY,
 ) -> TrialResult:
     """Run `spec` in a child process and classify the outcome (never raises for a trial's failure).
 
@@ -210,6 +245,8 @@ def run_trial(
     budget is passed; the child is then killed and the trial ends `oom` with that detail.
     stop_check(steps) -> why to end now, or None: asked after each step row (orchestrator.verdict.stop_check);
     a reason stops the child and the trial ends `completed`, its detail saying it ended early and why.
+    phases: the memory phase's hold step and what follows it, and the settled stop (orchestrator/phases.py);
+    the trainer hears them on its stdin and ends cleanly, with its `finished` event.
     """
     timeout_s = guard.timeout_s if guard else None
     if sampler_factory is None and guard is not None:
@@ -221,11 +258,15 @@ def run_trial(
     events_path = trial_dir / "events.jsonl"
     events_path.unlink(missing_ok=True)  # a re-run must not read a previous attempt's events
     spec.events_path = str(events_path)
+    phases = phases.for_trial(spec.max_steps)
+    spec.hold_at_step = phases.hold_at_step
     spec_path = trial_dir / "spec.json"
     spec_path.write_text(json.dumps(spec.to_dict(), indent=2, sort_keys=True))
     log_path = trial_dir / "trainer.log"
 
-    run = _Run(spec, trial_dir, on_event, stop_event, timeout_s, stop_check)
+    if phases.settle is not None:
+        warm_up()
+    run = _Run(spec, trial_dir, on_event, stop_event, timeout_s, stop_check, phases)
     result = run.result
     result.started_at = time.time()
     t0 = time.monotonic()
@@ -235,7 +276,7 @@ def run_trial(
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [*(trainer_cmd or [sys.executable, "-m", "trainers"]), str(spec_path)],
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
             env=child_env(cuda_visible_devices, cpus or spec.num_threads),
@@ -243,6 +284,7 @@ def run_trial(
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )
+    run.tell = lambda word: _tell(proc, word)
     result.pid = proc.pid
     result.cuda_visible_devices = cuda_visible_devices
     (trial_dir / "trainer.pid").write_text(str(proc.pid))
@@ -277,6 +319,8 @@ def run_trial(
     run.stop_check = None
     with contextlib.suppress(BaseException):
         run.drain()
+    with contextlib.suppress(OSError):
+        proc.stdin.close()
     result.exit_code = proc.returncode
     result.wall_s = time.monotonic() - t0
     result.ended_at = time.time()
@@ -286,6 +330,13 @@ def run_trial(
     if isinstance(interrupted, (KeyboardInterrupt, SystemExit)):
         raise interrupted
     return result
+
+
+def _tell(proc: subprocess.Popen, word: str) -> None:
+    """One word to the trainer's stdin; a trainer already gone cannot hear it (its end says why)."""
+    with contextlib.suppress(OSError, ValueError):
+        proc.stdin.write(f"{word}\n".encode())
+        proc.stdin.flush()
 
 
 def classify(run: _Run, log_path: Path) -> tuple[str, str]:
@@ -304,7 +355,11 @@ def classify(run: _Run, log_path: Path) -> tuple[str, str]:
         kind = final.get("event")
         message = f"{final.get('type', 'Error')}: {final.get('message', '')}".strip()
         if kind == FINISHED:
-            return COMPLETED, f"{len(run.result.steps)} steps"
+            if run.result.phase == MEMORY:
+                return COMPLETED, f"fits: {len(run.result.steps)} memory-phase steps"
+            settled_step = run.result.settled_step
+            tail = f"; settled at step {settled_step}" if settled_step else ""
+            return COMPLETED, f"{len(run.result.steps)} steps{tail}"
         if kind == OOM_EVENT:
             return OOM, message
         if _is_unavailable(final):

@@ -34,9 +34,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from orchestrator.guard import DEFAULTS, GuardSettings
+from orchestrator.phases import MEMORY, PHASES, SPEED, packing
+from orchestrator.settle import DEFAULTS as SETTLE
+from orchestrator.settle import SettleSettings
 from orchestrator.verdict import DEFAULTS as VERDICT
 from orchestrator.verdict import MEMORY_CREEP, STOPPABLE, VerdictSettings
 from tasks.names import did_you_mean
@@ -97,6 +100,24 @@ class Resources(_Section):
     )
     max_concurrent: int | None = Field(
         None, ge=1, le=INT_MAX, description="Most trials at once; default: as many as the resources allow."
+    )
+    gpu_memory_gib: float | None = Field(
+        None,
+        gt=0,
+        description="Memory of one GPU, for packing memory-phase trials; default what NVML reads of the "
+        "driver's first GPU (set it where NVML cannot see the workers' GPUs, or for Ray's fake GPUs).",
+    )
+    memory_phase_per_gpu: int | None = Field(
+        None,
+        ge=1,
+        le=INT_MAX,
+        description="Memory-phase trials sharing one GPU; default as many as fit (budget + headroom each).",
+    )
+    memory_phase_headroom_gib: float = Field(
+        1.0,
+        ge=0,
+        description="GiB kept free for each packed memory-phase trial over its budget (the guard's margin, "
+        "the allocator's slack).",
     )
 
 
@@ -231,6 +252,51 @@ class Verdict(_Section):
         return VerdictSettings(**{**self.model_dump(), "stop_on": tuple(self.stop_on)})
 
 
+class Stop(_Section):
+    """The settled stop (orchestrator/settle.py): end a speed-phase trial once it has told all it will."""
+
+    when_settled: bool = Field(
+        False,
+        description="End a speed-phase trial once its peak memory stopped growing and its median tokens/s "
+        "is known within settle_half_width; its row says at which step (settled_step).",
+    )
+    settle_steps: int = Field(
+        SETTLE.steps,
+        ge=1,
+        le=INT_MAX,
+        description="Steps after the probe steps without peak-memory growth before a trial is settled.",
+    )
+    settle_half_width: float = Field(
+        SETTLE.half_width,
+        gt=0,
+        lt=1,
+        description="Largest half-width of the median tokens/s's confidence interval, relative to the median.",
+    )
+    settle_confidence: float = Field(
+        SETTLE.confidence,
+        gt=0,
+        lt=1,
+        description="Confidence level of that interval (a bootstrap of the median).",
+    )
+    settle_growth_tolerance: float = Field(
+        SETTLE.growth_tolerance,
+        ge=0,
+        lt=1,
+        description="A peak-memory reading this much (relative) over the highest before it counts as growth.",
+    )
+
+    def settings(self) -> SettleSettings | None:
+        """The thresholds, or None when the settled stop is off."""
+        if not self.when_settled:
+            return None
+        return SettleSettings(
+            steps=self.settle_steps,
+            half_width=self.settle_half_width,
+            confidence=self.settle_confidence,
+            growth_tolerance=self.settle_growth_tolerance,
+        )
+
+
 class SweepSpec(_Section):
     name: str = Field(..., min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="Sweep name.")
     task: str = Field("arithmetic", description="Task (dataset + reward).")
@@ -249,6 +315,14 @@ class SweepSpec(_Section):
     oom: Oom = Field(default_factory=Oom)
     tracking: Tracking = Field(default_factory=Tracking)
     verdict: Verdict = Field(default_factory=Verdict)
+    phases: list[Literal[PHASES]] = Field(
+        list(PHASES),
+        min_length=1,
+        description="With a memory budget: memory (probe steps + one steady step per trial, packed onto "
+        "shared GPUs where possible) then speed (the trials that fit run their full steps, one per GPU); "
+        "[memory] stops after the first. Without a budget only speed runs.",
+    )
+    stop: Stop = Field(default_factory=Stop)
     timeout_s: float | None = Field(
         DEFAULTS.timeout_s, gt=0, description="Wall-clock limit per trial in seconds."
     )
@@ -260,6 +334,23 @@ class SweepSpec(_Section):
         description="Refuse a grid of more trials than this (the product of its list lengths); raise it "
         "for a bigger sweep.",
     )
+
+    @field_validator("phases")
+    @classmethod
+    def _phases(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        if len(set(value)) != len(value) or value != [p for p in PHASES if p in value]:
+            raise ValueError(f"give each phase once, in the order {', '.join(PHASES)}")
+        memory = info.data.get("memory")
+        if value == [MEMORY] and memory is not None and memory.budget_gib is None:
+            raise ValueError(
+                "[memory] needs memory.budget_gib (the memory phase judges trials against it); set "
+                "memory.budget_gib, or run phases: [speed]"
+            )
+        return value
+
+    def phases_to_run(self) -> tuple[str, ...]:
+        """The phases this sweep runs: without a budget only the speed phase."""
+        return tuple(self.phases) if self.memory.budget_gib is not None else (SPEED,)
 
     def axes(self) -> dict[str, list[Any]]:
         """Swept knob -> its values (scalars in grid count as one value)."""
@@ -388,6 +479,24 @@ def predict_errors(spec: SweepSpec | None) -> list[str]:
     ]
 
 
+def packing_errors(spec: SweepSpec | None) -> list[str]:
+    """A memory-phase packing the stated card cannot hold, refused before anything runs (a card whose
+    memory is read at run time is checked then)."""
+    if spec is None or None in (spec.memory.budget_gib, spec.resources.gpu_memory_gib):
+        return []
+    try:
+        packing(
+            spec.memory.budget_gib,
+            spec.resources.gpu_memory_gib,
+            spec.resources.memory_phase_headroom_gib,
+            per_process=True,
+            asked=spec.resources.memory_phase_per_gpu,
+        )
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
 class SweepError(ValueError):
     def __init__(self, errors: list[str], source: str = ""):
         self.errors = errors
@@ -461,6 +570,7 @@ def parse_sweep(raw: Any, source: str = "") -> SweepSpec:
     errors += knob_errors(raw)
     errors += grid_size_errors(raw, spec)
     errors += predict_errors(spec)
+    errors += packing_errors(spec)
     if errors:
         raise SweepError(errors, source)
     return spec

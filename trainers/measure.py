@@ -3,7 +3,8 @@
 `measured(GRPOTrainer)` subclasses a (possibly Unsloth-patched) GRPOTrainer so that generation is
 timed and the tokens it actually produced are counted, and so that probe steps force every
 completion to max_completion_length. `StepMeter` is a TrainerCallback that brackets each optimizer
-step (time, torch memory, RSS and its peak) and emits one `step` event when TRL logs that step.
+step (time, torch memory, RSS and its peak) and emits one `step` event when TRL logs that step; then
+it asks the supervisor's channel (trainers/control.py) whether to end training there.
 
 Throughput is a figure of a generation cycle: TRL generates once and then optimises over those
 completions for num_iterations passes (and steps_per_generation micro-batches), so with
@@ -157,8 +158,11 @@ def _alloc_counters() -> dict[str, int] | None:
 class StepMeter(TrainerCallback):
     """Brackets each optimizer step and emits its `step` event once TRL has logged the step."""
 
-    def __init__(self, events: EventWriter, max_prompt_length: int, probe_steps: int = 0, evaluator=None):
+    def __init__(
+        self, events: EventWriter, max_prompt_length: int, probe_steps: int = 0, evaluator=None, channel=None
+    ):
         self.events = events
+        self.channel = channel  # trainers.control.SupervisorChannel: asked after each step's event
         self.max_prompt_length = max_prompt_length
         self.probe_steps = probe_steps
         self.evaluator = evaluator
@@ -292,3 +296,5 @@ class StepMeter(TrainerCallback):
                 row[key] = value
         self.events.emit(STEP, **row)
         self.steps_emitted += 1
+        if self.channel is not None and self.channel.stop_after(state.global_step):
+            control.should_training_stop = True

@@ -18,6 +18,7 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     from tasks import load_task
+    from trainers.control import SupervisorChannel
     from trainers.evaluate import Evaluator
     from trainers.measure import StepMeter, measured
     from trainers.models import load_tokenizer, resolve_model
@@ -69,7 +70,13 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
         reward_weights=[weight for _, weight in rewards],
     )
     evaluator = Evaluator.for_trial(task, tokenizer, spec)
-    meter = StepMeter(events, spec.max_prompt_length, probe_steps=spec.probe_steps, evaluator=evaluator)
+    meter = StepMeter(
+        events,
+        spec.max_prompt_length,
+        probe_steps=spec.probe_steps,
+        evaluator=evaluator,
+        channel=SupervisorChannel(spec.hold_at_step),
+    )
     trainer = measured(GRPOTrainer)(
         model=model,
         reward_funcs=[func for func, _ in rewards],

@@ -16,6 +16,7 @@ import os
 from enum import Enum
 from typing import Any
 
+from trainers.control import SupervisorChannel
 from trainers.events import FINISHED, STARTED, EventWriter
 from trainers.runtime import EFFECTIVE_KNOBS, UnavailableError
 from trainers.spec import TrialSpec
@@ -180,7 +181,11 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
 
     evaluator = Evaluator.for_trial(task, tokenizer, spec)
     meter = checked_step_meter()(
-        events, spec.max_prompt_length, probe_steps=spec.probe_steps, evaluator=evaluator
+        events,
+        spec.max_prompt_length,
+        probe_steps=spec.probe_steps,
+        evaluator=evaluator,
+        channel=SupervisorChannel(spec.hold_at_step),
     )
     trainer = measured(GRPOTrainer)(
         model=model,

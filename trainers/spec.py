@@ -141,6 +141,13 @@ class TrialSpec:
     model_cache_dir: str = _knob(
         "", "Where built models (tiny, random:) are cached; default ~/.cache/rlsweep.", role="execution"
     )
+    hold_at_step: int | None = _knob(
+        None,
+        "After this step the trainer waits for the supervisor's word on stdin: continue, or stop "
+        "there (a sweep's memory phase; trainers/control.py).",
+        min=1,
+        role="bookkeeping",
+    )
 
     # ---------------------------------------------------------------------------------------
     @property

@@ -1,0 +1,85 @@
+"""Time to a complete verdict: trainer-seconds until every trial of a budgeted sweep fits (with its speed)
+or is oom / pruned, with the two phases, pruning and the settled stop, against running every trial to
+max_steps (phases: [speed], no pruning, no settled stop), on the same sweep.
+
+Trainer-seconds: the sum of the trainer processes' wall_s (trials.parquet), start-up included. On a host
+without a GPU no trials are packed, so each trial is one trainer process and its row holds all of it.
+Prints both sums, their ratio (target <= 0.40) and both runs' verdicts per trial (fits / oom, where
+`pruned` counts as oom: a pruned trial dominates one that ran out of memory); they must be identical,
+and every trial that fits must have a median tokens/s.
+
+Usage: python bench/bench_time_to_verdict.py [SWEEP.yaml] [--set k=v ...]
+(default: sweeps/cpu-smoke.yaml with memory.budget_gib=0.8 and max_steps=60: K=2 peaks at 0.72-0.75 GiB RSS and
+K=24 at 0.83 or more over 60 steps here, so the budget parts them whatever the load; at 0.85 a K=24 trial
+fits or not by chance)
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from orchestrator.outcome import COMPLETED, OOM, PRUNED  # noqa: E402
+
+DEFAULTS = ["memory.budget_gib=0.8", "max_steps=60", "tracking.enabled=false"]
+PHASED = ["stop.when_settled=true"]
+EVERY_STEP = ["phases=[speed]", "oom.prune_dominated=false", "stop.when_settled=false"]
+VERDICT = {COMPLETED: "fits", OOM: "oom", PRUNED: "oom"}
+
+
+def run(sweep_file: str, overrides: list[str], out: Path) -> tuple[float, list[dict]]:
+    """(wall seconds, trials.parquet rows) of one `rlsweep run`."""
+    t0 = time.monotonic()
+    cmd = [sys.executable, "-m", "orchestrator.cli", "run", sweep_file, "--output-dir", str(out)]
+    subprocess.run(cmd + [f"--set={o}" for o in overrides], cwd=ROOT, check=False, stderr=subprocess.DEVNULL)
+    return time.monotonic() - t0, pq.read_table(out / "trials.parquet").to_pylist()
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    sweep_file = (
+        args.pop(0) if args and not args[0].startswith("--") else str(ROOT / "sweeps" / "cpu-smoke.yaml")
+    )
+    overrides = DEFAULTS + [a.split("=", 1)[1] if a.startswith("--set=") else a for a in args if a != "--set"]
+    work = Path(tempfile.mkdtemp(prefix="bench-verdict-"))
+    runs = {
+        "phases + settled stop": run(sweep_file, overrides + PHASED, work / "phased"),
+        "every trial to max_steps": run(sweep_file, overrides + EVERY_STEP, work / "every-step"),
+    }
+    seconds = {}
+    verdicts = {}
+    for name, (wall, rows) in runs.items():
+        seconds[name] = sum(r["wall_s"] or 0.0 for r in rows)
+        verdicts[name] = {r["trial_key"]: VERDICT.get(r["status"], r["status"]) for r in rows}
+        statuses = " ".join(
+            f"{s}={sum(r['status'] == s for r in rows)}" for s in sorted({r["status"] for r in rows})
+        )
+        print(f"{name:26s} trainer-seconds {seconds[name]:7.1f}  sweep wall {wall:6.1f} s  ({statuses})")
+        for r in sorted(rows, key=lambda r: r["trial_key"]):
+            print(
+                f"  {r['trial_key']:40s} {r['status']:9s} phase={r['phase']} steps={r['steps_completed']} "
+                f"settled={r['settled_step']} wall_s={r['wall_s'] or 0:.1f} tokens/s={r['median_tokens_per_s']}"
+            )
+    phased, every = runs
+    same = verdicts[phased] == verdicts[every]
+    speeds = all(
+        r["median_tokens_per_s"] is not None for r in runs[phased][1] if VERDICT.get(r["status"]) == "fits"
+    )
+    print(f"verdicts identical (fits / oom, pruned as oom): {same}")
+    print(f"every fitting trial has a median tokens/s: {speeds}")
+    print(
+        f"ratio trainer-seconds phased / every step: {seconds[phased] / seconds[every]:.2f} (target <= 0.40)"
+    )
+    sys.exit(0 if same and speeds else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""The two phases through Ray Tune on fake GPUs, with real `tiny` trainer children: memory-phase trials
+share one GPU, speed-phase trials never do, and the settled stop ends a real trainer early."""
+
+import pyarrow.parquet as pq
+import pytest
+
+from orchestrator.driver import run_sweep
+from orchestrator.sweep import load_sweep
+from tests.helpers.sweeps import tiny_sweep
+
+pytestmark = pytest.mark.slow
+
+
+def overlapping(rows: list[dict]) -> list[tuple[dict, dict]]:
+    rows = sorted(rows, key=lambda r: r["started_at"])
+    return [(a, b) for i, a in enumerate(rows) for b in rows[i + 1 :] if b["started_at"] < a["ended_at"]]
+
+
+def test_memory_phase_trials_share_a_fake_gpu_and_speed_phase_trials_never_do(ray_fake_gpus, tmp_path):
+    # A 5 GiB card holds two 2 GiB budgets with 0.5 GiB headroom each: two memory-phase trials per GPU.
+    path = tiny_sweep(
+        tmp_path / "s.yaml",
+        "phases",
+        {"mode": ["grpo", "gspo"]},  # neither dominates the other: neither waits for the other
+        fixed={"max_steps": 12},
+        memory={"budget_gib": 2},
+        resources={
+            "gpus_per_trial": 1,
+            "cpus_per_trial": 1,
+            "max_concurrent": 2,
+            "gpu_memory_gib": 5,
+            "memory_phase_headroom_gib": 0.5,
+        },  # fmt: skip
+        tracking={"enabled": False},
+        phases=["memory"],
+    )
+    out = tmp_path / "out"
+    run_sweep(load_sweep(path), output_dir=out)
+    memory = pq.read_table(out / "trials.parquet").to_pylist()
+    assert [(r["status"], r["phase"], r["steps_completed"]) for r in memory] == [
+        ("completed", "memory", 2)
+    ] * 2
+    pairs = overlapping(memory)
+    assert pairs and all(a["cuda_visible_devices"] == b["cuda_visible_devices"] for a, b in pairs)
+
+    # The same output with both phases: the memory phase's verdicts stand, the speed phase runs the
+    # trials that fit, one per GPU, each until it has settled.
+    settle = ["stop.when_settled=true", "stop.settle_steps=2", "stop.settle_half_width=0.5",
+              "stop.settle_growth_tolerance=0.05"]  # fmt: skip
+    run_sweep(load_sweep(path, ["phases=[memory, speed]", *settle]), output_dir=out)
+    speed = pq.read_table(out / "trials.parquet").to_pylist()
+    assert [(r["status"], r["phase"]) for r in speed] == [("completed", "speed")] * 2
+    assert all(r["started_at"] > max(m["ended_at"] for m in memory) for r in speed)
+    assert all(a["cuda_visible_devices"] != b["cuda_visible_devices"] for a, b in overlapping(speed))
+    # Settled: peak memory flat for 2 steps after the probe step and its first reading, so step 4 at the
+    # earliest; the trainer heard `stop` and ended cleanly before max_steps.
+    assert all(4 <= r["settled_step"] <= r["steps_completed"] < 12 for r in speed), speed
+    assert all(r["status_detail"].endswith(f"settled at step {r['settled_step']}") for r in speed)

@@ -1,0 +1,53 @@
+"""The supervisor's words to a running trainer: one a line on the trainer's stdin.
+
+After each optimizer step's `step` event the trainer reads what has arrived, without waiting:
+`stop` ends training cleanly (the trainer finishes the step it is in, emits `finished`, and every row
+stays whole). At its hold step (TrialSpec.hold_at_step) it waits for the word instead: `continue` goes
+on to max_steps, anything else (`stop`, or the end of stdin: the supervisor is gone) ends there.
+A trainer started without a pipe (stdin at end of file) hears nothing and runs to max_steps.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+
+CONTINUE, STOP = "continue", "stop"
+
+
+class SupervisorChannel:
+    """Reads the supervisor's words from a file descriptor (the trainer's stdin)."""
+
+    def __init__(self, hold_at_step: int | None, fd: int | None = None):
+        self.hold_at_step = hold_at_step
+        self.fd = sys.stdin.fileno() if fd is None else fd
+        self.closed = False  # end of file seen: nothing more can arrive
+        self.pending = b""
+
+    def _line(self, wait: bool) -> str | None:
+        """The next whole line, or None (nothing yet without `wait`; end of file)."""
+        while b"\n" not in self.pending:
+            if self.closed:
+                return None
+            ready, _, _ = select.select([self.fd], [], [], None if wait else 0)
+            if not ready:
+                return None
+            data = os.read(self.fd, 4096)
+            if not data:
+                self.closed = True
+                continue
+            self.pending += data
+        line, self.pending = self.pending.split(b"\n", 1)
+        return line.decode("utf-8", "replace").strip()
+
+    def stop_after(self, step: int) -> bool:
+        """Whether training ends after `step` (its event already written)."""
+        if step == self.hold_at_step:
+            return self._line(wait=True) != CONTINUE
+        while True:
+            line = self._line(wait=False)
+            if line is None:
+                return False
+            if line == STOP:
+                return True
