@@ -71,7 +71,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     try:
         sweep = load_sweep(args.sweep, args.set)
-        outcome = run_sweep(sweep, output_dir=args.output_dir, console=console, report_to=out)
+        outcome = run_sweep(
+            sweep, output_dir=args.output_dir, console=console, report_to=None if args.no_report else out
+        )
     except (SweepError, OutputDirBusy) as exc:
         out.print(str(exc), markup=False)
         return 2
@@ -81,6 +83,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     counts = ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items()))
     console.print(f"trials: {counts}")
     console.print(f"results: {outcome.output_dir}/trials.parquet, steps in {outcome.output_dir}/steps/")
+    if args.no_report:
+        console.print(f"report skipped (--no-report); make it with: rlsweep report {outcome.output_dir}")
     if outcome.interrupted:
         again = [
             "rlsweep",
@@ -286,6 +290,11 @@ def add_run(sub) -> None:
     p.add_argument("sweep", help="sweep YAML file")
     _add_set(p)
     p.add_argument("--output-dir", help="default: the sweep's output_dir, else outputs/<name>")
+    p.add_argument(
+        "--no-report",
+        action="store_true",
+        help="end without the report (plots, report.md/html, summary.csv); `rlsweep report DIR` makes it later",
+    )
     p.set_defaults(func=cmd_run)
 
 
