@@ -56,7 +56,8 @@ def main() -> None:
 
     t0 = time.monotonic()
     cmd = [sys.executable, "-m", "orchestrator.cli", "run", sweep_file, "--output-dir", str(work / "sweep")]
-    subprocess.run(cmd + [f"--set={o}" for o in overrides], cwd=ROOT, check=False, stderr=subprocess.DEVNULL)
+    with open(work / "sweep.log", "w") as log:  # the sweep's progress and errors, for a run that went wrong
+        subprocess.run(cmd + [f"--set={o}" for o in overrides], cwd=ROOT, check=False, stderr=log)
     sweep_wall = time.monotonic() - t0
     rows = pq.read_table(work / "sweep" / "trials.parquet").to_pylist()
     sweep_trainer = sum(r["wall_s"] or 0.0 for r in rows)

@@ -2,8 +2,9 @@
 driver's parts, and each trial's own timestamps (trials.parquet, the trainer's events.jsonl).
 
 Per trial, in time order:
-    Tune start       Tune's trial start in the driver -> the supervisor spawns the trainer child
-                     (a Ray worker process starting, importing the trainable's module, Tune's session)
+    Tune             the searcher hands the trial out -> Tune's trial start in the driver (a Ray worker
+                     process starting and importing the trainable's module, or a reused one) -> the
+                     supervisor spawns the trainer child
     child imports    the child's spawn -> its imports of torch, transformers, trl, peft are done
                      (measured once, alone, by `python -c "import ..."`; not per trial)
     child setup      spawn -> the trainer's `started` event, minus child imports: task, tokenizer, model
@@ -14,7 +15,7 @@ Per trial, in time order:
     sinks            the driver's time in each sink's on_start / on_step / on_end (Parquet, MLflow ...)
 Per sweep: the driver's imports, init_ray, MLflow's sweep run, Tune's set-up until the first trial starts,
 the end after the last trial (Ray shutdown, frontier, finish_sweep: the report), and idle slots (a slot
-with no trial in it while the sweep runs: held trials, a slot waiting for Tune).
+with no trial handed out while the sweep runs: trials held for a smaller sibling, Tune's loop).
 
 Usage: python bench/bench_overhead.py [SWEEP.yaml] [--no-report] [--set k=v ...]
 """
@@ -35,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from orchestrator import driver, recorder, tracking  # noqa: E402
+from orchestrator import driver, recorder, report, tracking  # noqa: E402
 from orchestrator.sweep import load_sweep  # noqa: E402
 
 T_IMPORTED = time.time()
@@ -65,10 +66,20 @@ def instrument() -> None:
     timed(driver, "finish_sweep", "finish_sweep (report, MLflow close)")
     timed(driver, "print_frontier", "frontier table")
     timed(tracking.MlflowSink, "start_sweep", "MLflow: sweep run")
+    timed(tracking.MlflowSink, "end_sweep", "MLflow: sweep run closed")
+    timed(tracking.MlflowSink, "log_report", "MLflow: report and summary metrics")
+    timed(report, "write_report", "write_report")
     for cls in (recorder.StepsFiles, recorder.Ledger, recorder.PruningGate, tracking.MlflowSink):
         for hook in ("on_start", "on_step", "on_end"):
             timed(cls, hook, f"sink {cls.__name__}.{hook}")
     start, end, fit = recorder.Recorder.start, recorder.Recorder.end, driver.tune.Tuner.fit
+    suggest = driver.PlanSearcher.suggest
+
+    def on_suggest(self, trial_id):
+        config = suggest(self, trial_id)
+        if isinstance(config, dict):
+            trial_marks[config["trial_key"]]["suggested"] = time.time()
+        return config
 
     def on_start(self, key):
         trial_marks[key].setdefault("tune_start", time.time())
@@ -86,6 +97,7 @@ def instrument() -> None:
             marks["fit_end"] = time.time()
 
     recorder.Recorder.start, recorder.Recorder.end, driver.tune.Tuner.fit = on_start, on_end, on_fit
+    driver.PlanSearcher.suggest = on_suggest
 
 
 def child_import_s() -> float:
@@ -105,7 +117,7 @@ def main() -> None:
     sweep_file = (
         args.pop(0) if args and not args[0].startswith("--") else str(ROOT / "sweeps" / "cpu-smoke.yaml")
     )
-    report = "--no-report" not in args
+    with_report = "--no-report" not in args
     args = [a for a in args if a != "--no-report"]
     overrides = [a.split("=", 1)[1] if a.startswith("--set=") else a for a in args if a != "--set"]
     work = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
@@ -117,7 +129,9 @@ def main() -> None:
 
     quiet = Console(file=open("/dev/null", "w"))  # noqa: SIM115
     t0 = time.time()
-    driver.run_sweep(sweep, output_dir=work / "sweep", console=quiet, report_to=quiet if report else None)
+    driver.run_sweep(
+        sweep, output_dir=work / "sweep", console=quiet, report_to=quiet if with_report else None
+    )
     t_end = time.time()
     imports_alone = child_import_s()
 
@@ -137,7 +151,10 @@ def main() -> None:
         evs = events(scratch / key / "events.jsonl")
         started = next((e["time"] for e in evs if e.get("event") == "started"), None)
         steps = [e for e in evs if e.get("event") == "step"]
-        parts["Tune start (worker, imports, session)"] += spawn - mark["tune_start"]
+        parts["Tune: trial handed out -> started (a worker started or reused)"] += (
+            mark["tune_start"] - mark["suggested"]
+        )
+        parts["Tune: started -> trainer child spawned (trainable, supervisor)"] += spawn - mark["tune_start"]
         if started is not None:
             parts["child: imports + setup (model build, trainer)"] += started - spawn
         if steps:
@@ -145,13 +162,15 @@ def main() -> None:
             parts["child: first step start - started event"] += steps[0]["t_start"] - (started or spawn)
             parts["child: last step end - exit"] += exit_ - steps[-1]["t_end"]
         parts["report back (exit -> driver has the end)"] += mark.get("driver_end", exit_) - exit_
-        busy.append((mark["tune_start"], mark.get("driver_end", exit_)))
+        busy.append((mark["suggested"], mark.get("driver_end", exit_)))
     first = min(b[0] for b in busy)
     last = max(b[1] for b in busy)
     occupied = sum(b - a for a, b in busy)
     wall = t_end - T_PROCESS
 
-    print(f"sweep file: {sweep_file} ({len(rows)} trials, {ran} ran, {slots} at a time, report {report})")
+    print(
+        f"sweep file: {sweep_file} ({len(rows)} trials, {ran} ran, {slots} at a time, report {with_report})"
+    )
     print(f"process wall {wall:.1f} s = {wall * slots:.1f} slot-s; trainers (wall_s) {trainer_s:.1f} s")
     print(f"overhead {(wall * slots - trainer_s) / len(rows):.2f} slot-s per trial")
     print("\nsweep-level (slot-s = s x slots):")
@@ -161,12 +180,15 @@ def main() -> None:
         "run_sweep start -> Tune.fit (init_ray, MLflow sweep run, lock)": marks["fit_start"] - t0,
         "  of which init_ray": spans["init_ray"],
         "  of which MLflow sweep run": spans["MLflow: sweep run"],
-        "Tune.fit start -> first trial start": first - marks["fit_start"],
-        "idle slots between first start and last end": (last - first) * slots - occupied,
+        "Tune.fit start -> first trial handed out": first - marks["fit_start"],
+        "idle slots between the first trial handed out and the last end": (last - first) * slots - occupied,
         "last trial end -> Tune.fit returns (Ray)": marks["fit_end"] - last,
         "Tune.fit end -> run_sweep returns (Ray shutdown, frontier, finish)": t_end - marks["fit_end"],
         "  of which finish_sweep (report, MLflow close)": spans["finish_sweep (report, MLflow close)"],
         "  of which frontier table": spans["frontier table"],
+        "    finish_sweep: write_report": spans["write_report"],
+        "    finish_sweep: MLflow report and summary metrics": spans["MLflow: report and summary metrics"],
+        "    finish_sweep: MLflow sweep run closed": spans["MLflow: sweep run closed"],
     }
     for label, s in lead.items():
         factor = 1 if label.startswith("idle") else slots
