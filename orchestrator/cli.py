@@ -122,7 +122,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     try:
         sweep = load_sweep(args.sweep, args.set)
-        outcome = run_sweep(sweep, output_dir=args.output_dir, console=console, report_to=out)
+        outcome = run_sweep(
+            sweep, output_dir=args.output_dir, console=console, report_to=None if args.no_report else out
+        )
     except (SweepError, OutputDirBusy) as exc:
         out.print(str(exc), markup=False)
         return 2
@@ -132,6 +134,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     counts = ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items())) or "none"
     console.print(f"trials: {counts}")
     console.print(f"results: {outcome.output_dir}/trials.parquet, steps in {outcome.output_dir}/steps/")
+    if args.no_report:
+        console.print(f"report skipped (--no-report); make it with: rlsweep report {outcome.output_dir}")
     if outcome.interrupted:
         again = [
             "rlsweep",
@@ -410,6 +414,11 @@ def add_run(sub) -> None:
         action="store_true",
         help="list the planned trials with an estimated duration each (from the trials already in the "
         "output dir); nothing runs or is written",
+    )
+    p.add_argument(
+        "--no-report",
+        action="store_true",
+        help="end without the report (plots, report.md/html, summary.csv); `rlsweep report DIR` makes it later",
     )
     p.set_defaults(func=cmd_run)
 

@@ -1,5 +1,9 @@
-"""The Ray Tune glue: one trial = one fresh Ray actor whose function is the supervisor; its events reach
+"""The Ray Tune glue: a trial runs in a Ray actor whose function is the supervisor; its events reach
 the Recorder (orchestrator/recorder.py) in the driver through RecorderCallback; init_ray.
+
+Tune reuses an actor for the next trial of the same resources (reuse_actors): the worker holds no CUDA
+or trainer state, since every trial's trainer is a fresh child process (orchestrator/supervisor.py), so
+a reused worker only saves Ray's process start and the trainable's imports.
 
 Resume policy: our own ledger (trials.parquet) decides what runs, not Ray's experiment state. Each
 `rlsweep run` builds a fresh Tuner over the trials whose status is not final (never ran, or `stopped`
@@ -73,7 +77,7 @@ FINAL = "final"  # the trainable's last report: the supervisor's TrialResult
 
 
 # ------------------------------------------------------------------------------------------------
-# The trainable: runs inside a Ray worker, one per trial.
+# The trainable: runs inside a Ray worker, which Tune reuses for later trials.
 # ------------------------------------------------------------------------------------------------
 def trainable(config: dict[str, Any]) -> None:
     spec = TrialSpec.from_dict(json.loads(config["spec_json"]))
@@ -447,7 +451,7 @@ def _tune(
             search_alg=PlanSearcher(todo, config, state_key),
             num_samples=-1,
             max_concurrent_trials=sweep.resources.max_concurrent or 0,
-            reuse_actors=False,
+            reuse_actors=True,
             trial_dirname_creator=lambda trial: trial.config["trial_key"],
         ),
         run_config=tune.RunConfig(

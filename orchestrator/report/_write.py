@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import multiprocessing
+import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +35,8 @@ from orchestrator.report._terminal import frontier_table, rich_table
 
 PLOT_PREFIXES = ("feasibility_", "curves_", "throughput", "memory_vs_completions", "predicted_vs_measured")
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+# Fewer figures than this are drawn in this process: forking the workers costs more than they save.
+PARALLEL_FROM = 4
 
 
 class ReportDiskFull(OSError):
@@ -59,6 +65,31 @@ def _space_for(path: Path, output_dir: Path) -> Iterator[Path]:
         if exc.errno not in DISK_FULL or isinstance(exc, ReportDiskFull):
             raise
         raise ReportDiskFull(path, output_dir, exc) from exc
+
+
+def _draw(figures: list[tuple[Path, Callable[[], Path | None]]], output_dir: Path) -> list[Path | None]:
+    """Each (path, draw) once, in order: spread over forked worker processes, one per usable core, when
+    there are PARALLEL_FROM figures or more and more than one core; else in this process. A full disk
+    while one is saved becomes ReportDiskFull naming its file."""
+    workers = min(len(figures), len(os.sched_getaffinity(0)))
+    if workers < 2 or len(figures) < PARALLEL_FROM:
+        drawn = []
+        for path, draw in figures:
+            with _space_for(path, output_dir):
+                drawn.append(draw())
+        return drawn
+    # fork: the workers start with matplotlib and the data already in memory.
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = [pool.submit(draw) for _, draw in figures]
+        drawn = []
+        try:
+            for (path, _), future in zip(figures, futures, strict=True):
+                with _space_for(path, output_dir):
+                    drawn.append(future.result())
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
+        return drawn
 
 
 def _slug(text: str) -> str:
@@ -104,19 +135,19 @@ def write_report(
     for stale in plot_dir.glob("*.png"):  # a rebuilt report shows only what the data holds now
         if stale.name.startswith(PLOT_PREFIXES):
             stale.unlink()
-    plot_paths: dict[str, Any] = {"feasibility": {}, "curves": {}}
+    # Every figure is drawn once, here or in a worker (_draw); report.md and report.html both use its file.
+    figures: list[tuple[str, str | None, Path, partial]] = []  # (kind, name, path, draw)
     for grid in grids:
         path = plot_dir / f"feasibility_{_slug(grid.framework)}_{_slug(grid.mode)}_{_slug(grid.model)}.png"
-        with _space_for(path, out):
-            plot_paths["feasibility"][grid.title] = feasibility_heatmap(grid, path)
+        figures.append(("feasibility", grid.title, path, partial(feasibility_heatmap, grid, path)))
     ranked = aggregate_repeats(outputs, budget)
-    with _space_for(plot_dir / "throughput.png", out) as path:
-        plot_paths["throughput"] = throughput_plot(ranked, path)
-    with _space_for(plot_dir / "memory_vs_completions.png", out) as path:
-        plot_paths["memory"] = memory_plot(outputs, path, budget)
+    path = plot_dir / "throughput.png"
+    figures.append(("throughput", None, path, partial(throughput_plot, ranked, path)))
+    path = plot_dir / "memory_vs_completions.png"
+    figures.append(("memory", None, path, partial(memory_plot, outputs, path, budget)))
     pairs = prediction_pairs(outputs.trials, outputs.steps)
-    with _space_for(plot_dir / "predicted_vs_measured.png", out) as path:
-        plot_paths["predictions"] = prediction_plot(pairs, path, budget)
+    path = plot_dir / "predicted_vs_measured.png"
+    figures.append(("predictions", None, path, partial(prediction_plot, pairs, path, budget)))
     errors = error_table(pairs)
     prediction_errors_csv = out / "prediction_errors.csv"
     with _space_for(prediction_errors_csv, out):
@@ -127,8 +158,16 @@ def write_report(
         steps = trial_steps(outputs.steps, trial.get("trial_key"))
         if len(steps):
             path = plot_dir / f"curves_{_slug(str(trial['trial_key']))}.png"
-            with _space_for(path, out):
-                plot_paths["curves"][str(trial["trial_key"])] = trial_curves(trial, steps, path)
+            figures.append(
+                ("curves", str(trial["trial_key"]), path, partial(trial_curves, trial, steps, path))
+            )
+    plot_paths: dict[str, Any] = {"feasibility": {}, "curves": {}}
+    drawn = _draw([(path, draw) for _, _, path, draw in figures], out)
+    for (kind, name, _, _), result in zip(figures, drawn, strict=True):
+        if name is None:
+            plot_paths[kind] = result
+        else:
+            plot_paths[kind][name] = result
 
     fits = frontier(outputs.trials, budget) if grids else pd.DataFrame(columns=list(FRONTIER_COLUMNS))
     comparison = stack_comparison(ranked, outputs.trials)

@@ -19,7 +19,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from orchestrator.cli import main
-from orchestrator.driver import RUN, run_sweep
+from orchestrator.driver import FINAL, RUN, RecorderCallback, run_sweep
 from orchestrator.sweep import load_sweep
 from tests.helpers.images import assert_varied_png
 from tests.helpers.processes import descendants, kill_trees
@@ -37,8 +37,18 @@ def trial_runs(uri: str, experiment: str):
     return client, parents, children
 
 
-def test_fake_gpu_sweep_runs_two_at_once_and_sinks_agree(ray_fake_gpus, tmp_path):
+def test_fake_gpu_sweep_runs_two_at_once_and_sinks_agree(ray_fake_gpus, tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
+    # trial_key -> (pid of the Ray worker that ran it: Tune puts it on every result, pid of its trainer)
+    processes = {}
+    forward = RecorderCallback.on_trial_result
+
+    def note_worker(self, iteration, trials, trial, result, **info):
+        if result.get("kind") == FINAL:
+            processes[trial.config["trial_key"]] = (result["pid"], result["result"]["pid"])
+        return forward(self, iteration, trials, trial, result, **info)
+
+    monkeypatch.setattr(RecorderCallback, "on_trial_result", note_worker)
     # max_prompt_length 16 is shorter than the task's prompts (33 tokens with tiny's tokenizer): only the
     # trainer finds out, at run time.
     path = tiny_sweep(
@@ -78,6 +88,17 @@ def test_fake_gpu_sweep_runs_two_at_once_and_sinks_agree(ray_fake_gpus, tmp_path
         (a, b) for i, a in enumerate(rows) for b in rows[i + 1 :] if b["started_at"] < a["ended_at"]
     ]
     assert overlapping and all(a["cuda_visible_devices"] != b["cuda_visible_devices"] for a, b in overlapping)
+
+    # Tune reuses a worker for a later trial; each trial still gets a fresh trainer child, and a trial's
+    # outcome is its own (a long prompt fails whatever ran in the worker before).
+    trials["worker"] = trials.trial_key.map(lambda k: processes[k][0])
+    trials["trainer"] = trials.trial_key.map(lambda k: processes[k][1])
+    assert trials.worker.nunique() < len(trials)
+    for _, shared in trials.groupby("worker"):
+        assert shared.trainer.nunique() == len(shared) and not set(shared.trainer) & set(shared.worker)
+        assert shared.cuda_visible_devices.nunique() == 1  # the worker keeps the GPU it holds
+    prompt_limit = trials.config.map(lambda c: json.loads(c)["max_prompt_length"])
+    assert (trials.status == prompt_limit.map({96: "completed", 16: "failed"})).all()
 
     # The steps dataset reads the same in pandas, polars and duckdb.
     steps_dir = outcome.output_dir / "steps"
