@@ -1,6 +1,7 @@
 """A budgeted sweep in two phases: memory first, then speed.
 
-Memory phase: each trial runs its probe steps and one steady step (TrialSpec.hold_at_step), enough
+Memory phase: each trial runs its probe steps and its first steady generation cycle (from
+TrialSpec.hold_at_step on, to where a steady cycle ends: trainers.control.holds_here), enough
 for a verdict: it fits (with its measured peak) or ends `oom`, and pruning acts on that at once. On a
 GPU larger than the budget several memory-phase trials share it (Ray's fractional GPUs): each
 trainer's own cap and the supervisor's guard judge each process alone, which needs per-process
@@ -53,7 +54,8 @@ SPEED_ONLY = TrialPhases()
 
 
 def memory_phase_steps(probe_steps: int) -> int:
-    """The memory phase's steps: the probe steps (worst case) and one steady step."""
+    """The memory phase's first possible hold step: after the probe steps (worst case), one steady
+    step; the phase holds where the steady generation cycle that step is in ends (holds_here)."""
     return probe_steps + 1
 
 

@@ -35,7 +35,7 @@ from orchestrator.telemetry import (
     classify_kernel_oom,
     oom_kill_counts,
 )
-from trainers.control import CONTINUE, STOP
+from trainers.control import CONTINUE, STOP, closes_steady_cycle, holds_here
 from trainers.events import ERROR, FINISHED, STARTED, STEP, is_oom, read_events
 from trainers.events import OOM as OOM_EVENT
 from trainers.spec import TrialSpec
@@ -181,7 +181,7 @@ class _Run:
                 self.result.started = row
             elif kind == STEP:
                 self.result.steps.append(row)
-                self.pace(int(row.get("step") or 0))
+                self.pace(row)
                 if self.stop_check is not None and self.early_end is None:
                     self.early_end = self.stop_check(self.result.steps)
                     self.killed_for = self.killed_for or ("verdict" if self.early_end else None)
@@ -190,11 +190,12 @@ class _Run:
             if self.on_event is not None:
                 self.on_event(kind, row)
 
-    def pace(self, step: int) -> None:
-        """The phases' word after a step: at the hold step, go on into the speed phase or stop; in the
-        speed phase, stop once settled (orchestrator/settle.py)."""
+    def pace(self, row: dict[str, Any]) -> None:
+        """The phases' word after a step row: at the hold step (trainers.control.holds_here), go on into
+        the speed phase or stop; in the speed phase, stop once settled (orchestrator/settle.py)."""
         result, phases = self.result, self.phases
-        if result.phase == MEMORY and step == phases.hold_at_step:
+        step = int(row.get("step") or 0)
+        if result.phase == MEMORY and holds_here(step, closes_steady_cycle(row), phases.hold_at_step):
             if phases.then_speed:
                 result.phase = SPEED
             self.tell(CONTINUE if phases.then_speed else STOP)

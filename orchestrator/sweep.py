@@ -318,7 +318,7 @@ class SweepSpec(_Section):
     phases: list[Literal[PHASES]] = Field(
         list(PHASES),
         min_length=1,
-        description="With a memory budget: memory (probe steps + one steady step per trial, packed onto "
+        description="With a memory budget: memory (probe steps + the first steady generation cycle per trial, packed onto "
         "shared GPUs where possible) then speed (the trials that fit run their full steps, one per GPU); "
         "[memory] stops after the first. Without a budget only speed runs.",
     )

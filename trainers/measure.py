@@ -28,6 +28,7 @@ import psutil
 from transformers import TrainerCallback
 
 from tasks.bounded import SCORING
+from trainers.control import closes_steady_cycle
 from trainers.events import STEP, EventWriter
 
 GIB = 1024**3
@@ -296,5 +297,5 @@ class StepMeter(TrainerCallback):
                 row[key] = value
         self.events.emit(STEP, **row)
         self.steps_emitted += 1
-        if self.channel is not None and self.channel.stop_after(state.global_step):
+        if self.channel is not None and self.channel.stop_after(state.global_step, closes_steady_cycle(row)):
             control.should_training_stop = True

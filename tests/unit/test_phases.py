@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from orchestrator.outcome import COMPLETED, STOPPED, TrialResult
-from orchestrator.phases import MEMORY, SPEED, TrialPhases, packing, speed_pending, stages
+from orchestrator.phases import MEMORY, SPEED, TrialPhases, memory_phase_steps, packing, speed_pending, stages
 from orchestrator.recorder import Ledger, Recorder, StepsFiles
 from orchestrator.settle import SettleSettings, median_half_width, settled, steps_without_growth
 from orchestrator.sinks import TrialsTable, steps_path
 from orchestrator.supervisor import run_trial
 from orchestrator.sweep import SweepError, parse_sweep
-from trainers.control import CONTINUE, STOP, SupervisorChannel
+from trainers.control import CONTINUE, STOP, SupervisorChannel, closes_steady_cycle, holds_here
 from trainers.spec import TrialSpec
 
 FAKE = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "fake_trainer.py")]
@@ -157,6 +157,48 @@ def test_the_channel_waits_at_its_hold_step_and_hears_stop_between_steps():
     assert channel.stop_after(3) is True
     os.close(write)
     assert channel.stop_after(4) is False  # the end of stdin between steps says nothing
+
+
+def _cycle_rows(probe_steps: int, steps_per_cycle: int, steps: int) -> list[dict]:
+    """Step rows as the trainer writes them when each generation serves steps_per_cycle optimizer steps
+    (num_iterations x steps_per_generation): a cycle's rows carry its probe flag, its last one cycle_steps."""
+    rows = []
+    for step in range(1, steps + 1):
+        first = step - (step - 1) % steps_per_cycle  # the step that generated this cycle's completions
+        closes = step % steps_per_cycle == 0
+        rows.append(
+            {"step": step, "probe": first <= probe_steps, "cycle_steps": steps_per_cycle if closes else None}
+        )
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("probe_steps", "steps_per_cycle", "expected"),
+    [(2, 1, 3), (2, 2, 4), (1, 2, 4), (2, 4, 8), (0, 3, 3)],
+)
+def test_the_memory_phase_ends_where_its_first_steady_generation_cycle_ends(
+    probe_steps, steps_per_cycle, expected
+):
+    hold = memory_phase_steps(probe_steps)
+    rows = _cycle_rows(probe_steps, steps_per_cycle, 12)
+    holds = [r["step"] for r in rows if holds_here(r["step"], closes_steady_cycle(r), hold)]
+    assert holds[0] == expected
+    # every step up to the hold trained on completions the phase saw generated: no later step starts a
+    # cycle whose generation came before the hold
+    steady_generations = [
+        r["step"] for r in rows if not r["probe"] and (r["step"] - 1) % steps_per_cycle == 0
+    ]
+    assert steady_generations[0] <= expected
+
+
+def test_the_channel_holds_once_where_a_steady_cycle_closes():
+    read, write = os.pipe()
+    channel = SupervisorChannel(hold_at_step=3, fd=read)
+    assert channel.stop_after(3, closes_steady_cycle=False) is False  # mid-cycle: no wait, go on
+    os.write(write, f"{CONTINUE}\n".encode())
+    assert channel.stop_after(4, closes_steady_cycle=True) is False  # held, told to continue
+    assert channel.stop_after(6, closes_steady_cycle=True) is False  # no second hold: nothing to wait for
+    os.close(write)
 
 
 def test_the_end_of_stdin_at_the_hold_step_stops_the_trainer():
