@@ -30,6 +30,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -369,9 +370,15 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
         console.print(f"resuming {out}: {len(done)} of {len(plan.trials)} trials already finished")
 
     mlflow = None
+    mlflow_start = None
     if sweep.tracking.enabled:
         mlflow = MlflowSink(sweep.tracking_uri(out), sweep.experiment_name(), out, sweep.name)
-        mlflow.start_sweep(resolved_yaml(sweep))
+        # The sweep's run is opened (a new store migrates its schema: seconds) while Ray starts; the first
+        # trial's events wait for it. start_sweep warns and goes on when MLflow fails.
+        mlflow_start = threading.Thread(
+            target=mlflow.start_sweep, args=(resolved_yaml(sweep),), name="mlflow-start", daemon=True
+        )
+        mlflow_start.start()
     progress = Progress(len(plan.trials), console, done)
     forecast = Forecast(ledger.rows)
     gate = OomGate.load(
@@ -391,6 +398,8 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
         local = not (ray_init_kwargs.get("address") or os.environ.get("RAY_ADDRESS"))
         ray_temp = init_ray(**ray_init_kwargs)
         try:
+            if mlflow_start is not None:
+                mlflow_start.join()
             try:
                 runs = stages(sweep, ray.cluster_resources().get("GPU", 0) > 0, console.print)
             except ValueError as exc:
@@ -405,6 +414,8 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
             if ray_temp is not None:  # the local Ray this run started: its logs and sockets go with it
                 ray.shutdown()
                 shutil.rmtree(ray_temp.parent, ignore_errors=True)
+    if mlflow_start is not None:
+        mlflow_start.join()  # at once unless nothing ran
     # Tune ends quietly on Ctrl-C; whatever the ledger does not hold as final was cut short.
     interrupted = interrupted or any(not ledger.done(k) for k in plan.keys)
     counts = progress.counts()
