@@ -41,6 +41,8 @@ def report(tmp_path_factory):
     trials = write_synthetic_sweep(out)
     with pytest.MonkeyPatch.context() as monkeypatch:
         figures = _keep_figures(monkeypatch)
+        # Drawn in this process, where savefig is watched (a report of many figures forks workers).
+        monkeypatch.setattr("orchestrator.report._write.PARALLEL_FROM", 10**6)
         write_report(out, console=Console(quiet=True), budget_gib=5.0)
     return trials, figures
 
