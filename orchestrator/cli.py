@@ -456,29 +456,34 @@ def add_validate(sub) -> None:
     p.set_defaults(func=cmd_validate)
 
 
-def add_trial(sub) -> None:
-    p = sub.add_parser(
-        "trial", help="run one trial without Ray; writes steps.parquet, metrics.csv, trial.json"
-    )
-    p.add_argument("--output-dir", help="default outputs/trials/<trial_key>")
-    p.add_argument(
+def _add_guard_flags(parser: argparse.ArgumentParser, timeout_help: str) -> None:
+    """The guard's flags of a verb that runs trials without a sweep file (trial_guard reads them)."""
+    parser.add_argument(
         "--timeout-s",
         type=float,
         default=GUARD.timeout_s,
-        help=f"wall-clock limit in seconds (default: {GUARD.timeout_s:g})",
+        help=f"{timeout_help} (default: {GUARD.timeout_s:g})",
     )
-    p.add_argument(
+    parser.add_argument(
         "--memory-margin-gib",
         type=float,
         default=GUARD.margin_gib,
         help=f"budget guard allowance over the budget in GiB (default: {GUARD.margin_gib:g})",
     )
-    p.add_argument(
+    parser.add_argument(
         "--sample-hz",
         type=float,
         default=GUARD.sample_hz,
         help=f"memory sampling rate (default: {GUARD.sample_hz:g})",
     )
+
+
+def add_trial(sub) -> None:
+    p = sub.add_parser(
+        "trial", help="run one trial without Ray; writes steps.parquet, metrics.csv, trial.json"
+    )
+    p.add_argument("--output-dir", help="default outputs/trials/<trial_key>")
+    _add_guard_flags(p, "wall-clock limit in seconds")
     p.add_argument(
         "--stop-on",
         nargs="+",
@@ -645,24 +650,7 @@ def add_solve(sub) -> None:
         f"({GUARD.probe_steps}): the probe steps are the worst case",
     )
     p.add_argument("--output-dir", help="default outputs/solve/<knob>-<framework>-<mode>-<model>-<budget>gib")
-    p.add_argument(
-        "--timeout-s",
-        type=float,
-        default=GUARD.timeout_s,
-        help=f"per probe trial (default: {GUARD.timeout_s:g})",
-    )
-    p.add_argument(
-        "--memory-margin-gib",
-        type=float,
-        default=GUARD.margin_gib,
-        help=f"budget guard allowance over the budget in GiB (default: {GUARD.margin_gib:g})",
-    )
-    p.add_argument(
-        "--sample-hz",
-        type=float,
-        default=GUARD.sample_hz,
-        help=f"memory sampling rate (default: {GUARD.sample_hz:g})",
-    )
+    _add_guard_flags(p, "wall-clock limit of each probe trial in seconds")
     p.set_defaults(func=cmd_solve)
 
 
