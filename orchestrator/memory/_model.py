@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.memory import _fit
+from orchestrator.memory._fit import fit as fit_coefficients
+from orchestrator.memory._fit import predictive_sd
 from orchestrator.memory._terms import PARTS, TERMS, Shape, device_of, prior, terms
 from orchestrator.outcome import COMPLETED, GPU, OOM, PEAK_SOURCES, RSS, TORCH, peak_memory
 from trainers.models import bundled_models, parse_model
@@ -206,7 +207,7 @@ class MemoryModel:
 
     def _solve(self, measured, peaks, censored, budgets) -> tuple[np.ndarray, np.ndarray]:
         coefficient, spread = (np.array(v) for v in zip(*self._prior.values(), strict=True))
-        return _fit.fit(measured, peaks, censored, budgets, coefficient, spread)
+        return fit_coefficients(measured, peaks, censored, budgets, coefficient, spread)
 
     def _fit_family(self, family: _Family) -> None:
         shape, _ = model_shape((family.specs or family.oom_specs)[0].model)
@@ -257,7 +258,7 @@ class MemoryModel:
         covariance = family.covariance
         if covariance is None:
             covariance = np.diag([spread**2 for _, spread in self._prior.values()])
-        half = Z * _fit.predictive_sd(sizes, covariance, peak)
+        half = Z * predictive_sd(sizes, covariance, peak)
         return max(half, LOO_FACTOR * family.loo_worst * peak) if family.loo_worst is not None else half
 
     def families(self) -> list[FamilyFit]:
