@@ -28,6 +28,7 @@ import contextlib
 import json
 import logging
 import os
+import queue
 import shutil
 import tempfile
 import threading
@@ -47,7 +48,7 @@ from rich.console import Console
 from orchestrator.finish import finish_sweep
 from orchestrator.memory import Forecast, informative_order
 from orchestrator.outcome import FAILED, UNAVAILABLE, TrialResult
-from orchestrator.phases import TrialPhases, speed_pending, stages
+from orchestrator.phases import MEMORY, SPEED, TrialPhases, speed_pending, stages
 from orchestrator.plan import config_mismatches
 from orchestrator.plan import plan as make_plan
 from orchestrator.progress import Progress
@@ -86,10 +87,7 @@ def trainable(config: dict[str, Any]) -> None:
     # No GPU held: hide all of them, so a CPU trial on a GPU host cannot take one.
     devices = ",".join(str(g) for g in gpu_ids) if gpu_ids else ""
 
-    def relay(kind: str, row: dict[str, Any]) -> None:
-        if kind == STEP:
-            tune.report({"kind": STEP, "row": row})
-
+    relay = _Relay()
     result = run_trial(
         spec,
         trial_dir=Path(config["trials_dir"]) / spec.trial_key,
@@ -99,8 +97,49 @@ def trainable(config: dict[str, Any]) -> None:
         cpus=config["cpus"],
         stop_check=stop_check(config["verdict"]),
         phases=config["phases"],
+        stop_event=relay.failed,
     )
+    relay.close()
     tune.report({"kind": FINAL, "result": result.to_dict()})
+
+
+class _Relay:
+    """Hands a trial's step rows to Tune from a thread of its own. tune.report waits until Tune's
+    controller has taken the previous result, a round trip through the driver; made from the
+    supervisor's loop, it held that loop back, so its words to the trainer (`stop` once settled, a
+    verdict's stop) came steps late on a busy host. The supervisor's loop now never waits on Tune.
+    Whatever the report thread meets (Tune ending the trial raises SystemExit there) sets `failed`, which
+    run_trial watches as its stop event (it stops the child), and is raised again in the trainable's own
+    thread."""
+
+    def __init__(self, report: Callable[[dict[str, Any]], None] = tune.report):
+        self.report = report
+        self.rows: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+        self.raised: BaseException | None = None
+        self.failed = threading.Event()
+        self.thread = threading.Thread(target=self._report, name="rlsweep-relay", daemon=True)
+        self.thread.start()
+
+    def _report(self) -> None:
+        try:
+            while (row := self.rows.get()) is not None:
+                self.report({"kind": STEP, "row": row})
+        except BaseException as exc:  # noqa: BLE001 - handed to the trainable's thread
+            self.raised = exc
+            self.failed.set()
+
+    def __call__(self, kind: str, row: dict[str, Any]) -> None:
+        if self.raised is not None:
+            raise self.raised
+        if kind == STEP:
+            self.rows.put(row)
+
+    def close(self) -> None:
+        """Every row reported (in order, before the final result), or what stopped the reports."""
+        self.rows.put(None)
+        self.thread.join()
+        if self.raised is not None:
+            raise self.raised
 
 
 # ------------------------------------------------------------------------------------------------
@@ -407,6 +446,7 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
             for which, phases, gpus in runs:
                 ready = [s for s in plan.trials if which(ledger.rows.get(s.trial_key))]
                 if ready and not interrupted:
+                    progress.begin(_phase_name(phases) if len(runs) > 1 else None, len(ready))
                     interrupted = _tune(
                         sweep, ready, out, recorder, progress, decide or gate, local, phases, gpus
                     )
@@ -431,6 +471,11 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
         report=report,
     )
     return SweepOutcome(out, counts, interrupted, [s.trial_key for s in todo])
+
+
+def _phase_name(phases: TrialPhases) -> str:
+    """What a Tune run of a two-run sweep does, for its progress lines."""
+    return MEMORY if phases.hold_at_step is not None else SPEED
 
 
 def _tune(

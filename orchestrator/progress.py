@@ -71,6 +71,9 @@ class Progress:
         self.lock = threading.Lock()  # the heartbeat thread reads what Tune's callbacks write
         self.stopped = threading.Event()
         self.beater: threading.Thread | None = None
+        # The phase the lines count within (begin); None: the sweep's trials, those resumed included.
+        self.phase: str | None = None
+        self.phase_total = self.phase_started = self.phase_finished = 0
 
     def __enter__(self) -> Progress:
         self.stopped.clear()
@@ -116,11 +119,25 @@ class Progress:
             if now - info["t0"] >= self.heartbeat
         ]
 
+    def begin(self, phase: str | None, trials: int) -> None:
+        """A phase of `trials` trials starts (None: the sweep runs in one go): its lines count within it,
+        `[speed 1/4]`, since the speed phase starts again trials the memory phase finished."""
+        with self.lock:
+            self.phase, self.phase_total = phase, trials
+            self.phase_started = self.phase_finished = 0
+
+    def _position(self, count: int) -> str:
+        if self.phase is None:
+            return f"[{count}/{self.total}]"
+        return f"[{self.phase} {count}/{self.phase_total}]"
+
     def on_start(self, spec: TrialSpec) -> None:
         with self.lock:
+            self.status.pop(spec.trial_key, None)  # running again: a speed phase after its memory phase
             self.running[spec.trial_key] = {"max_steps": spec.max_steps, "step": 0, "t0": time.monotonic()}
-            started = len(self.status) + len(self.running)
-        self.console.print(f"start [{started}/{self.total}] {spec.trial_key}", markup=False, highlight=False)
+            self.phase_started += 1
+            where = self._position(self.phase_started if self.phase else len(self.status) + len(self.running))
+        self.console.print(f"start {where} {spec.trial_key}", markup=False, highlight=False)
         self._refresh()
 
     def on_step(self, spec: TrialSpec, row: dict[str, Any]) -> None:
@@ -141,9 +158,10 @@ class Progress:
         with self.lock:
             self.running.pop(key, None)
             self.status[key] = status
-            finished = len(self.status)
+            self.phase_finished += 1
+            where = self._position(self.phase_finished if self.phase else len(self.status))
         first_line = detail.splitlines()[0][:160] if detail else ""
-        self.console.print(f"[{finished}/{self.total}] {key}: {status} {first_line}".rstrip(), markup=False)
+        self.console.print(f"{where} {key}: {status} {first_line}".rstrip(), markup=False)
         self._refresh()
 
     def counts(self) -> dict[str, int]:

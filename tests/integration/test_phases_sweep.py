@@ -22,7 +22,7 @@ def test_memory_phase_trials_share_a_fake_gpu_and_speed_phase_trials_never_do(ra
         tmp_path / "s.yaml",
         "phases",
         {"mode": ["grpo", "gspo"]},  # neither dominates the other: neither waits for the other
-        fixed={"max_steps": 12},
+        fixed={"max_steps": 30},  # room for `stop` to arrive a few steps late on a busy host
         memory={"budget_gib": 2},
         resources={
             "gpus_per_trial": 1,
@@ -54,5 +54,5 @@ def test_memory_phase_trials_share_a_fake_gpu_and_speed_phase_trials_never_do(ra
     assert all(a["cuda_visible_devices"] != b["cuda_visible_devices"] for a, b in overlapping(speed))
     # Settled: peak memory flat for 2 steps after the probe step and its first reading, so step 4 at the
     # earliest; the trainer heard `stop` and ended cleanly before max_steps.
-    assert all(4 <= r["settled_step"] <= r["steps_completed"] < 12 for r in speed), speed
+    assert all(4 <= r["settled_step"] <= r["steps_completed"] < 30 for r in speed), speed
     assert all(r["status_detail"].endswith(f"settled at step {r['settled_step']}") for r in speed)

@@ -1,13 +1,17 @@
-"""The driver refuses, before any trial or Ray start, to resume into results of another configuration."""
+"""The driver refuses, before any trial or Ray start, to resume into results of another configuration;
+it places trials only where a node can host them; its relay never holds the supervisor back on Tune."""
 
 import json
+import threading
+import time
 
 import pytest
 
-from orchestrator.driver import HOLD, RUN, placement_verdict, run_sweep
+from orchestrator.driver import HOLD, RUN, _Relay, placement_verdict, run_sweep
 from orchestrator.plan import expand
 from orchestrator.sinks import TrialsTable, trial_row
 from orchestrator.sweep import SweepError, parse_sweep
+from trainers.events import STEP
 
 
 def test_a_resume_whose_ledger_holds_another_configuration_under_a_key_is_refused(tmp_path):
@@ -40,3 +44,35 @@ def test_a_request_no_single_node_covers_waits_then_ends_with_the_numbers():
 
 def test_on_a_local_ray_an_unhostable_trial_ends_at_once():
     assert placement_verdict({"CPU": 64}, [{"CPU": 2.0}], waited_s=0, patience_s=0).startswith("no node")
+
+
+def test_the_relay_hands_rows_to_tune_in_order_without_holding_the_supervisor_back():
+    # tune.report waits for Tune's controller; here each report waits until the test lets it go.
+    go, reported = threading.Event(), []
+
+    def slow_report(result):
+        go.wait(10)
+        reported.append(result["row"]["step"])
+
+    relay = _Relay(report=slow_report)
+    t0 = time.monotonic()
+    for step in range(1, 6):
+        relay(STEP, {"step": step})
+    relay("started", {"step": 0})  # only step rows go to Tune
+    assert time.monotonic() - t0 < 5 and reported == []  # the supervisor went on while Tune waited
+    go.set()
+    relay.close()
+    assert reported == [1, 2, 3, 4, 5]
+
+
+def test_what_stops_the_reports_stops_the_trial_and_reaches_the_trainable():
+    def ended_by_tune(result):
+        raise SystemExit(0)  # what tune.report does once Tune ends the trial
+
+    relay = _Relay(report=ended_by_tune)
+    relay(STEP, {"step": 1})
+    assert relay.failed.wait(10)  # run_trial's stop event: it stops the child
+    with pytest.raises(SystemExit):
+        relay(STEP, {"step": 2})
+    with pytest.raises(SystemExit):
+        relay.close()

@@ -3,6 +3,7 @@ interval with its elapsed time, steps done and ETA, an end line, and no counts r
 
 from __future__ import annotations
 
+import io
 import re
 import time
 
@@ -42,3 +43,27 @@ def test_a_terminal_gets_no_heartbeat_lines():
 
 def test_durations_read_in_seconds_minutes_and_hours():
     assert [duration(s) for s in (45, 200, 3900)] == ["45 s", "3 min 20 s", "1 h 05 min"]
+
+
+def test_a_phase_counts_its_own_trials_even_those_an_earlier_phase_finished():
+    console = Console(file=io.StringIO(), width=200, force_terminal=False)
+    progress = Progress(2, console)
+    first, second = TrialSpec(trial_key="a", max_steps=4), TrialSpec(trial_key="b", max_steps=4)
+    progress.begin("memory", 2)
+    for spec in (first, second):
+        progress.on_start(spec)
+        progress.on_end(spec, {"status": "completed", "status_detail": "fits: 2 memory-phase steps"}, [])
+    progress.begin("speed", 1)  # only `b` fitted... and runs again
+    progress.on_start(second)
+    assert "1 running, 1 finished, 0 pending" in progress.render().title
+    progress.on_end(second, {"status": "completed", "status_detail": "4 steps"}, [])
+    lines = console.file.getvalue().splitlines()
+    assert lines == [
+        "start [memory 1/2] a",
+        "[memory 1/2] a: completed fits: 2 memory-phase steps",
+        "start [memory 2/2] b",
+        "[memory 2/2] b: completed fits: 2 memory-phase steps",
+        "start [speed 1/1] b",
+        "[speed 1/1] b: completed 4 steps",
+    ]
+    assert progress.counts() == {"completed": 2}
