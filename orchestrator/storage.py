@@ -128,11 +128,13 @@ def is_remote(location: Any) -> bool:
 
 
 def local_dir(location: StoragePath, sweep_name: str) -> Path:
-    """A folder on this node for what must be local (Ray's temp dir, trainer scratch): the output dir
-    itself when it is a folder, else one under the system temp dir."""
+    """A folder for what must be local to a node (trainer scratch): the output dir itself when it is a
+    folder, else a new one under the system temp dir, `rlsweep-<sweep name>-<random>`, made for this
+    call alone: two runs of one sweep name (to two object-store outputs) on one host must not share
+    trial folders, whose names are the trial keys. A node without the folder makes it."""
     if isinstance(location, Path):
         return location
-    return Path(tempfile.gettempdir()) / "rlsweep" / sweep_name
+    return Path(tempfile.mkdtemp(prefix=f"rlsweep-{sweep_name}-"))
 
 
 def filesystem_and_path(location: StoragePath) -> tuple[pafs.FileSystem | None, str]:

@@ -64,8 +64,10 @@ from trainers.nvml import (
 GIB = 1024**3
 DEFAULT_HZ = 20.0
 DEFAULT_GUARD_MARGIN_GIB = 0.0
-# How often the list of the trainer's child processes is refreshed: scanning /proc for children
-# costs more than reading their memory, and children come and go rarely.
+# How often the list of the trainer's child processes, and their unique memory, is refreshed: scanning
+# /proc for children takes ~5 ms, and a child's unique set size (the kernel walks its page tables for
+# /proc/<pid>/smaps) ~30 ms for a forked copy of a trainer: at DEFAULT_HZ that alone would keep most of a
+# core busy beside the trainers. Children come and go rarely; a forked scorer's memory moves slowly.
 CHILDREN_REFRESH_S = 1.0
 
 
@@ -154,6 +156,7 @@ class _HostReader:
         self.pid = pid
         self.process = psutil.Process(pid)
         self._children: list[psutil.Process] = []
+        self._children_uss = 0  # bytes, as of the last refresh
         self._children_at = float("-inf")
 
     def family(self) -> list[psutil.Process]:
@@ -161,17 +164,20 @@ class _HostReader:
         if now - self._children_at >= CHILDREN_REFRESH_S:
             with contextlib.suppress(psutil.Error):
                 self._children = self.process.children(recursive=True)
-            self._children_at = now
+            # A child counts by its unique set: a forked helper (the reward worker) shares the
+            # trainer's pages, and adding its RSS would count them twice.
+            uss = 0
+            for child in self._children:
+                with contextlib.suppress(psutil.Error):
+                    uss += child.memory_full_info().uss
+            self._children_uss, self._children_at = uss, now
         return [self.process, *self._children]
 
     def read(self) -> tuple[float, float | None, float]:
         # The trainer itself must be readable (NoSuchProcess ends sampling); a child may be gone.
         rss = self.process.memory_info().rss
-        for child in self.family()[1:]:
-            # A child counts by its unique set: a forked helper (the reward worker) shares the
-            # trainer's pages, and adding its RSS would count them twice.
-            with contextlib.suppress(psutil.Error):
-                rss += child.memory_full_info().uss
+        self.family()
+        rss += self._children_uss
         return rss / GIB, read_vm_hwm_gib(self.pid), psutil.virtual_memory().available / GIB
 
 

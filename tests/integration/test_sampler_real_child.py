@@ -183,6 +183,41 @@ def test_a_forked_helper_adds_only_what_it_does_not_share_with_the_trainer():
     assert own_rss <= family_rss < own_rss + 100 * MIB / GIB  # not 2 x 300 MiB
 
 
+def test_a_helpers_unique_memory_is_read_once_per_refresh_not_at_every_sample(monkeypatch):
+    # Its unique set costs ~30 ms a read for a trainer-sized process (the kernel walks its page tables):
+    # at 20 samples a second that would keep most of a core busy beside the trainers.
+    code = textwrap.dedent(
+        """
+        import os, sys, time
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(30)
+            os._exit(0)
+        print('forked', flush=True)
+        sys.stdin.readline()
+        os.kill(pid, 9)
+        """
+    )
+    reads = []
+    full_info = psutil.Process.memory_full_info
+    monkeypatch.setattr(
+        psutil.Process, "memory_full_info", lambda self: reads.append(self.pid) or full_info(self)
+    )
+    child = spawn(code)
+    sampler = MemorySampler(child.pid, backend="psutil", hz=20)
+    try:
+        assert child.stdout.readline().strip() == "forked"
+        sampler.start()
+        time.sleep(3.2)
+        samples = len(sampler.samples())
+    finally:
+        child.stdin.close()
+        child.wait(30)
+        sampler.stop()
+    assert samples >= 30  # 20 a second, less what a loaded host drops
+    assert 1 <= len(reads) <= 5  # about one a second (CHILDREN_REFRESH_S), for the one helper
+
+
 GROWING_CHILD = textwrap.dedent(
     """
     import time
