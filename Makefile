@@ -41,7 +41,7 @@ sweep: setup
 	$(VENV)/bin/rlsweep run $(SWEEP)
 
 test: setup
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS)
 
 # make ui MLFLOW_STORE=sqlite:////abs/path/mlflow.db for a sweep whose output dir is elsewhere
 ui: setup
