@@ -31,7 +31,7 @@ from orchestrator.outcome import COMPLETED, OOM, PRUNED  # noqa: E402
 
 DEFAULTS = ["memory.budget_gib=0.8", "max_steps=60", "tracking.enabled=false"]
 PHASED = ["stop.when_settled=true"]
-EVERY_STEP = ["phases=[speed]", "oom.prune_dominated=false", "stop.when_settled=false"]
+EVERY_STEP = ["phases=[speed]", "oom.prune_dominated=false", "oom.predict=false", "stop.when_settled=false"]
 VERDICT = {COMPLETED: "fits", OOM: "oom", PRUNED: "oom"}
 
 

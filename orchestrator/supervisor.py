@@ -313,6 +313,9 @@ def run_trial(
     finally:
         if proc.poll() is None:
             kill_group(proc)
+        else:  # it ended on its own (skipping its teardown: trainers/__main__.py); no helper outlives it
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
         if run.sampler is not None:
             with contextlib.suppress(Exception):
                 run.sampler.stop()

@@ -73,6 +73,17 @@ def test_stop_event_stops_the_trial(tmp_path):
     assert not psutil.pid_exists(result.pid)
 
 
+def test_a_helper_the_trainer_leaves_behind_does_not_outlive_the_trial(tmp_path):
+    # The real trainer skips its teardown once its events are closed; helpers of its group go with it.
+    result = _run(tmp_path, "leave_helper")
+    assert result.status == "completed", result.status_detail
+    helper = int((tmp_path / "helper.pid").read_text())
+    deadline = time.monotonic() + 10
+    while psutil.pid_exists(helper) and psutil.Process(helper).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the helper outlived its trial"
+        time.sleep(0.05)
+
+
 class FakeSampler:
     """Stands in for orchestrator.telemetry.MemorySampler (NVML is absent here)."""
 
