@@ -150,6 +150,21 @@ def test_child_env(tmp_path):
     assert env["PYTHONPATH"].split(os.pathsep)[0] == PROJECT_ROOT
 
 
+def test_the_trainer_child_does_not_import_mlflow_which_it_never_reports_to():
+    import subprocess
+
+    from orchestrator.supervisor import child_env
+
+    code = "import sys, trl.extras.profiling; print('mlflow' in sys.modules)"
+    plain = {k: v for k, v in os.environ.items() if k != "DISABLE_MLFLOW_INTEGRATION"}
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=plain)
+    assert found.stdout.strip() == "True", found.stderr[-2000:]  # what the switch saves
+    seen = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=child_env(None, 1)
+    )
+    assert seen.stdout.strip() == "False", seen.stderr[-2000:]
+
+
 def test_both_stacks_get_one_allocator_setting_before_torch_starts(monkeypatch):
     from orchestrator.supervisor import child_env
 
