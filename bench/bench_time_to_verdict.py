@@ -9,9 +9,9 @@ Prints both sums, their ratio (target <= 0.40) and both runs' verdicts per trial
 and every trial that fits must have a median tokens/s.
 
 Usage: python bench/bench_time_to_verdict.py [SWEEP.yaml] [--set k=v ...]
-(default: sweeps/cpu-smoke.yaml with memory.budget_gib=0.8 and max_steps=60: K=2 peaks at 0.72-0.75 GiB RSS and
-K=24 at 0.83 or more over 60 steps here, so the budget parts them whatever the load; at 0.85 a K=24 trial
-fits or not by chance)
+(default: sweeps/cpu-smoke.yaml with memory.budget_gib=0.72 and max_steps=60: K=2 peaks at 0.65-0.67 GiB RSS
+and K=24 at 0.76 or more here, so the budget parts them whatever the noise; at 0.8 a K=24 trial sits on
+the budget and fits or not by chance)
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.outcome import COMPLETED, OOM, PRUNED  # noqa: E402
 
-DEFAULTS = ["memory.budget_gib=0.8", "max_steps=60", "tracking.enabled=false"]
+DEFAULTS = ["memory.budget_gib=0.72", "max_steps=60", "tracking.enabled=false"]
 PHASED = ["stop.when_settled=true"]
 EVERY_STEP = ["phases=[speed]", "oom.prune_dominated=false", "oom.predict=false", "stop.when_settled=false"]
 VERDICT = {COMPLETED: "fits", OOM: "oom", PRUNED: "oom"}

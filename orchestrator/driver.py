@@ -473,9 +473,12 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
     return SweepOutcome(out, counts, interrupted, [s.trial_key for s in todo])
 
 
-def _phase_name(phases: TrialPhases) -> str:
-    """What a Tune run of a two-run sweep does, for its progress lines."""
-    return MEMORY if phases.hold_at_step is not None else SPEED
+def _phase_name(phases: TrialPhases) -> str | None:
+    """What a Tune run of a two-run sweep does, for its progress lines: the memory phase alone, the
+    speed phase alone, or None for trials that go straight from one into the other."""
+    if phases.hold_at_step is None:
+        return SPEED
+    return None if phases.then_speed else MEMORY
 
 
 def _tune(

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from orchestrator.driver import HOLD, RUN, _Relay, placement_verdict, run_sweep
+from orchestrator.driver import HOLD, RUN, _phase_name, _Relay, placement_verdict, run_sweep
+from orchestrator.phases import TrialPhases
 from orchestrator.plan import expand
 from orchestrator.sinks import TrialsTable, trial_row
 from orchestrator.sweep import SweepError, parse_sweep
@@ -76,3 +77,9 @@ def test_what_stops_the_reports_stops_the_trial_and_reaches_the_trainable():
         relay(STEP, {"step": 2})
     with pytest.raises(SystemExit):
         relay.close()
+
+
+def test_progress_names_a_phase_only_where_trials_run_one_phase_of_two():
+    assert _phase_name(TrialPhases(hold_at_step=2, then_speed=False)) == "memory"  # packed, then again
+    assert _phase_name(TrialPhases()) == "speed"
+    assert _phase_name(TrialPhases(hold_at_step=2, then_speed=True)) is None  # straight on, one process
