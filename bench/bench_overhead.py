@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 import pyarrow.parquet as pq  # noqa: E402
 
 from orchestrator import driver, recorder, report, tracking  # noqa: E402
+from orchestrator.supervisor import child_env  # noqa: E402
 from orchestrator.sweep import load_sweep  # noqa: E402
 
 T_IMPORTED = time.time()
@@ -102,7 +103,8 @@ def instrument() -> None:
 
 def child_import_s() -> float:
     t0 = time.monotonic()
-    subprocess.run([sys.executable, "-c", CHILD_IMPORTS], check=True, capture_output=True)
+    env = child_env(None, 1)  # as the supervisor starts a trainer
+    subprocess.run([sys.executable, "-c", CHILD_IMPORTS], check=True, capture_output=True, env=env)
     return time.monotonic() - t0
 
 
