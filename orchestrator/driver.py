@@ -88,18 +88,20 @@ def trainable(config: dict[str, Any]) -> None:
     devices = ",".join(str(g) for g in gpu_ids) if gpu_ids else ""
 
     relay = _Relay()
-    result = run_trial(
-        spec,
-        trial_dir=Path(config["trials_dir"]) / spec.trial_key,
-        guard=config["guard"],
-        on_event=relay,
-        cuda_visible_devices=devices,
-        cpus=config["cpus"],
-        stop_check=stop_check(config["verdict"]),
-        phases=config["phases"],
-        stop_event=relay.failed,
-    )
-    relay.close()
+    try:
+        result = run_trial(
+            spec,
+            trial_dir=Path(config["trials_dir"]) / spec.trial_key,
+            guard=config["guard"],
+            on_event=relay,
+            cuda_visible_devices=devices,
+            cpus=config["cpus"],
+            stop_check=stop_check(config["verdict"]),
+            phases=config["phases"],
+            stop_event=relay.failed,
+        )
+    finally:
+        relay.close()  # its thread ends however run_trial did: a reused worker keeps no stray thread
     tune.report({"kind": FINAL, "result": result.to_dict()})
 
 
