@@ -99,12 +99,17 @@ def kill_group(proc: subprocess.Popen, grace_s: float = TERM_GRACE_S) -> None:
             break
         try:
             proc.wait(timeout=wait_s)
-            # The leader is gone; SIGKILL any helper it left in its group.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            kill_leftovers(proc)
             break
         except subprocess.TimeoutExpired:
             continue
+
+
+def kill_leftovers(proc: subprocess.Popen) -> None:
+    """The leader has exited: SIGKILL any helper it left in its process group (a scorer, a compile
+    worker)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _tail(path: Path, chars: int = STDERR_TAIL_CHARS) -> str:
@@ -316,9 +321,8 @@ def run_trial(
     finally:
         if proc.poll() is None:
             kill_group(proc)
-        else:  # it ended on its own (skipping its teardown: trainers/__main__.py); no helper outlives it
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+        else:  # it ended on its own (skipping its teardown: trainers/__main__.py)
+            kill_leftovers(proc)
         if run.sampler is not None:
             with contextlib.suppress(Exception):
                 run.sampler.stop()

@@ -160,6 +160,10 @@ class _HostReader:
         self._children_at = float("-inf")
 
     def family(self) -> list[psutil.Process]:
+        self._refresh_children()
+        return [self.process, *self._children]
+
+    def _refresh_children(self) -> None:
         now = time.monotonic()
         if now - self._children_at >= CHILDREN_REFRESH_S:
             with contextlib.suppress(psutil.Error):
@@ -171,12 +175,11 @@ class _HostReader:
                 with contextlib.suppress(psutil.Error):
                     uss += child.memory_full_info().uss
             self._children_uss, self._children_at = uss, now
-        return [self.process, *self._children]
 
     def read(self) -> tuple[float, float | None, float]:
         # The trainer itself must be readable (NoSuchProcess ends sampling); a child may be gone.
         rss = self.process.memory_info().rss
-        self.family()
+        self._refresh_children()
         rss += self._children_uss
         return rss / GIB, read_vm_hwm_gib(self.pid), psutil.virtual_memory().available / GIB
 

@@ -150,23 +150,27 @@ def test_sampler_counts_the_trainers_children():
     assert family_rss >= 200 * MIB / GIB
 
 
+# Holds 300 MiB, then forks a helper (as the trainer forks its reward worker) and says `forked`; a line
+# on stdin ends both.
+FORKING_CHILD = textwrap.dedent(
+    """
+    import os, sys, time
+    held = b'\\x01' * (300 * 2**20)
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    print('forked', flush=True)
+    sys.stdin.readline()
+    os.kill(pid, 9)
+    """
+)
+
+
 def test_a_forked_helper_adds_only_what_it_does_not_share_with_the_trainer():
     # The trainer holds 300 MiB, then forks a helper (as the reward worker is): the pages they share
     # are the trainer's once, not twice.
-    code = textwrap.dedent(
-        """
-        import os, sys, time
-        held = b'\\x01' * (300 * 2**20)
-        pid = os.fork()
-        if pid == 0:
-            time.sleep(30)
-            os._exit(0)
-        print('forked', flush=True)
-        sys.stdin.readline()
-        os.kill(pid, 9)
-        """
-    )
-    child = spawn(code)
+    child = spawn(FORKING_CHILD)
     sampler = MemorySampler(child.pid, backend="psutil", hz=20)
     try:
         assert child.stdout.readline().strip() == "forked"
@@ -186,24 +190,12 @@ def test_a_forked_helper_adds_only_what_it_does_not_share_with_the_trainer():
 def test_a_helpers_unique_memory_is_read_once_per_refresh_not_at_every_sample(monkeypatch):
     # Its unique set costs ~30 ms a read for a trainer-sized process (the kernel walks its page tables):
     # at 20 samples a second that would keep most of a core busy beside the trainers.
-    code = textwrap.dedent(
-        """
-        import os, sys, time
-        pid = os.fork()
-        if pid == 0:
-            time.sleep(30)
-            os._exit(0)
-        print('forked', flush=True)
-        sys.stdin.readline()
-        os.kill(pid, 9)
-        """
-    )
     reads = []
     full_info = psutil.Process.memory_full_info
     monkeypatch.setattr(
         psutil.Process, "memory_full_info", lambda self: reads.append(self.pid) or full_info(self)
     )
-    child = spawn(code)
+    child = spawn(FORKING_CHILD)
     sampler = MemorySampler(child.pid, backend="psutil", hz=20)
     try:
         assert child.stdout.readline().strip() == "forked"
