@@ -11,7 +11,6 @@ the oom trials predicted under their budget, fit again.
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import lsq_linear
 
 NOISE = 0.02  # a measured peak's relative noise between repeats of one configuration
 CENSOR_ROUNDS = 5
@@ -30,6 +29,8 @@ def fit(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(coefficients, their covariance) for measured (n x p) -> peaks (n), censored (m x p) at least
     budgets (m), prior (p) with spread (p)."""
+    from scipy.optimize import lsq_linear  # 1 s of import: paid by the first fit, not by every CLI start
+
     width = len(prior)
     rows = [measured / (NOISE * peaks[:, None]), np.diag(1.0 / spread)]
     targets = [np.full(len(peaks), 1.0 / NOISE), prior / spread]
