@@ -1,10 +1,12 @@
 """The orchestrator's cost and gain: the cpu-smoke sweep under Ray Tune (2 trials at a time) against the
 same trials one after another with `rlsweep trial` (as the original benchmark's sequential script did).
 
-Prints the two wall times, their ratio (target <= 0.60 on 2 cores) and the orchestration overhead per
+Prints the wall times, their ratio (target <= 0.60 on 2 cores) and the orchestration overhead per
 trial (target <= 2 s): slot-seconds not spent inside a trainer process,
     sweep:      (wall x max_concurrent - sum of trainer wall_s) / trials
     sequential: (wall - sum of trainer wall_s) / trials
+The sweep runs twice, in one run of this script: as `make sweep` does (with the end-of-sweep report) and
+with --no-report (the sequential trials make no report either: the same results, plus MLflow).
 Usage: python bench/bench_orchestrator.py [SWEEP.yaml] [--set k=v ...]
 """
 
@@ -49,18 +51,24 @@ def main() -> None:
     )
     overrides = [a.split("=", 1)[1] if a.startswith("--set=") else a for a in args if a != "--set"]
     work = Path(tempfile.mkdtemp(prefix="bench-orch-"))
-    overrides.append(f"tracking.mlflow_uri=sqlite:///{work}/mlflow.db")
     sweep = load_sweep(sweep_file, overrides)
     trials = plan(sweep).trials
     concurrency = sweep.resources.max_concurrent or 1
 
-    t0 = time.monotonic()
-    cmd = [sys.executable, "-m", "orchestrator.cli", "run", sweep_file, "--output-dir", str(work / "sweep")]
-    with open(work / "sweep.log", "w") as log:  # the sweep's progress and errors, for a run that went wrong
-        subprocess.run(cmd + [f"--set={o}" for o in overrides], cwd=ROOT, check=False, stderr=log)
-    sweep_wall = time.monotonic() - t0
-    rows = pq.read_table(work / "sweep" / "trials.parquet").to_pylist()
-    sweep_trainer = sum(r["wall_s"] or 0.0 for r in rows)
+    sweeps = {}  # name -> (wall, sum of trainer wall_s, statuses)
+    for name, extra in (("sweep (Ray Tune)", []), ("sweep --no-report", ["--no-report"])):
+        out = work / ("sweep-no-report" if extra else "sweep")
+        t0 = time.monotonic()
+        cmd = [sys.executable, "-m", "orchestrator.cli", "run", sweep_file, "--output-dir", str(out), *extra]
+        uri = f"--set=tracking.mlflow_uri=sqlite:///{out}/mlflow.db"  # a new store for each, as make sweep
+        with open(work / f"{out.name}.log", "w") as log:  # progress and errors, for a run that went wrong
+            subprocess.run(cmd + [f"--set={o}" for o in overrides] + [uri], cwd=ROOT, check=False, stderr=log)
+        wall = time.monotonic() - t0
+        rows = pq.read_table(out / "trials.parquet").to_pylist()
+        statuses: dict[str, int] = {}
+        for r in rows:
+            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        sweeps[name] = (wall, sum(r["wall_s"] or 0.0 for r in rows), statuses)
 
     seq_trainer = 0.0
     t0 = time.monotonic()
@@ -80,17 +88,13 @@ def main() -> None:
     seq_wall = time.monotonic() - t0
 
     n = len(trials)
-    statuses = {}
-    for r in rows:
-        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-    print(f"sweep file: {sweep_file} ({n} trials, {concurrency} at a time; statuses {statuses})")
-    print(f"sweep (Ray Tune):       {sweep_wall:7.1f} s wall, trainers {sweep_trainer:7.1f} s")
+    print(f"sweep file: {sweep_file} ({n} trials, {concurrency} at a time)")
     print(f"sequential (rlsweep trial): {seq_wall:7.1f} s wall, trainers {seq_trainer:7.1f} s")
-    print(f"ratio sweep/sequential: {sweep_wall / seq_wall:.2f}  (target <= 0.60)")
-    print(
-        f"overhead per trial, sweep:      {(sweep_wall * concurrency - sweep_trainer) / n:.1f} slot-s (target <= 2)"
-    )
     print(f"overhead per trial, sequential: {(seq_wall - seq_trainer) / n:.1f} s")
+    for name, (wall, trainer, statuses) in sweeps.items():
+        print(f"{name + ':':26s} {wall:7.1f} s wall, trainers {trainer:7.1f} s; statuses {statuses}")
+        print(f"  ratio to sequential: {wall / seq_wall:.2f}  (target <= 0.60)")
+        print(f"  overhead per trial: {(wall * concurrency - trainer) / n:.1f} slot-s (target <= 2)")
     print(f"outputs: {work}")
 
 

@@ -4,6 +4,9 @@ max_steps (phases: [speed], no pruning, no settled stop), on the same sweep.
 
 Trainer-seconds: the sum of the trainer processes' wall_s (trials.parquet), start-up included. On a host
 without a GPU no trials are packed, so each trial is one trainer process and its row holds all of it.
+Each run's sum is also split into the seconds inside optimizer steps (trainer_s: what the phases and the
+settled stop can save) and the rest (each started trainer's imports, model build, the step an oom cut short, and exit: the same
+per trial in both runs, so only pruning saves it).
 Prints both sums, their ratio (target <= 0.40) and both runs' verdicts per trial (fits / oom, where
 `pruned` counts as oom: a pruned trial dominates one that ran out of memory); they must be identical,
 and every trial that fits must have a median tokens/s.
@@ -58,11 +61,16 @@ def main() -> None:
     verdicts = {}
     for name, (wall, rows) in runs.items():
         seconds[name] = sum(r["wall_s"] or 0.0 for r in rows)
+        in_steps = sum(r["trainer_s"] or 0.0 for r in rows)
         verdicts[name] = {r["trial_key"]: VERDICT.get(r["status"], r["status"]) for r in rows}
         statuses = " ".join(
             f"{s}={sum(r['status'] == s for r in rows)}" for s in sorted({r["status"] for r in rows})
         )
         print(f"{name:26s} trainer-seconds {seconds[name]:7.1f}  sweep wall {wall:6.1f} s  ({statuses})")
+        print(
+            f"{'':26s} of which in steps {in_steps:7.1f} (trainer_s), outside them {seconds[name] - in_steps:7.1f}"
+            f" (start-up, model build, an oom's cut step, exit) over {sum(r['wall_s'] is not None for r in rows)} started trainers"
+        )
         for r in sorted(rows, key=lambda r: r["trial_key"]):
             print(
                 f"  {r['trial_key']:40s} {r['status']:9s} phase={r['phase']} steps={r['steps_completed']} "

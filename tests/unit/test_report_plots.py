@@ -14,7 +14,7 @@ from rich.console import Console
 
 from orchestrator.report import write_report
 from orchestrator.report._html import HTML_STYLE
-from orchestrator.report._plots import DPI, trial_curves
+from orchestrator.report._plots import DPI, FONT_PT, trial_curves
 from tests.helpers.synthetic_sweep import write_synthetic_sweep
 
 MIN_PX = 10
@@ -80,3 +80,20 @@ def test_memory_axes_start_at_zero_and_ticks_sit_at_the_data(report, tmp_path, m
     low, high = panel.get_ylim()
     assert low == 0 and high >= 0.704
     assert np.ptp(panel.lines[0].get_ydata()) / (high - low) < 0.05
+
+
+def test_a_users_small_matplotlib_fonts_do_not_shrink_the_report_text(tmp_path, monkeypatch):
+    import matplotlib
+
+    curves = _keep_figures(monkeypatch)
+    steps = pd.DataFrame({"step": [1, 2], "reward_mean": [0.1, 0.2], "probe": [True, False]})
+    small = {"font.size": 5, "xtick.labelsize": 4, "ytick.labelsize": 4, "legend.fontsize": 4}
+    with matplotlib.rc_context(small):
+        trial_curves(pd.Series({"trial_key": "t", "status": "completed"}), steps, tmp_path / "curves.png")
+    sizes = {
+        text.get_text(): text.get_fontsize()
+        for text in curves["curves.png"].findobj(Text)
+        if text.get_visible() and text.get_text().strip()
+    }
+    assert {"mean reward", "probe step", "step"} <= set(sizes), sizes  # legend entries and axis labels
+    assert min(sizes.values()) >= FONT_PT, sizes
