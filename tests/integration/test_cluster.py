@@ -150,6 +150,9 @@ def services(tmp_path_factory):
             "RAY_USAGE_STATS_ENABLED": "0",
             # Without it Ray replaces --node-ip-address 127.0.0.1 by the machine's address (Linux).
             "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+            # On SIGTERM `ray start --block` drains its node for up to 30 s first (for Serve replicas):
+            # nothing here to drain, and the module's teardown waited the whole 30 s.
+            "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
         }
         # --block keeps `ray start` in the foreground: its PID (and process group) is the head's handle.
         procs.append(
