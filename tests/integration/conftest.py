@@ -1,25 +1,20 @@
 """Fixtures of the integration tests: a local Ray with fake GPUs (one per module)."""
 
-import tempfile
+import shutil
 
 import pytest
 
 
 @pytest.fixture(scope="module")
 def ray_fake_gpus():
+    """The driver's own local Ray (loopback only, a private temp dir) with 2 CPUs and 2 fake GPUs;
+    shut down and its temp dir removed after the module."""
     import ray
 
-    from orchestrator.driver import quiet_ray_env
+    from orchestrator.driver import init_ray
 
-    quiet_ray_env()
-    temp = tempfile.mkdtemp(prefix="rls-ray-", dir="/tmp")
-    ray.init(
-        num_cpus=2,
-        num_gpus=2,
-        _node_ip_address="127.0.0.1",
-        _temp_dir=temp,
-        include_dashboard=False,
-        log_to_driver=False,
-    )
+    temp = init_ray(num_cpus=2, num_gpus=2)
     yield
     ray.shutdown()
+    if temp is not None:
+        shutil.rmtree(temp.parent, ignore_errors=True)

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -22,7 +23,7 @@ from orchestrator.cli import main
 from orchestrator.driver import FINAL, RUN, RecorderCallback, run_sweep
 from orchestrator.sweep import load_sweep
 from tests.helpers.images import assert_varied_png
-from tests.helpers.processes import descendants, kill_trees
+from tests.helpers.processes import descendants, kill_trees, private_ray_dirs
 from tests.helpers.sweeps import tiny_sweep
 
 pytestmark = pytest.mark.slow
@@ -206,6 +207,7 @@ def test_sigkill_driver_then_resume(ray_fake_gpus, tmp_path):
         env={**os.environ, "RAY_ADDRESS": ""},
     )
     ray_processes: list[psutil.Process] = []  # the driver's local Ray, left behind by its SIGKILL
+    ray_dirs: set[Path] = set()  # and its private temp folder
     try:
         # Wait until one trial is in the ledger and another trainer is running, then SIGKILL the driver.
         deadline = time.monotonic() + 240
@@ -225,6 +227,8 @@ def test_sigkill_driver_then_resume(ray_fake_gpus, tmp_path):
             time.sleep(0.5)
         assert finished and running, "the sweep did not reach the point of interruption"
         ray_processes = descendants(driver.pid)
+        ray_dirs = private_ray_dirs(ray_processes)
+        assert ray_dirs, [p.cmdline() for p in ray_processes]
         driver.send_signal(signal.SIGKILL)
         driver.wait()
         deadline = time.monotonic() + 60
@@ -236,6 +240,8 @@ def test_sigkill_driver_then_resume(ray_fake_gpus, tmp_path):
             ray_processes += descendants(driver.pid)
             driver.kill()
         kill_trees(ray_processes)
+        for folder in ray_dirs:
+            shutil.rmtree(folder, ignore_errors=True)
 
     before = pq.read_table(out / "trials.parquet").to_pandas()
     outcome = run_sweep(load_sweep(path), output_dir=out)
