@@ -191,6 +191,7 @@ def services(tmp_path_factory):
         )
         yield {
             "address": f"http://127.0.0.1:{dash_port}",
+            "gcs": f"127.0.0.1:{gcs_port}",
             "mlflow": f"http://127.0.0.1:{mlflow_port}",
             "bucket": "sweeps",
         }
@@ -248,6 +249,33 @@ def test_submit_runs_sweep_on_cluster_to_s3_and_mlflow_server(services):
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert sorted(r.data.tags["rlsweep.trial_key"] for r in children) == sorted(trials.trial_key)
     assert all(r.info.status == "FINISHED" and "step/step_s" in r.data.metrics for r in children)
+
+
+NICENESS_ON_THE_CLUSTER = """
+import os, subprocess, sys, ray
+from orchestrator.driver import init_ray
+init_ray(sys.argv[1])
+@ray.remote(num_cpus=1)
+def niceness():
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.nice(0))"], capture_output=True)
+    return os.nice(0), int(child.stdout)
+print(*ray.get(niceness.remote(), timeout=120))
+"""
+
+
+def test_a_driver_on_the_cluster_runs_its_workers_and_their_children_at_nice_0_not_rays_15(services):
+    # The head's raylet runs at this process's priority; Ray would start the job's workers 15 below it.
+    # A driver on the head's machine, as the job's own is: it connects on loopback only with the flag.
+    done = subprocess.run(
+        [sys.executable, "-c", NICENESS_ON_THE_CLUSTER, services["gcs"]],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=PROJECT_ROOT,
+        env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == [str(os.nice(0))] * 2
 
 
 def test_ctrl_c_detaches_and_the_job_goes_on_until_stopped(services):

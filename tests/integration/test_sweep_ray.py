@@ -38,6 +38,17 @@ def trial_runs(uri: str, experiment: str):
     return client, parents, children
 
 
+def test_a_trial_actor_and_its_trainer_child_run_at_the_drivers_priority_not_rays_nice_15(ray_fake_gpus):
+    import ray
+
+    @ray.remote(num_cpus=1, num_gpus=1)
+    def niceness() -> tuple[int, int]:
+        child = subprocess.run([sys.executable, "-c", "import os; print(os.nice(0))"], capture_output=True)
+        return os.nice(0), int(child.stdout)
+
+    assert ray.get(niceness.remote(), timeout=120) == (os.nice(0), os.nice(0))
+
+
 def test_fake_gpu_sweep_runs_two_at_once_and_sinks_agree(ray_fake_gpus, tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     # trial_key -> (pid of the Ray worker that ran it: Tune puts it on every result, pid of its trainer)

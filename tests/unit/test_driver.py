@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from orchestrator.driver import HOLD, RUN, _phase_name, _Relay, placement_verdict, run_sweep
+from orchestrator.driver import HOLD, RUN, _job_worker_env, _phase_name, _Relay, placement_verdict, run_sweep
 from orchestrator.phases import TrialPhases
 from orchestrator.plan import expand
 from orchestrator.sinks import TrialsTable, trial_row
@@ -83,3 +83,14 @@ def test_progress_names_a_phase_only_where_trials_run_one_phase_of_two():
     assert _phase_name(TrialPhases(hold_at_step=2, then_speed=False)) == "memory"  # packed, then again
     assert _phase_name(TrialPhases()) == "speed"
     assert _phase_name(TrialPhases(hold_at_step=2, then_speed=True)) is None  # straight on, one process
+
+
+def test_on_a_cluster_the_jobs_workers_start_at_nice_0_unless_the_submitted_job_already_says(monkeypatch):
+    monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR", raising=False)
+    assert _job_worker_env() == {"env_vars": {"RAY_worker_niceness": "0"}}
+    job = {"runtime_env": {"working_dir": "/w", "env_vars": {"MLFLOW_TRACKING_URI": "http://h:5000"}}}
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", json.dumps(job))
+    assert _job_worker_env() == {"env_vars": {"RAY_worker_niceness": "0"}}  # Ray merges it into the job's
+    job["runtime_env"]["env_vars"]["RAY_worker_niceness"] = "5"  # the submitter's own: Ray refuses two
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", json.dumps(job))
+    assert _job_worker_env() is None
