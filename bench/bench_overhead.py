@@ -36,9 +36,11 @@ sys.path.insert(0, str(ROOT))
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from orchestrator import driver, recorder, report, tracking  # noqa: E402
-from orchestrator.supervisor import child_env  # noqa: E402
-from orchestrator.sweep import load_sweep  # noqa: E402
+from orchestrator.recording import recorder, tracking  # noqa: E402
+from orchestrator.running import driver  # noqa: E402
+from orchestrator.running.supervisor import child_env  # noqa: E402
+from orchestrator.spec.sweep import load_sweep  # noqa: E402
+from orchestrator.views import report  # noqa: E402
 
 T_IMPORTED = time.time()
 CHILD_IMPORTS = "import torch, transformers, trl, peft, bitsandbytes"

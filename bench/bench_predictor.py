@@ -31,12 +31,12 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.memory import MemoryModel, family_label, informative_order, spec_of  # noqa: E402
-from orchestrator.outcome import COMPLETED, peak_memory  # noqa: E402
-from orchestrator.plan import plan  # noqa: E402
-from orchestrator.sinks import TRIAL_SCHEMA, trial_row  # noqa: E402
-from orchestrator.supervisor import run_trial  # noqa: E402
-from orchestrator.sweep import load_sweep  # noqa: E402
+from orchestrator.judging.memory import MemoryModel, family_label, informative_order, spec_of  # noqa: E402
+from orchestrator.recording.outcome import COMPLETED, peak_memory  # noqa: E402
+from orchestrator.recording.sinks import TRIAL_SCHEMA, trial_row  # noqa: E402
+from orchestrator.running.supervisor import run_trial  # noqa: E402
+from orchestrator.spec.plan import plan  # noqa: E402
+from orchestrator.spec.sweep import load_sweep  # noqa: E402
 
 DATA = ROOT / "bench" / "data"
 GRID = DATA / "predictor-grid.parquet"

@@ -29,7 +29,7 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's code, not an installed copy
-from orchestrator.telemetry import MemorySampler  # noqa: E402
+from orchestrator.running.telemetry import MemorySampler  # noqa: E402
 
 # One line in = a loop count; one line out = the loop's wall and CPU seconds (timed inside the
 # child, so process start-up and pipe latency are not counted).

@@ -1,5 +1,5 @@
 """Finding the trial's GPU in NVML, shared by the trainer child (its CUDA context) and the supervisor's
-memory sampler (orchestrator/telemetry.py), so both read the same device.
+memory sampler (orchestrator/running/telemetry.py), so both read the same device.
 
 The trial's device is the first entry of CUDA_VISIBLE_DEVICES (torch's device 0). NVML ignores
 CUDA_VISIBLE_DEVICES, so the entry (an index, GPU-<uuid> or MIG-<uuid>) is looked up here.

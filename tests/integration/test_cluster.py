@@ -20,8 +20,8 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
-from orchestrator.storage import output_location
-from orchestrator.submit import PROJECT_ROOT
+from orchestrator.recording.storage import output_location
+from orchestrator.running.submit import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -253,7 +253,7 @@ def test_submit_runs_sweep_on_cluster_to_s3_and_mlflow_server(services):
 
 NICENESS_ON_THE_CLUSTER = """
 import os, subprocess, sys, ray
-from orchestrator.driver import init_ray
+from orchestrator.running.driver import init_ray
 init_ray(sys.argv[1])
 @ray.remote(num_cpus=1)
 def niceness():

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from orchestrator.finish import finish_sweep
-from orchestrator.outcome import COMPLETED, TrialResult
-from orchestrator.plan import plan
-from orchestrator.recorder import Ledger, Recorder, StepsFiles
-from orchestrator.sinks import TrialsTable
-from orchestrator.sweep import parse_sweep, resolved_yaml
-from orchestrator.tracking import MlflowSink
+from orchestrator.recording.finish import finish_sweep
+from orchestrator.recording.outcome import COMPLETED, TrialResult
+from orchestrator.recording.recorder import Ledger, Recorder, StepsFiles
+from orchestrator.recording.sinks import TrialsTable
+from orchestrator.recording.tracking import MlflowSink
+from orchestrator.spec.plan import plan
+from orchestrator.spec.sweep import parse_sweep, resolved_yaml
 from tests.integration.test_cluster import free_port, http_ok, start, stop, wait_for
 
 pytestmark = pytest.mark.slow

@@ -10,9 +10,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from orchestrator.cli import main
-from orchestrator.driver import run_sweep
-from orchestrator.pruning import Pruner
-from orchestrator.sweep import load_sweep
+from orchestrator.judging.pruning import Pruner
+from orchestrator.running.driver import run_sweep
+from orchestrator.spec.sweep import load_sweep
 from tests.helpers.sweeps import tiny_sweep
 
 pytestmark = pytest.mark.slow

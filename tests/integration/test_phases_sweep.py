@@ -4,8 +4,8 @@ share one GPU, speed-phase trials never do, and the settled stop ends a real tra
 import pyarrow.parquet as pq
 import pytest
 
-from orchestrator.driver import run_sweep
-from orchestrator.sweep import load_sweep
+from orchestrator.running.driver import run_sweep
+from orchestrator.spec.sweep import load_sweep
 from tests.helpers.sweeps import tiny_sweep
 
 pytestmark = pytest.mark.slow

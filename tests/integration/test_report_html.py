@@ -17,8 +17,8 @@ import pytest
 from PIL import Image
 from rich.console import Console
 
-from orchestrator.report import frontier, write_report
-from orchestrator.report._feasibility import frontier_view
+from orchestrator.views.report import frontier, write_report
+from orchestrator.views.report._feasibility import frontier_view
 from tests.helpers.html_outline import outline
 from tests.helpers.synthetic_sweep import write_synthetic_sweep
 

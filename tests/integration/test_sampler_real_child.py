@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-from orchestrator.telemetry import (
+from orchestrator.running.telemetry import (
     GIB,
     MemorySampler,
     classify_kernel_oom,

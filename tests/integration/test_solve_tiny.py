@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.sinks import TRIAL_COLUMNS
+from orchestrator.recording.sinks import TRIAL_COLUMNS
 
 pytestmark = pytest.mark.slow
 

@@ -20,8 +20,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from orchestrator.cli import main
-from orchestrator.driver import FINAL, RUN, RecorderCallback, run_sweep
-from orchestrator.sweep import load_sweep
+from orchestrator.running.driver import FINAL, RUN, RecorderCallback, run_sweep
+from orchestrator.spec.sweep import load_sweep
 from tests.helpers.images import assert_varied_png
 from tests.helpers.processes import descendants, kill_trees, private_ray_dirs
 from tests.helpers.sweeps import tiny_sweep

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.sinks import trial_row
-from orchestrator.supervisor import run_trial
-from orchestrator.verdict import NO_SIGNAL, TRUNCATED, VerdictSettings, judge, stop_check
+from orchestrator.judging.verdict import NO_SIGNAL, TRUNCATED, VerdictSettings, judge, stop_check
+from orchestrator.recording.sinks import trial_row
+from orchestrator.running.supervisor import run_trial
 from trainers.spec import TrialSpec
 
 pytestmark = pytest.mark.slow

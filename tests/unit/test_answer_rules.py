@@ -5,7 +5,7 @@ reward."""
 import pytest
 
 import tasks.reasoning_gym as rg_task
-from orchestrator.sinks import STEP_COLUMNS
+from orchestrator.recording.sinks import STEP_COLUMNS
 from tasks import load_task, task_problems
 from tasks.arithmetic import first_integer
 from tasks.countdown import countdown_score

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from orchestrator.compare import compare_outputs
-from orchestrator.report import load_outputs, summary_table
+from orchestrator.views.compare import compare_outputs
+from orchestrator.views.report import load_outputs, summary_table
 from tests.helpers.synthetic_sweep import GRID, trial_key, write_synthetic_sweep
 
 SPEEDUP, MEMORY_SCALE = 1.7, 1.4

@@ -7,11 +7,19 @@ import time
 
 import pytest
 
-from orchestrator.driver import HOLD, RUN, _job_worker_env, _phase_name, _Relay, placement_verdict, run_sweep
-from orchestrator.phases import TrialPhases
-from orchestrator.plan import expand
-from orchestrator.sinks import TrialsTable, trial_row
-from orchestrator.sweep import SweepError, parse_sweep
+from orchestrator.recording.sinks import TrialsTable, trial_row
+from orchestrator.running.driver import (
+    HOLD,
+    RUN,
+    _job_worker_env,
+    _phase_name,
+    _Relay,
+    placement_verdict,
+    run_sweep,
+)
+from orchestrator.running.phases import TrialPhases
+from orchestrator.spec.plan import expand
+from orchestrator.spec.sweep import SweepError, parse_sweep
 from trainers.events import STEP
 
 

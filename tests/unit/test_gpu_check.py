@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from orchestrator import gpu_check
-from orchestrator.gpu_check import build_table, check_specs, markdown_table, ratios, summarize
+from orchestrator.running import gpu_check
+from orchestrator.running.gpu_check import build_table, check_specs, markdown_table, ratios, summarize
 
 
 def result(step_s, tokens_per_s, torch_reserved, nvml_peak, status="completed", detail=""):

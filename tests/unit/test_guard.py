@@ -1,9 +1,9 @@
 """One default per guard setting: `rlsweep trial`'s flags and a sweep's sections agree."""
 
 from orchestrator.cli import build_parser, trial_guard
-from orchestrator.guard import GuardSettings
-from orchestrator.sweep import parse_sweep
-from orchestrator.telemetry import DEFAULT_GUARD_MARGIN_GIB, MemorySampler
+from orchestrator.running.guard import GuardSettings
+from orchestrator.running.telemetry import DEFAULT_GUARD_MARGIN_GIB, MemorySampler
+from orchestrator.spec.sweep import parse_sweep
 
 
 def test_the_trial_cli_defaults_equal_a_sweeps_defaults():

@@ -33,7 +33,9 @@ def loaded_top_level_packages(modules: list[str], of: tuple[str, ...]) -> list[s
 
 
 def test_orchestrator_and_trl_stack_leave_unsloth_unimported():
-    modules = [module_name(path) for path in sorted((ROOT / "orchestrator").rglob("*.py"))]
+    modules = [
+        module_name(p) for p in sorted((ROOT / "orchestrator").rglob("*.py")) if p.name != "__main__.py"
+    ]
     modules += [
         "trainers",
         "trainers.__main__",
@@ -42,7 +44,7 @@ def test_orchestrator_and_trl_stack_leave_unsloth_unimported():
         "trainers.measure",
     ]
     modules += ["tasks"]
-    assert "orchestrator.cli" in modules and "orchestrator.driver" in modules
+    assert "orchestrator.cli" in modules and "orchestrator.running.driver" in modules
     assert loaded_top_level_packages(modules, ("unsloth", "unsloth_zoo")) == []
 
 
@@ -56,8 +58,13 @@ def test_trainer_child_modules_load_neither_ray_mlflow_nor_orchestrator(module):
 
 
 def test_trial_and_gpu_check_commands_load_neither_ray_mlflow_nor_pandas():
-    modules = ["orchestrator.cli", "orchestrator.supervisor", "orchestrator.telemetry", "orchestrator.sinks"]
-    modules += ["orchestrator.plan", "orchestrator.gpu_check"]
+    modules = [
+        "orchestrator.cli",
+        "orchestrator.running.supervisor",
+        "orchestrator.running.telemetry",
+        "orchestrator.recording.sinks",
+    ]
+    modules += ["orchestrator.spec.plan", "orchestrator.running.gpu_check"]
     assert loaded_top_level_packages(modules, ("ray", "mlflow", "pandas")) == []
 
 
@@ -101,7 +108,7 @@ def layer_of(module: str) -> int:
 
 def test_the_import_graph_sees_function_level_imports():
     graph = import_graph()
-    assert "orchestrator.driver" in graph["orchestrator.cli"], "cli imports the driver inside cmd_run"
+    assert "orchestrator.running.driver" in graph["orchestrator.cli"], "cli imports the driver inside cmd_run"
     assert "trainers.run_trl" in graph["trainers.__main__"], "__main__ picks its runner inside main()"
     assert {"tasks.names", "trainers.models", "tasks"} <= graph["trainers.spec"]
 

@@ -1,4 +1,4 @@
-"""The memory model (orchestrator/memory): fitting on synthetic rows from an independent formula,
+"""The memory model (orchestrator/judging/memory): fitting on synthetic rows from an independent formula,
 censored out-of-memory rows, the prior, refusals, the pruning rule, the informative order."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from orchestrator.memory import (
+from orchestrator.judging.memory import (
     DOES_NOT_FIT,
     FITS,
     UNCERTAIN,

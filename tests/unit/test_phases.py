@@ -9,13 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.outcome import COMPLETED, STOPPED, TrialResult
-from orchestrator.phases import MEMORY, SPEED, TrialPhases, memory_phase_steps, packing, speed_pending, stages
-from orchestrator.recorder import Ledger, Recorder, StepsFiles
-from orchestrator.settle import SettleSettings, median_half_width, settled, steps_without_growth
-from orchestrator.sinks import TrialsTable, steps_path
-from orchestrator.supervisor import run_trial
-from orchestrator.sweep import SweepError, parse_sweep
+from orchestrator.recording.outcome import COMPLETED, STOPPED, TrialResult
+from orchestrator.recording.recorder import Ledger, Recorder, StepsFiles
+from orchestrator.recording.sinks import TrialsTable, steps_path
+from orchestrator.running.phases import (
+    MEMORY,
+    SPEED,
+    TrialPhases,
+    memory_phase_steps,
+    packing,
+    speed_pending,
+    stages,
+)
+from orchestrator.running.settle import SettleSettings, median_half_width, settled, steps_without_growth
+from orchestrator.running.supervisor import run_trial
+from orchestrator.spec.sweep import SweepError, parse_sweep
 from trainers.control import CONTINUE, STOP, SupervisorChannel, closes_steady_cycle, holds_here
 from trainers.spec import TrialSpec
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import plan as plan_module
-from orchestrator.plan import config_mismatches, expand, model_short, trial_key
-from orchestrator.sweep import SweepError, load_sweep, parse_sweep
+from orchestrator.spec import plan as plan_module
+from orchestrator.spec.plan import config_mismatches, expand, model_short, trial_key
+from orchestrator.spec.sweep import SweepError, load_sweep, parse_sweep
 from trainers.spec import BOOKKEEPING, EXECUTION, KEYED_WHEN_SET, KNOBS, TrialSpec
 
 

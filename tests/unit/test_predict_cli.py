@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.memory import MemoryModel
-from orchestrator.plan import plan
-from orchestrator.sinks import TrialsTable, trial_row
-from orchestrator.sweep import load_sweep, parse_sweep
+from orchestrator.judging.memory import MemoryModel
+from orchestrator.recording.sinks import TrialsTable, trial_row
+from orchestrator.spec.plan import plan
+from orchestrator.spec.sweep import load_sweep, parse_sweep
 from trainers.spec import TrialSpec
 
 CPU_SMOKE = str(Path(__file__).parents[2] / "sweeps" / "cpu-smoke.yaml")

@@ -9,7 +9,7 @@ import time
 
 from rich.console import Console
 
-from orchestrator.progress import Progress, duration
+from orchestrator.views.progress import Progress, duration
 from trainers.spec import TrialSpec
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.memory import Forecast, Prediction
-from orchestrator.pruning import (
+from orchestrator.judging.memory import Forecast, Prediction
+from orchestrator.judging.pruning import (
     DOMINANCE_KNOBS,
     HOLD,
     RUN,
@@ -150,7 +150,7 @@ def test_wait_policy():
 
 
 class Ledger:
-    """trials.parquet's rows as OomGate reads them (orchestrator.sinks.TrialsTable)."""
+    """trials.parquet's rows as OomGate reads them (orchestrator.recording.sinks.TrialsTable)."""
 
     def __init__(self):
         self.rows: dict[str, dict] = {}
@@ -263,8 +263,8 @@ def test_oom_reading(row, reading):
 def test_pruner_state_round_trips_through_an_object_store_path(tmp_path):
     import pyarrow.fs as pafs
 
-    from orchestrator.pruning import Pruner
-    from orchestrator.storage import RemotePath
+    from orchestrator.judging.pruning import Pruner
+    from orchestrator.recording.storage import RemotePath
 
     remote = RemotePath(pafs.LocalFileSystem(), str(tmp_path / "bucket"), "s3") / "pruning.json"
     pruner = Pruner()

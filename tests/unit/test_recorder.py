@@ -10,13 +10,13 @@ import pytest
 from mlflow.tracking import MlflowClient
 from rich.console import Console
 
-from orchestrator.outcome import COMPLETED, OOM, PRUNED, STOPPED, TrialResult
-from orchestrator.progress import Progress
-from orchestrator.pruning import RUN, OomGate, Pruner
-from orchestrator.recorder import Ledger, PruningGate, Recorder, StepsFiles
-from orchestrator.sinks import TrialsTable, steps_path
-from orchestrator.tracking import MlflowSink
-from orchestrator.verdict import VerdictSettings, judge
+from orchestrator.judging.pruning import RUN, OomGate, Pruner
+from orchestrator.judging.verdict import VerdictSettings, judge
+from orchestrator.recording.outcome import COMPLETED, OOM, PRUNED, STOPPED, TrialResult
+from orchestrator.recording.recorder import Ledger, PruningGate, Recorder, StepsFiles
+from orchestrator.recording.sinks import TrialsTable, steps_path
+from orchestrator.recording.tracking import MlflowSink
+from orchestrator.views.progress import Progress
 from trainers.spec import TrialSpec
 
 GUARD_DETAIL = "guard: RSS 1.52 GiB passed budget 1.00 GiB (+0.00 GiB margin)"

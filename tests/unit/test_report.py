@@ -14,10 +14,10 @@ import pytest
 from PIL import Image
 from rich.console import Console
 
-from orchestrator.report import load_outputs, summary_metrics, write_report
-from orchestrator.report._configs import aggregate_repeats
-from orchestrator.report._content import ranked_table
-from orchestrator.report._feasibility import (
+from orchestrator.views.report import load_outputs, summary_metrics, write_report
+from orchestrator.views.report._configs import aggregate_repeats
+from orchestrator.views.report._content import ranked_table
+from orchestrator.views.report._feasibility import (
     feasibility_matrix,
     frontier,
     frontier_view,
@@ -344,7 +344,7 @@ def test_configurations_that_fit_the_budget_rank_first_and_the_others_are_marked
 
 
 def test_a_cpu_run_names_no_gpu_rather_than_calling_the_cpu_a_gpu():
-    from orchestrator.sinks import device_info
+    from orchestrator.recording.sinks import device_info
 
     assert device_info({"device": "cpu", "gpu_name": None, "gpu_total_gib": None}) == (None, None)
     assert device_info({"device": "cuda", "gpu_name": "NVIDIA H100", "gpu_total_gib": 79.1}) == (
@@ -356,7 +356,7 @@ def test_a_cpu_run_names_no_gpu_rather_than_calling_the_cpu_a_gpu():
 def test_curves_join_the_steps_that_measured_a_figure_across_steps_that_did_not(tmp_path, monkeypatch):
     from matplotlib.figure import Figure
 
-    from orchestrator.report._plots import trial_curves
+    from orchestrator.views.report._plots import trial_curves
 
     # num_iterations 2: rewards and lengths are logged on generating steps only.
     steps = pd.DataFrame(

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from orchestrator.report import frontier, frontier_table
-from orchestrator.report._feasibility import FRONTIER_COLUMNS, NO_ANSWER, frontier_view
+from orchestrator.views.report import frontier, frontier_table
+from orchestrator.views.report._feasibility import FRONTIER_COLUMNS, NO_ANSWER, frontier_view
 
 
 def trials_frame() -> pd.DataFrame:

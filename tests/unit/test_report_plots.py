@@ -12,9 +12,9 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from rich.console import Console
 
-from orchestrator.report import write_report
-from orchestrator.report._html import HTML_STYLE
-from orchestrator.report._plots import DPI, FONT_PT, trial_curves
+from orchestrator.views.report import write_report
+from orchestrator.views.report._html import HTML_STYLE
+from orchestrator.views.report._plots import DPI, FONT_PT, trial_curves
 from tests.helpers.synthetic_sweep import write_synthetic_sweep
 
 MIN_PX = 10
@@ -42,7 +42,7 @@ def report(tmp_path_factory):
     with pytest.MonkeyPatch.context() as monkeypatch:
         figures = _keep_figures(monkeypatch)
         # Drawn in this process, where savefig is watched (a report of many figures forks workers).
-        monkeypatch.setattr("orchestrator.report._write.PARALLEL_FROM", 10**6)
+        monkeypatch.setattr("orchestrator.views.report._write.PARALLEL_FROM", 10**6)
         write_report(out, console=Console(quiet=True), budget_gib=5.0)
     return trials, figures
 

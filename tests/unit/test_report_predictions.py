@@ -5,10 +5,10 @@ import pytest
 from mlflow.tracking import MlflowClient
 from rich.console import Console
 
-from orchestrator.finish import finish_sweep
-from orchestrator.report import load_outputs, prediction_metrics, prediction_pairs, write_report
-from orchestrator.report._predictions import error_table, terms_table
-from orchestrator.tracking import MlflowSink
+from orchestrator.recording.finish import finish_sweep
+from orchestrator.recording.tracking import MlflowSink
+from orchestrator.views.report import load_outputs, prediction_metrics, prediction_pairs, write_report
+from orchestrator.views.report._predictions import error_table, terms_table
 from tests.helpers.synthetic_sweep import add_predictions, write_synthetic_sweep
 from trainers.spec import TrialSpec
 

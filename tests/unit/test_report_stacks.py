@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from orchestrator.report import load_outputs
-from orchestrator.report._configs import aggregate_repeats
-from orchestrator.report._stacks import comparison_view, stack_comparison
+from orchestrator.views.report import load_outputs
+from orchestrator.views.report._configs import aggregate_repeats
+from orchestrator.views.report._stacks import comparison_view, stack_comparison
 from tests.helpers.synthetic_sweep import write_synthetic_sweep
 
 

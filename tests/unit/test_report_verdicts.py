@@ -6,9 +6,9 @@ import pyarrow.parquet as pq
 import yaml
 from rich.console import Console
 
-from orchestrator.report import load_outputs, write_report
-from orchestrator.report._feasibility import feasibility_matrix, matrix_views
-from orchestrator.verdict import VerdictSettings, judge
+from orchestrator.judging.verdict import VerdictSettings, judge
+from orchestrator.views.report import load_outputs, write_report
+from orchestrator.views.report._feasibility import feasibility_matrix, matrix_views
 from tests.helpers.synthetic_sweep import write_synthetic_sweep
 
 FLAT = "trl-grpo-k2-b2-s1"  # a completed trial whose groups never vary

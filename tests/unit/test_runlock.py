@@ -15,14 +15,14 @@ import pyarrow.fs as pafs
 import pytest
 import yaml
 
-from orchestrator import runlock
 from orchestrator.cli import main
-from orchestrator.runlock import LOCK_NAME, Holder, OutputDirBusy, output_dir_lock, read_lease
-from orchestrator.storage import RemotePath, output_location
+from orchestrator.recording import runlock
+from orchestrator.recording.runlock import LOCK_NAME, Holder, OutputDirBusy, output_dir_lock, read_lease
+from orchestrator.recording.storage import RemotePath, output_location
 
 ROOT = Path(__file__).parents[2]
 HOLD = (
-    "import sys; from pathlib import Path; from orchestrator.runlock import output_dir_lock\n"
+    "import sys; from pathlib import Path; from orchestrator.recording.runlock import output_dir_lock\n"
     "with output_dir_lock(Path(sys.argv[1])) as me:\n"
     "    print(me.text(), flush=True); sys.stdin.read()\n"
 )

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.sinks import STEP_SCHEMA, TRIAL_SCHEMA
+from orchestrator.recording.sinks import STEP_SCHEMA, TRIAL_SCHEMA
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "schema.md").read_text()
 

@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from orchestrator.memory import Prediction
-from orchestrator.solve import (
+from orchestrator.judging.memory import Prediction
+from orchestrator.judging.solve import (
     Measured,
     SolveError,
     certify,

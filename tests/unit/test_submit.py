@@ -7,8 +7,14 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.storage import RemotePath, output_location
-from orchestrator.submit import PROJECT_ROOT, SubmitError, entrypoint, job_output_dir, job_tracking_uri
+from orchestrator.recording.storage import RemotePath, output_location
+from orchestrator.running.submit import (
+    PROJECT_ROOT,
+    SubmitError,
+    entrypoint,
+    job_output_dir,
+    job_tracking_uri,
+)
 
 
 @pytest.mark.parametrize("value", [None, "outputs/x", "relative"])

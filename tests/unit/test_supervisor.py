@@ -9,9 +9,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestrator.guard import GuardSettings
-from orchestrator.supervisor import default_sampler_factory, run_trial
-from orchestrator.telemetry import Sample
+from orchestrator.running.guard import GuardSettings
+from orchestrator.running.supervisor import default_sampler_factory, run_trial
+from orchestrator.running.telemetry import Sample
 from trainers.spec import TrialSpec
 
 FAKE = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "fake_trainer.py")]
@@ -85,7 +85,7 @@ def test_a_helper_the_trainer_leaves_behind_does_not_outlive_the_trial(tmp_path)
 
 
 class FakeSampler:
-    """Stands in for orchestrator.telemetry.MemorySampler (NVML is absent here)."""
+    """Stands in for orchestrator.running.telemetry.MemorySampler (NVML is absent here)."""
 
     def __init__(self, pid, on_exceed=None, exceed_after=None):
         self.pid, self.on_exceed, self.exceed_after = pid, on_exceed, exceed_after
@@ -143,7 +143,7 @@ def test_sigkill_near_host_limit_is_oom_by_kernel(tmp_path):
 
 
 def test_child_env(tmp_path):
-    from orchestrator.supervisor import PROJECT_ROOT, child_env
+    from orchestrator.running.supervisor import PROJECT_ROOT, child_env
 
     env = child_env("3", 2)
     assert env["CUDA_VISIBLE_DEVICES"] == "3" and env["OMP_NUM_THREADS"] == "2"
@@ -153,7 +153,7 @@ def test_child_env(tmp_path):
 def test_the_trainer_child_does_not_import_mlflow_which_it_never_reports_to():
     import subprocess
 
-    from orchestrator.supervisor import child_env
+    from orchestrator.running.supervisor import child_env
 
     # Without the switch TRL's profiling module imports mlflow (installed here): `python -X importtime`
     # shows it, 1.8 s of the trainer's start (docs/benchmarks.md).
@@ -165,7 +165,7 @@ def test_the_trainer_child_does_not_import_mlflow_which_it_never_reports_to():
 
 
 def test_both_stacks_get_one_allocator_setting_before_torch_starts(monkeypatch):
-    from orchestrator.supervisor import child_env
+    from orchestrator.running.supervisor import child_env
 
     monkeypatch.delenv("PYTORCH_ALLOC_CONF", raising=False)
     monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)

@@ -9,10 +9,10 @@ from matplotlib.figure import Figure
 from rich.console import Console
 
 from orchestrator.cli import main
-from orchestrator.plan import expand
-from orchestrator.report import write_report
-from orchestrator.sinks import TrialsTable, trial_row
-from orchestrator.sweep import load_sweep
+from orchestrator.recording.sinks import TrialsTable, trial_row
+from orchestrator.spec.plan import expand
+from orchestrator.spec.sweep import load_sweep
+from orchestrator.views.report import write_report
 from tests.helpers.synthetic_sweep import write_synthetic_sweep
 
 REPORT_FILES = ("report.md", "report.html", "summary.csv")

@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from orchestrator.cli import main
-from orchestrator.plan import plan
-from orchestrator.sweep import SweepError, apply_overrides, load_sweep, parse_sweep
+from orchestrator.spec.plan import plan
+from orchestrator.spec.sweep import SweepError, apply_overrides, load_sweep, parse_sweep
 
 SWEEPS = sorted((Path(__file__).parents[2] / "sweeps").glob("*.yaml"))
 

@@ -4,12 +4,12 @@ Parquet files (real sqlite stores)."""
 from mlflow.tracking import MlflowClient
 
 from orchestrator.cli import main
-from orchestrator.outcome import COMPLETED, TrialResult
-from orchestrator.plan import expand
-from orchestrator.recorder import Ledger, Recorder, StepsFiles
-from orchestrator.sinks import TrialsTable
-from orchestrator.sweep import parse_sweep, resolved_yaml
-from orchestrator.tracking import MlflowSink
+from orchestrator.recording.outcome import COMPLETED, TrialResult
+from orchestrator.recording.recorder import Ledger, Recorder, StepsFiles
+from orchestrator.recording.sinks import TrialsTable
+from orchestrator.recording.tracking import MlflowSink
+from orchestrator.spec.plan import expand
+from orchestrator.spec.sweep import parse_sweep, resolved_yaml
 
 
 def trainer_step(n: int) -> dict:

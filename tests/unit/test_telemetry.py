@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from orchestrator.telemetry import (
+from orchestrator.running.telemetry import (
     GIB,
     BudgetBreach,
     MemorySampler,

@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import json
 
-from orchestrator.outcome import COMPLETED, FAILED, OOM, PRUNED, STOPPED, UNAVAILABLE
-from orchestrator.plan import plan
-from orchestrator.sweep import parse_sweep, resolved_yaml
-from orchestrator.tracking import run_name, run_status, runs_url, sweep_params, trial_params, varying_axes
+from orchestrator.recording.outcome import COMPLETED, FAILED, OOM, PRUNED, STOPPED, UNAVAILABLE
+from orchestrator.recording.tracking import (
+    run_name,
+    run_status,
+    runs_url,
+    sweep_params,
+    trial_params,
+    varying_axes,
+)
+from orchestrator.spec.plan import plan
+from orchestrator.spec.sweep import parse_sweep, resolved_yaml
 from trainers.spec import TrialSpec
 
 

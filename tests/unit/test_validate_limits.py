@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator import plan as plan_module
 from orchestrator.cli import main
-from orchestrator.plan import plan, resource_problems
-from orchestrator.storage import output_dir_problems, output_location
-from orchestrator.sweep import (
+from orchestrator.recording.storage import output_dir_problems, output_location
+from orchestrator.spec import plan as plan_module
+from orchestrator.spec.plan import plan, resource_problems
+from orchestrator.spec.sweep import (
     INT_MAX,
     MAX_FILE_BYTES,
     MAX_NODES,
@@ -266,12 +266,12 @@ def test_validate_checks_the_output_dir_run_would_use(tmp_path, capsys):
 
 
 def test_run_refuses_a_bad_output_dir_before_writing_anything(tmp_path, capsys, monkeypatch):
-    import orchestrator.driver
+    import orchestrator.running.driver
 
     def past_the_check(sweep):  # were the check missed, stop here rather than run a sweep into /
         raise AssertionError("run got past the output dir check")
 
-    monkeypatch.setattr(orchestrator.driver, "make_plan", past_the_check)
+    monkeypatch.setattr(orchestrator.running.driver, "make_plan", past_the_check)
     before = sorted(os.listdir("/"))
     assert main(["run", SMOKE, "--output-dir", "/"]) == 2
     assert "--output-dir: '/' is a system folder" in capsys.readouterr().out

@@ -5,10 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from orchestrator.outcome import COMPLETED, TrialResult
-from orchestrator.sinks import trial_row
-from orchestrator.sweep import SweepError, parse_sweep
-from orchestrator.verdict import (
+from orchestrator.judging.verdict import (
     DIVERGED,
     MEMORY_CREEP,
     NO_SIGNAL,
@@ -19,6 +16,9 @@ from orchestrator.verdict import (
     judge,
     stop_check,
 )
+from orchestrator.recording.outcome import COMPLETED, TrialResult
+from orchestrator.recording.sinks import trial_row
+from orchestrator.spec.sweep import SweepError, parse_sweep
 from trainers.spec import TrialSpec
 
 SETTINGS = VerdictSettings()

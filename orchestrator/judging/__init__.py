@@ -1,0 +1,1 @@
+"""Judging trials: stability verdicts, pruning, the memory model and solve."""

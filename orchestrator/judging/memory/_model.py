@@ -1,0 +1,294 @@
+"""MemoryModel: per family, the analytical terms (orchestrator/judging/memory/_terms.py) times coefficients
+fitted on the trials measured so far (orchestrator/judging/memory/_fit.py); Prediction: one trial's predicted
+peak with its interval, or the reason there is none."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from orchestrator.judging.memory._fit import fit as fit_coefficients
+from orchestrator.judging.memory._fit import predictive_sd
+from orchestrator.judging.memory._terms import PARTS, TERMS, Shape, device_of, prior, terms
+from orchestrator.recording.outcome import COMPLETED, GPU, OOM, PEAK_SOURCES, RSS, TORCH, peak_memory
+from trainers.models import bundled_models, parse_model
+from trainers.spec import KNOBS, TrialSpec
+
+MEASURES = tuple(kind for kind, _, _ in PEAK_SOURCES)
+MEASURE_COLUMNS = {kind: column for kind, column, _ in PEAK_SOURCES}
+PRIOR, FITTED = "prior", "fitted"
+FITS, DOES_NOT_FIT, UNCERTAIN, UNKNOWN = "fits", "does not fit", "uncertain", "unknown"
+# The knobs that make a family: trials of one family share one set of coefficients.
+FAMILY = ("framework", "mode", "model", "quantization", "dtype", "gradient_checkpointing", "fast_inference")
+# The interval: Z predictive standard deviations either side (the coefficients' covariance after the
+# fit, the prior's alone before any trial: orchestrator/judging/memory/_fit.py); from LOO_FROM trials on, at
+# least LOO_FACTOR times the family's worst leave-one-out error.
+Z = 2.0
+LOO_FACTOR, LOO_FROM = 1.5, 3
+# vLLM (fast_inference) reserves gpu_memory_utilization of the card up front: no term models its pool,
+# so such a family is predicted only from this many measured trials of its own.
+FAST_INFERENCE_TRIALS = 2
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A trial's predicted peak (GiB) of `measure` with its interval, or `unknown` with the reason."""
+
+    peak_gib: float | None
+    low_gib: float | None
+    high_gib: float | None
+    measure: str
+    n_fitted: int
+    basis: str  # "prior" | "fitted"
+    unknown: str | None = None
+    terms: dict[str, float] = field(default_factory=dict)  # GiB of static, generation, training
+
+    def verdict(self, budget_gib: float | None) -> str:
+        """fits (the whole interval within the budget), does not fit (its lower bound above it),
+        uncertain (the interval crosses it, or no budget), unknown (no prediction)."""
+        if self.unknown is not None:
+            return UNKNOWN
+        if budget_gib is None:
+            return UNCERTAIN
+        if self.low_gib > budget_gib:
+            return DOES_NOT_FIT
+        if self.high_gib <= budget_gib:
+            return FITS
+        return UNCERTAIN
+
+    def describe(self) -> str:
+        """'predicted 17.9 GiB (16.8-19.0)', or 'unknown: <reason>'."""
+        if self.unknown is not None:
+            return f"unknown: {self.unknown}"
+        return f"predicted {gib(self.peak_gib)} GiB ({gib(self.low_gib)}-{gib(self.high_gib)})"
+
+
+def gib(value: float) -> str:
+    """A GiB figure with three significant digits where they matter: 17.9, 0.84, 141."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+@dataclass(frozen=True)
+class FamilyFit:
+    """One family's fit: its knobs, the measured (and oom) trials it saw, its coefficients per term,
+    and the GiB of each part at its largest measured trial (where the memory goes)."""
+
+    family: dict[str, Any]
+    label: str
+    n_fitted: int
+    n_censored: int
+    coefficients: dict[str, float]
+    terms: dict[str, float]
+    loo_worst: float | None  # worst leave-one-out error, fraction of the peak (from LOO_FROM trials)
+
+
+def family_of(spec: TrialSpec) -> tuple:
+    return tuple(spec.effective_dtype if k == "dtype" else getattr(spec, k) for k in FAMILY)
+
+
+def family_label(spec: TrialSpec) -> str:
+    extras = [" checkpointed" if spec.gradient_checkpointing else "", " vLLM" if spec.fast_inference else ""]
+    return f"{spec.framework} {spec.mode} {spec.model} {spec.quantization} {spec.effective_dtype}" + "".join(
+        extras
+    )
+
+
+def spec_of(row: Mapping[str, Any]) -> TrialSpec:
+    """The TrialSpec of a trials.parquet row (its `config` JSON), or of a dict of knobs."""
+    values = json.loads(row["config"]) if row.get("config") else row
+    return TrialSpec(**{k: v for k, v in values.items() if k in KNOBS})
+
+
+def model_shape(model: str) -> tuple[Shape | None, str | None]:
+    """(the model's Shape, None), or (None, why there is none)."""
+    try:
+        source = parse_model(model)
+    except ValueError as exc:
+        return None, str(exc)
+    config = source.config
+    if config is None and source.kind == "hub":
+        # the architecture `random:` builds for a bundled hub id is the hub model's own
+        bundled = bundled_models().get(source.name)
+        if bundled is not None:
+            config = json.loads(bundled.read_text())
+        else:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(source.name, "config.json")
+            if isinstance(cached, str):
+                config = json.loads(Path(cached).read_text())
+    if config is None:
+        return None, (
+            f"model: no config.json for {model!r} here (nothing is downloaded to predict); use "
+            f"random:{model} where it is bundled, a local folder, or download the model once"
+        )
+    try:
+        return Shape.from_config(config), None
+    except (KeyError, TypeError, ValueError) as exc:
+        return None, f"model: {model!r}'s config lacks a decoder-only transformer's field {exc}"
+
+
+def measured_peak(row: Mapping[str, Any], measure: str) -> float | None:
+    """The row's peak of `measure`; RSS counts only for a CPU run (on a GPU run it is host memory)."""
+    if measure == RSS:
+        peak, kind = peak_memory(row)
+        return peak if kind == RSS else None
+    value = row.get(MEASURE_COLUMNS[measure])
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def oom_budget(row: Mapping[str, Any], measure: str) -> float | None:
+    """What an `oom` trial's peak was at least: its budget, else (on a GPU) the card's total."""
+    for column in ("memory_budget_gib", *(("gpu_total_gib",) if measure in (GPU, TORCH) else ())):
+        value = row.get(column)
+        if isinstance(value, (int, float)) and math.isfinite(value) and value > 0:
+            return float(value)
+    return None
+
+
+@dataclass
+class _Family:
+    specs: list[TrialSpec] = field(default_factory=list)
+    peaks: list[float] = field(default_factory=list)
+    oom_specs: list[TrialSpec] = field(default_factory=list)
+    budgets: list[float] = field(default_factory=list)
+    coefficients: np.ndarray | None = None
+    covariance: np.ndarray | None = None
+    loo_worst: float | None = None
+
+
+class MemoryModel:
+    """Predicts a trial's peak of one measure (MEASURES: GPU, torch reserved, RSS) per family."""
+
+    def __init__(self, measure: str):
+        if measure not in MEASURES:
+            raise ValueError(f"measure: unknown {measure!r}; one of {', '.join(MEASURES)}")
+        self.measure = measure
+        self.device = device_of(measure)
+        self._families: dict[tuple, _Family] = {}
+        self._prior = prior(self.device)
+
+    @classmethod
+    def fit(cls, rows: Iterable[Mapping[str, Any]], measure: str | None = None) -> MemoryModel:
+        """Fit on trials.parquet rows: completed rows with a peak of `measure` are measurements,
+        `oom` rows with a budget are censored (peak at least the budget); others are ignored.
+        measure: default the kind most completed rows measured (outcome.peak_memory), else RSS on a
+        host without a GPU and GPU on one with."""
+        rows = list(rows)
+        measure = measure or _default_measure(rows)
+        model = cls(measure)
+        for row in rows:
+            if row.get("status") == COMPLETED:
+                peak = measured_peak(row, measure)
+                if peak is not None:
+                    spec = spec_of(row)
+                    family = model._families.setdefault(family_of(spec), _Family())
+                    family.specs.append(spec)
+                    family.peaks.append(peak)
+            elif row.get("status") == OOM:
+                budget = oom_budget(row, measure)
+                if budget is not None:
+                    spec = spec_of(row)
+                    family = model._families.setdefault(family_of(spec), _Family())
+                    family.oom_specs.append(spec)
+                    family.budgets.append(budget)
+        for family in model._families.values():
+            model._fit_family(family)
+        return model
+
+    def _design(self, specs: list[TrialSpec], shape: Shape) -> np.ndarray:
+        return np.array([list(terms(s, shape, self.device).values()) for s in specs]).reshape(-1, len(TERMS))
+
+    def _solve(self, measured, peaks, censored, budgets) -> tuple[np.ndarray, np.ndarray]:
+        coefficient, spread = (np.array(v) for v in zip(*self._prior.values(), strict=True))
+        return fit_coefficients(measured, peaks, censored, budgets, coefficient, spread)
+
+    def _fit_family(self, family: _Family) -> None:
+        shape, _ = model_shape((family.specs or family.oom_specs)[0].model)
+        if shape is None:
+            return  # no config: predict() says why
+        measured, censored = self._design(family.specs, shape), self._design(family.oom_specs, shape)
+        peaks, budgets = np.array(family.peaks), np.array(family.budgets)
+        family.coefficients, family.covariance = self._solve(measured, peaks, censored, budgets)
+        if len(peaks) >= LOO_FROM:
+            errors = []
+            for i in range(len(peaks)):
+                keep = np.arange(len(peaks)) != i
+                c, _ = self._solve(measured[keep], peaks[keep], censored, budgets)
+                errors.append(abs(measured[i] @ c - peaks[i]) / peaks[i])
+            family.loo_worst = float(max(errors))
+
+    def predict(self, spec: TrialSpec) -> Prediction:
+        """The spec's predicted peak of this model's measure, from its family's fit (the prior when the
+        family has no trials), or unknown with the reason."""
+        family = self._families.get(family_of(spec), _Family())
+        n = len(family.peaks)
+        basis = FITTED if n else PRIOR
+        shape, why = model_shape(spec.model)
+        if shape is None:
+            return Prediction(None, None, None, self.measure, n, basis, unknown=why)
+        if spec.fast_inference and n < FAST_INFERENCE_TRIALS:
+            return Prediction(
+                None, None, None, self.measure, n, basis,
+                unknown=f"fast_inference: vLLM reserves gpu_memory_utilization ({spec.gpu_memory_utilization:g}) "
+                f"of the card up front, which no term models; {FAST_INFERENCE_TRIALS} measured trials of "
+                f"this family are needed, {n} so far: run them first",
+            )  # fmt: skip
+        sizes = terms(spec, shape, self.device)
+        coefficients = self._coefficients(family)
+        parts = dict.fromkeys(PARTS, 0.0)
+        for name, part in TERMS.items():
+            parts[part] += coefficients[name] * sizes[name]
+        peak = sum(parts.values())
+        half = self._half_width(family, np.array(list(sizes.values())), peak)
+        return Prediction(peak, max(peak - half, 0.0), peak + half, self.measure, n, basis, None, parts)
+
+    def _coefficients(self, family: _Family) -> dict[str, float]:
+        if family.coefficients is None:
+            return {name: value for name, (value, _) in self._prior.items()}
+        return dict(zip(TERMS, (float(c) for c in family.coefficients), strict=True))
+
+    def _half_width(self, family: _Family, sizes: np.ndarray, peak: float) -> float:
+        covariance = family.covariance
+        if covariance is None:
+            covariance = np.diag([spread**2 for _, spread in self._prior.values()])
+        half = Z * predictive_sd(sizes, covariance, peak)
+        return max(half, LOO_FACTOR * family.loo_worst * peak) if family.loo_worst is not None else half
+
+    def families(self) -> list[FamilyFit]:
+        """Each family with trials: its fit and where its memory goes (at its largest measured trial,
+        else its largest oom trial)."""
+        out = []
+        for family in self._families.values():
+            specs = family.specs or family.oom_specs
+            peaks = family.peaks or family.budgets
+            largest = specs[int(np.argmax(peaks))]
+            first = specs[0]
+            out.append(
+                FamilyFit(
+                    family={k: v for k, v in zip(FAMILY, family_of(first), strict=True)},
+                    label=family_label(first),
+                    n_fitted=len(family.peaks),
+                    n_censored=len(family.budgets),
+                    coefficients=self._coefficients(family),
+                    terms=self.predict(largest).terms,
+                    loo_worst=family.loo_worst,
+                )
+            )
+        return out
+
+
+def _default_measure(rows: list[Mapping[str, Any]]) -> str:
+    kinds = [peak_memory(r)[1] for r in rows if r.get("status") == COMPLETED]
+    kinds = [k for k in kinds if k is not None]
+    if kinds:
+        return max(MEASURES, key=kinds.count)
+    from orchestrator.spec.plan import local_gpus
+
+    return GPU if local_gpus() else RSS

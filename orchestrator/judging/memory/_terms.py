@@ -1,0 +1,144 @@
+"""The analytical terms of a trial's peak memory, in GiB, computed from its model's config.
+
+Each term is a size that one kind of memory scales with; the model (orchestrator/judging/memory/_model.py)
+multiplies each by a coefficient fitted on measured trials (the prior: PRIOR below). A term belongs to
+one part of the peak:
+
+- static: the runtime's baseline (CUDA context or the Python process), the base weights (NF4 linear
+  layers at half a byte a parameter, embeddings, head and norms at the compute dtype), the LoRA
+  weights with their gradients and AdamW state (fp32: 16 bytes a parameter), a reference model
+  when beta > 0;
+- generation: the KV cache of one generation batch (B x K sequences of prompt + completion tokens)
+  and the full-vocabulary logits sampling keeps per sequence;
+- training: the activations kept for backward by one micro-batch (one hidden state a layer with
+  gradient checkpointing, the layer's intermediates without) and its full-vocabulary fp32 logits,
+  which TRL computes for the completion tokens only (logits_to_keep).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainers.spec import TrialSpec
+
+GIB = 1024**3
+STATIC, GENERATION, TRAINING = "static", "generation", "training"
+PARTS = (STATIC, GENERATION, TRAINING)
+# term -> its part
+TERMS = {
+    "baseline": STATIC,
+    "weights": STATIC,
+    "lora": STATIC,
+    "reference": STATIC,
+    "kv_cache": GENERATION,
+    "sampling_logits": GENERATION,
+    "activations": TRAINING,
+    "logits": TRAINING,
+}
+# The prior: (coefficient, its spread) per term, on a GPU and on a CPU. The baseline's term is 1 GiB,
+# so its coefficient is GiB: the CUDA context and allocator on a GPU, the Python process with torch,
+# transformers and TRL imported on a CPU (its RSS; `tiny` trials on a 2-core Linux host: 0.80-0.83 GiB). The logits are held about twice (the fp32 logits
+# and their log-softmax); the other terms count what they name once.
+PRIOR = {
+    "gpu": {"baseline": (0.6, 0.4), "sampling_logits": (1.0, 1.0), "logits": (2.0, 1.5)},
+    "cpu": {"baseline": (0.75, 0.1), "sampling_logits": (1.0, 1.0), "logits": (1.0, 1.0)},
+}
+DEFAULT_PRIOR = (1.0, 0.5)
+LORA_BYTES = 16  # fp32 weight + gradient + AdamW's two moments
+NF4_BYTES = 0.5
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The sizes of a decoder-only transformer that memory depends on (a config.json's fields)."""
+
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    tied: bool
+
+    @classmethod
+    def from_config(cls, config: dict) -> Shape:
+        """Raises KeyError naming a field the config lacks."""
+        heads = int(config["num_attention_heads"])
+        hidden = int(config["hidden_size"])
+        return cls(
+            layers=int(config["num_hidden_layers"]),
+            hidden=hidden,
+            heads=heads,
+            kv_heads=int(config.get("num_key_value_heads") or heads),
+            head_dim=int(config.get("head_dim") or hidden // heads),
+            intermediate=int(config["intermediate_size"]),
+            vocab=int(config["vocab_size"]),
+            tied=bool(config.get("tie_word_embeddings", False)),
+        )
+
+    def linear_shapes(self) -> list[tuple[int, int]]:
+        """(in, out) of one layer's linear modules: q, k, v, o, gate, up, down (PEFT's all-linear)."""
+        h, q, kv, i = (
+            self.hidden,
+            self.heads * self.head_dim,
+            self.kv_heads * self.head_dim,
+            self.intermediate,
+        )
+        return [(h, q), (h, kv), (h, kv), (q, h), (h, i), (h, i), (i, h)]
+
+    @property
+    def linear_params(self) -> int:
+        return self.layers * sum(a * b for a, b in self.linear_shapes())
+
+    @property
+    def other_params(self) -> int:
+        """Embeddings, the head when untied, and the norms: never quantized."""
+        return self.vocab * self.hidden * (1 if self.tied else 2) + self.hidden * (2 * self.layers + 1)
+
+    def lora_params(self, rank: int) -> int:
+        return self.layers * sum(rank * (a + b) for a, b in self.linear_shapes())
+
+
+def device_of(measure_kind: str) -> str:
+    """'cpu' for a process's RSS, else 'gpu'."""
+    return "cpu" if measure_kind == "RSS" else "gpu"
+
+
+def dtype_bytes(spec: TrialSpec, device: str) -> int:
+    """The compute dtype's bytes (auto: fp32 on a CPU, bf16 or fp16 on a GPU)."""
+    dtype = spec.effective_dtype
+    if dtype == "auto":
+        return 4 if device == "cpu" else 2
+    return DTYPE_BYTES[dtype]
+
+
+def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
+    """Each term's size in GiB for `spec` on `device` ('cpu' or 'gpu')."""
+    w = dtype_bytes(spec, device)
+    linear_bytes = NF4_BYTES if spec.quantization == "nf4" else w
+    weights = shape.linear_params * linear_bytes + shape.other_params * w
+    tokens = spec.max_prompt_length + spec.max_completion_length
+    generation = spec.generation_batch_size
+    micro = spec.effective_micro_batch_size
+    # Gradient checkpointing keeps one hidden state a layer (it is ignored on a CPU); without it a layer
+    # keeps its attention and MLP intermediates: about 10 hidden-sized and 3 intermediate-sized tensors.
+    checkpointed = spec.gradient_checkpointing and device == "gpu"
+    per_layer = shape.hidden if checkpointed else 10 * shape.hidden + 3 * shape.intermediate
+    sizes = {
+        "baseline": float(GIB),
+        "weights": weights,
+        "lora": shape.lora_params(spec.lora_r) * LORA_BYTES,
+        "reference": weights if spec.beta > 0 else 0.0,
+        "kv_cache": 2 * shape.layers * shape.kv_heads * shape.head_dim * w * generation * tokens,
+        "sampling_logits": generation * shape.vocab * 4,
+        "activations": micro * tokens * shape.layers * per_layer * w,
+        "logits": micro * spec.max_completion_length * shape.vocab * 4,
+    }
+    return {name: sizes[name] / GIB for name in TERMS}
+
+
+def prior(device: str) -> dict[str, tuple[float, float]]:
+    """term -> (coefficient, spread) before any trial is measured."""
+    return {name: PRIOR[device].get(name, DEFAULT_PRIOR) for name in TERMS}

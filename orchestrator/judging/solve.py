@@ -1,0 +1,464 @@
+"""`rlsweep solve`: the largest value of one knob (K, B or the completion length) that fits a memory
+budget, certified by real probe trials.
+
+The candidates (a doubling ladder, or the values given) are searched by bisection on the assumption that
+peak memory grows with the knob: a value that fits bounds the answer from below, one that does not
+(`oom`, or completed over the budget) from above, and the search ends when the two are neighbours. A
+first guess (`guess`: the candidate a prediction names) is probed first, then its neighbour on the side
+the measurement points to, then bisection, so a right guess is certified by two trials; without one
+the search starts in the middle.
+
+Each probe is a trial run through the same supervised path as `rlsweep trial` (no Ray) under the
+budget's guard, recorded like a sweep's (trials.parquet, steps/, one folder per trial under trials/),
+so a second run on the same output dir measures no value twice. The pure search (`next_probe`,
+`search`, `certify`) takes any measure function; `run_solve` gives it real trials.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.judging.memory import Forecast, Prediction
+from orchestrator.recording.outcome import COMPLETED, OOM, STATUS_WORDS, STOPPED, peak_memory
+from orchestrator.recording.recorder import Ledger, Recorder, StepsFiles
+from orchestrator.recording.runlock import output_dir_lock
+from orchestrator.recording.sinks import TrialsTable
+from orchestrator.recording.storage import output_dir_problems, output_location
+from orchestrator.running.guard import DEFAULTS as GUARD_DEFAULTS
+from orchestrator.running.guard import GuardSettings
+from orchestrator.running.supervisor import run_trial
+from orchestrator.spec.plan import model_short, trial_key
+from orchestrator.spec.sweep import SWEEP_KNOBS, SweepError, bound_problem, yaml_data
+from tasks.names import did_you_mean
+from trainers.events import STEP
+from trainers.spec import BOOKKEEPING, KNOBS, TrialSpec, check_value
+
+SOLVABLE = ("num_generations", "batch_size", "max_completion_length")
+# A knob's doubling ladder when no --values are given: (first, last) candidate.
+LADDERS = {"num_generations": (2, 256), "batch_size": (1, 256), "max_completion_length": (32, 8192)}
+SYMBOLS = {"num_generations": "K", "batch_size": "B", "max_completion_length": "completion length"}
+
+
+def ladder(first: int, last: int) -> list[int]:
+    """first, 2 x first, 4 x first, ... up to last (last itself when the doubling does not land on it)."""
+    values = [first]
+    while values[-1] * 2 <= last:
+        values.append(values[-1] * 2)
+    if values[-1] != last:
+        values.append(last)
+    return values
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A candidate's probe trial. fits: True (completed within the budget), False (oom, or completed
+    over it), None (the trial says nothing about memory: failed, unavailable)."""
+
+    value: int
+    fits: bool | None
+    status: str
+    detail: str
+    peak_gib: float | None
+    memory_kind: str | None
+    trial_key: str
+
+
+def measured_from_row(value: int, row: dict[str, Any], budget_gib: float) -> Measured:
+    """A trials.parquet row as a candidate's measurement against the budget."""
+    peak, kind = peak_memory(row)
+    status = row["status"]
+    if status == COMPLETED:
+        fits = peak is not None and peak <= budget_gib
+    else:
+        fits = False if status == OOM else None
+    return Measured(value, fits, status, row.get("status_detail") or "", peak, kind, row["trial_key"])
+
+
+def bounds(values: list[int], measured: dict[int, Measured]) -> tuple[int, int]:
+    """(lo, hi): the index of the largest value measured to fit below the smallest measured not to fit
+    (-1 if none), and that smallest index (len(values) if none)."""
+    hi = min(
+        (i for i, v in enumerate(values) if v in measured and measured[v].fits is False), default=len(values)
+    )
+    lo = max((i for i, v in enumerate(values[:hi]) if v in measured and measured[v].fits), default=-1)
+    return lo, hi
+
+
+def next_probe(values: list[int], measured: dict[int, Measured], guess: int | None = None) -> int | None:
+    """The index of the next candidate to measure, or None when the answer is settled (lo and hi are
+    neighbours). guess: the index a prediction names as the largest that fits."""
+    lo, hi = bounds(values, measured)
+    if hi - lo <= 1:
+        return None
+    if guess is not None:
+        if lo < guess < hi:
+            return guess
+        if lo == guess and guess + 1 < hi:  # the guess fits: does the next one up?
+            return guess + 1
+        if hi == guess and guess - 1 > lo:  # the guess does not fit: does the next one down?
+            return guess - 1
+    return (lo + hi) // 2
+
+
+@dataclass
+class Answer:
+    """The certified answer: the largest value measured to fit and the next value above it, measured
+    (or, above the last candidate, none), with every probe behind it."""
+
+    knob: str
+    budget_gib: float
+    values: list[int]
+    fit: Measured | None
+    above: Measured | None
+    probes: list[Measured] = field(default_factory=list)
+    stopped_by: Measured | None = None  # a probe that says nothing about memory ended the search
+    beyond: str | None = None  # the next value past the last candidate, predicted (when that one fits)
+    contradictions: list[str] = field(default_factory=list)
+
+    @property
+    def certified(self) -> bool:
+        return self.stopped_by is None and not self.contradictions
+
+    def lines(self) -> list[str]:
+        """The answer in sentences, the certificate first."""
+        name = SYMBOLS[self.knob]
+        if self.stopped_by is not None:
+            m = self.stopped_by
+            return [
+                f"no answer: the probe of {name}={m.value} ended {STATUS_WORDS.get(m.status, m.status)} "
+                f"({_first_line(m.detail)}), which says nothing about its memory, so the search stops. "
+                f"Fix the cause (trials/{m.trial_key}/trainer.log), then run again with a fresh --output-dir"
+            ]
+        lines = []
+        if self.fit is None:
+            lines.append(
+                f"none fits {self.budget_gib:g} GiB: the smallest candidate {name}={self.values[0]} "
+                f"does not ({_measured_words(self.above, self.budget_gib)})"
+            )
+        else:
+            lines.append(
+                f"largest {name} that fits {self.budget_gib:g} GiB: {self.fit.value}, measured "
+                f"{_peak_words(self.fit)}, margin {self.budget_gib - self.fit.peak_gib:.2f} GiB "
+                f"({self.fit.trial_key})"
+            )
+            if self.above is not None:
+                lines.append(
+                    f"next {name} above it: {self.above.value}, does not fit "
+                    f"({_measured_words(self.above, self.budget_gib)}; {self.above.trial_key})"
+                )
+            else:
+                lines.append(
+                    f"{self.fit.value} is the largest candidate; a larger {name} was not tried: give a "
+                    "larger --to (or --values) to look further"
+                    + (f". Next: {self.beyond}" if self.beyond else "")
+                )
+        lines += [f"not certain: {c}" for c in self.contradictions]
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "certified": self.certified, "answer": self.lines()}
+
+
+def _gib(value: float | None) -> str:
+    return "unmeasured" if value is None else f"{value:.2f} GiB"
+
+
+def _peak_words(m: Measured) -> str:
+    """'0.81 GiB RSS peak'; the kind (outcome.peak_memory's) left out when nothing was measured."""
+    return " ".join(p for p in (_gib(m.peak_gib), m.memory_kind, "peak") if p)
+
+
+def _first_line(text: str) -> str:
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else "no detail"
+
+
+def _measured_words(m: Measured | None, budget_gib: float) -> str:
+    if m is None:
+        return "not measured"
+    if m.status == OOM:
+        return f"out of memory: {_first_line(m.detail)}"
+    return f"completed at {_peak_words(m)}, over {budget_gib:g} GiB"
+
+
+def certify(knob: str, values: list[int], measured: dict[int, Measured], budget_gib: float) -> Answer:
+    """The answer the measurements certify (search's end, or a resumed search's start)."""
+    lo, hi = bounds(values, measured)
+    contradictions = [
+        f"{SYMBOLS[knob]}={values[i]} fits ({_gib(measured[values[i]].peak_gib)}) above "
+        f"{SYMBOLS[knob]}={values[hi]}, which does not: memory is not monotone in {knob} here, so the "
+        f"bisection's answer is a lower bound"
+        for i in range(hi + 1, len(values))
+        if values[i] in measured and measured[values[i]].fits
+    ]
+    return Answer(
+        knob,
+        budget_gib,
+        values,
+        fit=measured[values[lo]] if lo >= 0 else None,
+        above=measured[values[hi]] if hi < len(values) else None,
+        probes=[measured[v] for v in values if v in measured],
+        contradictions=contradictions,
+    )
+
+
+def search(
+    knob: str,
+    values: list[int],
+    measure: Callable[[int], Measured],
+    budget_gib: float,
+    known: dict[int, Measured] | None = None,
+    guess: int | None = None,
+) -> Answer:
+    """Measure candidates (measure(value) -> Measured) until the answer is settled; `known` holds values
+    measured before (a resumed search), which are never measured again."""
+    measured = dict(known or {})
+    while (i := next_probe(values, measured, guess)) is not None:
+        # a value known to say nothing about memory (a failed trial before a resume) is not run again
+        result = measured[values[i]] if values[i] in measured else measure(values[i])
+        measured[values[i]] = result
+        if result.fits is None:
+            answer = certify(knob, values, measured, budget_gib)
+            answer.stopped_by = result
+            return answer
+    return certify(knob, values, measured, budget_gib)
+
+
+# ------------------------------------------------------------------------------------------------
+# The request: settings checked, candidates made
+# ------------------------------------------------------------------------------------------------
+class SolveError(ValueError):
+    def __init__(self, errors: list[str]):
+        self.errors = errors
+        super().__init__(f"{len(errors)} error(s):\n  " + "\n  ".join(errors))
+
+
+@dataclass
+class SolveRequest:
+    knob: str
+    values: list[int]
+    base: TrialSpec  # every other knob; the searched one is set per candidate
+    guard: GuardSettings
+    output_dir: Path
+    notes: list[str] = field(default_factory=list)  # ladder values left out, and why
+
+    def spec(self, value: int) -> TrialSpec:
+        spec = TrialSpec(**{**self.base.to_dict(), self.knob: value, "sweep": self.output_dir.name})
+        spec.trial_key = trial_key(spec)
+        return spec
+
+
+def make_request(
+    knob: str,
+    budget_gib: float,
+    *,
+    settings: dict[str, Any] | None = None,
+    sets: list[str] | None = None,
+    values: list[int] | None = None,
+    first: int | None = None,
+    last: int | None = None,
+    output_dir: str | None = None,
+    guard: GuardSettings = GUARD_DEFAULTS,
+) -> SolveRequest:
+    """The request of `rlsweep solve`'s flags, every error at once (SolveError). settings: knobs given
+    as their own flags (model, framework, mode); sets: --set KNOB=VALUE items (YAML values); values:
+    --values, else the doubling ladder first..last (LADDERS' defaults), whose candidates a trial
+    cannot hold are left out with a note. Trials run max_steps = probe_steps unless set: the probe
+    steps are the worst case. guard: margin, sampling rate and timeout (its budget is budget_gib)."""
+    errors: list[str] = []
+    if knob not in SOLVABLE:
+        raise SolveError([f"--maximize: {knob!r} cannot be searched; {did_you_mean(knob, SOLVABLE)}"])
+    if not budget_gib > 0 or budget_gib == float("inf"):
+        errors.append(f"--budget-gib: {budget_gib:g} is not a size; give the memory to fit in GiB, e.g. 16")
+    base = {"memory_budget_gib": budget_gib, **(settings or {})}
+    errors += _set_errors(knob, sets or [], base)
+    base.setdefault("probe_steps", guard.probe_steps)
+    if isinstance(base["probe_steps"], int):
+        base.setdefault("max_steps", max(1, base["probe_steps"]))
+    candidates, notes = _candidates(knob, values, first, last, base, errors)
+    out = _output_dir(knob, budget_gib, base, output_dir, errors)
+    if errors:
+        raise SolveError(errors)
+    spec = TrialSpec(**base)
+    guard = GuardSettings(budget_gib, guard.margin_gib, guard.sample_hz, guard.timeout_s, spec.probe_steps)
+    return SolveRequest(knob, candidates, spec, guard, out, notes)
+
+
+def _set_errors(knob: str, sets: list[str], base: dict[str, Any]) -> list[str]:
+    """Errors of --set items; the good ones go into base."""
+    errors = []
+    for item in sets:
+        key, eq, text = item.partition("=")
+        key = key.strip()
+        if not eq:
+            errors.append(f"--set {item}: expected KNOB=VALUE (a YAML value), e.g. --set lora_r=8")
+        elif key == knob:
+            errors.append(
+                f"--set {item}: {knob} is the setting --maximize searches; give its candidates with "
+                "--values or --from/--to instead"
+            )
+        elif key == "memory_budget_gib":
+            errors.append(f"--set {item}: the budget is --budget-gib; give it there and drop this --set")
+        elif key in BOOKKEEPING:
+            errors.append(f"--set {item}: {key} is set by rlsweep for each trial; remove it")
+        elif key not in KNOBS:
+            errors.append(f"--set {item}: unknown trial setting {key!r}; {did_you_mean(key, SWEEP_KNOBS)}")
+        else:
+            try:
+                value = yaml_data(text, "--set") if text else None
+            except SweepError as exc:
+                errors += [f"--set {item}: {error}" for error in exc.errors]
+                continue
+            problem = bound_problem(key, value) or check_value(key, value)
+            if problem:
+                errors.append(f"--set {item}: {key} {problem}")
+            else:
+                base[key] = value
+    return errors
+
+
+def _candidates(
+    knob: str, values: list[int] | None, first: int | None, last: int | None, base: dict, errors: list[str]
+) -> tuple[list[int], list[str]]:
+    """(candidates, notes): --values checked, or the ladder with the values no trial can hold left out."""
+    given = values is not None
+    if given and (first is not None or last is not None):
+        errors.append("--values with --from/--to: give the candidates one way, a list or a ladder")
+        return [], []
+    if given and not values:
+        errors.append("--values: no candidates; give at least one value, e.g. --values 2 4 8")
+        return [], []
+    if given:
+        flags = [(f"--values {v}", v) for v in values]
+    else:
+        first = LADDERS[knob][0] if first is None else first
+        last = LADDERS[knob][1] if last is None else last
+        flags = [("--from", first), ("--to", last)]
+    bad = [
+        f"{flag}: {knob} {p}" for flag, v in flags if (p := bound_problem(knob, v) or check_value(knob, v))
+    ]
+    if bad:
+        errors += bad
+        return [], []
+    if not given and first > last:
+        errors.append(f"--from {first} is above --to {last}; give --from at most --to")
+        return [], []
+    candidates = sorted(set(values)) if given else ladder(first, last)
+    if errors:
+        return candidates, []  # the trial's own rules need well-formed settings and budget
+    problems = {v: TrialSpec(**{**base, knob: v}).problems() for v in candidates}
+    shared = set.intersection(*(set(p) for p in problems.values()))
+    errors += sorted(shared)  # wrong whatever the candidate: a setting's own problem
+    notes = []
+    for v in candidates:
+        own = [p for p in problems[v] if p not in shared]
+        if own and given:
+            errors += [f"--values {v}: {p}" for p in own]
+        elif own:
+            notes.append(f"{SYMBOLS[knob]}={v} left out of the ladder: {own[0]}")
+    kept = [v for v in candidates if not problems[v]]
+    if not kept and not given and not shared:
+        errors.append(
+            f"--from/--to: no candidate of the ladder {candidates} can run ({notes[0]}); give others"
+        )
+    return kept, notes
+
+
+def _output_dir(knob: str, budget_gib: float, base: dict, output_dir: str | None, errors: list[str]) -> Path:
+    spec = TrialSpec()
+    framework, mode = base.get("framework", spec.framework), base.get("mode", spec.mode)
+    model = model_short(str(base.get("model", spec.model)))
+    text = output_dir or str(
+        Path("outputs") / "solve" / f"{knob}-{framework}-{mode}-{model}-{budget_gib:g}gib"
+    )
+    location = output_location(text)
+    if not isinstance(location, Path):
+        errors.append(f"--output-dir {text}: solve runs its trials on this machine; give a local folder")
+        return Path(".")
+    errors += [f"--output-dir: {p}" for p in output_dir_problems(text, location)]
+    return location
+
+
+# ------------------------------------------------------------------------------------------------
+# Real probe trials
+# ------------------------------------------------------------------------------------------------
+def predicted_guess(predictions: list[Prediction], budget_gib: float) -> int | None:
+    """The index of the largest candidate whose predicted peak is within the budget (0 when every
+    candidate with a number is predicted over it), or None when no candidate has one."""
+    known = [i for i, p in enumerate(predictions) if p.unknown is None]
+    if not known:
+        return None
+    return max((i for i in known if predictions[i].peak_gib <= budget_gib), default=0)
+
+
+def run_solve(request: SolveRequest, *, say: Callable[[str], None] = print) -> Answer:
+    """Search request.values with real probe trials, recorded in request.output_dir (its lock held
+    throughout); writes solve.json with the answer. The first probe is the candidate the memory model
+    (fitted on the output dir's trials; the prior before any) predicts as the largest that fits, and
+    each trial's row records the prediction made just before it ran."""
+    out = request.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+    budget = request.guard.budget_gib
+    symbol = SYMBOLS[request.knob]
+    specs = {v: request.spec(v) for v in request.values}
+    with output_dir_lock(out):
+        ledger = TrialsTable(out / "trials.parquet")
+        known = {
+            v: measured_from_row(v, ledger.rows[s.trial_key], budget)
+            for v, s in specs.items()
+            if s.trial_key in ledger.rows and ledger.rows[s.trial_key]["status"] != STOPPED
+        }
+        if known:
+            say(f"resuming {out}: already measured {', '.join(f'{symbol}={v}' for v in sorted(known))}")
+        forecast = Forecast(ledger.rows)
+        predictions = [forecast.model().predict(specs[v]) for v in request.values]
+        for value, prediction in zip(request.values, predictions, strict=True):
+            say(
+                f"{symbol}={value}: {prediction.describe()}, {prediction.verdict(budget)} ({prediction.basis})"
+            )
+        guess = predicted_guess(predictions, budget)
+        recorder = Recorder(specs.values(), [StepsFiles(out), Ledger(ledger)], predictions=forecast.made)
+
+        def measure(value: int) -> Measured:
+            spec = specs[value]
+            say(f"probe {symbol}={value}: trial {spec.trial_key}, {forecast.before(spec).describe()}")
+            recorder.start(spec.trial_key)
+            try:
+                result = run_trial(
+                    spec,
+                    trial_dir=out / "trials" / spec.trial_key,
+                    guard=request.guard,
+                    on_event=lambda kind, row: recorder.step(spec.trial_key, row) if kind == STEP else None,
+                    cpus=spec.num_threads,
+                )
+            except KeyboardInterrupt:
+                recorder.stop_running("interrupted (Ctrl-C); a resumed solve runs it again")
+                raise
+            recorder.end(spec.trial_key, result)
+            found = measured_from_row(value, ledger.rows[spec.trial_key], budget)
+            verdict = {True: "fits", False: "does not fit", None: "no memory answer"}[found.fits]
+            say(f"  {found.status}, peak {_gib(found.peak_gib)}: {verdict}")
+            return found
+
+        answer = search(request.knob, request.values, measure, budget, known, guess)
+        if answer.fit is not None and answer.above is None:
+            answer.beyond = _beyond(request, forecast, budget)
+        (out / "solve.json").write_text(json.dumps(answer.to_dict(), indent=2))
+    return answer
+
+
+def _beyond(request: SolveRequest, forecast: Forecast, budget_gib: float) -> str | None:
+    """The next doubling above the last candidate, predicted with its interval (None when no trial
+    could hold it)."""
+    value = request.values[-1] * 2
+    spec = request.spec(value)
+    if spec.problems():
+        return None
+    prediction = forecast.model().predict(spec)
+    return (
+        f"{SYMBOLS[request.knob]}={value}, not measured: {prediction.describe()} from "
+        f"{prediction.n_fitted} measured trial(s), {prediction.verdict(budget_gib)} in {budget_gib:g} GiB"
+    )

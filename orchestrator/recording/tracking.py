@@ -1,0 +1,472 @@
+"""MLflow sink: a recorder sink (orchestrator/recording/recorder.py) in the driver; trainers and supervisors never
+talk to tracking.
+
+One experiment per sweep (created once here, tagged as a model-development experiment so MLflow's UI
+opens it on its runs), a parent run per output dir, one nested run per trial (tag mlflow.parentRunId,
+tag rlsweep.trial_key, a short name such as `unsloth·gspo·k8·b2`: run_name). Step metrics go in one
+log_batch call per step. A run gets the tag `rlsweep.complete=true` as its last write; a run without it
+is an interrupted attempt and is deleted before the trial's run is made again, so every trial_key has
+exactly one run.
+
+Metric names, one per figure (README: MLflow):
+  trial run  step/<steps.parquet column>  a curve over steps (step/tokens_per_s, step/rss_peak_gib, ...)
+             <figure>                     the trial's figures, logged once at its end:
+                                          orchestrator.views.report.summary_metrics's names and wall_s
+  sweep run  trials/<status>              how many trials ended so
+             best/<figure>                the best completed trial's figure (highest speed, lowest peak)
+
+Tracking never fails a sweep: the first error disables the sink with a warning; Parquet is the source
+of truth and `rlsweep sync-mlflow OUTPUT_DIR` logs what is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestrator.recording.outcome import COMPLETED, NO_GPU, PRUNED, STOPPED, UNAVAILABLE
+from orchestrator.recording.sinks import normalize_step, steps_path
+from orchestrator.recording.storage import StoragePath
+from trainers.spec import BOOKKEEPING, TrialSpec
+
+TRIAL_KEY_TAG = "rlsweep.trial_key"
+COMPLETE_TAG = "rlsweep.complete"
+ROLE_TAG = "rlsweep.role"
+OUTPUT_TAG = "rlsweep.output_dir"
+# Bookkeeping knobs and the model cache are not run parameters, except the sweep's name (a run filter).
+PARAM_SKIP = (*(k for k in BOOKKEEPING if k != "sweep"), "model_cache_dir")
+METRIC_SKIP = ("trial_key", "step", "probe", "extra", "t_start", "t_end")
+STEP_PREFIX = "step/"
+# MLflow's UI opens an experiment of this kind on its runs table, not on the GenAI overview.
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
+# Trials that never ran (pruned, no node could host them) or were cut short: MLflow's KILLED, read as
+# "skipped" with the tag SKIPPED_TAG; FAILED stays for trials that ran and broke (oom, failed).
+KILLED_STATUSES = (PRUNED, UNAVAILABLE, STOPPED)
+SKIPPED_TAG = "rlsweep.skipped"
+# The axes a run name always shows (run_name); other grid axes appear when they vary.
+NAMED_AXES = ("framework", "mode", "model", "num_generations", "batch_size")
+# best/<figure> on the sweep's run: the figure and whether higher is better.
+BEST = {"median_tokens_per_s": True, "median_step_s": False, "peak_memory_gib": False, "final_reward": True}
+
+VERDICT_TAGS = ("training_verdict", "training_verdict_detail")
+
+
+def _quiet_mlflow_env() -> None:
+    # A dead server must cost seconds, not MLflow's default minutes of retries.
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    # MLflow's INFO lines (database set-up, migrations) are not rlsweep's output.
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _artifact_location(uri: str) -> str | None:
+    """Artifacts of a sqlite store live next to the database, not in ./mlruns of whatever the cwd is."""
+    if uri.startswith("sqlite:///"):
+        return (Path(uri[len("sqlite:///") :]).parent / "mlartifacts").resolve().as_uri()
+    return None
+
+
+def step_metrics(stored: dict[str, Any]) -> dict[str, float]:
+    """A step's MLflow metrics (step/<column>) from its steps-file row (orchestrator.recording.sinks.normalize_step's
+    shape), with the numbers kept in `extra` among them: a run logged live and one logged by sync-mlflow
+    get the same."""
+    row = {**json.loads(stored.get("extra") or "{}"), **stored}
+    return {
+        STEP_PREFIX + k: float(v)
+        for k, v in row.items()
+        if k not in METRIC_SKIP and isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+    }
+
+
+def trial_figures(row: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, float]:
+    """A trial's figures for its run: orchestrator.views.report.summary_metrics of its row and step rows (so the
+    run and summary.csv agree), and its wall time."""
+    import pandas as pd
+
+    from orchestrator.views.report import summary_metrics
+
+    frame = pd.DataFrame([normalize_step(row["trial_key"], s) for s in steps]) if steps else None
+    figures = summary_metrics(row, frame)
+    if row.get("wall_s") is not None:
+        figures["wall_s"] = float(row["wall_s"])
+    return figures
+
+
+def varying_axes(resolved_yaml: str) -> list[str]:
+    """The grid axes of a sweep (its resolved YAML) that take more than one value."""
+    data = yaml.safe_load(resolved_yaml) or {}
+    grid = data.get("grid") if isinstance(data, dict) and isinstance(data.get("grid"), dict) else {}
+    return [k for k, v in grid.items() if isinstance(v, list) and len(v) > 1]
+
+
+def _short_model(model: str) -> str:
+    return model.removeprefix("random:").rstrip("/").rsplit("/", 1)[-1]
+
+
+def run_name(spec: TrialSpec, varying: list[str]) -> str:
+    """A trial run's short name: stack, mode, K and B always (`unsloth·gspo·k8·b2`); the model when the
+    sweep has several; `axis=value` for each other grid axis that varies, so names stay distinct."""
+    parts = [spec.framework, spec.mode]
+    if "model" in varying:
+        parts.append(_short_model(spec.model))
+    parts += [f"k{spec.num_generations}", f"b{spec.batch_size}"]
+    for axis in varying:
+        if axis not in NAMED_AXES:
+            value = getattr(spec, axis)
+            parts.append(f"{axis}={json.dumps(value) if isinstance(value, (dict, list)) else value}")
+    return "·".join(parts)
+
+
+def trial_params(spec: TrialSpec) -> dict[str, str]:
+    """A trial run's params: its knobs (not bookkeeping, not unset ones) and BxK, completions per step
+    (absent with grad_accum, where batch_size counts completions, not prompts)."""
+    params = {
+        k: json.dumps(v) if isinstance(v, (dict, list)) else str(v)
+        for k, v in spec.to_dict().items()
+        if k not in PARAM_SKIP and v is not None
+    }
+    if spec.grad_accum is None:
+        params["BxK"] = str(spec.batch_size * spec.num_generations)
+    return params
+
+
+def sweep_params(resolved_yaml: str) -> dict[str, str]:
+    """The sweep's settings as params of its run: dotted keys (grid.num_generations, memory.budget_gib),
+    lists and mappings of values as JSON, unset settings left out."""
+    params: dict[str, str] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict) and value and prefix not in ("task_args", "fixed.task_args"):
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), inner)
+        elif value is not None and value != {}:
+            params[prefix] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+
+    walk("", yaml.safe_load(resolved_yaml) or {})
+    return params
+
+
+def version_tags(row: dict[str, Any]) -> dict[str, str]:
+    """version.<package> tags from a trial row's `versions` (the trainer's stack)."""
+    versions = json.loads(row.get("versions") or "null") or {}
+    return {f"version.{name}": str(v) for name, v in versions.items() if v is not None}
+
+
+def runs_url(uri: str, experiment_id: str) -> str:
+    """Where the experiment's runs table is: on the tracking server, or on `make ui` for a sqlite store."""
+    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+    return f"{base}/#/experiments/{experiment_id}/runs"
+
+
+class MlflowSink:
+    """goes_on: what the warning of a failure says carries on without MLflow (the verb's own work)."""
+
+    def __init__(
+        self,
+        uri: str,
+        experiment: str,
+        output_dir: StoragePath,
+        sweep_name: str,
+        goes_on: str = "the sweep goes on",
+    ):
+        self.uri = uri
+        self.experiment = experiment
+        self.root = output_dir
+        self.output_dir = str(output_dir)
+        self.sweep_name = sweep_name
+        self.enabled = True
+        self.client = None
+        self.experiment_id: str | None = None
+        self.parent_id: str | None = None
+        self.runs: dict[str, str] = {}  # trial_key -> run id of the attempt in progress
+        self.varying: list[str] = []  # the sweep's grid axes with several values (run_name)
+        self.goes_on = goes_on
+        self.error: str | None = None
+
+    # -- failure policy ---------------------------------------------------------------------------
+    def _guard(self, what: str, fn, *args, **kwargs):
+        if not self.enabled:
+            return None
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            self.enabled = False
+            self.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            print(
+                f"warning: MLflow ({self.uri}) failed during {what}: {self.error}. {self.goes_on.capitalize()}"
+                f" without it; Parquet has everything. Later: rlsweep sync-mlflow {self.output_dir}",
+                file=sys.stderr,
+            )
+            return None
+
+    # -- sweep --------------------------------------------------------------------------------------
+    def start_sweep(self, resolved_yaml: str) -> None:
+        self._guard("start", self._start_sweep, resolved_yaml)
+
+    def _start_sweep(self, resolved_yaml: str) -> None:
+        _quiet_mlflow_env()
+        from mlflow.entities import Param
+        from mlflow.tracking import MlflowClient
+
+        if self.uri.startswith("sqlite:///"):
+            Path(self.uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+        self.client = MlflowClient(tracking_uri=self.uri)
+        exp = self.client.get_experiment_by_name(self.experiment)
+        self.experiment_id = (
+            exp.experiment_id
+            if exp
+            else self.client.create_experiment(
+                self.experiment, artifact_location=_artifact_location(self.uri)
+            )
+        )
+        if not exp or exp.tags.get(EXPERIMENT_KIND[0]) != EXPERIMENT_KIND[1]:
+            self.client.set_experiment_tag(self.experiment_id, *EXPERIMENT_KIND)
+        self.varying = varying_axes(resolved_yaml)
+        parent = self._find_parent()
+        if parent:
+            self.parent_id = parent
+            self.client.update_run(self.parent_id, status="RUNNING")
+        else:
+            run = self.client.create_run(
+                self.experiment_id,
+                run_name=self.sweep_name,
+                tags={ROLE_TAG: "sweep", OUTPUT_TAG: self.output_dir, "rlsweep.sweep": self.sweep_name},
+            )
+            self.parent_id = run.info.run_id
+        # Params cannot change: a resumed sweep's run keeps the values it has and gains new settings only.
+        logged = self.client.get_run(self.parent_id).data.params
+        params = [Param(k, v) for k, v in sweep_params(resolved_yaml).items() if k not in logged]
+        self._log_params(self.parent_id, params)
+        self.client.log_text(self.parent_id, resolved_yaml, "sweep.yaml")
+
+    def _log_params(self, run_id: str, params: list) -> None:
+        for i in range(0, len(params), 100):  # MLflow takes at most 100 params per batch
+            self.client.log_batch(run_id, params=params[i : i + 100])
+
+    def runs_url(self) -> str | None:
+        """The experiment's runs table in MLflow's UI (None before the sweep's run is found)."""
+        return runs_url(self.uri, self.experiment_id) if self.experiment_id else None
+
+    def end_sweep(self, counts: dict[str, int], interrupted: bool) -> None:
+        def end():
+            self.client.log_batch(
+                self.parent_id,
+                metrics=[_metric(f"trials/{k}", v) for k, v in counts.items()],
+            )
+            self.client.set_terminated(self.parent_id, status="KILLED" if interrupted else "FINISHED")
+
+        self._guard("end of sweep", end)
+
+    # -- trials -------------------------------------------------------------------------------------
+    def _existing(self, key: str) -> list:
+        return self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`{TRIAL_KEY_TAG}` = '{key}' and tags.`mlflow.parentRunId` = '{self.parent_id}'",
+        )
+
+    def has_complete_run(self, key: str) -> bool:
+        runs = self._guard("search", self._existing, key) or []
+        return any(r.data.tags.get(COMPLETE_TAG) == "true" for r in runs)
+
+    @classmethod
+    def for_output(cls, output_dir: Path, goes_on: str = "the report is written") -> MlflowSink | None:
+        """The sink of the sweep that wrote output_dir (its sweep.yaml), or None when it tracks nothing or
+        its sqlite store does not exist: a reader of a sweep creates no store (say so on stderr)."""
+        from orchestrator.spec.sweep import SweepError, load_sweep
+
+        resolved = output_dir / "sweep.yaml"
+        if not resolved.exists():
+            return None
+        try:
+            sweep = load_sweep(str(resolved), [])
+        except SweepError:
+            return None
+        if not sweep.tracking.enabled:
+            return None
+        out = output_dir.resolve()
+        uri = sweep.tracking_uri(out)
+        if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).exists():
+            print(
+                f"note: no MLflow store at {uri}, so nothing goes to MLflow; {goes_on} without it "
+                f"(`rlsweep sync-mlflow {out}` makes the store and logs the sweep)",
+                file=sys.stderr,
+            )
+            return None
+        return cls(uri, sweep.experiment_name(), out, sweep.name, goes_on)
+
+    # -- recorder sink ------------------------------------------------------------------------------
+    def on_start(self, spec: TrialSpec) -> None:
+        self._guard("trial start", self._trial_started, spec)
+
+    def _trial_started(self, spec: TrialSpec) -> None:
+        from mlflow.entities import Param
+
+        for old in self._existing(spec.trial_key):  # interrupted attempts or a completed run being replaced
+            self.client.delete_run(old.info.run_id)
+        run = self.client.create_run(
+            self.experiment_id,
+            run_name=run_name(spec, self.varying),
+            tags={
+                "mlflow.parentRunId": self.parent_id,
+                TRIAL_KEY_TAG: spec.trial_key,
+                "framework": spec.framework,
+                "mode": spec.mode,
+                "model": spec.model,
+                "status": "running",
+            },
+        )
+        self.runs[spec.trial_key] = run.info.run_id
+        self._log_params(run.info.run_id, [Param(k, v) for k, v in trial_params(spec).items()])
+
+    def on_step(self, spec: TrialSpec, row: dict[str, Any]) -> None:
+        run_id = self.runs.get(spec.trial_key)
+        if run_id:
+            self._guard("step logging", self._log_step, run_id, normalize_step(spec.trial_key, row))
+
+    def _log_step(self, run_id: str, row: dict[str, Any]) -> None:
+        """row: a steps-file row, as the live path (on_step) and sync-mlflow (log_whole_trial) both give."""
+        step = int(row.get("step") or 0)
+        stamp = int(1000 * (row.get("t_end") or time.time()))
+        metrics = [_metric(k, v, step, stamp) for k, v in step_metrics(row).items()]
+        if metrics:
+            self.client.log_batch(run_id, metrics=metrics)
+
+    def on_end(self, spec: TrialSpec, row: dict[str, Any], steps: list[dict[str, Any]]) -> None:
+        run_id = self.runs.pop(spec.trial_key, None)
+        path = steps_path(self.root, spec)
+        steps_file = path if isinstance(path, Path) else None  # MLflow uploads local files only
+        if run_id:
+            self._guard("trial end", self._trial_finished, run_id, row, steps, steps_file)
+
+    def _trial_finished(
+        self, run_id: str, row: dict[str, Any], steps: list[dict[str, Any]], steps_file: Path | None
+    ) -> None:
+        from mlflow.entities import RunTag
+
+        from orchestrator.views.report import prediction_metrics
+
+        figures = [_metric(k, v) for k, v in trial_figures(row, steps).items()]
+        figures += [_metric(k, v) for k, v in prediction_metrics(row).items()]  # when one was made
+        detail = (row.get("status_detail") or "")[:5000]
+        tags = {"status": row["status"], "status_detail": detail, "gpu": row.get("gpu_name") or NO_GPU}
+        tags |= version_tags(row)
+        for name in VERDICT_TAGS:  # a completed trial's training verdict (orchestrator/judging/verdict.py)
+            if row.get(name):
+                tags[name] = row[name][:5000]
+        if row["status"] in KILLED_STATUSES:
+            tags[SKIPPED_TAG] = "true"
+            tags["mlflow.note.content"] = f"{row['status']}: {detail}"  # the run page's description
+        self.client.log_batch(run_id, metrics=figures, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        if steps_file is not None and steps_file.exists():
+            self.client.log_artifact(run_id, str(steps_file))
+        if row.get("effective_config"):
+            self.client.log_text(run_id, row["effective_config"], "effective_config.json")
+        self.client.set_tag(run_id, COMPLETE_TAG, "true")
+        self.client.set_terminated(run_id, status=run_status(row["status"]))
+
+    def log_report(self, paths: dict, outputs: Any) -> None:
+        """At a sweep's end: the report (write_report's paths) on the parent run, with the best completed
+        trial's figures as best/<figure> (outputs: orchestrator.views.report.load_outputs)."""
+        self._guard("report", self._log_report, paths, outputs)
+
+    def _log_report(self, paths: dict, outputs: Any) -> None:
+        from orchestrator.views.report import prediction_pairs, prediction_summary
+
+        if self.parent_id is None:
+            self._start_sweep_lookup()
+        for key in ("summary_csv", "report_html", "report_md", "prediction_errors_csv"):
+            if paths.get(key):
+                self.client.log_artifact(self.parent_id, str(paths[key]))
+        errors = prediction_summary(prediction_pairs(outputs.trials, outputs.steps))
+        if errors:
+            self.client.log_batch(self.parent_id, metrics=[_metric(k, v) for k, v in errors.items()])
+        for plot in paths.get("plots", []):
+            self.client.log_artifact(self.parent_id, str(plot), artifact_path="plots")
+        best = [_metric(f"best/{k}", v) for k, v in best_figures(outputs).items()]
+        if best:
+            self.client.log_batch(self.parent_id, metrics=best)
+
+    def _start_sweep_lookup(self) -> None:
+        _quiet_mlflow_env()
+        from mlflow.tracking import MlflowClient
+
+        self.client = MlflowClient(tracking_uri=self.uri)
+        exp = self.client.get_experiment_by_name(self.experiment)
+        if exp is None:
+            raise LookupError(f"experiment {self.experiment!r} not found; run `rlsweep sync-mlflow` first")
+        self.experiment_id = exp.experiment_id
+        self.parent_id = self._find_parent()
+        if self.parent_id is None:
+            raise LookupError(f"no sweep run for {self.output_dir}; run `rlsweep sync-mlflow` first")
+
+    def _find_parent(self) -> str | None:
+        """The sweep's parent run: one per output dir, so a resumed sweep reuses it."""
+        parents = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`{ROLE_TAG}` = 'sweep' and tags.`{OUTPUT_TAG}` = '{self.output_dir}'",
+        )
+        return parents[0].info.run_id if parents else None
+
+    def log_whole_trial(
+        self, spec: TrialSpec, row: dict[str, Any], steps: list[dict], steps_file: Path
+    ) -> None:
+        """sync-mlflow: a trial's run from its Parquet rows, in one go."""
+
+        def log():
+            self._trial_started(spec)
+            run_id = self.runs[spec.trial_key]
+            for step_row in steps:
+                self._log_step(run_id, step_row)
+            self.runs.pop(spec.trial_key)
+            self._trial_finished(run_id, row, steps, steps_file)
+
+        self._guard(f"sync of {spec.trial_key}", log)
+
+
+def run_status(status: str) -> str:
+    """MLflow's run status for a trial's: FINISHED, KILLED (skipped or cut short) or FAILED."""
+    return "FINISHED" if status == COMPLETED else "KILLED" if status in KILLED_STATUSES else "FAILED"
+
+
+def best_figures(outputs: Any) -> dict[str, float]:
+    """best/<figure> of the sweep's run: over completed trials, the highest or lowest of each figure (BEST)."""
+    from orchestrator.views.report import summary_metrics
+
+    done = outputs.trials[outputs.trials["status"] == COMPLETED]
+    figures = [summary_metrics(trial, outputs.steps) for _, trial in done.iterrows()]
+    best = {}
+    for name, higher in BEST.items():
+        values = [f[name] for f in figures if f.get(name) is not None]
+        if values:
+            best[name] = max(values) if higher else min(values)
+    return best
+
+
+def _metric(key: str, value: float, step: int = 0, stamp: int | None = None):
+    from mlflow.entities import Metric
+
+    return Metric(key, float(value), stamp or int(time.time() * 1000), step)
+
+
+def print_runs_urls(uri: str) -> None:
+    """Each rlsweep experiment's runs table in a store, as `make ui` serves it (nothing for a missing store)."""
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).exists():
+        print(f"no MLflow store at {uri} yet: `make sweep` makes one")
+        return
+    _quiet_mlflow_env()
+    from mlflow.tracking import MlflowClient
+
+    for exp in MlflowClient(uri).search_experiments():
+        if exp.tags.get(EXPERIMENT_KIND[0]) == EXPERIMENT_KIND[1]:
+            print(f"{exp.name}: {runs_url('http://127.0.0.1:5000', exp.experiment_id)}")

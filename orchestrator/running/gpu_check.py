@@ -1,0 +1,259 @@
+"""`make gpu-check`: the first thing to run on a new GPU. A fixed short comparison of the two stacks
+(TRL and Unsloth, GRPO and GSPO, random-weight Qwen2.5-1.5B-Instruct, QLoRA NF4, K=4, B=2, 10 steps),
+one trial at a time through the trial supervisor, printed as one table: peak memory (NVML for the
+whole process, torch's allocator), tokens/s and step time per stack and mode.
+
+Medians skip the first step, which pays for warm-up (CUDA context, kernel compilation, caches).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.recording.outcome import COMPLETED
+from orchestrator.running.guard import GuardSettings
+from trainers.spec import TrialSpec
+
+FRAMEWORKS = ("trl", "unsloth")
+MODES = ("grpo", "gspo")
+CHECK = {
+    "model": "random:Qwen/Qwen2.5-1.5B-Instruct",
+    "quantization": "nf4",
+    "num_generations": 4,
+    "batch_size": 2,
+    "max_steps": 10,
+}
+TRIAL_TIMEOUT_S = 1200.0
+
+
+@dataclass
+class Row:
+    framework: str
+    mode: str
+    status: str
+    detail: str
+    gpu_name: str | None
+    steps: int
+    device_peak_gib: float | None  # NVML: everything the process holds on the GPU
+    torch_peak_reserved_gib: float | None  # torch's caching allocator, reserved
+    torch_peak_allocated_gib: float | None  # torch's tensors
+    tokens_per_s: float | None  # median, prompt + completion tokens per step second
+    step_s: float | None  # median
+    gen_s: float | None  # median time in generation per step
+
+
+def check_specs(output_dir: Path) -> list[TrialSpec]:
+    return [
+        TrialSpec(
+            framework=framework,
+            mode=mode,
+            trial_key=f"{framework}-{mode}",
+            sweep="gpu-check",
+            output_dir=str(output_dir / f"{framework}-{mode}"),
+            **CHECK,
+        )
+        for framework in FRAMEWORKS
+        for mode in MODES
+    ]
+
+
+def gpu_problem() -> str | None:
+    """Why this host cannot run the check (no NVIDIA GPU visible to NVML), or None."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception as exc:  # noqa: BLE001 - any NVML failure means no usable GPU here
+        return f"no NVIDIA GPU found (NVML: {exc})"
+    return None if count else "no NVIDIA GPU found (NVML sees 0 devices)"
+
+
+def _median(values: list[float | None]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _peak(values: list[float | None]) -> float | None:
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
+
+
+def summarize(framework: str, mode: str, result: dict[str, Any]) -> Row:
+    """One table row from a trial result (orchestrator.running.supervisor.TrialResult.to_dict())."""
+    steps = result.get("steps") or []
+    timed = steps[1:] if len(steps) > 1 else steps  # the first step pays for warm-up
+    peak = result.get("peak") or {}
+    return Row(
+        framework=framework,
+        mode=mode,
+        status=result["status"],
+        detail=result.get("status_detail") or "",
+        gpu_name=(result.get("started") or {}).get("gpu_name"),
+        steps=len(steps),
+        device_peak_gib=_peak([peak.get("device_peak_gib"), *(s.get("device_peak_gib") for s in steps)]),
+        torch_peak_reserved_gib=_peak([s.get("torch_peak_reserved_gib") for s in steps]),
+        torch_peak_allocated_gib=_peak([s.get("torch_peak_allocated_gib") for s in steps]),
+        tokens_per_s=_median([s.get("tokens_per_s") for s in timed]),
+        step_s=_median([s.get("step_s") for s in timed]),
+        gen_s=_median([s.get("gen_s") for s in timed]),
+    )
+
+
+def ratios(rows: list[Row]) -> dict[str, dict[str, float | None]]:
+    """Per mode, Unsloth relative to TRL: peak NVML memory and tokens/s (None where either is missing)."""
+    by_key = {(r.framework, r.mode): r for r in rows}
+    out = {}
+    for mode in sorted({r.mode for r in rows}):
+        trl, unsloth = by_key.get(("trl", mode)), by_key.get(("unsloth", mode))
+        if trl is None or unsloth is None:
+            continue
+        out[mode] = {
+            "memory": _ratio(unsloth.device_peak_gib, trl.device_peak_gib),
+            "speed": _ratio(unsloth.tokens_per_s, trl.tokens_per_s),
+        }
+    return out
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+HEADERS = (
+    "stack",
+    "mode",
+    "status",
+    "steps",
+    "peak NVML GiB",
+    "peak torch reserved GiB",
+    "peak torch allocated GiB",
+    "tokens/s",
+    "step s",
+    "gen s",
+)
+
+
+def cells(r: Row) -> list[str]:
+    return [
+        r.framework,
+        r.mode,
+        r.status,
+        str(r.steps),
+        _fmt(r.device_peak_gib),
+        _fmt(r.torch_peak_reserved_gib),
+        _fmt(r.torch_peak_allocated_gib),
+        _fmt(r.tokens_per_s, 1),
+        _fmt(r.step_s),
+        _fmt(r.gen_s),
+    ]
+
+
+def title(rows: list[Row]) -> str:
+    gpus = sorted({r.gpu_name for r in rows if r.gpu_name})
+    setup = f"{CHECK['model']}, nf4, K={CHECK['num_generations']}, B={CHECK['batch_size']}, {CHECK['max_steps']} steps"
+    return f"GPU check on {', '.join(gpus) or 'unknown GPU'}: {setup}"
+
+
+def build_table(rows: list[Row]) -> Table:
+    table = Table(title=title(rows))
+    for header in HEADERS:
+        table.add_column(header, justify="left" if header in ("stack", "mode", "status") else "right")
+    for r in rows:
+        table.add_row(*cells(r))
+    table.caption = "\n".join(notes(rows))
+    return table
+
+
+def markdown_table(rows: list[Row]) -> str:
+    """The same table as Markdown, for docs/gpu-results.md."""
+    lines = [f"**{title(rows)}**", "", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    lines += ["| " + " | ".join(cells(r)) + " |" for r in rows]
+    return "\n".join([*lines, "", *(f"- {n}" for n in notes(rows))]) + "\n"
+
+
+def notes(rows: list[Row]) -> list[str]:
+    out = [
+        f"{mode}: Unsloth/TRL peak memory x{_fmt(v['memory'])}, tokens/s x{_fmt(v['speed'])}"
+        if v["memory"] is not None or v["speed"] is not None
+        else f"{mode}: no Unsloth/TRL ratio (a stack has no measurement)"
+        for mode, v in ratios(rows).items()
+    ]
+    # A failed trial's detail carries a stderr tail: one line, bounded, so the table stays readable.
+    out += [
+        f"{r.framework} {r.mode}: {r.status}: {' '.join(r.detail.split())[:300]}"
+        for r in rows
+        if r.status != COMPLETED
+    ]
+    return ["medians over steps 2..N (step 1 is warm-up); '-' = not measured", *out]
+
+
+def run_check(specs: list[TrialSpec], timeout_s: float, console: Console) -> list[Row]:
+    """Each trial in turn, through the supervisor (child process, memory sampler, budget, timeout)."""
+    from orchestrator.running.supervisor import run_trial
+
+    rows = []
+    for spec in specs:
+        console.print(
+            f"[bold]{spec.framework} {spec.mode}[/bold]: {spec.max_steps} steps of {spec.model} ..."
+        )
+        guard = GuardSettings(timeout_s=timeout_s, probe_steps=spec.probe_steps)
+        result = run_trial(spec, trial_dir=spec.output_dir, guard=guard).to_dict()
+        row = summarize(spec.framework, spec.mode, result)
+        console.print(f"  {row.status} in {result.get('wall_s', 0):.0f} s")
+        rows.append(row)
+    return rows
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """gpu-check's options, shared by `rlsweep gpu-check` and `python -m orchestrator.running.gpu_check`."""
+    parser.add_argument(
+        "--output-dir", default="outputs/gpu-check", help="where trials and results go (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=TRIAL_TIMEOUT_S, help="seconds per trial (default: %(default)g)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="rlsweep gpu-check", description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console()
+    problem = gpu_problem()
+    if problem:
+        console.print(
+            f"gpu-check compares the stacks on an NVIDIA GPU: {problem}. Run it on a GPU host; "
+            "on this one, `make sweep` runs the CPU smoke sweep (sweeps/cpu-smoke.yaml)."
+        )
+        return 2
+    output_dir = Path(args.output_dir)
+    rows = run_check(check_specs(output_dir), args.timeout, console)
+    console.print(build_table(rows))
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / "results.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
+    (output_dir / "results.md").write_text(markdown_table(rows))
+    console.print(f"results: {output_dir / 'results.json'}, {output_dir / 'results.md'}")
+    return 0 if all(r.status == COMPLETED for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""When a speed-phase trial has told all it will: its peak memory stopped growing and its median
+throughput is known closely enough. Pure functions over step rows (docs/schema.md's steps columns), so
+the supervisor's settled stop and a test judge alike. Imports nothing of the project but outcome.py.
+
+Settled at step s when, over the steps after the probe steps up to s:
+  - peak memory (outcome.peak_memory of each step) has not risen above the highest earlier reading by
+    more than `growth_tolerance` (relative) for the last `steps` steps, and
+  - the median of tokens_per_s (reported on the steps that close a generation cycle) has a bootstrap
+    confidence interval (scipy.stats.bootstrap, percentile method, a fixed seed) at `confidence` whose
+    half-width is at most `half_width` of the median.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.recording.outcome import peak_memory
+
+MIN_SPEEDS = 3  # a median's interval needs a few readings before it means anything
+BOOTSTRAP_RESAMPLES = 999
+BOOTSTRAP_SEED = 0
+
+
+@dataclass(frozen=True)
+class SettleSettings:
+    """The settled stop's thresholds (the sweep's `stop:` section; orchestrator/spec/sweep.py describes each)."""
+
+    steps: int = 5
+    half_width: float = 0.1
+    confidence: float = 0.9
+    growth_tolerance: float = 0.01
+
+
+DEFAULTS = SettleSettings()
+
+
+def warm_up() -> None:
+    """Import scipy.stats in a background thread: it takes seconds on a loaded host, and the first
+    settled check must not hold the supervisor's loop while the trainer runs on."""
+    threading.Thread(target=importlib.import_module, args=("scipy.stats",), daemon=True).start()
+
+
+def _speeds(steps: Sequence[Mapping[str, Any]]) -> list[float]:
+    values = []
+    for row in steps:
+        value = row.get("tokens_per_s")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            values.append(float(value))
+    return values
+
+
+def steps_without_growth(steps: Sequence[Mapping[str, Any]], tolerance: float) -> int:
+    """Steps since peak memory last rose above its highest earlier reading (by more than `tolerance`,
+    relative); the first reading counts as a rise. 0 when no step measured memory."""
+    highest: float | None = None
+    since = 0
+    for row in steps:
+        peak, _ = peak_memory(row)
+        if peak is None:
+            since += highest is not None
+            continue
+        if highest is None or peak > highest * (1 + tolerance):
+            since = 0
+        else:
+            since += 1
+        highest = peak if highest is None else max(highest, peak)
+    return since
+
+
+def median_half_width(values: Sequence[float], confidence: float) -> float | None:
+    """The bootstrap confidence interval's half-width of the median, relative to the median; None with
+    fewer than MIN_SPEEDS values or a median of 0."""
+    if len(values) < MIN_SPEEDS:
+        return None
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    data = np.asarray(values, dtype=float)
+    middle = float(np.median(data))
+    if middle <= 0:
+        return None
+    if np.all(data == data[0]):
+        return 0.0
+    interval = bootstrap(
+        (data,),
+        np.median,
+        confidence_level=confidence,
+        n_resamples=BOOTSTRAP_RESAMPLES,
+        method="percentile",
+        rng=np.random.default_rng(BOOTSTRAP_SEED),
+    ).confidence_interval
+    return float(interval.high - interval.low) / 2 / middle
+
+
+def settled(steps: Sequence[Mapping[str, Any]], settings: SettleSettings, probe_steps: int) -> bool:
+    """Whether the trial is settled after its last step (module docstring)."""
+    measured = [r for r in steps if not r.get("probe") and int(r.get("step") or 0) > probe_steps]
+    if steps_without_growth(measured, settings.growth_tolerance) < settings.steps:
+        return False
+    width = median_half_width(_speeds(measured), settings.confidence)
+    return width is not None and width <= settings.half_width

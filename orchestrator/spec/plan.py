@@ -1,0 +1,222 @@
+"""The grid expands to TrialSpecs with stable, readable keys, smallest configurations first.
+
+A key is the readable knobs plus a 48-bit digest of the whole configuration (the model's full name
+included, since its readable form drops the organisation and suffixes); two different configurations
+with one key are refused, never merged. A local run is refused when a trial asks for more CPUs or GPUs
+than the host has (Ray would wait for them forever).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.spec.sweep import Resources, SweepError, SweepSpec
+from trainers.spec import (
+    BOOKKEEPING,
+    EXECUTION,
+    KEYED_WHEN_SET,
+    KNOBS,
+    TrialSpec,
+    knob_default,
+    mode_warnings,
+)
+
+# Knobs named in the readable part of a key; the hash covers everything else that defines the trial.
+NAMED = ("framework", "mode", "model", "num_generations", "batch_size")
+# Bookkeeping and execution knobs (trainers.spec roles) do not define the trial either.
+NOT_HASHED = NAMED + BOOKKEEPING + EXECUTION
+_MODEL_SUFFIXES = re.compile(r"-(instruct|chat|it|hf|base)$")
+
+
+def model_short(model: str) -> str:
+    """tiny -> tiny; random:Qwen/Qwen2.5-3B-Instruct -> rand-qwen2.5-3b; /x/My_Model -> my-model."""
+    prefix = ""
+    if model.startswith("random:"):
+        prefix, model = "rand-", model[len("random:") :]
+    name = model.rstrip("/").split("/")[-1].lower()
+    while True:
+        stripped = _MODEL_SUFFIXES.sub("", name)
+        if stripped == name:
+            break
+        name = stripped
+    name = re.sub(r"[^a-z0-9.]+", "-", name).strip("-") or "model"
+    return prefix + name
+
+
+def trial_key(spec: TrialSpec) -> str:
+    # A knob added since keys were first made is hashed only when set: keys of existing sweeps stay.
+    rest = {
+        k: getattr(spec, k)
+        for k in KNOBS
+        if k not in NOT_HASHED and not (k in KEYED_WHEN_SET and getattr(spec, k) == knob_default(k))
+    }
+    rest["model"] = spec.model  # model_short drops the organisation and suffixes: hash the full name
+    digest = hashlib.sha1(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:12]
+    return f"{spec.framework}-{spec.mode}-{model_short(spec.model)}-k{spec.num_generations}-b{spec.batch_size}-{digest}"
+
+
+def size_key(spec: TrialSpec, model_rank: dict[str, int]) -> tuple:
+    """Smaller first: completions per step, then lengths, micro batch, LoRA rank, model (grid order)."""
+    return (
+        spec.completions_per_step,
+        spec.max_prompt_length + spec.max_completion_length,
+        spec.effective_micro_batch_size,
+        spec.lora_r,
+        model_rank.get(spec.model, 0),
+        spec.batch_size,
+        spec.framework,
+        spec.mode,
+    )
+
+
+@dataclass
+class Plan:
+    trials: list[TrialSpec]
+    problems: list[str]  # distinct problems, each with an example trial and a count
+    warnings: list[str]
+
+    @property
+    def keys(self) -> list[str]:
+        return [t.trial_key for t in self.trials]
+
+
+def expand(sweep: SweepSpec) -> list[TrialSpec]:
+    axes = sweep.axes()
+    base = sweep.base()
+    specs = []
+    for combo in itertools.product(*axes.values()):
+        values = {**base, **dict(zip(axes, combo, strict=True))}
+        values["task_args"] = sweep.task_args_for(values["task"], values.get("task_args", {}))
+        spec = TrialSpec(**values)
+        spec.trial_key = trial_key(spec)
+        specs.append(spec)
+    models = axes.get("model", [base.get("model", TrialSpec.model)])
+    rank = {m: i for i, m in enumerate(models)}
+    unique: dict[str, TrialSpec] = {}
+    collisions = []
+    for spec in specs:
+        kept = unique.setdefault(spec.trial_key, spec)
+        if kept is spec:
+            continue
+        differences = _differences(configuration(kept.to_dict()), configuration(spec.to_dict()))
+        if differences:  # a list with a repeated value gives one trial; two configurations never do
+            collisions.append(
+                f"trial key {spec.trial_key}: two different configurations ({differences}); one would "
+                "be lost. Report this (the key's digest collided) and sweep the value on its own meanwhile"
+            )
+    if collisions:
+        raise SweepError(collisions, "plan")
+    return sorted(unique.values(), key=lambda s: size_key(s, rank))
+
+
+def configuration(values: dict[str, Any]) -> dict[str, Any]:
+    """What makes a trial the trial it is: every knob but the bookkeeping and execution ones."""
+    return {k: v for k, v in values.items() if k not in BOOKKEEPING and k not in EXECUTION}
+
+
+def _differences(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """'knob: A vs B' for each knob where two configurations differ ('' when they are the same)."""
+    return "; ".join(
+        f"{k}: {_shown(a.get(k, _MISSING))} vs {_shown(b.get(k, _MISSING))}"
+        for k in sorted(set(a) | set(b))
+        if a.get(k, _MISSING) != b.get(k, _MISSING)
+    )
+
+
+_MISSING = object()
+
+
+def _shown(value: Any) -> str:
+    return "(not a setting)" if value is _MISSING else repr(value)
+
+
+def config_mismatches(rows: Iterable[dict[str, Any]], trials: list[TrialSpec]) -> dict[str, str]:
+    """Planned trial key -> why the ledger's stored config (trials.parquet's `config` JSON) is not the
+    planned configuration under that key. Keys absent from either side are not mismatches. A knob the
+    stored config lacks (added since) counts as its default."""
+    planned = {t.trial_key: t for t in trials}
+    defaults = TrialSpec().to_dict()
+    found = {}
+    for row in rows:
+        spec = planned.get(row.get("trial_key"))
+        if spec is None:
+            continue
+        stored = configuration({**defaults, **json.loads(row["config"])})
+        differences = _differences(stored, configuration(spec.to_dict()))
+        if differences:
+            found[spec.trial_key] = (
+                f"{spec.trial_key}: the output dir holds this trial with another configuration (stored vs "
+                f"planned: {differences}); resume into a fresh --output-dir, or rerun the sweep as it was"
+            )
+    return found
+
+
+def local_cpus() -> int:
+    """The CPUs a local Ray counts (it uses the machine's count too)."""
+    return os.cpu_count() or 1
+
+
+def local_gpus() -> int:
+    """The GPUs a local Ray would see: CUDA_VISIBLE_DEVICES when set, else what NVML counts (0 without it)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip()])
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlDeviceGetCount()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no driver, no library: no GPU Ray could use
+        return 0
+
+
+def resource_problems(resources: Resources, cpus: int, gpus: int) -> list[str]:
+    """What a trial asks for beyond a host with `cpus` CPUs and `gpus` GPUs (on a host without GPUs
+    gpus_per_trial is ignored): such a trial never starts, a local Ray waits for it forever."""
+    problems = []
+    if resources.cpus_per_trial > cpus:
+        problems.append(
+            f"resources.cpus_per_trial: {resources.cpus_per_trial}, but this machine has {cpus} CPU(s) and "
+            f"a trial holds its CPUs, so none would ever start; set resources.cpus_per_trial to at most {cpus}"
+        )
+    if gpus and resources.gpus_per_trial > gpus:
+        problems.append(
+            f"resources.gpus_per_trial: {resources.gpus_per_trial:g}, but this machine has {gpus} GPU(s), so "
+            f"no trial would ever start; set resources.gpus_per_trial to at most {gpus}"
+        )
+    return problems
+
+
+def plan(sweep: SweepSpec) -> Plan:
+    """Expand the grid and check each trial with the trainer's own rules, grouping repeated problems;
+    a local run (no RAY_ADDRESS) also checks the resources a trial asks for against this machine."""
+    trials = expand(sweep)
+    problems: dict[str, list[str]] = {}
+    warnings: dict[str, list[str]] = {}
+    for spec in trials:
+        for problem in spec.problems():
+            problems.setdefault(problem, []).append(spec.trial_key)
+        for warning in mode_warnings(spec):
+            warnings.setdefault(warning, []).append(spec.trial_key)
+    if "mode" not in sweep.axes() or len(sweep.axes()["mode"]) < 2:
+        warnings = {w: k for w, k in warnings.items() if not w.startswith("mode:")}
+    local = (
+        []
+        if os.environ.get("RAY_ADDRESS")
+        else resource_problems(sweep.resources, local_cpus(), local_gpus())
+    )
+    return Plan(trials, local + _grouped(problems, len(trials)), _grouped(warnings, len(trials)))
+
+
+def _grouped(found: dict[str, list[str]], total: int) -> list[str]:
+    return [f"{msg} (in {len(keys)} of {total} trials, e.g. {keys[0]})" for msg, keys in found.items()]

@@ -1,0 +1,672 @@
+"""Sweep files -> SweepSpec, with every error reported at once and named by its place in the file.
+
+A sweep file is YAML:
+
+    name: cpu-smoke
+    task: arithmetic            # and task_args: {...}; or grid.task: [arithmetic, countdown]
+    task_settings: {countdown: {num_numbers: 4}}   # per task, merged over task_args for that task
+    grid:                       # any TrialSpec knob; a list is swept, a scalar is fixed
+      framework: [trl, unsloth]
+      num_generations: [2, 4]
+    fixed: {model: tiny, max_steps: 3}
+    resources: {gpus_per_trial: 1, cpus_per_trial: 1, max_concurrent: 2}
+    memory: {budget_gib: 16}
+    oom: {probe_steps: 2, prune_dominated: true}
+    tracking: {mlflow_uri: null, experiment: null}
+    verdict: {no_signal_steps: 5, stop_on: [diverged]}   # training verdict thresholds (orchestrator/judging/verdict.py)
+    timeout_s: 3600
+    output_dir: outputs/cpu-smoke
+    max_trials: 10000           # the largest grid accepted (the product of the list lengths)
+
+The sections are pydantic models (types, ranges, unknown keys); trial knobs are checked by
+trainers.spec (the same rules the trainer applies), element by element for grid lists, and here for
+what no trial can hold (NaN, infinity, integers past 32 bits). A file is read only when it is small
+UTF-8 text whose aliases do not multiply it (a "billion laughs" file is refused before it expands).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import stat
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+from orchestrator.judging.verdict import DEFAULTS as VERDICT
+from orchestrator.judging.verdict import MEMORY_CREEP, STOPPABLE, VerdictSettings
+from orchestrator.running.guard import DEFAULTS, GuardSettings
+from orchestrator.running.phases import MEMORY, PHASES, SPEED, packing
+from orchestrator.running.settle import DEFAULTS as SETTLE
+from orchestrator.running.settle import SettleSettings
+from tasks.names import did_you_mean
+from trainers.spec import BOOKKEEPING, KNOBS, check_value
+
+if TYPE_CHECKING:
+    from orchestrator.recording.storage import StoragePath
+
+# A sweep file sets every knob but the bookkeeping ones, which the orchestrator fills in per trial.
+SWEEP_KNOBS = [k for k in KNOBS if k not in BOOKKEEPING]
+# TRL's (and Unsloth's) names for what rlsweep sets otherwise: the pointer an error gives instead.
+FOREIGN_NAMES = {
+    "gradient_accumulation_steps": "micro_batch_size (completions per forward/backward; the accumulation "
+    "is B x K / micro_batch_size), or grad_accum for TRL's own batch semantics",
+    "per_device_train_batch_size": "batch_size (B, prompts per optimizer step: completions per step = "
+    "B x K), or micro_batch_size for completions per forward/backward",
+    "importance_sampling_level": "mode: gspo (sequence-level) or mode: grpo (token-level)",
+    "generation_batch_size": "batch_size x num_generations (each step generates B x K completions)",
+    "steps_per_generation": "batch_size and micro_batch_size (steps per generation follow from them)",
+    "num_train_epochs": "max_steps",
+    "lr_scheduler_type": "lr_scheduler",
+    "max_seq_length": "max_prompt_length and max_completion_length",
+    "load_in_4bit": "quantization: nf4 (quantization: none for LoRA on the base)",
+    "bf16": "dtype: bf16 (or framework_dtype for one stack)",
+    "fp16": "dtype: fp16 (or framework_dtype for one stack)",
+    "use_vllm": "fast_inference",
+    "lora_rank": "lora_r",
+    "r": "lora_r",
+}
+
+
+def unknown_name_hint(name: str, candidates) -> str:
+    """rlsweep's name for a TRL one ('gradient_accumulation_steps is TRL's; rlsweep sets ...'), else
+    did_you_mean's nearest candidates."""
+    if name in FOREIGN_NAMES:
+        return f"{name} is TRL's name; rlsweep sets {FOREIGN_NAMES[name]}"
+    return did_you_mean(name, candidates)
+
+
+MAX_FILE_BYTES = 1 << 20  # a sweep file is a page of settings; 1 MiB is far past any real one
+MAX_NODES = 100_000  # values a file's aliases may expand it to
+# Counts and lengths are 32-bit inside torch and the tokenizers; their products must fit trials.parquet's
+# 64-bit columns. The seed goes to numpy, which takes 0 .. 2**32 - 1.
+INT_MAX = 2**31 - 1
+INT_MAXIMA = {"seed": 2**32 - 1}
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class Resources(_Section):
+    gpus_per_trial: float = Field(
+        1, ge=0, description="GPUs each trial holds (ignored on a host without GPUs)."
+    )
+    cpus_per_trial: int = Field(
+        1, ge=1, le=INT_MAX, description="CPU cores each trial holds; also the trainer's thread count."
+    )
+    max_concurrent: int | None = Field(
+        None, ge=1, le=INT_MAX, description="Most trials at once; default: as many as the resources allow."
+    )
+    gpu_memory_gib: float | None = Field(
+        None,
+        gt=0,
+        description="Memory of one GPU, for packing memory-phase trials; default what NVML reads of the "
+        "driver's first GPU (set it where NVML cannot see the workers' GPUs, or for Ray's fake GPUs).",
+    )
+    memory_phase_per_gpu: int | None = Field(
+        None,
+        ge=1,
+        le=INT_MAX,
+        description="Memory-phase trials sharing one GPU; default as many as fit (budget + headroom each).",
+    )
+    memory_phase_headroom_gib: float = Field(
+        1.0,
+        ge=0,
+        description="GiB kept free for each packed memory-phase trial over its budget (the guard's margin, "
+        "the allocator's slack).",
+    )
+
+
+class Memory(_Section):
+    budget_gib: float | None = Field(
+        DEFAULTS.budget_gib,
+        gt=0,
+        description="Emulate a card of this size; default the device's total memory.",
+    )
+    margin_gib: float | None = Field(
+        DEFAULTS.margin_gib,
+        ge=0,
+        description=f"Allowance over the budget before the guard kills; default {DEFAULTS.margin_gib:g} (the "
+        "budget is the card: the CUDA context counts within it).",
+    )
+    sample_hz: float = Field(
+        DEFAULTS.sample_hz, gt=0, le=1000, description="Memory sampling rate in the supervisor."
+    )
+
+
+class Oom(_Section):
+    probe_steps: int = Field(
+        DEFAULTS.probe_steps,
+        ge=0,
+        le=INT_MAX,
+        description="Leading worst-case steps (completions forced to max length).",
+    )
+    prune_dominated: bool = Field(True, description="Skip trials that dominate one that ran out of memory.")
+    wait_for_smaller: bool = Field(True, description="Hold a trial while a smaller sibling is still running.")
+    predict: bool = Field(
+        False,
+        description="Skip a trial whose predicted peak memory (orchestrator/judging/memory), even at its interval's "
+        "lower bound, is above memory.budget_gib (status pruned, with the prediction); never one whose "
+        "interval crosses the budget. Runs the rest so the trials that teach the memory model most go "
+        "first. Needs memory.budget_gib. Every trial's row records its prediction either way.",
+    )
+
+
+class Tracking(_Section):
+    mlflow_uri: str | None = Field(
+        None,
+        description="MLflow tracking URI; default MLFLOW_TRACKING_URI, else mlflow.db in the output dir's "
+        "parent folder (outputs/mlflow.db for outputs/<name>).",
+    )
+    experiment: str | None = Field(None, description="MLflow experiment; default the sweep name.")
+    enabled: bool = Field(True, description="false: write Parquet only (sync-mlflow can log it later).")
+
+
+class Verdict(_Section):
+    """The training verdict's thresholds (orchestrator/judging/verdict.py): every completed trial gets one."""
+
+    min_steps: int = Field(
+        VERDICT.min_steps,
+        ge=1,
+        le=INT_MAX,
+        description="Fewer steps than this after the probe steps, and no other verdict holds: too_short.",
+    )
+    no_signal_share: float = Field(
+        VERDICT.no_signal_share,
+        gt=0,
+        le=1,
+        description="no_signal: frac_reward_zero_std (share of groups whose rewards are all equal) at or "
+        "above this ...",
+    )
+    no_signal_steps: int = Field(
+        VERDICT.no_signal_steps, ge=1, le=INT_MAX, description="... for this many steps in a row."
+    )
+    truncated_share: float = Field(
+        VERDICT.truncated_share,
+        gt=0,
+        le=1,
+        description="truncated: clipped_ratio (share of completions cut at max_completion_length) at or "
+        "above this ...",
+    )
+    truncated_steps: int = Field(
+        VERDICT.truncated_steps, ge=1, le=INT_MAX, description="... for this many steps in a row."
+    )
+    spike_k: float = Field(
+        VERDICT.spike_k,
+        gt=0,
+        description="diverged: a kl or grad_norm above median + spike_k x MAD of the trial's preceding steps.",
+    )
+    spike_min_history: int = Field(
+        VERDICT.spike_min_history,
+        ge=1,
+        le=INT_MAX,
+        description="Preceding steps a kl / grad_norm spike is judged against, at least.",
+    )
+    spike_floor: float = Field(
+        VERDICT.spike_floor,
+        ge=0,
+        description="The spread (MAD) counts as at least this fraction of the median, so a flat history "
+        "does not call every rise a spike.",
+    )
+    creep_min_steps: int = Field(
+        VERDICT.creep_min_steps,
+        ge=2,
+        le=INT_MAX,
+        description="memory_creep: steps after the probe steps that the peak-memory slope is fitted over, "
+        "at least.",
+    )
+    creep_horizon_steps: int | None = Field(
+        VERDICT.creep_horizon_steps,
+        ge=1,
+        le=INT_MAX,
+        description="memory_creep: the step by which projected peak memory must reach the budget (else the "
+        "GPU's total); default the trial's max_steps.",
+    )
+    creep_confidence: float = Field(
+        VERDICT.creep_confidence,
+        gt=0,
+        lt=1,
+        description="memory_creep: the slope's confidence interval at this level must lie above zero.",
+    )
+    stop_on: list[Literal[STOPPABLE]] = Field(
+        list(VERDICT.stop_on),
+        description="End a trial as soon as one of these verdicts holds (it stays `completed`, its detail "
+        "says why); memory_creep is a projection, not certain, so a trial never ends on it.",
+    )
+
+    @field_validator("stop_on", mode="before")
+    @classmethod
+    def _stop_on_names(cls, value: Any) -> Any:
+        if isinstance(value, list) and MEMORY_CREEP in value:
+            raise ValueError(
+                f"{MEMORY_CREEP} is a projection, not certain, so a trial never ends on it (the budget guard "
+                f"ends one that passes the budget); give some of {', '.join(STOPPABLE)}"
+            )
+        return value
+
+    def settings(self) -> VerdictSettings:
+        return VerdictSettings(**{**self.model_dump(), "stop_on": tuple(self.stop_on)})
+
+
+class Stop(_Section):
+    """The settled stop (orchestrator/running/settle.py): end a speed-phase trial once it has told all it will."""
+
+    when_settled: bool = Field(
+        False,
+        description="End a speed-phase trial once its peak memory stopped growing and its median tokens/s "
+        "is known within settle_half_width; its row says at which step (settled_step).",
+    )
+    settle_steps: int = Field(
+        SETTLE.steps,
+        ge=1,
+        le=INT_MAX,
+        description="Steps after the probe steps without peak-memory growth before a trial is settled.",
+    )
+    settle_half_width: float = Field(
+        SETTLE.half_width,
+        gt=0,
+        lt=1,
+        description="Largest half-width of the median tokens/s's confidence interval, relative to the median.",
+    )
+    settle_confidence: float = Field(
+        SETTLE.confidence,
+        gt=0,
+        lt=1,
+        description="Confidence level of that interval (a bootstrap of the median).",
+    )
+    settle_growth_tolerance: float = Field(
+        SETTLE.growth_tolerance,
+        ge=0,
+        lt=1,
+        description="A peak-memory reading this much (relative) over the highest before it counts as growth.",
+    )
+
+    def settings(self) -> SettleSettings | None:
+        """The thresholds, or None when the settled stop is off."""
+        if not self.when_settled:
+            return None
+        return SettleSettings(
+            steps=self.settle_steps,
+            half_width=self.settle_half_width,
+            confidence=self.settle_confidence,
+            growth_tolerance=self.settle_growth_tolerance,
+        )
+
+
+class SweepSpec(_Section):
+    name: str = Field(..., min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="Sweep name.")
+    task: str = Field("arithmetic", description="Task (dataset + reward).")
+    task_args: dict[str, Any] = Field(default_factory=dict, description="Task settings.")
+    task_settings: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Task name -> settings merged over task_args for trials of that task "
+        "(for grid.task sweeps, where each task takes its own settings).",
+    )
+    grid: dict[str, Any] = Field(
+        default_factory=dict, description="Knob -> value or list of values to sweep."
+    )
+    fixed: dict[str, Any] = Field(default_factory=dict, description="Knob -> value for every trial.")
+    resources: Resources = Field(default_factory=Resources)
+    memory: Memory = Field(default_factory=Memory)
+    oom: Oom = Field(default_factory=Oom)
+    tracking: Tracking = Field(default_factory=Tracking)
+    verdict: Verdict = Field(default_factory=Verdict)
+    phases: list[Literal[PHASES]] = Field(
+        list(PHASES),
+        min_length=1,
+        description="With a memory budget: memory (probe steps + the first steady generation cycle per trial, packed onto "
+        "shared GPUs where possible) then speed (the trials that fit run their full steps, one per GPU); "
+        "[memory] stops after the first. Without a budget only speed runs.",
+    )
+    stop: Stop = Field(default_factory=Stop)
+    timeout_s: float | None = Field(
+        DEFAULTS.timeout_s, gt=0, description="Wall-clock limit per trial in seconds."
+    )
+    output_dir: str | None = Field(None, description="Default outputs/<name>.")
+    max_trials: int = Field(
+        10_000,
+        ge=1,
+        le=INT_MAX,
+        description="Refuse a grid of more trials than this (the product of its list lengths); raise it "
+        "for a bigger sweep.",
+    )
+
+    @field_validator("phases")
+    @classmethod
+    def _phases(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        if len(set(value)) != len(value) or value != [p for p in PHASES if p in value]:
+            raise ValueError(f"give each phase once, in the order {', '.join(PHASES)}")
+        memory = info.data.get("memory")
+        if value == [MEMORY] and memory is not None and memory.budget_gib is None:
+            raise ValueError(
+                "[memory] needs memory.budget_gib (the memory phase judges trials against it); set "
+                "memory.budget_gib, or run phases: [speed]"
+            )
+        return value
+
+    def phases_to_run(self) -> tuple[str, ...]:
+        """The phases this sweep runs: without a budget only the speed phase."""
+        return tuple(self.phases) if self.memory.budget_gib is not None else (SPEED,)
+
+    def axes(self) -> dict[str, list[Any]]:
+        """Swept knob -> its values (scalars in grid count as one value)."""
+        return {k: (v if isinstance(v, list) else [v]) for k, v in self.grid.items()}
+
+    def base(self) -> dict[str, Any]:
+        """Settings every trial shares, before the grid."""
+        base = {"task": self.task, "task_args": self.task_args, "sweep": self.name}
+        if self.memory.budget_gib is not None:
+            base["memory_budget_gib"] = self.memory.budget_gib
+        base["probe_steps"] = self.oom.probe_steps
+        base["num_threads"] = self.resources.cpus_per_trial
+        return {**base, **self.fixed}
+
+    def guard(self) -> GuardSettings:
+        """The memory guard's and sampler's settings every trial of this sweep runs under."""
+        return GuardSettings(
+            budget_gib=self.memory.budget_gib,
+            margin_gib=self.memory.margin_gib,
+            sample_hz=self.memory.sample_hz,
+            timeout_s=self.timeout_s,
+            probe_steps=self.oom.probe_steps,
+        )
+
+    def task_args_for(self, task: str, task_args: dict[str, Any]) -> dict[str, Any]:
+        return {**task_args, **self.task_settings.get(task, {})}
+
+    def resolved_output_dir(self, override: str | None = None):
+        """An absolute Path, or a RemotePath for a URI (s3://, gs://): see orchestrator/recording/storage.py.
+        Raises SweepError, before anything is written, for a place a sweep must not write to."""
+        from orchestrator.recording.storage import output_dir_problems, output_location
+
+        place = "--output-dir" if override else "output_dir" if self.output_dir else "output_dir (default)"
+        text = str(override or self.output_dir or Path("outputs") / self.name)
+        location = output_location(text)
+        problems = output_dir_problems(text, location)
+        if problems:
+            raise SweepError([f"{place}: {problem}" for problem in problems])
+        return location
+
+    def tracking_uri(self, output_dir: StoragePath) -> str:
+        """tracking.mlflow_uri, else MLFLOW_TRACKING_URI, else mlflow.db next to the output dir (in its
+        parent folder: outputs/<name> -> outputs/mlflow.db, whatever the working directory); a remote
+        output dir has no such place, so its default is outputs/mlflow.db under the working directory."""
+        from orchestrator.recording.storage import is_remote
+
+        beside = Path("outputs").resolve() if is_remote(output_dir) else Path(output_dir).resolve().parent
+        return (
+            self.tracking.mlflow_uri
+            or os.environ.get("MLFLOW_TRACKING_URI")
+            or f"sqlite:///{beside / 'mlflow.db'}"
+        )
+
+    def experiment_name(self) -> str:
+        return self.tracking.experiment or self.name
+
+
+def knob_errors(raw: dict[str, Any]) -> list[str]:
+    """Place-named errors of the grid and fixed sections, checked with the trainer's own rules."""
+    errors: list[str] = []
+    sections = {name: raw.get(name) if isinstance(raw.get(name), dict) else {} for name in ("grid", "fixed")}
+    for section, items in sections.items():
+        for key, value in items.items():
+            place = f"{section}.{key}"
+            if key in BOOKKEEPING:
+                errors.append(f"{place}: set by the orchestrator for each trial; remove it")
+                continue
+            if key not in KNOBS:
+                errors.append(f"{place}: unknown setting; {unknown_name_hint(str(key), SWEEP_KNOBS)}")
+                continue
+            values = value if section == "grid" and isinstance(value, list) else [value]
+            if section == "grid" and isinstance(value, list) and not value:
+                errors.append(f"{place}: empty list; give at least one value")
+            for i, item in enumerate(values):
+                problem = bound_problem(key, item) or check_value(key, item)
+                if problem:
+                    where = f"{place}[{i}]" if section == "grid" and isinstance(value, list) else place
+                    errors.append(f"{where}: {problem}")
+    for key in sorted(set(sections["grid"]) & set(sections["fixed"])):
+        errors.append(f"fixed.{key}: also in grid; keep it in one place")
+    from tasks import TASKS
+
+    for name in raw.get("task_settings") or {}:
+        if name not in TASKS:
+            errors.append(f"task_settings.{name}: unknown task; {did_you_mean(str(name), TASKS)}")
+    for key in ("task", "task_args"):
+        if key in raw and (key in sections["grid"] or key in sections["fixed"]):
+            section = "grid" if key in sections["grid"] else "fixed"
+            errors.append(f"{section}.{key}: also set at the top level; keep it in one place")
+    return errors
+
+
+def bound_problem(key: str, value: Any) -> str | None:
+    """NaN, infinity, or an integer past what a trial holds (the trainer's own rules do not catch these)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, got {value}; give a number such as {KNOBS[key].default!r}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        limit = INT_MAXIMA.get(key, INT_MAX)
+        if abs(value) > limit:
+            return f"{value} is past {limit:,}, the largest a trial holds; give a smaller number"
+    return None
+
+
+def grid_size_errors(raw: dict[str, Any], spec: SweepSpec | None) -> list[str]:
+    """The grid's size from its list lengths (without expanding it) against max_trials."""
+    grid = raw.get("grid") if isinstance(raw.get("grid"), dict) else {}
+    lengths = {k: len(v) for k, v in grid.items() if isinstance(v, list) and len(v) > 1}
+    size = math.prod(lengths.values())
+    limit = spec.max_trials if spec else SweepSpec.model_fields["max_trials"].default
+    if size <= limit:
+        return []
+    product = " x ".join(f"{k} {n}" for k, n in lengths.items())
+    return [
+        f"grid: {product} = {size:,} trials, over max_trials {limit:,}; sweep fewer values, or set "
+        f"max_trials: {size} at the top level to run them all"
+    ]
+
+
+def predict_errors(spec: SweepSpec | None) -> list[str]:
+    """oom.predict compares each prediction with the budget: without one it could skip nothing."""
+    if spec is None or not spec.oom.predict or spec.base().get("memory_budget_gib") is not None:
+        return []
+    return [
+        "oom.predict: true, but no memory.budget_gib to compare predictions with; set memory.budget_gib "
+        "(e.g. memory: {budget_gib: 16}) or oom.predict: false"
+    ]
+
+
+def packing_errors(spec: SweepSpec | None) -> list[str]:
+    """A memory-phase packing the stated card cannot hold, refused before anything runs (a card whose
+    memory is read at run time is checked then)."""
+    if spec is None or None in (spec.memory.budget_gib, spec.resources.gpu_memory_gib):
+        return []
+    try:
+        packing(
+            spec.memory.budget_gib,
+            spec.resources.gpu_memory_gib,
+            spec.resources.memory_phase_headroom_gib,
+            per_process=True,
+            asked=spec.resources.memory_phase_per_gpu,
+        )
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
+class SweepError(ValueError):
+    def __init__(self, errors: list[str], source: str = ""):
+        self.errors = errors
+        self.source = source
+        head = f"{source}: " if source else ""
+        super().__init__(f"{head}{len(errors)} error(s):\n  " + "\n  ".join(errors))
+
+
+def _pydantic_errors(exc: ValidationError) -> list[str]:
+    errors = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            parent = _section_model(err["loc"][:-1])
+            errors.append(f"{loc}: unknown key; {did_you_mean(str(err['loc'][-1]), parent.model_fields)}")
+        else:
+            fix = (
+                "; give a finite number (YAML's .inf and .nan are not)"
+                if err["type"] == "finite_number"
+                else ""
+            )
+            errors.append(f"{loc or '(top level)'}: {err['msg'].lower()}, got {err.get('input')!r}{fix}")
+    return errors
+
+
+def _section_model(loc: tuple) -> type[BaseModel]:
+    model: type[BaseModel] = SweepSpec
+    for part in loc:
+        ann = model.model_fields[part].annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            model = ann
+    return model
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """--set key=value (dotted; the value is YAML). A bare trial knob goes to `fixed` (and off the grid)."""
+    raw = copy.deepcopy(raw)
+    for item in overrides:
+        if "=" not in item:
+            raise SweepError([f"--set {item}: expected key=value, e.g. memory.budget_gib=16"])
+        key, text = item.split("=", 1)
+        try:
+            value = yaml_data(text, "--set") if text else None
+        except SweepError as exc:
+            raise SweepError([f"--set {key}: {error}" for error in exc.errors]) from None
+        parts = key.strip().split(".")
+        if len(parts) == 1 and parts[0] not in SweepSpec.model_fields:
+            if parts[0] not in KNOBS:  # neither a top-level setting nor a trial knob
+                names = dict.fromkeys([*SweepSpec.model_fields, *SWEEP_KNOBS])
+                raise SweepError([f"--set {key}: unknown setting; {unknown_name_hint(parts[0], names)}"])
+            raw.setdefault("grid", {}).pop(parts[0], None)
+            parts = ["fixed", parts[0]]
+        node = raw
+        for part in parts[:-1]:
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+        node[parts[-1]] = value
+    return raw
+
+
+def parse_sweep(raw: Any, source: str = "") -> SweepSpec:
+    if not isinstance(raw, dict):
+        raise SweepError([f"(top level): expected a mapping of settings, got {type(raw).__name__}"], source)
+    errors: list[str] = []
+    spec = None
+    try:
+        spec = SweepSpec.model_validate(raw)
+    except ValidationError as exc:
+        errors = _pydantic_errors(exc)
+    errors += knob_errors(raw)
+    errors += grid_size_errors(raw, spec)
+    errors += predict_errors(spec)
+    errors += packing_errors(spec)
+    if errors:
+        raise SweepError(errors, source)
+    return spec
+
+
+def yaml_data(text: str, source: str) -> Any:
+    """yaml.safe_load, refusing a document whose aliases expand it past MAX_NODES values."""
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.YAMLError as exc:  # the reader refuses control characters at once
+        raise SweepError([f"not valid YAML: {exc}"], source) from None
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        expanded, distinct = _expanded_size(node)
+        if expanded > max(MAX_NODES, distinct):
+            raise SweepError(
+                [
+                    f"aliases (*name) expand this YAML to {expanded:,} values, over the limit of "
+                    f"{MAX_NODES:,}; write the values out, or refer to fewer aliases"
+                ],
+                source,
+            )
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise SweepError([f"not valid YAML: {exc}"], source) from None
+    except RecursionError:
+        raise SweepError(
+            ["YAML nested too deeply; a sweep file is a few levels of settings"], source
+        ) from None
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(root: yaml.Node) -> tuple[int, int]:
+    """(values the node graph holds once every alias is copied out, distinct nodes); a cycle raises."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if id(node) in active:
+            raise yaml.YAMLError("an alias refers to a collection that holds it (a recursive alias)")
+        active.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        else:
+            children = node.value if isinstance(node, yaml.SequenceNode) else []
+        total = 1 + sum(size(child) for child in children)
+        active.discard(id(node))
+        sizes[id(node)] = total
+        return total
+
+    return size(root), len(sizes)
+
+
+def load_raw(path: str | Path) -> dict[str, Any]:
+    """A sweep file's data: a regular file under MAX_FILE_BYTES of UTF-8 YAML, read without expanding it."""
+    source = str(path)
+    too_big = f"over the {MAX_FILE_BYTES >> 20} MiB limit for a sweep file; is it the right file?"
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise SweepError(
+                ["not a regular file (a folder, device or pipe); give a sweep YAML file"], source
+            )
+        if info.st_size > MAX_FILE_BYTES:
+            raise SweepError([f"{info.st_size:,} bytes, {too_big}"], source)
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)  # bounded even if the file grew since
+    except OSError as exc:
+        raise SweepError([f"cannot read: {exc.strerror}"], source) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise SweepError([too_big], source)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SweepError(
+            [
+                f"not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}); a sweep file is YAML "
+                "text: save it as UTF-8"
+            ],
+            source,
+        ) from None
+    raw = yaml_data(text, source)
+    return raw if raw is not None else {}
+
+
+def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpec:
+    raw = load_raw(path)
+    if isinstance(raw, dict):
+        raw = apply_overrides(raw, overrides or [])
+    return parse_sweep(raw, str(path))
+
+
+def resolved_yaml(spec: SweepSpec) -> str:
+    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)

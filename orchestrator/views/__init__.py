@@ -1,0 +1,1 @@
+"""Views of a sweep's outputs: the report, compare, live progress."""

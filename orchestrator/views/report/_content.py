@@ -1,0 +1,389 @@
+"""What the report says: its sections, in reading order (SECTIONS), each a function from the sweep's
+figures (ReportData) to blocks. The answer comes first: what fits (the frontier, then every
+configuration with the stacks side by side), then how the stacks compare, then the fastest
+configurations; the details follow. A new section is one function appended to SECTIONS."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from orchestrator.judging.verdict import PRECEDENCE, VERDICT_WORDS, VERDICTS
+from orchestrator.recording import outcome
+from orchestrator.recording.outcome import COMPLETED, STATUS_WORDS, STATUSES
+from orchestrator.views.report._configs import CONFIG_WORDS, varying_config_columns
+from orchestrator.views.report._document import Block, fmt, shorten
+from orchestrator.views.report._feasibility import (
+    OVER_BUDGET,
+    FeasibilityGrid,
+    frontier_view,
+    matrix_views,
+    memory_words,
+)
+from orchestrator.views.report._outputs import SweepOutputs, column, parse_json, plain
+from orchestrator.views.report._stacks import BASE, OTHER, STACK_NAMES, comparison_view
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _status_sentence(trials: pd.DataFrame) -> str:
+    counts = trials["status"].value_counts() if "status" in trials else pd.Series(dtype=int)
+    parts = [f"{counts[s]} {STATUS_WORDS[s]}" for s in STATUSES if s in counts]
+    parts += [f"{n} {s}" for s, n in counts.items() if s not in STATUSES]
+    return f"{len(trials)} trials: " + (", ".join(parts) if parts else "none") + "."
+
+
+def _machine_sentence(trials: pd.DataFrame) -> str:
+    gpus = trials.get("gpu_name", pd.Series(dtype=object)).dropna().unique()
+    if len(gpus):
+        total = column(trials, "gpu_total_gib")
+        size = f" ({total.max():.0f} GiB)" if len(total) else ""
+        return f"GPU: {', '.join(map(str, gpus))}{size}."
+    return (
+        f"GPU: {outcome.NO_GPU}; memory figures are the trainer process's peak RSS (resident memory), in GiB."
+    )
+
+
+def versions_sentence(trials: pd.DataFrame) -> str:
+    """'torch 2.13.0, trl 1.15.0, ...' from the versions JSON column; several values joined by '/'."""
+    seen: dict[str, list[str]] = {}
+    for value in trials.get("versions", []):
+        for name, version in parse_json(value).items():
+            if version is not None and not isinstance(version, (dict, list)):
+                seen.setdefault(str(name), [])
+                if str(version) not in seen[str(name)]:
+                    seen[str(name)].append(str(version))
+    return ", ".join(f"{name} {'/'.join(vs)}" for name, vs in sorted(seen.items()))
+
+
+def _seeds(seeds: str) -> str:
+    """'seed 42' for one seed, '3 seeds (1, 2, 3)' for repeats."""
+    listed = [x for x in seeds.split(", ") if x]
+    return f"seed {listed[0]}" if len(listed) == 1 else f"{len(listed)} seeds ({seeds})"
+
+
+def ranked_table(ranked: pd.DataFrame, budget_gib: float | None = None) -> pd.DataFrame:
+    """The ranked table for people: varying settings, units in headers, one row per configuration;
+    with a budget, a column says whether each configuration's peak fits it."""
+    varying = varying_config_columns(ranked, exclude=("framework", "mode", "num_generations", "batch_size"))
+    kinds = set(ranked["memory_kind"].dropna())
+    memory_header = _sentence(memory_words(kinds))
+    rows = []
+    for i, row in ranked.iterrows():
+        k, b = plain(row["num_generations"]), plain(row["batch_size"])
+        line = {"Rank": i + 1, "Framework": row["framework"], "Mode": row["mode"]}
+        line |= {CONFIG_WORDS.get(col, col): plain(row[col]) for col in varying}
+        if row["other"]:
+            line["Other settings"] = row["other"]
+        mixed = len(kinds) > 1 and row["memory_kind"] in outcome.MEMORY_LABELS
+        peak = fmt(row["peak_gib"], 2) + (f" {outcome.MEMORY_LABELS[row['memory_kind']]}" if mixed else "")
+        line |= {
+            "K": k,
+            "B": b,
+            "B×K": k * b if k is not None and b is not None else None,
+            "Seeds": _seeds(row["seeds"]),
+            "Tokens/s (median)": row["tokens_median"],
+            "Tokens/s p10–p90": f"{fmt(row['tokens_p10'])}–{fmt(row['tokens_p90'])}",
+            "Step (s, median)": fmt(row["step_s_median"], 2),
+            memory_header: peak,
+            "Final reward": fmt(row["final_reward"], 3),
+        }
+        if budget_gib is not None:
+            fits = row["fits"]
+            line[f"Fits {budget_gib:g} GiB"] = (
+                "yes" if fits is True else f"no: {OVER_BUDGET}" if fits is False else "not measured"
+            )
+        rows.append(line)
+    return pd.DataFrame(rows)
+
+
+def not_completed_table(summary: pd.DataFrame) -> pd.DataFrame:
+    others = summary[summary["status"] != COMPLETED]
+    return pd.DataFrame(
+        {
+            "Trial": others["run_name"],
+            "Framework": others["framework"],
+            "Mode": others["mode"],
+            "K": others["num_generations"],
+            "B": others["batch_size"],
+            "Outcome": [STATUS_WORDS.get(s, str(s)) for s in others["status"]],
+            "What happened": [shorten(d) for d in others["status_detail"]],
+        }
+    )
+
+
+def flagged_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Completed trials whose training verdict flags them, worst first (orchestrator.judging.verdict.PRECEDENCE)."""
+    flagged = summary[summary["training_verdict"].isin(PRECEDENCE)].copy()
+    flagged["_rank"] = [PRECEDENCE.index(v) for v in flagged["training_verdict"]]
+    flagged = flagged.sort_values(["_rank", "run_name"])
+    return pd.DataFrame(
+        {
+            "Trial": flagged["run_name"],
+            "Framework": flagged["framework"],
+            "Mode": flagged["mode"],
+            "K": flagged["num_generations"],
+            "B": flagged["batch_size"],
+            "Verdict": [VERDICT_WORDS[v] for v in flagged["training_verdict"]],
+            "Why": list(flagged["training_verdict_detail"]),
+        }
+    )
+
+
+def verdict_blocks(summary: pd.DataFrame, curves: dict[str, Any]) -> list[Block]:
+    """The training verdicts: how many of each, the flagged trials with why, and their curves."""
+    blocks = [Block("h2", "Does it learn: training verdicts")]
+    verdicts = summary["training_verdict"].dropna()
+    if verdicts.empty:
+        return [*blocks, Block("p", "No trial completed, so none was judged.")]
+    counts = verdicts.value_counts()
+    parts = [f"{counts[v]} {VERDICT_WORDS[v]}" for v in VERDICTS if v in counts]
+    blocks.append(
+        Block(
+            "p",
+            f"{len(verdicts)} completed trials judged from their steps: {', '.join(parts)}. diverged: a NaN "
+            "or a spike in loss, grad_norm or kl; memory creep: peak memory rising towards the budget; no "
+            "signal: groups whose rewards are all equal (no advantage, nothing learned from the reward); "
+            "truncated: completions cut at max_completion_length. Thresholds: the sweep's verdict section.",
+        )
+    )
+    table = flagged_table(summary)
+    if table.empty:
+        return blocks
+    blocks.append(Block("table", table=table))
+    for key, verdict in zip(table["Trial"], table["Verdict"], strict=True):
+        if curves.get(str(key)):
+            blocks.append(Block("image", f"Curves {key} ({verdict})", path=curves[str(key)]))
+    return blocks
+
+
+@dataclass
+class ReportData:
+    """What the sections read: the sweep's outputs and the figures write_report computed from them."""
+
+    outputs: SweepOutputs
+    summary: pd.DataFrame  # summary_table
+    ranked: pd.DataFrame  # aggregate_repeats
+    grids: list[FeasibilityGrid]  # feasibility_matrix
+    frontier: pd.DataFrame  # frontier
+    comparison: pd.DataFrame  # _stacks.stack_comparison
+    plot_paths: dict[str, Any]
+    budget_gib: float | None
+    predictions: list[Block]  # prediction_blocks
+
+
+def _budget_words(budget_gib: float | None) -> str:
+    if budget_gib is None:
+        return "No memory budget is known, so fitting means completing without running out of memory."
+    return (
+        f"Memory budget: {budget_gib:g} GiB; a configuration fits when it completed with its peak within it."
+    )
+
+
+def title_section(data: ReportData) -> list[Block]:
+    trials = data.outputs.trials
+    blocks = [Block("h1", f"Sweep report: {data.outputs.sweep_name}"), Block("p", _status_sentence(trials))]
+    return blocks + [Block("p", w) for w in data.outputs.warnings]
+
+
+def frontier_section(data: ReportData) -> list[Block]:
+    blocks = [Block("h2", "What fits: the feasibility frontier")]
+    if data.frontier.empty:
+        return [*blocks, Block("p", "No trials in this sweep.")]
+    blocks.append(
+        Block(
+            "p",
+            "Per framework, mode and model: the largest configuration that fits and the smallest that does "
+            f"not, each with its peak memory. {_budget_words(data.budget_gib)}",
+        )
+    )
+    return [*blocks, Block("table", table=frontier_view(data.frontier))]
+
+
+def matrix_section(data: ReportData) -> list[Block]:
+    blocks = [Block("h2", "What fits: every configuration, the stacks side by side")]
+    if not data.grids:
+        return [*blocks, Block("p", "No trials in this sweep.")]
+    for view in matrix_views(data.grids):
+        blocks += [Block("h3", view.model), Block("p", view.caption), Block("table", table=view.table)]
+    return blocks
+
+
+def stacks_section(data: ReportData) -> list[Block]:
+    base, other = STACK_NAMES[BASE], STACK_NAMES[OTHER]
+    blocks = [Block("h2", f"{other} against {base}")]
+    if data.comparison.empty:
+        return [*blocks, Block("p", f"No configuration ran on both {base} and {other}.")]
+    blocks.append(
+        Block(
+            "p",
+            f"Each configuration both stacks ran. Ratios are {other} ÷ {base}: memory below 1× means "
+            f"{other} needs less, tokens/s above 1× means it is faster (medians over measured steps); "
+            "a memory ratio only where both measured the same kind of memory. Fits: which stack fits "
+            f"(completed within the budget) where the other does not. {_budget_words(data.budget_gib)}",
+        )
+    )
+    return [*blocks, Block("table", table=comparison_view(data.comparison))]
+
+
+def fastest_section(data: ReportData) -> list[Block]:
+    blocks = [Block("h2", "Fastest configurations that completed")]
+    if data.ranked.empty:
+        return [*blocks, Block("p", "No trial completed, so nothing can be ranked: see the outcomes below.")]
+    return [
+        *blocks,
+        Block("table", table=ranked_table(data.ranked, data.budget_gib)),
+        Block(
+            "p",
+            "Seeds of one configuration are aggregated. Tokens/s: median and 10th–90th percentile over "
+            "measured steps of all seeds (probe steps left out). Peak memory: the highest of the seeds.",
+        ),
+    ]
+
+
+def prediction_blocks(
+    pairs: pd.DataFrame, errors: pd.DataFrame, terms: pd.DataFrame, plot: Any
+) -> list[Block]:
+    """Predicted vs measured peak (report._predictions): the scatter and the errors by family, or one
+    sentence when no trial had a prediction; then what each family's memory is made of."""
+    blocks = [Block("h2", "Predicted vs measured peak")]
+    if pairs.empty:
+        blocks.append(Block("p", "No trial of this sweep has a predicted peak: no prediction was made."))
+    else:
+        scored = int(pairs["error_pct"].notna().sum())
+        statuses = pairs["status"].value_counts()
+        others = ", ".join(f"{n} {STATUS_WORDS.get(s, s)}" for s, n in statuses.items() if s != COMPLETED)
+        blocks.append(
+            Block(
+                "p",
+                f"{len(pairs)} trials had a peak predicted before they ran, from the trials finished before "
+                f"them; {scored} completed with a measured peak and are scored"
+                + (
+                    f" (the others: {others}; an out-of-memory trial's peak is a lower bound)"
+                    if others
+                    else ""
+                )
+                + ". Error = predicted − measured, as % of the measured peak; positive: over-predicted.",
+            )
+        )
+        if plot:
+            blocks.append(Block("image", "Predicted vs measured peak", path=plot))
+        if len(errors):
+            blocks.append(Block("table", table=errors))
+    if len(terms):
+        blocks.append(Block("h3", "Where the memory goes: fitted terms per family (GiB)"))
+        blocks.append(
+            Block(
+                "p",
+                "The memory model fitted on this sweep's trials, at each family's largest measured trial. "
+                "Static: the runtime, weights, LoRA with its gradients and optimizer state (and a reference "
+                "model when beta > 0); generation: the KV cache and sampling logits of one generation batch; "
+                "training: the activations and logits of one micro-batch.",
+            )
+        )
+        blocks.append(Block("table", table=terms))
+    return blocks
+
+
+def setup_section(data: ReportData) -> list[Block]:
+    trials = data.outputs.trials
+    blocks = [Block("h2", "Where it ran"), Block("p", _machine_sentence(trials))]
+    versions = versions_sentence(trials)
+    if versions:
+        blocks.append(Block("p", f"Software: {versions}."))
+    return [*blocks, Block("p", _budget_words(data.budget_gib))]
+
+
+def heatmap_section(data: ReportData) -> list[Block]:
+    blocks = []
+    for grid in data.grids:
+        path = data.plot_paths["feasibility"].get(grid.title)
+        if path:
+            blocks.append(Block("image", f"Feasibility {grid.title}", path=path))
+    return [Block("h2", "Feasibility heatmaps"), *blocks] if blocks else []
+
+
+def verdict_section(data: ReportData) -> list[Block]:
+    return verdict_blocks(data.summary, data.plot_paths.get("curves", {}))
+
+
+def speed_section(data: ReportData) -> list[Block]:
+    blocks = [Block("h2", "Speed")]
+    if data.plot_paths.get("throughput"):
+        return [
+            *blocks,
+            Block("image", "Tokens per second per configuration", path=data.plot_paths["throughput"]),
+        ]
+    return [*blocks, Block("p", "No completed trial measured tokens/s.")]
+
+
+def memory_section(data: ReportData) -> list[Block]:
+    blocks = [Block("h2", "Memory")]
+    if data.plot_paths.get("memory"):
+        return [
+            *blocks,
+            Block("image", "Peak memory against completions per step", path=data.plot_paths["memory"]),
+        ]
+    return [*blocks, Block("p", "No trial measured memory.")]
+
+
+def predictions_section(data: ReportData) -> list[Block]:
+    return data.predictions
+
+
+def not_completed_section(data: ReportData) -> list[Block]:
+    missed = not_completed_table(data.summary)
+    return [Block("h2", "Trials that did not complete"), Block("table", table=missed)] if len(missed) else []
+
+
+def curves_section(data: ReportData) -> list[Block]:
+    curves = data.plot_paths.get("curves", {})
+    blocks = [Block("h2", "Training curves")]
+    if not curves:
+        return [*blocks, Block("p", "No trial recorded steps.")]
+    children = [Block("image", f"Curves {key}", path=path) for key, path in curves.items()]
+    return [
+        *blocks,
+        Block(
+            "p",
+            "Reward, loss, completion length and memory per step; shaded steps are probe steps "
+            "(completions forced to the maximum length to measure worst-case memory).",
+        ),
+        Block("details", f"Curves of {len(curves)} trials", children=children),
+    ]
+
+
+def files_section(data: ReportData) -> list[Block]:
+    return [
+        Block("h2", "Files"),
+        Block(
+            "p", "Every trial with its measurements: `summary.csv`. Raw data: `trials.parquet` and `steps/`."
+        ),
+    ]
+
+
+# The report, in reading order.
+SECTIONS = (
+    title_section,
+    frontier_section,
+    matrix_section,
+    stacks_section,
+    fastest_section,
+    setup_section,
+    heatmap_section,
+    verdict_section,
+    speed_section,
+    memory_section,
+    predictions_section,
+    not_completed_section,
+    curves_section,
+    files_section,
+)
+
+
+def build_blocks(data: ReportData) -> list[Block]:
+    return [block for section in SECTIONS for block in section(data)]

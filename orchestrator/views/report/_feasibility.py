@@ -1,0 +1,332 @@
+"""What fits: the feasibility matrix (peak memory or the outcome per K x B, and the budget it is held
+against), the frontier (the largest configuration that fits, the smallest that does not), and both as
+tables for people (one frontier table; one matrix per model with the stacks side by side)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from orchestrator.judging.verdict import MARK, PRECEDENCE, VERDICT_WORDS
+from orchestrator.recording import outcome
+from orchestrator.recording.outcome import COMPLETED, MEMORY_LABELS, OOM, PRUNED, STATUS_LABELS, STATUS_WORDS
+from orchestrator.views.report._outputs import TRIAL_NUMERIC, column, finite, numeric, parse_json
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility matrix
+# ----------------------------------------------------------------------------------------------
+@dataclass
+class FeasibilityGrid:
+    """One (framework, mode, model): rows K, columns batch; labels for people, values for colour."""
+
+    framework: str
+    mode: str
+    model: str
+    memory_kind: str | None  # outcome.GPU, outcome.TORCH or outcome.RSS (process peak on CPU)
+    labels: pd.DataFrame  # str: "12.3 GiB", "0.78 GiB ⚠ no signal", "OOM", "pruned", ...; "" where none ran
+    values: pd.DataFrame  # float GiB for cells with a completed trial, NaN elsewhere
+    statuses: pd.DataFrame  # the cell's outcome: a status, or "" where no trial ran
+    budget_gib: float | None = None
+
+    @property
+    def title(self) -> str:
+        return f"{self.framework} · {self.mode} · {self.model}"
+
+    @property
+    def memory_words(self) -> str:
+        return memory_words({self.memory_kind} - {None})
+
+    @property
+    def verdict_note(self) -> str:
+        """What the training-verdict mark means, when a cell carries it; else ""."""
+        if not any(MARK in str(label) for label in self.labels.to_numpy().ravel()):
+            return ""
+        words = ", ".join(VERDICT_WORDS[v] for v in PRECEDENCE)
+        return (
+            f"{MARK}: a completed trial of the cell ran but its training verdict flags it ({words}; the "
+            "first that holds is shown): it fits, but check that it learns"
+        )
+
+    def over_budget(self, k: Any, b: Any) -> bool:
+        """Completed, but its peak passed the budget: it does not fit."""
+        value = self.values.loc[k, b]
+        return self.budget_gib is not None and pd.notna(value) and value > self.budget_gib
+
+
+def memory_words(kinds: set[str]) -> str:
+    """'peak memory, GPU (NVML), GiB' for the kinds of peak (outcome.PEAK_SOURCES) a table shows."""
+    ordered = [MEMORY_LABELS[k] for k, _, _ in outcome.PEAK_SOURCES if k in kinds]
+    return f"peak memory, {' / '.join(ordered)}, GiB" if ordered else "peak memory, GiB"
+
+
+def infer_budget_gib(trials: pd.DataFrame) -> float | None:
+    """The memory budget a sweep ran under: the emulated budget if one was set, else the GPU's size."""
+    from_rows = (finite(v) for v in trials.get("memory_budget_gib", []))
+    from_config = (finite(parse_json(v).get("memory_budget_gib")) for v in trials.get("effective_config", []))
+    budgets = {b for b in (*from_rows, *from_config) if b}
+    if len(budgets) == 1:
+        return budgets.pop()
+    totals = column(trials, "gpu_total_gib")
+    return float(totals.min()) if len(totals) else None
+
+
+def feasibility_matrix(trials_df: pd.DataFrame, budget_gib: float | None = None) -> list[FeasibilityGrid]:
+    """Per (framework, mode, model): rows K, columns batch, cells peak GiB or the outcome in a word.
+    A group's cells show one kind of peak: the first its trials measured, by outcome.peak_memory."""
+    trials = numeric(trials_df, TRIAL_NUMERIC)
+    if trials.empty:
+        return []
+    trials["model"] = trials["model"].fillna("?").astype(str)
+    peaks = [outcome.peak_memory(row) for _, row in trials.iterrows()]
+    trials["_peak"] = [value for value, _ in peaks]
+    trials["_kind"] = [kind for _, kind in peaks]
+    grids = []
+    for (framework, mode, model), group in trials.groupby(["framework", "mode", "model"], sort=True):
+        ks = sorted(int(k) for k in group["num_generations"].dropna().unique())
+        bs = sorted(int(b) for b in group["batch_size"].dropna().unique())
+        labels = pd.DataFrame("", index=ks, columns=bs, dtype=object)
+        statuses = pd.DataFrame("", index=ks, columns=bs, dtype=object)
+        values = pd.DataFrame(np.nan, index=ks, columns=bs, dtype=float)
+        kinds = set(group["_kind"].dropna())
+        kind = next((k for k, _, _ in outcome.PEAK_SOURCES if k in kinds), None)
+        for (k, b), cell in group.groupby(["num_generations", "batch_size"]):
+            status, value, label = _cell(cell, kind)
+            labels.loc[int(k), int(b)], statuses.loc[int(k), int(b)] = label, status
+            values.loc[int(k), int(b)] = value
+        for frame in (labels, values, statuses):
+            frame.index.name, frame.columns.name = "K", "B"
+        grids.append(
+            FeasibilityGrid(str(framework), str(mode), str(model), kind, labels, values, statuses, budget_gib)
+        )
+    return grids
+
+
+def _cell(cell: pd.DataFrame, kind: str | None) -> tuple[str, float, str]:
+    counts = cell["status"].value_counts()
+    outcomes = [s for s in STATUS_LABELS if s != COMPLETED and s in counts]  # in STATUS_LABELS' order
+    completed = cell[cell["status"] == COMPLETED]
+    if len(completed):
+        peaks = completed.loc[completed["_kind"] == kind, "_peak"].dropna()
+        value = float(peaks.max()) if len(peaks) else np.nan
+        label = f"{value:.2f} GiB" if len(peaks) else STATUS_LABELS[COMPLETED]
+        verdicts = set(completed.get("training_verdict", pd.Series(dtype=object)).dropna())
+        flagged = [v for v in PRECEDENCE if v in verdicts]
+        if flagged:
+            label += f" {MARK} {VERDICT_WORDS[flagged[0]]}"
+        if outcomes:
+            label += f" (+{', '.join(f'{counts[s]} {STATUS_LABELS[s]}' for s in outcomes)})"
+        return COMPLETED, value, label
+    if outcomes:
+        return outcomes[0], np.nan, STATUS_LABELS[outcomes[0]]
+    return str(cell["status"].iloc[0]), np.nan, str(cell["status"].iloc[0])
+
+
+# ----------------------------------------------------------------------------------------------
+# Frontier
+# ----------------------------------------------------------------------------------------------
+FRONTIER_GROUP = ("framework", "mode", "model", "quantization")
+_SIZE_COLUMNS = ("max_completion_length", "max_prompt_length", "lora_r")
+_LABEL_NAMES = {
+    "num_generations": "K",
+    "batch_size": "B",
+    "micro_batch_size": "micro",
+    "max_prompt_length": "prompt",
+    "max_completion_length": "completion",
+    "lora_r": "r",
+}
+FRONTIER_COLUMNS = (
+    *FRONTIER_GROUP,
+    "largest_fit",
+    "fit_trial_key",
+    "fit_peak_device_gib",
+    "fit_peak_rss_gib",
+    "fit_peak_gib",
+    "fit_memory_kind",
+    "smallest_oom",
+    "oom_trial_key",
+    "oom_peak_device_gib",
+    "oom_peak_rss_gib",
+    "oom_peak_gib",
+    "oom_memory_kind",
+    "oom_over_budget",
+    "oom_detail",
+    COMPLETED,
+    OOM,
+    PRUNED,
+)
+
+
+def _sized(group: pd.DataFrame) -> pd.DataFrame:
+    g = group.copy()
+    g["_completions"] = g["num_generations"] * g["batch_size"]
+    if "micro_batch_size" in g:
+        g["_micro"] = g["micro_batch_size"].fillna(g["_completions"])
+    # memory grows with completions per step first, then lengths and rank
+    zero = pd.Series(0.0, index=g.index)
+    # ties (K=4 B=2 against K=8 B=1) go by the measured peak (outcome.peak_memory)
+    peaks = [outcome.peak_memory(row) for _, row in g.iterrows()]
+    g["_peak"] = [np.nan if value is None else value for value, _ in peaks]
+    g["_kind"] = [kind for _, kind in peaks]
+    columns = [g.get(c, zero) for c in _SIZE_COLUMNS]
+    g["_size"] = list(zip(g["_completions"], *columns, g["_peak"].fillna(0.0), strict=True))
+    return g
+
+
+def _varies(g: pd.DataFrame, column: str) -> bool:
+    if column in ("num_generations", "batch_size"):
+        return True
+    if column == "micro_batch_size":  # the default micro batch (B x K) says nothing K and B do not
+        return bool((g["_micro"] != g["_completions"]).any())
+    return g[column].nunique() > 1
+
+
+def _label(row: pd.Series, varying: list[str]) -> str:
+    parts = [f"{_LABEL_NAMES[c]}={row['_micro'] if c == 'micro_batch_size' else row[c]:g}" for c in varying]
+    return f"{' '.join(parts)} ({row['_completions']:g} completions/step)"
+
+
+def frontier(trials: pd.DataFrame, budget_gib: float | None = None) -> pd.DataFrame:
+    """Per (framework, mode, model, quantization): the largest configuration that fits and the smallest
+    that does not, with their peaks (outcome.peak_memory), from trials.parquet's rows. Without a budget,
+    "fits" means completed and "does not" out of memory; with one, a completed trial whose peak passed
+    it does not fit either (oom_over_budget). Configurations are ordered by completions per step
+    (K x B), then completion length, prompt length, LoRA rank and the measured peak.
+    A side that no trial reached is null."""
+    missing = [c for c in (*FRONTIER_GROUP, "num_generations", "batch_size", "status") if c not in trials]
+    if missing:
+        raise ValueError(
+            f"frontier: trials table lacks column(s) {', '.join(missing)}; "
+            f"pass trials.parquet's rows (its columns: docs/schema.md)"
+        )
+    rows = []
+    for key, group in trials.groupby(list(FRONTIER_GROUP), dropna=False, sort=True, observed=True):
+        g = _sized(group)
+        varying = [c for c in _LABEL_NAMES if c in g and _varies(g, c)]
+        row: dict[str, Any] = dict(zip(FRONTIER_GROUP, key, strict=True))
+        completed = g["status"] == COMPLETED
+        over = completed & (g["_peak"] > budget_gib) if budget_gib is not None else completed & False
+        fit = _extreme(g[completed & ~over], max)
+        oom = _extreme(g[(g["status"] == OOM) | over], min)
+        for side, best in (("fit", fit), ("oom", oom)):
+            row[f"{side}_trial_key"] = _value(best, "trial_key")
+            row[f"{side}_peak_device_gib"] = _value(best, "peak_device_gib")
+            row[f"{side}_peak_rss_gib"] = _value(best, "peak_rss_gib")
+            row[f"{side}_peak_gib"] = _value(best, "_peak")
+            row[f"{side}_memory_kind"] = _value(best, "_kind")
+        row["largest_fit"] = None if fit is None else _label(fit, varying)
+        row["smallest_oom"] = None if oom is None else _label(oom, varying)
+        row["oom_over_budget"] = None if oom is None else bool(oom["status"] == COMPLETED)
+        row["oom_detail"] = (
+            f"completed, but its peak {oom['_peak']:.2f} GiB passed the {budget_gib:g} GiB budget"
+            if row["oom_over_budget"]
+            else _value(oom, "status_detail")
+        )
+        for status in (COMPLETED, OOM, PRUNED):
+            row[status] = int((g["status"] == status).sum())
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(FRONTIER_COLUMNS))
+
+
+def _extreme(rows: pd.DataFrame, pick) -> pd.Series | None:
+    return None if rows.empty else rows.loc[pick(rows.index, key=lambda i: rows.at[i, "_size"])]
+
+
+def _value(row: pd.Series | None, column: str) -> Any:
+    value = None if row is None else row.get(column)
+    return None if value is None or pd.isna(value) else value
+
+
+# ----------------------------------------------------------------------------------------------
+# For people: the frontier table and the side-by-side matrices
+# ----------------------------------------------------------------------------------------------
+def _gib(value: Any) -> str:
+    return "—" if value is None or pd.isna(value) else f"{value:.2f} GiB"
+
+
+# A frontier side no trial answered: none completed and none ran out of memory (stopped, failed, ...).
+NO_ANSWER = "unknown (no trial completed or ran out of memory)"
+NOT_RUN = "·"
+OVER_BUDGET = "over budget"
+
+
+def frontier_view(df: pd.DataFrame) -> pd.DataFrame:
+    """The frontier (frontier()) as the one table people read, in the report and on the terminal; the
+    model and quantization columns only where they vary (a one-model sweep names its model in the
+    matrix heading below)."""
+    rows = []
+    for r in df.itertuples(index=False):
+        kinds = [k for k in (r.fit_memory_kind, r.oom_memory_kind) if isinstance(k, str)]
+        why = OVER_BUDGET if r.oom_over_budget else STATUS_WORDS[OOM]
+        fit, no_fit = isinstance(r.largest_fit, str), isinstance(r.smallest_oom, str)
+        rows.append(
+            {
+                "Framework": r.framework,
+                "Mode": r.mode,
+                "Model": r.model,
+                "Quantization": r.quantization,
+                "Largest that fits": r.largest_fit if fit else "none fit" if no_fit else NO_ANSWER,
+                "Its peak": _gib(r.fit_peak_gib),
+                "Smallest that does not": f"{r.smallest_oom}: {why}"
+                if no_fit
+                else "all fit"
+                if fit
+                else NO_ANSWER,
+                "Peak there": _gib(r.oom_peak_gib),
+                "Memory": " / ".join(dict.fromkeys(MEMORY_LABELS[k] for k in kinds)) or "—",
+                "Completed / OOM / pruned": f"{r.completed} / {r.oom} / {r.pruned}",
+            }
+        )
+    view = pd.DataFrame(rows)
+    # The model and the quantization only where they tell rows apart (a column per page is precious).
+    same = [c for c in ("Model", "Quantization") if c in view and view[c].astype(str).nunique() <= 1]
+    return view.drop(columns=same)
+
+
+@dataclass
+class MatrixView:
+    model: str
+    table: pd.DataFrame
+    caption: str  # what the cells are, the budget, what a verdict mark means
+
+
+def matrix_views(grids: list[FeasibilityGrid]) -> list[MatrixView]:
+    """One table per model: a row per configuration (K, B) that any stack ran, fewest completions
+    first; a column per mode and framework, the frameworks of a mode next to each other; cells the
+    grid's label (peak or outcome), with "over budget" where a completed peak passed the budget."""
+    views = []
+    for model in sorted({g.model for g in grids}):
+        mine = sorted((g for g in grids if g.model == model), key=lambda g: (g.mode, g.framework))
+        configs = sorted(
+            {(k, b) for g in mine for k in g.labels.index for b in g.labels.columns if g.labels.loc[k, b]},
+            key=lambda kb: (kb[0] * kb[1], kb[0]),
+        )
+        table = pd.DataFrame({"K × B": [f"K={k} B={b} ({k * b}/step)" for k, b in configs]})
+        for g in mine:
+            cells = []
+            for k, b in configs:
+                label = g.labels.loc[k, b] if k in g.labels.index and b in g.labels.columns else ""
+                over = bool(label) and g.over_budget(k, b)
+                cells.append(f"{label}: {OVER_BUDGET}" if over else label or NOT_RUN)
+            table[f"{g.mode} · {g.framework}"] = cells
+        views.append(MatrixView(model, table, _matrix_caption(mine)))
+    return views
+
+
+def _matrix_caption(grids: list[FeasibilityGrid]) -> str:
+    budget = grids[0].budget_gib
+    parts = [
+        f"Cells: {memory_words({g.memory_kind for g in grids} - {None})}, or the outcome; {NOT_RUN} not run."
+    ]
+    if budget is None:
+        parts.append("No memory budget is known: pass --budget-gib to mark what fits.")
+    else:
+        over = sum(g.over_budget(k, b) for g in grids for k in g.values.index for b in g.values.columns)
+        parts.append(
+            f"Budget {budget:g} GiB: {over} completed configuration(s) over it, marked “{OVER_BUDGET}”."
+        )
+    parts += [f"{note}." for note in dict.fromkeys(g.verdict_note for g in grids if g.verdict_note)]
+    return " ".join(parts)

@@ -1,0 +1,337 @@
+"""PNG figures of a sweep report (matplotlib's object API with the Agg canvas: no pyplot state, no display)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator, ScalarFormatter
+
+from orchestrator.judging.verdict import MARK
+from orchestrator.recording.outcome import COMPLETED, FAILED, MEMORY_LABELS, OOM, STATUS_COLOURS, STATUS_WORDS
+from orchestrator.views.report._configs import varying_config_columns
+from orchestrator.views.report._feasibility import OVER_BUDGET, FeasibilityGrid, memory_words
+from orchestrator.views.report._outputs import SweepOutputs, trial_peak, trial_steps
+
+STACK_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
+DPI = 90
+# Legible where report.html shows them: no text under FONT_PT points (12.5 px at DPI), and no figure
+# wider than MAX_WIDTH_IN inches (1080 px), so the page (1150 px at most) does not shrink it.
+FONT_PT = 10
+MAX_WIDTH_IN = 12.0
+OVER_BUDGET_COLOUR = "#e6e6e6"
+
+
+# Every text of a report figure at FONT_PT or more, whatever the user's matplotlibrc says: set where the
+# text is made (walking a finished figure's texts to resize them took 40% of a figure's time).
+REPORT_STYLE = {
+    "font.size": FONT_PT,
+    "axes.labelsize": FONT_PT,
+    "axes.titlesize": FONT_PT + 1,
+    "xtick.labelsize": FONT_PT,
+    "ytick.labelsize": FONT_PT,
+    "legend.fontsize": FONT_PT,
+    "legend.title_fontsize": FONT_PT,
+    "figure.titlesize": FONT_PT + 2,
+}
+
+
+def _report_style(draw):
+    """A figure function drawn under REPORT_STYLE."""
+
+    @functools.wraps(draw)
+    def styled(*args, **kwargs):
+        with matplotlib.rc_context(REPORT_STYLE):
+            return draw(*args, **kwargs)
+
+    return styled
+
+
+def _save(fig: Figure, path: Path, tight: bool = True) -> Path:
+    # bbox_inches="tight" draws the figure twice; per-trial curves (many per sweep) use a fixed layout.
+    FigureCanvasAgg(fig)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight" if tight else None, facecolor="white")
+    return path
+
+
+@_report_style
+def feasibility_heatmap(grid: FeasibilityGrid, path: Path) -> Path:
+    """Peak GiB per (K, B) on a colour scale; outcomes in their colours; cells whose peak passed the
+    budget hatched grey and labelled "over budget": they do not fit."""
+    values = grid.values.to_numpy(dtype=float)
+    n_k, n_b = values.shape
+    fig = Figure(figsize=(min(MAX_WIDTH_IN, max(5.5, 1.7 * n_b + 3.0)), max(3.5, 1.0 * n_k + 2.2)))
+    ax = fig.add_subplot()
+    finite = values[np.isfinite(values)]
+    vmax = max([*finite, grid.budget_gib or 0.0, 1e-9])
+    image = ax.imshow(np.ma.masked_invalid(values), cmap="viridis", vmin=0, vmax=vmax, aspect="auto")
+    colourbar = fig.colorbar(image, ax=ax, label=grid.memory_words)
+    if grid.budget_gib is not None:
+        colourbar.ax.axhline(grid.budget_gib, color="red", linewidth=2)
+    outcomes = ListedColormap(list(STATUS_COLOURS.values()))
+    codes = np.full(values.shape, np.nan)
+    for i, k in enumerate(grid.statuses.index):
+        for j, b in enumerate(grid.statuses.columns):
+            status = grid.statuses.loc[k, b]
+            if status in STATUS_COLOURS:
+                codes[i, j] = list(STATUS_COLOURS).index(status)
+            _annotate_cell(ax, grid, i, j, k, b, values[i, j] / vmax if np.isfinite(values[i, j]) else None)
+    ax.imshow(
+        np.ma.masked_invalid(codes), cmap=outcomes, vmin=-0.5, vmax=len(STATUS_COLOURS) - 0.5, aspect="auto"
+    )
+    ax.set_xticks(range(n_b), [str(b) for b in grid.values.columns])
+    ax.set_yticks(range(n_k), [str(k) for k in grid.values.index])
+    ax.set_xlabel("B: prompts per step")
+    ax.set_ylabel("K: completions per prompt")
+    budget = (
+        f"budget {grid.budget_gib:g} GiB: hatched grey cells are over it"
+        if grid.budget_gib is not None
+        else "no budget given"
+    )
+    marked = f"\n{MARK}: ran, but its training verdict flags it" if grid.verdict_note else ""
+    ax.set_title(f"{grid.title}\n{budget}{marked}", fontsize=FONT_PT + 1)
+    present = sorted(set(grid.statuses.to_numpy().ravel()) & set(STATUS_COLOURS))
+    handles = [Patch(color=STATUS_COLOURS[s], label=STATUS_WORDS[s]) for s in present]
+    if any(grid.over_budget(k, b) for k in grid.values.index for b in grid.values.columns):
+        handles.append(
+            Patch(facecolor=OVER_BUDGET_COLOUR, hatch="//", edgecolor="#d62728", label=OVER_BUDGET)
+        )
+    if handles:
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0, -0.2), ncol=min(3, len(handles)))
+    return _save(fig, path)
+
+
+def _annotate_cell(ax, grid: FeasibilityGrid, i: int, j: int, k, b, shade: float | None) -> None:
+    label = grid.labels.loc[k, b]
+    if not label:
+        return
+    # viridis is dark at the low end, and so are the OOM and failed colours: write in white there.
+    over = grid.over_budget(k, b)
+    dark = not over and ((shade is not None and shade < 0.6) or grid.statuses.loc[k, b] in (OOM, FAILED))
+    text = label.replace(" (+", "\n(+").replace(f" {MARK}", f"\n{MARK}") + (
+        f"\n{OVER_BUDGET}" if over else ""
+    )
+    if over:
+        ax.add_patch(
+            Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor=OVER_BUDGET_COLOUR, hatch="//", edgecolor="#d62728")
+        )
+    ax.text(j, i, text, ha="center", va="center", fontsize=FONT_PT, color="white" if dark else "black")
+
+
+def _config_label(row: pd.Series, extra: list[str]) -> str:
+    label = f"K{int(row['num_generations'])}×B{int(row['batch_size'])}"
+    for col in extra:
+        value = str(row[col])
+        label += f"\n{value.split('/')[-1][:18]}" if col == "model" else f"\n{col} {value}"
+    return label
+
+
+@_report_style
+def throughput_plot(ranked: pd.DataFrame, path: Path) -> Path | None:
+    """Median tokens/s (bars, p10–p90 whiskers) per configuration, one colour per framework·mode."""
+    data = ranked.dropna(subset=["tokens_median"])
+    if data.empty:
+        return None
+    extra = varying_config_columns(data, exclude=("framework", "mode", "num_generations", "batch_size"))
+    data = data.assign(
+        stack=data["framework"] + " · " + data["mode"],
+        config=[_config_label(r, extra) for _, r in data.iterrows()],
+        bk=data["num_generations"] * data["batch_size"],
+    ).sort_values(["bk", "num_generations"])
+    configs = list(dict.fromkeys(data["config"]))
+    stacks = sorted(data["stack"].unique())
+    width = 0.8 / len(stacks)
+    fig = Figure(figsize=(min(MAX_WIDTH_IN, max(6, 0.9 * len(configs) * max(1, len(stacks) / 2) + 2)), 4.8))
+    ax = fig.add_subplot()
+    for s, stack in enumerate(stacks):
+        part = data[data["stack"] == stack]
+        x = np.array([configs.index(c) for c in part["config"]]) + (s - (len(stacks) - 1) / 2) * width
+        medians = part["tokens_median"].to_numpy(float)
+        low = np.clip(medians - part["tokens_p10"].fillna(part["tokens_median"]).to_numpy(float), 0, None)
+        high = np.clip(part["tokens_p90"].fillna(part["tokens_median"]).to_numpy(float) - medians, 0, None)
+        ax.bar(
+            x,
+            medians,
+            width,
+            yerr=[low, high],
+            capsize=3,
+            label=stack,
+            color=STACK_COLOURS[s % len(STACK_COLOURS)],
+        )
+    ax.set_xticks(range(len(configs)), configs)
+    ax.set_ylabel("tokens/s (median; whiskers p10–p90)")
+    ax.set_xlabel("configuration (K completions per prompt × B prompts per step)")
+    ax.set_title("Throughput of completed configurations")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(title="framework · mode")
+    return _save(fig, path)
+
+
+@_report_style
+def memory_plot(outputs: SweepOutputs, path: Path, budget_gib: float | None) -> Path | None:
+    """Peak memory against completions per step (B×K), one line per framework·mode·model; OOM as ✕."""
+    trials = outputs.trials
+    rows = []
+    for _, trial in trials.iterrows():
+        peak, kind = trial_peak(trial, trial_steps(outputs.steps, trial.get("trial_key")))
+        k, b = trial.get("num_generations"), trial.get("batch_size")
+        if pd.isna(k) or pd.isna(b):
+            continue
+        rows.append({"stack": f"{trial['framework']} · {trial['mode']}", "model": str(trial.get("model")),
+                     "bk": int(k) * int(b), "peak": peak, "kind": kind, "status": trial.get("status")})  # fmt: skip
+    data = pd.DataFrame(rows)
+    measured = data[data["peak"].notna() & (data["status"] == COMPLETED)] if len(data) else data
+    ooms = data[data["status"] == OOM] if len(data) else data
+    if measured.empty and ooms.empty:
+        return None
+    several_models = data["model"].nunique() > 1
+    fig = Figure(figsize=(7.5, 4.8))
+    ax = fig.add_subplot()
+    top = max([*measured["peak"].tolist(), budget_gib or 0.0, 1.0])
+    for s, ((stack, model), part) in enumerate(measured.groupby(["stack", "model"])):
+        worst = part.groupby("bk")["peak"].max()
+        label = f"{stack} · {model.split('/')[-1]}" if several_models else stack
+        colour = STACK_COLOURS[s % len(STACK_COLOURS)]
+        ax.plot(worst.index, worst.to_numpy(), marker="o", color=colour, label=label)
+    if len(ooms):
+        ax.scatter(
+            ooms["bk"], [top * 1.05] * len(ooms), marker="x", s=70, color="#d62728", label="out of memory"
+        )
+    if budget_gib is not None:
+        ax.axhline(budget_gib, color="#d62728", linestyle="--", linewidth=1.5)
+        ax.text(0.01, budget_gib, f"budget: fits in {budget_gib:g} GiB", va="bottom", color="#d62728",
+                transform=ax.get_yaxis_transform())  # fmt: skip
+    kinds = set(measured["kind"].dropna())
+    ax.set_ylabel(memory_words(kinds))
+    ax.set_xlabel("B×K: completions per optimizer step")
+    ax.set_xscale("log", base=2)
+    # Ticks where the data are: the B×K values the sweep ran, no others.
+    ax.xaxis.set_major_locator(FixedLocator(sorted({*measured["bk"], *ooms["bk"]})))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.set_ylim(0, top * 1.12)
+    ax.set_title("Where memory goes: peak memory against completions per step")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return _save(fig, path)
+
+
+@_report_style
+def trial_curves(trial: pd.Series, steps: pd.DataFrame, path: Path) -> Path:
+    """Reward, loss, completion length and memory over steps for one trial; probe steps shaded."""
+    steps = steps.sort_values("step")
+    x = steps["step"].to_numpy(float)
+    fig = Figure(figsize=(10, 6))
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.09, top=0.91, wspace=0.22, hspace=0.12)
+    axes = fig.subplots(2, 2, sharex=True).ravel()
+    _series(axes[0], x, steps, [("reward_mean", "mean reward")], "reward", band="reward_std")
+    _series(axes[1], x, steps, [("loss", "loss")], "loss")
+    _series(
+        axes[2],
+        x,
+        steps,
+        [("completion_len_mean", "mean"), ("completion_len_max", "max")],
+        "completion length (tokens)",
+    )
+    memory = [("torch_peak_allocated_gib", "torch peak allocated"), ("device_peak_gib", "GPU peak (NVML)"),
+              ("rss_peak_gib", "process RSS peak")]  # fmt: skip
+    _series(axes[3], x, steps, memory, "memory (GiB)")
+    axes[3].set_ylim(bottom=0)  # a flat 0.70 GiB must not read as a ramp
+    probes = steps["probe"].astype(bool).to_numpy() if "probe" in steps else np.zeros(len(steps), bool)
+    for ax in axes:
+        for step in x[probes]:
+            ax.axvspan(step - 0.5, step + 0.5, color="#ff7f0e", alpha=0.18, linewidth=0)
+        ax.grid(alpha=0.3)
+    axes[2].xaxis.set_major_locator(MaxNLocator(integer=True))  # shared x: steps are whole numbers
+    for ax in axes[2:]:
+        ax.set_xlabel("step")
+    if probes.any():
+        axes[0].legend(handles=[*axes[0].get_legend_handles_labels()[0],
+                                Patch(color="#ff7f0e", alpha=0.3, label="probe step")])  # fmt: skip
+    status = STATUS_WORDS.get(trial.get("status"), str(trial.get("status")))
+    fig.suptitle(f"{trial.get('trial_key')} ({status})", fontsize=FONT_PT + 2)
+    return _save(fig, path, tight=False)
+
+
+def _series(ax, x: np.ndarray, steps: pd.DataFrame, columns, ylabel: str, band: str | None = None) -> None:
+    drawn = False
+    for column, label in columns:
+        y = (
+            pd.to_numeric(steps[column], errors="coerce").to_numpy(float)
+            if column in steps
+            else np.full(len(x), np.nan)
+        )
+        # Steps that did not measure a figure (a step reusing earlier completions logs no reward or
+        # length) are left out, so the line joins the steps that did instead of breaking at each gap.
+        seen = np.isfinite(y)
+        if not seen.any():
+            continue
+        ax.plot(x[seen], y[seen], marker=".", label=label)
+        drawn = True
+        if band and band in steps:
+            spread = pd.to_numeric(steps[band], errors="coerce").to_numpy(float)[seen]
+            ax.fill_between(
+                x[seen], y[seen] - spread, y[seen] + spread, alpha=0.2, label=f"± {band.replace('_', ' ')}"
+            )
+    if not drawn:
+        ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes, color="#777")
+    elif len(columns) > 1 or band:
+        ax.legend()
+    ax.set_ylabel(ylabel)
+
+
+@_report_style
+def prediction_plot(pairs: pd.DataFrame, path: Path, budget_gib: float | None) -> Path | None:
+    """Predicted against measured peak per trial (report._predictions.prediction_pairs), the interval
+    as error bars, one colour per family, the identity line and the budget; an `oom` trial's measured
+    peak is a lower bound (▸). None when no trial with a prediction measured a peak."""
+    shown = (
+        pairs[pairs["measured_gib"].notna() & pairs["status"].isin([COMPLETED, OOM])] if len(pairs) else pairs
+    )
+    if shown.empty:
+        return None
+    fig = Figure(figsize=(7.0, 6.0))
+    ax = fig.add_subplot()
+    top = max(
+        [*shown["measured_gib"], *shown["predicted_gib"], *shown["high_gib"].dropna(), budget_gib or 0.0]
+    )
+    top *= 1.1
+    ax.plot([0, top], [0, top], color="#7f7f7f", linewidth=1, label="predicted = measured")
+    for s, (family, part) in enumerate(shown.groupby("family", sort=True)):
+        colour = STACK_COLOURS[s % len(STACK_COLOURS)]
+        predicted = part["predicted_gib"].to_numpy(float)
+        low = np.clip(predicted - part["low_gib"].fillna(part["predicted_gib"]).to_numpy(float), 0, None)
+        high = np.clip(part["high_gib"].fillna(part["predicted_gib"]).to_numpy(float) - predicted, 0, None)
+        labelled = False
+        for status, marker in ((COMPLETED, "o"), (OOM, ">")):
+            mask = (part["status"] == status).to_numpy()
+            if mask.any():
+                ax.errorbar(part["measured_gib"].to_numpy(float)[mask], predicted[mask],
+                            yerr=[low[mask], high[mask]], fmt=marker, color=colour, capsize=3,
+                            label=None if labelled else family)  # fmt: skip
+                labelled = True
+    if (shown["status"] == OOM).any():
+        ax.plot([], [], ">", color="#555", label="out of memory: measured peak is a lower bound")
+    if budget_gib is not None:
+        ax.axhline(budget_gib, color="#d62728", linestyle="--", linewidth=1.2)
+        ax.axvline(budget_gib, color="#d62728", linestyle="--", linewidth=1.2)
+        ax.text(0.01, budget_gib, f"budget {budget_gib:g} GiB", va="bottom", color="#d62728", fontsize=FONT_PT,
+                transform=ax.get_yaxis_transform())  # fmt: skip
+    kinds = set(shown["memory_kind"].dropna())
+    unit = MEMORY_LABELS[next(iter(kinds))] if len(kinds) == 1 else "memory (each trial's kind)"
+    ax.set_xlabel(f"measured peak {unit} (GiB)")
+    ax.set_ylabel("predicted peak (GiB; bars: the interval)")
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_aspect("equal")
+    ax.set_title("Predicted vs measured peak")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=FONT_PT, loc="upper left")
+    return _save(fig, path)
