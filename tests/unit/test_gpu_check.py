@@ -51,8 +51,8 @@ def test_table_has_a_row_per_stack_and_mode_with_ratios_and_reasons():
         summarize("trl", "gspo", result([5, 2, 2], [10, 100, 100], [9, 10, 10], 12.0)),
         summarize("unsloth", "gspo", {"status": "oom", "status_detail": "CUDA out of\nmemory", "steps": []}),
     ]
-    assert ratios(rows)["grpo"] == {"memory": pytest.approx(0.5), "speed": pytest.approx(2.5)}
-    assert ratios(rows)["gspo"] == {"memory": None, "speed": None}
+    assert ratios(rows)[("unsloth", "grpo")] == {"memory": pytest.approx(0.5), "speed": pytest.approx(2.5)}
+    assert ratios(rows)[("unsloth", "gspo")] == {"memory": None, "speed": None}
 
     console = Console(record=True, width=250)
     console.print(build_table(rows))
