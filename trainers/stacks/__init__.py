@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from tasks.names import did_you_mean
 from trainers.stacks._base import Stack
+
+__all__ = ["BASE", "STACKS", "Stack", "get", "label", "names", "register"]
 from trainers.stacks.trl import TrlStack
 from trainers.stacks.unsloth import UnslothStack
 
@@ -27,12 +29,12 @@ def register(stack: Stack) -> Stack:
     return stack
 
 
-def get(name: str) -> Stack:
-    """The stack `framework: name` picks, or a ValueError naming the field, the value and the choices."""
+def get(name: str, field: str = "framework") -> Stack:
+    """The stack `name` picks, or a ValueError naming the field, the value and the registered stacks."""
     try:
         return STACKS[name]
     except KeyError:
-        raise ValueError(f"framework: unknown value {name!r}; {did_you_mean(str(name), STACKS)}") from None
+        raise ValueError(f"{field}: unknown value {name!r}; {did_you_mean(str(name), STACKS)}") from None
 
 
 def names() -> tuple[str, ...]:

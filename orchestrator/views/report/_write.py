@@ -122,7 +122,7 @@ def write_report(
         trial_curves,
     )
 
-    stacks.get(base)  # an unknown base is refused before anything is written
+    stacks.get(base, field="base")  # an unknown base is refused before anything is written
     console = console or Console()
     outputs = outputs if outputs is not None else load_outputs(output_dir)
     out = outputs.output_dir
