@@ -556,11 +556,18 @@ def add_report(sub) -> None:
     )
     p.add_argument(
         "--base-stack",
-        choices=stacks.STACKS,
+        type=stack_name,
         default=stacks.BASE,
-        help="the stack every other is compared against (default: %(default)s)",
+        help=f"the stack every other is compared against: {', '.join(stacks.names())} (default: %(default)s)",
     )
     p.set_defaults(func=cmd_report)
+
+
+def stack_name(value: str) -> str:
+    """A registered stack's name (argparse type), else the error with the nearest names."""
+    if value not in stacks.STACKS:
+        raise argparse.ArgumentTypeError(f"unknown stack {value!r}; {did_you_mean(value, stacks.STACKS)}")
+    return value
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

@@ -251,3 +251,18 @@ def test_compare_pairs_the_third_stacks_trials_across_two_sweeps(tmp_path, third
     assert row["peak_gib_ratio"] == pytest.approx(peak_b / peak_a)
     only_a = set(result.index[result["present"] == "only A"])
     assert only_a == {trial_key("third", "grpo", 4, 1, 1), trial_key("third", "grpo", 4, 2, 1)}
+
+
+def test_rlsweep_report_takes_the_base_stack_from_the_command_line(tmp_path, monkeypatch, capsys):
+    from orchestrator.cli import main as rlsweep
+
+    write_synthetic_sweep(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert rlsweep(["report", str(tmp_path), "--base-stack", "unsloth"]) == 0
+    assert "## TRL against Unsloth" in (tmp_path / "report.md").read_text()
+    with pytest.raises(SystemExit) as exit_:
+        rlsweep(["report", str(tmp_path), "--base-stack", "trll"])
+    assert exit_.value.code == 2
+    assert (
+        "argument --base-stack: unknown stack 'trll'; did you mean 'trl'? available: trl, unsloth"
+    ) in capsys.readouterr().err
