@@ -10,8 +10,9 @@ import os
 import sys
 import traceback
 
+from trainers import stacks
 from trainers.events import ERROR, OOM, EventWriter, oom_cause
-from trainers.runtime import RefusedError
+from trainers.runtime import RefusedError, UnavailableError
 from trainers.spec import TrialSpec
 
 
@@ -22,12 +23,12 @@ def main(argv: list[str]) -> int:
     spec = TrialSpec.load(argv[0])
     events = EventWriter(spec.events_path)
     try:
-        spec.validate()
-        if spec.framework == "unsloth":
-            from trainers import run_unsloth as runner
-        else:
-            from trainers import run_trl as runner
-        runner.run(spec, events)
+        spec.validate()  # an unregistered framework stops here, named with the registered ones
+        stack = stacks.get(spec.framework)
+        available, why = stack.availability()
+        if not available:
+            raise UnavailableError(f"framework {stack.name}: {why}")
+        stack.run(spec, events)
         return 0
     except BaseException as exc:  # noqa: BLE001 - every ending must reach the event stream
         refused = isinstance(exc, RefusedError)  # a setting that does not fit: its message says it all

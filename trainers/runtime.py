@@ -1,31 +1,21 @@
-"""What both stacks share so they run on equal terms: device and dtype choice, thread and memory
-limits, versions, the prompt-length check, and the GRPOConfig built from our batch semantics."""
+"""What the stacks share so they run on equal terms: device and dtype choice, thread and memory
+limits, the prompt-length check, and the GRPOConfig built from our batch semantics."""
 
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import os
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainers.models import total_params
 from trainers.nvml import NvmlUnavailable, import_pynvml, open_visible_device, process_used_bytes
-from trainers.spec import TrialSpec
+
+if TYPE_CHECKING:  # the type only: trainers.spec imports the stacks, which import this module
+    from trainers.spec import TrialSpec
 
 GIB = 1024**3
-VERSIONED = (
-    "torch",
-    "transformers",
-    "trl",
-    "peft",
-    "accelerate",
-    "bitsandbytes",
-    "datasets",
-    "unsloth",
-    "unsloth_zoo",
-)
 
 
 class UnavailableError(RuntimeError):
@@ -35,16 +25,6 @@ class UnavailableError(RuntimeError):
 class RefusedError(ValueError):
     """The trial's settings do not fit its task (e.g. prompts over max_prompt_length): the trial
     fails with this message alone, which names the setting and its fix; no traceback."""
-
-
-def versions() -> dict[str, str | None]:
-    out = {}
-    for name in VERSIONED:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
 
 
 @dataclass(frozen=True)

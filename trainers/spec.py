@@ -17,8 +17,8 @@ from typing import Any
 from tasks import task_problems
 from tasks.names import did_you_mean
 from trainers.models import model_problems
+from trainers.stacks import STACKS
 
-FRAMEWORKS = ("trl", "unsloth")
 MODES = ("grpo", "gspo")
 QUANTIZATIONS = ("nf4", "none")
 DTYPES = ("auto", "bf16", "fp16", "fp32")
@@ -38,7 +38,9 @@ def _knob(default: Any, help: str, **meta: Any) -> Any:
 @dataclass
 class TrialSpec:
     # --- what runs -------------------------------------------------------------------------
-    framework: str = _knob("trl", "Training stack: trl (Hugging Face TRL) or unsloth.", choices=FRAMEWORKS)
+    framework: str = _knob(
+        "trl", "Training stack: trl (Hugging Face TRL) or unsloth; see trainers.stacks.", choices=STACKS
+    )
     mode: str = _knob(
         "grpo",
         "grpo: token-level importance sampling; gspo: sequence-level (GSPO paper, loss_type grpo).",
@@ -277,9 +279,11 @@ def _cross_field_errors(spec: TrialSpec) -> list[str]:
     errors += _framework_dtype_errors(spec.framework_dtype)
     errors += model_problems(spec.model, spec.max_prompt_length + spec.max_completion_length)
     errors += task_problems(spec.task, spec.task_args)
-    if spec.fast_inference and spec.framework != "unsloth":
+    if spec.fast_inference and not STACKS[spec.framework].fast_inference:
+        vllm = [name for name, stack in STACKS.items() if stack.fast_inference]
         errors.append(
-            "fast_inference: true needs framework unsloth (vLLM generation is Unsloth's option here)"
+            f"fast_inference: true needs a framework that generates with vLLM ({', '.join(vllm)}); "
+            f"framework {spec.framework} does not: set fast_inference: false or change framework"
         )
     if spec.fast_inference and spec.probe_steps:
         errors.append(
@@ -322,9 +326,9 @@ def _batch_errors(spec: TrialSpec) -> list[str]:
 def _framework_dtype_errors(mapping: dict) -> list[str]:
     errors = []
     for framework, dtype in mapping.items():
-        if framework not in FRAMEWORKS:
+        if framework not in STACKS:
             errors.append(
-                f"framework_dtype: unknown framework {framework!r}; {did_you_mean(str(framework), FRAMEWORKS)}"
+                f"framework_dtype: unknown framework {framework!r}; {did_you_mean(str(framework), STACKS)}"
             )
         elif dtype not in DTYPES:
             errors.append(

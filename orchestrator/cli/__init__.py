@@ -26,6 +26,7 @@ from orchestrator.running.guard import DEFAULTS as GUARD
 from orchestrator.running.guard import GuardSettings
 from orchestrator.running.submit import add_submit
 from tasks.names import did_you_mean
+from trainers import stacks
 from trainers.events import STARTED, STEP
 from trainers.spec import BOOKKEEPING, KNOBS, TrialSpec
 
@@ -524,7 +525,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     output_dir = Path(args.output_dir)
     try:
         finish_sweep(
-            output_dir, console=out, mlflow=MlflowSink.for_output(output_dir), budget_gib=args.budget_gib
+            output_dir,
+            console=out,
+            mlflow=MlflowSink.for_output(output_dir),
+            budget_gib=args.budget_gib,
+            base_stack=args.base_stack,
         )
     except ReportDiskFull as exc:
         console.print(f"report: {exc.strerror}", markup=False, style="red")
@@ -549,7 +554,20 @@ def add_report(sub) -> None:
         "marked over budget in the frontier, the matrices and the plots (default: the sweep's "
         "memory.budget_gib, else the GPU's size)",
     )
+    p.add_argument(
+        "--base-stack",
+        type=stack_name,
+        default=stacks.BASE,
+        help=f"the stack every other is compared against: {', '.join(stacks.names())} (default: %(default)s)",
+    )
     p.set_defaults(func=cmd_report)
+
+
+def stack_name(value: str) -> str:
+    """A registered stack's name (argparse type), else the error with the nearest names."""
+    if value not in stacks.STACKS:
+        raise argparse.ArgumentTypeError(f"unknown stack {value!r}; {did_you_mean(value, stacks.STACKS)}")
+    return value
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -590,7 +608,10 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
 def add_gpu_check(sub) -> None:
     from orchestrator.running.gpu_check import add_arguments
 
-    p = sub.add_parser("gpu-check", help="TRL vs Unsloth, GRPO vs GSPO on this GPU: one table (needs a GPU)")
+    p = sub.add_parser(
+        "gpu-check",
+        help="the registered stacks (TRL, Unsloth), GRPO vs GSPO on this GPU: one table (needs a GPU)",
+    )
     add_arguments(p)
     p.set_defaults(func=cmd_gpu_check)
 

@@ -24,20 +24,24 @@ def finish_sweep(
     interrupted: bool = False,
     report: bool = True,
     budget_gib: float | None = None,
+    base_stack: str | None = None,
 ) -> dict | None:
     """counts (trials by status, given when a sweep ran): close the parent run with them. report: write
     report.md/html, summary.csv and plots (orchestrator.views.report.write_report, printing to `console`) and
-    log them with `mlflow`. Returns write_report's paths, or None when no report was written.
+    log them with `mlflow`; base_stack: the stack the report compares the others against (default: the
+    registry's base). Returns write_report's paths, or None when no report was written.
     Raises FileNotFoundError when output_dir holds no trials.parquet."""
     if mlflow is not None and counts is not None:
         mlflow.end_sweep(counts, interrupted)
-    paths = _report(output_dir, console, mlflow, budget_gib) if report else None
+    paths = _report(output_dir, console, mlflow, budget_gib, base_stack) if report else None
     if mlflow is not None and mlflow.enabled and mlflow.runs_url():
         console.print(f"MLflow runs: {mlflow.runs_url()}{ui_hint(mlflow.uri)}", markup=False)
     return paths
 
 
-def _report(output_dir: StoragePath, console: Console, mlflow: MlflowSink | None, budget_gib) -> dict | None:
+def _report(
+    output_dir: StoragePath, console: Console, mlflow: MlflowSink | None, budget_gib, base_stack: str | None
+) -> dict | None:
     if is_remote(output_dir):
         console.print(
             f"report: reports read a local folder; copy {output_dir} down, then `rlsweep report DIR`"
@@ -50,7 +54,8 @@ def _report(output_dir: StoragePath, console: Console, mlflow: MlflowSink | None
 
     console.print(f"writing the report (tables, plots, report.html) in {output_dir} ...", markup=False)
     outputs = load_outputs(output_dir)  # read once, for the report and for MLflow's best figures
-    paths = write_report(output_dir, console=console, budget_gib=budget_gib, outputs=outputs)
+    base = {"base": base_stack} if base_stack else {}
+    paths = write_report(output_dir, console=console, budget_gib=budget_gib, outputs=outputs, **base)
     if mlflow is not None and mlflow.enabled:
         mlflow.log_report(paths, outputs)
     return paths

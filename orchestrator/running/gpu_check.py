@@ -1,5 +1,5 @@
-"""`make gpu-check`: the first thing to run on a new GPU. A fixed short comparison of the two stacks
-(TRL and Unsloth, GRPO and GSPO, random-weight Qwen2.5-1.5B-Instruct, QLoRA NF4, K=4, B=2, 10 steps),
+"""`make gpu-check`: the first thing to run on a new GPU. A fixed short comparison of the registered
+stacks (trainers.stacks: TRL and Unsloth; GRPO and GSPO; random-weight Qwen2.5-1.5B-Instruct, QLoRA NF4, K=4, B=2, 10 steps),
 one trial at a time through the trial supervisor, printed as one table: peak memory (NVML for the
 whole process, torch's allocator), tokens/s and step time per stack and mode.
 
@@ -21,9 +21,9 @@ from rich.table import Table
 
 from orchestrator.recording.outcome import COMPLETED
 from orchestrator.running.guard import GuardSettings
+from trainers import stacks
 from trainers.spec import TrialSpec
 
-FRAMEWORKS = ("trl", "unsloth")
 MODES = ("grpo", "gspo")
 CHECK = {
     "model": "random:Qwen/Qwen2.5-1.5B-Instruct",
@@ -61,7 +61,7 @@ def check_specs(output_dir: Path) -> list[TrialSpec]:
             output_dir=str(output_dir / f"{framework}-{mode}"),
             **CHECK,
         )
-        for framework in FRAMEWORKS
+        for framework in stacks.names()
         for mode in MODES
     ]
 
@@ -112,17 +112,18 @@ def summarize(framework: str, mode: str, result: dict[str, Any]) -> Row:
     )
 
 
-def ratios(rows: list[Row]) -> dict[str, dict[str, float | None]]:
-    """Per mode, Unsloth relative to TRL: peak NVML memory and tokens/s (None where either is missing)."""
+def ratios(rows: list[Row], base: str = stacks.BASE) -> dict[tuple[str, str], dict[str, float | None]]:
+    """Per (stack, mode), each stack relative to the base: peak NVML memory and tokens/s (None where
+    either is missing)."""
     by_key = {(r.framework, r.mode): r for r in rows}
     out = {}
-    for mode in sorted({r.mode for r in rows}):
-        trl, unsloth = by_key.get(("trl", mode)), by_key.get(("unsloth", mode))
-        if trl is None or unsloth is None:
+    for r in rows:
+        reference = by_key.get((base, r.mode))
+        if r.framework == base or reference is None:
             continue
-        out[mode] = {
-            "memory": _ratio(unsloth.device_peak_gib, trl.device_peak_gib),
-            "speed": _ratio(unsloth.tokens_per_s, trl.tokens_per_s),
+        out[(r.framework, r.mode)] = {
+            "memory": _ratio(r.device_peak_gib, reference.device_peak_gib),
+            "speed": _ratio(r.tokens_per_s, reference.tokens_per_s),
         }
     return out
 
@@ -188,11 +189,12 @@ def markdown_table(rows: list[Row]) -> str:
 
 
 def notes(rows: list[Row]) -> list[str]:
+    base = stacks.label(stacks.BASE)
     out = [
-        f"{mode}: Unsloth/TRL peak memory x{_fmt(v['memory'])}, tokens/s x{_fmt(v['speed'])}"
+        f"{mode}: {stacks.label(name)}/{base} peak memory x{_fmt(v['memory'])}, tokens/s x{_fmt(v['speed'])}"
         if v["memory"] is not None or v["speed"] is not None
-        else f"{mode}: no Unsloth/TRL ratio (a stack has no measurement)"
-        for mode, v in ratios(rows).items()
+        else f"{mode}: no {stacks.label(name)}/{base} ratio (a stack has no measurement)"
+        for (name, mode), v in ratios(rows).items()
     ]
     # A failed trial's detail carries a stderr tail: one line, bounded, so the table stays readable.
     out += [

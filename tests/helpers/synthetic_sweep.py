@@ -107,6 +107,11 @@ DETAILS = {
 }
 
 
+# Each stack's memory and speed relative to TRL's; a stack not listed (a test-only one) runs as TRL does
+# unless a test adds it here.
+STACK_FACTORS = {"unsloth": (0.8, 1.6)}
+
+
 def trial_key(framework: str, mode: str, k: int, b: int, seed: int) -> str:
     return f"{framework}-{mode}-k{k}-b{b}-s{seed}"
 
@@ -118,8 +123,9 @@ def write_synthetic_sweep(out: Path, gpu: bool = True, grid=GRID, speedup: float
     trials = []
     for framework, mode, k, b, seed, status, n_steps in grid:
         key = trial_key(framework, mode, k, b, seed)
-        base_mem = (1.5 + 0.9 * k * b) * (0.8 if framework == "unsloth" else 1.0) * memory_scale
-        speed = 40.0 * k * b * (1.6 if framework == "unsloth" else 1.0) * speedup
+        memory_factor, speed_factor = STACK_FACTORS.get(framework, (1.0, 1.0))
+        base_mem = (1.5 + 0.9 * k * b) * memory_factor * memory_scale
+        speed = 40.0 * k * b * speed_factor * speedup
         steps = _steps(key, n_steps, gpu, base_mem, speed, rng)
         if n_steps:
             folder = out / "steps" / f"framework={framework}" / f"mode={mode}"

@@ -6,7 +6,8 @@ import pytest
 from rich.console import Console
 
 from orchestrator.running import gpu_check
-from orchestrator.running.gpu_check import build_table, check_specs, markdown_table, ratios, summarize
+from orchestrator.running.gpu_check import build_table, check_specs, markdown_table, notes, ratios, summarize
+from tests.helpers.stacks import ThirdStack, registered
 
 
 def result(step_s, tokens_per_s, torch_reserved, nvml_peak, status="completed", detail=""):
@@ -51,8 +52,8 @@ def test_table_has_a_row_per_stack_and_mode_with_ratios_and_reasons():
         summarize("trl", "gspo", result([5, 2, 2], [10, 100, 100], [9, 10, 10], 12.0)),
         summarize("unsloth", "gspo", {"status": "oom", "status_detail": "CUDA out of\nmemory", "steps": []}),
     ]
-    assert ratios(rows)["grpo"] == {"memory": pytest.approx(0.5), "speed": pytest.approx(2.5)}
-    assert ratios(rows)["gspo"] == {"memory": None, "speed": None}
+    assert ratios(rows)[("unsloth", "grpo")] == {"memory": pytest.approx(0.5), "speed": pytest.approx(2.5)}
+    assert ratios(rows)[("unsloth", "gspo")] == {"memory": None, "speed": None}
 
     console = Console(record=True, width=250)
     console.print(build_table(rows))
@@ -110,3 +111,18 @@ def test_the_cli_verb_takes_its_options_from_the_command_line(tmp_path):
         cwd=root,
     ).stdout
     assert "--output-dir" in help_text and "--timeout" in help_text and "outputs/gpu-" in help_text
+
+
+def test_a_registered_third_stack_is_checked_and_compared_with_trl():
+    with registered(ThirdStack()):
+        specs = check_specs(Path("/tmp/x"))
+        rows = [
+            summarize("trl", "grpo", result([5, 2, 2], [10, 100, 100], [9, 10, 10], 12.0)),
+            summarize("third", "grpo", result([5, 4, 4], [10, 40, 60], [9, 10, 10], 18.0)),
+        ]
+        lines = notes(rows)
+    assert [(s.framework, s.mode) for s in specs][-2:] == [("third", "grpo"), ("third", "gspo")]
+    assert len(specs) == 6
+    # third over trl: NVML peak 18 / 12, median tokens/s after warm-up 50 / 100
+    assert ratios(rows) == {("third", "grpo"): {"memory": pytest.approx(1.5), "speed": pytest.approx(0.5)}}
+    assert "grpo: Third/TRL peak memory x1.50, tokens/s x0.50" in lines

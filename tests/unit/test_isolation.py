@@ -39,8 +39,9 @@ def test_orchestrator_and_trl_stack_leave_unsloth_unimported():
     modules += [
         "trainers",
         "trainers.__main__",
-        "trainers.run_trl",
-        "trainers.run_unsloth",
+        "trainers.stacks",
+        "trainers.stacks.trl",
+        "trainers.stacks.unsloth",
         "trainers.measure",
     ]
     modules += ["tasks"]
@@ -52,9 +53,16 @@ def test_importing_tasks_loads_neither_trainers_nor_orchestrator():
     assert loaded_top_level_packages(["tasks"], ("trainers", "orchestrator")) == []
 
 
-@pytest.mark.parametrize("module", ["trainers.__main__", "trainers.run_trl", "trainers.run_unsloth"])
+@pytest.mark.parametrize("module", ["trainers.__main__", "trainers.stacks.trl", "trainers.stacks.unsloth"])
 def test_trainer_child_modules_load_neither_ray_mlflow_nor_orchestrator(module):
     assert loaded_top_level_packages([module], ("ray", "mlflow", "orchestrator")) == []
+
+
+def test_importing_the_stack_registry_loads_no_training_library():
+    loaded = loaded_top_level_packages(
+        ["trainers.stacks", "trainers.spec"], ("torch", "transformers", "trl", "peft")
+    )
+    assert loaded == []
 
 
 def test_trial_and_gpu_check_commands_load_neither_ray_mlflow_nor_pandas():
@@ -89,7 +97,10 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     for name, path in files.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         targets = []
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        for block in [n for n in ast.walk(tree) if _type_checking_only(n)]:
+            block.body = []  # imports for annotations only never run: they make no dependency
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 targets += [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -102,6 +113,10 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     return graph
 
 
+def _type_checking_only(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+
+
 def layer_of(module: str) -> int:
     return LAYERS.index(module.split(".")[0])
 
@@ -109,8 +124,10 @@ def layer_of(module: str) -> int:
 def test_the_import_graph_sees_function_level_imports():
     graph = import_graph()
     assert "orchestrator.running.driver" in graph["orchestrator.cli"], "cli imports the driver inside cmd_run"
-    assert "trainers.run_trl" in graph["trainers.__main__"], "__main__ picks its runner inside main()"
+    assert "trainers.stacks" in graph["trainers.__main__"], "__main__ picks its stack from the registry"
+    assert "trainers.evaluate" in graph["trainers.stacks._base"], "the assembly imports it inside assemble()"
     assert {"tasks.names", "trainers.models", "tasks"} <= graph["trainers.spec"]
+    assert "trainers.spec" not in graph["trainers.runtime"], "an import under `if TYPE_CHECKING:` never runs"
 
 
 def test_no_layer_imports_a_layer_above_it():

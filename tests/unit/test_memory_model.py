@@ -17,6 +17,7 @@ from orchestrator.judging.memory import (
     Prediction,
     informative_order,
 )
+from tests.helpers.stacks import ThirdStack, registered
 from trainers.models import TINY_CONFIG
 from trainers.spec import TrialSpec
 
@@ -188,6 +189,19 @@ def test_families_each_get_their_own_coefficients():
     spec = trial(num_generations=12, batch_size=3)
     shifted = model.predict(TrialSpec(**{**spec.to_dict(), "framework": "unsloth"})).peak_gib
     assert shifted - model.predict(spec).peak_gib == pytest.approx(0.3, abs=0.02)
+
+
+def test_a_registered_third_stack_makes_a_family_of_its_own():
+    with registered(ThirdStack()):
+        third = [
+            row(TrialSpec(**{**s.to_dict(), "framework": "third"}), peak=true_peak(s) + 0.7) for s in GRID
+        ]
+        model = MemoryModel.fit([row(s) for s in GRID] + third)
+        spec = trial(num_generations=12, batch_size=3)
+        shifted = model.predict(TrialSpec(**{**spec.to_dict(), "framework": "third"})).peak_gib
+    labels = sorted(f.label for f in model.families())
+    assert labels == ["third grpo tiny nf4 auto checkpointed", "trl grpo tiny nf4 auto checkpointed"]
+    assert shifted - model.predict(spec).peak_gib == pytest.approx(0.7, abs=0.02)
 
 
 def test_the_informative_order_runs_each_familys_extremes_first():

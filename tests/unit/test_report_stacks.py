@@ -42,7 +42,7 @@ def test_ratios_are_unsloth_over_trl_for_each_configuration_both_ran(outputs):
     assert row["memory_kind"] == "GPU"
     out_of_memory = comparison.loc[(4, 2)]
     assert pd.isna(out_of_memory["memory_ratio"]) and pd.isna(out_of_memory["speed_ratio"])
-    assert (out_of_memory["trl_fits"], out_of_memory["unsloth_fits"]) == (False, True)
+    assert (out_of_memory["base_fits"], out_of_memory["stack_fits"]) == (False, True)
 
     view = comparison_view(comparison.reset_index()).set_index(["K", "B"])
     assert view.loc[(2, 1), "Memory Unsloth ÷ TRL"] == f"{unsloth_peak / trl_peak:.2f}×"

@@ -12,7 +12,7 @@ Modules, each with one job (imports run down this list, never up):
   _feasibility  the feasibility matrix (K x B per stack and model), the frontier, and both as tables
                 for people (the frontier table, one side-by-side matrix per model)
   _document     the document model (blocks) and its Markdown rendering
-  _stacks       Unsloth against TRL: ratios per configuration both ran, which fits where
+  _stacks       every stack against a base (TRL by default): ratios per configuration both ran, which fits where
   _predictions  predicted against measured peak: per-trial pairs, errors by family, MLflow metrics
   _terminal     a table for people as a rich Table (the frontier `rlsweep run` prints)
   _html         the document's HTML rendering with the page's CSS

@@ -23,7 +23,8 @@ from orchestrator.views.report._feasibility import (
     memory_words,
 )
 from orchestrator.views.report._outputs import SweepOutputs, column, parse_json, plain
-from orchestrator.views.report._stacks import BASE, OTHER, STACK_NAMES, comparison_view
+from orchestrator.views.report._stacks import comparison_view, stack_pairs
+from trainers import stacks
 
 
 def _sentence(text: str) -> str:
@@ -174,6 +175,7 @@ class ReportData:
     plot_paths: dict[str, Any]
     budget_gib: float | None
     predictions: list[Block]  # prediction_blocks
+    base: str = stacks.BASE  # the stack the others are compared against
 
 
 def _budget_words(budget_gib: float | None) -> str:
@@ -214,20 +216,26 @@ def matrix_section(data: ReportData) -> list[Block]:
 
 
 def stacks_section(data: ReportData) -> list[Block]:
-    base, other = STACK_NAMES[BASE], STACK_NAMES[OTHER]
-    blocks = [Block("h2", f"{other} against {base}")]
-    if data.comparison.empty:
-        return [*blocks, Block("p", f"No configuration ran on both {base} and {other}.")]
-    blocks.append(
-        Block(
-            "p",
-            f"Each configuration both stacks ran. Ratios are {other} ÷ {base}: memory below 1× means "
-            f"{other} needs less, tokens/s above 1× means it is faster (medians over measured steps); "
-            "a memory ratio only where both measured the same kind of memory. Fits: which stack fits "
-            f"(completed within the budget) where the other does not. {_budget_words(data.budget_gib)}",
+    base = stacks.label(data.base)
+    pairs = list(stack_pairs(data.comparison))
+    title = f"{pairs[0][1]} against {base}" if len(pairs) == 1 else f"The stacks against {base}"
+    blocks = [Block("h2", title)]
+    if not pairs:
+        return [*blocks, Block("p", f"No configuration ran on both {base} and another stack.")]
+    for _, other, rows in pairs:
+        if len(pairs) > 1:
+            blocks.append(Block("h3", f"{other} against {base}"))
+        blocks.append(
+            Block(
+                "p",
+                f"Each configuration both stacks ran. Ratios are {other} ÷ {base}: memory below 1× means "
+                f"{other} needs less, tokens/s above 1× means it is faster (medians over measured steps); "
+                "a memory ratio only where both measured the same kind of memory. Fits: which stack fits "
+                f"(completed within the budget) where the other does not. {_budget_words(data.budget_gib)}",
+            )
         )
-    )
-    return [*blocks, Block("table", table=comparison_view(data.comparison))]
+        blocks.append(Block("table", table=comparison_view(rows)))
+    return blocks
 
 
 def fastest_section(data: ReportData) -> list[Block]:

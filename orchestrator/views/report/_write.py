@@ -30,8 +30,9 @@ from orchestrator.views.report._feasibility import (
 from orchestrator.views.report._html import render_html
 from orchestrator.views.report._outputs import SweepOutputs, load_outputs, summary_table, trial_steps
 from orchestrator.views.report._predictions import error_table, prediction_pairs, terms_table
-from orchestrator.views.report._stacks import BASE, OTHER, STACK_NAMES, comparison_view, stack_comparison
+from orchestrator.views.report._stacks import comparison_view, stack_comparison, stack_pairs
 from orchestrator.views.report._terminal import frontier_table, rich_table
+from trainers import stacks
 
 PLOT_PREFIXES = ("feasibility_", "curves_", "throughput", "memory_vs_completions", "predicted_vs_measured")
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -101,12 +102,14 @@ def write_report(
     console: Console | None = None,
     budget_gib: float | None = None,
     outputs: SweepOutputs | None = None,
+    base: str = stacks.BASE,
 ) -> dict:
     """Write summary.csv, report.md, report.html and plots/*.png into output_dir; print the report's
     answer (the frontier, the side-by-side matrices, the stack comparison) to `console`.
 
     outputs: the sweep's Parquet already loaded (load_outputs(output_dir)), so a caller that needs them
-    too reads them once. Returns {"summary_csv", "report_md", "report_html": Path, "prediction_errors_csv":
+    too reads them once. base: the stack every other is compared against (a registered name).
+    Returns {"summary_csv", "report_md", "report_html": Path, "prediction_errors_csv":
     Path or None (no trial scored), "plots": [Path, ...]}.
     Raises ReportDiskFull when the disk fills up.
     """
@@ -119,6 +122,7 @@ def write_report(
         trial_curves,
     )
 
+    stacks.get(base, field="base")  # an unknown base is refused before anything is written
     console = console or Console()
     outputs = outputs if outputs is not None else load_outputs(output_dir)
     out = outputs.output_dir
@@ -170,9 +174,11 @@ def write_report(
             plot_paths[kind][name] = result
 
     fits = frontier(outputs.trials, budget) if grids else pd.DataFrame(columns=list(FRONTIER_COLUMNS))
-    comparison = stack_comparison(ranked, outputs.trials)
+    comparison = stack_comparison(ranked, outputs.trials, base)
     predictions = prediction_blocks(pairs, errors, terms_table(outputs.trials), plot_paths["predictions"])
-    data = ReportData(outputs, summary, ranked, grids, fits, comparison, plot_paths, budget, predictions)
+    data = ReportData(
+        outputs, summary, ranked, grids, fits, comparison, plot_paths, budget, predictions, base
+    )
     blocks = build_blocks(data)
     report_md = out / "report.md"
     with _space_for(report_md, out):
@@ -203,8 +209,5 @@ def _print_answer(console: Console, fits, grids, comparison) -> None:
     for view in matrix_views(grids):
         console.print(rich_table(view.table, view.model))
         console.print(view.caption, markup=False)  # under the table, the console's width, not the table's
-    if len(comparison):
-        base, other = STACK_NAMES[BASE], STACK_NAMES[OTHER]
-        console.print(
-            rich_table(comparison_view(comparison), f"{other} against {base} (ratios {other} ÷ {base})")
-        )
+    for base, other, rows in stack_pairs(comparison):
+        console.print(rich_table(comparison_view(rows), f"{other} against {base} (ratios {other} ÷ {base})"))

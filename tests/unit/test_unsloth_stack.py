@@ -1,4 +1,4 @@
-"""The Unsloth runner's guards that need no Unsloth process: a missing install is `unavailable` with the
+"""The Unsloth stack's guards that need no Unsloth process: a missing install is `unavailable` with the
 fix, and knobs Unsloth's GPU GRPOConfig rewrites are put back. (Unsloth's GPU config cannot be built
 on a host without GPU, so its rewrite is reproduced on a plain object here; the CPU rewrite is
 checked for real in tests/integration/test_stack_parity.py.)"""
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from trainers.run_unsloth import import_unsloth, restore_asked
 from trainers.runtime import UnavailableError
+from trainers.stacks.unsloth import import_unsloth, restore_asked
 
 
 def test_missing_unsloth_is_unavailable_with_the_install_fix(monkeypatch):

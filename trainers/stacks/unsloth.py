@@ -1,7 +1,7 @@
-"""One GRPO/GSPO trial on the Unsloth stack, top to bottom, on the same terms as trainers.run_trl.
+"""One GRPO/GSPO trial on the Unsloth stack, top to bottom, on the same terms as trainers.stacks.trl.
 
 Unsloth patches transformers and TRL for the whole process when it is imported, so it is imported
-first, inside run(), and only ever in a trainer child whose framework is unsloth. Then: the model
+first, inside build(), and only ever in a trainer child whose framework is unsloth. Then: the model
 through FastLanguageModel (4-bit NF4 for QLoRA), LoRA through FastLanguageModel.get_peft_model on
 exactly the modules TRL's "all-linear" picks, and TRL's GRPOTrainer as Unsloth patched it (on a GPU
 host its regenerated UnslothGRPOTrainer; in Unsloth's CPU fallback, stock TRL with Unsloth's
@@ -14,12 +14,14 @@ import contextlib
 import importlib.util
 import os
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trainers.control import SupervisorChannel
-from trainers.events import FINISHED, STARTED, EventWriter
+from trainers.events import EventWriter
 from trainers.runtime import EFFECTIVE_KNOBS, UnavailableError
-from trainers.spec import TrialSpec
+from trainers.stacks._base import Built, Stack, assemble, grpo_config, prepare
+
+if TYPE_CHECKING:
+    from trainers.spec import TrialSpec
 
 INSTALL_FIX = (
     "install it with `make setup` (on a GPU host it installs unsloth normally; without a GPU it installs "
@@ -93,128 +95,103 @@ def restore_asked(config, asked: dict[str, Any]) -> dict[str, list]:
     return changed
 
 
-def run(spec: TrialSpec, events: EventWriter) -> None:
-    from trainers.runtime import device_used_before_cuda
+class UnslothStack(Stack):
+    name = "unsloth"
+    label = "Unsloth"
+    packages = ("unsloth", "unsloth_zoo")
+    fast_inference = True
+    install_fix = INSTALL_FIX
 
-    device_used_before = device_used_before_cuda()  # Unsloth's import may create the CUDA context
-    unsloth = import_unsloth()  # before torch/transformers/trl, so its patches take hold
-    import torch
+    def build(self, spec: TrialSpec, events: EventWriter) -> Built:
+        from trainers.runtime import device_used_before_cuda
 
-    # After unsloth: on a GPU host these names are Unsloth's patched UnslothGRPOConfig/-Trainer.
-    from trl import GRPOConfig, GRPOTrainer
+        device_used_before = device_used_before_cuda()  # Unsloth's import may create the CUDA context
+        unsloth = import_unsloth()  # before torch/transformers/trl, so its patches take hold
+        import torch
 
-    from tasks import load_task
-    from trainers.evaluate import Evaluator
-    from trainers.measure import measured
-    from trainers.models import load_tokenizer, parse_model, resolve_model
-    from trainers.runtime import (
-        card_mem_get_info,
-        check_prompt_lengths,
-        choose_dtype,
-        device_info,
-        effective_config,
-        grpo_config_kwargs,
-        lora_b_abs_sum,
-        setup_process,
-        versions,
-        vllm_gpu_memory_utilization,
-    )
+        # After unsloth: on a GPU host these names are Unsloth's patched UnslothGRPOConfig/-Trainer.
+        from trl import GRPOConfig, GRPOTrainer
 
-    FastLanguageModel = unsloth.FastLanguageModel
-    setup_process(spec, device_used_before)
-    on_gpu = torch.cuda.is_available()
-    dtype = choose_dtype(spec)
-    check_fast_inference(spec, on_gpu)
-
-    task = load_task(spec.task, spec.task_args, seed=spec.task_seed)
-    model_path = resolve_model(spec.model, spec.model_cache_dir)
-    gradient_checkpointing = "unsloth" if spec.gradient_checkpointing and on_gpu else False
-    load_kwargs: dict[str, Any] = {}
-    vllm_utilization = None
-    if spec.fast_inference:
-        # vLLM takes utilisation x the card's total: scaled so it takes that share of the budget, and
-        # loaded against the real card's mem_get_info so the scaling is applied once.
-        vllm_utilization = vllm_gpu_memory_utilization(
-            spec.gpu_memory_utilization,
-            spec.memory_budget_gib,
-            torch.cuda.get_device_properties(0).total_memory,
+        from trainers.models import load_tokenizer, parse_model
+        from trainers.runtime import (
+            card_mem_get_info,
+            check_prompt_lengths,
+            grpo_config_kwargs,
+            vllm_gpu_memory_utilization,
         )
-        load_kwargs = {
-            "fast_inference": True,
-            "gpu_memory_utilization": vllm_utilization,
-            "max_lora_rank": spec.lora_r,
-        }
-    try:
-        with card_mem_get_info() if spec.fast_inference else contextlib.nullcontext():
-            model, unsloth_tokenizer = FastLanguageModel.from_pretrained(
-                model_name=model_path,
-                max_seq_length=spec.max_prompt_length + spec.max_completion_length,
-                dtype=dtype,
-                load_in_4bit=spec.quantization == "nf4",
-                use_gradient_checkpointing=gradient_checkpointing,
-                random_state=spec.seed,
-                **load_kwargs,
+
+        FastLanguageModel = unsloth.FastLanguageModel
+        ready = prepare(spec, device_used_before)
+        check_fast_inference(spec, ready.on_gpu)
+
+        gradient_checkpointing = "unsloth" if spec.gradient_checkpointing and ready.on_gpu else False
+        load_kwargs: dict[str, Any] = {}
+        vllm_utilization = None
+        if spec.fast_inference:
+            # vLLM takes utilisation x the card's total: scaled so it takes that share of the budget, and
+            # loaded against the real card's mem_get_info so the scaling is applied once.
+            vllm_utilization = vllm_gpu_memory_utilization(
+                spec.gpu_memory_utilization,
+                spec.memory_budget_gib,
+                torch.cuda.get_device_properties(0).total_memory,
             )
-    except NotImplementedError as exc:  # Unsloth's way of saying "not on this model/host"
-        raise UnavailableError(
-            f"unsloth cannot load {spec.model} here: {exc}; run this configuration with framework trl"
-        ) from exc
-    # Built models (tiny, random:) carry their own byte-level tokenizer, as on the TRL stack; real
-    # models keep the tokenizer Unsloth returns, as an Unsloth user gets it.
-    tokenizer = load_tokenizer(model_path) if parse_model(spec.model).built else unsloth_tokenizer
-    longest_prompt = check_prompt_lengths(task.train, tokenizer, spec.max_prompt_length)
+            load_kwargs = {
+                "fast_inference": True,
+                "gpu_memory_utilization": vllm_utilization,
+                "max_lora_rank": spec.lora_r,
+            }
+        try:
+            with card_mem_get_info() if spec.fast_inference else contextlib.nullcontext():
+                model, unsloth_tokenizer = FastLanguageModel.from_pretrained(
+                    model_name=ready.model_path,
+                    max_seq_length=spec.max_prompt_length + spec.max_completion_length,
+                    dtype=ready.dtype,
+                    load_in_4bit=spec.quantization == "nf4",
+                    use_gradient_checkpointing=gradient_checkpointing,
+                    random_state=spec.seed,
+                    **load_kwargs,
+                )
+        except NotImplementedError as exc:  # Unsloth's way of saying "not on this model/host"
+            raise UnavailableError(
+                f"unsloth cannot load {spec.model} here: {exc}; run this configuration with framework trl"
+            ) from exc
+        # Built models (tiny, random:) carry their own byte-level tokenizer, as on the TRL stack; real
+        # models keep the tokenizer Unsloth returns, as an Unsloth user gets it.
+        tokenizer = load_tokenizer(ready.model_path) if parse_model(spec.model).built else unsloth_tokenizer
+        longest_prompt = check_prompt_lengths(ready.task.train, tokenizer, spec.max_prompt_length)
 
-    model = FastLanguageModel.get_peft_model(
-        model,
-        r=spec.lora_r,
-        lora_alpha=spec.lora_alpha,
-        lora_dropout=spec.lora_dropout,
-        target_modules=all_linear_modules(model),
-        bias="none",
-        use_gradient_checkpointing=gradient_checkpointing,
-        random_state=spec.seed,
-    )
-    rewards = list(task.rewards.values())
-    asked = grpo_config_kwargs(spec, dtype, on_gpu)
-    config = GRPOConfig(**asked, reward_weights=[weight for _, weight in rewards])
-    countered = restore_asked(config, asked)
-
-    evaluator = Evaluator.for_trial(task, tokenizer, spec)
-    meter = checked_step_meter()(
-        events,
-        spec.max_prompt_length,
-        probe_steps=spec.probe_steps,
-        evaluator=evaluator,
-        channel=SupervisorChannel(spec.hold_at_step),
-    )
-    trainer = measured(GRPOTrainer)(
-        model=model,
-        reward_funcs=[func for func, _ in rewards],
-        args=config,
-        train_dataset=task.train,
-        processing_class=tokenizer,
-        callbacks=[meter],
-    )
-    meter.attach(trainer)
-
-    events.emit(
-        STARTED,
-        framework="unsloth",
-        versions=versions(),
-        **device_info(),
-        effective_config=effective_config(trainer, trainer.model, spec)
-        | {
-            "longest_prompt_tokens": longest_prompt,
+        model = FastLanguageModel.get_peft_model(
+            model,
+            r=spec.lora_r,
+            lora_alpha=spec.lora_alpha,
+            lora_dropout=spec.lora_dropout,
+            target_modules=all_linear_modules(model),
+            bias="none",
+            use_gradient_checkpointing=gradient_checkpointing,
+            random_state=spec.seed,
+        )
+        asked = grpo_config_kwargs(spec, ready.dtype, ready.on_gpu)
+        config = grpo_config(GRPOConfig, asked, ready.task)
+        countered = restore_asked(config, asked)
+        trainer, meter = assemble(
+            spec,
+            events,
+            trainer_class=GRPOTrainer,
+            model=model,
+            config=config,
+            task=ready.task,
+            tokenizer=tokenizer,
+            meter_class=checked_step_meter(),
+        )
+        read_back = {
             "unsloth_backend": "cpu" if getattr(unsloth, "_IS_CPU_BACKEND", False) else "gpu",
             "trainer_class": [c.__name__ for c in type(trainer).__mro__[1:3]],
             "unsloth_changed_config": countered,
             "fast_inference": spec.fast_inference,
             "gpu_memory_utilization": spec.gpu_memory_utilization if spec.fast_inference else None,
             "vllm_gpu_memory_utilization": vllm_utilization,
-        },
-    )
-    trainer.train()
-    events.emit(FINISHED, steps=meter.steps_emitted, lora_b_abs_sum=lora_b_abs_sum(trainer.model))
+        }
+        return Built(trainer, meter, longest_prompt, read_back)
 
 
 def checked_step_meter():

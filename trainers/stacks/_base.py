@@ -1,0 +1,165 @@
+"""The Stack interface, and the trial assembly every stack shares, written once.
+
+A stack says whether it can run here (and why not), builds a measured GRPO trainer from a TrialSpec, and
+reports the knobs it read back and its package versions; run() is the same for all: build, emit
+`started`, train, emit `finished`. Heavy libraries (torch, transformers, TRL, a stack's own) are imported
+inside the methods that need them, so importing a stack module stays light.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from trainers.events import FINISHED, STARTED, EventWriter
+
+if TYPE_CHECKING:
+    from trainers.spec import TrialSpec
+
+# The packages every stack trains with: their versions go into each trial's `started` event.
+SHARED_PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "bitsandbytes", "datasets")
+
+
+@dataclass
+class Prepared:
+    """What a stack knows before it loads a model: the device, the dtype, the task and the model path."""
+
+    on_gpu: bool
+    dtype: Any
+    task: Any
+    model_path: str
+
+
+@dataclass
+class Built:
+    """A stack's trial, ready to train: the measured trainer, its step meter, the longest prompt, and
+    the stack's own read-back knobs (added to the `started` event's effective_config)."""
+
+    trainer: Any
+    meter: Any
+    longest_prompt: int
+    read_back: dict[str, Any] = field(default_factory=dict)
+
+
+class Stack(ABC):
+    """One training stack. Subclass it in one module, then register an instance in trainers.stacks."""
+
+    name: ClassVar[str]  # the `framework` value that picks it
+    label: ClassVar[str]  # how the report and gpu-check write it
+    packages: ClassVar[tuple[str, ...]] = ()  # its own packages, beyond SHARED_PACKAGES
+    fast_inference: ClassVar[bool] = False  # whether it can generate with vLLM (fast_inference: true)
+    install_fix: ClassVar[str] = "install them with `make setup`"
+
+    def availability(self) -> tuple[bool, str]:
+        """(True, "") where every package it needs is installed, else (False, what is missing and the fix).
+        Finds the packages without importing them (importing Unsloth patches TRL process-wide)."""
+        missing = [p for p in (*SHARED_PACKAGES, *self.packages) if importlib.util.find_spec(p) is None]
+        if missing:
+            return False, f"{', '.join(missing)} not installed; {self.install_fix}"
+        return True, ""
+
+    def versions(self) -> dict[str, str | None]:
+        """Each package it trains with and its installed version (None: not installed)."""
+        out: dict[str, str | None] = {}
+        for package in (*SHARED_PACKAGES, *self.packages):
+            try:
+                out[package] = importlib.metadata.version(package)
+            except importlib.metadata.PackageNotFoundError:
+                out[package] = None
+        return out
+
+    @abstractmethod
+    def build(self, spec: TrialSpec, events: EventWriter) -> Built:
+        """Load the task, the model and its adapters, and return the measured trainer (assemble())."""
+
+    def effective_knobs(self, built: Built, spec: TrialSpec) -> dict[str, Any]:
+        """The knobs as the built trainer holds them (what the library read back), plus the stack's own."""
+        from trainers.runtime import effective_config
+
+        return (
+            effective_config(built.trainer, built.trainer.model, spec)
+            | {"longest_prompt_tokens": built.longest_prompt}
+            | built.read_back
+        )
+
+    def run(self, spec: TrialSpec, events: EventWriter) -> None:
+        """One trial: build, report what it runs with (`started`), train, report the end (`finished`)."""
+        from trainers.runtime import device_info, lora_b_abs_sum
+
+        built = self.build(spec, events)
+        events.emit(
+            STARTED,
+            framework=self.name,
+            versions=self.versions(),
+            **device_info(),
+            effective_config=self.effective_knobs(built, spec),
+        )
+        built.trainer.train()
+        events.emit(
+            FINISHED, steps=built.meter.steps_emitted, lora_b_abs_sum=lora_b_abs_sum(built.trainer.model)
+        )
+
+
+def prepare(spec: TrialSpec, device_used_before: int | None = None) -> Prepared:
+    """Process limits, device and dtype, then data and rewards: a bad task fails in seconds, before a
+    model is loaded."""
+    import torch
+
+    from tasks import load_task
+    from trainers.models import resolve_model
+    from trainers.runtime import choose_dtype, setup_process
+
+    setup_process(spec, device_used_before)
+    return Prepared(
+        on_gpu=torch.cuda.is_available(),
+        dtype=choose_dtype(spec),
+        task=load_task(spec.task, spec.task_args, seed=spec.task_seed),
+        model_path=resolve_model(spec.model, spec.model_cache_dir),
+    )
+
+
+def grpo_config(config_class: type, asked: dict[str, Any], task: Any) -> Any:
+    """The stack's GRPOConfig from our batch semantics (runtime.grpo_config_kwargs) and the task's reward
+    weights."""
+    return config_class(**asked, reward_weights=[weight for _, weight in task.rewards.values()])
+
+
+def assemble(
+    spec: TrialSpec,
+    events: EventWriter,
+    *,
+    trainer_class: type,
+    model: Any,
+    config: Any,
+    task: Any,
+    tokenizer: Any,
+    meter_class: type | None = None,
+    **trainer_kwargs: Any,
+) -> tuple[Any, Any]:
+    """The measured trainer and its step meter: the evaluator, the meter (with the supervisor's
+    channel), trainer_class wrapped by measure.measured, the meter attached. Returns (trainer, meter)."""
+    from trainers.control import SupervisorChannel
+    from trainers.evaluate import Evaluator
+    from trainers.measure import StepMeter, measured
+
+    meter = (meter_class or StepMeter)(
+        events,
+        spec.max_prompt_length,
+        probe_steps=spec.probe_steps,
+        evaluator=Evaluator.for_trial(task, tokenizer, spec),
+        channel=SupervisorChannel(spec.hold_at_step),
+    )
+    trainer = measured(trainer_class)(
+        model=model,
+        reward_funcs=[func for func, _ in task.rewards.values()],
+        args=config,
+        train_dataset=task.train,
+        processing_class=tokenizer,
+        callbacks=[meter],
+        **trainer_kwargs,
+    )
+    meter.attach(trainer)
+    return trainer, meter

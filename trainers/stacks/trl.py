@@ -1,0 +1,68 @@
+"""One GRPO/GSPO trial on the Hugging Face TRL stack, top to bottom.
+
+QLoRA here means: the base model loaded in 4-bit NF4 with double quantisation (bitsandbytes), LoRA
+adapters on every linear layer, trained with TRL's GRPOTrainer. Everything the stacks must share
+(batch semantics, explicit GRPO knobs, measurement, the trial's assembly) comes from
+trainers.runtime, trainers.measure and trainers.stacks._base.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from trainers.events import EventWriter
+from trainers.stacks._base import Built, Stack, assemble, grpo_config, prepare
+
+if TYPE_CHECKING:
+    from trainers.spec import TrialSpec
+
+
+class TrlStack(Stack):
+    name = "trl"
+    label = "TRL"
+
+    def build(self, spec: TrialSpec, events: EventWriter) -> Built:
+        from peft import LoraConfig
+        from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+        from trl import GRPOConfig, GRPOTrainer
+
+        from trainers.models import load_tokenizer
+        from trainers.runtime import check_prompt_lengths, grpo_config_kwargs
+
+        ready = prepare(spec)
+        tokenizer = load_tokenizer(ready.model_path)
+        longest_prompt = check_prompt_lengths(ready.task.train, tokenizer, spec.max_prompt_length)
+
+        quantization_config = None
+        if spec.quantization == "nf4":
+            quantization_config = BitsAndBytesConfig(
+                load_in_4bit=True,
+                bnb_4bit_quant_type="nf4",
+                bnb_4bit_use_double_quant=True,
+                bnb_4bit_compute_dtype=ready.dtype,
+            )
+        model = AutoModelForCausalLM.from_pretrained(
+            ready.model_path,
+            dtype=ready.dtype,
+            quantization_config=quantization_config,
+            device_map={"": 0} if ready.on_gpu else None,
+        )
+        lora = LoraConfig(
+            r=spec.lora_r,
+            lora_alpha=spec.lora_alpha,
+            lora_dropout=spec.lora_dropout,
+            target_modules="all-linear",
+            task_type="CAUSAL_LM",
+        )
+        config = grpo_config(GRPOConfig, grpo_config_kwargs(spec, ready.dtype, ready.on_gpu), ready.task)
+        trainer, meter = assemble(
+            spec,
+            events,
+            trainer_class=GRPOTrainer,
+            model=model,
+            config=config,
+            task=ready.task,
+            tokenizer=tokenizer,
+            peft_config=lora,
+        )
+        return Built(trainer, meter, longest_prompt)
