@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from orchestrator.cli import main
+from tests.helpers.trainer_child import gpu_visible
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).parents[2]
@@ -61,6 +62,27 @@ def test_invalid_trial_refused_before_anything_starts(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "micro_batch_size" in printed and "model" in printed
     assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.skipif(gpu_visible(), reason="with a GPU, UNSLOTH_DISABLE_CPU_FALLBACK does not stop Unsloth")
+def test_trial_of_an_unsloth_that_cannot_start_writes_an_unavailable_trial_json(
+    tmp_path, monkeypatch, capsys
+):
+    # On a host without GPU this makes `import unsloth` raise instead of falling back to CPU.
+    monkeypatch.setenv("UNSLOTH_DISABLE_CPU_FALLBACK", "1")
+    code = main(["trial", "--framework", "unsloth", "--model-name", "tiny", "--max-steps", "2",
+                 "--output-dir", str(tmp_path)])  # fmt: skip
+    assert code == 1
+    outcome = json.loads((tmp_path / "trial.json").read_text())["outcome"]
+    assert outcome["status"] == "unavailable"
+    assert outcome["status_detail"].startswith("unsloth failed to start: NotImplementedError: ")
+    assert outcome["status_detail"].endswith(
+        "; unset UNSLOTH_DISABLE_CPU_FALLBACK to let Unsloth train on CPU, or run on a host with a GPU"
+    )
+    assert outcome["steps_completed"] == 0
+    # no step ran: not judged and no throughput, null, never 0
+    assert outcome["training_verdict"] is None and outcome["median_tokens_per_s"] is None
+    assert "unavailable: unsloth failed to start" in capsys.readouterr().err
 
 
 def test_no_trainer_survives_a_sigkill_of_its_supervisor(tmp_path):
