@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
+# pip install, less the conflict block of unsloth's undeclared dependencies (tools/pip_install.py)
+PIP_INSTALL := $(PY) tools/pip_install.py
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
 SWEEP ?= $(if $(HAS_GPU),sweeps/workstation-16gb.yaml,sweeps/cpu-smoke.yaml)
 UNSLOTH_VERSION := 2026.10.9
@@ -22,17 +24,19 @@ setup: $(VENV)/.setup-done
 # torch==2.13.0 goes in first: on a host without an NVIDIA GPU pip takes the local CPU build, and the
 # project's ranges (which 2.13.0 satisfies) then pull no CUDA wheels. Unsloth declares a CUDA torch
 # and caps transformers/trl/datasets: on a GPU host it installs normally; without one it goes in
-# without its declared dependencies and runs in its CPU fallback mode.
+# without its declared dependencies and runs in its CPU fallback mode: a later install of a package it
+# depends on makes pip list those dependencies as conflicts (exit 0), which PIP_INSTALL drops; any other
+# conflict still fails the setup.
 $(VENV)/.setup-done: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e ".[dev,reasoning]"
+	$(PIP_INSTALL) -q torch==2.13.0
+	$(PIP_INSTALL) -q -e ".[dev,reasoning]"
 ifeq ($(HAS_GPU),1)
-	$(PIP) install -q "unsloth==$(UNSLOTH_VERSION)" "unsloth_zoo==$(UNSLOTH_VERSION)" "torch==2.13.0" -e ".[dev,reasoning]"
+	$(PIP_INSTALL) -q "unsloth==$(UNSLOTH_VERSION)" "unsloth_zoo==$(UNSLOTH_VERSION)" "torch==2.13.0" -e ".[dev,reasoning]"
 else
-	$(PIP) install -q --no-deps "unsloth==$(UNSLOTH_VERSION)" "unsloth_zoo==$(UNSLOTH_VERSION)"
-	$(PIP) install -q $(UNSLOTH_LIGHT_DEPS)
+	$(PIP_INSTALL) -q --no-deps "unsloth==$(UNSLOTH_VERSION)" "unsloth_zoo==$(UNSLOTH_VERSION)"
+	$(PIP_INSTALL) -q $(UNSLOTH_LIGHT_DEPS)
 	@! $(PIP) list 2>/dev/null | grep -i '^nvidia-' | grep -v '^nvidia-ml-py' || (echo "CUDA wheels found on a host without GPU" && exit 1)
 endif
 	touch $@

@@ -338,7 +338,9 @@ def cmd_trial(args: argparse.Namespace) -> int:
             writer.writeheader()
             writer.writerows(rows)
     row = trial_row(spec, result, verdict=verdict)
-    outcome = {k: row[k] for k in TRIAL_COLUMNS if k not in KNOBS and k not in ("config", "effective_config")}
+    outcome = {
+        k: row.get(k) for k in TRIAL_COLUMNS if k not in KNOBS and k not in ("config", "effective_config")
+    }
     trial_json = {
         "config": json.loads(row["config"]),
         "effective_config": result.started.get("effective_config"),

@@ -43,3 +43,10 @@ def run_child(tmp_path, **overrides):
     )
     events, _ = read_events(spec.events_path)
     return proc, events
+
+
+def gpu_visible() -> bool:
+    """Whether torch sees a CUDA device: with one, UNSLOTH_DISABLE_CPU_FALLBACK does not stop Unsloth."""
+    import torch
+
+    return torch.cuda.is_available()

@@ -18,7 +18,7 @@ from orchestrator.recording.sinks import TrialsTable
 from orchestrator.recording.tracking import MlflowSink
 from orchestrator.spec.plan import plan
 from orchestrator.spec.sweep import parse_sweep, resolved_yaml
-from tests.integration.test_cluster import free_port, http_ok, start, stop, wait_for
+from tests.helpers.services import free_port, http_ok, start, stop, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,10 @@ from mlflow.tracking import MlflowClient
 from orchestrator.cli import main
 from orchestrator.running.driver import FINAL, RUN, RecorderCallback, run_sweep
 from orchestrator.spec.sweep import load_sweep
+from tests.helpers.html_outline import outline
+from tests.helpers.html_outline import table_after as html_table_after
 from tests.helpers.images import assert_varied_png
+from tests.helpers.markdown import table_after as md_table_after
 from tests.helpers.processes import descendants, kill_trees, private_ray_dirs
 from tests.helpers.sweeps import tiny_sweep
 
@@ -89,7 +92,12 @@ def test_fake_gpu_sweep_runs_two_at_once_and_sinks_agree(ray_fake_gpus, tmp_path
         for d in failed.status_detail
     ), failed.status_detail.tolist()
     done = trials[trials.status == "completed"]
-    assert (done.steps_completed == 2).all() and (done.median_tokens_per_s > 0).all()
+    assert (done.steps_completed == 2).all()
+    # probe_steps 1 of max_steps 2: a trial's median speed is its one regular step's, in the steps dataset
+    steps = pq.read_table(outcome.output_dir / "steps").to_pylist()
+    regular = {r["trial_key"]: r["tokens_per_s"] for r in steps if r["step"] == 2 and not r["probe"]}
+    assert sorted(regular) == sorted(done.trial_key) and all(v > 0 for v in regular.values())
+    assert dict(zip(done.trial_key, done.median_tokens_per_s, strict=True)) == regular
     assert done.versions.map(lambda v: "torch" in json.loads(v)).all()
     assert done.effective_config.map(lambda v: json.loads(v)["num_generations"] == 4).all()
 
@@ -136,23 +144,44 @@ def test_fake_gpu_sweep_runs_two_at_once_and_sinks_agree(ray_fake_gpus, tmp_path
 
     # The report from this real sweep: files, images of its trials, and MLflow's comparison metrics.
     assert main(["report", str(outcome.output_dir)]) == 0
-    for name in ("summary.csv", "report.md", "report.html"):
-        assert (outcome.output_dir / name).stat().st_size > 0
+    statuses = sorted(zip(trials.trial_key, trials.status, strict=True))
     summary = pd.read_csv(outcome.output_dir / "summary.csv")
-    assert sorted(summary.run_name) == sorted(trials.trial_key)
+    assert sorted(zip(summary.run_name, summary.status, strict=True)) == statuses
+    failed_rows = sorted((key, "failed") for key in failed.trial_key)
+    markdown = (outcome.output_dir / "report.md").read_text()
+    assert f"4 trials: {len(done)} completed, {len(failed)} failed." in markdown.splitlines()
+    header, rows = md_table_after(markdown, "## Trials that did not complete")
+    assert sorted((row[header.index("Trial")], row[header.index("Outcome")]) for row in rows) == failed_rows
     pngs = sorted((outcome.output_dir / "plots").glob("*.png"))
     assert pngs
     for png in pngs:
         assert_varied_png(png)
     html = (outcome.output_dir / "report.html").read_text()
     assert all(key in html for key in done.trial_key)
+    header, rows = html_table_after(outline(html), "Trials that did not complete")
+    assert sorted((row[header.index("Trial")], row[header.index("Outcome")]) for row in rows) == failed_rows
     _, parents, children = trial_runs(uri, "fakegpu")
     artifacts = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
     assert {"summary.csv", "report.html", "plots"} <= artifacts
-    for run in children:
-        if run.data.tags["status"] == "completed":
-            assert run.data.metrics["median_tokens_per_s"] > 0
-            assert run.data.metrics["peak_memory_gib"] > 0
+    # MLflow's figures are trials.parquet's: a trial's peak is the first measured of GPU, torch reserved,
+    # RSS (a CPU host measures RSS only); the sweep's best/ figures are the best over completed trials.
+    peaks = done[["peak_device_gib", "peak_torch_reserved_gib", "peak_rss_gib"]].bfill(axis=1).iloc[:, 0]
+    peak_of = dict(zip(done.trial_key, peaks, strict=True))
+    figures = {
+        r.data.tags["rlsweep.trial_key"]: (
+            r.data.metrics["median_tokens_per_s"],
+            r.data.metrics["peak_memory_gib"],
+        )
+        for r in children
+        if r.data.tags["status"] == "completed"
+    }
+    assert figures == {key: (regular[key], peak_of[key]) for key in done.trial_key}
+    best = {
+        k: v for k, v in client.get_run(parents[0].info.run_id).data.metrics.items() if k.startswith("best/")
+    }
+    assert best["best/median_tokens_per_s"] == max(regular.values())
+    assert best["best/median_step_s"] == min(done.median_step_s)
+    assert best["best/peak_memory_gib"] == min(peaks)
 
 
 def _closed_port() -> int:

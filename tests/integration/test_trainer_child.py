@@ -23,7 +23,10 @@ def test_three_steps_event_stream(tmp_path, mode, quantization):
     assert effective["importance_sampling_level"] == ("sequence" if mode == "gspo" else "token")
     assert effective["load_in_4bit"] is (quantization == "nf4")
     assert effective["num_generations"] == 2 and effective["completions_per_step"] == 4
-    assert effective["lora_r"] == 16 and effective["trainable_params"] > 0
+    # LoRA r 16 on tiny's 2 layers (hidden 256, 4 heads, 2 KV heads of 64, MLP 512): r x (in + out)
+    # for q, k, v, o, gate, up, down
+    assert effective["lora_r"] == 16
+    assert effective["trainable_params"] == 2 * 16 * ((256 + 256) * 2 + (256 + 128) * 2 + (256 + 512) * 3)
     # nothing on stdout may be mistaken for an event: the stream is its own file
     assert '"event"' not in proc.stdout
 
@@ -35,7 +38,8 @@ def test_three_steps_event_stream(tmp_path, mode, quantization):
         assert s["completions"] == 4
         assert s["completion_tokens"] == pytest.approx(s["completion_len_mean"] * 4)
         assert s["completion_len_max"] <= 12
-        assert s["prompt_tokens"] > 0 and s["tokens_per_s"] > 0
+        assert s["prompt_tokens"] > 0
+        assert s["tokens_per_s"] == pytest.approx((s["prompt_tokens"] + s["completion_tokens"]) / s["step_s"])
         assert 0 < s["gen_s"] < s["step_s"]
         assert s["rss_gib"] > 0 and s["rss_peak_gib"] >= s["rss_gib"] * 0.5
         # no GPU here: what cannot be measured is null, never 0
@@ -53,6 +57,7 @@ def test_invalid_spec_ends_with_error_event_before_any_model(tmp_path):
 def test_probe_steps_force_max_length_and_are_flagged(tmp_path):
     proc, events = run_child(tmp_path, probe_steps=2, max_steps=3)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [e["event"] for e in events] == ["started", "step", "step", "step", "finished"]
     steps = [e for e in events if e["event"] == "step"]
     assert [s["probe"] for s in steps] == [True, True, False]
     # A random model never emits EOS, so lengths cannot tell; the generation setting that forces them can.
@@ -60,10 +65,13 @@ def test_probe_steps_force_max_length_and_are_flagged(tmp_path):
     assert all(s["completion_len_mean"] == 12 for s in steps[:2])
 
 
-def test_events_json_is_one_object_per_line(tmp_path):
-    proc, _ = run_child(tmp_path, max_steps=1)
+def test_events_json_is_one_object_per_line_ending_in_exactly_one_final_event(tmp_path):
+    proc, events = run_child(tmp_path, max_steps=1)
+    assert proc.returncode == 0, proc.stderr[-3000:]
     lines = (tmp_path / "events.jsonl").read_text().splitlines()
-    assert all(isinstance(json.loads(line), dict) for line in lines)
+    assert [json.loads(line) for line in lines] == events
+    assert [e["event"] for e in events] == ["started", "step", "finished"]
+    assert events[-1]["steps"] == 1
 
 
 def test_lora_weights_change_only_when_rewards_vary(tmp_path):
@@ -73,7 +81,8 @@ def test_lora_weights_change_only_when_rewards_vary(tmp_path):
     _, shaped = run_child(
         tmp_path / "shaped", max_steps=2, task_args={"rewards": {"accuracy": 1.0, "digits": 1.0}}
     )
-    assert flat[-1]["event"] == shaped[-1]["event"] == "finished"
+    kinds = ["started", "step", "step", "finished"]
+    assert [e["event"] for e in flat] == [e["event"] for e in shaped] == kinds
     assert flat[-1]["lora_b_abs_sum"] == 0.0
     assert shaped[-1]["lora_b_abs_sum"] > 0.0
     steps = [e for e in shaped if e["event"] == "step"]
@@ -85,6 +94,7 @@ def test_throughput_is_per_generation_cycle_when_completions_are_reused(tmp_path
     # num_iterations 2: step 1 generates, step 2 optimises again over the same completions, and so on.
     proc, events = run_child(tmp_path, num_iterations=2, max_steps=4)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [e["event"] for e in events] == ["started", "step", "step", "step", "step", "finished"]
     steps = [e for e in events if e["event"] == "step"]
     assert [s["generated"] for s in steps] == [True, False, True, False]
     for first, second in (steps[0:2], steps[2:4]):
@@ -102,6 +112,7 @@ def test_throughput_is_per_generation_cycle_when_completions_are_reused(tmp_path
 def test_every_step_is_a_cycle_when_each_step_generates(tmp_path):
     proc, events = run_child(tmp_path, max_steps=2)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [e["event"] for e in events] == ["started", "step", "step", "finished"]
     for s in (e for e in events if e["event"] == "step"):
         assert s["generated"] and s["cycle_steps"] == 1
         assert s["tokens_per_s"] == pytest.approx((s["prompt_tokens"] + s["completion_tokens"]) / s["step_s"])

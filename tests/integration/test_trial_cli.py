@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from orchestrator.cli import main
+from tests.helpers.trainer_child import gpu_visible
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).parents[2]
@@ -36,7 +37,9 @@ def test_trial_writes_steps_metrics_and_trial_json(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "step 1/2" in printed and "step 2/2" in printed
     steps = pd.read_parquet(tmp_path / "steps.parquet")
-    assert len(steps) == 2 and (steps.tokens_per_s > 0).all() and (steps.rss_peak_gib > 0).all()
+    assert len(steps) == 2 and (steps.rss_peak_gib > 0).all()
+    tokens = steps.prompt_tokens + steps.completion_tokens
+    assert steps.tokens_per_s.tolist() == pytest.approx((tokens / steps.step_s).tolist())
     trial = json.loads((tmp_path / "trial.json").read_text())
     csv = pd.read_csv(tmp_path / "metrics.csv")
     assert list(csv.columns[:7]) == ORIGINAL_METRICS_COLUMNS
@@ -61,6 +64,27 @@ def test_invalid_trial_refused_before_anything_starts(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "micro_batch_size" in printed and "model" in printed
     assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.skipif(gpu_visible(), reason="with a GPU, UNSLOTH_DISABLE_CPU_FALLBACK does not stop Unsloth")
+def test_trial_of_an_unsloth_that_cannot_start_writes_an_unavailable_trial_json(
+    tmp_path, monkeypatch, capsys
+):
+    # On a host without GPU this makes `import unsloth` raise instead of falling back to CPU.
+    monkeypatch.setenv("UNSLOTH_DISABLE_CPU_FALLBACK", "1")
+    code = main(["trial", "--framework", "unsloth", "--model-name", "tiny", "--max-steps", "2",
+                 "--output-dir", str(tmp_path)])  # fmt: skip
+    assert code == 1
+    outcome = json.loads((tmp_path / "trial.json").read_text())["outcome"]
+    assert outcome["status"] == "unavailable"
+    assert outcome["status_detail"].startswith("unsloth failed to start: NotImplementedError: ")
+    assert outcome["status_detail"].endswith(
+        "; unset UNSLOTH_DISABLE_CPU_FALLBACK to let Unsloth train on CPU, or run on a host with a GPU"
+    )
+    assert outcome["steps_completed"] == 0
+    # no step ran: not judged and no throughput, null, never 0
+    assert outcome["training_verdict"] is None and outcome["median_tokens_per_s"] is None
+    assert "unavailable: unsloth failed to start" in capsys.readouterr().err
 
 
 def test_no_trainer_survives_a_sigkill_of_its_supervisor(tmp_path):

@@ -3,7 +3,7 @@
 
 import pytest
 
-from tests.helpers.trainer_child import STEP_COLUMNS, run_child
+from tests.helpers.trainer_child import STEP_COLUMNS, gpu_visible, run_child
 
 pytestmark = pytest.mark.slow
 
@@ -37,13 +37,7 @@ def test_three_steps_event_stream(tmp_path, mode):
     assert events[-1]["steps"] == 3
 
 
-def _gpu_visible() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
-@pytest.mark.skipif(_gpu_visible(), reason="with a GPU, UNSLOTH_DISABLE_CPU_FALLBACK does not stop Unsloth")
+@pytest.mark.skipif(gpu_visible(), reason="with a GPU, UNSLOTH_DISABLE_CPU_FALLBACK does not stop Unsloth")
 def test_unsloth_that_cannot_start_is_unavailable_with_the_fix(tmp_path, monkeypatch):
     # On a host without GPU this makes `import unsloth` raise instead of falling back to CPU.
     monkeypatch.setenv("UNSLOTH_DISABLE_CPU_FALLBACK", "1")

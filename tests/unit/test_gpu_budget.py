@@ -151,7 +151,7 @@ def test_the_card_s_own_mem_get_info_answers_inside_card_mem_get_info(monkeypatc
     with card_mem_get_info():
         assert torch.cuda.mem_get_info() == (int((80 - 1.5) * GIB), 80 * GIB)
     assert torch.cuda.mem_get_info()[1] == 16 * GIB
-    assert card.fraction is not None
+    assert card.fraction == pytest.approx((16 - 0.5) / 80)  # the budget less the context, of the card
 
 
 # --- vLLM's share ---------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import statistics
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from orchestrator.recording.outcome import COMPLETED, STOPPED, TrialResult
@@ -262,5 +263,9 @@ def test_an_interrupted_speed_phase_keeps_the_memory_phases_row_and_steps(tmp_pa
     recorder.stop_running("interrupted")
     row = TrialsTable(tmp_path / "trials.parquet").rows["t"]
     assert (row["status"], row["phase"], row["steps_completed"]) == (COMPLETED, MEMORY, 2)
-    assert steps_path(tmp_path, spec).exists()
+    kept = pq.read_table(steps_path(tmp_path, spec)).to_pylist()
+    assert [(r["trial_key"], r["step"], r["probe"], r["rss_gib"], r["tokens_per_s"]) for r in kept] == [
+        ("t", 1, True, 0.5, None),
+        ("t", 2, False, 0.5, 100.0),
+    ]
     assert STOPPED not in {r["status"] for r in table.rows.values()}

@@ -57,7 +57,8 @@ def test_max_trials_raises_the_limit_and_the_limit_itself_is_allowed():
     grid = {"seed": list(range(100)), "lora_r": list(range(1, 101))}
     assert "over max_trials 5,000" in errors_of({"name": "g", "grid": grid, "max_trials": 5000})
     assert parse_sweep({"name": "g", "grid": grid}).max_trials == 10_000  # 100 x 100 = the default limit
-    assert parse_sweep({"name": "g", "grid": {**grid, "beta": [0.0, 0.1]}, "max_trials": 20_000})
+    raised = parse_sweep({"name": "g", "grid": {**grid, "beta": [0.0, 0.1]}, "max_trials": 20_000})
+    assert raised.max_trials == 20_000 and math.prod(len(v) for v in raised.grid.values()) == 100 * 100 * 2
 
 
 # ------------------------------------------------------------------------------------------------
@@ -170,7 +171,8 @@ def test_yaml_nan_and_inf_spellings_are_refused(tmp_path):
 
 
 def test_the_largest_allowed_integers_pass():
-    parse_sweep({"name": "ok", "fixed": {"seed": 2**32 - 1, "max_steps": INT_MAX}})
+    sweep = parse_sweep({"name": "ok", "fixed": {"seed": 2**32 - 1, "max_steps": INT_MAX}})
+    assert sweep.fixed == {"seed": 4_294_967_295, "max_steps": 2_147_483_647}
 
 
 # ------------------------------------------------------------------------------------------------
