@@ -115,13 +115,22 @@ NVML_PROBE_TIMEOUT_S = 180
 
 
 def host_gpu() -> tuple[float | None, bool]:
-    """(memory of this host's first GPU in GiB, whether NVML reads each process's GPU memory). Without
-    an NVIDIA GPU: (None, True), since trials then run on the CPU and the guard reads each one's RSS."""
-    from trainers.nvml import NvmlUnavailable, import_pynvml, open_visible_device
+    """(memory of the GPU this driver was given, in GiB; whether NVML reads each process's GPU memory).
+    The GPU is the first entry of the driver's CUDA_VISIBLE_DEVICES (index 0 when unset), the one its
+    trials run on, not NVML's device 0. Without an NVIDIA GPU: (None, True), since trials then run on
+    the CPU and the guard reads each one's RSS."""
+    from trainers.nvml import (
+        CUDA_DEVICE_ORDER,
+        NvmlUnavailable,
+        first_visible_device,
+        import_pynvml,
+        open_visible_device,
+    )
 
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     try:
         nvml = import_pynvml()
-        handle = open_visible_device(nvml, None)
+        handle = open_visible_device(nvml, visible)
     except NvmlUnavailable as exc:
         return None, exc.no_gpu
     try:
@@ -131,13 +140,14 @@ def host_gpu() -> tuple[float | None, bool]:
     import subprocess
     import sys
 
+    env = {**os.environ, **CUDA_DEVICE_ORDER, "CUDA_VISIBLE_DEVICES": first_visible_device(visible)}
     try:
         answer = subprocess.run(
             [sys.executable, "-c", _NVML_PROBE],
             capture_output=True,
             text=True,
             timeout=NVML_PROBE_TIMEOUT_S,
-            env={**os.environ, "CUDA_VISIBLE_DEVICES": "0"},
+            env=env,
         ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         answer = ""

@@ -38,6 +38,7 @@ from orchestrator.running.telemetry import (
 from trainers.control import CONTINUE, STOP, closes_steady_cycle, holds_here
 from trainers.events import ERROR, FINISHED, STARTED, STEP, is_oom, read_events
 from trainers.events import OOM as OOM_EVENT
+from trainers.nvml import CUDA_DEVICE_ORDER
 from trainers.spec import TrialSpec
 
 # Device fields a memory sampler measures better than the trainer can (NVML sees the whole process).
@@ -80,6 +81,7 @@ def child_env(cuda_visible_devices: str | None, cpus: int | None) -> dict[str, s
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT_ROOT, env.get("PYTHONPATH", "")) if p)
     if cuda_visible_devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
+    env.update(CUDA_DEVICE_ORDER)  # an index means the GPU NVML (the sampler) means by it
     if cpus:
         # Two busy torch threads per process on a 2-core host stall for seconds.
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(cpus)

@@ -264,3 +264,26 @@ def test_an_interrupted_speed_phase_keeps_the_memory_phases_row_and_steps(tmp_pa
     assert (row["status"], row["phase"], row["steps_completed"]) == (COMPLETED, MEMORY, 2)
     assert steps_path(tmp_path, spec).exists()
     assert STOPPED not in {r["status"] for r in table.rows.values()}
+
+
+def test_the_packing_probe_reads_the_gpu_the_driver_was_given_not_nvml_device_0(monkeypatch):
+    import subprocess
+
+    import trainers.nvml
+    from orchestrator.running.phases import host_gpu
+    from tests.helpers.nvml import GIB, FakeNvml, fake_gpu
+
+    nvml = FakeNvml([fake_gpu(0, total=80 * GIB), fake_gpu(1, total=24 * GIB), fake_gpu(2)])
+    monkeypatch.setattr(trainers.nvml, "import_pynvml", lambda: nvml)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,2")
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    children = []
+
+    def probe(cmd, **kwargs):
+        children.append(kwargs["env"])
+        return subprocess.CompletedProcess(cmd, 0, stdout="True\n")
+
+    monkeypatch.setattr(subprocess, "run", probe)
+    assert host_gpu() == (24.0, True)
+    assert children[0]["CUDA_VISIBLE_DEVICES"] == "1" and children[0]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert nvml.initialized == 0  # shut down again

@@ -211,3 +211,10 @@ def test_a_stop_check_that_answers_ends_the_trial_early_as_completed_with_the_st
 def test_a_stop_check_that_never_answers_leaves_the_trial_as_it_was(tmp_path):
     result = _run(tmp_path, "finish", stop_check=lambda steps: None)
     assert result.status == "completed" and result.status_detail == "3 steps"
+
+
+def test_the_trainer_child_numbers_gpus_in_pci_bus_order_as_nvml_does(monkeypatch):
+    from orchestrator.running.supervisor import child_env
+
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST")  # CUDA's default, spelled out
+    assert child_env("1", 1)["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
