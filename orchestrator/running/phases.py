@@ -36,11 +36,13 @@ PHASES = (MEMORY, SPEED)
 class TrialPhases:
     """What the supervisor does with one trial. hold_at_step: the memory phase's last step (None: no
     memory phase in this run); then_speed: at it, go on into the speed phase (else stop there);
-    settle: end the speed phase once settled (orchestrator/running/settle.py), None: run to max_steps."""
+    settle: end the speed phase once settled (orchestrator/running/settle.py), None: run to max_steps;
+    shared_gpu: packed beside other trials on one GPU, so its memory is read per process only."""
 
     hold_at_step: int | None = None
     then_speed: bool = True
     settle: SettleSettings | None = None
+    shared_gpu: bool = False
 
     def for_trial(self, max_steps: int) -> TrialPhases:
         """These phases for a trial of max_steps: one whose memory phase would be its whole run has none
@@ -193,7 +195,7 @@ def stages(sweep: Any, has_gpu: bool, say: Callable[[str], None] = print) -> lis
     if per_gpu == 1:  # alone on its GPU: a trial that fits goes straight on into its speed phase
         runs = [(unfinished, TrialPhases(hold_at_step=hold, then_speed=SPEED in run, settle=settle), gpus)]
     else:
-        runs = [(unfinished, TrialPhases(hold_at_step=hold, then_speed=False), 1 / per_gpu)]
+        runs = [(unfinished, TrialPhases(hold_at_step=hold, then_speed=False, shared_gpu=True), 1 / per_gpu)]
     if SPEED in run:
         runs.append((speed_pending, TrialPhases(settle=settle), gpus))
     return runs

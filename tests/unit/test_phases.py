@@ -116,7 +116,7 @@ def test_the_stages_of_a_packed_sweep_on_a_cpu_host_with_fake_gpus():
         }
     )
     (memory, memory_gpus), (speed, speed_gpus) = [(p, g) for _, p, g in stages(sweep, True, lambda _: None)]
-    assert memory == TrialPhases(hold_at_step=3, then_speed=False) and memory_gpus == 0.5
+    assert memory == TrialPhases(hold_at_step=3, then_speed=False, shared_gpu=True) and memory_gpus == 0.5
     assert speed == TrialPhases() and speed_gpus == 1
 
 
