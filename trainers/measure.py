@@ -156,6 +156,16 @@ def _alloc_counters() -> dict[str, int] | None:
     return {key: int(stats.get(key, 0)) for key in ALLOC_COUNTERS}
 
 
+def wait_for_device() -> None:
+    """Block until the GPU has run what was queued on it. CUDA kernels run asynchronously: a step's
+    clock read without this can stop before its work is done, and the next step is charged with it.
+    On a CPU there is nothing to wait for."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 class StepMeter(TrainerCallback):
     """Brackets each optimizer step and emits its `step` event once TRL has logged the step."""
 
@@ -204,12 +214,14 @@ class StepMeter(TrainerCallback):
             self._fold_cuda_peak()  # what ran between steps (logging, evaluation) counts too
             torch.cuda.reset_peak_memory_stats()
         self.alloc_start = _alloc_counters()
+        wait_for_device()  # work queued before the step (logging, evaluation) is not the step's
         self.t_start = time.time()
         self.perf_start = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kwargs):
         import torch
 
+        wait_for_device()
         step_s = time.perf_counter() - self.perf_start
         c = self.counters
         generated = c.completions > 0
