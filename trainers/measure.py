@@ -30,6 +30,7 @@ from transformers import TrainerCallback
 from tasks.bounded import SCORING
 from trainers.control import closes_steady_cycle
 from trainers.events import STEP, EventWriter
+from trainers.runtime import refresh_allocator_cap
 
 GIB = 1024**3
 
@@ -86,6 +87,7 @@ def measured(trainer_cls):
                 config.min_new_tokens = self.args.max_completion_length if self.force_max_length else None
             start = time.perf_counter()
             out = super()._generate(prompts)
+            refresh_allocator_cap()  # generation loads kernels (cuBLAS, Triton) outside torch's allocator
             counters = getattr(self, "counters", None)
             if counters is not None and self.model.training:
                 prompt_ids, completion_ids = out[0], out[1]
@@ -192,6 +194,7 @@ class StepMeter(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         import torch
 
+        refresh_allocator_cap()  # what the model's load put outside torch (bitsandbytes, cuBLAS)
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()  # the running peak counts from here, as the original's
 
@@ -214,6 +217,7 @@ class StepMeter(TrainerCallback):
             self._fold_cuda_peak()  # what ran between steps (logging, evaluation) counts too
             torch.cuda.reset_peak_memory_stats()
         self.alloc_start = _alloc_counters()
+        refresh_allocator_cap()
         wait_for_device()  # work queued before the step (logging, evaluation) is not the step's
         self.t_start = time.time()
         self.perf_start = time.perf_counter()
@@ -223,6 +227,7 @@ class StepMeter(TrainerCallback):
 
         wait_for_device()
         step_s = time.perf_counter() - self.perf_start
+        refresh_allocator_cap()
         c = self.counters
         generated = c.completions > 0
         cycle = self.cycle

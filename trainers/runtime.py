@@ -7,6 +7,7 @@ import contextlib
 import importlib.metadata
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,17 +102,96 @@ def measure_cuda_context(torch, nvml: Any, handle: Any, device_used_before: int 
     return CudaContext(None, None, free, total)
 
 
-def allocator_fraction(budget_gib: float, context: CudaContext) -> float:
-    """torch's allocator cap on a card of budget_gib: the budget less the context, over the card total."""
-    usable = budget_gib * GIB - (context.bytes or 0)
-    if usable <= 0:
-        # MemoryError: the trial ends `oom`, as it would on a card this small.
-        raise MemoryError(
-            f"memory_budget_gib: {budget_gib:g} GiB leaves nothing for torch once this process's CUDA "
-            f"context ({context.bytes / GIB:.2f} GiB) is counted; set memory_budget_gib above "
-            f"{context.bytes / GIB:.2f}"
-        )
-    return min(1.0, usable / context.total)
+# The allocator cap moves only when what the process holds outside torch changed by more than this: a
+# few MiB of jitter in NVML's figure would otherwise reset the cap at every look.
+CAP_STEP_BYTES = 16 * 1024**2
+
+
+class AllocatorCap:
+    """torch's allocator cap on device 0, kept at the budget less what this process holds outside
+    torch as the trial runs.
+
+    The first cap charges the CUDA context measured at start-up. Libraries that load later grow the
+    process outside torch's allocator (cuBLAS's handle and kernels at the first matmul, bitsandbytes,
+    Triton's compiled kernels): by hundreds of MiB, which a cap fixed at start-up would leave for the
+    guard to find over the budget. A real card of the budget's size would have freed torch's cache to
+    make room; `refresh()` re-measures (NVML's used memory of this process less torch's reserved) and
+    moves the cap, releasing torch's unused cache when it now holds more than the new cap allows.
+
+    used_bytes(): this process's memory on the device as NVML reads it, None when it cannot."""
+
+    def __init__(
+        self, torch, budget_bytes: int, total: int, outside: int, used_bytes: Callable[[], int | None]
+    ):
+        self.torch = torch
+        self.budget_bytes = budget_bytes
+        self.total = total
+        self.used_bytes = used_bytes
+        self.outside = outside  # bytes held outside torch, as the cap last counted them
+        self.fraction = self._apply(outside)
+
+    def refresh(self) -> None:
+        """Re-measure what the process holds outside torch and move the cap if that changed. Raises
+        MemoryError (the trial ends `oom`) when it alone fills the budget, as on a card that small."""
+        used = self.used_bytes()
+        if used is None:
+            return
+        outside = max(0, used - self.torch.cuda.memory_reserved(0))
+        if abs(outside - self.outside) < CAP_STEP_BYTES:
+            return
+        self.outside = outside
+        self.fraction = self._apply(outside)
+        if self.torch.cuda.memory_reserved(0) > self.fraction * self.total:
+            self.torch.cuda.empty_cache()  # the cache a real card would have freed on its next cudaMalloc
+
+    def _apply(self, outside: int) -> float:
+        usable = self.budget_bytes - outside
+        if usable <= 0:
+            raise MemoryError(
+                f"memory_budget_gib: {self.budget_bytes / GIB:g} GiB leaves nothing for torch once what "
+                f"this process holds outside it ({outside / GIB:.2f} GiB: CUDA context, libraries' "
+                f"kernels and workspaces) is counted; set memory_budget_gib above {outside / GIB:.2f}"
+            )
+        fraction = min(1.0, usable / self.total)
+        self.torch.cuda.set_per_process_memory_fraction(fraction, 0)
+        return fraction
+
+
+_cap: AllocatorCap | None = None
+
+
+def keep_allocator_cap(
+    torch, budget_gib: float, context: CudaContext, device_used_before: int | None
+) -> None:
+    """Cap torch's allocator at the budget less the context (AllocatorCap), re-measured by
+    refresh_allocator_cap() while the trial runs where NVML can read this process's memory: its own
+    figure, else (a container with its own PID namespace) the device's growth since before the context."""
+    global _cap
+    used_bytes: Callable[[], int | None] = lambda: None  # noqa: E731 - without NVML: the start-up cap stays
+    try:
+        nvml = import_pynvml()
+        handle = open_visible_device(nvml, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    except NvmlUnavailable:
+        handle = None
+    if handle is not None and context.source is not None:
+        pid = os.getpid()
+
+        def used_bytes() -> int | None:
+            try:
+                if context.source == "process":
+                    return process_used_bytes(nvml, handle, {pid})
+                return nvml.nvmlDeviceGetMemoryInfo(handle).used - (device_used_before or 0)
+            except nvml.NVMLError:
+                return None
+
+    _cap = AllocatorCap(torch, int(budget_gib * GIB), context.total, context.bytes or 0, used_bytes)
+
+
+def refresh_allocator_cap() -> None:
+    """AllocatorCap.refresh() of this trial's cap; nothing without a budget on a GPU. StepMeter calls
+    it before and after each step and after each generation."""
+    if _cap is not None:
+        _cap.refresh()
 
 
 def budget_mem_get_info(real, device_index, budget_bytes: int, context: CudaContext):
@@ -173,7 +253,7 @@ def setup_process(spec: TrialSpec, device_used_before: int | None = None) -> Non
         # less the context (which a real card holds in the same memory), so an over-budget
         # configuration fails with the same OutOfMemoryError it would on that card; and libraries
         # that size themselves from free memory (Unsloth's autotune, its checkpoint buffers) see it.
-        torch.cuda.set_per_process_memory_fraction(allocator_fraction(spec.memory_budget_gib, _context), 0)
+        keep_allocator_cap(torch, spec.memory_budget_gib, _context, device_used_before)
         _real_mem_get_info = torch.cuda.mem_get_info
         emulated = budget_mem_get_info(
             _real_mem_get_info, _device_index(torch), int(spec.memory_budget_gib * GIB), _context
