@@ -7,12 +7,13 @@ import contextlib
 import importlib.metadata
 import os
 import random
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from trainers.models import total_params
-from trainers.nvml import NvmlUnavailable, import_pynvml, open_visible_device, process_used_bytes
+from trainers.nvml import NvmlUnavailable, import_pynvml, open_visible_device, process_used_bytes, text
 from trainers.spec import TrialSpec
 
 GIB = 1024**3
@@ -62,6 +63,53 @@ class CudaContext:
 # torch's own mem_get_info where setup_process replaced it with the budget's.
 _context: CudaContext | None = None
 _real_mem_get_info = None
+
+
+def cuda_usable(torch) -> bool:
+    """Whether this trial trains on its GPU: True where torch can use CUDA; False where the trial has
+    no GPU (no NVIDIA driver, or CUDA_VISIBLE_DEVICES hiding every device: a CPU trial). Raises
+    UnavailableError where NVML finds the trial's GPU but torch cannot use it, rather than let the
+    trial run on the CPU and be recorded as the GPU's figures; the message says why (a CPU-only torch
+    wheel, a driver older than the wheel's CUDA, torch's own CUDA initialization warning)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if torch.cuda.is_available():
+            return True
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    try:
+        nvml = import_pynvml()
+        handle = open_visible_device(nvml, visible)
+    except NvmlUnavailable as exc:
+        if exc.no_gpu:
+            return False
+        gpu, driver_cuda, reasons = "a GPU", None, [f"NVML: {exc}"]
+    else:
+        try:
+            gpu, reasons = text(nvml.nvmlDeviceGetName(handle)), []
+            driver_cuda = nvml.nvmlSystemGetCudaDriverVersion()  # 12040 for CUDA 12.4
+        except nvml.NVMLError:
+            driver_cuda = None
+        finally:
+            nvml.nvmlShutdown()
+    built = torch.version.cuda
+    if built is None:
+        reasons.append(
+            f"torch {torch.__version__} is a CPU-only build; install a CUDA build of torch (a wheel from "
+            "download.pytorch.org/whl/cu<version>) the driver supports"
+        )
+    elif driver_cuda is not None:
+        driver = (driver_cuda // 1000, driver_cuda % 1000 // 10)
+        if tuple(int(part) for part in built.split(".")[:2]) > driver:
+            shown = f"{driver[0]}.{driver[1]}"
+            reasons.append(
+                f"the NVIDIA driver supports CUDA {shown}, older than torch {torch.__version__}'s CUDA "
+                f"{built}; update the driver, or install a torch wheel built for CUDA {shown} or older"
+            )
+    reasons += [str(w.message) for w in caught if "CUDA" in str(w.message)]
+    raise UnavailableError(
+        f"{gpu} (CUDA_VISIBLE_DEVICES={visible!r}) is visible to NVML but torch cannot use it, and the "
+        f"trial will not run on the CPU instead: {'; '.join(reasons) or 'torch sees no CUDA device'}"
+    )
 
 
 def device_used_before_cuda() -> int | None:
@@ -234,7 +282,7 @@ def setup_process(spec: TrialSpec, device_used_before: int | None = None) -> Non
         torch.set_num_threads(threads)
     random.seed(spec.seed)
     torch.manual_seed(spec.seed)
-    if not torch.cuda.is_available():
+    if not cuda_usable(torch):
         return
     if device_used_before is None:
         device_used_before = device_used_before_cuda()

@@ -5,7 +5,9 @@ card's own arithmetic: a budget of B GiB behaves like a card of B GiB holding co
 from __future__ import annotations
 
 import os
+import re
 import sys
+import warnings
 from types import SimpleNamespace
 
 import pytest
@@ -286,3 +288,61 @@ def test_a_trial_row_carries_the_context_the_allocator_setting_and_the_gpu_figur
     assert (row["context_gib"], row["context_source"]) == (0.52, "device")
     assert row["alloc_conf"] == "expandable_segments:True" and row["gpu_memory_source"] == "device"
     assert {"context_gib", "context_source", "alloc_conf", "gpu_memory_source"} <= set(TRIAL_SCHEMA.names)
+
+
+# --- a GPU torch cannot use -----------------------------------------------------------------------
+
+
+def _gpu_torch_cannot_use(monkeypatch, *, driver_cuda: int, wheel_cuda: str | None, warning: str | None):
+    """NVML finds GPU 0; torch.cuda.is_available() is False, warning as torch does when cuInit fails."""
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([fake_gpu(0)], cuda_driver_version=driver_cuda))
+    monkeypatch.setattr(torch.version, "cuda", wheel_cuda)
+
+    def is_available():
+        if warning:
+            warnings.warn(warning, UserWarning, stacklevel=1)
+        return False
+
+    monkeypatch.setattr(torch.cuda, "is_available", is_available)
+
+
+def test_a_driver_older_than_the_wheel_s_cuda_makes_the_trial_unavailable_not_a_cpu_run(monkeypatch):
+    too_old = (
+        "CUDA initialization: The NVIDIA driver on your system is too old (found version 12040). Please "
+        "update your GPU driver by downloading and installing a new version from the URL: "
+        "http://www.nvidia.com/Download/index.aspx"
+    )
+    _gpu_torch_cannot_use(monkeypatch, driver_cuda=12040, wheel_cuda="12.8", warning=too_old)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    with pytest.raises(runtime.UnavailableError) as err:
+        setup_process(_spec())
+    assert str(err.value) == (
+        "Fake H100 #0 (CUDA_VISIBLE_DEVICES='0') is visible to NVML but torch cannot use it, and the trial "
+        f"will not run on the CPU instead: the NVIDIA driver supports CUDA 12.4, older than torch "
+        f"{torch.__version__}'s CUDA 12.8; update the driver, or install a torch wheel built for CUDA 12.4 "
+        f"or older; {too_old}"
+    )
+
+
+def test_a_cpu_only_torch_wheel_on_a_gpu_host_makes_the_trial_unavailable(monkeypatch):
+    _gpu_torch_cannot_use(monkeypatch, driver_cuda=12080, wheel_cuda=None, warning=None)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with pytest.raises(
+        runtime.UnavailableError, match=rf"torch {re.escape(torch.__version__)} is a CPU-only build"
+    ):
+        setup_process(_spec())
+
+
+def test_a_gpu_cuda_cannot_find_from_cuda_visible_devices_is_unavailable_but_a_cpu_trial_runs(monkeypatch):
+    no_device = "CUDA initialization: CUDA driver initialization failed, you might not have a CUDA gpu."
+    _gpu_torch_cannot_use(monkeypatch, driver_cuda=12080, wheel_cuda="12.8", warning=no_device)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-0aaa")  # NVML takes the prefix
+    with pytest.raises(runtime.UnavailableError) as err:
+        setup_process(_spec())
+    assert str(err.value).endswith(
+        f"(CUDA_VISIBLE_DEVICES='GPU-0aaa') is visible to NVML but torch cannot use it, "
+        f"and the trial will not run on the CPU instead: {no_device}"
+    )
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a CPU trial on a GPU host: the driver hides every GPU
+    setup_process(_spec())
+    assert runtime._context is None
