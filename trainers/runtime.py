@@ -212,27 +212,35 @@ def keep_allocator_cap(
     torch, budget_gib: float, context: CudaContext, device_used_before: int | None
 ) -> None:
     """Cap torch's allocator at the budget less the context (AllocatorCap), re-measured by
-    refresh_allocator_cap() while the trial runs where NVML can read this process's memory: its own
-    figure, else (a container with its own PID namespace) the device's growth since before the context."""
+    refresh_allocator_cap() while the trial runs where NVML can read this process's memory."""
     global _cap
-    used_bytes: Callable[[], int | None] = lambda: None  # noqa: E731 - without NVML: the start-up cap stays
+    used_bytes = _own_device_bytes(context, device_used_before)
+    _cap = AllocatorCap(torch, int(budget_gib * GIB), context.total, context.bytes or 0, used_bytes)
+
+
+def _own_device_bytes(context: CudaContext, device_used_before: int | None) -> Callable[[], int | None]:
+    """A reader of this process's memory on its device, as the context was measured: NVML's figure
+    for its PID, else (a container with its own PID namespace) the device's growth since before the
+    context. It answers None where NVML cannot say (then the start-up cap stays)."""
     try:
         nvml = import_pynvml()
         handle = open_visible_device(nvml, os.environ.get("CUDA_VISIBLE_DEVICES"))
     except NvmlUnavailable:
-        handle = None
-    if handle is not None and context.source is not None:
-        pid = os.getpid()
+        return lambda: None
+    if context.source is None or (context.source == "device" and device_used_before is None):
+        nvml.nvmlShutdown()
+        return lambda: None
+    pid = os.getpid()
 
-        def used_bytes() -> int | None:
-            try:
-                if context.source == "process":
-                    return process_used_bytes(nvml, handle, {pid})
-                return nvml.nvmlDeviceGetMemoryInfo(handle).used - (device_used_before or 0)
-            except nvml.NVMLError:
-                return None
+    def used_bytes() -> int | None:
+        try:
+            if context.source == "process":
+                return process_used_bytes(nvml, handle, {pid})
+            return nvml.nvmlDeviceGetMemoryInfo(handle).used - device_used_before
+        except nvml.NVMLError:
+            return None
 
-    _cap = AllocatorCap(torch, int(budget_gib * GIB), context.total, context.bytes or 0, used_bytes)
+    return used_bytes
 
 
 def refresh_allocator_cap() -> None:
