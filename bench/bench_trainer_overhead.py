@@ -6,7 +6,10 @@ Builds the same tiny GRPO trial twice per round, in one process: once as a bare 
 only a timestamp callback (the least any measurement can do), once as rlsweep runs it
 (measured(GRPOTrainer) + StepMeter: token counting, generation timing, memory and RSS reads, event
 writes). Rounds alternate the order. Reports median step time of each and the overhead ratio, and the time our hooks themselves take
-per step (the direct cost, immune to the noise of a shared machine).
+per step (the direct cost, immune to the noise of a shared machine), and of that the part spent
+waiting for the device before the step's clock starts and stops (trainers.measure.wait_for_device:
+torch.cuda.synchronize on a GPU, only the is_available check on a CPU; this script runs on the CPU, so
+the GPU figure, the time the CPU waits for queued kernels, is not measured by it).
 Target: under 2% of step time.
 """
 
@@ -24,6 +27,7 @@ from transformers import AutoModelForCausalLM, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from tasks import load_task
+from trainers import measure
 from trainers.events import EventWriter
 from trainers.measure import StepMeter, measured
 from trainers.models import load_tokenizer, resolve_model
@@ -51,6 +55,22 @@ class TimedMeter(StepMeter):
 
     def on_log(self, *a, **k):
         return self._timed(super().on_log, *a, **k)
+
+
+class TimedWait:
+    """trainers.measure.wait_for_device, accounting the time it takes (StepMeter calls it by name)."""
+
+    wait_s = 0.0
+
+    def __init__(self, wait):
+        self.wait = wait
+
+    def __call__(self) -> None:
+        start = time.perf_counter()
+        try:
+            self.wait()
+        finally:
+            TimedWait.wait_s += time.perf_counter() - start
 
 
 class Stopwatch(TrainerCallback):
@@ -106,6 +126,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)
+    measure.wait_for_device = TimedWait(measure.wait_for_device)
     spec = TrialSpec(
         model="tiny",
         quantization="none",
@@ -128,6 +149,11 @@ def main() -> None:
     print(
         f"overhead, direct: our hooks took {TimedMeter.hook_s / steps * 1000:.2f} ms per step = "
         f"{TimedMeter.hook_s / steps / o * 100:.2f}% of the median step"
+    )
+    device = "cuda" if torch.cuda.is_available() else "cpu (no GPU: the synchronize is skipped)"
+    print(
+        f"of which waiting for the device: {TimedWait.wait_s / steps * 1e6:.1f} us per step = "
+        f"{TimedWait.wait_s / steps / o * 100:.4f}% of the median step, on {device}"
     )
 
 

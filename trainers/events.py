@@ -84,7 +84,10 @@ _OOM_PATTERNS = re.compile(
     r"out of memory|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|"
     r"can't allocate memory|DefaultCPUAllocator|cudaErrorMemoryAllocation|"
     r"Tried to allocate|not enough memory|std::bad_alloc|MemoryError|"
-    r"bitsandbytes.*alloc|CUDNN_STATUS_ALLOC_FAILED|NVML_ERROR_MEMORY",
+    r"bitsandbytes.*alloc|CUDNN_STATUS_ALLOC_FAILED|NVML_ERROR_MEMORY|"
+    # cuBLAS creates its handle (and workspace) at the first matmul: on a full device that fails as
+    # NOT_INITIALIZED, the allocation failure behind it unnamed.
+    r"CUBLAS_STATUS_NOT_INITIALIZED when calling .?cublas(Lt)?Create",
     re.IGNORECASE,
 )
 

@@ -30,6 +30,7 @@ from transformers import TrainerCallback
 from tasks.bounded import SCORING
 from trainers.control import closes_steady_cycle
 from trainers.events import STEP, EventWriter
+from trainers.runtime import refresh_allocator_cap
 
 GIB = 1024**3
 
@@ -86,6 +87,7 @@ def measured(trainer_cls):
                 config.min_new_tokens = self.args.max_completion_length if self.force_max_length else None
             start = time.perf_counter()
             out = super()._generate(prompts)
+            refresh_allocator_cap()  # generation loads kernels (cuBLAS, Triton) outside torch's allocator
             counters = getattr(self, "counters", None)
             if counters is not None and self.model.training:
                 prompt_ids, completion_ids = out[0], out[1]
@@ -156,6 +158,16 @@ def _alloc_counters() -> dict[str, int] | None:
     return {key: int(stats.get(key, 0)) for key in ALLOC_COUNTERS}
 
 
+def wait_for_device() -> None:
+    """Block until the GPU has run what was queued on it. CUDA kernels run asynchronously: a step's
+    clock read without this can stop before its work is done, and the next step is charged with it.
+    On a CPU there is nothing to wait for."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 class StepMeter(TrainerCallback):
     """Brackets each optimizer step and emits its `step` event once TRL has logged the step."""
 
@@ -182,6 +194,7 @@ class StepMeter(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         import torch
 
+        refresh_allocator_cap()  # what the model's load put outside torch (bitsandbytes, cuBLAS)
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()  # the running peak counts from here, as the original's
 
@@ -204,13 +217,17 @@ class StepMeter(TrainerCallback):
             self._fold_cuda_peak()  # what ran between steps (logging, evaluation) counts too
             torch.cuda.reset_peak_memory_stats()
         self.alloc_start = _alloc_counters()
+        refresh_allocator_cap()
+        wait_for_device()  # work queued before the step (logging, evaluation) is not the step's
         self.t_start = time.time()
         self.perf_start = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kwargs):
         import torch
 
+        wait_for_device()
         step_s = time.perf_counter() - self.perf_start
+        refresh_allocator_cap()
         c = self.counters
         generated = c.completions > 0
         cycle = self.cycle

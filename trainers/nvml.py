@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+# CUDA numbers devices fastest-first unless told otherwise, NVML by PCI bus: set in the environment of
+# every process that touches CUDA (the trainer child, the packing probe) so an index names one GPU in both.
+CUDA_DEVICE_ORDER = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
 
 class NvmlUnavailable(RuntimeError):
     """NVML cannot sample this trial's GPU. `no_gpu`: the trial has no GPU to sample (no driver,

@@ -6,11 +6,13 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from trainers.models import total_params
-from trainers.nvml import NvmlUnavailable, import_pynvml, open_visible_device, process_used_bytes
+from trainers.nvml import NvmlUnavailable, import_pynvml, open_visible_device, process_used_bytes, text
 
 if TYPE_CHECKING:  # the type only: trainers.spec imports the stacks, which import this module
     from trainers.spec import TrialSpec
@@ -41,6 +43,53 @@ class CudaContext:
 # torch's own mem_get_info where setup_process replaced it with the budget's.
 _context: CudaContext | None = None
 _real_mem_get_info = None
+
+
+def cuda_usable(torch) -> bool:
+    """Whether this trial trains on its GPU: True where torch can use CUDA; False where the trial has
+    no GPU (no NVIDIA driver, or CUDA_VISIBLE_DEVICES hiding every device: a CPU trial). Raises
+    UnavailableError where NVML finds the trial's GPU but torch cannot use it, rather than let the
+    trial run on the CPU and be recorded as the GPU's figures; the message says why (a CPU-only torch
+    wheel, a driver older than the wheel's CUDA, torch's own CUDA initialization warning)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if torch.cuda.is_available():
+            return True
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    try:
+        nvml = import_pynvml()
+        handle = open_visible_device(nvml, visible)
+    except NvmlUnavailable as exc:
+        if exc.no_gpu:
+            return False
+        gpu, driver_cuda, reasons = "a GPU", None, [f"NVML: {exc}"]
+    else:
+        try:
+            gpu, reasons = text(nvml.nvmlDeviceGetName(handle)), []
+            driver_cuda = nvml.nvmlSystemGetCudaDriverVersion()  # 12040 for CUDA 12.4
+        except nvml.NVMLError:
+            driver_cuda = None
+        finally:
+            nvml.nvmlShutdown()
+    built = torch.version.cuda
+    if built is None:
+        reasons.append(
+            f"torch {torch.__version__} is a CPU-only build; install a CUDA build of torch (a wheel from "
+            "download.pytorch.org/whl/cu<version>) the driver supports"
+        )
+    elif driver_cuda is not None:
+        driver = (driver_cuda // 1000, driver_cuda % 1000 // 10)
+        if tuple(int(part) for part in built.split(".")[:2]) > driver:
+            shown = f"{driver[0]}.{driver[1]}"
+            reasons.append(
+                f"the NVIDIA driver supports CUDA {shown}, older than torch {torch.__version__}'s CUDA "
+                f"{built}; update the driver, or install a torch wheel built for CUDA {shown} or older"
+            )
+    reasons += [str(w.message) for w in caught if "CUDA" in str(w.message)]
+    raise UnavailableError(
+        f"{gpu} (CUDA_VISIBLE_DEVICES={visible!r}) is visible to NVML but torch cannot use it, and the "
+        f"trial will not run on the CPU instead: {'; '.join(reasons) or 'torch sees no CUDA device'}"
+    )
 
 
 def device_used_before_cuda() -> int | None:
@@ -81,17 +130,104 @@ def measure_cuda_context(torch, nvml: Any, handle: Any, device_used_before: int 
     return CudaContext(None, None, free, total)
 
 
-def allocator_fraction(budget_gib: float, context: CudaContext) -> float:
-    """torch's allocator cap on a card of budget_gib: the budget less the context, over the card total."""
-    usable = budget_gib * GIB - (context.bytes or 0)
-    if usable <= 0:
-        # MemoryError: the trial ends `oom`, as it would on a card this small.
-        raise MemoryError(
-            f"memory_budget_gib: {budget_gib:g} GiB leaves nothing for torch once this process's CUDA "
-            f"context ({context.bytes / GIB:.2f} GiB) is counted; set memory_budget_gib above "
-            f"{context.bytes / GIB:.2f}"
-        )
-    return min(1.0, usable / context.total)
+# The allocator cap moves only when what the process holds outside torch changed by more than this: a
+# few MiB of jitter in NVML's figure would otherwise reset the cap at every look.
+CAP_STEP_BYTES = 16 * 1024**2
+
+
+class AllocatorCap:
+    """torch's allocator cap on device 0, kept at the budget less what this process holds outside
+    torch as the trial runs.
+
+    The first cap charges the CUDA context measured at start-up. Libraries that load later grow the
+    process outside torch's allocator (cuBLAS's handle and kernels at the first matmul, bitsandbytes,
+    Triton's compiled kernels): by hundreds of MiB, which a cap fixed at start-up would leave for the
+    guard to find over the budget. A real card of the budget's size would have freed torch's cache to
+    make room; `refresh()` re-measures (NVML's used memory of this process less torch's reserved) and
+    moves the cap, releasing torch's unused cache when it now holds more than the new cap allows.
+
+    used_bytes(): this process's memory on the device as NVML reads it, None when it cannot."""
+
+    def __init__(
+        self, torch, budget_bytes: int, total: int, outside: int, used_bytes: Callable[[], int | None]
+    ):
+        self.torch = torch
+        self.budget_bytes = budget_bytes
+        self.total = total
+        self.used_bytes = used_bytes
+        self.outside = outside  # bytes held outside torch, as the cap last counted them
+        self.fraction = self._apply(outside)
+
+    def refresh(self) -> None:
+        """Re-measure what the process holds outside torch and move the cap if that changed. Raises
+        MemoryError (the trial ends `oom`) when it alone fills the budget, as on a card that small."""
+        used = self.used_bytes()
+        if used is None:
+            return
+        outside = max(0, used - self.torch.cuda.memory_reserved(0))
+        if abs(outside - self.outside) < CAP_STEP_BYTES:
+            return
+        self.outside = outside
+        self.fraction = self._apply(outside)
+        if self.torch.cuda.memory_reserved(0) > self.fraction * self.total:
+            self.torch.cuda.empty_cache()  # the cache a real card would have freed on its next cudaMalloc
+
+    def _apply(self, outside: int) -> float:
+        usable = self.budget_bytes - outside
+        if usable <= 0:
+            raise MemoryError(
+                f"memory_budget_gib: {self.budget_bytes / GIB:g} GiB leaves nothing for torch once what "
+                f"this process holds outside it ({outside / GIB:.2f} GiB: CUDA context, libraries' "
+                f"kernels and workspaces) is counted; set memory_budget_gib above {outside / GIB:.2f}"
+            )
+        fraction = min(1.0, usable / self.total)
+        self.torch.cuda.set_per_process_memory_fraction(fraction, 0)
+        return fraction
+
+
+_cap: AllocatorCap | None = None
+
+
+def keep_allocator_cap(
+    torch, budget_gib: float, context: CudaContext, device_used_before: int | None
+) -> None:
+    """Cap torch's allocator at the budget less the context (AllocatorCap), re-measured by
+    refresh_allocator_cap() while the trial runs where NVML can read this process's memory."""
+    global _cap
+    used_bytes = _own_device_bytes(context, device_used_before)
+    _cap = AllocatorCap(torch, int(budget_gib * GIB), context.total, context.bytes or 0, used_bytes)
+
+
+def _own_device_bytes(context: CudaContext, device_used_before: int | None) -> Callable[[], int | None]:
+    """A reader of this process's memory on its device, as the context was measured: NVML's figure
+    for its PID, else (a container with its own PID namespace) the device's growth since before the
+    context. It answers None where NVML cannot say (then the start-up cap stays)."""
+    try:
+        nvml = import_pynvml()
+        handle = open_visible_device(nvml, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    except NvmlUnavailable:
+        return lambda: None
+    if context.source is None or (context.source == "device" and device_used_before is None):
+        nvml.nvmlShutdown()
+        return lambda: None
+    pid = os.getpid()
+
+    def used_bytes() -> int | None:
+        try:
+            if context.source == "process":
+                return process_used_bytes(nvml, handle, {pid})
+            return nvml.nvmlDeviceGetMemoryInfo(handle).used - device_used_before
+        except nvml.NVMLError:
+            return None
+
+    return used_bytes
+
+
+def refresh_allocator_cap() -> None:
+    """AllocatorCap.refresh() of this trial's cap; nothing without a budget on a GPU. StepMeter calls
+    it before and after each step and after each generation."""
+    if _cap is not None:
+        _cap.refresh()
 
 
 def budget_mem_get_info(real, device_index, budget_bytes: int, context: CudaContext):
@@ -134,7 +270,7 @@ def setup_process(spec: TrialSpec, device_used_before: int | None = None) -> Non
         torch.set_num_threads(threads)
     random.seed(spec.seed)
     torch.manual_seed(spec.seed)
-    if not torch.cuda.is_available():
+    if not cuda_usable(torch):
         return
     if device_used_before is None:
         device_used_before = device_used_before_cuda()
@@ -153,7 +289,7 @@ def setup_process(spec: TrialSpec, device_used_before: int | None = None) -> Non
         # less the context (which a real card holds in the same memory), so an over-budget
         # configuration fails with the same OutOfMemoryError it would on that card; and libraries
         # that size themselves from free memory (Unsloth's autotune, its checkpoint buffers) see it.
-        torch.cuda.set_per_process_memory_fraction(allocator_fraction(spec.memory_budget_gib, _context), 0)
+        keep_allocator_cap(torch, spec.memory_budget_gib, _context, device_used_before)
         _real_mem_get_info = torch.cuda.mem_get_info
         emulated = budget_mem_get_info(
             _real_mem_get_info, _device_index(torch), int(spec.memory_budget_gib * GIB), _context

@@ -36,11 +36,13 @@ PHASES = (MEMORY, SPEED)
 class TrialPhases:
     """What the supervisor does with one trial. hold_at_step: the memory phase's last step (None: no
     memory phase in this run); then_speed: at it, go on into the speed phase (else stop there);
-    settle: end the speed phase once settled (orchestrator/running/settle.py), None: run to max_steps."""
+    settle: end the speed phase once settled (orchestrator/running/settle.py), None: run to max_steps;
+    shared_gpu: packed beside other trials on one GPU, so its memory is read per process only."""
 
     hold_at_step: int | None = None
     then_speed: bool = True
     settle: SettleSettings | None = None
+    shared_gpu: bool = False
 
     def for_trial(self, max_steps: int) -> TrialPhases:
         """These phases for a trial of max_steps: one whose memory phase would be its whole run has none
@@ -115,13 +117,22 @@ NVML_PROBE_TIMEOUT_S = 180
 
 
 def host_gpu() -> tuple[float | None, bool]:
-    """(memory of this host's first GPU in GiB, whether NVML reads each process's GPU memory). Without
-    an NVIDIA GPU: (None, True), since trials then run on the CPU and the guard reads each one's RSS."""
-    from trainers.nvml import NvmlUnavailable, import_pynvml, open_visible_device
+    """(memory of the GPU this driver was given, in GiB; whether NVML reads each process's GPU memory).
+    The GPU is the first entry of the driver's CUDA_VISIBLE_DEVICES (index 0 when unset), the one its
+    trials run on, not NVML's device 0. Without an NVIDIA GPU: (None, True), since trials then run on
+    the CPU and the guard reads each one's RSS."""
+    from trainers.nvml import (
+        CUDA_DEVICE_ORDER,
+        NvmlUnavailable,
+        first_visible_device,
+        import_pynvml,
+        open_visible_device,
+    )
 
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     try:
         nvml = import_pynvml()
-        handle = open_visible_device(nvml, None)
+        handle = open_visible_device(nvml, visible)
     except NvmlUnavailable as exc:
         return None, exc.no_gpu
     try:
@@ -131,13 +142,14 @@ def host_gpu() -> tuple[float | None, bool]:
     import subprocess
     import sys
 
+    env = {**os.environ, **CUDA_DEVICE_ORDER, "CUDA_VISIBLE_DEVICES": first_visible_device(visible)}
     try:
         answer = subprocess.run(
             [sys.executable, "-c", _NVML_PROBE],
             capture_output=True,
             text=True,
             timeout=NVML_PROBE_TIMEOUT_S,
-            env={**os.environ, "CUDA_VISIBLE_DEVICES": "0"},
+            env=env,
         ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         answer = ""
@@ -183,7 +195,7 @@ def stages(sweep: Any, has_gpu: bool, say: Callable[[str], None] = print) -> lis
     if per_gpu == 1:  # alone on its GPU: a trial that fits goes straight on into its speed phase
         runs = [(unfinished, TrialPhases(hold_at_step=hold, then_speed=SPEED in run, settle=settle), gpus)]
     else:
-        runs = [(unfinished, TrialPhases(hold_at_step=hold, then_speed=False), 1 / per_gpu)]
+        runs = [(unfinished, TrialPhases(hold_at_step=hold, then_speed=False, shared_gpu=True), 1 / per_gpu)]
     if SPEED in run:
         runs.append((speed_pending, TrialPhases(settle=settle), gpus))
     return runs

@@ -38,6 +38,7 @@ from orchestrator.running.telemetry import (
 from trainers.control import CONTINUE, STOP, closes_steady_cycle, holds_here
 from trainers.events import ERROR, FINISHED, STARTED, STEP, is_oom, read_events
 from trainers.events import OOM as OOM_EVENT
+from trainers.nvml import CUDA_DEVICE_ORDER
 from trainers.spec import TrialSpec
 
 # Device fields a memory sampler measures better than the trainer can (NVML sees the whole process).
@@ -80,6 +81,7 @@ def child_env(cuda_visible_devices: str | None, cpus: int | None) -> dict[str, s
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT_ROOT, env.get("PYTHONPATH", "")) if p)
     if cuda_visible_devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
+    env.update(CUDA_DEVICE_ORDER)  # an index means the GPU NVML (the sampler) means by it
     if cpus:
         # Two busy torch threads per process on a 2-core host stall for seconds.
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(cpus)
@@ -178,6 +180,7 @@ class _Run:
         self.killed_for: str | None = None  # why we killed the child, if we did
         self.guard_detail: str | None = None
         self.sampler: Any = None
+        self.proc: subprocess.Popen | None = None
         self.oom_counts_before: dict[str, int] = {}  # kernel OOM-kill counters before the child started
 
     def drain(self) -> None:
@@ -217,7 +220,10 @@ class _Run:
             self.tell(STOP)
 
     def on_exceed(self, detail: str) -> None:
-        """Budget guard callback (called from the sampler's thread)."""
+        """Budget guard callback (called from the sampler's thread). A reading taken as the trainer
+        exited is not its memory: the breach counts only while it runs."""
+        if self.proc is not None and self.proc.poll() is not None:
+            return
         self.guard_detail = detail
         self.killed_for = "budget"
 
@@ -259,7 +265,7 @@ def run_trial(
     """
     timeout_s = guard.timeout_s if guard else None
     if sampler_factory is None and guard is not None:
-        sampler_factory = default_sampler_factory(guard, cuda_visible_devices)
+        sampler_factory = default_sampler_factory(guard, cuda_visible_devices, per_process=phases.shared_gpu)
     trial_dir = Path(trial_dir or spec.output_dir or ".").resolve()
     trial_dir.mkdir(parents=True, exist_ok=True)
     if not spec.output_dir:
@@ -293,6 +299,7 @@ def run_trial(
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )
+    run.proc = proc
     run.tell = lambda word: _tell(proc, word)
     result.pid = proc.pid
     result.cuda_visible_devices = cuda_visible_devices
@@ -353,14 +360,17 @@ def _tell(proc: subprocess.Popen, word: str) -> None:
 def classify(run: _Run, log_path: Path) -> tuple[str, str]:
     """(status, status_detail) from the final event, why we killed the child and its exit code."""
     final, rc = run.final, run.result.exit_code
-    if run.killed_for == "budget":
+    finished = final is not None and final.get("event") == FINISHED
+    # A breach read after the trainer's `finished` event (its teardown, or a neighbour's growth on a
+    # shared device) does not undo a trial that finished.
+    if run.killed_for == "budget" and not finished:
         return OOM, run.guard_detail or "killed by the memory budget guard"
     if run.killed_for == "timeout":
         return FAILED, f"timeout: no result after {run.timeout_s:g} s (wall-clock limit); trainer killed"
-    if run.killed_for == "verdict" and (final is None or final.get("event") != FINISHED):
+    if run.killed_for == "verdict" and not finished:
         last = run.result.steps[-1].get("step") if run.result.steps else 0
         return COMPLETED, f"{len(run.result.steps)} steps; ended early at step {last}: {run.early_end}"
-    if run.killed_for == "stop" and (final is None or final.get("event") != FINISHED):
+    if run.killed_for == "stop" and not finished:
         return STOPPED, "stopped before the trainer finished (interrupted; a resumed sweep runs it again)"
     if final is not None:
         kind = final.get("event")
@@ -414,8 +424,11 @@ def _kernel_oom_detail(run: _Run) -> str | None:
     )
 
 
-def default_sampler_factory(guard: GuardSettings, cuda_visible_devices: str | None = None):
-    """A factory for orchestrator/running/telemetry.py's MemorySampler with the budget guard wired to `on_exceed`."""
+def default_sampler_factory(
+    guard: GuardSettings, cuda_visible_devices: str | None = None, per_process: bool = False
+):
+    """A factory for orchestrator/running/telemetry.py's MemorySampler with the budget guard wired to
+    `on_exceed`; per_process: the trial shares its GPU (MemorySampler's per_process)."""
 
     def factory(pid: int, on_exceed):
         return MemorySampler(
@@ -425,6 +438,7 @@ def default_sampler_factory(guard: GuardSettings, cuda_visible_devices: str | No
             budget_gib=guard.budget_gib,
             margin_gib=guard.margin_gib,
             on_budget_exceeded=lambda breach: on_exceed(breach.detail),
+            per_process=per_process,
         )
 
     return factory

@@ -30,6 +30,14 @@ Where NVML does not list the trainer's PID (a container with its own PID namespa
 host PIDs), the GPU figures are the device's used memory less the reading of the first sample, taken
 before the trainer created its CUDA context, so memory other processes and the driver held before the
 trial is not charged to it; `peak()["gpu_memory_source"]` says which source the figures came from.
+That holds only for a trial alone on its GPU. Packed trials (`per_process=True`: memory-phase trials
+sharing a GPU, which the driver packs only where NVML lists each process) read their own process
+memory alone: a PID NVML does not list (before the trainer creates its CUDA context, seconds for TRL
+and tens of seconds for Unsloth) holds 0 GiB there, for the peaks and the guard; the device's used
+memory would charge the trial with its neighbours'.
+
+Sampling stops when the trainer exits: an exited trainer not yet reaped (a zombie, whose memory psutil
+reads as 0 without raising) ends it as a vanished one does.
 
 A sampler failure (an exception while reading, the trainer gone) never raises into the caller: the
 thread records it (`error`, `stopped_because`) and stops.
@@ -178,6 +186,9 @@ class _HostReader:
 
     def read(self) -> tuple[float, float | None, float]:
         # The trainer itself must be readable (NoSuchProcess ends sampling); a child may be gone.
+        # An exited trainer not yet reaped reads as 0 bytes: it has exited all the same.
+        if self.process.status() == psutil.STATUS_ZOMBIE:
+            raise psutil.ZombieProcess(self.pid)
         rss = self.process.memory_info().rss
         self._refresh_children()
         rss += self._children_uss
@@ -210,10 +221,17 @@ class _NvmlReader:
             self.unsupported.add(name)
             return None
 
-    def read(self, pids: set[int]) -> tuple[float, float | None, float | None, float | None]:
+    def read(
+        self, pids: set[int], per_process: bool
+    ) -> tuple[float, float | None, float | None, float | None]:
+        """(device used, the pids' own, utilization, power). per_process: the pids' own memory is
+        always read (an NVML failure raises) and a PID NVML does not list holds 0."""
         nvml, handle = self.nvml, self.handle
         used = nvml.nvmlDeviceGetMemoryInfo(handle).used / GIB
-        own = self._optional("processes", lambda: _gib(process_used_bytes(nvml, handle, pids)))
+        if per_process:
+            own = (process_used_bytes(nvml, handle, pids) or 0) / GIB
+        else:
+            own = self._optional("processes", lambda: _gib(process_used_bytes(nvml, handle, pids)))
         util = self._optional("utilization", lambda: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
         power = self._optional("power", lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)  # mW
         return used, own, util, power
@@ -311,6 +329,8 @@ class MemorySampler:
     backend: "auto" (NVML when it can sample the trial's GPU, else psutil), "nvml" or "psutil".
     nvml: the pynvml module to use (tests inject a fake); default imports nvidia-ml-py's pynvml.
     retention_s: samples older than this are dropped (the overall peak and energy are kept apart).
+    per_process: the trial shares its GPU (packed): its GPU figures and guard are its own NVML process
+    memory only, 0 while NVML does not list it; never the device's used memory.
     """
 
     def __init__(
@@ -326,6 +346,7 @@ class MemorySampler:
         on_sample: Callable[[Sample], None] | None = None,
         retention_s: float = 900.0,
         nvml: Any = None,
+        per_process: bool = False,
     ):
         if hz <= 0:
             raise ValueError(f"hz: must be > 0, got {hz!r}; the default is {DEFAULT_HZ}")
@@ -336,6 +357,7 @@ class MemorySampler:
         self.budget_gib = budget_gib
         self.on_budget_exceeded = on_budget_exceeded
         self.on_sample = on_sample
+        self.per_process = per_process
         self._cvd = (
             cuda_visible_devices
             if cuda_visible_devices is not None
@@ -420,8 +442,8 @@ class MemorySampler:
         fields: dict[str, Any] = {}
         if self._gpu is not None:
             pids = {p.pid for p in self._host.family()}
-            used, own, util, power = self._gpu.read(pids)
-            if self._device_baseline_gib is None:
+            used, own, util, power = self._gpu.read(pids, self.per_process)
+            if self._device_baseline_gib is None and not self.per_process:
                 self._device_baseline_gib = used
             fields = {
                 "device_used_gib": used,

@@ -19,8 +19,9 @@ class FakeNvml:
     class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801
         pass
 
-    def __init__(self, devices: list[dict]):
+    def __init__(self, devices: list[dict], cuda_driver_version: int = 12080):
         self.devices = devices
+        self.cuda_driver_version = cuda_driver_version  # the CUDA version the driver supports, 12080 = 12.8
         self.calls: dict[str, int] = {}
         self.initialized = 0
 
@@ -34,6 +35,9 @@ class FakeNvml:
 
     def nvmlShutdown(self):
         self.initialized -= 1
+
+    def nvmlSystemGetCudaDriverVersion(self):
+        return self.cuda_driver_version
 
     def nvmlDeviceGetCount(self):
         return sum(1 for d in self.devices if not d["uuid"].startswith("MIG-"))

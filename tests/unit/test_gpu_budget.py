@@ -5,7 +5,9 @@ card's own arithmetic: a budget of B GiB behaves like a card of B GiB holding co
 from __future__ import annotations
 
 import os
+import re
 import sys
+import warnings
 from types import SimpleNamespace
 
 import pytest
@@ -40,12 +42,16 @@ class FakeCard:
         self.pid = os.getpid() if pid_visible else OTHER_PID
         self.has_context = False
         self.fraction: float | None = None
+        self.fractions: list[float] = []  # every cap set, in order
+        self.reserved = 0  # torch's caching allocator (part of what NVML lists for the process)
+        self.emptied = 0  # torch.cuda.empty_cache calls
         monkeypatch.setitem(sys.modules, "pynvml", self.nvml)
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
         for name, value in {
             "is_available": lambda: True,
             "mem_get_info": self.mem_get_info,
-            "memory_reserved": lambda device=None: 0,
+            "memory_reserved": lambda device=None: self.reserved,
+            "empty_cache": self.empty_cache,
             "current_device": lambda: 0,
             "get_device_properties": lambda device=None: SimpleNamespace(
                 name="Fake H100", total_memory=80 * GIB
@@ -56,6 +62,7 @@ class FakeCard:
         monkeypatch.setattr(torch.cuda.memory, "mem_get_info", self.mem_get_info)
         monkeypatch.setattr(runtime, "_context", None)
         monkeypatch.setattr(runtime, "_real_mem_get_info", None)
+        monkeypatch.setattr(runtime, "_cap", None)
 
     def create_context(self) -> None:
         if not self.has_context:
@@ -73,6 +80,14 @@ class FakeCard:
 
     def set_fraction(self, fraction, device=None):
         self.fraction = fraction
+        self.fractions.append(fraction)
+
+    def empty_cache(self) -> None:
+        self.emptied += 1
+
+    def torch_reserves(self, gib: float) -> None:
+        self.allocate(gib)
+        self.reserved += int(gib * GIB)
 
 
 def _spec(**knobs) -> TrialSpec:
@@ -120,6 +135,50 @@ def test_without_a_budget_the_context_is_still_recorded_and_nothing_is_capped(mo
     setup_process(_spec(memory_budget_gib=None))
     assert card.fraction is None and torch.cuda.mem_get_info() == card.mem_get_info()
     assert device_info()["context_gib"] == pytest.approx(0.4)
+
+
+def _step_begin(monkeypatch, meter: StepMeter) -> None:
+    """StepMeter.on_step_begin on the fake card (its peak and counter reads are not under test here)."""
+    for name in ("reset_peak_memory_stats", "synchronize", "max_memory_allocated"):
+        monkeypatch.setattr(torch.cuda, name, lambda device=None: 0)
+    monkeypatch.setattr(torch.cuda, "memory_stats", lambda device=None: {})
+    meter.on_step_begin(None, SimpleNamespace(global_step=0, max_steps=3), None)
+
+
+def test_the_allocator_cap_gives_up_what_libraries_load_outside_torch_after_start_up(monkeypatch):
+    card = FakeCard(monkeypatch, used_before=1.0, context=0.5)
+    setup_process(_spec())  # budget 16 GiB: torch may have 16 - 0.5
+    card.torch_reserves(10.0)  # the model and its first activations, inside torch
+    card.allocate(0.75)  # cuBLAS's handle and kernels at the first matmul: outside torch
+    _step_begin(monkeypatch, StepMeter(EventWriter(""), max_prompt_length=16))
+    assert card.fractions == [(16 - 0.5) / 80, (16 - 1.25) / 80] and card.emptied == 0
+    card.allocate(5.0)  # Triton's kernels and bitsandbytes' buffers: 6.25 GiB outside torch now
+    runtime.refresh_allocator_cap()
+    # torch's 10 GiB of cache no longer fits beside them: a real card would free it, so does torch here.
+    assert card.fractions[-1] == (16 - 6.25) / 80 and card.emptied == 1
+
+
+def test_the_allocator_cap_ignores_jitter_and_follows_the_device_where_nvml_cannot_see_the_pid(monkeypatch):
+    card = FakeCard(monkeypatch, used_before=3.0, context=0.75, pid_visible=False)
+    setup_process(_spec())
+    card.allocate(1 / 128)  # 8 MiB: under the 16 MiB the cap moves for
+    runtime.refresh_allocator_cap()
+    card.allocate(
+        0.5 - 1 / 128
+    )  # the device grew by 0.75 + 0.5 GiB since before the context, torch holds none
+    runtime.refresh_allocator_cap()
+    assert card.fractions == [(16 - 0.75) / 80, (16 - 1.25) / 80]
+
+
+def test_memory_outside_torch_filling_the_budget_is_out_of_memory(monkeypatch):
+    card = FakeCard(monkeypatch, used_before=0.0, context=0.5)
+    setup_process(_spec(memory_budget_gib=2.0))
+    card.allocate(1.5)
+    with pytest.raises(
+        MemoryError, match=r"memory_budget_gib: 2 GiB leaves nothing .* \(2.00 GiB: .* above 2.00"
+    ) as err:
+        runtime.refresh_allocator_cap()
+    assert is_oom(err.value)
 
 
 # --- mem_get_info under a budget ------------------------------------------------------------------
@@ -186,6 +245,7 @@ def test_steps_record_the_allocator_s_retries_and_caught_ooms_as_deltas(monkeypa
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
     monkeypatch.setattr(torch.cuda, "memory_stats", lambda device=None: dict(stats))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     meter = StepMeter(EventWriter(""), max_prompt_length=16)
     state = SimpleNamespace(global_step=0, max_steps=3)
     meter.on_step_begin(None, state, None)
@@ -228,3 +288,61 @@ def test_a_trial_row_carries_the_context_the_allocator_setting_and_the_gpu_figur
     assert (row["context_gib"], row["context_source"]) == (0.52, "device")
     assert row["alloc_conf"] == "expandable_segments:True" and row["gpu_memory_source"] == "device"
     assert {"context_gib", "context_source", "alloc_conf", "gpu_memory_source"} <= set(TRIAL_SCHEMA.names)
+
+
+# --- a GPU torch cannot use -----------------------------------------------------------------------
+
+
+def _gpu_torch_cannot_use(monkeypatch, *, driver_cuda: int, wheel_cuda: str | None, warning: str | None):
+    """NVML finds GPU 0; torch.cuda.is_available() is False, warning as torch does when cuInit fails."""
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([fake_gpu(0)], cuda_driver_version=driver_cuda))
+    monkeypatch.setattr(torch.version, "cuda", wheel_cuda)
+
+    def is_available():
+        if warning:
+            warnings.warn(warning, UserWarning, stacklevel=1)
+        return False
+
+    monkeypatch.setattr(torch.cuda, "is_available", is_available)
+
+
+def test_a_driver_older_than_the_wheel_s_cuda_makes_the_trial_unavailable_not_a_cpu_run(monkeypatch):
+    too_old = (
+        "CUDA initialization: The NVIDIA driver on your system is too old (found version 12040). Please "
+        "update your GPU driver by downloading and installing a new version from the URL: "
+        "http://www.nvidia.com/Download/index.aspx"
+    )
+    _gpu_torch_cannot_use(monkeypatch, driver_cuda=12040, wheel_cuda="12.8", warning=too_old)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    with pytest.raises(runtime.UnavailableError) as err:
+        setup_process(_spec())
+    assert str(err.value) == (
+        "Fake H100 #0 (CUDA_VISIBLE_DEVICES='0') is visible to NVML but torch cannot use it, and the trial "
+        f"will not run on the CPU instead: the NVIDIA driver supports CUDA 12.4, older than torch "
+        f"{torch.__version__}'s CUDA 12.8; update the driver, or install a torch wheel built for CUDA 12.4 "
+        f"or older; {too_old}"
+    )
+
+
+def test_a_cpu_only_torch_wheel_on_a_gpu_host_makes_the_trial_unavailable(monkeypatch):
+    _gpu_torch_cannot_use(monkeypatch, driver_cuda=12080, wheel_cuda=None, warning=None)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with pytest.raises(
+        runtime.UnavailableError, match=rf"torch {re.escape(torch.__version__)} is a CPU-only build"
+    ):
+        setup_process(_spec())
+
+
+def test_a_gpu_cuda_cannot_find_from_cuda_visible_devices_is_unavailable_but_a_cpu_trial_runs(monkeypatch):
+    no_device = "CUDA initialization: CUDA driver initialization failed, you might not have a CUDA gpu."
+    _gpu_torch_cannot_use(monkeypatch, driver_cuda=12080, wheel_cuda="12.8", warning=no_device)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-0aaa")  # NVML takes the prefix
+    with pytest.raises(runtime.UnavailableError) as err:
+        setup_process(_spec())
+    assert str(err.value).endswith(
+        f"(CUDA_VISIBLE_DEVICES='GPU-0aaa') is visible to NVML but torch cannot use it, "
+        f"and the trial will not run on the CPU instead: {no_device}"
+    )
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a CPU trial on a GPU host: the driver hides every GPU
+    setup_process(_spec())
+    assert runtime._context is None

@@ -96,3 +96,13 @@ def test_the_trainer_child_reports_a_wrapped_out_of_memory_error_as_an_oom_event
         "CUDA out of memory. Tried to allocate 2.00 GiB. (re-raised as RuntimeError: "
         "Error(s) in loading state_dict for Qwen2ForCausalLM)"
     )
+
+
+def test_cublas_failing_to_create_its_handle_on_a_full_device_is_oom():
+    # torch's wording (aten/src/ATen/cuda/CublasHandlePool.cpp) when cublasCreate finds no memory left.
+    text = "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`"
+    assert is_oom(text) and is_oom(RuntimeError(text))
+    # The same status from another call is a setup fault, not memory.
+    assert not is_oom(
+        "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasSgemm( handle)`"
+    )

@@ -117,7 +117,7 @@ def test_the_stages_of_a_packed_sweep_on_a_cpu_host_with_fake_gpus():
         }
     )
     (memory, memory_gpus), (speed, speed_gpus) = [(p, g) for _, p, g in stages(sweep, True, lambda _: None)]
-    assert memory == TrialPhases(hold_at_step=3, then_speed=False) and memory_gpus == 0.5
+    assert memory == TrialPhases(hold_at_step=3, then_speed=False, shared_gpu=True) and memory_gpus == 0.5
     assert speed == TrialPhases() and speed_gpus == 1
 
 
@@ -269,3 +269,26 @@ def test_an_interrupted_speed_phase_keeps_the_memory_phases_row_and_steps(tmp_pa
         ("t", 2, False, 0.5, 100.0),
     ]
     assert STOPPED not in {r["status"] for r in table.rows.values()}
+
+
+def test_the_packing_probe_reads_the_gpu_the_driver_was_given_not_nvml_device_0(monkeypatch):
+    import subprocess
+
+    import trainers.nvml
+    from orchestrator.running.phases import host_gpu
+    from tests.helpers.nvml import GIB, FakeNvml, fake_gpu
+
+    nvml = FakeNvml([fake_gpu(0, total=80 * GIB), fake_gpu(1, total=24 * GIB), fake_gpu(2)])
+    monkeypatch.setattr(trainers.nvml, "import_pynvml", lambda: nvml)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,2")
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    children = []
+
+    def probe(cmd, **kwargs):
+        children.append(kwargs["env"])
+        return subprocess.CompletedProcess(cmd, 0, stdout="True\n")
+
+    monkeypatch.setattr(subprocess, "run", probe)
+    assert host_gpu() == (24.0, True)
+    assert children[0]["CUDA_VISIBLE_DEVICES"] == "1" and children[0]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert nvml.initialized == 0  # shut down again

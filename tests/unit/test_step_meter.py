@@ -37,6 +37,7 @@ def test_running_peak_keeps_what_happened_between_steps_and_per_step_peaks_reset
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a: cuda.now)
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a: cuda.now)
     monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda *a: cuda.peak)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     events = Events()
     meter = StepMeter(events, max_prompt_length=96)
     args = SimpleNamespace(max_completion_length=8, num_generations=4, per_device_train_batch_size=2)
@@ -72,3 +73,33 @@ def test_running_peak_is_null_on_cpu(monkeypatch):
     meter.on_log(args, state, None, logs={})
     (row,) = events.rows
     assert row["torch_peak_allocated_since_start_gib"] is None and row["torch_allocated_gib"] is None
+
+
+def test_step_time_on_a_gpu_waits_for_the_work_queued_on_the_device_and_not_for_earlier_work(monkeypatch):
+    import trainers.measure as measure
+
+    clock = SimpleNamespace(now=100.0, queued=0.0)  # seconds of kernels queued on the device, not yet run
+
+    def synchronize(*a):
+        clock.now, clock.queued = clock.now + clock.queued, 0.0
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+    for name in ("reset_peak_memory_stats", "max_memory_allocated", "memory_allocated", "memory_reserved"):
+        monkeypatch.setattr(torch.cuda, name, lambda *a: 0)
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda *a: 0)
+    monkeypatch.setattr(measure, "_alloc_counters", lambda: None)
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock.now)
+    events = Events()
+    meter = StepMeter(events, max_prompt_length=16)
+    args = SimpleNamespace(max_completion_length=8, num_generations=2, per_device_train_batch_size=1)
+    state = SimpleNamespace(global_step=0, max_steps=1)
+    meter.on_train_begin(args, state, None)
+    clock.queued = 0.25  # logging between steps left 0.25 s of kernels: not the step's
+    meter.on_step_begin(args, state, None)
+    clock.now += 0.125  # the step's Python returns after 0.125 s ...
+    clock.queued = 0.5  # ... leaving 0.5 s of its kernels to run
+    state.global_step = 1
+    meter.on_step_end(args, state, None)
+    meter.on_log(args, state, None, logs={})
+    assert events.rows[0]["step_s"] == 0.125 + 0.5

@@ -211,3 +211,68 @@ def test_a_stop_check_that_answers_ends_the_trial_early_as_completed_with_the_st
 def test_a_stop_check_that_never_answers_leaves_the_trial_as_it_was(tmp_path):
     result = _run(tmp_path, "finish", stop_check=lambda steps: None)
     assert result.status == "completed" and result.status_detail == "3 steps"
+
+
+def test_the_trainer_child_numbers_gpus_in_pci_bus_order_as_nvml_does(monkeypatch):
+    from orchestrator.running.supervisor import child_env
+
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST")  # CUDA's default, spelled out
+    assert child_env("1", 1)["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+
+
+class AfterFinishedSampler(FakeSampler):
+    """Passes the budget once the trainer's `finished` event is written, while it is still tearing down
+    (a neighbour's growth on a shared device reads so)."""
+
+    def __init__(self, pid, on_exceed, events_path):
+        super().__init__(pid, on_exceed)
+        self.events_path, self.done = events_path, threading.Event()
+
+    def start(self):
+        def watch():
+            while not self.done.wait(0.02):
+                if self.events_path.exists() and '"finished"' in self.events_path.read_text():
+                    self.on_exceed("guard: GPU device memory 9.00 GiB passed budget 4.00 GiB")
+                    return
+
+        threading.Thread(target=watch, daemon=True).start()
+
+    def stop(self):
+        self.done.set()
+
+
+def test_a_breach_read_after_the_finished_event_leaves_the_trial_completed(tmp_path):
+    factory = lambda pid, on_exceed: AfterFinishedSampler(pid, on_exceed, tmp_path / "events.jsonl")  # noqa: E731
+    result = _run(tmp_path, "finish_slowly", sampler_factory=factory)
+    assert (result.status, result.status_detail) == ("completed", "3 steps")
+
+
+class LastReadingAtExitSampler(FakeSampler):
+    """Its last reading, taken as the trainer exited, passes the budget and lands as it is stopped."""
+
+    def stop(self):
+        self.on_exceed("guard: GPU device memory 9.00 GiB passed budget 4.00 GiB")
+
+
+def test_a_breach_read_after_the_trainer_exited_is_not_oom(tmp_path):
+    result = _run(tmp_path, "exit", sampler_factory=LastReadingAtExitSampler)
+    assert result.status == "failed"
+    assert result.status_detail.startswith("trainer exited with code 7 without a final event")
+
+
+def test_a_packed_trial_reads_its_own_process_memory_only(tmp_path, monkeypatch):
+    import orchestrator.running.supervisor as supervisor
+    from orchestrator.running.phases import TrialPhases
+
+    made = []
+
+    class Recorded(FakeSampler):
+        def __init__(self, pid, **kwargs):
+            super().__init__(pid)
+            made.append(kwargs)
+
+    monkeypatch.setattr(supervisor, "MemorySampler", Recorded)
+    packed = TrialPhases(hold_at_step=2, then_speed=False, shared_gpu=True)
+    assert _run(tmp_path, "finish", guard=GuardSettings(budget_gib=4), phases=packed).status == "completed"
+    assert _run(tmp_path, "finish", guard=GuardSettings(budget_gib=4)).status == "completed"
+    assert [m["per_process"] for m in made] == [True, False]

@@ -397,3 +397,63 @@ def test_breach_shows_a_third_decimal_only_when_two_would_equal_the_limit():
     assert close.detail == "guard: RSS 0.803 GiB passed budget 0.80 GiB (+0.00 GiB margin)"
     assert close.reading == "RSS 0.803 GiB, budget 0.80 GiB"
     assert BudgetBreach("RSS", 0.82, 0.8, 0.0, 0.0, time.time()).reading == "RSS 0.82 GiB, budget 0.80 GiB"
+
+
+# --- packed trials and the trainer's exit ---------------------------------------------------------
+
+
+def test_a_packed_trial_nvml_does_not_list_yet_holds_0_not_its_neighbours_memory(nvml):
+    me, neighbour = os.getpid(), 999_999
+    gpu = nvml.devices[0]
+    gpu["used"], gpu["processes"] = 30 * GIB, [(neighbour, 29 * GIB)]
+    breaches = []
+    sampler = MemorySampler(
+        me,
+        cuda_visible_devices="0",
+        nvml=nvml,
+        budget_gib=4,
+        on_budget_exceeded=breaches.append,
+        per_process=True,
+    )
+    sampler._open()
+    waiting = sampler.sample_once()  # the trainer still importing: no CUDA context, not listed
+    assert (waiting.process_used_gib, waiting.gpu_gib, waiting.device_baseline_gib) == (0.0, 0.0, None)
+    gpu["used"], gpu["processes"] = 40 * GIB, [(neighbour, 39 * GIB)]  # the neighbour grows by 10 GiB
+    assert sampler.sample_once().gpu_gib == 0.0 and breaches == []
+    gpu["used"], gpu["processes"] = 43 * GIB, [(neighbour, 39 * GIB), (me, 3 * GIB)]
+    assert sampler.sample_once().gpu_gib == 3.0
+    gpu["processes"] = [(neighbour, 42 * GIB)]  # the trainer gone from NVML's list (exiting)
+    assert sampler.sample_once().gpu_gib == 0.0
+    peak = sampler.peak()
+    assert (peak["device_peak_gib"], peak["gpu_memory_source"], breaches) == (3.0, "process", [])
+
+
+def test_a_packed_trial_whose_process_list_fails_stops_sampling_rather_than_read_the_device(nvml):
+    def failing(handle):
+        raise nvml.NVMLError("Unknown Error")
+
+    nvml.nvmlDeviceGetComputeRunningProcesses = failing
+    sampler = MemorySampler(os.getpid(), cuda_visible_devices="0", nvml=nvml, per_process=True).start()
+    sampler.stop()
+    assert (sampler.samples(), sampler.error, sampler.stopped_because) == (
+        [],
+        "NVMLError: Unknown Error",
+        "sampler error",
+    )
+
+
+def test_sampling_stops_when_the_trainer_exits_before_it_is_reaped():
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.0)"])
+    try:
+        sampler = MemorySampler(child.pid, hz=50, backend="psutil").start()
+        deadline = time.monotonic() + 10
+        while sampler.running and time.monotonic() < deadline:  # never reaped while it samples
+            time.sleep(0.05)
+        assert not sampler.running, "the sampler went on sampling an exited trainer"
+        assert sampler.stopped_because == f"trainer process {child.pid} exited" and sampler.error is None
+        assert min(s.rss_gib for s in sampler.samples()) > 0  # no 0-byte reading of the zombie
+    finally:
+        child.wait()
