@@ -153,6 +153,10 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
                 load_in_4bit=spec.quantization == "nf4",
                 use_gradient_checkpointing=gradient_checkpointing,
                 random_state=spec.seed,
+                # Without it Unsloth's mapper swaps a hub id (Qwen/Qwen2.5-3B-Instruct) for its own
+                # pre-quantized "-unsloth-bnb-4bit" checkpoint, whose dynamic quant leaves some modules in
+                # 16 bit; TRL quantizes the named model, so both stacks load exactly that one.
+                use_exact_model_name=True,
                 **load_kwargs,
             )
     except NotImplementedError as exc:  # Unsloth's way of saying "not on this model/host"

@@ -365,6 +365,10 @@ def effective_config(trainer, model, spec: TrialSpec) -> dict[str, Any]:
     if quant is not None:
         quant = quant.to_dict() if hasattr(quant, "to_dict") else dict(quant)
     out["load_in_4bit"] = bool(quant and quant.get("load_in_4bit"))
+    # The checkpoint loaded (a stack may swap the name it was given for another) and, when 4-bit, the
+    # linear layers left in 16 bit (leaf names; lm_head on both stacks, more in a dynamic quant).
+    out["resolved_checkpoint"] = getattr(getattr(model, "config", None), "_name_or_path", None)
+    out["unquantized_linear_modules"] = unquantized_linear_modules(model) if out["load_in_4bit"] else None
     out["bnb_4bit_quant_type"] = quant.get("bnb_4bit_quant_type") if quant else None
     out["bnb_4bit_use_double_quant"] = quant.get("bnb_4bit_use_double_quant") if quant else None
     out["model_dtype"] = str(getattr(model, "dtype", None)).replace("torch.", "")
@@ -375,6 +379,23 @@ def effective_config(trainer, model, spec: TrialSpec) -> dict[str, Any]:
     prompts = out["completions_per_step"] / args.num_generations
     out["prompts_per_step"] = int(prompts) if prompts.is_integer() else prompts
     return out
+
+
+def unquantized_linear_modules(model) -> list[str]:
+    """Leaf names of the model's linear layers that bitsandbytes did not quantize (LoRA's own
+    adapters not counted)."""
+    import torch
+    from bitsandbytes.nn import Linear4bit
+
+    return sorted(
+        {
+            name.rsplit(".", 1)[-1]
+            for name, module in model.named_modules()
+            if isinstance(module, torch.nn.Linear)
+            and not isinstance(module, Linear4bit)
+            and ".lora_" not in f".{name}"
+        }
+    )
 
 
 def _plain(value: Any) -> Any:
