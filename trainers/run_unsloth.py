@@ -94,10 +94,11 @@ def restore_asked(config, asked: dict[str, Any]) -> dict[str, list]:
 
 
 def run(spec: TrialSpec, events: EventWriter) -> None:
-    from trainers.runtime import device_used_before_cuda
+    from trainers.runtime import setup_process
 
-    device_used_before = device_used_before_cuda()  # Unsloth's import may create the CUDA context
-    unsloth = import_unsloth()  # before torch/transformers/trl, so its patches take hold
+    # Before Unsloth's import, which reads the card it will train on: the budget's card, if any.
+    setup_process(spec)
+    unsloth = import_unsloth()  # before transformers/trl, so its patches take hold
     import torch
 
     # After unsloth: on a GPU host these names are Unsloth's patched UnslothGRPOConfig/-Trainer.
@@ -108,20 +109,18 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
     from trainers.measure import measured
     from trainers.models import load_tokenizer, parse_model, resolve_model
     from trainers.runtime import (
-        card_mem_get_info,
         check_prompt_lengths,
         choose_dtype,
         device_info,
         effective_config,
         grpo_config_kwargs,
         lora_b_abs_sum,
-        setup_process,
+        real_card,
         versions,
         vllm_gpu_memory_utilization,
     )
 
     FastLanguageModel = unsloth.FastLanguageModel
-    setup_process(spec, device_used_before)
     on_gpu = torch.cuda.is_available()
     dtype = choose_dtype(spec)
     check_fast_inference(spec, on_gpu)
@@ -134,10 +133,10 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
     if spec.fast_inference:
         # vLLM takes utilisation x the card's total: scaled so it takes that share of the budget, and
         # loaded against the real card's mem_get_info so the scaling is applied once.
+        with real_card():
+            card_total = torch.cuda.get_device_properties(0).total_memory
         vllm_utilization = vllm_gpu_memory_utilization(
-            spec.gpu_memory_utilization,
-            spec.memory_budget_gib,
-            torch.cuda.get_device_properties(0).total_memory,
+            spec.gpu_memory_utilization, spec.memory_budget_gib, card_total
         )
         load_kwargs = {
             "fast_inference": True,
@@ -145,7 +144,7 @@ def run(spec: TrialSpec, events: EventWriter) -> None:
             "max_lora_rank": spec.lora_r,
         }
     try:
-        with card_mem_get_info() if spec.fast_inference else contextlib.nullcontext():
+        with real_card() if spec.fast_inference else contextlib.nullcontext():
             model, unsloth_tokenizer = FastLanguageModel.from_pretrained(
                 model_name=model_path,
                 max_seq_length=spec.max_prompt_length + spec.max_completion_length,
