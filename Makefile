@@ -14,10 +14,17 @@ PYTEST_ARGS ?=
 # The suite's trainer and Ray tests keep about one core busy each: one worker per core, a file per worker
 # at a time (module fixtures are built once).
 TEST_WORKERS ?= 2
+# A wheel kit for a host without a package index (README, "Offline GPU host"): every pip call
+# below then installs from that folder only.
+WHEELS ?=
+ifneq ($(WHEELS),)
+export PIP_NO_INDEX := 1
+export PIP_FIND_LINKS := $(abspath $(WHEELS))
+endif
 # The default MLflow store of sweeps under outputs/ (mlflow.db next to the output dir).
 MLFLOW_STORE ?= sqlite:///outputs/mlflow.db
 
-.PHONY: setup sweep test test-all ui submit gpu-check bench lint format clean
+.PHONY: setup check-index sweep test test-all ui submit gpu-check bench lint format clean
 
 setup: $(VENV)/.setup-done
 
@@ -29,6 +36,7 @@ setup: $(VENV)/.setup-done
 # conflict still fails the setup.
 $(VENV)/.setup-done: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(MAKE) --no-print-directory check-index
 	$(PIP) install -q --upgrade pip
 	$(PIP_INSTALL) -q torch==2.13.0
 	$(PIP_INSTALL) -q -e ".[dev,reasoning]"
@@ -40,6 +48,18 @@ else
 	@! $(PIP) list 2>/dev/null | grep -i '^nvidia-' | grep -v '^nvidia-ml-py' || (echo "CUDA wheels found on a host without GPU" && exit 1)
 endif
 	touch $@
+
+# Before setup's first download: can pip find a package (pip itself) in the sources it is configured
+# with (PIP_INDEX_URL, extra index URLs, find-links, pip.conf)? One try, 10 s. With WHEELS (or
+# PIP_NO_INDEX) set nothing is fetched from an index, so there is nothing to check.
+check-index:
+	@if [ -n "$$PIP_NO_INDEX" ]; then echo "setup: installing from $${PIP_FIND_LINKS:-the find-links folders} only, no index"; \
+	elif ! $(PIP) index versions pip --retries 0 --timeout 10 >/dev/null 2>&1; then \
+	  echo "setup: pip cannot reach its package index ($${PIP_INDEX_URL:-pypi.org or pip.conf's index-url}) or any other source it is configured with, so it cannot install here."; \
+	  echo "  Build a wheel kit on a machine with network and the same Python and platform (README, \"Offline GPU host\"),"; \
+	  echo "  copy it here, then: make setup WHEELS=/path/to/wheelkit"; \
+	  exit 1; \
+	fi
 
 sweep: setup
 	$(VENV)/bin/rlsweep run $(SWEEP)

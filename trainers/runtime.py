@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,9 +41,15 @@ class CudaContext:
 
 
 # What setup_process learned about the GPU (reported by device_info() in the `started` event) and
-# torch's own mem_get_info where setup_process replaced it with the budget's.
+# torch.cuda's own functions where setup_process replaced them with the budget card's.
 _context: CudaContext | None = None
-_real_mem_get_info = None
+_real: dict[str, Any] = {}
+# The torch modules each emulated function is read from (Unsloth calls them as torch.cuda.<name>).
+_EMULATED_IN = {
+    "mem_get_info": ("torch.cuda", "torch.cuda.memory"),
+    "get_per_process_memory_fraction": ("torch.cuda", "torch.cuda.memory"),
+    "get_device_properties": ("torch.cuda",),
+}
 
 
 def cuda_usable(torch) -> bool:
@@ -230,19 +237,66 @@ def refresh_allocator_cap() -> None:
         _cap.refresh()
 
 
-def budget_mem_get_info(real, device_index, budget_bytes: int, context: CudaContext):
+def budget_mem_get_info(real, device_index, reserved, budget_bytes: int, context: CudaContext):
     """torch.cuda.mem_get_info as a card of budget_bytes would answer it on device 0: total = the
-    budget, free = the budget less what this process holds (its context plus what the device lost
-    since the context was created), never more than the real card has free. Other devices: real."""
+    budget, free = the budget less what this process holds (its context plus what torch's allocator
+    reserved). Trials sharing the GPU hold their own budgets, so their memory is not subtracted.
+    Other devices: real."""
 
     def mem_get_info(device=None):
-        free, total = real(device)
-        if device_index(device) != 0:
-            return free, total
-        held = (context.bytes or 0) + max(0, context.free_after - free)
-        return max(0, min(free, budget_bytes - held)), budget_bytes
+        index = device_index(device)
+        if index != 0:
+            return real(device)
+        return max(0, budget_bytes - (context.bytes or 0) - reserved(index)), budget_bytes
 
     return mem_get_info
+
+
+def budget_memory_fraction(real, device_index, budget_bytes: int, card_total: int):
+    """torch.cuda.get_per_process_memory_fraction relative to the budget's card on device 0: the same
+    allocator cap in bytes (torch applies the fraction to the real card), over the budget. Callers
+    multiply it by mem_get_info's total, which is the budget (Unsloth's usable_cuda_bytes)."""
+
+    def get_per_process_memory_fraction(device=None):
+        fraction = real(device)
+        if device_index(device) != 0:
+            return fraction
+        return min(1.0, fraction * card_total / budget_bytes)
+
+    return get_per_process_memory_fraction
+
+
+class BudgetCardProperties:
+    """The real card's device properties with total_memory the budget's."""
+
+    def __init__(self, properties, total_memory: int):
+        self._properties = properties
+        self.total_memory = total_memory
+
+    def __getattr__(self, name):
+        return getattr(self._properties, name)
+
+    def __repr__(self) -> str:
+        return f"BudgetCardProperties(total_memory={self.total_memory}, card={self._properties!r})"
+
+
+def budget_device_properties(real, device_index, budget_bytes: int):
+    """torch.cuda.get_device_properties with device 0's total_memory the budget (Unsloth picks its
+    fused-loss route by the card's size: a card up to 24.5 GiB takes another)."""
+
+    def get_device_properties(device=None):
+        properties = real(device)
+        if device_index(device) != 0:
+            return properties
+        return BudgetCardProperties(properties, budget_bytes)
+
+    return get_device_properties
+
+
+def _install(functions: dict[str, Any]) -> None:
+    for name, function in functions.items():
+        for module in _EMULATED_IN[name]:
+            setattr(sys.modules[module], name, function)
 
 
 def _device_index(torch):
@@ -255,15 +309,12 @@ def _device_index(torch):
     return index
 
 
-def setup_process(spec: TrialSpec, device_used_before: int | None = None) -> None:
-    """Threads, seeds and the memory budget, before any model is built.
-
-    device_used_before: device_used_before_cuda(), read before a library could create the CUDA
-    context; read here when not given.
-    """
+def setup_process(spec: TrialSpec) -> None:
+    """Threads, seeds and the memory budget, before any model is built and before Unsloth is
+    imported (it sizes itself from the card it sees at import and caches some of what it reads)."""
     import torch
 
-    global _context, _real_mem_get_info
+    global _context
     # Two busy threads per process on a 2-core host stall steps for seconds.
     threads = spec.num_threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
     if threads:
@@ -272,8 +323,7 @@ def setup_process(spec: TrialSpec, device_used_before: int | None = None) -> Non
     torch.manual_seed(spec.seed)
     if not cuda_usable(torch):
         return
-    if device_used_before is None:
-        device_used_before = device_used_before_cuda()
+    device_used_before = device_used_before_cuda()
     try:
         nvml = import_pynvml()
         handle = open_visible_device(nvml, os.environ.get("CUDA_VISIBLE_DEVICES"))
@@ -287,32 +337,45 @@ def setup_process(spec: TrialSpec, device_used_before: int | None = None) -> Non
     if spec.memory_budget_gib:
         # Emulate a card of the budget's size: the caching allocator refuses to grow past the budget
         # less the context (which a real card holds in the same memory), so an over-budget
-        # configuration fails with the same OutOfMemoryError it would on that card; and libraries
-        # that size themselves from free memory (Unsloth's autotune, its checkpoint buffers) see it.
+        # configuration fails with the same OutOfMemoryError it would on that card. Libraries that
+        # size themselves from the card see that card throughout: its total (mem_get_info and the
+        # device properties), the allocator fraction relative to it, and free memory that only this
+        # process's own holdings reduce (docs/oom.md, "Unsloth under a budget").
         keep_allocator_cap(torch, spec.memory_budget_gib, _context, device_used_before)
-        _real_mem_get_info = torch.cuda.mem_get_info
-        emulated = budget_mem_get_info(
-            _real_mem_get_info, _device_index(torch), int(spec.memory_budget_gib * GIB), _context
+        budget_bytes = int(spec.memory_budget_gib * GIB)
+        index = _device_index(torch)
+        _real.update({name: getattr(torch.cuda, name) for name in _EMULATED_IN})
+        _install(
+            {
+                "mem_get_info": budget_mem_get_info(
+                    _real["mem_get_info"], index, torch.cuda.memory_reserved, budget_bytes, _context
+                ),
+                "get_per_process_memory_fraction": budget_memory_fraction(
+                    _real["get_per_process_memory_fraction"], index, budget_bytes, _context.total
+                ),
+                "get_device_properties": budget_device_properties(
+                    _real["get_device_properties"], index, budget_bytes
+                ),
+            }
         )
-        torch.cuda.mem_get_info = torch.cuda.memory.mem_get_info = emulated
 
 
 @contextlib.contextmanager
-def card_mem_get_info():
-    """torch.cuda.mem_get_info answers for the real card inside the block (setup_process's budget
-    emulation is lifted), for a caller that scales to the budget itself: see vllm_gpu_memory_utilization."""
+def real_card():
+    """torch.cuda answers for the real card inside the block (setup_process's budget emulation is
+    lifted), for a caller that scales to the budget itself (vllm_gpu_memory_utilization) or reports
+    the card (device_info)."""
     import torch
 
-    emulated = torch.cuda.mem_get_info
-    real = _real_mem_get_info
-    if real is None:
+    if not _real:
         yield
         return
-    torch.cuda.mem_get_info = torch.cuda.memory.mem_get_info = real
+    emulated = {name: getattr(torch.cuda, name) for name in _EMULATED_IN}
+    _install(_real)
     try:
         yield
     finally:
-        torch.cuda.mem_get_info = torch.cuda.memory.mem_get_info = emulated
+        _install(emulated)
 
 
 def vllm_gpu_memory_utilization(requested: float, budget_gib: float | None, card_total_bytes: int) -> float:
@@ -328,7 +391,8 @@ def device_info() -> dict[str, Any]:
 
     alloc_conf = os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
     if torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(0)
+        with real_card():
+            props = torch.cuda.get_device_properties(0)
         context = _context
         return {
             "device": "cuda",
@@ -481,6 +545,10 @@ def effective_config(trainer, model, spec: TrialSpec) -> dict[str, Any]:
     if quant is not None:
         quant = quant.to_dict() if hasattr(quant, "to_dict") else dict(quant)
     out["load_in_4bit"] = bool(quant and quant.get("load_in_4bit"))
+    # The checkpoint loaded (a stack may swap the name it was given for another) and, when 4-bit, the
+    # linear layers left in 16 bit (leaf names; lm_head on both stacks, more in a dynamic quant).
+    out["resolved_checkpoint"] = getattr(getattr(model, "config", None), "_name_or_path", None)
+    out["unquantized_linear_modules"] = unquantized_linear_modules(model) if out["load_in_4bit"] else None
     out["bnb_4bit_quant_type"] = quant.get("bnb_4bit_quant_type") if quant else None
     out["bnb_4bit_use_double_quant"] = quant.get("bnb_4bit_use_double_quant") if quant else None
     out["model_dtype"] = str(getattr(model, "dtype", None)).replace("torch.", "")
@@ -491,6 +559,23 @@ def effective_config(trainer, model, spec: TrialSpec) -> dict[str, Any]:
     prompts = out["completions_per_step"] / args.num_generations
     out["prompts_per_step"] = int(prompts) if prompts.is_integer() else prompts
     return out
+
+
+def unquantized_linear_modules(model) -> list[str]:
+    """Leaf names of the model's linear layers that bitsandbytes did not quantize (LoRA's own
+    adapters not counted)."""
+    import torch
+    from bitsandbytes.nn import Linear4bit
+
+    return sorted(
+        {
+            name.rsplit(".", 1)[-1]
+            for name, module in model.named_modules()
+            if isinstance(module, torch.nn.Linear)
+            and not isinstance(module, Linear4bit)
+            and ".lora_" not in f".{name}"
+        }
+    )
 
 
 def _plain(value: Any) -> Any:

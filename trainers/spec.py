@@ -100,7 +100,11 @@ class TrialSpec:
         "bf16 where the GPU supports it).",
         keyed="when_set",
     )
-    beta: float = _knob(0.0, "KL coefficient; > 0 loads a reference model (more memory).", min=0.0)
+    beta: float = _knob(
+        0.0,
+        "KL coefficient; > 0 adds a reference forward pass (the base with the LoRA adapters off, no second model).",
+        min=0.0,
+    )
     num_iterations: int = _knob(1, "Optimisation passes per generation batch (mu); > 1 is off-policy.", min=1)
     temperature: float = _knob(1.0, "Sampling temperature.", gt=0.0)
     loss_type: str = _knob("grpo", "TRL loss_type; gspo mode wants grpo.", choices=LOSS_TYPES)

@@ -21,7 +21,7 @@ import yaml
 from rich.console import Console
 
 from orchestrator.judging.verdict import STOPPABLE, VerdictSettings, stop_check
-from orchestrator.recording.outcome import MEMORY_LABELS, peak_memory
+from orchestrator.recording.outcome import GPU, MEMORY_LABELS, peak_memory
 from orchestrator.running.guard import DEFAULTS as GUARD
 from orchestrator.running.guard import GuardSettings
 from orchestrator.running.submit import add_submit
@@ -183,7 +183,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return 2
     ledger = output_dir / "trials.parquet"
     rows = TrialsTable(ledger).rows if ledger.exists() else {}
-    model = MemoryModel.fit(rows.values(), args.measure)
+    # A sweep with a budget and GPUs per trial asks whether its trials fit a GPU, even on this host
+    # without one, until its trials measured something else.
+    gpu_question = sweep.resources.gpus_per_trial and sweep.memory.budget_gib is not None
+    model = MemoryModel.fit(rows.values(), args.measure, unmeasured=GPU if gpu_question else None)
     budget = args.budget_gib if args.budget_gib is not None else sweep.memory.budget_gib
     source = f"{len(rows)} trial(s) of {ledger}" if rows else "no trials.parquet yet: the prior"
     out.print(f"{args.sweep}: {len(result.trials)} trials; peak {model.measure} predicted from {source}")
@@ -448,8 +451,9 @@ def add_predict(sub) -> None:
     p.add_argument(
         "--measure",
         choices=MEASURES,
-        help="which peak to predict; default what the sweep's trials measured, else RSS on a host "
-        "without a GPU and GPU on one with",
+        help="which peak to predict; default what the sweep's trials measured, else GPU for a sweep "
+        "with memory.budget_gib and resources.gpus_per_trial, else RSS on a host without a GPU and "
+        "GPU on one with",
     )
     p.set_defaults(func=cmd_predict)
 

@@ -89,6 +89,9 @@ def child_env(cuda_visible_devices: str | None, cpus: int | None) -> dict[str, s
     # The trainer reports to no tracker (report_to "none"; the driver logs to MLflow): without this, TRL
     # imports mlflow anyway because it is installed (trl.extras.profiling), ~2 s of every trial's start.
     env["DISABLE_MLFLOW_INTEGRATION"] = "TRUE"
+    # Unsloth's from_pretrained otherwise checks for a network and downloads a statistics repo (up to
+    # 120 s) on every model load (unsloth/models/_utils.py get_statistics: any value switches it off).
+    env["UNSLOTH_DISABLE_STATISTICS"] = "1"
     return env
 
 

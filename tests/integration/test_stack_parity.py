@@ -33,6 +33,8 @@ MODEL_KNOBS = (
     "load_in_4bit",
     "bnb_4bit_quant_type",
     "bnb_4bit_use_double_quant",
+    "resolved_checkpoint",  # the same checkpoint, not a stack's substitute for it
+    "unquantized_linear_modules",
     "model_dtype",
     "trainable_params",
     "total_params",

@@ -19,6 +19,7 @@ def test_three_steps_event_stream(tmp_path, mode):
     assert effective["unsloth_backend"] == "cpu"  # no GPU here: Unsloth's documented CPU fallback
     assert effective["importance_sampling_level"] == ("sequence" if mode == "gspo" else "token")
     assert effective["load_in_4bit"] is True and effective["bnb_4bit_quant_type"] == "nf4"
+    assert effective["unquantized_linear_modules"] == ["lm_head"]  # transformers keeps the head 16-bit
     assert effective["lora_target_modules"] == sorted(
         ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     )

@@ -20,8 +20,8 @@ from trainers.measure import StepMeter
 from trainers.runtime import (
     GIB,
     budget_mem_get_info,
-    card_mem_get_info,
     device_info,
+    real_card,
     setup_process,
     vllm_gpu_memory_utilization,
 )
@@ -57,11 +57,13 @@ class FakeCard:
                 name="Fake H100", total_memory=80 * GIB
             ),
             "set_per_process_memory_fraction": self.set_fraction,
+            "get_per_process_memory_fraction": self.get_fraction,
         }.items():
             monkeypatch.setattr(torch.cuda, name, value)
         monkeypatch.setattr(torch.cuda.memory, "mem_get_info", self.mem_get_info)
+        monkeypatch.setattr(torch.cuda.memory, "get_per_process_memory_fraction", self.get_fraction)
         monkeypatch.setattr(runtime, "_context", None)
-        monkeypatch.setattr(runtime, "_real_mem_get_info", None)
+        monkeypatch.setattr(runtime, "_real", {})
         monkeypatch.setattr(runtime, "_cap", None)
 
     def create_context(self) -> None:
@@ -71,8 +73,13 @@ class FakeCard:
             self.device["processes"] = [(self.pid, self.context)]
 
     def allocate(self, gib: float) -> None:
+        """This process takes gib more of the device, outside torch's allocator (a library's own)."""
         self.device["used"] += int(gib * GIB)
         self.device["processes"] = [(self.pid, self.device["processes"][0][1] + int(gib * GIB))]
+
+    def neighbour_allocates(self, gib: float) -> None:
+        """Another trial sharing the card takes gib more."""
+        self.device["used"] += int(gib * GIB)
 
     def mem_get_info(self, device=None):
         self.create_context()
@@ -88,6 +95,9 @@ class FakeCard:
     def torch_reserves(self, gib: float) -> None:
         self.allocate(gib)
         self.reserved += int(gib * GIB)
+
+    def get_fraction(self, device=None):
+        return 1.0 if self.fraction is None else self.fraction
 
 
 def _spec(**knobs) -> TrialSpec:
@@ -111,16 +121,6 @@ def test_where_nvml_cannot_see_the_pid_the_context_is_device_memory_after_minus_
     assert card.fraction == pytest.approx((16 - 0.75) / 80)
     assert device_info()["context_gib"] == pytest.approx(0.75)
     assert device_info()["context_source"] == "device"
-
-
-def test_a_reading_taken_before_a_library_made_the_context_still_measures_it(monkeypatch):
-    # Unsloth's import may create the context before setup_process: the reading from before counts.
-    card = FakeCard(monkeypatch, used_before=2.0, context=0.6, pid_visible=False)
-    before = runtime.device_used_before_cuda()
-    card.create_context()
-    setup_process(_spec(framework="unsloth"), before)
-    assert device_info()["context_gib"] == pytest.approx(0.6)
-    assert card.fraction == pytest.approx((16 - 0.6) / 80)
 
 
 def test_a_budget_no_larger_than_the_context_is_out_of_memory(monkeypatch):
@@ -188,29 +188,82 @@ def test_mem_get_info_answers_as_a_card_of_the_budget_size(monkeypatch):
     card = FakeCard(monkeypatch, used_before=1.0, context=0.5)
     setup_process(_spec())
     assert torch.cuda.mem_get_info() == (int((16 - 0.5) * GIB), 16 * GIB)
-    card.allocate(4.0)  # torch (or anything in this process) takes 4 GiB
+    card.torch_reserves(4.0)  # torch (or anything in this process) takes 4 GiB
     assert torch.cuda.mem_get_info(0) == (int((16 - 0.5 - 4) * GIB), 16 * GIB)
     assert torch.cuda.memory.mem_get_info(0)[1] == 16 * GIB  # the module Unsloth may import from
-    card.allocate(12.0)  # past the budget: nothing left, never negative
+    card.torch_reserves(12.0)  # past the budget: nothing left, never negative
     assert torch.cuda.mem_get_info() == (0, 16 * GIB)
 
 
-def test_mem_get_info_never_reports_more_free_than_the_real_card_has():
-    real = lambda device=None: (3 * GIB, 80 * GIB)  # noqa: E731 - the real card, nearly full
-    context = runtime.CudaContext(GIB // 2, "process", free_after=3 * GIB, total=80 * GIB)
-    emulated = budget_mem_get_info(real, lambda device: 0, 16 * GIB, context)
-    assert emulated() == (3 * GIB, 16 * GIB)
-    other = budget_mem_get_info(real, lambda device: 1, 16 * GIB, context)
-    assert other(1) == (3 * GIB, 80 * GIB)  # another device is not the emulated card
-
-
-def test_the_card_s_own_mem_get_info_answers_inside_card_mem_get_info(monkeypatch):
+def test_trials_sharing_the_card_do_not_shrink_each_other_s_free_memory(monkeypatch):
     card = FakeCard(monkeypatch, used_before=1.0, context=0.5)
     setup_process(_spec())
-    with card_mem_get_info():
+    card.torch_reserves(2.0)
+    card.neighbour_allocates(30.0)  # another trial's 30 GiB counts against its own budget
+    assert torch.cuda.mem_get_info(0) == (int((16 - 0.5 - 2) * GIB), 16 * GIB)
+
+
+def test_another_device_answers_for_itself():
+    real = lambda device=None: (3 * GIB, 80 * GIB)  # noqa: E731
+    context = runtime.CudaContext(GIB // 2, "process", free_after=3 * GIB, total=80 * GIB)
+    other = budget_mem_get_info(real, lambda device: 1, lambda index: 0, 16 * GIB, context)
+    assert other(1) == (3 * GIB, 80 * GIB)
+
+
+def test_unsloth_s_usable_memory_on_a_budget_is_the_budget_less_context_and_allocations(monkeypatch):
+    card = FakeCard(monkeypatch, used_before=1.0, context=0.5)
+    setup_process(_spec())
+    card.allocate(3.0)
+    allocated = 2 * GIB  # of the 3 GiB reserved
+    # unsloth/models/_utils.py usable_cuda_bytes, as written there: free plus the allocator's unused
+    # blocks, capped by total x the per-process fraction.
+    free, total = torch.cuda.mem_get_info(0)
+    usable = free + torch.cuda.memory_reserved(0) - allocated
+    usable = min(usable, int(total * torch.cuda.get_per_process_memory_fraction(0)) - allocated)
+    # A real 16 GiB card holding a 0.5 GiB context and 2 GiB of tensors: 13.5 GiB (was 16 x 15.5/80 - 2).
+    assert usable == pytest.approx((16 - 0.5 - 2) * GIB, abs=1)
+    assert card.fraction == pytest.approx((16 - 0.5) / 80)  # torch's own cap is still on the real card
+
+
+def test_the_device_properties_report_the_budget_s_card_and_device_info_the_real_one(monkeypatch):
+    FakeCard(monkeypatch, used_before=1.0, context=0.5)
+    setup_process(_spec())
+    props = torch.cuda.get_device_properties(0)
+    assert (props.total_memory, props.name) == (16 * GIB, "Fake H100")
+    assert device_info()["gpu_total_gib"] == 80.0
+
+
+def test_the_real_card_answers_inside_real_card(monkeypatch):
+    card = FakeCard(monkeypatch, used_before=1.0, context=0.5)
+    setup_process(_spec())
+    with real_card():
         assert torch.cuda.mem_get_info() == (int((80 - 1.5) * GIB), 80 * GIB)
-    assert torch.cuda.mem_get_info()[1] == 16 * GIB
+        assert torch.cuda.get_device_properties(0).total_memory == 80 * GIB
+        assert torch.cuda.memory.get_per_process_memory_fraction(0) == pytest.approx((16 - 0.5) / 80)
+    assert torch.cuda.mem_get_info()[1] == torch.cuda.get_device_properties(0).total_memory == 16 * GIB
     assert card.fraction == pytest.approx((16 - 0.5) / 80)  # the budget less the context, of the card
+
+
+class _Imported(Exception):
+    """Stops the Unsloth runner at Unsloth's import."""
+
+
+def test_unsloth_is_imported_onto_the_budget_s_card(monkeypatch, tmp_path):
+    from trainers.stacks import STACKS
+    from trainers.stacks import unsloth as unsloth_stack
+
+    FakeCard(monkeypatch, used_before=1.0, context=0.5)
+    seen = {}
+
+    def import_unsloth():
+        seen["total"] = torch.cuda.get_device_properties(0).total_memory
+        seen["mem_get_info"] = torch.cuda.mem_get_info(0)
+        raise _Imported
+
+    monkeypatch.setattr(unsloth_stack, "import_unsloth", import_unsloth)
+    with pytest.raises(_Imported):
+        STACKS["unsloth"].run(_spec(framework="unsloth"), EventWriter(str(tmp_path / "events.jsonl")))
+    assert seen == {"total": 16 * GIB, "mem_get_info": (int((16 - 0.5) * GIB), 16 * GIB)}
 
 
 # --- vLLM's share ---------------------------------------------------------------------------------

@@ -233,3 +233,31 @@ def test_one_measured_trial_pins_its_neighbourhood_not_a_far_configuration():
     width = lambda p: (p.high_gib - p.low_gib) / p.peak_gib  # noqa: E731
     assert width(distant) > 2 * width(close)  # the slope is still the prior's guess
     assert distant.low_gib <= true_peak(far) <= distant.high_gib
+
+
+def test_a_lora_trial_with_beta_adds_no_reference_model():
+    # TRL's GRPOTrainer sets ref_model None for a PEFT model and scores the reference with the adapters
+    # off (trl/trainer/grpo_trainer.py); Unsloth's trainer is TRL's, regenerated: one base either way.
+    model = MemoryModel.fit([], measure="GPU")
+    without = model.predict(trial(model="Qwen/Qwen2.5-3B-Instruct", beta=0.0))
+    with_kl = model.predict(trial(model="Qwen/Qwen2.5-3B-Instruct", beta=0.04))
+    assert with_kl.terms == without.terms
+    assert (with_kl.peak_gib, with_kl.low_gib, with_kl.high_gib) == (
+        without.peak_gib,
+        without.low_gib,
+        without.high_gib,
+    )
+
+
+def test_on_a_gpu_trl_holds_the_full_completion_logits_and_unsloth_a_quarter_chunk_of_them():
+    from orchestrator.judging.memory._model import model_shape
+    from orchestrator.judging.memory._terms import terms
+
+    shape, _ = model_shape("Qwen/Qwen2.5-3B-Instruct")
+    knobs = dict(model="Qwen/Qwen2.5-3B-Instruct", num_generations=8, batch_size=1, max_completion_length=128)
+    trl = terms(trial(framework="trl", **knobs), shape, "gpu")["logits"]
+    unsloth = terms(trial(framework="unsloth", **knobs), shape, "gpu")["logits"]
+    # TRL 1.14: bf16 logits of 8 x 128 completion tokens over 151936 entries, and their gradient;
+    # Unsloth: one of 4 row chunks, in bf16 and cast to fp32.
+    assert trl == pytest.approx(8 * 128 * 151936 * (2 + 2) / GIB)
+    assert unsloth == pytest.approx(8 * 128 * 151936 * (2 + 4) / 4 / GIB)

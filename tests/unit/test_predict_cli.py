@@ -79,3 +79,32 @@ def test_a_trial_row_records_the_prediction_or_nulls():
     bare = trial_row(spec, None, status="pruned")
     assert all(bare[k] is None for k in bare if k.startswith("predicted_"))
     assert sum(k.startswith("predicted_") for k in bare) == 5
+
+
+WORKSTATION = str(Path(__file__).parents[2] / "sweeps" / "workstation-16gb.yaml")
+
+
+def test_a_gpu_sweep_is_predicted_in_gpu_memory_on_a_host_without_a_gpu(tmp_path, capsys, monkeypatch):
+    import orchestrator.spec.plan as plan_module
+
+    monkeypatch.setattr(plan_module, "local_gpus", lambda: 0)  # this host: no GPU
+    assert main(["predict", WORKSTATION, "--output-dir", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "peak GPU predicted from no trials.parquet yet: the prior" in printed
+    # TRL, K=8, B=1 on Qwen2.5-3B-Instruct (its config.json: 36 layers, hidden 2048, 16 heads, 2 KV
+    # heads of 128, MLP 11008, vocabulary 151936, tied embeddings), NF4, bf16, LoRA r16 on the 7
+    # linear modules, prompt 256 + completion 128, micro-batch 8, written out by hand:
+    layers, hidden, kv, mlp, vocab, tokens, micro = 36, 2048, 256, 11008, 151936, 384, 8
+    linear = layers * (2 * hidden * hidden + 2 * hidden * kv + 3 * hidden * mlp)
+    weights = linear * 0.5 + (vocab * hidden + hidden * (2 * layers + 1)) * 2
+    lora = layers * 16 * (2 * 2 * hidden + 2 * (hidden + kv) + 3 * (hidden + mlp)) * 16
+    kv_cache = 2 * layers * kv * 2 * micro * tokens
+    sampling_logits = micro * vocab * 4
+    # checkpointed: one hidden state a layer, plus one layer's 10 hidden- and 3 MLP-sized tensors
+    activations = micro * tokens * (layers * hidden + 10 * hidden + 3 * mlp) * 2
+    logits = micro * 128 * vocab * 2 * 2  # TRL's bf16 completion logits and their gradient
+    expected = 0.6 + (weights + lora + kv_cache + sampling_logits + activations + logits) / 1024**3
+    line = next(
+        line for line in printed.splitlines() if line.lstrip().startswith("trl-grpo-qwen2.5-3b-k8-b1")
+    )
+    assert f"{expected:.3f}" in line

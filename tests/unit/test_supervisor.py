@@ -164,6 +164,19 @@ def test_the_trainer_child_does_not_import_mlflow_which_it_never_reports_to():
     assert seen.stdout.strip() == "False", seen.stderr[-2000:]
 
 
+def test_the_trainer_child_has_unsloths_statistics_download_switched_off(monkeypatch):
+    import importlib.util
+
+    from orchestrator.running.supervisor import child_env
+
+    monkeypatch.delenv("UNSLOTH_DISABLE_STATISTICS", raising=False)
+    env = child_env("0", 1)
+    assert env["UNSLOTH_DISABLE_STATISTICS"] == "1"
+    # The name Unsloth's get_statistics reads (its source, not imported: importing Unsloth takes minutes here).
+    source = Path(importlib.util.find_spec("unsloth").origin).parent / "models" / "_utils.py"
+    assert '"UNSLOTH_DISABLE_STATISTICS" in os.environ' in source.read_text()
+
+
 def test_both_stacks_get_one_allocator_setting_before_torch_starts(monkeypatch):
     from orchestrator.running.supervisor import child_env
 

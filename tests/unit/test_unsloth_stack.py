@@ -55,3 +55,57 @@ def test_rewritten_knobs_are_put_back_and_reported():
     assert config.epsilon_high == 0.2 and config.mask_truncated_completions is False
     assert config.optim is Optim.ADAMW_TORCH  # the enum type the config uses, not a bare string
     assert restore_asked(config, asked) == {}
+
+
+class _Loaded(Exception):
+    """Stops run() right after the model load it captured."""
+
+
+def test_unsloth_loads_the_exact_hub_model_named_not_its_own_prequantized_copy(monkeypatch, tmp_path):
+    from trainers.events import EventWriter
+    from trainers.spec import TrialSpec
+    from trainers.stacks import STACKS
+    from trainers.stacks import unsloth as unsloth_stack
+
+    calls = []
+
+    def from_pretrained(**kwargs):
+        calls.append(kwargs)
+        raise _Loaded
+
+    fake = SimpleNamespace(FastLanguageModel=SimpleNamespace(from_pretrained=from_pretrained))
+    monkeypatch.setattr(unsloth_stack, "import_unsloth", lambda: fake)
+    spec = TrialSpec(framework="unsloth", model="Qwen/Qwen2.5-3B-Instruct", quantization="nf4")
+    with pytest.raises(_Loaded):
+        STACKS["unsloth"].run(spec, EventWriter(str(tmp_path / "events.jsonl")))
+    # Unsloth's mapper would otherwise load unsloth/Qwen2.5-3B-Instruct-unsloth-bnb-4bit (its mapper.py).
+    assert calls[0]["model_name"] == "Qwen/Qwen2.5-3B-Instruct"
+    assert calls[0]["use_exact_model_name"] is True
+    assert calls[0]["load_in_4bit"] is True
+
+
+def test_the_effective_config_names_the_checkpoint_loaded_and_the_linear_layers_left_in_16_bit():
+    import torch
+    from bitsandbytes.nn import Linear4bit
+    from transformers import BitsAndBytesConfig
+
+    from trainers.runtime import effective_config
+    from trainers.spec import TrialSpec
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q_proj = Linear4bit(8, 8)
+            self.down_proj = torch.nn.Linear(8, 8)  # a dynamic quant's module kept in 16 bit
+
+    model = torch.nn.Module()
+    model.layers = torch.nn.ModuleList([Layer(), Layer()])
+    model.lm_head = torch.nn.Linear(8, 16)
+    model.config = SimpleNamespace(
+        _name_or_path="unsloth/Qwen2.5-3B-Instruct-unsloth-bnb-4bit",
+        quantization_config=BitsAndBytesConfig(load_in_4bit=True),
+    )
+    args = SimpleNamespace(per_device_train_batch_size=4, gradient_accumulation_steps=1, num_generations=4)
+    out = effective_config(SimpleNamespace(args=args), model, TrialSpec())
+    assert out["resolved_checkpoint"] == "unsloth/Qwen2.5-3B-Instruct-unsloth-bnb-4bit"
+    assert out["unquantized_linear_modules"] == ["down_proj", "lm_head"]

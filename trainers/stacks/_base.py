@@ -87,8 +87,11 @@ class Stack(ABC):
 
     def run(self, spec: TrialSpec, events: EventWriter) -> None:
         """One trial: build, report what it runs with (`started`), train, report the end (`finished`)."""
-        from trainers.runtime import device_info, lora_b_abs_sum
+        from trainers.runtime import device_info, lora_b_abs_sum, setup_process
 
+        # Threads, seeds and the budget's card before build(): a stack that patches at import (Unsloth)
+        # imports inside build() and reads the card it will train on there.
+        setup_process(spec)
         built = self.build(spec, events)
         events.emit(
             STARTED,
@@ -103,16 +106,15 @@ class Stack(ABC):
         )
 
 
-def prepare(spec: TrialSpec, device_used_before: int | None = None) -> Prepared:
-    """Process limits, device and dtype, then data and rewards: a bad task fails in seconds, before a
-    model is loaded."""
+def prepare(spec: TrialSpec) -> Prepared:
+    """Device and dtype (the process is set up: Stack.run), then data and rewards: a bad task fails in
+    seconds, before a model is loaded."""
     import torch
 
     from tasks import load_task
     from trainers.models import resolve_model
-    from trainers.runtime import choose_dtype, setup_process
+    from trainers.runtime import choose_dtype
 
-    setup_process(spec, device_used_before)
     return Prepared(
         on_gpu=torch.cuda.is_available(),
         dtype=choose_dtype(spec),

@@ -103,10 +103,9 @@ class UnslothStack(Stack):
     install_fix = INSTALL_FIX
 
     def build(self, spec: TrialSpec, events: EventWriter) -> Built:
-        from trainers.runtime import device_used_before_cuda
-
-        device_used_before = device_used_before_cuda()  # Unsloth's import may create the CUDA context
-        unsloth = import_unsloth()  # before torch/transformers/trl, so its patches take hold
+        # Stack.run has set the process up (the budget's card, if any) before this import: Unsloth reads
+        # the card it will train on as it imports.
+        unsloth = import_unsloth()  # before transformers/trl, so its patches take hold
         import torch
 
         # After unsloth: on a GPU host these names are Unsloth's patched UnslothGRPOConfig/-Trainer.
@@ -114,14 +113,14 @@ class UnslothStack(Stack):
 
         from trainers.models import load_tokenizer, parse_model
         from trainers.runtime import (
-            card_mem_get_info,
             check_prompt_lengths,
             grpo_config_kwargs,
+            real_card,
             vllm_gpu_memory_utilization,
         )
 
         FastLanguageModel = unsloth.FastLanguageModel
-        ready = prepare(spec, device_used_before)
+        ready = prepare(spec)
         check_fast_inference(spec, ready.on_gpu)
 
         gradient_checkpointing = "unsloth" if spec.gradient_checkpointing and ready.on_gpu else False
@@ -130,10 +129,10 @@ class UnslothStack(Stack):
         if spec.fast_inference:
             # vLLM takes utilisation x the card's total: scaled so it takes that share of the budget, and
             # loaded against the real card's mem_get_info so the scaling is applied once.
+            with real_card():
+                card_total = torch.cuda.get_device_properties(0).total_memory
             vllm_utilization = vllm_gpu_memory_utilization(
-                spec.gpu_memory_utilization,
-                spec.memory_budget_gib,
-                torch.cuda.get_device_properties(0).total_memory,
+                spec.gpu_memory_utilization, spec.memory_budget_gib, card_total
             )
             load_kwargs = {
                 "fast_inference": True,
@@ -141,7 +140,7 @@ class UnslothStack(Stack):
                 "max_lora_rank": spec.lora_r,
             }
         try:
-            with card_mem_get_info() if spec.fast_inference else contextlib.nullcontext():
+            with real_card() if spec.fast_inference else contextlib.nullcontext():
                 model, unsloth_tokenizer = FastLanguageModel.from_pretrained(
                     model_name=ready.model_path,
                     max_seq_length=spec.max_prompt_length + spec.max_completion_length,
@@ -149,6 +148,10 @@ class UnslothStack(Stack):
                     load_in_4bit=spec.quantization == "nf4",
                     use_gradient_checkpointing=gradient_checkpointing,
                     random_state=spec.seed,
+                    # Without it Unsloth's mapper swaps a hub id (Qwen/Qwen2.5-3B-Instruct) for its own
+                    # pre-quantized "-unsloth-bnb-4bit" checkpoint, whose dynamic quant leaves some modules in
+                    # 16 bit; TRL quantizes the named model, so both stacks load exactly that one.
+                    use_exact_model_name=True,
                     **load_kwargs,
                 )
         except NotImplementedError as exc:  # Unsloth's way of saying "not on this model/host"

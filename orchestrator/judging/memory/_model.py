@@ -175,13 +175,16 @@ class MemoryModel:
         self._prior = prior(self.device)
 
     @classmethod
-    def fit(cls, rows: Iterable[Mapping[str, Any]], measure: str | None = None) -> MemoryModel:
+    def fit(
+        cls, rows: Iterable[Mapping[str, Any]], measure: str | None = None, unmeasured: str | None = None
+    ) -> MemoryModel:
         """Fit on trials.parquet rows: completed rows with a peak of `measure` are measurements,
         `oom` rows with a budget are censored (peak at least the budget); others are ignored.
-        measure: default the kind most completed rows measured (outcome.peak_memory), else RSS on a
-        host without a GPU and GPU on one with."""
+        measure: default the kind most completed rows measured (outcome.peak_memory), else
+        `unmeasured` where given (the measure the caller's question is about), else RSS on a host
+        without a GPU and GPU on one with."""
         rows = list(rows)
-        measure = measure or _default_measure(rows)
+        measure = measure or _default_measure(rows, unmeasured)
         model = cls(measure)
         for row in rows:
             if row.get("status") == COMPLETED:
@@ -284,11 +287,13 @@ class MemoryModel:
         return out
 
 
-def _default_measure(rows: list[Mapping[str, Any]]) -> str:
+def _default_measure(rows: list[Mapping[str, Any]], unmeasured: str | None) -> str:
     kinds = [peak_memory(r)[1] for r in rows if r.get("status") == COMPLETED]
     kinds = [k for k in kinds if k is not None]
     if kinds:
         return max(MEASURES, key=kinds.count)
+    if unmeasured is not None:
+        return unmeasured
     from orchestrator.spec.plan import local_gpus
 
     return GPU if local_gpus() else RSS

@@ -6,13 +6,20 @@ one part of the peak:
 
 - static: the runtime's baseline (CUDA context or the Python process), the base weights (NF4 linear
   layers at half a byte a parameter, embeddings, head and norms at the compute dtype), the LoRA
-  weights with their gradients and AdamW state (fp32: 16 bytes a parameter), a reference model
-  when beta > 0;
+  weights with their gradients and AdamW state (fp32: 16 bytes a parameter). No reference model:
+  every trial trains LoRA adapters, and with beta > 0 both stacks take the reference log-probs from
+  the same base with the adapters switched off (TRL's GRPOTrainer sets ref_model None for a PEFT
+  model);
 - generation: the KV cache of one generation batch (B x K sequences of prompt + completion tokens)
   and the full-vocabulary logits sampling keeps per sequence;
-- training: the activations kept for backward by one micro-batch (one hidden state a layer with
-  gradient checkpointing, the layer's intermediates without) and its full-vocabulary fp32 logits,
-  which TRL computes for the completion tokens only (logits_to_keep).
+- training: the activations kept for backward by one micro-batch (with gradient checkpointing one
+  hidden state a layer plus the one layer being recomputed in backward; without it every layer's
+  intermediates) and the logits of its completion tokens, on the path each stack takes (GPU):
+  TRL 1.14 builds the micro-batch's full completion logits in the compute dtype (the model's forward
+  with logits_to_keep) and its fused Triton log-softmax keeps them, with their gradient, for backward;
+  Unsloth's GRPO never builds them whole, it projects and log-softmaxes the hidden states in
+  UNSLOTH_LOGIT_CHUNKS row chunks (unsloth_zoo's chunked_hidden_states_selective_log_softmax), each
+  chunk in the compute dtype and cast to fp32. On a CPU both are counted as fp32 logits (no Triton).
 """
 
 from __future__ import annotations
@@ -29,7 +36,6 @@ TERMS = {
     "baseline": STATIC,
     "weights": STATIC,
     "lora": STATIC,
-    "reference": STATIC,
     "kv_cache": GENERATION,
     "sampling_logits": GENERATION,
     "activations": TRAINING,
@@ -37,13 +43,24 @@ TERMS = {
 }
 # The prior: (coefficient, its spread) per term, on a GPU and on a CPU. The baseline's term is 1 GiB,
 # so its coefficient is GiB: the CUDA context and allocator on a GPU, the Python process with torch,
-# transformers and TRL imported on a CPU (its RSS; `tiny` trials on a 2-core Linux host: 0.80-0.83 GiB). The logits are held about twice (the fp32 logits
-# and their log-softmax); the other terms count what they name once.
+# transformers and TRL imported on a CPU (its RSS; `tiny` trials on a 2-core Linux host: 0.80-0.83 GiB).
+# The other terms count what they name once. The GPU spreads are set from the prior's error on
+# AgileRL's measured GRPO training peaks (docs/benchmarks.md, "GPU prior against AgileRL's peaks").
 PRIOR = {
-    "gpu": {"baseline": (0.6, 0.4), "sampling_logits": (1.0, 1.0), "logits": (2.0, 1.5)},
+    "gpu": {
+        "baseline": (0.6, 0.4),
+        "weights": (1.0, 0.05),
+        "lora": (1.0, 0.25),
+        "sampling_logits": (1.0, 1.0),
+        "activations": (1.0, 0.3),
+        "logits": (1.0, 0.5),
+    },
     "cpu": {"baseline": (0.75, 0.1), "sampling_logits": (1.0, 1.0), "logits": (1.0, 1.0)},
 }
 DEFAULT_PRIOR = (1.0, 0.5)
+# Unsloth's GRPO log-probs: the completion rows in this many chunks (unsloth_zoo rl_replacements:
+# chunks=4, and autotune's multiplier max(4, seq_len // 4096) for sequences under 16k tokens).
+UNSLOTH_LOGIT_CHUNKS = 4
 LORA_BYTES = 16  # fp32 weight + gradient + AdamW's two moments
 NF4_BYTES = 0.5
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -122,21 +139,31 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
     tokens = spec.max_prompt_length + spec.max_completion_length
     generation = spec.generation_batch_size
     micro = spec.effective_micro_batch_size
-    # Gradient checkpointing keeps one hidden state a layer (it is ignored on a CPU); without it a layer
-    # keeps its attention and MLP intermediates: about 10 hidden-sized and 3 intermediate-sized tensors.
+    # A layer keeps its attention and MLP intermediates for backward: about 10 hidden-sized and 3
+    # intermediate-sized tensors a token. Gradient checkpointing (ignored on a CPU) keeps only each
+    # layer's input, and backward recomputes one layer at a time, which then holds its intermediates.
     checkpointed = spec.gradient_checkpointing and device == "gpu"
-    per_layer = shape.hidden if checkpointed else 10 * shape.hidden + 3 * shape.intermediate
+    layer = 10 * shape.hidden + 3 * shape.intermediate
+    kept = shape.layers * shape.hidden + layer if checkpointed else shape.layers * layer
     sizes = {
         "baseline": float(GIB),
         "weights": weights,
         "lora": shape.lora_params(spec.lora_r) * LORA_BYTES,
-        "reference": weights if spec.beta > 0 else 0.0,
         "kv_cache": 2 * shape.layers * shape.kv_heads * shape.head_dim * w * generation * tokens,
         "sampling_logits": generation * shape.vocab * 4,
-        "activations": micro * tokens * shape.layers * per_layer * w,
-        "logits": micro * spec.max_completion_length * shape.vocab * 4,
+        "activations": micro * tokens * kept * w,
+        "logits": micro * spec.max_completion_length * shape.vocab * logit_bytes(spec, device, w),
     }
     return {name: sizes[name] / GIB for name in TERMS}
+
+
+def logit_bytes(spec: TrialSpec, device: str, w: int) -> float:
+    """Bytes held per completion token and vocabulary entry by the log-prob path (module docstring)."""
+    if device == "cpu":
+        return 4
+    if spec.framework == "unsloth":
+        return (w + 4) / UNSLOTH_LOGIT_CHUNKS  # one chunk: its compute-dtype logits and their fp32 cast
+    return 2 * w  # TRL: the logits and their gradient
 
 
 def prior(device: str) -> dict[str, tuple[float, float]]:

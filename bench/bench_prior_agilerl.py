@@ -1,0 +1,132 @@
+"""The GPU memory prior's error on AgileRL's measured GRPO training peaks
+(bench/data/agilerl-grpo-training-peaks.csv: its source, licence and what was measured are in its header).
+
+Their workload is matched to ours where it can be and the differences are stated, not fitted away:
+- the log-prob path: theirs is chunked and never builds the full logits, like Unsloth's, so each row is
+  predicted as an Unsloth trial (framework unsloth) with their knobs: K = group_size, B = 1 prompt,
+  micro-batch = min(micro_batch, K) (their micro-batches are capped by the rows available), prompt
+  seq_len/4 and completion 3/4 seq_len tokens, LoRA rank lora_rank, bf16, no quantization, gradient
+  checkpointing on;
+- their training rows hold no generation (vLLM sleeps, its KV cache handed back): the generation part
+  (KV cache, sampled logits) is left out, and the runtime baseline is their measured sleeping baseline
+  (CUDA context and vLLM's residue) instead of the prior's 0.6 GiB CUDA context;
+- they keep a second fp32 LoRA adapter for the reference: 4 bytes a LoRA parameter are added;
+- where completions were not forced to their maximum (7B), the measured peak may be lower than a
+  full-length step would reach: the prior's error there is an upper bound.
+
+Prints, per model and GPU, the mean and worst absolute error and the worst under-prediction (measured
+above predicted), as % of the measured peak, and the same over all rows.
+
+Usage: python bench/bench_prior_agilerl.py
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from orchestrator.judging.memory._fit import predictive_sd  # noqa: E402
+from orchestrator.judging.memory._model import Z, model_shape  # noqa: E402
+from orchestrator.judging.memory._terms import GIB, prior, terms  # noqa: E402
+from trainers.spec import TrialSpec  # noqa: E402
+
+DATA = ROOT / "bench" / "data" / "agilerl-grpo-training-peaks.csv"
+TRAINING_TERMS = ("weights", "lora", "activations", "logits")
+REFERENCE_ADAPTER_BYTES = 4
+
+
+def load(path: Path = DATA) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+def spec_of_row(row: dict) -> TrialSpec:
+    seq, k = int(row["seq_len"]), int(row["group_size"])
+    return TrialSpec(
+        framework="unsloth",
+        model=row["model"],
+        quantization="none",
+        dtype="bf16",
+        lora_r=int(row["lora_rank"]),
+        num_generations=k,
+        batch_size=1,
+        micro_batch_size=min(int(row["micro_batch"]), k),
+        max_prompt_length=seq // 4,
+        max_completion_length=seq - seq // 4,
+        gradient_checkpointing=True,
+    )
+
+
+def predicted(row: dict) -> tuple[float, float]:
+    """The prior's training-phase peak for a row and its interval's half-width (Z predictive standard
+    deviations from the prior's spreads, as MemoryModel gives a family without trials), in bytes, on
+    their workload (module docstring)."""
+    spec = spec_of_row(row)
+    shape, why = model_shape(spec.model)
+    if shape is None:
+        raise ValueError(why)
+    sizes, coefficients = terms(spec, shape, "gpu"), prior("gpu")
+    trained = sum(coefficients[name][0] * sizes[name] for name in TRAINING_TERMS) * GIB
+    reference_adapter = shape.lora_params(spec.lora_r) * REFERENCE_ADAPTER_BYTES
+    peak = float(row["sleeping_baseline_bytes"]) + trained + reference_adapter
+    # The interval keeps the baseline's spread: the measured sleeping baseline replaces the prior's
+    # CUDA context, and the spread covers what else a runtime holds (allocator slack, rollout tensors).
+    spread_terms = ("baseline", *TRAINING_TERMS)
+    vector = np.array([sizes[name] for name in spread_terms])
+    covariance = np.diag([coefficients[name][1] ** 2 for name in spread_terms])
+    return peak, Z * predictive_sd(vector, covariance, peak / GIB) * GIB
+
+
+def errors(rows: list[dict]) -> list[float]:
+    """(predicted - measured) / measured per row."""
+    return [(predicted(r)[0] - float(r["device_peak_bytes"])) / float(r["device_peak_bytes"]) for r in rows]
+
+
+def covered(rows: list[dict]) -> float:
+    """The fraction of rows whose measured peak lies inside the prior's interval."""
+    inside = 0
+    for r in rows:
+        peak, half = predicted(r)
+        inside += abs(float(r["device_peak_bytes"]) - peak) <= half
+    return inside / len(rows)
+
+
+def half_widths(rows: list[dict]) -> tuple[float, float]:
+    """The prior's narrowest and widest half-width, as fractions of its predicted peak."""
+    fractions = [half / peak for peak, half in map(predicted, rows)]
+    return min(fractions), max(fractions)
+
+
+def summary(errs: list[float]) -> tuple[float, float, float]:
+    """(mean absolute, worst absolute, worst under-prediction) error, as fractions."""
+    return (
+        sum(abs(e) for e in errs) / len(errs),
+        max(abs(e) for e in errs),
+        max([0.0, *(-e for e in errs)]),
+    )
+
+
+def main() -> None:
+    rows = load()
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["model"], r["gpu"]), []).append(r)
+    header = f"{'model':28} {'gpu':22} {'rows':>4} {'mean abs':>9} {'worst':>7} {'worst under':>12}"
+    print(header + f" {'in interval':>12} {'half-width':>12}")
+    for (model, gpu), group in [*groups.items(), (("all", ""), rows)]:
+        mean, worst, under = summary(errors(group))
+        low, high = half_widths(group)
+        print(
+            f"{model:28} {gpu:22} {len(group):4d} {mean:9.1%} {worst:7.1%} {under:12.1%} "
+            f"{covered(group):12.0%} {low:5.0%}-{high:.0%}"
+        )
+
+
+if __name__ == "__main__":
+    main()
