@@ -147,7 +147,9 @@ def test_a_bundled_hub_id_is_predicted_from_its_bundled_config():
     lora = 24 * 16 * ((896 + 896) * 2 + (896 + 128) * 2 + (896 + 4864) * 3) * 16
     static = 0.6 + (weights + lora) / GIB
     generation = (2 * 24 * 2 * 64 * 2 * 8 * 384 + 8 * 151936 * 4) / GIB
-    training = (8 * 384 * 24 * 896 * 2 + 2.0 * 8 * 128 * 151936 * 4) / GIB
+    # Checkpointed: each layer's input kept, plus the one layer backward recomputes (10 hidden-sized and
+    # 3 MLP-sized tensors a token); TRL's completion logits in bf16 with their gradient (2 x 2 bytes).
+    training = (8 * 384 * (24 * 896 + 10 * 896 + 3 * 4864) * 2 + 8 * 128 * 151936 * 4) / GIB
     assert (prediction.unknown, prediction.basis) == (None, "prior")
     assert prediction.terms == pytest.approx(
         {"static": static, "generation": generation, "training": training}
