@@ -8,8 +8,9 @@
 Locally built models get an offline tokenizer: byte-level BPE trained on the English text Python
 ships (its pydoc topics), so a prompt takes about as many tokens as with a real model's tokenizer
 (countdown's longest prompt: 86 tokens of about 310 bytes), digits one token each as Qwen's and
-Llama's do, padded to the model's vocabulary so every id the model can sample decodes. Builds are
-deterministic and cached: a second trial with the same model string reuses the folder.
+Llama's do, padded to the model's vocabulary so every id the model can sample decodes, with the model
+family's own chat template and special tokens (trainers/chat_templates.py). Builds are deterministic
+and cached: a second trial with the same model string reuses the folder.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ def _config_of(model: str) -> dict | None:
     return None
 
 
-def _skeleton(model: str):
+def meta_model(model: str):
     """A tiny/random/local model built on the meta device: shapes without weights."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -152,7 +153,7 @@ def _skeleton(model: str):
 
 def count_parameters(model: str) -> int:
     """Parameters of a tiny/random/local model, counted on the meta device (no weights materialised)."""
-    return sum(p.numel() for p in _skeleton(model).parameters())
+    return sum(p.numel() for p in meta_model(model).parameters())
 
 
 # Bytes a weight takes in bitsandbytes nf4 with double quantization, as the trainers load it: 4 bits,
@@ -187,7 +188,7 @@ def model_facts(hub_id: str) -> ModelFacts:
     from torch import nn
 
     config = json.loads(bundled_models()[hub_id].read_text())
-    built = _skeleton(f"random:{hub_id}")
+    built = meta_model(f"random:{hub_id}")
     head = built.get_output_embeddings()
     quantizable = sum(
         module.weight.numel()

@@ -1,4 +1,5 @@
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -324,3 +325,114 @@ def test_an_unknown_chat_family_is_refused_with_the_known_ones():
         "_chat_family: 'qwen4' is not a known chat family; use one of chatml, deepseek-r1, gemma3, "
         "llama3.1, llama3.2, mistral-v0.3, phi4, qwen2.5, qwen3, smollm3"
     )
+
+
+def test_model_facts_count_linear_weights_in_4_bits_and_the_rest_in_bf16():
+    from trainers.models import NF4_BYTES_PER_WEIGHT, model_facts
+
+    assert NF4_BYTES_PER_WEIGHT == 0.5 + 1 / 64 + 4 / 16384
+    # Llama 3.2 1B by hand: 16 layers of q, k, v, o (2048x2048, 2048x512 twice, 2048x2048) and gate, up,
+    # down (2048x8192 each); its output head is the tied embedding, 128256x2048, which stays bf16.
+    linear = 16 * (2 * 2048 * 2048 + 2 * 2048 * 512 + 3 * 2048 * 8192)
+    facts = model_facts("meta-llama/Llama-3.2-1B-Instruct")
+    assert (facts.quantizable, facts.parameters) == (linear, 1_235_814_400)
+    assert (facts.vocab, facts.layers, facts.kv_heads) == (128256, 16, 8)
+    assert facts.bf16_bytes == 2 * 1_235_814_400
+    assert facts.nf4_bytes == round(linear * NF4_BYTES_PER_WEIGHT) + 2 * (1_235_814_400 - linear)
+    # Qwen3-30B-A3B: transformers keeps the experts as fused 3-D tensors, no nn.Linear, so bitsandbytes
+    # quantizes only attention (48 layers of 2048x4096 twice and 2048x512 twice): nf4 saves little.
+    moe = model_facts("Qwen/Qwen3-30B-A3B")
+    assert moe.quantizable == 48 * (2 * 2048 * 4096 + 2 * 2048 * 512)
+    assert moe.kv_heads == 4 and round(moe.nf4_bytes / 1024**3, 2) == 55.62
+
+
+def run_cli(*args: str):
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_rlsweep_models_prints_one_bundled_models_row():
+    from trainers.models import NF4_BYTES_PER_WEIGHT
+
+    done = run_cli("models", "random:Qwen/Qwen3-8B")
+    assert done.returncode == 0, done.stderr
+    # Qwen3-8B by hand: 36 layers of q, o (4096x4096), k, v (4096x1024), gate, up, down (4096x12288);
+    # 8,190,735,360 parameters in all.
+    linear = 36 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 12288)
+    nf4 = (linear * NF4_BYTES_PER_WEIGHT + 2 * (8_190_735_360 - linear)) / 1024**3
+    cells = ["Qwen/Qwen3-8B", "8.19", "151936", "36", "8", f"{nf4:.2f}", f"{2 * 8_190_735_360 / 1024**3:.2f}"]
+    rows = [line for line in done.stdout.splitlines() if "Qwen/Qwen3-8B" in line]
+    assert [cell.strip() for cell in rows[-1].strip("│ ").split("│")] == cells == [
+        "Qwen/Qwen3-8B", "8.19", "151936", "36", "8", "5.66", "15.26",
+    ]  # fmt: skip
+    assert "nf4 = bitsandbytes 4-bit with double quantization" in done.stdout
+
+
+def test_rlsweep_models_lists_every_bundled_model(capsys):
+    from orchestrator.cli import main
+
+    assert main(["models"]) == 0
+    listed = [
+        line.split("│")[1].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("│")
+    ]
+    assert sorted(listed) == sorted(bundled_models())
+
+
+def test_rlsweep_models_says_how_to_use_a_model_that_is_not_bundled(capsys):
+    from orchestrator.cli import main
+
+    assert main(["models", "Qwen/Qwen3-9B"]) == 2
+    said = capsys.readouterr().out.replace("\n", "")
+    assert said.startswith(
+        "Qwen/Qwen3-9B: not bundled, so `random:Qwen/Qwen3-9B` cannot be built. Real weights: use the hub id "
+        "itself (--set model=Qwen/Qwen3-9B), downloaded on first use; or a local save_pretrained folder "
+        "(--set model=/path/to/folder); or the nearest bundled random twin: did you mean "
+        "'random:Qwen/Qwen3-8B' or 'random:Qwen/Qwen3-4B' or 'random:Qwen/Qwen3-32B'?"
+    )
+
+
+def test_readme_lists_exactly_the_bundled_models():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("\n## Models\n")[1].split("\n## ")[0]
+    listed = re.findall(r"`random:([^`<]+)`", section)
+    assert sorted(listed) == sorted(bundled_models())
+
+
+def test_every_shipped_sweep_that_downloads_names_its_random_twin():
+    from orchestrator.spec.sweep import load_sweep
+    from trainers.spec import TrialSpec
+
+    sweeps = sorted((Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml"))
+    downloading = 0
+    for path in sweeps:
+        sweep = load_sweep(str(path))
+        models = sweep.axes().get("model") or [sweep.fixed.get("model", TrialSpec().model)]
+        for model in models:
+            if parse_model(model).kind != "hub":
+                continue
+            downloading += 1
+            line = next(line for line in path.read_text().splitlines() if f"model: {model}" in line)
+            assert line.endswith(f"no download: --set model=random:{model}"), (path.name, line)
+            assert model in bundled_models()
+            assert load_sweep(str(path), [f"model=random:{model}"]).fixed["model"] == f"random:{model}"
+    assert downloading == 2  # original-16gb and workstation-16gb
+
+
+@pytest.mark.parametrize("hub_id", sorted(PUBLISHED_PARAMS))
+def test_every_bundled_config_states_whether_the_built_model_ties_its_embeddings(hub_id):
+    # The memory model reads tie_word_embeddings from the config (absent reads as untied). Gemma 3's
+    # published configs leave it out (transformers' Gemma3TextConfig ties by default): ours state it.
+    from trainers.models import meta_model
+
+    built = meta_model(f"random:{hub_id}")
+    tied = built.get_output_embeddings().weight is built.get_input_embeddings().weight
+    assert json.loads(bundled_models()[hub_id].read_text())["tie_word_embeddings"] is tied
