@@ -141,6 +141,23 @@ def test_random_qwen_half_billion_builds_and_loads(tmp_path):
     assert len(load_tokenizer(path)) == model.config.vocab_size == 151936
 
 
+@pytest.mark.slow
+def test_random_qwen3_builds_with_its_thinking_tags_and_its_turn_end_as_eos(tmp_path):
+    # Builds and loads in 6 s on this 2-core machine idle, 36 s under load.
+    from transformers import AutoModelForCausalLM
+
+    path = resolve_model("random:Qwen/Qwen3-0.6B", str(tmp_path))
+    model = AutoModelForCausalLM.from_pretrained(path)
+    tok = load_tokenizer(path)
+    assert sum(p.numel() for p in model.parameters()) == 596_049_920
+    assert len(tok) == model.config.vocab_size == 151936
+    assert model.config.eos_token_id == tok.eos_token_id == tok.convert_tokens_to_ids("<|im_end|>")
+    assert model.config.pad_token_id == tok.pad_token_id == tok.convert_tokens_to_ids("<|endoftext|>")
+    # <think> is one token that decoding keeps even when it skips the special ones, as Qwen3's does.
+    think = tok("<think>", add_special_tokens=False)["input_ids"]
+    assert len(think) == 1 and tok.decode(think + [tok.eos_token_id], skip_special_tokens=True) == "<think>"
+
+
 def test_every_shipped_task_fits_the_default_prompt_limit_with_tinys_tokenizer(tmp_path):
     from tasks import available_tasks, load_task, task_problems
     from trainers.models import TINY_CONFIG, build_tokenizer
