@@ -8,8 +8,9 @@
 Locally built models get an offline tokenizer: byte-level BPE trained on the English text Python
 ships (its pydoc topics), so a prompt takes about as many tokens as with a real model's tokenizer
 (countdown's longest prompt: 86 tokens of about 310 bytes), digits one token each as Qwen's and
-Llama's do, padded to the model's vocabulary so every id the model can sample decodes. Builds are
-deterministic and cached: a second trial with the same model string reuses the folder.
+Llama's do, padded to the model's vocabulary so every id the model can sample decodes, with the model
+family's own chat template and special tokens (trainers/chat_templates.py). Builds are deterministic
+and cached: a second trial with the same model string reuses the folder.
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.names import did_you_mean
+from trainers.chat_templates import CHATML, ChatFamily, family_of
 
 CONFIG_DIR = Path(__file__).parent / "model_configs"
-BUILDER_VERSION = 3  # bump when the build changes, so cached folders are rebuilt (2: BPE; 3: half fillers)
+BUILDER_VERSION = 4  # bump when the build changes, so cached folders are rebuilt (2: BPE; 3: half fillers;
+# 4: each family's chat template and special tokens)
 SHARD_BYTES = 2 * 1024**3
 
 TINY_CONFIG = {
@@ -49,14 +52,6 @@ TINY_CONFIG = {
     "use_sliding_window": False,
     "torch_dtype": "float32",
 }
-
-CHATML_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
-PAD, BOS_CHAT, EOS = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 
 
 def bundled_models() -> dict[str, Path]:
@@ -146,16 +141,68 @@ def _config_of(model: str) -> dict | None:
     return None
 
 
-def count_parameters(model: str) -> int:
-    """Parameters of a tiny/random/local model, counted on the meta device (no weights materialised)."""
+def meta_model(model: str):
+    """A tiny/random/local model built on the meta device: shapes without weights."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    source = parse_model(model)
-    config = AutoConfig.for_model(**_without_meta(source.config))
+    config = AutoConfig.for_model(**_without_meta(parse_model(model).config))
     with torch.device("meta"):
-        built = AutoModelForCausalLM.from_config(config)
-    return sum(p.numel() for p in built.parameters())
+        return AutoModelForCausalLM.from_config(config)
+
+
+def count_parameters(model: str) -> int:
+    """Parameters of a tiny/random/local model, counted on the meta device (no weights materialised)."""
+    return sum(p.numel() for p in meta_model(model).parameters())
+
+
+# Bytes a weight takes in bitsandbytes nf4 with double quantization, as the trainers load it: 4 bits,
+# plus one 8-bit absmax per block of 64 weights, plus one fp32 scale per 256 of those absmaxes.
+NF4_BYTES_PER_WEIGHT = 0.5 + 1 / 64 + 4 / (64 * 256)
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What `rlsweep models` shows of a bundled model: its shape and its weights' size."""
+
+    hub_id: str
+    parameters: int
+    vocab: int
+    layers: int
+    kv_heads: int
+    quantizable: int  # parameters bitsandbytes stores in 4 bits: every nn.Linear weight but the output head
+
+    @property
+    def bf16_bytes(self) -> int:
+        return 2 * self.parameters
+
+    @property
+    def nf4_bytes(self) -> int:
+        """4-bit linear weights with their absmax overhead; embeddings, output head, norms, biases and
+        fused MoE expert tensors (not nn.Linear, so bitsandbytes leaves them) stay bf16."""
+        return round(self.quantizable * NF4_BYTES_PER_WEIGHT) + 2 * (self.parameters - self.quantizable)
+
+
+def model_facts(hub_id: str) -> ModelFacts:
+    """A bundled model's facts, from its config built on the meta device."""
+    from torch import nn
+
+    config = json.loads(bundled_models()[hub_id].read_text())
+    built = meta_model(f"random:{hub_id}")
+    head = built.get_output_embeddings()
+    quantizable = sum(
+        module.weight.numel()
+        for module in built.modules()
+        if type(module) is nn.Linear and module is not head
+    )
+    return ModelFacts(
+        hub_id=hub_id,
+        parameters=sum(p.numel() for p in built.parameters()),
+        vocab=config["vocab_size"],
+        layers=config["num_hidden_layers"],
+        kv_heads=config.get("num_key_value_heads") or config["num_attention_heads"],
+        quantizable=quantizable,
+    )
 
 
 def total_params(model) -> int:
@@ -170,7 +217,10 @@ def total_params(model) -> int:
 
 
 def _without_meta(config: dict) -> dict:
-    return {k: v for k, v in config.items() if k not in ("_name_or_path", "architectures", "torch_dtype")}
+    """The config transformers builds from: without this project's keys ("_name_or_path", "_chat_family")."""
+    return {
+        k: v for k, v in config.items() if not k.startswith("_") and k not in ("architectures", "torch_dtype")
+    }
 
 
 def cache_root(explicit: str = "") -> Path:
@@ -212,18 +262,19 @@ def tokenizer_corpus() -> str:
     return "\n".join(topics[key] for key in sorted(topics))
 
 
-def build_tokenizer(vocab_size: int):
-    """A byte-level BPE tokenizer built offline from tokenizer_corpus(): ChatML specials, digits one
-    token each, merges for half the vocabulary and filler tokens for the rest, so every id decodes to
-    text."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+def build_tokenizer(vocab_size: int, family: ChatFamily = CHATML):
+    """A byte-level BPE tokenizer built offline from tokenizer_corpus(): the family's chat template and
+    special tokens (its thinking tags single tokens, as in the real vocabulary), digits one token each,
+    merges for half the vocabulary and filler tokens for the rest, so every id decodes to text."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    specials = [PAD, BOS_CHAT, EOS]
-    if vocab_size < len(alphabet) + len(specials):
+    specials = family.special_tokens()
+    reserved = specials + list(family.plain)
+    if vocab_size < len(alphabet) + len(reserved):
         raise ValueError(
-            f"vocab_size {vocab_size} is smaller than the {len(alphabet) + len(specials)} tokens the "
+            f"vocab_size {vocab_size} is smaller than the {len(alphabet) + len(reserved)} tokens the "
             "tokenizer needs"
         )
     pre_tokenizer = pre_tokenizers.Sequence(
@@ -234,9 +285,9 @@ def build_tokenizer(vocab_size: int):
     # Half the ids are learnt merges, enough for prompts to tokenize like a real model's (3-4 characters
     # a token); the other half are fillers whose text holds digits ("<fill5000>"), so a random-weight
     # model's completions carry digits and the shaped `digits` reward varies between them.
-    learnt_size = max(len(alphabet) + len(specials), vocab_size // 2)
+    learnt_size = max(len(alphabet) + len(reserved), vocab_size // 2)
     trainer = trainers.BpeTrainer(
-        vocab_size=learnt_size, special_tokens=specials, initial_alphabet=alphabet, show_progress=False
+        vocab_size=learnt_size, special_tokens=reserved, initial_alphabet=alphabet, show_progress=False
     )
     learner.train_from_iterator([tokenizer_corpus()], trainer=trainer)
     learnt = json.loads(learner.to_str())["model"]
@@ -247,11 +298,13 @@ def build_tokenizer(vocab_size: int):
     tok.pre_tokenizer = pre_tokenizer
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens(specials)
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in family.plain])
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
-        pad_token=PAD,
-        eos_token=EOS,
-        chat_template=CHATML_TEMPLATE,
+        pad_token=family.pad,
+        eos_token=family.eos,
+        bos_token=family.bos,
+        chat_template=family.template,
         model_max_length=1_000_000,
     )
 
@@ -270,22 +323,17 @@ def _build(config: dict, folder: Path) -> None:
     from safetensors.torch import save_file
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
-    tokenizer = build_tokenizer(config["vocab_size"])
+    family = family_of(config)
+    tokenizer = build_tokenizer(config["vocab_size"], family)
     tokenizer.save_pretrained(folder)
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in (PAD, EOS)}
+    pad, eos = tokenizer.convert_tokens_to_ids(family.pad), tokenizer.convert_tokens_to_ids(family.eos)
+    bos = tokenizer.convert_tokens_to_ids(family.bos) if family.bos else pad
     hf_config = AutoConfig.for_model(
-        **{
-            **_without_meta(config),
-            "bos_token_id": ids[PAD],
-            "eos_token_id": ids[EOS],
-            "pad_token_id": ids[PAD],
-        }
+        **{**_without_meta(config), "bos_token_id": bos, "eos_token_id": eos, "pad_token_id": pad}
     )
     hf_config.architectures = config.get("architectures")
     hf_config.save_pretrained(folder)
-    GenerationConfig(bos_token_id=ids[PAD], eos_token_id=ids[EOS], pad_token_id=ids[PAD]).save_pretrained(
-        folder
-    )
+    GenerationConfig(bos_token_id=bos, eos_token_id=eos, pad_token_id=pad).save_pretrained(folder)
 
     # Weights: one tensor at a time from a per-name seed, so a 7B model never sits in memory whole
     # and the same name always gets the same values.

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from rich.console import Console
 
+from orchestrator.cli.models import add_models
 from orchestrator.judging.verdict import STOPPABLE, VerdictSettings, stop_check
 from orchestrator.recording.outcome import GPU, MEMORY_LABELS, peak_memory
 from orchestrator.running.guard import DEFAULTS as GUARD
@@ -698,6 +699,7 @@ COMMANDS = [
     add_gpu_check,
     add_submit,
     add_solve,
+    add_models,
 ]
 
 

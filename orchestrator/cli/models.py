@@ -1,0 +1,75 @@
+"""`rlsweep models [HUB_ID]`: the architectures `random:<hub id>` builds, with their sizes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.table import Table
+
+from tasks.names import did_you_mean
+from trainers.models import NF4_BYTES_PER_WEIGHT, bundled_models, model_facts
+
+GIB = 1024**3
+WEIGHTS_RULE = (
+    f"weights: bf16 = 2 bytes a parameter; nf4 = bitsandbytes 4-bit with double quantization, as the trainers "
+    f"load it: each nn.Linear weight but the output head at {NF4_BYTES_PER_WEIGHT:.5f} bytes (4 bits, an 8-bit "
+    "absmax per 64 weights, an fp32 scale per 256 absmaxes), everything else bf16 (embeddings, output head, "
+    "norms, biases, and fused MoE expert tensors, which are no nn.Linear). Weights only: training adds LoRA, "
+    "optimizer state, activations and the KV cache (`rlsweep predict`)."
+)
+
+
+def family_name(hub_id: str) -> str:
+    return json.loads(bundled_models()[hub_id].read_text())["_chat_family"]
+
+
+def not_bundled(hub_id: str) -> str:
+    """Why hub_id has no random twin, and what to use instead."""
+    hub_id = hub_id.removeprefix("random:")
+    return (
+        f"{hub_id}: not bundled, so `random:{hub_id}` cannot be built. Real weights: use the hub id itself "
+        f"(--set model={hub_id}), downloaded on first use; or a local save_pretrained folder "
+        f"(--set model=/path/to/folder); or the nearest bundled random twin: "
+        f"{did_you_mean(f'random:{hub_id}', [f'random:{hub}' for hub in bundled_models()])}"
+    )
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from transformers.utils import logging as hf_logging
+
+    from orchestrator.cli import out
+
+    hf_logging.set_verbosity_error()  # Phi-4-mini's published rope fields draw a notice that is no news here
+
+    if args.hub_id:
+        hub_id = args.hub_id.removeprefix("random:")
+        if hub_id not in bundled_models():
+            out.print(not_bundled(args.hub_id), markup=False)
+            return 2
+        facts = [model_facts(hub_id)]
+    else:  # by organisation, family, then size
+        facts = sorted(
+            map(model_facts, bundled_models()),
+            key=lambda f: (f.hub_id.split("/")[0].lower(), family_name(f.hub_id), f.parameters),
+        )
+    table = Table(title=f"{len(facts)} bundled model(s): use as random:<hub id>", title_justify="left")
+    for column in ("hub id", "parameters (B)", "vocab", "layers", "KV heads", "nf4 GiB", "bf16 GiB"):
+        table.add_column(column, justify="left" if column == "hub id" else "right")
+    for one in facts:
+        table.add_row(
+            one.hub_id, f"{one.parameters / 1e9:.2f}", str(one.vocab), str(one.layers), str(one.kv_heads),
+            f"{one.nf4_bytes / GIB:.2f}", f"{one.bf16_bytes / GIB:.2f}",
+        )  # fmt: skip
+    out.print(table)
+    out.print(WEIGHTS_RULE, markup=False)
+    return 0
+
+
+def add_models(sub) -> None:
+    p = sub.add_parser(
+        "models",
+        help="the models random:<hub id> builds without a download: parameters, shape, weights' size",
+    )
+    p.add_argument("hub_id", nargs="?", help="one model (e.g. Qwen/Qwen3-8B); default: every bundled model")
+    p.set_defaults(func=cmd_models)
