@@ -26,7 +26,7 @@ from trainers.events import STEP
 def test_a_resume_whose_ledger_holds_another_configuration_under_a_key_is_refused(tmp_path):
     sweep = parse_sweep({"name": "r", "fixed": {"max_steps": 3}, "tracking": {"enabled": False}})
     (spec,) = expand(sweep)
-    row = trial_row(spec, None, status="completed", detail="3 steps")
+    row = trial_row(spec, None, [], status="completed", detail="3 steps")
     stored = json.loads(row["config"]) | {"learning_rate": 1e-5}  # what an earlier, different run stored
     TrialsTable(tmp_path / "trials.parquet").upsert(row | {"config": json.dumps(stored, sort_keys=True)})
     with pytest.raises(SweepError) as info:

@@ -13,7 +13,7 @@ from rich.console import Console
 from orchestrator.judging.pruning import RUN, OomGate, Pruner
 from orchestrator.judging.verdict import VerdictSettings, judge
 from orchestrator.recording.outcome import COMPLETED, OOM, PRUNED, STOPPED, TrialResult
-from orchestrator.recording.recorder import Ledger, PruningGate, Recorder, StepsFiles
+from orchestrator.recording.recorder import PruningGate, Recorder, StepsFiles, TrialsFile
 from orchestrator.recording.sinks import TrialsTable, steps_path
 from orchestrator.recording.tracking import MlflowSink
 from orchestrator.views.progress import Progress
@@ -49,7 +49,7 @@ def recorded(tmp_path_factory):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     mlflow = MlflowSink(uri, "rec", tmp_path, "rec")
     mlflow.start_sweep("name: rec\n")
-    sinks = [StepsFiles(tmp_path), PruningGate(gate), Ledger(ledger), progress, mlflow]
+    sinks = [StepsFiles(tmp_path), PruningGate(gate), TrialsFile(ledger), progress, mlflow]
     recorder = Recorder([small, large, cut], sinks, VerdictSettings(min_steps=2))
 
     small_steps = [step(1, 1.0, 2.0), step(2, 1.2, 1.0), step(3, 1.1, 3.0)]
