@@ -122,8 +122,8 @@ class _Relay:
     run_trial watches as its stop event (it stops the child), and is raised again in the trainable's own
     thread."""
 
-    def __init__(self, report: Callable[[dict[str, Any]], None] = tune.report):
-        self.report = report
+    def __init__(self, report: Callable[[dict[str, Any]], None] | None = None):
+        self.report = report or tune.report
         self.rows: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
         self.raised: BaseException | None = None
         self.failed = threading.Event()
