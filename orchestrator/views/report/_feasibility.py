@@ -13,7 +13,8 @@ import pandas as pd
 from orchestrator.judging.verdict import MARK, PRECEDENCE, VERDICT_WORDS
 from orchestrator.recording import outcome
 from orchestrator.recording.outcome import COMPLETED, MEMORY_LABELS, OOM, PRUNED, STATUS_LABELS, STATUS_WORDS
-from orchestrator.views.report._outputs import TRIAL_NUMERIC, column, finite, numeric, parse_json
+from orchestrator.views.report._outputs import TRIAL_NUMERIC, column, numeric, parse_json
+from trainers.record import finite_or_none
 
 
 # ----------------------------------------------------------------------------------------------
@@ -65,8 +66,10 @@ def memory_words(kinds: set[str]) -> str:
 
 def infer_budget_gib(trials: pd.DataFrame) -> float | None:
     """The memory budget a sweep ran under: the emulated budget if one was set, else the GPU's size."""
-    from_rows = (finite(v) for v in trials.get("memory_budget_gib", []))
-    from_config = (finite(parse_json(v).get("memory_budget_gib")) for v in trials.get("effective_config", []))
+    from_rows = (finite_or_none(v) for v in trials.get("memory_budget_gib", []))
+    from_config = (
+        finite_or_none(parse_json(v).get("memory_budget_gib")) for v in trials.get("effective_config", [])
+    )
     budgets = {b for b in (*from_rows, *from_config) if b}
     if len(budgets) == 1:
         return budgets.pop()
