@@ -159,9 +159,6 @@ def trial_row(
         status=status or (result.status if result else None),
         status_detail=detail or (result.status_detail if result else ""),
         steps_completed=len({r.get("step") for r in steps}),
-        peak_device_gib=_max([*steps, peak], "device_peak_gib"),
-        peak_torch_reserved_gib=_max(steps, "torch_peak_reserved_gib", "torch_reserved_gib"),
-        peak_rss_gib=_max([*steps, peak], "rss_peak_gib", "rss_gib"),
         median_step_s=_median(steps, "step_s"),
         median_tokens_per_s=_median(steps, "tokens_per_s"),
         wall_s=result.wall_s if result else None,
@@ -182,6 +179,8 @@ def trial_row(
         alloc_conf=started.get("alloc_conf"),
         gpu_memory_source=peak.get("gpu_memory_source"),
         **prediction_columns(prediction),
+        # each peak: the maximum of its step fields over the steps and the sampler's whole-trial peak
+        **{column: _max([*steps, peak], *fields) for _, column, fields in record.PEAK_SOURCES},
         phase=result.phase if result else None,
         settled_step=result.settled_step if result else None,
     )

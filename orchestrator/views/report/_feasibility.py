@@ -14,7 +14,7 @@ from orchestrator.judging.verdict import MARK, PRECEDENCE, VERDICT_WORDS
 from orchestrator.recording import outcome
 from orchestrator.recording.outcome import COMPLETED, MEMORY_LABELS, OOM, PRUNED, STATUS_LABELS, STATUS_WORDS
 from orchestrator.views.report._outputs import TRIAL_NUMERIC, column, numeric, parse_json
-from trainers.record import finite_or_none
+from trainers.record import finite_or_none, first_kind
 
 
 # ----------------------------------------------------------------------------------------------
@@ -94,8 +94,7 @@ def feasibility_matrix(trials_df: pd.DataFrame, budget_gib: float | None = None)
         labels = pd.DataFrame("", index=ks, columns=bs, dtype=object)
         statuses = pd.DataFrame("", index=ks, columns=bs, dtype=object)
         values = pd.DataFrame(np.nan, index=ks, columns=bs, dtype=float)
-        kinds = set(group["_kind"].dropna())
-        kind = next((k for k, _, _ in outcome.PEAK_SOURCES if k in kinds), None)
+        kind = first_kind(group["_kind"].dropna())
         for (k, b), cell in group.groupby(["num_generations", "batch_size"]):
             status, value, label = _cell(cell, kind)
             labels.loc[int(k), int(b)], statuses.loc[int(k), int(b)] = label, status
