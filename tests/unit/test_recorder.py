@@ -205,3 +205,28 @@ def test_a_step_row_is_normalised_once_and_every_sink_reads_that_same_row(tmp_pa
     written = pd.read_parquet(steps_path(tmp_path, trial)).to_dict("records")
     assert [r["rss_peak_gib"] for r in written] == [r["rss_peak_gib"] for r in seen["end"]]
     assert [r["rss_peak_gib"] for r in written] == [r["rss_peak_gib"] for r in rows]
+
+
+def test_rlsweep_trials_folder_holds_what_a_sweeps_writer_writes(tmp_path):
+    import json
+
+    from orchestrator.recording.recorder import TrialFolder
+
+    folder = tmp_path / "trial"
+    folder.mkdir()
+    table = TrialsTable(tmp_path / "trials.parquet")
+    trial = spec("alone", 2)
+    recorder = Recorder([trial], [StepsFiles(tmp_path), TrialsFile(table), TrialFolder(folder)])
+    rows = [step(1, 1.0, 2.0), step(2, 1.2, 1.0)]
+    recorder.start("alone")
+    for row in rows:
+        recorder.step("alone", row)
+    recorder.end("alone", result(COMPLETED, [], "2 steps"))
+
+    assert pd.read_parquet(folder / "steps.parquet").equals(pd.read_parquet(steps_path(tmp_path, trial)))
+    outcome = json.loads((folder / "trial.json").read_text())["outcome"]
+    swept = table.rows["alone"]
+    assert (outcome["status"], outcome["steps_completed"], outcome["peak_rss_gib"]) == (
+        swept["status"], swept["steps_completed"], swept["peak_rss_gib"]) == (COMPLETED, 2, max(r["rss_peak_gib"] for r in rows))  # fmt: skip
+    metrics = pd.read_csv(folder / "metrics.csv")
+    assert metrics.step_time_sec.tolist() == [2.0, 1.0]
