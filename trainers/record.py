@@ -50,13 +50,9 @@ class Field:
     meaning: str
 
 
-def _f(name: str, type_: str, unit: str, by: str, meaning: str) -> Field:
-    return Field(name, type_, unit, by, meaning)
-
-
 # A step row's per-reward curve, one field per reward the tasks define (tasks/rewards.py REWARD_NAMES):
 # the template's {reward} is filled in by step_fields.
-REWARD_CURVE = _f(
+REWARD_CURVE = Field(
     "rewards/{reward}/mean", FLOAT64, FRACTION, TRAINER,
     "each reward component's mean over the step's completions (TRL's `rewards/<name>/mean`); null when the "
     "task does not use that reward. `format` is 0/1 for exactly `<think>…</think><answer>…</answer>`; "
@@ -65,77 +61,77 @@ REWARD_CURVE = _f(
 
 # One row per optimizer step of one trial (steps/framework=<f>/mode=<m>/<trial_key>.parquet).
 STEP_FIELDS: tuple[Field, ...] = (
-    _f("trial_key", STRING, KEY, SPEC, "the trial's key (trials.parquet)"),
-    _f("step", INT64, COUNT, TRAINER, "optimizer step, 1-based"),
-    _f("probe", BOOL, FLAG, TRAINER, "the completions this step trained on were forced to max_completion_length "
+    Field("trial_key", STRING, KEY, SPEC, "the trial's key (trials.parquet)"),
+    Field("step", INT64, COUNT, TRAINER, "optimizer step, 1-based"),
+    Field("probe", BOOL, FLAG, TRAINER, "the completions this step trained on were forced to max_completion_length "
        "(worst-case memory): the first `probe_steps` steps' generations, and the steps that reuse them"),
-    _f("generated", BOOL, FLAG, TRAINER, "the step generated completions; false when it optimised over completions "
+    Field("generated", BOOL, FLAG, TRAINER, "the step generated completions; false when it optimised over completions "
        "generated earlier (num_iterations > 1, or steps_per_generation > gradient accumulation)"),
-    _f("step_s", FLOAT64, SECONDS, TRAINER, "the whole optimizer step"),
-    _f("cycle_steps", FLOAT64, COUNT, TRAINER, "on the step that closes a generation cycle: how many optimizer "
+    Field("step_s", FLOAT64, SECONDS, TRAINER, "the whole optimizer step"),
+    Field("cycle_steps", FLOAT64, COUNT, TRAINER, "on the step that closes a generation cycle: how many optimizer "
        "steps the cycle had; null on other steps"),
-    _f("gen_s", FLOAT64, SECONDS, TRAINER, "spent generating inside the step; null when the step generated nothing"),
-    _f("prompt_tokens", FLOAT64, TOKENS, TRAINER, "prompt tokens generation fed in the step (counted, not "
+    Field("gen_s", FLOAT64, SECONDS, TRAINER, "spent generating inside the step; null when the step generated nothing"),
+    Field("prompt_tokens", FLOAT64, TOKENS, TRAINER, "prompt tokens generation fed in the step (counted, not "
        "estimated); null when the step generated nothing"),
-    _f("completion_tokens", FLOAT64, TOKENS, TRAINER, "completion tokens generation produced in the step "
+    Field("completion_tokens", FLOAT64, TOKENS, TRAINER, "completion tokens generation produced in the step "
        "(counted, not estimated); null when the step generated nothing"),
-    _f("tokens_per_s", FLOAT64, "tokens/s", TRAINER, "throughput of a generation cycle: (prompt + completion "
+    Field("tokens_per_s", FLOAT64, "tokens/s", TRAINER, "throughput of a generation cycle: (prompt + completion "
        "tokens generated in the cycle) / wall time of all the cycle's steps (its generation and every "
        "optimisation pass over those completions). Reported on the step that closes the cycle, null on the "
        "others; with num_iterations 1 every step is a cycle"),
-    _f("estimated_tokens_per_step", FLOAT64, TOKENS, TRAINER, "an estimate, not a count: the original "
+    Field("estimated_tokens_per_step", FLOAT64, TOKENS, TRAINER, "an estimate, not a count: the original "
        "benchmark's (max_prompt_length + max_completion_length) x num_generations x "
        "per_device_train_batch_size, from configured limits (see metrics.csv below)"),
-    _f("estimated_tokens_per_sec", FLOAT64, "tokens/s", TRAINER, "estimated_tokens_per_step / step_s, the "
+    Field("estimated_tokens_per_sec", FLOAT64, "tokens/s", TRAINER, "estimated_tokens_per_step / step_s, the "
        "original benchmark's throughput estimate"),
-    _f("torch_allocated_gib", FLOAT64, GIB, TRAINER, "torch allocated at step end (CUDA only)"),
-    _f("torch_reserved_gib", FLOAT64, GIB, TRAINER, "torch reserved at step end (CUDA only)"),
-    _f("torch_peak_allocated_gib", FLOAT64, GIB, TRAINER, "torch peak allocated within the step (reset at step "
+    Field("torch_allocated_gib", FLOAT64, GIB, TRAINER, "torch allocated at step end (CUDA only)"),
+    Field("torch_reserved_gib", FLOAT64, GIB, TRAINER, "torch reserved at step end (CUDA only)"),
+    Field("torch_peak_allocated_gib", FLOAT64, GIB, TRAINER, "torch peak allocated within the step (reset at step "
        "start; CUDA only)"),
-    _f("torch_peak_reserved_gib", FLOAT64, GIB, TRAINER, "torch peak reserved within the step (reset at step "
+    Field("torch_peak_reserved_gib", FLOAT64, GIB, TRAINER, "torch peak reserved within the step (reset at step "
        "start; CUDA only)"),
-    _f("torch_peak_allocated_since_start_gib", FLOAT64, GIB, TRAINER, "peak allocated since training began, "
+    Field("torch_peak_allocated_since_start_gib", FLOAT64, GIB, TRAINER, "peak allocated since training began, "
        "running over the steps (CUDA only; null on CPU)"),
-    _f("device_used_gib", FLOAT64, GIB, SAMPLER, "NVML at step end (process memory where listed, else device used "
+    Field("device_used_gib", FLOAT64, GIB, SAMPLER, "NVML at step end (process memory where listed, else device used "
        "memory less what was in use before the trial)"),
-    _f("device_peak_gib", FLOAT64, GIB, SAMPLER, "NVML peak within the step (process memory where listed, else "
+    Field("device_peak_gib", FLOAT64, GIB, SAMPLER, "NVML peak within the step (process memory where listed, else "
        "device used memory less what was in use before the trial)"),
-    _f("rss_gib", FLOAT64, GIB, SAMPLER, "trainer process RSS at step end"),
-    _f("rss_peak_gib", FLOAT64, GIB, SAMPLER, "trainer process RSS peak within the step"),
-    _f("gpu_util_pct", FLOAT64, "%", SAMPLER, "NVML utilisation (mean in the step)"),
-    _f("power_w", FLOAT64, "W", SAMPLER, "NVML power (mean in the step)"),
-    _f("energy_j", FLOAT64, "J", SAMPLER, "power integrated over the step"),
-    _f("alloc_retries", FLOAT64, COUNT, TRAINER, "torch's cudaMalloc calls that failed and were retried after "
+    Field("rss_gib", FLOAT64, GIB, SAMPLER, "trainer process RSS at step end"),
+    Field("rss_peak_gib", FLOAT64, GIB, SAMPLER, "trainer process RSS peak within the step"),
+    Field("gpu_util_pct", FLOAT64, "%", SAMPLER, "NVML utilisation (mean in the step)"),
+    Field("power_w", FLOAT64, "W", SAMPLER, "NVML power (mean in the step)"),
+    Field("energy_j", FLOAT64, "J", SAMPLER, "power integrated over the step"),
+    Field("alloc_retries", FLOAT64, COUNT, TRAINER, "torch's cudaMalloc calls that failed and were retried after "
        "freeing its cache, in the step (`torch.cuda.memory_stats` num_alloc_retries delta); null on CPU"),
-    _f("alloc_ooms", FLOAT64, COUNT, TRAINER, "out-of-memory errors torch's allocator raised in the step "
+    Field("alloc_ooms", FLOAT64, COUNT, TRAINER, "out-of-memory errors torch's allocator raised in the step "
        "(num_ooms delta), including ones a library caught and recovered from; null on CPU"),
-    _f("reward_timeouts", FLOAT64, COUNT, TRAINER, "scoring calls (training rewards, and held-out accuracy checks "
+    Field("reward_timeouts", FLOAT64, COUNT, TRAINER, "scoring calls (training rewards, and held-out accuracy checks "
        "when the step evaluates) stopped at `task_args.reward_timeout_s` and scored 0 in the step; null when "
        "no scoring ran in the step (a step that reuses its cycle's completions)"),
-    _f("reward_mean", FLOAT64, "reward", TRAINER, "TRL's reward mean (weighted sum of the task's rewards)"),
-    _f("reward_std", FLOAT64, "reward", TRAINER, "TRL's reward standard deviation"),
-    _f("frac_reward_zero_std", FLOAT64, FRACTION, TRAINER, "groups whose rewards are all equal (no learning "
+    Field("reward_mean", FLOAT64, "reward", TRAINER, "TRL's reward mean (weighted sum of the task's rewards)"),
+    Field("reward_std", FLOAT64, "reward", TRAINER, "TRL's reward standard deviation"),
+    Field("frac_reward_zero_std", FLOAT64, FRACTION, TRAINER, "groups whose rewards are all equal (no learning "
        "signal)"),
-    _f("loss", FLOAT64, "loss", TRAINER, "TRL's training loss"),
-    _f("grad_norm", FLOAT64, "norm", TRAINER, "TRL's gradient norm"),
-    _f("kl", FLOAT64, "nats", TRAINER, "TRL's KL to the reference model (only when beta > 0)"),
-    _f("entropy", FLOAT64, "nats", TRAINER, "TRL's mean token entropy"),
-    _f("clip_ratio", FLOAT64, FRACTION, TRAINER, "TRL's clipped importance ratios"),
-    _f("completion_len_mean", FLOAT64, TOKENS, TRAINER, "mean completion length"),
-    _f("completion_len_max", FLOAT64, TOKENS, TRAINER, "longest completion"),
-    _f("clipped_ratio", FLOAT64, FRACTION, TRAINER, "completions cut at max_completion_length"),
-    _f("learning_rate", FLOAT64, "rate", TRAINER, "the scheduler's learning rate at the step"),
-    _f("t_start", FLOAT64, EPOCH_S, TRAINER, "wall clock at the step's start"),
-    _f("t_end", FLOAT64, EPOCH_S, TRAINER, "wall clock at the step's end"),
+    Field("loss", FLOAT64, "loss", TRAINER, "TRL's training loss"),
+    Field("grad_norm", FLOAT64, "norm", TRAINER, "TRL's gradient norm"),
+    Field("kl", FLOAT64, "nats", TRAINER, "TRL's KL to the reference model (only when beta > 0)"),
+    Field("entropy", FLOAT64, "nats", TRAINER, "TRL's mean token entropy"),
+    Field("clip_ratio", FLOAT64, FRACTION, TRAINER, "TRL's clipped importance ratios"),
+    Field("completion_len_mean", FLOAT64, TOKENS, TRAINER, "mean completion length"),
+    Field("completion_len_max", FLOAT64, TOKENS, TRAINER, "longest completion"),
+    Field("clipped_ratio", FLOAT64, FRACTION, TRAINER, "completions cut at max_completion_length"),
+    Field("learning_rate", FLOAT64, "rate", TRAINER, "the scheduler's learning rate at the step"),
+    Field("t_start", FLOAT64, EPOCH_S, TRAINER, "wall clock at the step's start"),
+    Field("t_end", FLOAT64, EPOCH_S, TRAINER, "wall clock at the step's end"),
     REWARD_CURVE,
-    _f("eval_pass_at_1", FLOAT64, FRACTION, TRAINER, "held-out accuracy, pass@1 estimated from all k samples per "
+    Field("eval_pass_at_1", FLOAT64, FRACTION, TRAINER, "held-out accuracy, pass@1 estimated from all k samples per "
        "prompt; null on steps without evaluation"),
-    _f("eval_pass_at_k", FLOAT64, FRACTION, TRAINER, "held-out pass@k: share of prompts with at least one correct "
+    Field("eval_pass_at_k", FLOAT64, FRACTION, TRAINER, "held-out pass@k: share of prompts with at least one correct "
        "of k samples"),
-    _f("eval_k", FLOAT64, COUNT, TRAINER, "k, samples per held-out prompt"),
-    _f("eval_prompts", FLOAT64, COUNT, TRAINER, "held-out prompts evaluated"),
-    _f("eval_s", FLOAT64, SECONDS, TRAINER, "wall time of the evaluation (not part of step_s)"),
-    _f("extra", STRING, JSON_TEXT, TRAINER, "any other number the trainer reported, by name"),
+    Field("eval_k", FLOAT64, COUNT, TRAINER, "k, samples per held-out prompt"),
+    Field("eval_prompts", FLOAT64, COUNT, TRAINER, "held-out prompts evaluated"),
+    Field("eval_s", FLOAT64, SECONDS, TRAINER, "wall time of the evaluation (not part of step_s)"),
+    Field("extra", STRING, JSON_TEXT, TRAINER, "any other number the trainer reported, by name"),
 )  # fmt: skip
 
 # The fields the supervisor's sampler measures over a step's wall times, overlaid on the trainer's row.
@@ -143,97 +139,97 @@ SAMPLER_FIELDS = tuple(f.name for f in STEP_FIELDS if f.measured_by == SAMPLER)
 
 # One row per trial, every status (trials.parquet; also the resume ledger).
 TRIAL_FIELDS: tuple[Field, ...] = (
-    _f("trial_key", STRING, KEY, SPEC, "`<framework>-<mode>-<model short>-k<K>-b<B>-<12 hex of the other settings "
+    Field("trial_key", STRING, KEY, SPEC, "`<framework>-<mode>-<model short>-k<K>-b<B>-<12 hex of the other settings "
        "and the full model name>`; stable across runs"),
-    _f("sweep", STRING, TEXT, SPEC, "sweep name"),
-    _f("framework", STRING, CHOICE, SPEC, "`trl`, `unsloth`"),
-    _f("mode", STRING, CHOICE, SPEC, "`grpo` (token-level IS), `gspo` (sequence-level)"),
-    _f("model", STRING, TEXT, SPEC, "hub id, local dir, `random:<hub id>` or `tiny`"),
-    _f("task", STRING, TEXT, SPEC, "task name"),
-    _f("num_generations", INT64, COUNT, SPEC, "K, completions per prompt"),
-    _f("batch_size", INT64, COUNT, SPEC, "B, prompts per optimizer step"),
-    _f("micro_batch_size", INT64, COUNT, SPEC, "completions per forward/backward (effective: B×K when unset)"),
-    _f("max_prompt_length", INT64, TOKENS, SPEC, "longest prompt"),
-    _f("max_completion_length", INT64, TOKENS, SPEC, "longest completion"),
-    _f("quantization", STRING, CHOICE, SPEC, "`nf4`, `none`"),
-    _f("dtype", STRING, CHOICE, SPEC, "requested dtype (`auto`, ...); what ran is in effective_config"),
-    _f("lora_r", INT64, COUNT, SPEC, "LoRA rank"),
-    _f("seed", INT64, COUNT, SPEC, "random seed"),
-    _f("max_steps", INT64, COUNT, SPEC, "optimizer steps asked for"),
-    _f("status", STRING, CHOICE, SUPERVISOR, "`completed` · `oom` · `pruned` · `failed` · `unavailable` · "
+    Field("sweep", STRING, TEXT, SPEC, "sweep name"),
+    Field("framework", STRING, CHOICE, SPEC, "`trl`, `unsloth`"),
+    Field("mode", STRING, CHOICE, SPEC, "`grpo` (token-level IS), `gspo` (sequence-level)"),
+    Field("model", STRING, TEXT, SPEC, "hub id, local dir, `random:<hub id>` or `tiny`"),
+    Field("task", STRING, TEXT, SPEC, "task name"),
+    Field("num_generations", INT64, COUNT, SPEC, "K, completions per prompt"),
+    Field("batch_size", INT64, COUNT, SPEC, "B, prompts per optimizer step"),
+    Field("micro_batch_size", INT64, COUNT, SPEC, "completions per forward/backward (effective: B×K when unset)"),
+    Field("max_prompt_length", INT64, TOKENS, SPEC, "longest prompt"),
+    Field("max_completion_length", INT64, TOKENS, SPEC, "longest completion"),
+    Field("quantization", STRING, CHOICE, SPEC, "`nf4`, `none`"),
+    Field("dtype", STRING, CHOICE, SPEC, "requested dtype (`auto`, ...); what ran is in effective_config"),
+    Field("lora_r", INT64, COUNT, SPEC, "LoRA rank"),
+    Field("seed", INT64, COUNT, SPEC, "random seed"),
+    Field("max_steps", INT64, COUNT, SPEC, "optimizer steps asked for"),
+    Field("status", STRING, CHOICE, SUPERVISOR, "`completed` · `oom` · `pruned` · `failed` · `unavailable` · "
        "`stopped`"),
-    _f("status_detail", STRING, TEXT, SUPERVISOR, "a sentence to act on: exception + trainer output tail (failed), "
+    Field("status_detail", STRING, TEXT, SUPERVISOR, "a sentence to act on: exception + trainer output tail (failed), "
        "or the refusal alone when the settings do not fit the task (failed: e.g. `max_prompt_length: the "
        "task's longest prompt is 300 tokens, over the limit of 256; raise …`), the reading and budget (guard "
        "oom), `dominated by <trial_key> (...)` (pruned), what is missing (unavailable), `interrupted` "
        "(stopped)"),
-    _f("steps_completed", INT64, COUNT, RECORDER, "distinct optimizer steps reported"),
-    _f("peak_device_gib", FLOAT64, GIB, SAMPLER, "NVML peak of the trainer over the trial: its process memory, else "
+    Field("steps_completed", INT64, COUNT, RECORDER, "distinct optimizer steps reported"),
+    Field("peak_device_gib", FLOAT64, GIB, SAMPLER, "NVML peak of the trainer over the trial: its process memory, else "
        "the device's less what was in use before the trial (gpu_memory_source); null without NVML"),
-    _f("peak_torch_reserved_gib", FLOAT64, GIB, RECORDER, "max of the steps' torch peak reserved"),
-    _f("peak_rss_gib", FLOAT64, GIB, SAMPLER, "trainer process resident memory peak (sampler VmHWM or steps)"),
-    _f("median_step_s", FLOAT64, SECONDS, RECORDER, "median step time over non-probe steps (all steps if only "
+    Field("peak_torch_reserved_gib", FLOAT64, GIB, RECORDER, "max of the steps' torch peak reserved"),
+    Field("peak_rss_gib", FLOAT64, GIB, SAMPLER, "trainer process resident memory peak (sampler VmHWM or steps)"),
+    Field("median_step_s", FLOAT64, SECONDS, RECORDER, "median step time over non-probe steps (all steps if only "
        "probes)"),
-    _f("median_tokens_per_s", FLOAT64, "tokens/s", RECORDER, "per generation cycle (the steps' `tokens_per_s`), "
+    Field("median_tokens_per_s", FLOAT64, "tokens/s", RECORDER, "per generation cycle (the steps' `tokens_per_s`), "
        "median over the cycles whose completions were not forced (non-probe)"),
-    _f("wall_s", FLOAT64, SECONDS, SUPERVISOR, "from trainer start to its exit, imports and model load included"),
-    _f("gpu_name", STRING, TEXT, TRAINER, "from the trainer's `started` event; null on CPU"),
-    _f("gpu_total_gib", FLOAT64, GIB, TRAINER, "the GPU's memory; null on CPU"),
-    _f("versions", STRING, JSON_TEXT, TRAINER, "torch, transformers, trl, peft, accelerate, bitsandbytes, datasets, "
+    Field("wall_s", FLOAT64, SECONDS, SUPERVISOR, "from trainer start to its exit, imports and model load included"),
+    Field("gpu_name", STRING, TEXT, TRAINER, "from the trainer's `started` event; null on CPU"),
+    Field("gpu_total_gib", FLOAT64, GIB, TRAINER, "the GPU's memory; null on CPU"),
+    Field("versions", STRING, JSON_TEXT, TRAINER, "torch, transformers, trl, peft, accelerate, bitsandbytes, datasets, "
        "unsloth..."),
-    _f("effective_config", STRING, JSON_TEXT, TRAINER, "the configuration the constructed trainer actually held; "
+    Field("effective_config", STRING, JSON_TEXT, TRAINER, "the configuration the constructed trainer actually held; "
        "with Unsloth fast_inference also `gpu_memory_utilization` (asked) and `vllm_gpu_memory_utilization` "
        "(passed to vLLM: scaled to memory_budget_gib)"),
-    _f("lora_alpha", INT64, COUNT, SPEC, "LoRA alpha"),
-    _f("lora_dropout", FLOAT64, FRACTION, SPEC, "LoRA dropout"),
-    _f("learning_rate", FLOAT64, "rate", SPEC, "the optimizer's learning rate"),
-    _f("beta", FLOAT64, "coefficient", SPEC, "KL coefficient"),
-    _f("num_iterations", INT64, COUNT, SPEC, "optimisation passes per generation batch"),
-    _f("temperature", FLOAT64, "temperature", SPEC, "sampling temperature"),
-    _f("loss_type", STRING, CHOICE, SPEC, "TRL loss_type"),
-    _f("gradient_checkpointing", BOOL, FLAG, SPEC, "requested (ignored on CPU)"),
-    _f("probe_steps", INT64, COUNT, SPEC, "leading worst-case steps"),
-    _f("memory_budget_gib", FLOAT64, GIB, SPEC, "emulated card size; null = the device's total"),
-    _f("trainer_s", FLOAT64, SECONDS, RECORDER, "sum of step_s (time inside optimizer steps)"),
-    _f("exit_code", INT64, "exit status", SUPERVISOR, "trainer exit code; negative = killed by that signal"),
-    _f("cuda_visible_devices", STRING, TEXT, SUPERVISOR, "what the trainer child was given (`\"\"` = no GPU)"),
-    _f("started_at", TIMESTAMP, TIME, SUPERVISOR, "trainer start"),
-    _f("ended_at", TIMESTAMP, TIME, SUPERVISOR, "trainer end"),
-    _f("config", STRING, JSON_TEXT, SPEC, "the full TrialSpec (every knob)"),
-    _f("context_gib", FLOAT64, GIB, TRAINER, "the trainer's CUDA context measured right after it was created; "
+    Field("lora_alpha", INT64, COUNT, SPEC, "LoRA alpha"),
+    Field("lora_dropout", FLOAT64, FRACTION, SPEC, "LoRA dropout"),
+    Field("learning_rate", FLOAT64, "rate", SPEC, "the optimizer's learning rate"),
+    Field("beta", FLOAT64, "coefficient", SPEC, "KL coefficient"),
+    Field("num_iterations", INT64, COUNT, SPEC, "optimisation passes per generation batch"),
+    Field("temperature", FLOAT64, "temperature", SPEC, "sampling temperature"),
+    Field("loss_type", STRING, CHOICE, SPEC, "TRL loss_type"),
+    Field("gradient_checkpointing", BOOL, FLAG, SPEC, "requested (ignored on CPU)"),
+    Field("probe_steps", INT64, COUNT, SPEC, "leading worst-case steps"),
+    Field("memory_budget_gib", FLOAT64, GIB, SPEC, "emulated card size; null = the device's total"),
+    Field("trainer_s", FLOAT64, SECONDS, RECORDER, "sum of step_s (time inside optimizer steps)"),
+    Field("exit_code", INT64, "exit status", SUPERVISOR, "trainer exit code; negative = killed by that signal"),
+    Field("cuda_visible_devices", STRING, TEXT, SUPERVISOR, "what the trainer child was given (`\"\"` = no GPU)"),
+    Field("started_at", TIMESTAMP, TIME, SUPERVISOR, "trainer start"),
+    Field("ended_at", TIMESTAMP, TIME, SUPERVISOR, "trainer end"),
+    Field("config", STRING, JSON_TEXT, SPEC, "the full TrialSpec (every knob)"),
+    Field("context_gib", FLOAT64, GIB, TRAINER, "the trainer's CUDA context measured right after it was created; "
        "counted within memory_budget_gib (docs/oom.md); null on CPU or without NVML"),
-    _f("context_source", STRING, CHOICE, TRAINER, "how context_gib was measured: `process` (NVML's figure for the "
+    Field("context_source", STRING, CHOICE, TRAINER, "how context_gib was measured: `process` (NVML's figure for the "
        "trainer's PID) or `device` (device memory used after minus before: NVML cannot see the PID, e.g. a "
        "container's own PID namespace); null when not measured"),
-    _f("alloc_conf", STRING, TEXT, TRAINER, "torch's allocator setting the trainer ran with (`PYTORCH_ALLOC_CONF`, "
+    Field("alloc_conf", STRING, TEXT, TRAINER, "torch's allocator setting the trainer ran with (`PYTORCH_ALLOC_CONF`, "
        "else `PYTORCH_CUDA_ALLOC_CONF`), the same for both stacks; default `expandable_segments:True`"),
-    _f("gpu_memory_source", STRING, CHOICE, SAMPLER, "where the trial's GPU figures (peak_device_gib, the steps' "
+    Field("gpu_memory_source", STRING, CHOICE, SAMPLER, "where the trial's GPU figures (peak_device_gib, the steps' "
        "device_*) came from: `process` (NVML lists the trainer) or `device` (device used memory less what was "
        "in use before the trial started); null without NVML"),
-    _f("training_verdict", STRING, CHOICE, VERDICT, "a completed trial's training verdict (null for other "
+    Field("training_verdict", STRING, CHOICE, VERDICT, "a completed trial's training verdict (null for other "
        "statuses): `diverged` · `memory_creep` · `no_signal` · `truncated` · `ok` · `too_short`; the first "
        "that holds in that order (see Training verdicts below)"),
-    _f("training_verdict_detail", STRING, TEXT, VERDICT, "every verdict that holds, `; `-joined, each with the "
+    Field("training_verdict_detail", STRING, TEXT, VERDICT, "every verdict that holds, `; `-joined, each with the "
        "steps and figures that triggered it (e.g. `no_signal: frac_reward_zero_std >= 0.95 for 5 steps in a "
        "row (steps 1-5: 1.00, ...)`)"),
-    _f("predicted_peak_gib", FLOAT64, GIB, MEMORY_MODEL, "the memory model's prediction of the trial's peak "
+    Field("predicted_peak_gib", FLOAT64, GIB, MEMORY_MODEL, "the memory model's prediction of the trial's peak "
        "(orchestrator/judging/memory; the measure its sweep's trials are measured in: GPU, torch reserved or "
        "RSS), made just before the trial ran (or was skipped) from the trials finished before it; null when "
        "no prediction was made or none could be (an unknown model config, vLLM's pool without measured "
        "trials)"),
-    _f("predicted_low_gib", FLOAT64, GIB, MEMORY_MODEL, "the low end of the prediction's interval; null when no "
+    Field("predicted_low_gib", FLOAT64, GIB, MEMORY_MODEL, "the low end of the prediction's interval; null when no "
        "prediction"),
-    _f("predicted_high_gib", FLOAT64, GIB, MEMORY_MODEL, "the high end of the prediction's interval; null when no "
+    Field("predicted_high_gib", FLOAT64, GIB, MEMORY_MODEL, "the high end of the prediction's interval; null when no "
        "prediction"),
-    _f("predicted_from_trials", INT64, COUNT, MEMORY_MODEL, "measured trials of the trial's family the prediction "
+    Field("predicted_from_trials", INT64, COUNT, MEMORY_MODEL, "measured trials of the trial's family the prediction "
        "was fitted on; 0 = the prior (no trial measured yet); null when no prediction"),
-    _f("predicted_basis", STRING, CHOICE, MEMORY_MODEL, "`prior` (analytical terms only) or `fitted` "
+    Field("predicted_basis", STRING, CHOICE, MEMORY_MODEL, "`prior` (analytical terms only) or `fitted` "
        "(coefficients fitted on measured trials); null when no prediction"),
-    _f("phase", STRING, CHOICE, SUPERVISOR, "the phase the row's figures come from: `memory` (probe steps and the "
+    Field("phase", STRING, CHOICE, SUPERVISOR, "the phase the row's figures come from: `memory` (probe steps and the "
        "first steady generation cycle: the trial fits, or ended `oom` there) or `speed` (its full steps, "
        "alone on its GPU; also every trial of a sweep without a budget); null for a trial that did not run "
        "(pruned, unavailable, stopped before starting)"),
-    _f("settled_step", INT64, COUNT, SUPERVISOR, "the step at which the settled stop (`stop.when_settled`) ended "
+    Field("settled_step", INT64, COUNT, SUPERVISOR, "the step at which the settled stop (`stop.when_settled`) ended "
        "the speed phase: peak memory had not grown for `stop.settle_steps` steps and the median tokens/s was "
        "known within `stop.settle_half_width`; null when it ran to max_steps or the stop was off"),
 )  # fmt: skip

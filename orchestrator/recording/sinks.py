@@ -39,11 +39,11 @@ def arrow_schema(fields: tuple[record.Field, ...]) -> pa.Schema:
 
 
 # Per-reward curves (TRL's rewards/<name>/mean): one column per reward the tasks define.
-STEP_FIELDS = record.step_fields(REWARD_NAMES)
-STEP_SCHEMA = arrow_schema(STEP_FIELDS)
+STEP_RECORD = record.step_fields(REWARD_NAMES)  # the record's step fields, a reward curve per reward
+STEP_SCHEMA = arrow_schema(STEP_RECORD)
 STEP_COLUMNS = STEP_SCHEMA.names
 # The step columns a normalised row holds as numbers (the others: the key, step, flags and `extra`).
-STEP_NUMBERS = tuple(f.name for f in STEP_FIELDS if f.type == record.FLOAT64)
+STEP_NUMBERS = tuple(f.name for f in STEP_RECORD if f.type == record.FLOAT64)
 TRIAL_SCHEMA = arrow_schema(record.TRIAL_FIELDS)
 TRIAL_COLUMNS = TRIAL_SCHEMA.names
 # A trial's `config` holds every knob but the bookkeeping files of one attempt (its key and sweep name stay).

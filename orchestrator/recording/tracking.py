@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from orchestrator.recording.outcome import COMPLETED, NO_GPU, PRUNED, STOPPED, UNAVAILABLE
-from orchestrator.recording.sinks import STEP_FIELDS, steps_path
+from orchestrator.recording.sinks import STEP_RECORD, steps_path
 from orchestrator.recording.storage import StoragePath
 from trainers.record import EPOCH_S, FLOAT64, finite_or_none
 from trainers.spec import BOOKKEEPING, TrialSpec
@@ -47,7 +47,7 @@ PARAM_SKIP = (*(k for k in BOOKKEEPING if k != "sweep"), "model_cache_dir")
 STEP_PREFIX = "step/"
 # Each step field (trainers/record.py) MLflow draws as a curve -> its metric name: the numbers, not the
 # wall-clock bounds (MLflow stamps each point with t_end).
-STEP_METRICS = {f.name: STEP_PREFIX + f.name for f in STEP_FIELDS if f.type == FLOAT64 and f.unit != EPOCH_S}
+STEP_METRICS = {f.name: STEP_PREFIX + f.name for f in STEP_RECORD if f.type == FLOAT64 and f.unit != EPOCH_S}
 # MLflow's UI opens an experiment of this kind on its runs table, not on the GenAI overview.
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 # Trials that never ran (pruned, no node could host them) or were cut short: MLflow's KILLED, read as

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from orchestrator.recording.sinks import STEP_FIELDS, STEP_SCHEMA, TRIAL_SCHEMA, normalize_step
+from orchestrator.recording.sinks import STEP_RECORD, STEP_SCHEMA, TRIAL_SCHEMA, normalize_step
 from orchestrator.recording.tracking import STEP_METRICS, step_metrics
 from orchestrator.running.telemetry import Sample, summarize_window
 from tasks.rewards import REWARD_NAMES
@@ -32,7 +32,7 @@ ARROW = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64(), "b
          "timestamp[ms, UTC]": pa.timestamp("ms", tz="UTC")}  # fmt: skip
 
 
-@pytest.mark.parametrize("fields", [STEP_FIELDS, TRIAL_FIELDS], ids=["steps", "trials"])
+@pytest.mark.parametrize("fields", [STEP_RECORD, TRIAL_FIELDS], ids=["steps", "trials"])
 def test_the_record_lists_each_field_once_with_a_type_a_unit_a_measurer_and_a_meaning(fields):
     names = [f.name for f in fields]
     assert len(names) == len(set(names))
@@ -42,11 +42,11 @@ def test_the_record_lists_each_field_once_with_a_type_a_unit_a_measurer_and_a_me
 
 
 def test_the_reward_curves_are_one_step_field_per_reward_the_tasks_define():
-    curves = [f.name for f in STEP_FIELDS if f.name.startswith("rewards/")]
+    curves = [f.name for f in STEP_RECORD if f.name.startswith("rewards/")]
     assert curves == [f"rewards/{name}/mean" for name in REWARD_NAMES]
 
 
-@pytest.mark.parametrize("schema,fields", [(STEP_SCHEMA, STEP_FIELDS), (TRIAL_SCHEMA, TRIAL_FIELDS)])
+@pytest.mark.parametrize("schema,fields", [(STEP_SCHEMA, STEP_RECORD), (TRIAL_SCHEMA, TRIAL_FIELDS)])
 def test_the_parquet_schema_is_the_records_fields_with_their_types_in_order(schema, fields):
     assert [(field.name, field.type) for field in schema] == [(f.name, ARROW[f.type]) for f in fields]
 
@@ -60,7 +60,7 @@ def test_the_sampler_measures_exactly_the_records_sampler_fields():
 
 
 def test_mlflow_step_metrics_are_the_records_numeric_fields_and_nothing_else():
-    numbers = [f.name for f in STEP_FIELDS if f.type == "float64" and f.name not in ("t_start", "t_end")]
+    numbers = [f.name for f in STEP_RECORD if f.type == "float64" and f.name not in ("t_start", "t_end")]
     assert {name: f"step/{name}" for name in numbers} == STEP_METRICS
     row = normalize_step("k", {"step": 2, "loss": 0.25, "tokens_per_s": 90, "completions": 4, "kl": None,
                                "grad_norm": float("nan"), "t_end": 1001.0})  # fmt: skip

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.recording.sinks import STEP_FIELDS
+from orchestrator.recording.sinks import STEP_RECORD
 from trainers.record import TRIAL_FIELDS, Field
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "schema.md").read_text()
@@ -30,6 +30,6 @@ def table_rows(section: str) -> list[str]:
     return rows
 
 
-@pytest.mark.parametrize("section,fields", [("trials.parquet", TRIAL_FIELDS), ("steps parquet", STEP_FIELDS)])
+@pytest.mark.parametrize("section,fields", [("trials.parquet", TRIAL_FIELDS), ("steps parquet", STEP_RECORD)])
 def test_the_docs_column_table_lists_exactly_the_records_fields(section, fields):
     assert table_rows(section) == [markdown_row(f) for f in fields]
