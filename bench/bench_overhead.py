@@ -72,7 +72,7 @@ def instrument() -> None:
     timed(tracking.MlflowSink, "end_sweep", "MLflow: sweep run closed")
     timed(tracking.MlflowSink, "log_report", "MLflow: report and summary metrics")
     timed(report, "write_report", "write_report")
-    for cls in (recorder.StepsFiles, recorder.Ledger, recorder.PruningGate, tracking.MlflowSink):
+    for cls in (recorder.StepsFiles, recorder.TrialsFile, recorder.PruningGate, tracking.MlflowSink):
         for hook in ("on_start", "on_step", "on_end"):
             timed(cls, hook, f"sink {cls.__name__}.{hook}")
     start, end, fit = recorder.Recorder.start, recorder.Recorder.end, driver.tune.Tuner.fit

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.judging.memory import MemoryModel, family_label, informative_order, spec_of  # noqa: E402
 from orchestrator.recording.outcome import COMPLETED, peak_memory  # noqa: E402
-from orchestrator.recording.sinks import TRIAL_SCHEMA, trial_row  # noqa: E402
+from orchestrator.recording.sinks import TRIAL_SCHEMA, normalize_step, trial_row  # noqa: E402
 from orchestrator.running.supervisor import run_trial  # noqa: E402
 from orchestrator.spec.plan import plan  # noqa: E402
 from orchestrator.spec.sweep import load_sweep  # noqa: E402
@@ -55,7 +55,7 @@ def record() -> None:
             result = run_trial(
                 spec, trial_dir=work / spec.trial_key, guard=sweep.guard(), cpus=spec.num_threads
             )
-            rows.append(trial_row(spec, result))
+            rows.append(trial_row(spec, result, [normalize_step(spec.trial_key, r) for r in result.steps]))
             peak, kind = peak_memory(rows[-1])
             print(f"{spec.trial_key}: {result.status}, {kind} {peak} GiB, {time.monotonic() - started:.0f} s")
     pq.write_table(pa.Table.from_pylist(rows, schema=TRIAL_SCHEMA), GRID)

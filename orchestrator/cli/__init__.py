@@ -7,7 +7,6 @@ refused (a missing file or folder, invalid settings); 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import importlib.metadata
 import json
@@ -282,6 +281,21 @@ def _step_line(spec: TrialSpec, row: dict[str, Any]) -> str:
     )
 
 
+class _StepLines:
+    """`rlsweep trial`'s recorder sink for the terminal: a line per step; keeps the trial's row."""
+
+    row: dict[str, Any] = {}
+
+    def on_start(self, spec: TrialSpec) -> None:
+        pass
+
+    def on_step(self, spec: TrialSpec, row: dict[str, Any]) -> None:
+        out.print(_step_line(spec, row), markup=False)
+
+    def on_end(self, spec: TrialSpec, row: dict[str, Any], steps: list[dict[str, Any]]) -> None:
+        self.row = row
+
+
 def trial_guard(args: argparse.Namespace) -> GuardSettings:
     """The guard settings of `rlsweep trial`'s flags."""
     return GuardSettings(
@@ -295,13 +309,7 @@ def trial_guard(args: argparse.Namespace) -> GuardSettings:
 
 def cmd_trial(args: argparse.Namespace) -> int:
     from orchestrator.recording.outcome import COMPLETED
-    from orchestrator.recording.sinks import (
-        TRIAL_COLUMNS,
-        metrics_csv_rows,
-        steps_table,
-        trial_row,
-        write_table_atomic,
-    )
+    from orchestrator.recording.recorder import Recorder, TrialFolder
     from orchestrator.running.supervisor import run_trial
     from orchestrator.spec.plan import trial_key
 
@@ -319,13 +327,17 @@ def cmd_trial(args: argparse.Namespace) -> int:
     console.print(f"trial {spec.trial_key} -> {output}")
     console.print("starting the trainer: model build, then the first generation (no step line until then)")
 
+    verdict = VerdictSettings(stop_on=tuple(args.stop_on))
+    lines = _StepLines()
+    recorder = Recorder([spec], [TrialFolder(output), lines], verdict=verdict)  # a sweep's writer
+
     def show(kind: str, row: dict[str, Any]) -> None:
         if kind == STEP:
-            out.print(_step_line(spec, row), markup=False)
+            recorder.step(spec.trial_key, row)
         elif kind == STARTED:
             console.print(f"started on {row.get('device') or row.get('gpu_name') or 'cpu'}")
 
-    verdict = VerdictSettings(stop_on=tuple(args.stop_on))
+    recorder.start(spec.trial_key)
     try:
         result = run_trial(
             spec, trial_dir=output, guard=trial_guard(args), on_event=show, cpus=spec.num_threads,
@@ -334,23 +346,8 @@ def cmd_trial(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         console.print("interrupted; trainer killed")
         return 130
-    write_table_atomic(steps_table(spec.trial_key, result.steps), output / "steps.parquet")
-    rows = metrics_csv_rows(spec.trial_key, result.steps)
-    with open(output / "metrics.csv", "w", newline="") as f:
-        if rows:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-    row = trial_row(spec, result, verdict=verdict)
-    outcome = {
-        k: row.get(k) for k in TRIAL_COLUMNS if k not in KNOBS and k not in ("config", "effective_config")
-    }
-    trial_json = {
-        "config": json.loads(row["config"]),
-        "effective_config": result.started.get("effective_config"),
-        "outcome": {**outcome, "versions": result.started.get("versions")},
-    }
-    (output / "trial.json").write_text(json.dumps(trial_json, indent=2, default=str))
+    recorder.end(spec.trial_key, result)
+    row = lines.row
     colour = "green" if result.status == COMPLETED else "red"
     console.print(f"[{colour}]{result.status}[/{colour}]: {result.status_detail}", markup=True)
     if row.get("training_verdict"):

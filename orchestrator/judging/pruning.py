@@ -29,7 +29,6 @@ trial (and the larger one's run-up to its out-of-memory point) whenever the smal
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import tempfile
@@ -41,6 +40,7 @@ from typing import Any, Protocol
 from orchestrator.judging.memory import DOES_NOT_FIT, Forecast
 from orchestrator.recording.outcome import OOM
 from orchestrator.recording.storage import RemotePath, is_remote
+from trainers.record import finite_or_none, peak_memory
 from trainers.spec import BOOKKEEPING, EXECUTION
 
 DOMINANCE_KNOBS = (
@@ -169,20 +169,15 @@ _GUARD_DETAIL = re.compile(
 def oom_reading(row: Mapping[str, Any]) -> str | None:
     """The memory reading that ended an `oom` trial, from its trials.parquet row, short enough for a
     pruning detail: the guard's own words ('RSS 1.52 GiB, budget 1.00 GiB', as BudgetBreach.reading),
-    else the trial's measured peak (GPU where measured, else RSS) and its budget, else None."""
+    else the trial's measured peak (the record's precedence: trainers.record.peak_memory) and its
+    budget, else None."""
     found = _GUARD_DETAIL.search(row.get("status_detail") or "")
     if found:
         return f"{found['source']} {found['reading']}, budget {found['budget']}"
-    budget = row.get("memory_budget_gib")
-    suffix = f", budget {budget:.2f} GiB" if _number(budget) else ""
-    for column, label in (("peak_device_gib", "GPU peak"), ("peak_rss_gib", "RSS peak")):
-        if _number(row.get(column)):
-            return f"{label} {row[column]:.2f} GiB{suffix}"
-    return None
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not math.isnan(value)
+    budget = finite_or_none(row.get("memory_budget_gib"))
+    suffix = f", budget {budget:.2f} GiB" if budget is not None else ""
+    peak, kind = peak_memory(row)
+    return None if peak is None else f"{kind} peak {peak:.2f} GiB{suffix}"
 
 
 def should_wait(candidate: Any, running_configs: Iterable[Any]) -> bool:

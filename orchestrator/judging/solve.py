@@ -24,7 +24,7 @@ from typing import Any
 
 from orchestrator.judging.memory import Forecast, Prediction
 from orchestrator.recording.outcome import COMPLETED, OOM, STATUS_WORDS, STOPPED, peak_memory
-from orchestrator.recording.recorder import Ledger, Recorder, StepsFiles
+from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
 from orchestrator.recording.runlock import output_dir_lock
 from orchestrator.recording.sinks import TrialsTable
 from orchestrator.recording.storage import output_dir_problems, output_location
@@ -420,7 +420,7 @@ def run_solve(request: SolveRequest, *, say: Callable[[str], None] = print) -> A
                 f"{symbol}={value}: {prediction.describe()}, {prediction.verdict(budget)} ({prediction.basis})"
             )
         guess = predicted_guess(predictions, budget)
-        recorder = Recorder(specs.values(), [StepsFiles(out), Ledger(ledger)], predictions=forecast.made)
+        recorder = Recorder(specs.values(), [StepsFiles(out), TrialsFile(ledger)], predictions=forecast.made)
 
         def measure(value: int) -> Measured:
             spec = specs[value]

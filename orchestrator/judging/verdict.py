@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.recording.outcome import PEAK_SOURCES, peak_memory
+from trainers.record import first_kind, peak_memory
 
 DIVERGED, MEMORY_CREEP, NO_SIGNAL, TRUNCATED = "diverged", "memory_creep", "no_signal", "truncated"
 OK, TOO_SHORT = "ok", "too_short"
@@ -176,8 +176,7 @@ def _memory_creep(
     if not horizon:
         return None
     peaks = [(int(r["step"]), *peak_memory(r)) for r in steps if not r.get("probe")]
-    kinds = {kind for _, _, kind in peaks if kind}
-    kind = next((k for k, _, _ in PEAK_SOURCES if k in kinds), None)
+    kind = first_kind(kind for _, _, kind in peaks)
     points = [(step, gib) for step, gib, k in peaks if k == kind]
     if len(points) < s.creep_min_steps:
         return None

@@ -1,15 +1,16 @@
 """The words of a trial's outcome, defined once: statuses, their labels and colours, the result a
-supervised trial hands back, and which measured figure is "peak memory".
+supervised trial hands back, and the peak memory precedence of the record (trainers/record.py).
 
-Imports nothing of the project, so the supervisor, the sinks, the report and the CLI all share it.
+Imports nothing of the orchestrator, so the supervisor, the sinks, the report and the CLI all share it.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+# Which reading is "peak memory" is the record's (trainers/record.py); the sinks, judges and views read it here.
+from trainers.record import GPU, MEMORY_LABELS, PEAK_SOURCES, RSS, TORCH, peak_memory  # noqa: F401
 
 COMPLETED = "completed"
 OOM = "oom"
@@ -73,36 +74,3 @@ class TrialResult:
 
 # What a run on a host without a GPU says where a GPU's name would go.
 NO_GPU = "no GPU (CPU run)"
-
-# "Peak memory", one precedence: what NVML saw of the GPU (the trainer's process, else the device),
-# then torch's reserved pool, then the process's RSS (a CPU run). Each source: (kind, the trials.parquet
-# column, the step columns).
-GPU, TORCH, RSS = "GPU", "torch reserved", "RSS"
-PEAK_SOURCES = (
-    (GPU, "peak_device_gib", ("device_peak_gib",)),
-    (TORCH, "peak_torch_reserved_gib", ("torch_peak_reserved_gib", "torch_reserved_gib")),
-    (RSS, "peak_rss_gib", ("rss_peak_gib", "rss_gib")),
-)
-# Each kind as a reader sees it beside a figure: which memory it is and where it was measured.
-MEMORY_LABELS = {GPU: "GPU (NVML)", TORCH: "torch reserved", RSS: "RSS (CPU run)"}
-
-
-def _finite(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def peak_memory(row: Mapping[str, Any]) -> tuple[float | None, str | None]:
-    """(peak GiB, kind) of a trials row or a step row, by PEAK_SOURCES' precedence; (None, None) if
-    nothing was measured. kind is GPU, TORCH or RSS."""
-    for kind, trial_column, step_columns in PEAK_SOURCES:
-        values = [_finite(row.get(name)) for name in (trial_column, *step_columns)]
-        values = [v for v in values if v is not None]
-        if values:
-            return max(values), kind
-    return None, None

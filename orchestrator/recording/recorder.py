@@ -1,14 +1,18 @@
 """What a sweep keeps of its trials: the events of every trial, handed to each sink in turn.
 
-No Ray here. The Tune callback (driver.py) forwards each trial's start, clean step rows (shaped by
-orchestrator.running.supervisor.step_row) and final TrialResult to a Recorder; the Recorder builds the trial's
-trials.parquet row once and hands it to its sinks, in order: the steps file, the pruning gate (before
-the ledger, so a verdict on disk never lags the row that made it), the ledger, the progress display
-and MLflow. A sink is anything with on_start / on_step / on_end (`Sink`).
+No Ray here. The Tune callback (driver.py), `rlsweep trial` and `rlsweep solve` forward each trial's
+start, step rows (shaped by orchestrator.running.supervisor.step_row) and final TrialResult (without its
+step rows) to a Recorder. The Recorder normalises each step row once (sinks.normalize_step: the record's
+fields, trainers/record.py) and builds the trial's trials.parquet row once from those rows; every sink
+reads the same rows, in order: the steps file, the pruning gate (before trials.parquet, so a verdict
+on disk never lags the row that made it), trials.parquet, the progress display and MLflow. A sink is
+anything with on_start / on_step / on_end (`Sink`).
 """
 
 from __future__ import annotations
 
+import csv
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -18,9 +22,18 @@ from orchestrator.judging.pruning import OomGate
 from orchestrator.judging.verdict import DEFAULTS as VERDICT_DEFAULTS
 from orchestrator.judging.verdict import VerdictSettings
 from orchestrator.recording.outcome import PRUNED, STOPPED, TrialResult
-from orchestrator.recording.sinks import TrialsTable, trial_row, write_steps
+from orchestrator.recording.sinks import (
+    TRIAL_COLUMNS,
+    TrialsTable,
+    metrics_csv_rows,
+    normalize_step,
+    steps_table,
+    trial_row,
+    write_steps,
+    write_table_atomic,
+)
 from orchestrator.running.phases import speed_pending
-from trainers.spec import TrialSpec
+from trainers.spec import KNOBS, TrialSpec
 
 
 class Sink(Protocol):
@@ -29,7 +42,8 @@ class Sink(Protocol):
     def on_step(self, spec: TrialSpec, row: dict[str, Any]) -> None: ...
 
     def on_end(self, spec: TrialSpec, row: dict[str, Any], steps: list[dict[str, Any]]) -> None:
-        """row: the trial's trials.parquet row; steps: its step rows (empty when it did not run)."""
+        """row: the trial's trials.parquet row; steps: its normalised step rows in step order (empty
+        when it did not run)."""
 
 
 class _EndOnly:
@@ -52,7 +66,7 @@ class StepsFiles(_EndOnly):
         write_steps(self.output_dir, spec, steps)
 
 
-class Ledger(_EndOnly):
+class TrialsFile(_EndOnly):
     """trials.parquet: the row of every ended trial (the resume state)."""
 
     def __init__(self, table: TrialsTable):
@@ -62,6 +76,32 @@ class Ledger(_EndOnly):
         if row["status"] == STOPPED and speed_pending(self.table.rows.get(spec.trial_key)):
             return  # an interrupted speed phase keeps its memory phase's verdict; a resume runs it again
         self.table.upsert(row)
+
+
+class TrialFolder(_EndOnly):
+    """`rlsweep trial`'s folder: steps.parquet, metrics.csv (the original benchmark's columns first,
+    sinks.metrics_csv_rows) and trial.json (its config, the effective config and the outcome columns of
+    its trials.parquet row)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def on_end(self, spec: TrialSpec, row: dict[str, Any], steps: list[dict[str, Any]]) -> None:
+        write_table_atomic(steps_table(steps), self.folder / "steps.parquet")
+        rows = metrics_csv_rows(steps)
+        with open(self.folder / "metrics.csv", "w", newline="") as f:
+            if rows:
+                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
+        json_columns = ("config", "effective_config", "versions")
+        outcome = {k: row[k] for k in TRIAL_COLUMNS if k not in KNOBS and k not in json_columns}
+        trial_json = {
+            "config": json.loads(row["config"]),
+            "effective_config": json.loads(row["effective_config"] or "null"),
+            "outcome": {**outcome, "versions": json.loads(row["versions"] or "null")},
+        }
+        (self.folder / "trial.json").write_text(json.dumps(trial_json, indent=2, default=str))
 
 
 class PruningGate(_EndOnly):
@@ -91,7 +131,7 @@ class Recorder:
         self.sinks = list(sinks)
         self.verdict = verdict
         self.predictions = predictions if predictions is not None else {}
-        self.steps: dict[str, dict[int, dict[str, Any]]] = {}  # running trial -> step -> row
+        self.steps: dict[str, dict[int, dict[str, Any]]] = {}  # running trial -> step -> normalised row
 
     @property
     def running(self) -> list[str]:
@@ -107,24 +147,28 @@ class Recorder:
         step = int(row.get("step") or 0)
         if seen is None or step in seen:
             return
-        seen[step] = row
+        seen[step] = normalized = normalize_step(key, row)
         for sink in self.sinks:
-            sink.on_step(self.specs[key], row)
+            sink.on_step(self.specs[key], normalized)
 
     def end(self, key: str, result: TrialResult | None, status: str | None = None, detail: str = "") -> None:
-        """A trial's end: its supervisor's result, or (result None) the status it ends with unrun."""
-        if self.steps.pop(key, None) is None:
+        """A trial's end: its supervisor's result, or (result None) the status it ends with, its
+        supervisor's rows unfinished. Its steps are the normalised rows `step` was given (the result's
+        own are not read again); none without a result, as a trial that ended so keeps no figures."""
+        seen = self.steps.pop(key, None)
+        if seen is None:
             return
         spec = self.specs[key]
+        steps = [seen[s] for s in sorted(seen)] if result is not None else []
         row = trial_row(
             spec,
             result,
+            steps,
             status=status,
             detail=detail,
             verdict=self.verdict,
             prediction=self.predictions.get(key),
         )
-        steps = result.steps if result else []
         for sink in self.sinks:
             sink.on_end(spec, row, steps)
 

@@ -21,127 +21,30 @@ from orchestrator.judging.verdict import VerdictSettings, judge
 from orchestrator.recording.outcome import COMPLETED, FINAL_STATUSES, TrialResult
 from orchestrator.recording.storage import StoragePath, filesystem_and_path, is_remote
 from tasks.rewards import REWARD_NAMES
+from trainers import record
 from trainers.spec import BOOKKEEPING, TrialSpec
 
-F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
-TS = pa.timestamp("ms", tz="UTC")
+# Parquet's type of each of the record's types (trainers/record.py).
+ARROW_TYPES = {
+    record.STRING: pa.string(),
+    record.INT64: pa.int64(),
+    record.FLOAT64: pa.float64(),
+    record.BOOL: pa.bool_(),
+    record.TIMESTAMP: pa.timestamp("ms", tz="UTC"),
+}
 
-STEP_SCHEMA = pa.schema(
-    [("trial_key", STR), ("step", I64), ("probe", BOOL), ("generated", BOOL)]
-    + [
-        (name, F64)
-        for name in [
-            "step_s",
-            "cycle_steps",
-            "gen_s",
-            "prompt_tokens",
-            "completion_tokens",
-            "tokens_per_s",
-            "estimated_tokens_per_step",
-            "estimated_tokens_per_sec",
-            "torch_allocated_gib",
-            "torch_reserved_gib",
-            "torch_peak_allocated_gib",
-            "torch_peak_reserved_gib",
-            "torch_peak_allocated_since_start_gib",
-            "device_used_gib",
-            "device_peak_gib",
-            "rss_gib",
-            "rss_peak_gib",
-            "gpu_util_pct",
-            "power_w",
-            "energy_j",
-            "alloc_retries",
-            "alloc_ooms",
-            "reward_timeouts",
-            "reward_mean",
-            "reward_std",
-            "frac_reward_zero_std",
-            "loss",
-            "grad_norm",
-            "kl",
-            "entropy",
-            "clip_ratio",
-            "completion_len_mean",
-            "completion_len_max",
-            "clipped_ratio",
-            "learning_rate",
-            "t_start",
-            "t_end",
-        ]
-    ]
-    # Per-reward curves (TRL's rewards/<name>/mean) and held-out evaluation: null where not in use.
-    + [(f"rewards/{name}/mean", F64) for name in REWARD_NAMES]
-    + [(name, F64) for name in ("eval_pass_at_1", "eval_pass_at_k", "eval_k", "eval_prompts", "eval_s")]
-    + [("extra", STR)]
-)
+
+def arrow_schema(fields: tuple[record.Field, ...]) -> pa.Schema:
+    return pa.schema([(f.name, ARROW_TYPES[f.type]) for f in fields])
+
+
+# Per-reward curves (TRL's rewards/<name>/mean): one column per reward the tasks define.
+STEP_RECORD = record.step_fields(REWARD_NAMES)  # the record's step fields, a reward curve per reward
+STEP_SCHEMA = arrow_schema(STEP_RECORD)
 STEP_COLUMNS = STEP_SCHEMA.names
-
-TRIAL_SCHEMA = pa.schema(
-    [
-        ("trial_key", STR),
-        ("sweep", STR),
-        ("framework", STR),
-        ("mode", STR),
-        ("model", STR),
-        ("task", STR),
-        ("num_generations", I64),
-        ("batch_size", I64),
-        ("micro_batch_size", I64),
-        ("max_prompt_length", I64),
-        ("max_completion_length", I64),
-        ("quantization", STR),
-        ("dtype", STR),
-        ("lora_r", I64),
-        ("seed", I64),
-        ("max_steps", I64),
-        ("status", STR),
-        ("status_detail", STR),
-        ("steps_completed", I64),
-        ("peak_device_gib", F64),
-        ("peak_torch_reserved_gib", F64),
-        ("peak_rss_gib", F64),
-        ("median_step_s", F64),
-        ("median_tokens_per_s", F64),
-        ("wall_s", F64),
-        ("gpu_name", STR),
-        ("gpu_total_gib", F64),
-        ("versions", STR),
-        ("effective_config", STR),
-        # further knobs, then how the trainer process ran
-        ("lora_alpha", I64),
-        ("lora_dropout", F64),
-        ("learning_rate", F64),
-        ("beta", F64),
-        ("num_iterations", I64),
-        ("temperature", F64),
-        ("loss_type", STR),
-        ("gradient_checkpointing", BOOL),
-        ("probe_steps", I64),
-        ("memory_budget_gib", F64),
-        ("trainer_s", F64),
-        ("exit_code", I64),
-        ("cuda_visible_devices", STR),
-        ("started_at", TS),
-        ("ended_at", TS),
-        ("config", STR),
-        ("context_gib", F64),
-        ("context_source", STR),
-        ("alloc_conf", STR),
-        ("gpu_memory_source", STR),
-        ("training_verdict", STR),
-        ("training_verdict_detail", STR),
-        # the memory model's prediction made before the trial ran (orchestrator/judging/memory), from the
-        # trials finished before it; null when none was made
-        ("predicted_peak_gib", F64),
-        ("predicted_low_gib", F64),
-        ("predicted_high_gib", F64),
-        ("predicted_from_trials", I64),
-        ("predicted_basis", STR),
-        ("phase", STR),
-        ("settled_step", I64),
-    ]
-)
+# The step columns a normalised row holds as numbers (the others: the key, step, flags and `extra`).
+STEP_NUMBERS = tuple(f.name for f in STEP_RECORD if f.type == record.FLOAT64)
+TRIAL_SCHEMA = arrow_schema(record.TRIAL_FIELDS)
 TRIAL_COLUMNS = TRIAL_SCHEMA.names
 # A trial's `config` holds every knob but the bookkeeping files of one attempt (its key and sweep name stay).
 ATTEMPT_FILES = tuple(k for k in BOOKKEEPING if k not in ("trial_key", "sweep"))
@@ -184,28 +87,29 @@ def _float(value: Any) -> float | None:
 
 
 def normalize_step(trial_key: str, row: dict[str, Any]) -> dict[str, Any]:
-    """One step event's payload in STEP_SCHEMA's columns; unknown keys kept as JSON in `extra`."""
+    """A step event's payload as a row of STEP_SCHEMA: the record's fields (trainers/record.py), numbers
+    as floats, a missing one null; any other key kept as JSON in `extra`. The Recorder calls it once per
+    step; every sink reads the row it made."""
     out: dict[str, Any] = {
         "trial_key": trial_key,
         "step": int(row.get("step") or 0),
         "probe": bool(row.get("probe")),
         "generated": row.get("generated"),
     }
-    for name in STEP_COLUMNS[4:-1]:
+    for name in STEP_NUMBERS:
         out[name] = _float(row.get(name))
     extra = {k: v for k, v in row.items() if k not in STEP_SCHEMA.names}
     out["extra"] = json.dumps(extra, sort_keys=True) if extra else None
     return out
 
 
-def steps_table(trial_key: str, steps: list[dict[str, Any]]) -> pa.Table:
-    by_step = {int(r.get("step") or 0): r for r in steps}  # a repeated report of a step counts once
-    rows = [normalize_step(trial_key, by_step[s]) for s in sorted(by_step)]
-    return pa.Table.from_pylist(rows, schema=STEP_SCHEMA)
+def steps_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Normalised step rows (normalize_step), one per step, as a table in step order."""
+    return pa.Table.from_pylist(sorted(rows, key=lambda r: r["step"]), schema=STEP_SCHEMA)
 
 
-def write_steps(output_dir: Path, spec: TrialSpec, steps: list[dict[str, Any]]) -> Path:
-    return write_table_atomic(steps_table(spec.trial_key, steps), steps_path(output_dir, spec))
+def write_steps(output_dir: Path, spec: TrialSpec, rows: list[dict[str, Any]]) -> Path:
+    return write_table_atomic(steps_table(rows), steps_path(output_dir, spec))
 
 
 def _max(rows: list[dict[str, Any]], *names: str) -> float | None:
@@ -235,15 +139,16 @@ def device_info(started: dict[str, Any]) -> tuple[str | None, float | None]:
 def trial_row(
     spec: TrialSpec,
     result: TrialResult | None,
+    steps: list[dict[str, Any]],
     status: str | None = None,
     detail: str = "",
     verdict: VerdictSettings = VERDICT_DEFAULTS,
     prediction: Prediction | None = None,
 ) -> dict:
-    """The trials.parquet row of a trial: its config, and its outcome when it ran; a completed trial's
+    """The trials.parquet row of a trial: its config, and its outcome (its result and normalised step
+    rows, normalize_step's) when it ran; a completed trial's
     training verdict (orchestrator/judging/verdict.py) under `verdict`'s thresholds; the memory model's
     prediction made before it ran (null columns when none was made or it was unknown)."""
-    steps = result.steps if result else []
     started = result.started if result else {}
     gpu_name, gpu_total = device_info(started)
     peak = result.peak if result else {}
@@ -254,9 +159,6 @@ def trial_row(
         status=status or (result.status if result else None),
         status_detail=detail or (result.status_detail if result else ""),
         steps_completed=len({r.get("step") for r in steps}),
-        peak_device_gib=_max([*steps, peak], "device_peak_gib"),
-        peak_torch_reserved_gib=_max(steps, "torch_peak_reserved_gib", "torch_reserved_gib"),
-        peak_rss_gib=_max([*steps, peak], "rss_peak_gib", "rss_gib"),
         median_step_s=_median(steps, "step_s"),
         median_tokens_per_s=_median(steps, "tokens_per_s"),
         wall_s=result.wall_s if result else None,
@@ -277,6 +179,8 @@ def trial_row(
         alloc_conf=started.get("alloc_conf"),
         gpu_memory_source=peak.get("gpu_memory_source"),
         **prediction_columns(prediction),
+        # each peak: the maximum of its step fields over the steps and the sampler's whole-trial peak
+        **{column: _max([*steps, peak], *fields) for _, column, fields in record.PEAK_SOURCES},
         phase=result.phase if result else None,
         settled_step=result.settled_step if result else None,
     )
@@ -345,10 +249,11 @@ METRICS_CSV_FIRST = {
 }
 
 
-def metrics_csv_rows(trial_key: str, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The original benchmark's metrics.csv columns first (its names, GiB values), then ours."""
+def metrics_csv_rows(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The original benchmark's metrics.csv columns first (its names, GiB values), then ours, from
+    normalised step rows."""
     rows = []
-    for row in steps_table(trial_key, steps).to_pylist():
+    for row in sorted(steps, key=lambda r: r["step"]):
         first = {name: row[column] for name, column in METRICS_CSV_FIRST.items()}
         rows.append({**first, **{k: v for k, v in row.items() if k != "step"}})
     return rows

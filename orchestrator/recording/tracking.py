@@ -9,7 +9,8 @@ is an interrupted attempt and is deleted before the trial's run is made again, s
 exactly one run.
 
 Metric names, one per figure (README: MLflow):
-  trial run  step/<steps.parquet column>  a curve over steps (step/tokens_per_s, step/rss_peak_gib, ...)
+  trial run  step/<step field>            a curve over steps, one per numeric field of the record's step
+                                          rows but the wall-clock bounds (STEP_METRICS: step/tokens_per_s, ...)
              <figure>                     the trial's figures, logged once at its end:
                                           orchestrator.views.report.summary_metrics's names and wall_s
   sweep run  trials/<status>              how many trials ended so
@@ -32,8 +33,9 @@ from typing import Any
 import yaml
 
 from orchestrator.recording.outcome import COMPLETED, NO_GPU, PRUNED, STOPPED, UNAVAILABLE
-from orchestrator.recording.sinks import normalize_step, steps_path
+from orchestrator.recording.sinks import STEP_RECORD, steps_path
 from orchestrator.recording.storage import StoragePath
+from trainers.record import EPOCH_S, FLOAT64, finite_or_none
 from trainers.spec import BOOKKEEPING, TrialSpec
 
 TRIAL_KEY_TAG = "rlsweep.trial_key"
@@ -42,8 +44,10 @@ ROLE_TAG = "rlsweep.role"
 OUTPUT_TAG = "rlsweep.output_dir"
 # Bookkeeping knobs and the model cache are not run parameters, except the sweep's name (a run filter).
 PARAM_SKIP = (*(k for k in BOOKKEEPING if k != "sweep"), "model_cache_dir")
-METRIC_SKIP = ("trial_key", "step", "probe", "extra", "t_start", "t_end")
 STEP_PREFIX = "step/"
+# Each step field (trainers/record.py) MLflow draws as a curve -> its metric name: the numbers, not the
+# wall-clock bounds (MLflow stamps each point with t_end).
+STEP_METRICS = {f.name: STEP_PREFIX + f.name for f in STEP_RECORD if f.type == FLOAT64 and f.unit != EPOCH_S}
 # MLflow's UI opens an experiment of this kind on its runs table, not on the GenAI overview.
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 # Trials that never ran (pruned, no node could host them) or were cut short: MLflow's KILLED, read as
@@ -77,26 +81,21 @@ def _artifact_location(uri: str) -> str | None:
     return None
 
 
-def step_metrics(stored: dict[str, Any]) -> dict[str, float]:
-    """A step's MLflow metrics (step/<column>) from its steps-file row (orchestrator.recording.sinks.normalize_step's
-    shape), with the numbers kept in `extra` among them: a run logged live and one logged by sync-mlflow
-    get the same."""
-    row = {**json.loads(stored.get("extra") or "{}"), **stored}
-    return {
-        STEP_PREFIX + k: float(v)
-        for k, v in row.items()
-        if k not in METRIC_SKIP and isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
-    }
+def step_metrics(row: dict[str, Any]) -> dict[str, float]:
+    """A step's MLflow metrics (STEP_METRICS' names) from its normalised row (a steps-file row): a run
+    logged live and one logged by sync-mlflow get the same. A field not measured is not logged."""
+    values = {metric: finite_or_none(row.get(name)) for name, metric in STEP_METRICS.items()}
+    return {metric: value for metric, value in values.items() if value is not None}
 
 
 def trial_figures(row: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, float]:
-    """A trial's figures for its run: orchestrator.views.report.summary_metrics of its row and step rows (so the
-    run and summary.csv agree), and its wall time."""
+    """A trial's figures for its run: orchestrator.views.report.summary_metrics of its row and normalised
+    step rows (so the run and summary.csv agree), and its wall time."""
     import pandas as pd
 
     from orchestrator.views.report import summary_metrics
 
-    frame = pd.DataFrame([normalize_step(row["trial_key"], s) for s in steps]) if steps else None
+    frame = pd.DataFrame(steps) if steps else None
     figures = summary_metrics(row, frame)
     if row.get("wall_s") is not None:
         figures["wall_s"] = float(row["wall_s"])
@@ -332,7 +331,7 @@ class MlflowSink:
     def on_step(self, spec: TrialSpec, row: dict[str, Any]) -> None:
         run_id = self.runs.get(spec.trial_key)
         if run_id:
-            self._guard("step logging", self._log_step, run_id, normalize_step(spec.trial_key, row))
+            self._guard("step logging", self._log_step, run_id, row)
 
     def _log_step(self, run_id: str, row: dict[str, Any]) -> None:
         """row: a steps-file row, as the live path (on_step) and sync-mlflow (log_whole_trial) both give."""

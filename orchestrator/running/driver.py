@@ -50,7 +50,7 @@ from orchestrator.judging.pruning import HOLD, RUN, OomGate
 from orchestrator.judging.verdict import stop_check
 from orchestrator.recording.finish import finish_sweep
 from orchestrator.recording.outcome import FAILED, UNAVAILABLE, TrialResult
-from orchestrator.recording.recorder import Ledger, PruningGate, Recorder, StepsFiles
+from orchestrator.recording.recorder import PruningGate, Recorder, StepsFiles, TrialsFile
 from orchestrator.recording.runlock import output_dir_lock
 from orchestrator.recording.sinks import TrialsTable
 from orchestrator.recording.storage import filesystem_and_path, local_dir
@@ -108,7 +108,9 @@ def trainable(config: dict[str, Any]) -> None:
         )
     finally:
         relay.close()  # its thread ends however run_trial did: a reused worker keeps no stray thread
-    tune.report({"kind": FINAL, "result": result.to_dict()})
+    # The step rows went to Tune one by one (the relay): the result goes without them, so each row
+    # crosses the Ray boundary once; the Recorder keeps the rows it was streamed.
+    tune.report({"kind": FINAL, "result": {**result.to_dict(), "steps": []}})
 
 
 class _Relay:
@@ -120,8 +122,8 @@ class _Relay:
     run_trial watches as its stop event (it stops the child), and is raised again in the trainable's own
     thread."""
 
-    def __init__(self, report: Callable[[dict[str, Any]], None] = tune.report):
-        self.report = report
+    def __init__(self, report: Callable[[dict[str, Any]], None] | None = None):
+        self.report = report or tune.report
         self.rows: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
         self.raised: BaseException | None = None
         self.failed = threading.Event()
@@ -458,7 +460,7 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
     )
     if sweep.oom.predict:
         todo = informative_order(todo, forecast.model())
-    sinks = [StepsFiles(out), PruningGate(gate), Ledger(ledger), progress, *([mlflow] if mlflow else [])]
+    sinks = [StepsFiles(out), PruningGate(gate), TrialsFile(ledger), progress, *([mlflow] if mlflow else [])]
     recorder = Recorder(plan.trials, sinks, sweep.verdict.settings(), forecast.made)
     interrupted = False
     if todo or any(speed_pending(ledger.rows.get(k)) for k in plan.keys):

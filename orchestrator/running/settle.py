@@ -13,13 +13,13 @@ Settled at step s when, over the steps after the probe steps up to s:
 from __future__ import annotations
 
 import importlib
-import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.recording.outcome import peak_memory
+from trainers.record import finite_or_none
 
 MIN_SPEEDS = 3  # a median's interval needs a few readings before it means anything
 BOOTSTRAP_RESAMPLES = 999
@@ -46,12 +46,8 @@ def warm_up() -> None:
 
 
 def _speeds(steps: Sequence[Mapping[str, Any]]) -> list[float]:
-    values = []
-    for row in steps:
-        value = row.get("tokens_per_s")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            values.append(float(value))
-    return values
+    values = (finite_or_none(row.get("tokens_per_s")) for row in steps)
+    return [value for value in values if value is not None]
 
 
 def steps_without_growth(steps: Sequence[Mapping[str, Any]], tolerance: float) -> int:

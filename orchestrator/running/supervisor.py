@@ -41,16 +41,6 @@ from trainers.events import OOM as OOM_EVENT
 from trainers.nvml import CUDA_DEVICE_ORDER
 from trainers.spec import TrialSpec
 
-# Device fields a memory sampler measures better than the trainer can (NVML sees the whole process).
-SAMPLER_FIELDS = (
-    "device_peak_gib",
-    "device_used_gib",
-    "rss_gib",
-    "rss_peak_gib",
-    "gpu_util_pct",
-    "power_w",
-    "energy_j",
-)
 POLL_S = 0.1
 TERM_GRACE_S = 5.0
 STDERR_TAIL_CHARS = 2000

@@ -68,6 +68,7 @@ from trainers.nvml import (
     process_used_bytes,
     text,
 )
+from trainers.record import SAMPLER_FIELDS
 
 GIB = 1024**3
 DEFAULT_HZ = 20.0
@@ -287,7 +288,7 @@ def summarize_window(samples: Sequence[Sample], t0: float, t1: float) -> dict[st
     if not inside:
         inside = [s for s in samples if s.t <= t1][-1:]
     if not inside:
-        return {key: None for key in WINDOW_KEYS} | {"samples": 0}
+        return {key: None for key in SAMPLER_FIELDS} | {"samples": 0}
     last = inside[-1]
     rss_peak = max(s.rss_gib for s in inside)
     hwm_start = before[-1].hwm_gib if before else None
@@ -307,17 +308,6 @@ def summarize_window(samples: Sequence[Sample], t0: float, t1: float) -> dict[st
         "energy_j": energy,
         "samples": sum(1 for s in samples if t0 <= s.t <= t1),
     }
-
-
-WINDOW_KEYS = (
-    "device_used_gib",
-    "device_peak_gib",
-    "rss_gib",
-    "rss_peak_gib",
-    "gpu_util_pct",
-    "power_w",
-    "energy_j",
-)
 
 
 # --- the sampler ----------------------------------------------------------------------------------

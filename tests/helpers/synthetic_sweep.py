@@ -1,4 +1,5 @@
-"""Synthetic sweep outputs in the layout of docs/schema.md, holding every trial status; for the report tests.
+"""Synthetic sweep outputs in the layout of docs/schema.md (the record's columns, trainers/record.py; a
+field the generator does not fill is null), holding every trial status; for the report tests.
 
 Figures come from a seeded generator whose memory grows with B×K, so tests check relations
 (ordering, ratios, agreement between files) rather than hard-coded numbers.
@@ -14,70 +15,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-TRIAL_COLUMNS = [
-    "trial_key",
-    "sweep",
-    "framework",
-    "mode",
-    "model",
-    "task",
-    "num_generations",
-    "batch_size",
-    "micro_batch_size",
-    "max_prompt_length",
-    "max_completion_length",
-    "quantization",
-    "dtype",
-    "lora_r",
-    "seed",
-    "max_steps",
-    "status",
-    "status_detail",
-    "steps_completed",
-    "peak_device_gib",
-    "peak_torch_reserved_gib",
-    "peak_rss_gib",
-    "median_step_s",
-    "median_tokens_per_s",
-    "wall_s",
-    "gpu_name",
-    "gpu_total_gib",
-    "versions",
-    "effective_config",
-]
-STEP_COLUMNS = [
-    "trial_key",
-    "step",
-    "probe",
-    "step_s",
-    "gen_s",
-    "prompt_tokens",
-    "completion_tokens",
-    "tokens_per_s",
-    "torch_allocated_gib",
-    "torch_reserved_gib",
-    "torch_peak_allocated_gib",
-    "torch_peak_reserved_gib",
-    "device_used_gib",
-    "device_peak_gib",
-    "rss_gib",
-    "rss_peak_gib",
-    "gpu_util_pct",
-    "power_w",
-    "energy_j",
-    "reward_mean",
-    "reward_std",
-    "frac_reward_zero_std",
-    "loss",
-    "grad_norm",
-    "kl",
-    "entropy",
-    "clip_ratio",
-    "completion_len_mean",
-    "completion_len_max",
-    "clipped_ratio",
-    "learning_rate",
-]
+from orchestrator.recording.sinks import STEP_SCHEMA, TRIAL_SCHEMA
+
 GPU_ONLY_STEP_COLUMNS = {
     "torch_allocated_gib", "torch_reserved_gib", "torch_peak_allocated_gib", "torch_peak_reserved_gib",
     "device_used_gib", "device_peak_gib", "gpu_util_pct", "power_w", "energy_j",
@@ -154,10 +93,10 @@ def write_synthetic_sweep(out: Path, gpu: bool = True, grid=GRID, speedup: float
                                                 "beta": 0.0, "output_dir": f"/tmp/{key}"}),
             }
         )  # fmt: skip
-    table = pd.DataFrame(trials, columns=TRIAL_COLUMNS)
+    table = pa.Table.from_pylist(trials, schema=TRIAL_SCHEMA)
     out.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pandas(table, preserve_index=False), out / "trials.parquet")
-    return table
+    pq.write_table(table, out / "trials.parquet")
+    return pd.DataFrame(trials)  # the columns the generator fills
 
 
 def _steps(key: str, n: int, gpu: bool, base_mem: float, speed: float, rng) -> pa.Table:
@@ -182,11 +121,10 @@ def _steps(key: str, n: int, gpu: bool, base_mem: float, speed: float, rng) -> p
         if not gpu:
             row |= dict.fromkeys(GPU_ONLY_STEP_COLUMNS)
         rows.append(row)
-    schema = pa.schema(
-        [("trial_key", pa.string()), ("step", pa.int64()), ("probe", pa.bool_())]
-        + [(c, pa.float64()) for c in STEP_COLUMNS[3:]]
-    )
-    return pa.Table.from_pylist(rows, schema=schema)
+    return pa.Table.from_pylist(rows, schema=STEP_SCHEMA)
+
+
+PREDICTED = tuple(name for name in TRIAL_SCHEMA.names if name.startswith("predicted_"))
 
 
 def add_predictions(
@@ -203,5 +141,10 @@ def add_predictions(
     trials["predicted_high_gib"] = trials["predicted_peak_gib"] * (1 + spread)
     trials["predicted_from_trials"] = factor.notna().map({True: 2, False: None})
     trials["predicted_basis"] = factor.notna().map({True: "fitted", False: None})
-    pq.write_table(pa.Table.from_pandas(trials, preserve_index=False), out / "trials.parquet")
+    stored = pq.read_table(out / "trials.parquet")
+    for name in PREDICTED:
+        index = stored.schema.get_field_index(name)
+        values = pa.array(trials[name], type=stored.schema.field(name).type, from_pandas=True)
+        stored = stored.set_column(index, name, values)
+    pq.write_table(stored, out / "trials.parquet")
     return trials

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from orchestrator.recording.finish import finish_sweep
 from orchestrator.recording.outcome import COMPLETED, TrialResult
-from orchestrator.recording.recorder import Ledger, Recorder, StepsFiles
+from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
 from orchestrator.recording.sinks import TrialsTable
 from orchestrator.recording.tracking import MlflowSink
 from orchestrator.spec.plan import plan
@@ -70,7 +70,7 @@ def test_the_experiment_opens_on_runs_named_by_stack_mode_k_and_b(mlflow_server,
     out.mkdir()
     sink = MlflowSink(sweep.tracking_uri(out), sweep.experiment_name(), out, sweep.name)
     sink.start_sweep(resolved_yaml(sweep))
-    recorder = Recorder(trials, [StepsFiles(out), Ledger(TrialsTable(out / "trials.parquet")), sink])
+    recorder = Recorder(trials, [StepsFiles(out), TrialsFile(TrialsTable(out / "trials.parquet")), sink])
     ran, pruned = trials[0], trials[-1]
     recorder.start(ran.trial_key)
     steps = [step(1), step(2)]

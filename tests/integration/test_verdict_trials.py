@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.judging.verdict import NO_SIGNAL, TRUNCATED, VerdictSettings, judge, stop_check
-from orchestrator.recording.sinks import trial_row
+from orchestrator.recording.sinks import normalize_step, trial_row
 from orchestrator.running.supervisor import run_trial
 from trainers.spec import TrialSpec
 
@@ -36,11 +36,15 @@ def no_signal_trial(tmp_path_factory):
     return spec, settings, result
 
 
+def normalized(spec, result):
+    return [normalize_step(spec.trial_key, row) for row in result.steps]
+
+
 def test_a_reward_constant_in_every_group_ends_the_trial_no_signal(no_signal_trial):
     spec, settings, result = no_signal_trial
     assert result.status == "completed", result.status_detail
     assert all(row["frac_reward_zero_std"] == 1.0 and row["reward_std"] == 0.0 for row in result.steps)
-    row = trial_row(spec, result, verdict=settings)
+    row = trial_row(spec, result, normalized(spec, result), verdict=settings)
     assert row["training_verdict"] == NO_SIGNAL
     assert row["training_verdict_detail"].startswith(
         "no_signal: frac_reward_zero_std >= 0.95 for 3 steps in a row (steps 1-3: 1.00, 1.00, 1.00)"
@@ -65,7 +69,7 @@ def test_completions_all_cut_at_a_tiny_max_completion_length_end_truncated(tmp_p
     # Two-token completions earn no reward either, so no_signal would hold too and rank first: put it out
     # of reach to see truncated as the one-word verdict.
     settings = VerdictSettings(truncated_steps=3, min_steps=3, no_signal_steps=99)
-    row = trial_row(spec, result, verdict=settings)
+    row = trial_row(spec, result, normalized(spec, result), verdict=settings)
     assert row["training_verdict"] == TRUNCATED
     assert row["training_verdict_detail"] == (
         "truncated: clipped_ratio >= 0.95 for 3 steps in a row (steps 1-3: 1.00, 1.00, 1.00): completions "

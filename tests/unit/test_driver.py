@@ -26,7 +26,7 @@ from trainers.events import STEP
 def test_a_resume_whose_ledger_holds_another_configuration_under_a_key_is_refused(tmp_path):
     sweep = parse_sweep({"name": "r", "fixed": {"max_steps": 3}, "tracking": {"enabled": False}})
     (spec,) = expand(sweep)
-    row = trial_row(spec, None, status="completed", detail="3 steps")
+    row = trial_row(spec, None, [], status="completed", detail="3 steps")
     stored = json.loads(row["config"]) | {"learning_rate": 1e-5}  # what an earlier, different run stored
     TrialsTable(tmp_path / "trials.parquet").upsert(row | {"config": json.dumps(stored, sort_keys=True)})
     with pytest.raises(SweepError) as info:
@@ -102,3 +102,55 @@ def test_on_a_cluster_the_jobs_workers_start_at_nice_0_unless_the_submitted_job_
     job["runtime_env"]["env_vars"]["RAY_worker_niceness"] = "5"  # the submitter's own: Ray refuses two
     monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", json.dumps(job))
     assert _job_worker_env() is None
+
+
+def test_each_step_row_crosses_the_ray_boundary_once_and_the_recorder_keeps_the_streamed_rows(
+    monkeypatch, tmp_path
+):
+    from orchestrator.judging.verdict import VerdictSettings
+    from orchestrator.recording.outcome import COMPLETED, TrialResult
+    from orchestrator.recording.recorder import Recorder
+    from orchestrator.running import driver
+    from trainers.spec import TrialSpec
+
+    rows = [{"step": n, "step_s": 1.0 + n, "t_start": 10.0 * n, "t_end": 10.0 * n + 1} for n in (1, 2, 3)]
+
+    def fake_run_trial(spec, *, on_event, **kwargs):
+        for row in rows:
+            on_event(STEP, dict(row))
+        return TrialResult(status=COMPLETED, status_detail="3 steps", steps=[dict(r) for r in rows])
+
+    reports = []  # every payload the trainable hands Tune, i.e. every crossing of the Ray boundary
+    monkeypatch.setattr(driver, "run_trial", fake_run_trial)
+    monkeypatch.setattr(driver.ray, "get_gpu_ids", lambda: [])
+    monkeypatch.setattr(
+        driver.tune, "report", lambda payload: reports.append(json.loads(json.dumps(payload)))
+    )
+    spec = TrialSpec(max_steps=3, trial_key="once", sweep="s")
+    config = {"spec_json": spec.to_json(), "trials_dir": str(tmp_path), "guard": None, "cpus": 1,
+              "verdict": VerdictSettings(), "phases": TrialPhases()}  # fmt: skip
+    driver.trainable(config)
+
+    crossed = [r["row"]["step"] for r in reports if r["kind"] == STEP]
+    crossed += [s["step"] for r in reports if r["kind"] == driver.FINAL for s in r["result"]["steps"]]
+    assert crossed == [1, 2, 3]
+
+    ended = []
+
+    class Keep:
+        def on_start(self, spec): ...
+        def on_step(self, spec, row): ...
+        def on_end(self, spec, row, steps):
+            ended.append((row["steps_completed"], [s["step_s"] for s in steps]))
+
+    key = "test-once"
+    monkeypatch.setitem(driver._LIVE, key, Recorder([spec], [Keep()]))
+    callback = driver.RecorderCallback(key)
+
+    class Trial:
+        config = {"trial_key": "once"}
+
+    callback.on_trial_start(0, [], Trial())
+    for payload in reports:
+        callback.on_trial_result(0, [], Trial(), payload)
+    assert ended == [(3, [2.0, 3.0, 4.0])]

@@ -337,7 +337,7 @@ def test_a_trial_row_carries_the_context_the_allocator_setting_and_the_gpu_figur
         "alloc_conf": "expandable_segments:True",
     }
     result.peak = {"gpu_memory_source": "device", "device_peak_gib": 3.0}
-    row = trial_row(TrialSpec(trial_key="k"), result)
+    row = trial_row(TrialSpec(trial_key="k"), result, [])
     assert (row["context_gib"], row["context_source"]) == (0.52, "device")
     assert row["alloc_conf"] == "expandable_segments:True" and row["gpu_memory_source"] == "device"
     assert {"context_gib", "context_source", "alloc_conf", "gpu_memory_source"} <= set(TRIAL_SCHEMA.names)

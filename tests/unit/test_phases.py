@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from orchestrator.recording.outcome import COMPLETED, STOPPED, TrialResult
-from orchestrator.recording.recorder import Ledger, Recorder, StepsFiles
+from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
 from orchestrator.recording.sinks import TrialsTable, steps_path
 from orchestrator.running.phases import (
     MEMORY,
@@ -254,10 +254,12 @@ def test_a_settled_speed_phase_ends_early_and_says_at_which_step(tmp_path):
 def test_an_interrupted_speed_phase_keeps_the_memory_phases_row_and_steps(tmp_path):
     spec = TrialSpec(max_steps=5, probe_steps=1, sweep="p", trial_key="t")
     table = TrialsTable(tmp_path / "trials.parquet")
-    recorder = Recorder([spec], [StepsFiles(tmp_path), Ledger(table)])
+    recorder = Recorder([spec], [StepsFiles(tmp_path), TrialsFile(table)])
     memory = TrialResult(status=COMPLETED, status_detail="fits: 2 memory-phase steps", phase=MEMORY,
                          steps=series([0.5, 0.5], [None, 100.0], probe_steps=1))  # fmt: skip
     recorder.start("t")
+    for row in memory.steps:  # streamed, as the supervisor hands them on
+        recorder.step("t", row)
     recorder.end("t", memory)
     recorder.start("t")
     recorder.stop_running("interrupted")

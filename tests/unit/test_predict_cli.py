@@ -38,7 +38,7 @@ def test_predict_reads_the_sweeps_trials_and_shows_measured_beside_predicted(tmp
     ledger = TrialsTable(tmp_path / "trials.parquet")
     measured = {}
     for spec in trials[:6]:  # K=2 and K=24 of every family
-        row = trial_row(spec, None, status="completed")
+        row = trial_row(spec, None, [], status="completed")
         row["peak_rss_gib"] = measured[spec.trial_key] = 0.8 + 0.005 * spec.num_generations
         ledger.upsert(row)
     assert main(["predict", CPU_SMOKE, "--budget-gib", "1.0", "--output-dir", str(tmp_path)]) == 0
@@ -69,14 +69,14 @@ def test_oom_predict_without_a_budget_is_refused_with_the_fix():
 def test_a_trial_row_records_the_prediction_or_nulls():
     spec = TrialSpec(trial_key="k")
     prediction = MemoryModel.fit([], measure="RSS").predict(spec)
-    row = trial_row(spec, None, status="pruned", prediction=prediction)
+    row = trial_row(spec, None, [], status="pruned", prediction=prediction)
     assert (row["predicted_peak_gib"], row["predicted_low_gib"], row["predicted_high_gib"]) == (
         prediction.peak_gib,
         prediction.low_gib,
         prediction.high_gib,
     )
     assert (row["predicted_from_trials"], row["predicted_basis"]) == (0, "prior")
-    bare = trial_row(spec, None, status="pruned")
+    bare = trial_row(spec, None, [], status="pruned")
     assert all(bare[k] is None for k in bare if k.startswith("predicted_"))
     assert sum(k.startswith("predicted_") for k in bare) == 5
 

@@ -254,6 +254,16 @@ def test_gate_load_takes_oom_rows_missing_from_the_file(tmp_path):
             "RSS peak 2.00 GiB",
         ),
         ({"status_detail": "killed by SIGKILL", "peak_rss_gib": float("nan")}, None),
+        # the record's precedence (trainers.record.peak_memory): torch reserved before RSS
+        (
+            {
+                "status_detail": "CUDA out of memory",
+                "peak_torch_reserved_gib": 2.5,
+                "peak_rss_gib": 3.0,
+                "memory_budget_gib": 3.0,
+            },
+            "torch reserved peak 2.50 GiB, budget 3.00 GiB",
+        ),  # fmt: skip
     ],
 )
 def test_oom_reading(row, reading):

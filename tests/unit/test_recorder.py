@@ -13,7 +13,7 @@ from rich.console import Console
 from orchestrator.judging.pruning import RUN, OomGate, Pruner
 from orchestrator.judging.verdict import VerdictSettings, judge
 from orchestrator.recording.outcome import COMPLETED, OOM, PRUNED, STOPPED, TrialResult
-from orchestrator.recording.recorder import Ledger, PruningGate, Recorder, StepsFiles
+from orchestrator.recording.recorder import PruningGate, Recorder, StepsFiles, TrialsFile
 from orchestrator.recording.sinks import TrialsTable, steps_path
 from orchestrator.recording.tracking import MlflowSink
 from orchestrator.views.progress import Progress
@@ -49,7 +49,7 @@ def recorded(tmp_path_factory):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     mlflow = MlflowSink(uri, "rec", tmp_path, "rec")
     mlflow.start_sweep("name: rec\n")
-    sinks = [StepsFiles(tmp_path), PruningGate(gate), Ledger(ledger), progress, mlflow]
+    sinks = [StepsFiles(tmp_path), PruningGate(gate), TrialsFile(ledger), progress, mlflow]
     recorder = Recorder([small, large, cut], sinks, VerdictSettings(min_steps=2))
 
     small_steps = [step(1, 1.0, 2.0), step(2, 1.2, 1.0), step(3, 1.1, 3.0)]
@@ -160,3 +160,73 @@ def test_a_completed_trial_has_its_verdict_under_the_recorders_thresholds_in_the
     assert runs["small"].data.tags["training_verdict"] == "ok"
     assert runs["small"].data.tags["training_verdict_detail"] == expected.detail
     assert "training_verdict" not in runs["large"].data.tags
+
+
+def test_a_step_row_is_normalised_once_and_every_sink_reads_that_same_row(tmp_path, monkeypatch):
+    from orchestrator.recording import recorder as recorder_module
+    from orchestrator.recording import sinks as sinks_module
+
+    calls = []
+    real = sinks_module.normalize_step
+
+    def spy(trial_key, row):
+        calls.append(row["step"])
+        return real(trial_key, row)
+
+    monkeypatch.setattr(recorder_module, "normalize_step", spy)
+    monkeypatch.setattr(sinks_module, "normalize_step", spy)
+
+    seen: dict[str, list] = {"step": [], "end": []}
+
+    class Capture:
+        def on_start(self, spec):
+            pass
+
+        def on_step(self, spec, row):
+            seen["step"].append(row)
+
+        def on_end(self, spec, row, steps):
+            seen["end"] = steps
+
+    trial = spec("once", 2)
+    mlflow = MlflowSink(f"sqlite:///{tmp_path / 'mlflow.db'}", "once", tmp_path, "once")
+    mlflow.start_sweep("name: once\n")
+    sinks = [StepsFiles(tmp_path), TrialsFile(TrialsTable(tmp_path / "trials.parquet")),
+             Progress(1, Console(record=True, force_terminal=False)), mlflow, Capture()]  # fmt: skip
+    recorder = Recorder([trial], sinks)
+    rows = [step(1, 1.0, 2.0), step(2, 1.2, 1.0), step(3, 1.1, 3.0)]
+    recorder.start("once")
+    for row in [*rows, rows[-1]]:  # Tune may repeat its last report
+        recorder.step("once", row)
+    recorder.end("once", result(COMPLETED, [], "3 steps"))
+
+    assert calls == [1, 2, 3]
+    assert all(a is b for a, b in zip(seen["step"], seen["end"], strict=True))
+    written = pd.read_parquet(steps_path(tmp_path, trial)).to_dict("records")
+    assert [r["rss_peak_gib"] for r in written] == [r["rss_peak_gib"] for r in seen["end"]]
+    assert [r["rss_peak_gib"] for r in written] == [r["rss_peak_gib"] for r in rows]
+
+
+def test_rlsweep_trials_folder_holds_what_a_sweeps_writer_writes(tmp_path):
+    import json
+
+    from orchestrator.recording.recorder import TrialFolder
+
+    folder = tmp_path / "trial"
+    folder.mkdir()
+    table = TrialsTable(tmp_path / "trials.parquet")
+    trial = spec("alone", 2)
+    recorder = Recorder([trial], [StepsFiles(tmp_path), TrialsFile(table), TrialFolder(folder)])
+    rows = [step(1, 1.0, 2.0), step(2, 1.2, 1.0)]
+    recorder.start("alone")
+    for row in rows:
+        recorder.step("alone", row)
+    recorder.end("alone", result(COMPLETED, [], "2 steps"))
+
+    assert pd.read_parquet(folder / "steps.parquet").equals(pd.read_parquet(steps_path(tmp_path, trial)))
+    outcome = json.loads((folder / "trial.json").read_text())["outcome"]
+    swept = table.rows["alone"]
+    assert (outcome["status"], outcome["steps_completed"], outcome["peak_rss_gib"]) == (
+        swept["status"], swept["steps_completed"], swept["peak_rss_gib"]) == (COMPLETED, 2, max(r["rss_peak_gib"] for r in rows))  # fmt: skip
+    metrics = pd.read_csv(folder / "metrics.csv")
+    assert metrics.step_time_sec.tolist() == [2.0, 1.0]

@@ -29,7 +29,7 @@ def finished_sweep(tmp_path: Path) -> tuple[Path, Path]:
     out = tmp_path / "out"
     table = TrialsTable(out / "trials.parquet")
     for spec in expand(load_sweep(path)):
-        table.upsert(trial_row(spec, None, status="completed", detail="3 steps"))
+        table.upsert(trial_row(spec, None, [], status="completed", detail="3 steps"))
     return path, out
 
 

@@ -17,7 +17,7 @@ from orchestrator.judging.verdict import (
     stop_check,
 )
 from orchestrator.recording.outcome import COMPLETED, TrialResult
-from orchestrator.recording.sinks import trial_row
+from orchestrator.recording.sinks import normalize_step, trial_row
 from orchestrator.spec.sweep import SweepError, parse_sweep
 from trainers.spec import TrialSpec
 
@@ -210,10 +210,11 @@ def test_stop_check_answers_when_a_stop_on_verdict_first_holds_and_ignores_the_o
 def test_trial_row_holds_the_verdict_of_a_completed_trial_only():
     spec = TrialSpec(trial_key="t", max_steps=8)
     rows = steps(8, frac_reward_zero_std=[1.0] * 8)
-    row = trial_row(spec, TrialResult(status=COMPLETED, status_detail="8 steps", steps=rows))
+    normalized = [normalize_step("t", r) for r in rows]
+    row = trial_row(spec, TrialResult(status=COMPLETED, status_detail="8 steps"), normalized)
     assert row["training_verdict"] == NO_SIGNAL
     assert row["training_verdict_detail"] == judge(rows).detail
-    failed = trial_row(spec, TrialResult(status="failed", status_detail="x", steps=rows))
+    failed = trial_row(spec, TrialResult(status="failed", status_detail="x"), normalized)
     assert "training_verdict" not in failed or failed["training_verdict"] is None
 
 

@@ -5,7 +5,6 @@ peak with its interval, or the reason there is none."""
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from orchestrator.judging.memory._fit import predictive_sd
 from orchestrator.judging.memory._terms import PARTS, TERMS, Shape, device_of, prior, terms
 from orchestrator.recording.outcome import COMPLETED, GPU, OOM, PEAK_SOURCES, RSS, TORCH, peak_memory
 from trainers.models import bundled_models, parse_model
+from trainers.record import finite_or_none
 from trainers.spec import KNOBS, TrialSpec
 
 MEASURES = tuple(kind for kind, _, _ in PEAK_SOURCES)
@@ -139,16 +139,15 @@ def measured_peak(row: Mapping[str, Any], measure: str) -> float | None:
     if measure == RSS:
         peak, kind = peak_memory(row)
         return peak if kind == RSS else None
-    value = row.get(MEASURE_COLUMNS[measure])
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+    return finite_or_none(row.get(MEASURE_COLUMNS[measure]))
 
 
 def oom_budget(row: Mapping[str, Any], measure: str) -> float | None:
     """What an `oom` trial's peak was at least: its budget, else (on a GPU) the card's total."""
     for column in ("memory_budget_gib", *(("gpu_total_gib",) if measure in (GPU, TORCH) else ())):
-        value = row.get(column)
-        if isinstance(value, (int, float)) and math.isfinite(value) and value > 0:
-            return float(value)
+        value = finite_or_none(row.get(column))
+        if value is not None and value > 0:
+            return value
     return None
 
 

@@ -20,6 +20,7 @@ from orchestrator.views.report._outputs import (
     trial_peak,
     trial_steps,
 )
+from trainers.record import first_kind
 from trainers.spec import BOOKKEEPING, EXECUTION
 
 # Columns that define a configuration; trials equal on all of them (and on effective_config, less
@@ -117,8 +118,7 @@ def aggregate_repeats(outputs: SweepOutputs, budget_gib: float | None = None) ->
                 "tokens_p90": stat(tokens, "p90"),
                 "step_s_median": stat(step_s, "median"),
                 "peak_gib": max(values) if values else np.nan,
-                # the seeds' kind by outcome.peak_memory's precedence
-                "memory_kind": next((k for k, _, _ in outcome.PEAK_SOURCES if k in kinds), None),
+                "memory_kind": first_kind(kinds),  # the seeds' kind by the record's precedence
                 "fits": None if budget_gib is None or not values else max(values) <= budget_gib,
                 "final_reward": float(np.median(rewards)) if rewards else np.nan,
             }

@@ -13,7 +13,8 @@ import pandas as pd
 from orchestrator.judging.verdict import MARK, PRECEDENCE, VERDICT_WORDS
 from orchestrator.recording import outcome
 from orchestrator.recording.outcome import COMPLETED, MEMORY_LABELS, OOM, PRUNED, STATUS_LABELS, STATUS_WORDS
-from orchestrator.views.report._outputs import TRIAL_NUMERIC, column, finite, numeric, parse_json
+from orchestrator.views.report._outputs import TRIAL_NUMERIC, column, numeric, parse_json
+from trainers.record import finite_or_none, first_kind
 
 
 # ----------------------------------------------------------------------------------------------
@@ -65,8 +66,10 @@ def memory_words(kinds: set[str]) -> str:
 
 def infer_budget_gib(trials: pd.DataFrame) -> float | None:
     """The memory budget a sweep ran under: the emulated budget if one was set, else the GPU's size."""
-    from_rows = (finite(v) for v in trials.get("memory_budget_gib", []))
-    from_config = (finite(parse_json(v).get("memory_budget_gib")) for v in trials.get("effective_config", []))
+    from_rows = (finite_or_none(v) for v in trials.get("memory_budget_gib", []))
+    from_config = (
+        finite_or_none(parse_json(v).get("memory_budget_gib")) for v in trials.get("effective_config", [])
+    )
     budgets = {b for b in (*from_rows, *from_config) if b}
     if len(budgets) == 1:
         return budgets.pop()
@@ -91,8 +94,7 @@ def feasibility_matrix(trials_df: pd.DataFrame, budget_gib: float | None = None)
         labels = pd.DataFrame("", index=ks, columns=bs, dtype=object)
         statuses = pd.DataFrame("", index=ks, columns=bs, dtype=object)
         values = pd.DataFrame(np.nan, index=ks, columns=bs, dtype=float)
-        kinds = set(group["_kind"].dropna())
-        kind = next((k for k, _, _ in outcome.PEAK_SOURCES if k in kinds), None)
+        kind = first_kind(group["_kind"].dropna())
         for (k, b), cell in group.groupby(["num_generations", "batch_size"]):
             status, value, label = _cell(cell, kind)
             labels.loc[int(k), int(b)], statuses.loc[int(k), int(b)] = label, status

@@ -21,6 +21,7 @@ import yaml
 from orchestrator.judging.verdict import VerdictSettings, judge
 from orchestrator.recording import outcome
 from orchestrator.recording.sinks import STEP_SCHEMA, TRIAL_SCHEMA
+from trainers.record import finite_or_none
 
 
 def _numeric_columns(schema: pa.Schema) -> list[str]:
@@ -145,9 +146,9 @@ def _with_verdicts(
             verdict = judge(
                 step_rows.get(str(row["trial_key"]), []),
                 settings,
-                max_steps=int(row["max_steps"]) if finite(row.get("max_steps")) else None,
-                budget_gib=finite(row.get("memory_budget_gib")),
-                device_total_gib=finite(row.get("gpu_total_gib")),
+                max_steps=int(row["max_steps"]) if finite_or_none(row.get("max_steps")) else None,
+                budget_gib=finite_or_none(row.get("memory_budget_gib")),
+                device_total_gib=finite_or_none(row.get("gpu_total_gib")),
             )
             trials.at[i, "training_verdict"] = verdict.verdict
             trials.at[i, "training_verdict_detail"] = verdict.detail
@@ -176,14 +177,6 @@ def parse_json(value: Any) -> dict:
     except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}
-
-
-def finite(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def plain(value: Any) -> Any:
@@ -233,7 +226,7 @@ def trial_peak(
     steps = steps if steps is not None else pd.DataFrame()
     measured: dict[str, float] = {}
     for _, trial_column, step_columns in outcome.PEAK_SOURCES:
-        value = finite(trial_row.get(trial_column))
+        value = finite_or_none(trial_row.get(trial_column))
         if value is not None:
             measured[trial_column] = value
         else:
@@ -246,7 +239,7 @@ def final_reward(steps: pd.DataFrame) -> float | None:
         return None
     ordered = steps.sort_values("step") if "step" in steps else steps
     rewards = pd.to_numeric(ordered["reward_mean"], errors="coerce").dropna()
-    return finite(rewards.iloc[-1]) if len(rewards) else None
+    return finite_or_none(rewards.iloc[-1]) if len(rewards) else None
 
 
 def summary_metrics(trial_row: pd.Series | dict, steps_df: pd.DataFrame | None) -> dict[str, float]:
@@ -264,13 +257,15 @@ def summary_metrics(trial_row: pd.Series | dict, steps_df: pd.DataFrame | None) 
     step_s = column(speed, "step_s")
     metrics = {
         "peak_memory_gib": peak,
-        "peak_device_gib": finite(trial_row.get("peak_device_gib")) if kind == outcome.GPU else None,
-        "peak_rss_gib": finite(trial_row.get("peak_rss_gib")),
-        "peak_torch_allocated_gib": finite(stat(column(steps, "torch_peak_allocated_gib"), "max")),
-        "median_tokens_per_s": finite(stat(tokens, "median")) or finite(trial_row.get("median_tokens_per_s")),
-        "median_step_s": finite(stat(step_s, "median")) or finite(trial_row.get("median_step_s")),
+        "peak_device_gib": finite_or_none(trial_row.get("peak_device_gib")) if kind == outcome.GPU else None,
+        "peak_rss_gib": finite_or_none(trial_row.get("peak_rss_gib")),
+        "peak_torch_allocated_gib": finite_or_none(stat(column(steps, "torch_peak_allocated_gib"), "max")),
+        "median_tokens_per_s": finite_or_none(stat(tokens, "median"))
+        or finite_or_none(trial_row.get("median_tokens_per_s")),
+        "median_step_s": finite_or_none(stat(step_s, "median"))
+        or finite_or_none(trial_row.get("median_step_s")),
         "final_reward": final_reward(steps),
-        "steps_completed": finite(trial_row.get("steps_completed")),
+        "steps_completed": finite_or_none(trial_row.get("steps_completed")),
     }
     return {name: value for name, value in metrics.items() if value is not None}
 
@@ -282,7 +277,7 @@ def summary_table(outputs: SweepOutputs) -> pd.DataFrame:
         steps = trial_steps(outputs.steps, trial.get("trial_key"))
         speed = measured_steps(steps)
         tokens = column(speed, "tokens_per_s")
-        steps_completed = finite(trial.get("steps_completed"))
+        steps_completed = finite_or_none(trial.get("steps_completed"))
         peak, kind = trial_peak(trial, steps)
         rows.append(
             {

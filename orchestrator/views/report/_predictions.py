@@ -17,7 +17,8 @@ import pandas as pd
 
 from orchestrator.judging.memory import PARTS, MemoryModel, family_label, spec_of
 from orchestrator.recording import outcome
-from orchestrator.views.report._outputs import finite, trial_peak, trial_steps
+from orchestrator.views.report._outputs import trial_peak, trial_steps
+from trainers.record import finite_or_none
 
 PREDICTED_COLUMNS = (
     "predicted_peak_gib",
@@ -48,7 +49,7 @@ def _missing(value: Any) -> bool:
 def prediction_error(row: pd.Series | dict, measured_gib: float | None = None) -> tuple[float, float] | None:
     """(predicted - measured in GiB, that as % of measured) of a completed trial with a prediction and a
     measured peak (measured_gib, else outcome.peak_memory of the row); None for any other trial."""
-    predicted = finite(row.get("predicted_peak_gib"))
+    predicted = finite_or_none(row.get("predicted_peak_gib"))
     measured = measured_gib if measured_gib is not None else outcome.peak_memory(row)[0]
     if predicted is None or measured is None or measured <= 0 or row.get("status") != outcome.COMPLETED:
         return None
@@ -60,12 +61,15 @@ def prediction_pairs(trials: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     interval, the trials the prediction was fitted on, and the error (null where not scored)."""
     rows = []
     for _, trial in trials.iterrows():
-        predicted = finite(trial.get("predicted_peak_gib"))
+        predicted = finite_or_none(trial.get("predicted_peak_gib"))
         if predicted is None:
             continue
         measured, kind = trial_peak(trial, trial_steps(steps, trial.get("trial_key")))
         error = prediction_error(trial, measured)
-        low, high = finite(trial.get("predicted_low_gib")), finite(trial.get("predicted_high_gib"))
+        low, high = (
+            finite_or_none(trial.get("predicted_low_gib")),
+            finite_or_none(trial.get("predicted_high_gib")),
+        )
         rows.append(
             {
                 "trial_key": trial.get("trial_key"),
@@ -76,7 +80,7 @@ def prediction_pairs(trials: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
                 "predicted_gib": predicted,
                 "low_gib": low,
                 "high_gib": high,
-                "from_trials": finite(trial.get("predicted_from_trials")),
+                "from_trials": finite_or_none(trial.get("predicted_from_trials")),
                 "basis": trial.get("predicted_basis"),
                 "error_gib": error[0] if error else None,
                 "error_pct": error[1] if error else None,
@@ -125,7 +129,7 @@ def error_table(pairs: pd.DataFrame) -> pd.DataFrame:
 def prediction_metrics(row: pd.Series | dict) -> dict[str, float]:
     """A trial run's MLflow metrics of its prediction: the predicted figures its row holds and, for a
     scored trial, the error in GiB and in % of the measured peak. Empty when no prediction was made."""
-    metrics = {name: finite(row.get(name)) for name in PREDICTED_COLUMNS}
+    metrics = {name: finite_or_none(row.get(name)) for name in PREDICTED_COLUMNS}
     error = prediction_error(row)
     if error:
         metrics |= {"prediction_error_gib": error[0], "prediction_error_pct": error[1]}

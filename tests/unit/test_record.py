@@ -1,0 +1,89 @@
+"""The record (trainers/record.py) names each step and trial field once, with a type, a unit, who measures
+it and a meaning; the Parquet schemas, the sampler's window fields and MLflow's step metrics are its fields."""
+
+from __future__ import annotations
+
+import ast
+import math
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from orchestrator.recording.sinks import STEP_RECORD, STEP_SCHEMA, TRIAL_SCHEMA, normalize_step
+from orchestrator.recording.tracking import STEP_METRICS, step_metrics
+from orchestrator.running.telemetry import Sample, summarize_window
+from tasks.rewards import REWARD_NAMES
+from trainers import record
+from trainers.record import (
+    GPU,
+    MEASURERS,
+    RSS,
+    SAMPLER_FIELDS,
+    TORCH,
+    TRIAL_FIELDS,
+    TYPES,
+    finite_or_none,
+    peak_memory,
+)
+
+ARROW = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_(),
+         "timestamp[ms, UTC]": pa.timestamp("ms", tz="UTC")}  # fmt: skip
+
+
+@pytest.mark.parametrize("fields", [STEP_RECORD, TRIAL_FIELDS], ids=["steps", "trials"])
+def test_the_record_lists_each_field_once_with_a_type_a_unit_a_measurer_and_a_meaning(fields):
+    names = [f.name for f in fields]
+    assert len(names) == len(set(names))
+    for f in fields:
+        assert f.type in TYPES and f.measured_by in MEASURERS, f
+        assert f.unit.strip() and f.meaning.strip(), f
+
+
+def test_the_reward_curves_are_one_step_field_per_reward_the_tasks_define():
+    curves = [f.name for f in STEP_RECORD if f.name.startswith("rewards/")]
+    assert curves == [f"rewards/{name}/mean" for name in REWARD_NAMES]
+
+
+@pytest.mark.parametrize("schema,fields", [(STEP_SCHEMA, STEP_RECORD), (TRIAL_SCHEMA, TRIAL_FIELDS)])
+def test_the_parquet_schema_is_the_records_fields_with_their_types_in_order(schema, fields):
+    assert [(field.name, field.type) for field in schema] == [(f.name, ARROW[f.type]) for f in fields]
+
+
+def test_the_sampler_measures_exactly_the_records_sampler_fields():
+    one = Sample(t=1.0, rss_gib=1.0, hwm_gib=None, host_available_gib=8.0, device_used_gib=2.0, power_w=50.0)
+    window = summarize_window([one], 0.5, 1.5)
+    assert set(window) - {"samples"} == set(SAMPLER_FIELDS)
+    assert SAMPLER_FIELDS == ("device_used_gib", "device_peak_gib", "rss_gib", "rss_peak_gib",
+                              "gpu_util_pct", "power_w", "energy_j")  # fmt: skip
+
+
+def test_mlflow_step_metrics_are_the_records_numeric_fields_and_nothing_else():
+    numbers = [f.name for f in STEP_RECORD if f.type == "float64" and f.name not in ("t_start", "t_end")]
+    assert {name: f"step/{name}" for name in numbers} == STEP_METRICS
+    row = normalize_step("k", {"step": 2, "loss": 0.25, "tokens_per_s": 90, "completions": 4, "kl": None,
+                               "grad_norm": float("nan"), "t_end": 1001.0})  # fmt: skip
+    assert step_metrics(row) == {"step/loss": 0.25, "step/tokens_per_s": 90.0}
+
+
+def test_the_peak_is_the_gpu_reading_else_torch_reserved_else_rss():
+    row = {"peak_rss_gib": 3.0, "torch_reserved_gib": 2.0, "torch_peak_reserved_gib": 2.5}
+    assert peak_memory(row) == (2.5, TORCH)
+    assert peak_memory({**row, "device_peak_gib": 4.0, "peak_device_gib": 3.5}) == (4.0, GPU)
+    assert peak_memory({"rss_gib": 1.0, "rss_peak_gib": float("nan"), "device_peak_gib": None}) == (1.0, RSS)
+    assert peak_memory({}) == (None, None)
+
+
+def test_finite_or_none_keeps_finite_numbers_and_nulls_the_rest():
+    assert [finite_or_none(v) for v in (2, 2.5, "3", None, True, "x", math.inf, float("nan"))] == [
+        2.0, 2.5, 3.0, None, None, None, None, None
+    ]  # fmt: skip
+
+
+def test_the_record_imports_nothing_but_the_standard_library():
+    tree = ast.parse(Path(record.__file__).read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}  # fmt: skip
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert imported <= set(sys.stdlib_module_names)

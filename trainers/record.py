@@ -1,0 +1,289 @@
+"""The record, named once: every field of a step row and of a trial row, with its type, unit, who
+measures it and what it means, and which memory reading is "the peak" where several exist.
+
+The trainer owns the names of what it logs (as TRL's trainers do); the orchestrator derives from this
+module the Parquet schemas (orchestrator/recording/sinks.py), the sampler's window fields
+(orchestrator/running/telemetry.py), MLflow's metric names (orchestrator/recording/tracking.py) and the
+tables of docs/schema.md (tests/unit/test_schema_doc.py holds the doc to them). Standard library only:
+the trainer child and the orchestrator both import it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# Types, as Parquet stores them.
+STRING, INT64, FLOAT64, BOOL, TIMESTAMP = "string", "int64", "float64", "bool", "timestamp[ms, UTC]"
+TYPES = (STRING, INT64, FLOAT64, BOOL, TIMESTAMP)
+
+# Who measures or sets a field.
+SPEC = "trial spec"  # the trial's settings (trainers/spec.py)
+TRAINER = "trainer"  # the trainer child's events (trainers/measure.py)
+SAMPLER = "sampler"  # the supervisor's memory sampler over the step's wall times (orchestrator/running/telemetry.py)
+SUPERVISOR = "supervisor"  # the trial's supervisor (orchestrator/running/supervisor.py)
+RECORDER = (
+    "recorder"  # computed from the trial's step rows when its row is built (orchestrator/recording/sinks.py)
+)
+MEMORY_MODEL = "memory model"  # orchestrator/judging/memory, before the trial ran
+VERDICT = "verdict"  # orchestrator/judging/verdict.py, from the step rows
+MEASURERS = (SPEC, TRAINER, SAMPLER, SUPERVISOR, RECORDER, MEMORY_MODEL, VERDICT)
+
+# Units: what a number counts; a word for a field that is not a number.
+GIB = "GiB"  # 2^30 bytes
+SECONDS = "s"
+EPOCH_S = "s since the epoch"
+TOKENS = "tokens"
+COUNT = "count"
+FRACTION = "fraction"
+KEY, TEXT, JSON_TEXT, FLAG, CHOICE, TIME = "key", "text", "JSON", "flag", "one of a set", "UTC time"
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: str
+    unit: str
+    measured_by: str
+    meaning: str
+
+
+# A step row's per-reward curve, one field per reward the tasks define (tasks/rewards.py REWARD_NAMES):
+# the template's {reward} is filled in by step_fields.
+REWARD_CURVE = Field(
+    "rewards/{reward}/mean", FLOAT64, FRACTION, TRAINER,
+    "each reward component's mean over the step's completions (TRL's `rewards/<name>/mean`); null when the "
+    "task does not use that reward. `format` is 0/1 for exactly `<think>…</think><answer>…</answer>`; "
+    "`format_partial` gives 0.5 per well-formed tag pair",
+)  # fmt: skip
+
+# One row per optimizer step of one trial (steps/framework=<f>/mode=<m>/<trial_key>.parquet).
+STEP_FIELDS: tuple[Field, ...] = (
+    Field("trial_key", STRING, KEY, SPEC, "the trial's key (trials.parquet)"),
+    Field("step", INT64, COUNT, TRAINER, "optimizer step, 1-based"),
+    Field("probe", BOOL, FLAG, TRAINER, "the completions this step trained on were forced to max_completion_length "
+       "(worst-case memory): the first `probe_steps` steps' generations, and the steps that reuse them"),
+    Field("generated", BOOL, FLAG, TRAINER, "the step generated completions; false when it optimised over completions "
+       "generated earlier (num_iterations > 1, or steps_per_generation > gradient accumulation)"),
+    Field("step_s", FLOAT64, SECONDS, TRAINER, "the whole optimizer step"),
+    Field("cycle_steps", FLOAT64, COUNT, TRAINER, "on the step that closes a generation cycle: how many optimizer "
+       "steps the cycle had; null on other steps"),
+    Field("gen_s", FLOAT64, SECONDS, TRAINER, "spent generating inside the step; null when the step generated nothing"),
+    Field("prompt_tokens", FLOAT64, TOKENS, TRAINER, "prompt tokens generation fed in the step (counted, not "
+       "estimated); null when the step generated nothing"),
+    Field("completion_tokens", FLOAT64, TOKENS, TRAINER, "completion tokens generation produced in the step "
+       "(counted, not estimated); null when the step generated nothing"),
+    Field("tokens_per_s", FLOAT64, "tokens/s", TRAINER, "throughput of a generation cycle: (prompt + completion "
+       "tokens generated in the cycle) / wall time of all the cycle's steps (its generation and every "
+       "optimisation pass over those completions). Reported on the step that closes the cycle, null on the "
+       "others; with num_iterations 1 every step is a cycle"),
+    Field("estimated_tokens_per_step", FLOAT64, TOKENS, TRAINER, "an estimate, not a count: the original "
+       "benchmark's (max_prompt_length + max_completion_length) x num_generations x "
+       "per_device_train_batch_size, from configured limits (see metrics.csv below)"),
+    Field("estimated_tokens_per_sec", FLOAT64, "tokens/s", TRAINER, "estimated_tokens_per_step / step_s, the "
+       "original benchmark's throughput estimate"),
+    Field("torch_allocated_gib", FLOAT64, GIB, TRAINER, "torch allocated at step end (CUDA only)"),
+    Field("torch_reserved_gib", FLOAT64, GIB, TRAINER, "torch reserved at step end (CUDA only)"),
+    Field("torch_peak_allocated_gib", FLOAT64, GIB, TRAINER, "torch peak allocated within the step (reset at step "
+       "start; CUDA only)"),
+    Field("torch_peak_reserved_gib", FLOAT64, GIB, TRAINER, "torch peak reserved within the step (reset at step "
+       "start; CUDA only)"),
+    Field("torch_peak_allocated_since_start_gib", FLOAT64, GIB, TRAINER, "peak allocated since training began, "
+       "running over the steps (CUDA only; null on CPU)"),
+    Field("device_used_gib", FLOAT64, GIB, SAMPLER, "NVML at step end (process memory where listed, else device used "
+       "memory less what was in use before the trial)"),
+    Field("device_peak_gib", FLOAT64, GIB, SAMPLER, "NVML peak within the step (process memory where listed, else "
+       "device used memory less what was in use before the trial)"),
+    Field("rss_gib", FLOAT64, GIB, SAMPLER, "trainer process RSS at step end"),
+    Field("rss_peak_gib", FLOAT64, GIB, SAMPLER, "trainer process RSS peak within the step"),
+    Field("gpu_util_pct", FLOAT64, "%", SAMPLER, "NVML utilisation (mean in the step)"),
+    Field("power_w", FLOAT64, "W", SAMPLER, "NVML power (mean in the step)"),
+    Field("energy_j", FLOAT64, "J", SAMPLER, "power integrated over the step"),
+    Field("alloc_retries", FLOAT64, COUNT, TRAINER, "torch's cudaMalloc calls that failed and were retried after "
+       "freeing its cache, in the step (`torch.cuda.memory_stats` num_alloc_retries delta); null on CPU"),
+    Field("alloc_ooms", FLOAT64, COUNT, TRAINER, "out-of-memory errors torch's allocator raised in the step "
+       "(num_ooms delta), including ones a library caught and recovered from; null on CPU"),
+    Field("reward_timeouts", FLOAT64, COUNT, TRAINER, "scoring calls (training rewards, and held-out accuracy checks "
+       "when the step evaluates) stopped at `task_args.reward_timeout_s` and scored 0 in the step; null when "
+       "no scoring ran in the step (a step that reuses its cycle's completions)"),
+    Field("reward_mean", FLOAT64, "reward", TRAINER, "TRL's reward mean (weighted sum of the task's rewards)"),
+    Field("reward_std", FLOAT64, "reward", TRAINER, "TRL's reward standard deviation"),
+    Field("frac_reward_zero_std", FLOAT64, FRACTION, TRAINER, "groups whose rewards are all equal (no learning "
+       "signal)"),
+    Field("loss", FLOAT64, "loss", TRAINER, "TRL's training loss"),
+    Field("grad_norm", FLOAT64, "norm", TRAINER, "TRL's gradient norm"),
+    Field("kl", FLOAT64, "nats", TRAINER, "TRL's KL to the reference model (only when beta > 0)"),
+    Field("entropy", FLOAT64, "nats", TRAINER, "TRL's mean token entropy"),
+    Field("clip_ratio", FLOAT64, FRACTION, TRAINER, "TRL's clipped importance ratios"),
+    Field("completion_len_mean", FLOAT64, TOKENS, TRAINER, "mean completion length"),
+    Field("completion_len_max", FLOAT64, TOKENS, TRAINER, "longest completion"),
+    Field("clipped_ratio", FLOAT64, FRACTION, TRAINER, "completions cut at max_completion_length"),
+    Field("learning_rate", FLOAT64, "rate", TRAINER, "the scheduler's learning rate at the step"),
+    Field("t_start", FLOAT64, EPOCH_S, TRAINER, "wall clock at the step's start"),
+    Field("t_end", FLOAT64, EPOCH_S, TRAINER, "wall clock at the step's end"),
+    REWARD_CURVE,
+    Field("eval_pass_at_1", FLOAT64, FRACTION, TRAINER, "held-out accuracy, pass@1 estimated from all k samples per "
+       "prompt; null on steps without evaluation"),
+    Field("eval_pass_at_k", FLOAT64, FRACTION, TRAINER, "held-out pass@k: share of prompts with at least one correct "
+       "of k samples"),
+    Field("eval_k", FLOAT64, COUNT, TRAINER, "k, samples per held-out prompt"),
+    Field("eval_prompts", FLOAT64, COUNT, TRAINER, "held-out prompts evaluated"),
+    Field("eval_s", FLOAT64, SECONDS, TRAINER, "wall time of the evaluation (not part of step_s)"),
+    Field("extra", STRING, JSON_TEXT, TRAINER, "any other number the trainer reported, by name"),
+)  # fmt: skip
+
+# The fields the supervisor's sampler measures over a step's wall times, overlaid on the trainer's row.
+SAMPLER_FIELDS = tuple(f.name for f in STEP_FIELDS if f.measured_by == SAMPLER)
+
+# One row per trial, every status (trials.parquet; also the resume ledger).
+TRIAL_FIELDS: tuple[Field, ...] = (
+    Field("trial_key", STRING, KEY, SPEC, "`<framework>-<mode>-<model short>-k<K>-b<B>-<12 hex of the other settings "
+       "and the full model name>`; stable across runs"),
+    Field("sweep", STRING, TEXT, SPEC, "sweep name"),
+    Field("framework", STRING, CHOICE, SPEC, "`trl`, `unsloth`"),
+    Field("mode", STRING, CHOICE, SPEC, "`grpo` (token-level IS), `gspo` (sequence-level)"),
+    Field("model", STRING, TEXT, SPEC, "hub id, local dir, `random:<hub id>` or `tiny`"),
+    Field("task", STRING, TEXT, SPEC, "task name"),
+    Field("num_generations", INT64, COUNT, SPEC, "K, completions per prompt"),
+    Field("batch_size", INT64, COUNT, SPEC, "B, prompts per optimizer step"),
+    Field("micro_batch_size", INT64, COUNT, SPEC, "completions per forward/backward (effective: B×K when unset)"),
+    Field("max_prompt_length", INT64, TOKENS, SPEC, "longest prompt"),
+    Field("max_completion_length", INT64, TOKENS, SPEC, "longest completion"),
+    Field("quantization", STRING, CHOICE, SPEC, "`nf4`, `none`"),
+    Field("dtype", STRING, CHOICE, SPEC, "requested dtype (`auto`, ...); what ran is in effective_config"),
+    Field("lora_r", INT64, COUNT, SPEC, "LoRA rank"),
+    Field("seed", INT64, COUNT, SPEC, "random seed"),
+    Field("max_steps", INT64, COUNT, SPEC, "optimizer steps asked for"),
+    Field("status", STRING, CHOICE, SUPERVISOR, "`completed` · `oom` · `pruned` · `failed` · `unavailable` · "
+       "`stopped`"),
+    Field("status_detail", STRING, TEXT, SUPERVISOR, "a sentence to act on: exception + trainer output tail (failed), "
+       "or the refusal alone when the settings do not fit the task (failed: e.g. `max_prompt_length: the "
+       "task's longest prompt is 300 tokens, over the limit of 256; raise …`), the reading and budget (guard "
+       "oom), `dominated by <trial_key> (...)` (pruned), what is missing (unavailable), `interrupted` "
+       "(stopped)"),
+    Field("steps_completed", INT64, COUNT, RECORDER, "distinct optimizer steps reported"),
+    Field("peak_device_gib", FLOAT64, GIB, SAMPLER, "NVML peak of the trainer over the trial: its process memory, else "
+       "the device's less what was in use before the trial (gpu_memory_source); null without NVML"),
+    Field("peak_torch_reserved_gib", FLOAT64, GIB, RECORDER, "max of the steps' torch peak reserved"),
+    Field("peak_rss_gib", FLOAT64, GIB, SAMPLER, "trainer process resident memory peak (sampler VmHWM or steps)"),
+    Field("median_step_s", FLOAT64, SECONDS, RECORDER, "median step time over non-probe steps (all steps if only "
+       "probes)"),
+    Field("median_tokens_per_s", FLOAT64, "tokens/s", RECORDER, "per generation cycle (the steps' `tokens_per_s`), "
+       "median over the cycles whose completions were not forced (non-probe)"),
+    Field("wall_s", FLOAT64, SECONDS, SUPERVISOR, "from trainer start to its exit, imports and model load included"),
+    Field("gpu_name", STRING, TEXT, TRAINER, "from the trainer's `started` event; null on CPU"),
+    Field("gpu_total_gib", FLOAT64, GIB, TRAINER, "the GPU's memory; null on CPU"),
+    Field("versions", STRING, JSON_TEXT, TRAINER, "torch, transformers, trl, peft, accelerate, bitsandbytes, datasets, "
+       "unsloth..."),
+    Field("effective_config", STRING, JSON_TEXT, TRAINER, "the configuration the constructed trainer actually held; "
+       "with Unsloth fast_inference also `gpu_memory_utilization` (asked) and `vllm_gpu_memory_utilization` "
+       "(passed to vLLM: scaled to memory_budget_gib)"),
+    Field("lora_alpha", INT64, COUNT, SPEC, "LoRA alpha"),
+    Field("lora_dropout", FLOAT64, FRACTION, SPEC, "LoRA dropout"),
+    Field("learning_rate", FLOAT64, "rate", SPEC, "the optimizer's learning rate"),
+    Field("beta", FLOAT64, "coefficient", SPEC, "KL coefficient"),
+    Field("num_iterations", INT64, COUNT, SPEC, "optimisation passes per generation batch"),
+    Field("temperature", FLOAT64, "temperature", SPEC, "sampling temperature"),
+    Field("loss_type", STRING, CHOICE, SPEC, "TRL loss_type"),
+    Field("gradient_checkpointing", BOOL, FLAG, SPEC, "requested (ignored on CPU)"),
+    Field("probe_steps", INT64, COUNT, SPEC, "leading worst-case steps"),
+    Field("memory_budget_gib", FLOAT64, GIB, SPEC, "emulated card size; null = the device's total"),
+    Field("trainer_s", FLOAT64, SECONDS, RECORDER, "sum of step_s (time inside optimizer steps)"),
+    Field("exit_code", INT64, "exit status", SUPERVISOR, "trainer exit code; negative = killed by that signal"),
+    Field("cuda_visible_devices", STRING, TEXT, SUPERVISOR, "what the trainer child was given (`\"\"` = no GPU)"),
+    Field("started_at", TIMESTAMP, TIME, SUPERVISOR, "trainer start"),
+    Field("ended_at", TIMESTAMP, TIME, SUPERVISOR, "trainer end"),
+    Field("config", STRING, JSON_TEXT, SPEC, "the full TrialSpec (every knob)"),
+    Field("context_gib", FLOAT64, GIB, TRAINER, "the trainer's CUDA context measured right after it was created; "
+       "counted within memory_budget_gib (docs/oom.md); null on CPU or without NVML"),
+    Field("context_source", STRING, CHOICE, TRAINER, "how context_gib was measured: `process` (NVML's figure for the "
+       "trainer's PID) or `device` (device memory used after minus before: NVML cannot see the PID, e.g. a "
+       "container's own PID namespace); null when not measured"),
+    Field("alloc_conf", STRING, TEXT, TRAINER, "torch's allocator setting the trainer ran with (`PYTORCH_ALLOC_CONF`, "
+       "else `PYTORCH_CUDA_ALLOC_CONF`), the same for both stacks; default `expandable_segments:True`"),
+    Field("gpu_memory_source", STRING, CHOICE, SAMPLER, "where the trial's GPU figures (peak_device_gib, the steps' "
+       "device_*) came from: `process` (NVML lists the trainer) or `device` (device used memory less what was "
+       "in use before the trial started); null without NVML"),
+    Field("training_verdict", STRING, CHOICE, VERDICT, "a completed trial's training verdict (null for other "
+       "statuses): `diverged` · `memory_creep` · `no_signal` · `truncated` · `ok` · `too_short`; the first "
+       "that holds in that order (see Training verdicts below)"),
+    Field("training_verdict_detail", STRING, TEXT, VERDICT, "every verdict that holds, `; `-joined, each with the "
+       "steps and figures that triggered it (e.g. `no_signal: frac_reward_zero_std >= 0.95 for 5 steps in a "
+       "row (steps 1-5: 1.00, ...)`)"),
+    Field("predicted_peak_gib", FLOAT64, GIB, MEMORY_MODEL, "the memory model's prediction of the trial's peak "
+       "(orchestrator/judging/memory; the measure its sweep's trials are measured in: GPU, torch reserved or "
+       "RSS), made just before the trial ran (or was skipped) from the trials finished before it; null when "
+       "no prediction was made or none could be (an unknown model config, vLLM's pool without measured "
+       "trials)"),
+    Field("predicted_low_gib", FLOAT64, GIB, MEMORY_MODEL, "the low end of the prediction's interval; null when no "
+       "prediction"),
+    Field("predicted_high_gib", FLOAT64, GIB, MEMORY_MODEL, "the high end of the prediction's interval; null when no "
+       "prediction"),
+    Field("predicted_from_trials", INT64, COUNT, MEMORY_MODEL, "measured trials of the trial's family the prediction "
+       "was fitted on; 0 = the prior (no trial measured yet); null when no prediction"),
+    Field("predicted_basis", STRING, CHOICE, MEMORY_MODEL, "`prior` (analytical terms only) or `fitted` "
+       "(coefficients fitted on measured trials); null when no prediction"),
+    Field("phase", STRING, CHOICE, SUPERVISOR, "the phase the row's figures come from: `memory` (probe steps and the "
+       "first steady generation cycle: the trial fits, or ended `oom` there) or `speed` (its full steps, "
+       "alone on its GPU; also every trial of a sweep without a budget); null for a trial that did not run "
+       "(pruned, unavailable, stopped before starting)"),
+    Field("settled_step", INT64, COUNT, SUPERVISOR, "the step at which the settled stop (`stop.when_settled`) ended "
+       "the speed phase: peak memory had not grown for `stop.settle_steps` steps and the median tokens/s was "
+       "known within `stop.settle_half_width`; null when it ran to max_steps or the stop was off"),
+)  # fmt: skip
+
+
+def step_fields(reward_names: Iterable[str]) -> tuple[Field, ...]:
+    """STEP_FIELDS with REWARD_CURVE made one field per reward name, in place."""
+    out: list[Field] = []
+    for f in STEP_FIELDS:
+        if f is REWARD_CURVE:
+            out += [
+                Field(f.name.format(reward=r), f.type, f.unit, f.measured_by, f.meaning) for r in reward_names
+            ]
+        else:
+            out.append(f)
+    return tuple(out)
+
+
+def finite_or_none(value: Any) -> float | None:
+    """value as a float when it is a finite number (not a bool), else None: what was not measured."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+# "Peak memory", one precedence: what NVML saw of the GPU (the trainer's process, else the device), then
+# torch's reserved pool, then the process's RSS (a CPU run). Each source: (kind, the trial field, the step
+# fields it is the maximum of).
+GPU, TORCH, RSS = "GPU", "torch reserved", "RSS"
+PEAK_SOURCES = (
+    (GPU, "peak_device_gib", ("device_peak_gib",)),
+    (TORCH, "peak_torch_reserved_gib", ("torch_peak_reserved_gib", "torch_reserved_gib")),
+    (RSS, "peak_rss_gib", ("rss_peak_gib", "rss_gib")),
+)
+# Each kind as a reader sees it beside a figure: which memory it is and where it was measured.
+MEMORY_LABELS = {GPU: "GPU (NVML)", TORCH: "torch reserved", RSS: "RSS (CPU run)"}
+
+
+def peak_memory(row: Mapping[str, Any]) -> tuple[float | None, str | None]:
+    """(peak GiB, kind) of a trial row or a step row, by PEAK_SOURCES' precedence; (None, None) if
+    nothing was measured. kind is GPU, TORCH or RSS."""
+    for kind, trial_field, step_fields_ in PEAK_SOURCES:
+        values = [finite_or_none(row.get(name)) for name in (trial_field, *step_fields_)]
+        values = [v for v in values if v is not None]
+        if values:
+            return max(values), kind
+    return None, None
+
+
+def first_kind(kinds: Iterable[str | None]) -> str | None:
+    """Of the kinds of peak some rows measured, the one PEAK_SOURCES puts first (None when none)."""
+    seen = set(kinds)
+    return next((kind for kind, _, _ in PEAK_SOURCES if kind in seen), None)
