@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 import pyarrow.parquet as pq  # noqa: E402
 
 from orchestrator.recording import recorder, tracking  # noqa: E402
-from orchestrator.running import driver  # noqa: E402
+from orchestrator.running import _tune, driver  # noqa: E402
 from orchestrator.running.supervisor import child_env  # noqa: E402
 from orchestrator.spec.sweep import load_sweep  # noqa: E402
 from orchestrator.views import report  # noqa: E402
@@ -76,7 +76,7 @@ def instrument() -> None:
         for hook in ("on_start", "on_step", "on_end"):
             timed(cls, hook, f"sink {cls.__name__}.{hook}")
     start, end, fit = recorder.Recorder.start, recorder.Recorder.end, driver.tune.Tuner.fit
-    suggest = driver.PlanSearcher.suggest
+    suggest = _tune.PlanSearcher.suggest
 
     def on_suggest(self, trial_id):
         config = suggest(self, trial_id)
@@ -100,7 +100,7 @@ def instrument() -> None:
             marks["fit_end"] = time.time()
 
     recorder.Recorder.start, recorder.Recorder.end, driver.tune.Tuner.fit = on_start, on_end, on_fit
-    driver.PlanSearcher.suggest = on_suggest
+    _tune.PlanSearcher.suggest = on_suggest
 
 
 def child_import_s() -> float:

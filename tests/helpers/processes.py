@@ -5,7 +5,7 @@ from pathlib import Path
 
 import psutil
 
-# orchestrator.running.driver.private_ray_temp_dir's <private>/ray, as Ray's services name it on their command lines
+# orchestrator.running.ray_env.private_ray_temp_dir's <private>/ray, as Ray's services name it on their command lines
 PRIVATE_RAY_DIR = re.compile(r"(/[^\s=]*?/rls-ray-[^/\s]+)/ray(?:/|$)")
 
 

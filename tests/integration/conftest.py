@@ -11,7 +11,7 @@ def ray_fake_gpus():
     shut down and its temp dir removed after the module."""
     import ray
 
-    from orchestrator.running.driver import init_ray
+    from orchestrator.running.ray_env import init_ray
 
     temp = init_ray(num_cpus=2, num_gpus=2)
     yield

@@ -177,7 +177,7 @@ def test_submit_runs_sweep_on_cluster_to_s3_and_mlflow_server(services):
 
 NICENESS_ON_THE_CLUSTER = """
 import os, subprocess, sys, ray
-from orchestrator.running.driver import init_ray
+from orchestrator.running.ray_env import init_ray
 init_ray(sys.argv[1])
 @ray.remote(num_cpus=1)
 def niceness():

@@ -20,7 +20,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from orchestrator.cli import main
-from orchestrator.running.driver import FINAL, RUN, RecorderCallback, run_sweep
+from orchestrator.judging.pruning import RUN
+from orchestrator.running._tune import FINAL, RecorderCallback
+from orchestrator.running.driver import run_sweep
 from orchestrator.spec.sweep import load_sweep
 from tests.helpers.html_outline import outline
 from tests.helpers.html_outline import table_after as html_table_after

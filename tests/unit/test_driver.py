@@ -7,17 +7,12 @@ import time
 
 import pytest
 
+from orchestrator.judging.pruning import HOLD, RUN
 from orchestrator.recording.sinks import TrialsTable, trial_row
-from orchestrator.running.driver import (
-    HOLD,
-    RUN,
-    _job_worker_env,
-    _phase_name,
-    _Relay,
-    placement_verdict,
-    run_sweep,
-)
+from orchestrator.running._tune import _Relay, placement_verdict
+from orchestrator.running.driver import _phase_name, run_sweep
 from orchestrator.running.phases import TrialPhases
+from orchestrator.running.ray_env import _job_worker_env
 from orchestrator.spec.plan import expand
 from orchestrator.spec.sweep import SweepError, parse_sweep
 from trainers.events import STEP
@@ -110,7 +105,7 @@ def test_each_step_row_crosses_the_ray_boundary_once_and_the_recorder_keeps_the_
     from orchestrator.judging.verdict import VerdictSettings
     from orchestrator.recording.outcome import COMPLETED, TrialResult
     from orchestrator.recording.recorder import Recorder
-    from orchestrator.running import driver
+    from orchestrator.running import _tune as driver
     from trainers.spec import TrialSpec
 
     rows = [{"step": n, "step_s": 1.0 + n, "t_start": 10.0 * n, "t_end": 10.0 * n + 1} for n in (1, 2, 3)]
@@ -143,9 +138,7 @@ def test_each_step_row_crosses_the_ray_boundary_once_and_the_recorder_keeps_the_
         def on_end(self, spec, row, steps):
             ended.append((row["steps_completed"], [s["step_s"] for s in steps]))
 
-    key = "test-once"
-    monkeypatch.setitem(driver._LIVE, key, Recorder([spec], [Keep()]))
-    callback = driver.RecorderCallback(key)
+    callback = driver.RecorderCallback(Recorder([spec], [Keep()]))
 
     class Trial:
         config = {"trial_key": "once"}
@@ -154,3 +147,21 @@ def test_each_step_row_crosses_the_ray_boundary_once_and_the_recorder_keeps_the_
     for payload in reports:
         callback.on_trial_result(0, [], Trial(), payload)
     assert ended == [(3, [2.0, 3.0, 4.0])]
+
+
+def test_the_searcher_and_callback_hold_their_live_objects_and_pickle_without_them():
+    """Tuner pickles its searcher and callbacks (tuner.pkl); a recorder holds locks and consoles, which
+    do not pickle. The pickled copies are inert: they keep the plan, not the live objects."""
+    import cloudpickle
+
+    from orchestrator.running._tune import PlanSearcher, RecorderCallback
+    from trainers.spec import TrialSpec
+
+    live = threading.Lock()  # stands for the recorder's locks: not picklable
+    spec = TrialSpec(max_steps=1, trial_key="k", sweep="s")
+    searcher = PlanSearcher([spec], {"cpus": 1}, recorder=live, decide=lambda s: RUN, placement=lambda: RUN)
+    assert searcher.suggest("t1") == {"trial_key": "k", "spec_json": spec.to_json(), "cpus": 1}
+    copy = cloudpickle.loads(cloudpickle.dumps(searcher))
+    assert (copy.config, hasattr(copy, "recorder"), hasattr(copy, "decide")) == ({"cpus": 1}, False, False)
+    callback = cloudpickle.loads(cloudpickle.dumps(RecorderCallback(live)))
+    assert not hasattr(callback, "recorder")

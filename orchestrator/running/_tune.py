@@ -1,0 +1,257 @@
+"""The Ray Tune glue of a sweep: the trainable (the supervisor, inside a Ray worker), the searcher that
+hands Tune the planned trials in order, and the callback that forwards Tune's trial events to the
+Recorder in the driver.
+
+Tune reuses an actor for the next trial of the same resources (reuse_actors): the worker holds no CUDA
+or trainer state, since every trial's trainer is a fresh child process (orchestrator/running/supervisor.py),
+so a reused worker only saves Ray's process start and the trainable's imports.
+
+The trial order and skips are in PlanSearcher (a Tune Searcher): Tune's schedulers cannot hold back
+PENDING trials, a Searcher can. `decide(spec)` answers RUN, HOLD (ask again later) or a pruning
+detail string (orchestrator.judging.pruning.OomGate by default, docs/oom.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray import tune
+from ray.tune import Callback
+from ray.tune.search import Searcher
+
+from orchestrator.judging.pruning import HOLD, RUN
+from orchestrator.judging.verdict import stop_check
+from orchestrator.recording.outcome import FAILED, UNAVAILABLE, TrialResult
+from orchestrator.recording.recorder import Recorder
+from orchestrator.running.supervisor import run_trial
+from trainers.events import STEP
+from trainers.spec import TrialSpec
+
+# How long a trial no node can host waits for the cluster to grow (an autoscaler) before it ends
+# `unavailable`; a local Ray does not grow, so it does not wait.
+PLACEMENT_PATIENCE_S = 120.0
+
+Decider = Callable[[TrialSpec], str]
+FINAL = "final"  # the trainable's last report: the supervisor's TrialResult
+
+
+# ------------------------------------------------------------------------------------------------
+# The trainable: runs inside a Ray worker, which Tune reuses for later trials.
+# ------------------------------------------------------------------------------------------------
+def trainable(config: dict[str, Any]) -> None:
+    spec = TrialSpec.from_dict(json.loads(config["spec_json"]))
+    gpu_ids = ray.get_gpu_ids()
+    # No GPU held: hide all of them, so a CPU trial on a GPU host cannot take one.
+    devices = ",".join(str(g) for g in gpu_ids) if gpu_ids else ""
+
+    relay = _Relay()
+    try:
+        result = run_trial(
+            spec,
+            trial_dir=Path(config["trials_dir"]) / spec.trial_key,
+            guard=config["guard"],
+            on_event=relay,
+            cuda_visible_devices=devices,
+            cpus=config["cpus"],
+            stop_check=stop_check(config["verdict"]),
+            phases=config["phases"],
+            stop_event=relay.failed,
+        )
+    finally:
+        relay.close()  # its thread ends however run_trial did: a reused worker keeps no stray thread
+    # The step rows went to Tune one by one (the relay): the result goes without them, so each row
+    # crosses the Ray boundary once; the Recorder keeps the rows it was streamed.
+    tune.report({"kind": FINAL, "result": {**result.to_dict(), "steps": []}})
+
+
+class _Relay:
+    """Hands a trial's step rows to Tune from a thread of its own. tune.report waits until Tune's
+    controller has taken the previous result, a round trip through the driver; made from the
+    supervisor's loop, it held that loop back, so its words to the trainer (`stop` once settled, a
+    verdict's stop) came steps late on a busy host. The supervisor's loop now never waits on Tune.
+    Whatever the report thread meets (Tune ending the trial raises SystemExit there) sets `failed`, which
+    run_trial watches as its stop event (it stops the child), and is raised again in the trainable's own
+    thread."""
+
+    def __init__(self, report: Callable[[dict[str, Any]], None] | None = None):
+        self.report = report or tune.report
+        self.rows: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+        self.raised: BaseException | None = None
+        self.failed = threading.Event()
+        self.thread = threading.Thread(target=self._report, name="rlsweep-relay", daemon=True)
+        self.thread.start()
+
+    def _report(self) -> None:
+        try:
+            while (row := self.rows.get()) is not None:
+                self.report({"kind": STEP, "row": row})
+        except BaseException as exc:  # noqa: BLE001 - handed to the trainable's thread
+            self.raised = exc
+            self.failed.set()
+
+    def __call__(self, kind: str, row: dict[str, Any]) -> None:
+        if self.raised is not None:
+            raise self.raised
+        if kind == STEP:
+            self.rows.put(row)
+
+    def close(self) -> None:
+        """Every row reported (in order, before the final result), or what stopped the reports."""
+        self.rows.put(None)
+        self.thread.join()
+        if self.raised is not None:
+            raise self.raised
+
+
+# ------------------------------------------------------------------------------------------------
+# Order and skips
+# ------------------------------------------------------------------------------------------------
+
+
+class _Live:
+    """Tuner pickles its searcher and callbacks into its experiment folder (tuner.pkl, for
+    Tuner.restore, which rlsweep does not use: the ledger is the resume state). What they hold live (the
+    recorder with its consoles, locks and MLflow client; the gate; the placement watch) stays out of
+    that copy: the copy is inert."""
+
+    LIVE: tuple[str, ...] = ()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in self.LIVE}
+
+
+class PlanSearcher(_Live, Searcher):
+    """Hands Tune the planned trials in order; asks `decide` first (run, hold, or a pruning detail),
+    and `placement` whether any node can host a trial at all."""
+
+    LIVE = ("recorder", "decide", "placement")
+
+    def __init__(
+        self,
+        trials: list[TrialSpec],
+        config: dict[str, Any],
+        recorder: Recorder,
+        decide: Decider,
+        placement: Callable[[], str],
+    ):
+        super().__init__()
+        self.queue = list(trials)
+        self.config = config
+        self.recorder = recorder
+        self.decide = decide
+        self.placement = placement
+
+    def suggest(self, trial_id: str):
+        placement = self.placement()
+        if placement == HOLD:
+            return None
+        if placement != RUN:  # no node can host any trial of the sweep (they all ask alike)
+            for spec in self.queue:
+                self.recorder.skip(spec, placement, UNAVAILABLE)
+            self.queue.clear()
+            return Searcher.FINISHED
+        for spec in list(self.queue):
+            verdict = self.decide(spec)
+            if verdict == HOLD:
+                continue
+            self.queue.remove(spec)
+            if verdict == RUN:
+                return {"trial_key": spec.trial_key, "spec_json": spec.to_json(), **self.config}
+            self.recorder.skip(spec, verdict)
+        return Searcher.FINISHED if not self.queue else None
+
+    def on_trial_complete(self, trial_id, result=None, error=False):
+        pass
+
+    # The ledger (trials.parquet) is the resume state, not Tune's searcher checkpoint.
+    def save(self, checkpoint_path: str) -> None:
+        pass
+
+    def restore(self, checkpoint_path: str) -> None:
+        pass
+
+
+# ------------------------------------------------------------------------------------------------
+# Tune's trial events to the recorder in the driver
+# ------------------------------------------------------------------------------------------------
+class RecorderCallback(_Live, Callback):
+    """Forwards Tune's trial events to the Recorder (orchestrator/recording/recorder.py) living in the driver."""
+
+    LIVE = ("recorder",)
+
+    def __init__(self, recorder: Recorder):
+        self.recorder = recorder
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.recorder.start(trial.config["trial_key"])
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        key = trial.config["trial_key"]
+        if result.get("kind") == STEP:
+            self.recorder.step(key, result["row"])
+        elif result.get("kind") == FINAL:
+            self.recorder.end(key, TrialResult(**result["result"]))
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        # Ended without a final report (a no-op after one): the trainable itself broke.
+        self.recorder.end(trial.config["trial_key"], None, FAILED, "supervisor ended without a result")
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.recorder.end(trial.config["trial_key"], None, FAILED, f"supervisor error: {_error_text(trial)}")
+
+
+def _error_text(trial) -> str:
+    with contextlib.suppress(Exception):
+        path = trial.error_file or ""
+        if path and os.path.exists(path):
+            return Path(path).read_text()[-2000:]
+    return "see Ray's trial error"
+
+
+# ------------------------------------------------------------------------------------------------
+# Trials no node can host
+# ------------------------------------------------------------------------------------------------
+def placement_verdict(
+    request: dict[str, float], nodes: list[dict[str, float]], waited_s: float, patience_s: float
+) -> str:
+    """RUN when some node's total resources cover `request` (Ray's keys: CPU, GPU); HOLD while none does
+    and waited_s < patience_s; then the `unavailable` detail with the numbers."""
+    if any(all(node.get(k, 0) >= need for k, need in request.items()) for node in nodes):
+        return RUN
+    if waited_s < patience_s:
+        return HOLD
+    asked = ", ".join(f"{k} {need:g}" for k, need in request.items())
+    largest = ", ".join(f"{k} {max((n.get(k, 0) for n in nodes), default=0):g}" for k in request)
+    return (
+        f"no node can host the trial: it asks for {asked} and the largest node has {largest} "
+        f"(waited {waited_s:.0f} s for the cluster to grow); lower resources.cpus_per_trial / "
+        "gpus_per_trial or add a larger node"
+    )
+
+
+class PlacementWatch:
+    """placement_verdict over the cluster's live nodes, timed from the first time no node fits."""
+
+    def __init__(self, request: dict[str, float], patience_s: float):
+        self.request = request
+        self.patience_s = patience_s
+        self.short_since: float | None = None
+
+    def __call__(self) -> str:
+        nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+        now = time.monotonic()
+        verdict = placement_verdict(self.request, nodes, now - (self.short_since or now), self.patience_s)
+        if verdict == RUN:
+            self.short_since = None
+        elif self.short_since is None:
+            self.short_since = now
+        return verdict
