@@ -153,7 +153,10 @@ def trial_row(
     gpu_name, gpu_total = device_info(started)
     peak = result.peak if result else {}
     config = {k: v for k, v in spec.to_dict().items() if k not in ATTEMPT_FILES}
-    row = {name: getattr(spec, name, None) for name in TRIAL_COLUMNS if hasattr(spec, name)}
+    # Every column, null where nothing below fills it (a trial that did not complete has no verdict).
+    row = dict.fromkeys(TRIAL_COLUMNS) | {
+        name: getattr(spec, name) for name in TRIAL_COLUMNS if hasattr(spec, name)
+    }
     row.update(
         micro_batch_size=spec.effective_micro_batch_size,
         status=status or (result.status if result else None),

@@ -230,3 +230,18 @@ def test_rlsweep_trials_folder_holds_what_a_sweeps_writer_writes(tmp_path):
         swept["status"], swept["steps_completed"], swept["peak_rss_gib"]) == (COMPLETED, 2, max(r["rss_peak_gib"] for r in rows))  # fmt: skip
     metrics = pd.read_csv(folder / "metrics.csv")
     assert metrics.step_time_sec.tolist() == [2.0, 1.0]
+
+
+def test_a_trial_row_has_every_column_null_where_nothing_was_measured():
+    """A trial that did not complete has no training verdict: its row still has the column, null, so every
+    sink (the trial folder's trial.json among them) reads one shape."""
+    from orchestrator.recording.sinks import TRIAL_COLUMNS, trial_row
+    from trainers.spec import TrialSpec
+
+    row = trial_row(TrialSpec(trial_key="k", sweep="s"), None, [], status="unavailable", detail="no unsloth")
+    assert set(row) == set(TRIAL_COLUMNS)
+    assert (row["training_verdict"], row["training_verdict_detail"], row["median_tokens_per_s"]) == (
+        None,
+        None,
+        None,
+    )
