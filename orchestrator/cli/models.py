@@ -38,7 +38,7 @@ def not_bundled(hub_id: str) -> str:
 def cmd_models(args: argparse.Namespace) -> int:
     from transformers.utils import logging as hf_logging
 
-    from orchestrator.cli import out
+    from orchestrator.cli._common import out
 
     hf_logging.set_verbosity_error()  # Phi-4-mini's published rope fields draw a notice that is no news here
 

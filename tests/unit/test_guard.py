@@ -1,6 +1,7 @@
 """One default per guard setting: `rlsweep trial`'s flags and a sweep's sections agree."""
 
-from orchestrator.cli import build_parser, trial_guard
+from orchestrator.cli import build_parser
+from orchestrator.cli._common import trial_guard
 from orchestrator.running.guard import GuardSettings
 from orchestrator.running.telemetry import DEFAULT_GUARD_MARGIN_GIB, MemorySampler
 from orchestrator.spec.sweep import parse_sweep

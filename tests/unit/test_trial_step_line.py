@@ -1,6 +1,6 @@
 """`rlsweep trial`'s per-step line names the memory its peak is."""
 
-from orchestrator.cli import _step_line
+from orchestrator.cli.trial import _step_line
 from trainers.spec import TrialSpec
 
 

@@ -1,0 +1,73 @@
+"""Shared pieces of the verbs: the consoles, --set and the guard flags."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rich.console import Console
+
+from orchestrator.running.guard import DEFAULTS as GUARD
+from orchestrator.running.guard import GuardSettings
+from tasks.names import did_you_mean
+from trainers import stacks
+
+# Piped to a file or CI log, rich would assume 80 columns and fold the tables: give them room.
+_WIDTH = None if sys.stdout.isatty() else 150
+
+
+console = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
+
+
+out = Console(highlight=False, soft_wrap=True, width=_WIDTH)
+
+
+def add_set(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting (dotted key, YAML value), e.g. memory.budget_gib=8 or "
+        "grid.num_generations=[2,4] or max_steps=3 (a bare trial knob goes to fixed)",
+    )
+
+
+def add_guard_flags(parser: argparse.ArgumentParser, timeout_help: str) -> None:
+    """The guard's flags of a verb that runs trials without a sweep file (trial_guard reads them)."""
+    parser.add_argument(
+        "--timeout-s",
+        type=float,
+        default=GUARD.timeout_s,
+        help=f"{timeout_help} (default: {GUARD.timeout_s:g})",
+    )
+    parser.add_argument(
+        "--memory-margin-gib",
+        type=float,
+        default=GUARD.margin_gib,
+        help=f"budget guard allowance over the budget in GiB (default: {GUARD.margin_gib:g})",
+    )
+    parser.add_argument(
+        "--sample-hz",
+        type=float,
+        default=GUARD.sample_hz,
+        help=f"memory sampling rate (default: {GUARD.sample_hz:g})",
+    )
+
+
+def trial_guard(args: argparse.Namespace) -> GuardSettings:
+    """The guard settings of `rlsweep trial`'s flags."""
+    return GuardSettings(
+        budget_gib=args.memory_budget_gib,
+        margin_gib=args.memory_margin_gib,
+        sample_hz=args.sample_hz,
+        timeout_s=args.timeout_s,
+        probe_steps=args.probe_steps,
+    )
+
+
+def stack_name(value: str) -> str:
+    """A registered stack's name (argparse type), else the error with the nearest names."""
+    if value not in stacks.STACKS:
+        raise argparse.ArgumentTypeError(f"unknown stack {value!r}; {did_you_mean(value, stacks.STACKS)}")
+    return value

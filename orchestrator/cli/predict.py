@@ -1,0 +1,95 @@
+"""`rlsweep predict`: each trial's predicted peak memory; nothing runs."""
+
+from __future__ import annotations
+
+import argparse
+
+from orchestrator.cli._common import add_set, out
+from orchestrator.recording.outcome import GPU, peak_memory
+
+VERDICT_STYLES = {"fits": "green", "does not fit": "red", "uncertain": "yellow", "unknown": "dim"}
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    """Each planned trial's predicted peak memory, its interval and verdict against the budget, from
+    the sweep's trials.parquet when it has one (else the prior); nothing runs."""
+    from rich.table import Table
+
+    from orchestrator.judging.memory import MemoryModel
+    from orchestrator.recording.sinks import TrialsTable
+    from orchestrator.spec.plan import plan
+    from orchestrator.spec.sweep import SweepError, load_sweep
+
+    try:
+        sweep = load_sweep(args.sweep, args.set)
+        result = plan(sweep)
+        output_dir = sweep.resolved_output_dir(args.output_dir)
+    except SweepError as exc:
+        out.print(str(exc), markup=False)
+        return 2
+    if result.problems:
+        out.print(f"{args.sweep}: {len(result.problems)} impossible combination(s)", markup=False)
+        for problem in result.problems:
+            out.print(f"  {problem}", markup=False)
+        return 2
+    ledger = output_dir / "trials.parquet"
+    rows = TrialsTable(ledger).rows if ledger.exists() else {}
+    # A sweep with a budget and GPUs per trial asks whether its trials fit a GPU, even on this host
+    # without one, until its trials measured something else.
+    gpu_question = sweep.resources.gpus_per_trial and sweep.memory.budget_gib is not None
+    model = MemoryModel.fit(rows.values(), args.measure, unmeasured=GPU if gpu_question else None)
+    budget = args.budget_gib if args.budget_gib is not None else sweep.memory.budget_gib
+    source = f"{len(rows)} trial(s) of {ledger}" if rows else "no trials.parquet yet: the prior"
+    out.print(f"{args.sweep}: {len(result.trials)} trials; peak {model.measure} predicted from {source}")
+    table = Table(show_edge=False)
+    for column in ("trial", "predicted GiB", "interval", "verdict", "basis", "measured GiB"):
+        table.add_column(column, justify="right" if "GiB" in column else "left")
+    reasons: dict[str, list[str]] = {}
+    for spec in result.trials:
+        prediction = model.predict(spec)
+        verdict = prediction.verdict(budget)
+        measured, _ = peak_memory(rows.get(spec.trial_key, {}))
+        if prediction.unknown is not None:
+            reasons.setdefault(prediction.unknown, []).append(spec.trial_key)
+            figures = ("-", "-")
+        else:
+            figures = (f"{prediction.peak_gib:.3f}", f"{prediction.low_gib:.3f}-{prediction.high_gib:.3f}")
+        basis = f"fitted on {prediction.n_fitted}" if prediction.basis == "fitted" else prediction.basis
+        table.add_row(
+            spec.trial_key,
+            *figures,
+            f"[{VERDICT_STYLES[verdict]}]{verdict}[/]",
+            basis,
+            "-" if measured is None else f"{measured:.3f}",
+        )
+    out.print(table)
+    if budget is None:
+        out.print("no budget: every verdict is uncertain; give --budget-gib X (or memory.budget_gib)")
+    else:
+        out.print(f"budget {budget:g} GiB: fits = the whole interval under it, does not fit = all above it")
+    for reason, keys in reasons.items():
+        out.print(f"unknown ({len(keys)} trials, e.g. {keys[0]}): {reason}", markup=False)
+    return 0
+
+
+def add_predict(sub) -> None:
+    from orchestrator.judging.memory import MEASURES
+
+    p = sub.add_parser(
+        "predict",
+        help="predict each planned trial's peak memory and whether it fits the budget; nothing runs",
+    )
+    p.add_argument("sweep", help="sweep YAML file")
+    add_set(p)
+    p.add_argument("--budget-gib", type=float, help="the budget to judge against; default memory.budget_gib")
+    p.add_argument(
+        "--output-dir", help="where the sweep's trials.parquet is read from; default its output dir"
+    )
+    p.add_argument(
+        "--measure",
+        choices=MEASURES,
+        help="which peak to predict; default what the sweep's trials measured, else GPU for a sweep "
+        "with memory.budget_gib and resources.gpus_per_trial, else RSS on a host without a GPU and "
+        "GPU on one with",
+    )
+    p.set_defaults(func=cmd_predict)

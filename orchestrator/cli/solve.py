@@ -1,0 +1,75 @@
+"""`rlsweep solve`: the largest setting of one knob that fits a budget, by probe trials."""
+
+from __future__ import annotations
+
+import argparse
+
+from orchestrator.cli._common import add_guard_flags, console, out
+from orchestrator.running.guard import DEFAULTS as GUARD
+from orchestrator.running.guard import GuardSettings
+from trainers.spec import KNOBS
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    from orchestrator.judging.solve import SolveError, make_request, run_solve
+    from orchestrator.recording.runlock import OutputDirBusy
+
+    settings = {k: getattr(args, k) for k in ("model", "framework", "mode") if getattr(args, k) is not None}
+    guard = GuardSettings(
+        margin_gib=args.memory_margin_gib, sample_hz=args.sample_hz, timeout_s=args.timeout_s
+    )
+    try:
+        request = make_request(
+            args.maximize, args.budget_gib, settings=settings, sets=args.set, values=args.values,
+            first=args.first, last=args.last, output_dir=args.output_dir, guard=guard,
+        )  # fmt: skip
+    except SolveError as exc:
+        out.print(f"invalid solve, nothing started ({len(exc.errors)} error(s)):", markup=False)
+        for error in exc.errors:
+            out.print(f"  {error}", markup=False)
+        return 2
+    for note in request.notes:
+        console.print(note, markup=False)
+    console.print(
+        f"solve {args.maximize} over {request.values} in {args.budget_gib:g} GiB -> {request.output_dir}"
+    )
+    try:
+        answer = run_solve(request, say=lambda line: console.print(line, markup=False))
+    except OutputDirBusy as exc:
+        out.print(str(exc), markup=False)
+        return 2
+    except KeyboardInterrupt:
+        console.print("interrupted; trainer killed. The same command resumes, measuring no value twice")
+        return 130
+    for line in answer.lines():
+        out.print(line, markup=False)
+    console.print(f"wrote {request.output_dir}/solve.json, trials.parquet, steps/")
+    return 0 if answer.certified else 1
+
+
+def add_solve(sub) -> None:
+    from orchestrator.judging.solve import LADDERS, SOLVABLE
+
+    p = sub.add_parser(
+        "solve",
+        help="the largest K, B or completion length that fits a memory budget, certified by probe trials",
+    )
+    p.add_argument("--budget-gib", type=float, required=True, help="the memory to fit in, GiB")
+    p.add_argument("--maximize", required=True, choices=SOLVABLE, help="the setting to search")
+    p.add_argument("--values", type=int, nargs="+", help="the candidates (default: a doubling ladder)")
+    ladders = ", ".join(f"{k} {a}..{b}" for k, (a, b) in LADDERS.items())
+    p.add_argument("--from", dest="first", type=int, help=f"the ladder's first value (default: {ladders})")
+    p.add_argument("--to", dest="last", type=int, help="the ladder's last value")
+    for name in ("model", "framework", "mode"):
+        p.add_argument(f"--{name}", help=KNOBS[name].metadata["help"])
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KNOB=VALUE",
+        help="any other trial setting (YAML value), e.g. lora_r=8; max_steps defaults to probe_steps "
+        f"({GUARD.probe_steps}): the probe steps are the worst case",
+    )
+    p.add_argument("--output-dir", help="default outputs/solve/<knob>-<framework>-<mode>-<model>-<budget>gib")
+    add_guard_flags(p, "wall-clock limit of each probe trial in seconds")
+    p.set_defaults(func=cmd_solve)

@@ -1,0 +1,157 @@
+"""`rlsweep trial`: one trial without Ray or MLflow, written as a sweep writes it."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestrator.cli._common import add_guard_flags, console, out, trial_guard
+from orchestrator.judging.verdict import STOPPABLE, VerdictSettings, stop_check
+from orchestrator.recording.outcome import MEMORY_LABELS, peak_memory
+from orchestrator.running.guard import DEFAULTS as GUARD
+from trainers.events import STARTED, STEP
+from trainers.spec import BOOKKEEPING, KNOBS, TrialSpec
+
+ALIASES = {"model": ["--model-name"]}
+
+
+# Bookkeeping knobs are not flags, except --trial-key: a standalone trial may be given its key.
+TRIAL_SKIP = tuple(k for k in BOOKKEEPING if k != "trial_key")
+
+
+def _knob_type(f: dataclasses.Field):
+    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+    if isinstance(default, bool):
+        return None
+    if isinstance(default, dict):
+        return yaml.safe_load
+    if default is None:
+        return int if "int" in str(f.type) else float if "float" in str(f.type) else str
+    return type(default)
+
+
+def add_trial_knobs(parser: argparse.ArgumentParser, defaults: dict[str, Any]) -> None:
+    """A flag per TrialSpec knob; `defaults` overrides TrialSpec's default of a knob (the guard's)."""
+    group = parser.add_argument_group("trial settings (TrialSpec; defaults as shown)")
+    for name, f in KNOBS.items():
+        if name in TRIAL_SKIP:
+            continue
+        flags = [*ALIASES.get(name, []), "--" + name.replace("_", "-")]
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        default = defaults.get(name, default)
+        help_text = f"{f.metadata.get('help', '')} (default: {default!r})"
+        if "choices" in f.metadata:
+            help_text += f" [{'|'.join(f.metadata['choices'])}]"
+        kind = _knob_type(f)
+        if kind is None:
+            group.add_argument(
+                *flags,
+                dest=name,
+                action=argparse.BooleanOptionalAction,
+                default=defaults.get(name),
+                help=help_text,
+            )
+        else:
+            group.add_argument(
+                *flags, dest=name, type=kind, default=defaults.get(name), help=help_text, metavar=name.upper()
+            )
+
+
+def _step_line(spec: TrialSpec, row: dict[str, Any]) -> str:
+    def f(key: str, fmt: str = ".3f") -> str:
+        value = row.get(key)
+        return "-" if value is None else format(value, fmt)
+
+    peak, kind = peak_memory(row)
+    memory = "-" if peak is None else f"{peak:.2f} GiB {MEMORY_LABELS[kind]}"
+    return (
+        f"step {row.get('step')}/{spec.max_steps}{' probe' if row.get('probe') else ''}  "
+        f"step_s {f('step_s', '.2f')}  tokens/s {f('tokens_per_s', '.0f')}  loss {f('loss', '.4f')}  "
+        f"reward {f('reward_mean')}  peak {memory}"
+    )
+
+
+class _StepLines:
+    """`rlsweep trial`'s recorder sink for the terminal: a line per step; keeps the trial's row."""
+
+    row: dict[str, Any] = {}
+
+    def on_start(self, spec: TrialSpec) -> None:
+        pass
+
+    def on_step(self, spec: TrialSpec, row: dict[str, Any]) -> None:
+        out.print(_step_line(spec, row), markup=False)
+
+    def on_end(self, spec: TrialSpec, row: dict[str, Any], steps: list[dict[str, Any]]) -> None:
+        self.row = row
+
+
+def cmd_trial(args: argparse.Namespace) -> int:
+    from orchestrator.recording.outcome import COMPLETED
+    from orchestrator.recording.recorder import Recorder, TrialFolder
+    from orchestrator.running.supervisor import run_trial
+    from orchestrator.spec.plan import trial_key
+
+    values = {k: v for k, v in vars(args).items() if k in KNOBS and v is not None}
+    spec = TrialSpec(**values)
+    problems = spec.problems()
+    if problems:
+        out.print(f"invalid trial, nothing started ({len(problems)} problem(s)):", markup=False)
+        for problem in problems:
+            out.print(f"  {problem}", markup=False)
+        return 2
+    spec.trial_key = spec.trial_key or trial_key(spec)
+    output = Path(args.output_dir or Path("outputs") / "trials" / spec.trial_key).resolve()
+    output.mkdir(parents=True, exist_ok=True)
+    console.print(f"trial {spec.trial_key} -> {output}")
+    console.print("starting the trainer: model build, then the first generation (no step line until then)")
+
+    verdict = VerdictSettings(stop_on=tuple(args.stop_on))
+    lines = _StepLines()
+    recorder = Recorder([spec], [TrialFolder(output), lines], verdict=verdict)  # a sweep's writer
+
+    def show(kind: str, row: dict[str, Any]) -> None:
+        if kind == STEP:
+            recorder.step(spec.trial_key, row)
+        elif kind == STARTED:
+            console.print(f"started on {row.get('device') or row.get('gpu_name') or 'cpu'}")
+
+    recorder.start(spec.trial_key)
+    try:
+        result = run_trial(
+            spec, trial_dir=output, guard=trial_guard(args), on_event=show, cpus=spec.num_threads,
+            stop_check=stop_check(verdict),
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        console.print("interrupted; trainer killed")
+        return 130
+    recorder.end(spec.trial_key, result)
+    row = lines.row
+    colour = "green" if result.status == COMPLETED else "red"
+    console.print(f"[{colour}]{result.status}[/{colour}]: {result.status_detail}", markup=True)
+    if row.get("training_verdict"):
+        console.print(f"training verdict {row['training_verdict_detail']}", markup=False)
+    console.print(f"wrote {output}/steps.parquet, metrics.csv, trial.json")
+    return 0 if result.status == COMPLETED else 1
+
+
+def add_trial(sub) -> None:
+    p = sub.add_parser(
+        "trial", help="run one trial without Ray; writes steps.parquet, metrics.csv, trial.json"
+    )
+    p.add_argument("--output-dir", help="default outputs/trials/<trial_key>")
+    add_guard_flags(p, "wall-clock limit in seconds")
+    p.add_argument(
+        "--stop-on",
+        nargs="+",
+        choices=STOPPABLE,
+        default=[],
+        help="end the trial as soon as one of these training verdicts holds (it stays completed; "
+        "thresholds: the verdict section's defaults, docs/schema.md)",
+    )
+    add_trial_knobs(p, {"probe_steps": GUARD.probe_steps})
+    p.set_defaults(func=cmd_trial)

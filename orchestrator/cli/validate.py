@@ -1,0 +1,81 @@
+"""`rlsweep validate`: every error of a sweep file at once, and the planned trials."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from orchestrator.cli._common import add_set, out
+from trainers.spec import TrialSpec
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from orchestrator.spec.plan import plan
+    from orchestrator.spec.sweep import SweepError, load_sweep
+
+    failed = refused = False
+    for path in args.files:
+        if not Path(path).is_file():
+            refused = True
+            out.print(f"[red]{path}: no such file[/red]; give a sweep YAML file (e.g. sweeps/cpu-smoke.yaml)")
+            continue
+        try:
+            sweep = load_sweep(path, args.set)
+            result = plan(sweep)
+            output_dir = sweep.resolved_output_dir(args.output_dir)
+        except SweepError as exc:
+            failed = True
+            out.print(f"[red]{path}: {len(exc.errors)} error(s)[/red]")
+            for error in exc.errors:
+                out.print(f"  {error}", markup=False)
+            continue
+        if result.problems:
+            failed = True
+            out.print(f"[red]{path}: {len(result.problems)} impossible combination(s)[/red]")
+            for problem in result.problems:
+                out.print(f"  {problem}", markup=False)
+            continue
+        axes = ", ".join(f"{k}={len(v)}" for k, v in sweep.axes().items()) or "no grid"
+        out.print(f"[green]{path}: ok[/green], {len(result.trials)} trials ({axes}) -> {output_dir}")
+        for warning in result.warnings:
+            out.print(f"  warning: {warning}", markup=False)
+        if args.list:
+            print_plan(result.trials, output_dir)
+    return 2 if refused else 1 if failed else 0
+
+
+def print_plan(trials: list[TrialSpec], output_dir) -> None:
+    """The planned trials in order, each with its estimated duration (orchestrator.spec.plan.estimate_durations)."""
+    from rich.table import Table
+
+    from orchestrator.views.progress import duration, estimate_durations
+
+    estimates = estimate_durations(trials, output_dir)
+    table = Table(title=f"{len(trials)} planned trials", title_justify="left")
+    for column in ("#", "trial", "framework", "mode", "model", "K", "B", "steps", "estimated"):
+        table.add_column(column, justify="right" if column in ("#", "K", "B", "steps") else "left")
+    for i, spec in enumerate(trials, 1):
+        seconds, basis = estimates[spec.trial_key]
+        table.add_row(
+            str(i), spec.trial_key, spec.framework, spec.mode, spec.model, str(spec.num_generations),
+            str(spec.batch_size), str(spec.max_steps), "unknown" if seconds is None else f"{duration(seconds)} ({basis})",
+        )  # fmt: skip
+    out.print(table)
+    known = [s for s, _ in estimates.values() if s is not None]
+    if known:
+        out.print(
+            f"estimated total: {duration(sum(known))} for {len(known)} of {len(trials)} trials, run one at a time"
+        )
+    else:
+        out.print("estimated total: unknown (no trial of this sweep has run in its output dir yet)")
+
+
+def add_validate(sub) -> None:
+    p = sub.add_parser("validate", help="check sweep files; every error at once, nothing runs or is written")
+    p.add_argument("files", nargs="+", metavar="FILE", help="sweep YAML files, e.g. sweeps/*.yaml")
+    add_set(p)
+    p.add_argument("--output-dir", help="check this output dir, as `run --output-dir` would use it")
+    p.add_argument(
+        "--list", action="store_true", help="also list the planned trials, as `run --dry-run` does"
+    )
+    p.set_defaults(func=cmd_validate)
