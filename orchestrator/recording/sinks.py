@@ -20,7 +20,7 @@ from orchestrator.judging.verdict import DEFAULTS as VERDICT_DEFAULTS
 from orchestrator.judging.verdict import VerdictSettings, judge
 from orchestrator.recording.outcome import COMPLETED, FINAL_STATUSES, TrialResult
 from orchestrator.recording.storage import StoragePath, filesystem_and_path, is_remote
-from tasks.rewards import REWARD_NAMES
+from tasks import RECORDED_REWARDS
 from trainers.spec import BOOKKEEPING, TrialSpec
 
 F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
@@ -71,7 +71,7 @@ STEP_SCHEMA = pa.schema(
         ]
     ]
     # Per-reward curves (TRL's rewards/<name>/mean) and held-out evaluation: null where not in use.
-    + [(f"rewards/{name}/mean", F64) for name in REWARD_NAMES]
+    + [(f"rewards/{name}/mean", F64) for name in RECORDED_REWARDS]
     + [(name, F64) for name in ("eval_pass_at_1", "eval_pass_at_k", "eval_k", "eval_prompts", "eval_s")]
     + [("extra", STR)]
 )
