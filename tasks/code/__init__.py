@@ -188,9 +188,14 @@ class Grader:
         scored.rewards["perfect"] = 1.0 if all(results) else 0.0
         if not all(results):
             first = next(o for ok, o in zip(results, run.probes, strict=True) if not ok)
-            detail = {"value": "wrong value", "error": first.get("detail"), "killed": first.get("detail")}
-            cause = detail.get(first["status"], first["status"])
-            why = f"test failed: {len(results) - sum(results)} of {len(results)} (first: {first['status']}, {cause})"
+            reason = {"value": "wrong value", "timeout": "timeout"}.get(first["status"])
+            if reason is None:  # an exception's type, or the signal that killed it
+                reason = (
+                    f"{first['status']} {first.get('detail')}"
+                    if first["status"] == "killed"
+                    else first.get("detail")
+                )
+            why = f"test failed: {len(results) - sum(results)} of {len(results)} (first: {reason})"
             scored.why_zero["perfect"] = why
             if not any(results):
                 scored.why_zero["tests"] = why

@@ -56,12 +56,18 @@ def _child(job: dict, probe: str, write_fd: int, out_path: str) -> None:
 
 
 def _kill_all_but_me() -> None:
-    """Kill every other process in this PID namespace (with no namespace: the probe's group only)."""
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != me:
+    """Kill and reap every other process of this PID namespace, again until none is left (a fork bomb
+    forks while it is being killed; the pids cgroup bounds how many rounds that takes)."""
+    me = str(os.getpid())
+    for _ in range(10_000):
+        others = [int(e) for e in os.listdir("/proc") if e.isdigit() and e != me]
+        if not others:
+            return
+        for pid in others:
             with contextlib.suppress(OSError):
-                os.kill(int(entry), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
+        _reap()
+        time.sleep(0.0005)
 
 
 def _reap() -> None:
@@ -99,12 +105,11 @@ def _run_probe(job: dict, probe: str, out_path: str, in_namespace: bool) -> dict
         if len(reply) > REPLY_CAP:
             break
     os.close(read_fd)
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
     if in_namespace:
         _kill_all_but_me()
-    else:
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
     _reap()
     if outcome is not None:
         return outcome

@@ -49,7 +49,7 @@ ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp"}
 _MOUNTS = (
     'mount -t tmpfs -o "size=$1,mode=1777" tmpfs /tmp || exit 96; shift; '
     "for d in /dev/shm /root /home; do [ -d $d ] && mount -t tmpfs -o size=64k,mode=755 tmpfs $d; done; "
-    "mount -o remount,bind,ro / 2>/dev/null; cd /tmp && "
+    "mount -o remount,bind,ro / 2>/dev/null; cd /tmp && unset PWD OLDPWD && "
     'exec setpriv --bounding-set=-all --inh-caps=-all --no-new-privs "$@"'
 )
 _NAMESPACES = ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--net", "--mount"]
