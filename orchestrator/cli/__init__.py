@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from rich.console import Console
 
+from orchestrator.cli.score import add_score
 from orchestrator.judging.verdict import STOPPABLE, VerdictSettings, stop_check
 from orchestrator.recording.outcome import MEMORY_LABELS, peak_memory
 from orchestrator.running.guard import DEFAULTS as GUARD
@@ -671,6 +672,7 @@ COMMANDS = [
     add_gpu_check,
     add_submit,
     add_solve,
+    add_score,
 ]
 
 
