@@ -102,7 +102,7 @@ def _run_probe(job: dict, probe: str, out_path: str, in_namespace: bool) -> dict
         if not chunk:
             break
         reply += chunk
-        if len(reply) > REPLY_CAP:
+        if b"\n" in reply or len(reply) > REPLY_CAP:  # a daemon it forked may hold the pipe open
             break
     os.close(read_fd)
     with contextlib.suppress(OSError):

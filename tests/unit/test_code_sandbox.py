@@ -13,6 +13,7 @@ import pytest
 
 from tasks.code import Grader, _sandbox
 from tasks.code._sandbox import Limits
+from tests.helpers.hostile_code import BIG_WRITE, DAEMON, FORK_BOMB, LOOP, MEMORY_BOMB
 
 TIMEOUT_S = 1.0
 LIMITS = Limits(timeout_s=TIMEOUT_S)
@@ -74,7 +75,7 @@ def test_a_partly_right_completion_scores_the_fraction_of_tests_it_passes(grader
 @needs_cgroups
 def test_an_endless_loop_scores_zero_within_its_timeout_plus_100_ms(grader):
     start = time.monotonic()
-    scored = grader.one(fenced("while True:\n    pass\ndef double(x):\n    return x * 2"), TESTS)
+    scored = grader.one(fenced(LOOP), TESTS)
     elapsed = time.monotonic() - start
     assert scored.rewards["tests"] == 0.0
     # the harness reports the timed-out tests, or when it cannot within 50 ms the run is killed whole
@@ -85,18 +86,14 @@ def test_an_endless_loop_scores_zero_within_its_timeout_plus_100_ms(grader):
 
 @needs_cgroups
 def test_a_fork_bomb_scores_zero_and_leaves_no_process(grader):
-    scored = grader.one(
-        fenced("import os\nwhile True:\n    os.fork()\ndef double(x):\n    return x * 2"), TESTS
-    )
+    scored = grader.one(fenced(FORK_BOMB), TESTS)
     assert scored.rewards["tests"] == 0.0
     assert_nothing_left(scored)
 
 
 @needs_cgroups
 def test_a_memory_bomb_scores_zero(grader):
-    scored = grader.one(
-        fenced("blocks = [bytearray(1 << 28) for _ in range(64)]\ndef double(x):\n    return x * 2"), TESTS
-    )
+    scored = grader.one(fenced(MEMORY_BOMB), TESTS)
     assert scored.rewards["tests"] == 0.0
     assert scored.why_zero["tests"] == "test failed: 3 of 3 (first: MemoryError)"
     assert_nothing_left(scored)
@@ -105,18 +102,7 @@ def test_a_memory_bomb_scores_zero(grader):
 @needs_cgroups
 def test_a_10_gb_write_scores_zero_and_leaves_no_file(grader):
     marker = f"big-{uuid.uuid4().hex}"
-    code = f"""
-    chunk = b"x" * (1 << 20)
-    for folder in (".", "/tmp", "/dev/shm", "/var/tmp", "/"):
-        try:
-            with open(folder + "/{marker}", "wb") as f:
-                for _ in range(10 * 1024):
-                    f.write(chunk)
-        except OSError:
-            pass
-    def double(x):
-        return x + 2
-    """
+    code = BIG_WRITE.format(marker=marker)
     scored = grader.one(fenced(code), TESTS)
     assert scored.rewards["tests"] == 0.0
     assert_nothing_left(scored, marker)
@@ -226,19 +212,9 @@ def test_killing_its_parent_or_the_scorer_hurts_neither(grader):
 
 @needs_cgroups
 def test_a_detached_daemon_does_not_outlive_its_test(grader):
-    code = """
-    import os, time
-    if os.fork() == 0:
-        os.setsid()
-        if os.fork() == 0:
-            while True:
-                time.sleep(0.01)
-        os._exit(0)
-    def double(x):
-        return x + 2
-    """
-    scored = grader.one(fenced(code), TESTS)
+    scored = grader.one(fenced(DAEMON), TESTS)
     assert scored.rewards["tests"] == 0.0
+    assert scored.seconds < TIMEOUT_S  # the daemon holds the reply pipe open: the harness reads up to the reply's end
     assert_nothing_left(scored)
 
 
