@@ -22,6 +22,7 @@ import resource
 import select
 import shutil
 import signal
+import struct
 import sys
 import tempfile
 import time
@@ -35,6 +36,36 @@ def _limit(limits: dict) -> None:
         resource.setrlimit(getattr(resource, name), (value, value))
 
 
+# seccomp: (AUDIT_ARCH, __NR_socket) per machine; socket() then fails with EPERM (x32 syscalls and
+# other ABIs are refused too). For sandboxes without a network namespace.
+_SOCKET_SYSCALL = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+
+
+def _refuse_sockets() -> None:
+    arch, socket_nr = _SOCKET_SYSCALL[os.uname().machine]
+    program = [  # classic BPF: (code, jump if true, jump if false, k)
+        (0x20, 0, 0, 4),  # load the architecture
+        (0x15, 1, 0, arch),  # ours: go on
+        (0x06, 0, 0, 0x80000000),  # another ABI: kill the process
+        (0x20, 0, 0, 0),  # load the syscall number
+        (0x35, 2, 0, 0x40000000),  # an x32 syscall: refuse
+        (0x15, 1, 0, socket_nr),  # socket(): refuse
+        (0x06, 0, 0, 0x7FFF0000),  # allow
+        (0x06, 0, 0, 0x00050000 | 1),  # refuse with EPERM
+    ]
+    code = b"".join(struct.pack("HBBI", *line) for line in program)
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) or libc.prctl(
+        _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(Program(len(program), code)), 0, 0
+    ):
+        raise OSError(ctypes.get_errno(), "seccomp filter refused")
+
+
 def _child(job: dict, probe: str, write_fd: int, out_path: str) -> None:
     os.close(job["result_fd"])
     os.setpgid(0, 0)
@@ -45,6 +76,12 @@ def _child(job: dict, probe: str, write_fd: int, out_path: str) -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     _limit(job["limits"])
+    if job["refuse_sockets"]:
+        try:
+            _refuse_sockets()
+        except (OSError, KeyError):  # no way to keep it off the network: the test does not run
+            os.write(write_fd, b"error NoNetworkIsolation\n")
+            os._exit(0)
     try:
         namespace = {"__name__": "__completion__"}
         exec(compile(job["code"], "<completion>", "exec"), namespace)

@@ -268,6 +268,7 @@ class Sandbox:
             "deadline": deadline,
             "limits": self.limits.rlimits(self.cgroup is not None),
             "output_cap": self.limits.output_bytes,
+            "refuse_sockets": self.mode != "namespaces",
         }
         result = Run()
         try:

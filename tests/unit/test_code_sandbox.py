@@ -214,7 +214,9 @@ def test_killing_its_parent_or_the_scorer_hurts_neither(grader):
 def test_a_detached_daemon_does_not_outlive_its_test(grader):
     scored = grader.one(fenced(DAEMON), TESTS)
     assert scored.rewards["tests"] == 0.0
-    assert scored.seconds < TIMEOUT_S  # the daemon holds the reply pipe open: the harness reads up to the reply's end
+    assert (
+        scored.seconds < TIMEOUT_S
+    )  # the daemon holds the reply pipe open: the harness reads up to the reply's end
     assert_nothing_left(scored)
 
 
@@ -250,3 +252,33 @@ def test_completions_run_in_parallel_workers(monkeypatch):
     _sandbox.close_all()
     assert [s.rewards["tests"] for s in scored] == [0.0, 0.0, 1.0, 0.0]  # only x * 2 doubles 3
     assert elapsed < 2.5
+
+
+@pytest.fixture
+def without_namespaces(monkeypatch):
+    """The sandbox as on a kernel that refuses user namespaces: uid nobody, rlimits, cgroups, seccomp."""
+    python = _sandbox.setup()[1]
+    monkeypatch.setattr(_sandbox, "setup", lambda: ("rlimits", python))
+    yield
+    _sandbox.close_all()
+
+
+def test_without_namespaces_sockets_are_refused_and_the_workdir_is_removed(without_namespaces):
+    code = "import socket\ntry:\n    socket.socket()\n    seen = 'socket'\nexcept OSError as exc:\n    seen = type(exc).__name__"
+    sandbox = _sandbox.Sandbox(LIMITS)
+    workdir = Path(sandbox.workdir)
+    run = sandbox.run(code, ["seen", "__import__('os').getuid()"])
+    sandbox.close()
+    assert run.probes == [
+        {"status": "value", "value": "'PermissionError'"},
+        {"status": "value", "value": "65534"},
+    ]
+    assert not workdir.exists()
+
+
+def test_without_namespaces_a_right_completion_passes_and_a_loop_times_out(without_namespaces):
+    grader = Grader(LIMITS, workers=1, reasoning_format=False)
+    assert grader.one(fenced("def double(x):\n    return x * 2"), TESTS).rewards["perfect"] == 1.0
+    start = time.monotonic()
+    assert grader.one(fenced(LOOP), TESTS).rewards["tests"] == 0.0
+    assert time.monotonic() - start <= TIMEOUT_S + 0.5
