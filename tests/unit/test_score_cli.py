@@ -2,8 +2,13 @@
 the weighted total, the time, and why a reward is zero; bad input is refused line by line."""
 
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
+import psutil
 import pytest
 
 from orchestrator.cli import main
@@ -12,6 +17,9 @@ from tasks.code import _sandbox
 from tasks.countdown import DEFAULT_REWARDS as COUNTDOWN_WEIGHTS
 from tasks.gsm8k import DEFAULT_REWARDS as GSM8K_WEIGHTS
 from tasks.reasoning_gym import installed
+from tests.helpers.hostile_code import HOSTILE
+
+ROOT = Path(__file__).resolve().parents[2]
 
 TAGGED = "<think>worked it out</think><answer>{}</answer>"
 
@@ -150,3 +158,27 @@ def test_a_missing_file_or_a_bad_setting_exits_2_with_the_fix(capsys, tmp_path):
     completions.write_text('{"row": 0, "completion": "x"}\n')
     assert main(["score", "--task", "code", "--set", "rewards={tets: 1}", str(completions)]) == 2
     assert "task_args.rewards.tets: unknown reward; did you mean 'tests'?" in capsys.readouterr().err
+
+
+def test_the_hostile_set_scores_zero_and_the_scoring_process_carries_on(tmp_path):
+    """`rlsweep score` in its own process, as a trainer would score: it exits 0, every hostile completion
+    scores 0 with its reason, no secret of its environment reaches its output, and when it has exited
+    no sandbox process of it is left."""
+    secret = "s3cr3t-hostile-set"
+    completions = tmp_path / "hostile.jsonl"
+    lines = [{"row": i, "completion": f"```python\n{code}\n```"} for i, code in enumerate(HOSTILE.values())]
+    completions.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    env = {**os.environ, "HF_TOKEN": secret, "AWS_SECRET_ACCESS_KEY": secret}
+    argv = [sys.executable, "-m", "orchestrator.cli", "score", "--task", "code", str(completions)]
+    argv += ["--set", "reward_timeout_s=1", "--set", "rewards={tests: 1.0, perfect: 0.5}"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    scored = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [s["row"] for s in scored] == list(range(len(HOSTILE)))
+    assert [s["total"] for s in scored] == [0.0] * len(HOSTILE)
+    assert all(set(s["why_zero"]) == {"tests", "perfect"} for s in scored)
+    assert secret not in done.stdout + done.stderr
+    harness = str(_sandbox.HARNESS)
+    assert [
+        p.pid for p in psutil.process_iter(["cmdline"]) if harness in " ".join(p.info["cmdline"] or [])
+    ] == []
