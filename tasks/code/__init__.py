@@ -255,6 +255,7 @@ def build_code(
     reward_timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_mb: int = 512,
 ) -> Task:
+    _sandbox.setup()  # no Python the sandbox can run: refused now, with the fix, not at the first reward
     rows = read_problems(path or SHIPPED)
     random.Random(seed).shuffle(rows)
     if len(rows) <= num_eval:

@@ -329,12 +329,18 @@ _open_lock = threading.Lock()
 
 def run(code: str, probes: list[str], limits: Limits) -> Run:
     """Run `code`, then evaluate each probe expression in its own process, in this thread's sandbox;
-    each outcome comes from the harness only."""
+    each outcome comes from the harness only. A sandbox that cannot start (no cgroup, no process left
+    to fork) fails the run with its reason, never the caller: a reward does not raise."""
     sandbox = getattr(_local, "sandbox", None)
     if sandbox is None or not sandbox.alive or sandbox.limits != limits:
         if sandbox is not None:
             _forget(sandbox)
-        sandbox = _local.sandbox = Sandbox(limits)
+            _local.sandbox = None
+        try:
+            sandbox = Sandbox(limits)
+        except OSError as exc:
+            return Run(failure=f"sandbox failed to start: {exc}")
+        _local.sandbox = sandbox
         with _open_lock:
             _open.add(sandbox)
     result = sandbox.run(code, probes)

@@ -282,3 +282,16 @@ def test_without_namespaces_a_right_completion_passes_and_a_loop_times_out(witho
     start = time.monotonic()
     assert grader.one(fenced(LOOP), TESTS).rewards["tests"] == 0.0
     assert time.monotonic() - start <= TIMEOUT_S + 0.5
+
+
+def test_a_sandbox_that_cannot_start_scores_zero_with_its_reason_and_never_raises(monkeypatch):
+    def refuse(limits):
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(_sandbox, "Sandbox", refuse)
+    scored = Grader(LIMITS, workers=1, reasoning_format=False).one(
+        fenced("def double(x):\n    return x * 2"), TESTS
+    )
+    reason = "sandbox failed to start: [Errno 11] Resource temporarily unavailable"
+    assert scored.rewards == {"format": 1.0, "tests": 0.0, "perfect": 0.0}
+    assert scored.why_zero == {"tests": reason, "perfect": reason}
