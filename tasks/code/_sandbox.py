@@ -61,11 +61,11 @@ _ENTER_CGROUPS = (
 @dataclass(frozen=True)
 class Limits:
     timeout_s: float = 2.0  # wall clock for the whole run, every test
-    memory_mb: int = 512  # address space per process, and the memory cgroup of the run
+    memory_mb: int = 512  # address space per process, and the sandbox's memory cgroup
     file_mb: int = 8  # largest file a completion may write
     work_mb: int = 16  # the tmpfs working directory (namespaces mode)
     open_files: int = 64
-    processes: int = 32  # the pids cgroup of the run; RLIMIT_NPROC where no cgroup can be made
+    processes: int = 32  # the sandbox's pids cgroup; RLIMIT_NPROC where no cgroup can be made
     output_bytes: int = 4096  # the completion's stdout and stderr kept, together
 
     def rlimits(self, cgroup: bool) -> dict[str, int]:
@@ -85,7 +85,8 @@ class Limits:
 @dataclass
 class Run:
     """What one run gives back: each probe's outcome (from the harness only), output, time, and why
-    no outcome came when none did ("timeout": killed at the deadline; "killed": the harness died)."""
+    no outcome came when none did ("timeout": killed at the deadline; "killed": the harness died;
+    "sandbox failed to start: ...")."""
 
     probes: list[dict] = field(default_factory=list)
     output: str = ""
@@ -125,7 +126,8 @@ def setup() -> tuple[str, str]:
                 return isolation, candidate
     raise RuntimeError(
         "code sandbox: no Python interpreter runs as uid nobody; install the distribution's python3 "
-        "(apt-get install python3) or run rlsweep from a Python outside /root"
+        "(apt-get install python3) or run rlsweep from a Python outside /root and /home; as root the "
+        "sandbox also needs util-linux's setpriv (apt-get install util-linux)"
     )
 
 
@@ -160,13 +162,19 @@ _LIMIT_FILES = {"pids": ("pids.max",), "memory": ("memory.limit_in_bytes", "memo
 
 
 class Cgroup:
-    """One run's pids and memory cgroups (each folder made under this process's own)."""
+    """One sandbox's pids and memory cgroups (each folder made under this process's own); OSError
+    unless both controllers can be had."""
 
     def __init__(self, limits: Limits):
         self.dirs: list[Path] = []
         name = f"rlsweep-code-{uuid.uuid4().hex[:12]}"
+        own = _own_cgroup_dirs()
+        if set(own) != {"pids", "memory"}:
+            raise OSError(
+                f"no {' and '.join(sorted({'pids', 'memory'} - set(own)))} cgroup controller mounted"
+            )
         try:
-            for controller, parent in _own_cgroup_dirs().items():
+            for controller, parent in own.items():
                 folder = parent / name
                 if folder not in self.dirs:
                     folder.mkdir()

@@ -9,6 +9,7 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tasks.code import Grader, _sandbox
@@ -295,3 +296,17 @@ def test_a_sandbox_that_cannot_start_scores_zero_with_its_reason_and_never_raise
     reason = "sandbox failed to start: [Errno 11] Resource temporarily unavailable"
     assert scored.rewards == {"format": 1.0, "tests": 0.0, "perfect": 0.0}
     assert scored.why_zero == {"tests": reason, "perfect": reason}
+
+
+def test_without_cgroups_rlimit_nproc_stands_in_and_a_fork_bomb_still_leaves_nothing(monkeypatch):
+    assert Limits(processes=32).rlimits(cgroup=False)["RLIMIT_NPROC"] == 256
+    assert "RLIMIT_NPROC" not in Limits().rlimits(cgroup=True)
+    monkeypatch.setattr(_sandbox, "cgroups_available", lambda: False)
+    grader = Grader(LIMITS, workers=1, reasoning_format=False)
+    scored = grader.one(fenced(FORK_BOMB), TESTS)
+    # the bomb's processes are forks of the harness: the same command line
+    harness = str(_sandbox.HARNESS)
+    left = [p for p in psutil.process_iter(["cmdline"]) if harness in " ".join(p.info["cmdline"] or [])]
+    _sandbox.close_all()
+    assert scored.rewards["tests"] == 0.0
+    assert len(left) == 2, "more than the sandbox's unshare and harness"
