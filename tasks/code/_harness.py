@@ -177,6 +177,9 @@ def _empty(folder: str) -> None:
 def main() -> None:
     result_fd = int(sys.argv[1])
     ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    # No handler, so a PID namespace's init receives no signal from inside it (Python handles SIGINT);
+    # rlsweep ends a sandbox by SIGKILL or by closing its stdin.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     in_namespace = os.getpid() == 1
     home = os.getcwd()
     for line in sys.stdin.buffer:

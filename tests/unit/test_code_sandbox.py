@@ -197,18 +197,22 @@ def test_killing_its_parent_or_the_scorer_hurts_neither(grader):
     code = f"""
     import os, signal
     for pid in (os.getppid(), 1, {os.getpid()}, {os.getppid()}):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGSTOP, signal.SIGKILL):
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
     def double(x):
         return x + 2
     """
+    assert grader.one(fenced("def double(x):\n    return 2 * x"), TESTS).rewards["perfect"] == 1.0
+    sandbox = sandbox_processes()
     scored = grader.one(fenced(code), TESTS)
     assert scored.rewards["tests"] == 0.0
     assert_nothing_left(scored)
-    # the same sandbox serves the next completion
+    # the same sandbox, not a replacement, serves the next completion
     assert grader.one(fenced("def double(x):\n    return 2 * x"), TESTS).rewards["perfect"] == 1.0
+    assert sandbox_processes() == sandbox
 
 
 @needs_cgroups
