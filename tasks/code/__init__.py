@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tasks.base import RewardFunc, Task, completion_text, to_dataset
+from tasks.bounded import SCORING
 from tasks.code import _sandbox
 from tasks.code.checks import checks_from_humaneval, parse_check, passed
 
@@ -180,6 +181,10 @@ class Grader:
         checks = [parse_check(t) for t in tests]
         run = _sandbox.run(code, [c.probe for c in checks], self.limits)
         scored.seconds = run.seconds
+        timed_out = run.failure == "timeout" or any(o.get("status") == "timeout" for o in run.probes)
+        with self._lock:  # the step row's reward_timeouts counts runs stopped at reward_timeout_s
+            SCORING.calls += 1
+            SCORING.timeouts += timed_out
         if run.failure is not None:
             scored.why_zero["tests"] = scored.why_zero["perfect"] = run.failure
             return scored

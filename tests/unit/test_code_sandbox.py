@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tasks.bounded import SCORING
 from tasks.code import Grader, _sandbox
 from tasks.code._sandbox import Limits
 from tests.helpers.hostile_code import BIG_WRITE, DAEMON, FORK_BOMB, LOOP, MEMORY_BOMB
@@ -58,8 +59,10 @@ def assert_nothing_left(scored, marker: str | None = None) -> None:
 
 
 def test_a_correct_completion_scores_full_marks_and_a_wrong_one_zero(grader):
+    SCORING.reset()
     right = grader.one(fenced("def double(x):\n    return x * 2"), TESTS)
     wrong = grader.one(fenced("def double(x):\n    return x + 2"), TESTS)
+    assert (SCORING.calls, SCORING.timeouts) == (2, 0)
     assert right.rewards == {"format": 1.0, "tests": 1.0, "perfect": 1.0}
     assert right.why_zero == {}
     # x + 2 == x * 2 only at x = 2: every test fails
@@ -75,9 +78,11 @@ def test_a_partly_right_completion_scores_the_fraction_of_tests_it_passes(grader
 
 @needs_cgroups
 def test_an_endless_loop_scores_zero_within_its_timeout_plus_100_ms(grader):
+    SCORING.reset()
     start = time.monotonic()
     scored = grader.one(fenced(LOOP), TESTS)
     elapsed = time.monotonic() - start
+    assert (SCORING.calls, SCORING.timeouts) == (1, 1)  # the step row's reward_timeouts counts it
     assert scored.rewards["tests"] == 0.0
     # the harness reports the timed-out tests, or when it cannot within 50 ms the run is killed whole
     assert scored.why_zero["tests"] in ("test failed: 3 of 3 (first: timeout)", "timeout")
