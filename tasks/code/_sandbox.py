@@ -251,7 +251,7 @@ class Sandbox:
         self.read_fd, write_fd = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [*command, python, "-I", "-S", str(HARNESS), str(write_fd)],
+                [*command, python, "-I", "-S", str(HARNESS), str(write_fd), owner_tag()],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -328,6 +328,11 @@ class Sandbox:
             self.cgroup.remove()
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def owner_tag(pid: int | None = None) -> str:
+    """The last word of a sandbox's command lines: `ps` shows which process (a trainer) it serves."""
+    return f"--owner={os.getpid() if pid is None else pid}"
 
 
 _local = threading.local()

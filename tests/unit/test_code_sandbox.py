@@ -313,9 +313,8 @@ def test_without_cgroups_rlimit_nproc_stands_in_and_a_fork_bomb_still_leaves_not
     monkeypatch.setattr(_sandbox, "cgroups_available", lambda: False)
     grader = Grader(LIMITS, workers=1, reasoning_format=False)
     scored = grader.one(fenced(FORK_BOMB), TESTS)
-    # the bomb's processes are forks of the harness: the same command line
-    harness = str(_sandbox.HARNESS)
-    left = [p for p in psutil.process_iter(["cmdline"]) if harness in " ".join(p.info["cmdline"] or [])]
+    # the bomb's processes are forks of the harness: the same command line, with this process as owner
+    left = [p for p in psutil.process_iter(["cmdline"]) if _sandbox.owner_tag() in (p.info["cmdline"] or [])]
     _sandbox.close_all()
     assert scored.rewards["tests"] == 0.0
     assert len(left) == 2, "more than the sandbox's unshare and harness"

@@ -171,14 +171,16 @@ def test_the_hostile_set_scores_zero_and_the_scoring_process_carries_on(tmp_path
     env = {**os.environ, "HF_TOKEN": secret, "AWS_SECRET_ACCESS_KEY": secret}
     argv = [sys.executable, "-m", "orchestrator.cli", "score", "--task", "code", str(completions)]
     argv += ["--set", "reward_timeout_s=1", "--set", "rewards={tests: 1.0, perfect: 0.5}"]
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    stdout, stderr = proc.communicate(timeout=120)
+    done = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
     assert done.returncode == 0, done.stderr
     scored = [json.loads(line) for line in done.stdout.splitlines()]
     assert [s["row"] for s in scored] == list(range(len(HOSTILE)))
     assert [s["total"] for s in scored] == [0.0] * len(HOSTILE)
     assert all(set(s["why_zero"]) == {"tests", "perfect"} for s in scored)
     assert secret not in done.stdout + done.stderr
-    harness = str(_sandbox.HARNESS)
-    assert [
-        p.pid for p in psutil.process_iter(["cmdline"]) if harness in " ".join(p.info["cmdline"] or [])
-    ] == []
+    owner = _sandbox.owner_tag(proc.pid)
+    assert [p.pid for p in psutil.process_iter(["cmdline"]) if owner in (p.info["cmdline"] or [])] == []
