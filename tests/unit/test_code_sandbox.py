@@ -261,7 +261,7 @@ def test_completions_run_in_parallel_workers(monkeypatch):
     elapsed = time.monotonic() - start
     _sandbox.close_all()
     assert [s.rewards["tests"] for s in scored] == [0.0, 0.0, 1.0, 0.0]  # only x * 2 doubles 3
-    assert elapsed < 2.5
+    assert elapsed < 3.0  # one after another: over 4 s
 
 
 @pytest.fixture
@@ -317,4 +317,5 @@ def test_without_cgroups_rlimit_nproc_stands_in_and_a_fork_bomb_still_leaves_not
     left = [p for p in psutil.process_iter(["cmdline"]) if _sandbox.owner_tag() in (p.info["cmdline"] or [])]
     _sandbox.close_all()
     assert scored.rewards["tests"] == 0.0
-    assert len(left) == 2, "more than the sandbox's unshare and harness"
+    # the sandbox's unshare and harness; none when the bomb made the run overrun and the sandbox was killed whole
+    assert len(left) in (0, 2), [p.info["cmdline"] for p in left]
