@@ -3,8 +3,8 @@
 
 Problems: the shipped set (tasks/code/problems.jsonl, written for this project: 130 small functions,
 3-4 tests each) or a user's JSONL (`path`) in the common shapes: MBPP-like {"text", "test_list"} (a
-"code" reference is ignored) or HumanEval-like {"prompt", "entry_point", "test"} (the asserts of its
-`def check(candidate)`). Held-out rows are set aside after a seeded shuffle.
+"code" reference is ignored) or HumanEval-like {"prompt", "entry_point", "test"} (the top-level asserts of
+its `def check(candidate)`). Held-out rows are set aside after a seeded shuffle.
 
 Rewards (task_args.rewards, name -> weight):
 - tests: the fraction of the problem's tests passed (at most `max_tests_per_problem` of them);
