@@ -46,7 +46,7 @@ REASONING_PROMPT = (
     "<answer> </answer>."
 )
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
-_REASONING = re.compile(r"\s*<reasoning>.*?</reasoning>\s*<answer>(.*?)</answer>\s*", re.DOTALL)
+_TAGS = ("<reasoning>", "</reasoning>", "<answer>", "</answer>")
 _CACHE_SIZE = 4096
 
 
@@ -101,14 +101,27 @@ def _problem(row, where: str) -> dict:
 # ------------------------------------------------------------------------------------------------
 # scoring
 # ------------------------------------------------------------------------------------------------
+def _answer(text: str) -> str | None:
+    """The <answer> content of exactly '<reasoning>...</reasoning> <answer>...</answer>' (each tag once,
+    in order, nothing around them), else None. String operations, no regex: linear on any input."""
+    body = text.strip()
+    if not (body.startswith("<reasoning>") and body.endswith("</answer>")):
+        return None
+    if any(body.count(tag) != 1 for tag in _TAGS):
+        return None
+    reasoning_end, answer_start = body.index("</reasoning>"), body.index("<answer>")
+    if reasoning_end > answer_start or body[reasoning_end + len("</reasoning>") : answer_start].strip():
+        return None
+    return body[answer_start + len("<answer>") : -len("</answer>")]
+
+
 def extract_code(text: str, reasoning_format: bool) -> str | None:
     """The completion's code: its first fenced block, or with `reasoning_format` the <answer> content
     (its fenced block when it has one); None when there is none."""
     if reasoning_format:
-        match = _REASONING.fullmatch(text)
-        if match is None:
+        answer = _answer(text)
+        if answer is None:
             return None
-        answer = match.group(1)
         fenced = _FENCE.search(answer)
         return fenced.group(1) if fenced else answer.strip()
     fenced = _FENCE.search(text)
@@ -117,7 +130,7 @@ def extract_code(text: str, reasoning_format: bool) -> str | None:
 
 def format_problem(text: str, reasoning_format: bool) -> str | None:
     """Why the completion is not one parsable code block in the asked format; None when it is."""
-    if reasoning_format and _REASONING.fullmatch(text) is None:
+    if reasoning_format and _answer(text) is None:
         return "not <reasoning>...</reasoning><answer>...</answer>"
     if not reasoning_format and len(_FENCE.findall(text)) != 1:
         return f"{len(_FENCE.findall(text))} code blocks, not one"

@@ -4,6 +4,7 @@ reaches the sandbox, and its settings are checked with a fix."""
 
 import json
 import os
+import time
 
 import pytest
 
@@ -122,6 +123,24 @@ def test_code_is_read_from_one_fenced_block_or_the_reasoning_answer():
     reasoning = "<reasoning>easy</reasoning>\n<answer>\ndef f():\n    return 1\n</answer>"
     assert extract_code(reasoning, True) == "def f():\n    return 1"
     assert extract_code("```python\nx = 1\n```", True) is None  # the reasoning format was asked for
+
+
+def test_finding_code_is_linear_on_adversarial_text():
+    texts = [
+        "```\n" + "a" * 200_000,
+        "```python\n" * 50_000,
+        "<reasoning>" + "</reasoning><answer>" * 20_000,
+        "```" * 60_000,
+    ]
+    start = time.perf_counter()
+    for text in texts:
+        (
+            format_problem(text, False),
+            format_problem(text, True),
+            extract_code(text, False),
+            extract_code(text, True),
+        )
+    assert time.perf_counter() - start < 1.0  # 0.04 s measured; a backtracking pattern takes minutes
 
 
 def test_the_format_reward_says_why_a_completion_is_off_format():
