@@ -4,6 +4,9 @@ each is the code of a completion whose problem asks for double(x); none defines 
 LOOP = "while True:\n    pass\ndef double(x):\n    return x * 2"
 FORK_BOMB = "import os\nwhile True:\n    os.fork()\ndef double(x):\n    return x * 2"
 MEMORY_BOMB = "blocks = [bytearray(1 << 28) for _ in range(64)]\ndef double(x):\n    return x * 2"
+GROWING_MEMORY_BOMB = (
+    "blocks = []\nwhile True:\n    blocks.append(bytearray(1 << 24))\ndef double(x):\n    return x * 2"
+)
 BIG_WRITE = """\
 chunk = b"x" * (1 << 20)
 for folder in (".", "/tmp", "/dev/shm", "/var/tmp", "/"):

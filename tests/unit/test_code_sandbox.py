@@ -4,6 +4,8 @@ file behind, reaches no secret, no network, nothing outside its directory, and t
 
 import os
 import socket
+import subprocess
+import sys
 import textwrap
 import time
 import uuid
@@ -15,8 +17,9 @@ import pytest
 from tasks.bounded import SCORING
 from tasks.code import Grader, _sandbox
 from tasks.code._sandbox import Limits
-from tests.helpers.hostile_code import BIG_WRITE, DAEMON, FORK_BOMB, LOOP, MEMORY_BOMB
+from tests.helpers.hostile_code import BIG_WRITE, DAEMON, FORK_BOMB, GROWING_MEMORY_BOMB, LOOP, MEMORY_BOMB
 
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 1.0
 LIMITS = Limits(timeout_s=TIMEOUT_S)
 TESTS = ["assert double(3) == 6", "assert double(4) == 8", "assert double(0) == 0"]
@@ -46,6 +49,11 @@ def sandbox_processes() -> list[int]:
         for procs in sandbox.cgroup.procs():
             pids.update(int(p) for p in Path(procs).read_text().split())
     return sorted(pids)
+
+
+def sandbox_tree() -> list[psutil.Process]:
+    """Every process of this process's sandboxes, found by their command line's owner tag."""
+    return [p for p in psutil.process_iter(["cmdline"]) if _sandbox.owner_tag() in (p.info["cmdline"] or [])]
 
 
 def assert_nothing_left(scored, marker: str | None = None) -> None:
@@ -98,8 +106,11 @@ def test_a_fork_bomb_scores_zero_and_leaves_no_process(grader):
 
 
 @needs_cgroups
-def test_a_memory_bomb_scores_zero(grader):
-    scored = grader.one(fenced(MEMORY_BOMB), TESTS)
+@pytest.mark.parametrize("bomb", [MEMORY_BOMB, GROWING_MEMORY_BOMB], ids=["256-mib-blocks", "16-mib-steps"])
+def test_a_memory_bomb_scores_zero(grader, bomb):
+    # stopped by memory, not time: 128 MiB per test's process and time to spare on a loaded machine
+    grader.limits = Limits(timeout_s=3.0, memory_mb=128)
+    scored = grader.one(fenced(bomb), TESTS)
     assert scored.rewards["tests"] == 0.0
     assert scored.why_zero["tests"] == "test failed: 3 of 3 (first: MemoryError)"
     assert_nothing_left(scored)
@@ -313,9 +324,36 @@ def test_without_cgroups_rlimit_nproc_stands_in_and_a_fork_bomb_still_leaves_not
     monkeypatch.setattr(_sandbox, "cgroups_available", lambda: False)
     grader = Grader(LIMITS, workers=1, reasoning_format=False)
     scored = grader.one(fenced(FORK_BOMB), TESTS)
-    # the bomb's processes are forks of the harness: the same command line, with this process as owner
-    left = [p for p in psutil.process_iter(["cmdline"]) if _sandbox.owner_tag() in (p.info["cmdline"] or [])]
+    # the bomb's processes are forks of the harness: the same command line, with this process as owner;
+    # killed processes may take a moment to exit on a loaded machine
+    deadline = time.monotonic() + 5
+    while len(left := sandbox_tree()) not in (0, 2) and time.monotonic() < deadline:
+        time.sleep(0.05)
     _sandbox.close_all()
     assert scored.rewards["tests"] == 0.0
     # the sandbox's unshare and harness; none when the bomb made the run overrun and the sandbox was killed whole
     assert len(left) in (0, 2), [p.info["cmdline"] for p in left]
+
+
+def test_when_the_scoring_process_is_killed_its_sandboxes_end(tmp_path):
+    script = (
+        "from tasks.code import _sandbox\n"
+        "_sandbox.run('def f():\\n    return 1', ['f()'], _sandbox.Limits(timeout_s=1.0))\n"
+        "sandbox = next(iter(_sandbox._open))\n"
+        "print(' '.join(str(d) for d in (sandbox.cgroup.dirs if sandbox.cgroup else [])), flush=True)\n"
+        "import time; time.sleep(60)\n"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    cgroups = owner.stdout.readline().split()
+    tag = _sandbox.owner_tag(owner.pid)
+    running = lambda: [p for p in psutil.process_iter(["cmdline"]) if tag in (p.info["cmdline"] or [])]  # noqa: E731
+    assert len(running()) == 2
+    owner.kill()  # no atexit: the harness sees its stdin close and ends, and with it its namespace
+    owner.wait()
+    deadline = time.monotonic() + 5
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert running() == []
+    for folder in cgroups:  # what a SIGKILLed owner leaves (README): an empty cgroup folder
+        assert Path(folder, "cgroup.procs").read_text() == ""
+        Path(folder).rmdir()
