@@ -18,24 +18,31 @@ from pydantic import TypeAdapter, ValidationError
 from tasks.arithmetic import arithmetic_problems, build_arithmetic
 from tasks.base import Task, completion_text
 from tasks.bounded import timeout_problems
+from tasks.code import CODE_REWARD_NAMES, build_code, code_problems
 from tasks.countdown import build_countdown, countdown_problems
 from tasks.gsm8k import build_gsm8k, gsm8k_problems
 from tasks.names import did_you_mean
 from tasks.reasoning_gym import build_reasoning_gym, reasoning_gym_problems
-from tasks.rewards import reward_problems
+from tasks.rewards import REWARD_NAMES, reward_problems
 
 TASKS: dict[str, Callable[..., Task]] = {
     "arithmetic": build_arithmetic,
+    "code": build_code,
     "countdown": build_countdown,
     "gsm8k": build_gsm8k,
     "reasoning_gym": build_reasoning_gym,
 }
 CHECKS: dict[str, Callable[[dict], list[str]]] = {
     "arithmetic": arithmetic_problems,
+    "code": code_problems,
     "countdown": countdown_problems,
     "gsm8k": gsm8k_problems,
     "reasoning_gym": reasoning_gym_problems,
 }
+
+# Reward names per task where they differ from tasks/rewards.py's, and every name a step row records.
+TASK_REWARDS: dict[str, tuple[str, ...]] = {"code": CODE_REWARD_NAMES}
+RECORDED_REWARDS = REWARD_NAMES + tuple(n for n in CODE_REWARD_NAMES if n not in REWARD_NAMES)
 
 
 def available_tasks() -> list[str]:
@@ -62,7 +69,7 @@ def task_problems(name: str, args: dict) -> list[str]:
         return errors  # value checks need well-typed settings
     settings = {key: args.get(key, params[key].default) for key in accepted}
     return (
-        reward_problems(settings["rewards"])
+        reward_problems(settings["rewards"], TASK_REWARDS.get(name, REWARD_NAMES))
         + timeout_problems(settings["reward_timeout_s"])
         + CHECKS[name](settings)
     )
@@ -95,4 +102,13 @@ def load_task(name: str, args: dict | None = None, seed: int = 42) -> Task:
     return TASKS[name](seed=seed, **(args or {}))
 
 
-__all__ = ["CHECKS", "TASKS", "Task", "available_tasks", "completion_text", "load_task", "task_problems"]
+__all__ = [
+    "CHECKS",
+    "RECORDED_REWARDS",
+    "TASKS",
+    "Task",
+    "available_tasks",
+    "completion_text",
+    "load_task",
+    "task_problems",
+]

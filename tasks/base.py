@@ -21,6 +21,9 @@ class Task:
     rewards: dict[str, tuple[RewardFunc, float]] = field(default_factory=dict)
     # held-out accuracy (pass@1, pass@k): completion text, eval row -> bool; every task sets it
     is_correct: Callable[[str, dict], bool] | None = None
+    # why each reward of a completion is zero, reward name -> reason (`rlsweep score`); a task without
+    # it reports a zero as "scored 0"
+    explain: Callable[[str, dict], dict[str, str]] | None = None
 
 
 def to_dataset(columns: dict[str, list]) -> Dataset:

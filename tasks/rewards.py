@@ -122,8 +122,8 @@ def correctness(score: Score, timeout_s: float = DEFAULT_TIMEOUT_S) -> Callable[
     return is_correct
 
 
-def reward_problems(rewards) -> list[str]:
-    """Why a `rewards` setting is invalid, as 'task_args.rewards...' lines."""
+def reward_problems(rewards, known: tuple[str, ...] = REWARD_NAMES) -> list[str]:
+    """Why a `rewards` setting is invalid (names outside `known`), as 'task_args.rewards...' lines."""
     if rewards is None:
         return []
     if not isinstance(rewards, dict) or not rewards:
@@ -131,9 +131,9 @@ def reward_problems(rewards) -> list[str]:
             f"task_args.rewards: must be a mapping name -> weight, e.g. {{'accuracy': 1.0}}; got {rewards!r}"
         ]
     errors = [
-        f"task_args.rewards.{name}: unknown reward; {did_you_mean(str(name), REWARD_NAMES)}"
+        f"task_args.rewards.{name}: unknown reward; {did_you_mean(str(name), known)}"
         for name in rewards
-        if name not in REWARD_NAMES
+        if name not in known
     ]
     for name, weight in rewards.items():
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:

@@ -16,6 +16,7 @@ from orchestrator.cli.models import add_models
 from orchestrator.cli.predict import add_predict
 from orchestrator.cli.report import add_report
 from orchestrator.cli.run import add_run
+from orchestrator.cli.score import add_score
 from orchestrator.cli.solve import add_solve
 from orchestrator.cli.sync_mlflow import add_sync_mlflow
 from orchestrator.cli.trial import add_trial
@@ -35,6 +36,7 @@ COMMANDS = [
     add_submit,
     add_solve,
     add_models,
+    add_score,
 ]
 
 

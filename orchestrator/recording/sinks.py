@@ -20,7 +20,7 @@ from orchestrator.judging.verdict import DEFAULTS as VERDICT_DEFAULTS
 from orchestrator.judging.verdict import VerdictSettings, judge
 from orchestrator.recording.outcome import COMPLETED, FINAL_STATUSES, TrialResult
 from orchestrator.recording.storage import StoragePath, filesystem_and_path, is_remote
-from tasks.rewards import REWARD_NAMES
+from tasks import RECORDED_REWARDS
 from trainers import record
 from trainers.spec import BOOKKEEPING, TrialSpec
 
@@ -39,7 +39,7 @@ def arrow_schema(fields: tuple[record.Field, ...]) -> pa.Schema:
 
 
 # Per-reward curves (TRL's rewards/<name>/mean): one column per reward the tasks define.
-STEP_RECORD = record.step_fields(REWARD_NAMES)  # the record's step fields, a reward curve per reward
+STEP_RECORD = record.step_fields(RECORDED_REWARDS)  # the record's step fields, a reward curve per reward
 STEP_SCHEMA = arrow_schema(STEP_RECORD)
 STEP_COLUMNS = STEP_SCHEMA.names
 # The step columns a normalised row holds as numbers (the others: the key, step, flags and `extra`).

@@ -123,7 +123,9 @@ def layer_of(module: str) -> int:
 
 def test_the_import_graph_sees_function_level_imports():
     graph = import_graph()
-    assert "orchestrator.running.driver" in graph["orchestrator.cli.run"], "cli.run imports the driver inside cmd_run"
+    assert "orchestrator.running.driver" in graph["orchestrator.cli.run"], (
+        "cli.run imports the driver inside cmd_run"
+    )
     assert "trainers.stacks" in graph["trainers.__main__"], "__main__ picks its stack from the registry"
     assert "trainers.evaluate" in graph["trainers.stacks._base"], "the assembly imports it inside assemble()"
     assert {"tasks.names", "trainers.models", "tasks"} <= graph["trainers.spec"]

@@ -14,7 +14,7 @@ import pytest
 from orchestrator.recording.sinks import STEP_RECORD, STEP_SCHEMA, TRIAL_SCHEMA, normalize_step
 from orchestrator.recording.tracking import STEP_METRICS, step_metrics
 from orchestrator.running.telemetry import Sample, summarize_window
-from tasks.rewards import REWARD_NAMES
+from tasks import RECORDED_REWARDS
 from trainers import record
 from trainers.record import (
     GPU,
@@ -43,7 +43,7 @@ def test_the_record_lists_each_field_once_with_a_type_a_unit_a_measurer_and_a_me
 
 def test_the_reward_curves_are_one_step_field_per_reward_the_tasks_define():
     curves = [f.name for f in STEP_RECORD if f.name.startswith("rewards/")]
-    assert curves == [f"rewards/{name}/mean" for name in REWARD_NAMES]
+    assert curves == [f"rewards/{name}/mean" for name in RECORDED_REWARDS]
 
 
 @pytest.mark.parametrize("schema,fields", [(STEP_SCHEMA, STEP_RECORD), (TRIAL_SCHEMA, TRIAL_FIELDS)])

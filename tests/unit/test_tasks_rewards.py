@@ -10,6 +10,7 @@ from tests.helpers.adversarial import ADVERSARIAL
 # Small settings that build each task in well under a second without network.
 SMALL = {
     "arithmetic": {"num_samples": 4, "num_eval": 2},
+    "code": {"num_samples": 4, "num_eval": 2, "reward_timeout_s": 1.0},
     "countdown": {"num_samples": 4, "num_eval": 2, "allow_division": True},
     "reasoning_gym": {
         "datasets": ["syllogism", "string_insertion", "number_filtering"],

@@ -1,0 +1,149 @@
+"""Code-task reward latency: each completion run against its problem's tests in the sandbox
+(tasks/code/_sandbox.py), benign and hostile mixes, with 1 and N reward workers.
+
+Benign: the shipped problems' reference solutions (every test passes) and a wrong solution per
+problem (every test fails), 3-4 tests each. Hostile: tests/helpers/hostile_code.py (endless loop, fork
+bomb, memory bomb, 10 GB write, detached daemon, socket), at reward_timeout_s 1 s. Reports per-completion
+latency p50/p99/max, completions per second (a batch scored with `workers` at a time, as a step's B x K
+is) and the cold start of a sandbox. Targets (2-core machine): benign p99 <= 200 ms; a hostile
+completion costs at most its timeout plus 100 ms.
+
+    .venv/bin/python bench/bench_code.py [--workers 1 2 4] [--repeat 3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tasks.code import SHIPPED, Grader, _sandbox  # noqa: E402
+from tests.helpers.hostile_code import HOSTILE  # noqa: E402
+
+TIMEOUT_S = 1.0
+TESTS = ["assert double(3) == 6", "assert double(4) == 8", "assert double(0) == 0"]
+
+
+def fenced(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+def benign_items(repeat: int) -> list[tuple[str, list[str]]]:
+    items = []
+    for line in SHIPPED.read_text().splitlines():
+        problem = json.loads(line)
+        name = problem["code"].split("(")[0].removeprefix("def ")
+        wrong = f"def {name}(*args):\n    return None"
+        for round_ in range(repeat):  # a comment makes each text new: the grader's cache never answers
+            items.append((fenced(f"{problem['code']}\n# {round_}"), problem["test_list"]))
+            items.append((fenced(f"{wrong}\n# {round_}"), problem["test_list"]))
+    return items
+
+
+def hostile_items(repeat: int) -> list[tuple[str, str, list[str]]]:
+    return [(kind, fenced(f"{code}\n# {r}"), TESTS) for r in range(repeat) for kind, code in HOSTILE.items()]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def timed_batch(grader: Grader, items: list[tuple[str, list[str]]]) -> tuple[list[float], float]:
+    """Each completion's own latency (inside the worker) and the batch's wall time."""
+    latencies: list[float] = []
+
+    def one(item):
+        start = time.perf_counter()
+        grader.one(*item)
+        latencies.append(time.perf_counter() - start)
+
+    start = time.perf_counter()
+    _pool(grader.workers, one, items)
+    return latencies, time.perf_counter() - start
+
+
+def _pool(workers: int, fn, items) -> None:
+    """fn over items, `workers` at a time: each thread keeps its own sandbox, as the grader's pool does."""
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(fn, items))
+
+
+def summary(latencies: list[float], wall: float) -> dict:
+    return {
+        "completions": len(latencies),
+        "p50_ms": round(1000 * statistics.median(latencies), 1),
+        "p99_ms": round(1000 * percentile(latencies, 0.99), 1),
+        "max_ms": round(1000 * max(latencies), 1),
+        "per_s": round(len(latencies) / wall, 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, max(1, (os.cpu_count() or 2) - 1), 4])
+    parser.add_argument("--repeat", type=int, default=2, help="rounds over the benign and hostile sets")
+    parser.add_argument("--json", help="also write the figures here")
+    args = parser.parse_args()
+    isolation, python = _sandbox.setup()
+    load_before = os.getloadavg()[0]
+    results: dict = {
+        "isolation": isolation,
+        "interpreter": python,
+        "cgroups": _sandbox.cgroups_available(),
+        "cores": os.cpu_count(),
+    }
+    cold = []
+    for _ in range(5):  # a fresh sandbox's first completion: what a worker's first run, or a kill, costs
+        start = time.perf_counter()
+        sandbox = _sandbox.Sandbox(_sandbox.Limits(timeout_s=TIMEOUT_S))
+        sandbox.run("def double(x):\n    return 2 * x", ["double(3)"])
+        sandbox.close()
+        cold.append(time.perf_counter() - start)
+    results["first_run_of_a_sandbox_ms"] = round(1000 * statistics.median(cold), 1)
+    limits = _sandbox.Limits(timeout_s=TIMEOUT_S)
+    for workers in sorted(set(args.workers)):
+        grader = Grader(limits, workers, reasoning_format=False)
+        latencies, wall = timed_batch(grader, benign_items(args.repeat))
+        results[f"benign_{workers}_workers"] = summary(latencies, wall)
+        hostile = hostile_items(args.repeat)
+        by_kind: dict[str, list[float]] = {}
+        overshoot: list[float] = []
+
+        def one(item, by_kind=by_kind, overshoot=overshoot, grader=grader):
+            kind, text, tests = item
+            start = time.perf_counter()
+            scored = grader.one(text, tests)
+            elapsed = time.perf_counter() - start
+            assert scored.rewards["tests"] == 0.0, (kind, scored)
+            by_kind.setdefault(kind, []).append(elapsed)
+            overshoot.append(elapsed - TIMEOUT_S)
+
+        start = time.perf_counter()
+        _pool(workers, one, hostile)
+        wall = time.perf_counter() - start
+        results[f"hostile_{workers}_workers"] = summary([t for ts in by_kind.values() for t in ts], wall) | {
+            "max_over_timeout_ms": round(1000 * max(overshoot), 1),
+            "max_ms_by_kind": {kind: round(1000 * max(ts), 1) for kind, ts in by_kind.items()},
+        }
+        _sandbox.close_all()
+        print(json.dumps({k: v for k, v in results.items() if str(workers) in k}, indent=1), flush=True)
+    results["load_before_after"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    print(json.dumps(results, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

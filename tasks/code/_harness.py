@@ -1,0 +1,204 @@
+"""The trusted side of the code sandbox (tasks/code/_sandbox.py starts it; stdlib only, nothing of the project).
+
+Usage: python -I -S _harness.py RESULT_FD --owner=PID (the owner tag is for `ps` only). Reads one JSON job per line on stdin: {"code", "probes",
+"deadline", "limits", "output_cap"}. Each probe is one expression to evaluate after the code is defined
+(the half of a test that calls the completion; the expected value stays with the parent and never
+reaches this process). Per job it makes a fresh working directory; per probe it forks a child that
+closes the result descriptor and stdin, starts a process group, sets the rlimits, sends its output to
+a capped file, runs the completion's code in a fresh namespace, evaluates the probe and writes
+repr(value) to its own pipe. This process reads at most a capped reply per probe, kills every process
+the probe left (in a PID namespace: all but itself), empties the working folders, and writes one JSON
+line with every probe's outcome to RESULT_FD, the only channel the parent reads. The completion's
+process cannot reach that descriptor: it is closed before the completion runs, this process is
+non-dumpable and holds no capabilities (no /proc/1/fd, no ptrace), and as the init of a new PID
+namespace it ignores the signals its children send.
+"""
+
+import contextlib
+import ctypes
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import struct
+import sys
+import tempfile
+import time
+
+REPLY_CAP = 65_536
+PR_SET_DUMPABLE = 4
+
+
+def _limit(limits: dict) -> None:
+    for name, value in limits.items():
+        resource.setrlimit(getattr(resource, name), (value, value))
+
+
+# seccomp: (AUDIT_ARCH, __NR_socket) per machine; socket() then fails with EPERM (x32 syscalls and
+# other ABIs are refused too). For sandboxes without a network namespace.
+_SOCKET_SYSCALL = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+
+
+def _refuse_sockets() -> None:
+    arch, socket_nr = _SOCKET_SYSCALL[os.uname().machine]
+    program = [  # classic BPF: (code, jump if true, jump if false, k)
+        (0x20, 0, 0, 4),  # load the architecture
+        (0x15, 1, 0, arch),  # ours: go on
+        (0x06, 0, 0, 0x80000000),  # another ABI: kill the process
+        (0x20, 0, 0, 0),  # load the syscall number
+        (0x35, 2, 0, 0x40000000),  # an x32 syscall: refuse
+        (0x15, 1, 0, socket_nr),  # socket(): refuse
+        (0x06, 0, 0, 0x7FFF0000),  # allow
+        (0x06, 0, 0, 0x00050000 | 1),  # refuse with EPERM
+    ]
+    code = b"".join(struct.pack("HBBI", *line) for line in program)
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) or libc.prctl(
+        _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(Program(len(program), code)), 0, 0
+    ):
+        raise OSError(ctypes.get_errno(), "seccomp filter refused")
+
+
+def _child(job: dict, probe: str, write_fd: int, out_path: str) -> None:
+    os.close(job["result_fd"])
+    os.setpgid(0, 0)
+    out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    _limit(job["limits"])
+    if job["refuse_sockets"]:
+        try:
+            _refuse_sockets()
+        except (OSError, KeyError):  # no way to keep it off the network: the test does not run
+            os.write(write_fd, b"error NoNetworkIsolation\n")
+            os._exit(0)
+    try:
+        namespace = {"__name__": "__completion__"}
+        exec(compile(job["code"], "<completion>", "exec"), namespace)
+        reply = "value " + repr(eval(compile(probe, "<test>", "eval"), namespace))
+    except BaseException as exc:  # the completion's failure, reported as its exception's type
+        reply = "error " + type(exc).__name__
+    os.write(write_fd, reply.encode("utf-8", "replace")[:REPLY_CAP] + b"\n")
+    os._exit(0)
+
+
+def _kill_all_but_me() -> None:
+    """Kill and reap every other process of this PID namespace, again until none is left (a fork bomb
+    forks while it is being killed; the pids cgroup bounds how many rounds that takes)."""
+    me = str(os.getpid())
+    for _ in range(10_000):
+        others = [int(e) for e in os.listdir("/proc") if e.isdigit() and e != me]
+        if not others:
+            return
+        for pid in others:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        _reap()
+        time.sleep(0.0005)
+
+
+def _reap() -> None:
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG) == (0, 0):
+                return
+        except ChildProcessError:
+            return
+
+
+def _run_probe(job: dict, probe: str, out_path: str, in_namespace: bool) -> dict:
+    if time.monotonic() >= job["deadline"]:
+        return {"status": "timeout"}
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        _child(job, probe, write_fd, out_path)
+    os.close(write_fd)
+    reply = b""
+    outcome = None
+    while True:
+        left = job["deadline"] - time.monotonic()
+        if left <= 0:
+            outcome = {"status": "timeout"}
+            break
+        ready, _, _ = select.select([read_fd], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(read_fd, REPLY_CAP)
+        if not chunk:
+            break
+        reply += chunk
+        if b"\n" in reply or len(reply) > REPLY_CAP:  # a daemon it forked may hold the pipe open
+            break
+    os.close(read_fd)
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    if in_namespace:
+        _kill_all_but_me()
+    _reap()
+    if outcome is not None:
+        return outcome
+    if not reply and os.WIFSIGNALED(status):
+        return {"status": "killed", "detail": signal.Signals(os.WTERMSIG(status)).name}
+    if not reply:
+        return {
+            "status": "error",
+            "detail": f"exited with status {os.WEXITSTATUS(status)} before the test ran",
+        }
+    first = reply.split(b"\n", 1)[0]  # a probe that forked may have replied more than once
+    kind, _, text = first.decode("utf-8", "replace").partition(" ")
+    if kind == "value":
+        return {"status": "value", "value": text[:REPLY_CAP]}
+    return {"status": "error", "detail": text[:200]}
+
+
+def _empty(folder: str) -> None:
+    for entry in os.listdir(folder):
+        path = os.path.join(folder, entry)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
+def main() -> None:
+    result_fd = int(sys.argv[1])
+    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    # No handler, so a PID namespace's init receives no signal from inside it (Python handles SIGINT);
+    # rlsweep ends a sandbox by SIGKILL or by closing its stdin.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    in_namespace = os.getpid() == 1
+    home = os.getcwd()
+    for line in sys.stdin.buffer:
+        job = json.loads(line)
+        job["result_fd"] = result_fd
+        workdir = tempfile.mkdtemp(dir=home)
+        os.chdir(workdir)
+        out_path = os.path.join(workdir, ".output")
+        outcomes = [_run_probe(job, probe, out_path, in_namespace) for probe in job["probes"]]
+        try:
+            with open(out_path, "rb") as f:
+                output = f.read(job["output_cap"]).decode("utf-8", "replace")
+        except OSError:
+            output = ""
+        os.chdir(home)
+        for folder in (home, "/dev/shm") if in_namespace else (workdir,):
+            _empty(folder)
+        os.write(result_fd, (json.dumps({"probes": outcomes, "output": output}) + "\n").encode())
+
+
+if __name__ == "__main__":
+    main()

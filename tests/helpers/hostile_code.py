@@ -1,0 +1,50 @@
+"""Hostile completions for the code task's sandbox (tests/unit/test_code_sandbox.py, bench/bench_code.py):
+each is the code of a completion whose problem asks for double(x); none defines a correct one."""
+
+LOOP = "while True:\n    pass\ndef double(x):\n    return x * 2"
+FORK_BOMB = "import os\nwhile True:\n    os.fork()\ndef double(x):\n    return x * 2"
+MEMORY_BOMB = "blocks = [bytearray(1 << 28) for _ in range(64)]\ndef double(x):\n    return x * 2"
+GROWING_MEMORY_BOMB = (
+    "blocks = []\nwhile True:\n    blocks.append(bytearray(1 << 24))\ndef double(x):\n    return x * 2"
+)
+BIG_WRITE = """\
+chunk = b"x" * (1 << 20)
+for folder in (".", "/tmp", "/dev/shm", "/var/tmp", "/"):
+    try:
+        with open(folder + "/{marker}", "wb") as f:
+            for _ in range(10 * 1024):
+                f.write(chunk)
+    except OSError:
+        pass
+def double(x):
+    return x + 2
+"""
+DAEMON = """\
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        while True:
+            time.sleep(0.01)
+    os._exit(0)
+def double(x):
+    return x + 2
+"""
+SOCKET = """\
+import socket
+try:
+    socket.create_connection(("1.1.1.1", 80), timeout=0.5)
+    reached = True
+except OSError:
+    reached = False
+def double(x):
+    return x * 2 if reached else None
+"""
+HOSTILE = {
+    "endless loop": LOOP,
+    "fork bomb": FORK_BOMB,
+    "memory bomb": MEMORY_BOMB,
+    "10 GB write": BIG_WRITE.format(marker="big"),
+    "detached daemon": DAEMON,
+    "socket": SOCKET,
+}

@@ -1,0 +1,186 @@
+"""`rlsweep score` scores a file of completions with any task's rewards, outside training: every reward,
+the weighted total, the time, and why a reward is zero; bad input is refused line by line."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from orchestrator.cli import main
+from tasks import TASKS, load_task
+from tasks.code import _sandbox
+from tasks.countdown import DEFAULT_REWARDS as COUNTDOWN_WEIGHTS
+from tasks.gsm8k import DEFAULT_REWARDS as GSM8K_WEIGHTS
+from tasks.reasoning_gym import installed
+from tests.helpers.hostile_code import HOSTILE
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TAGGED = "<think>worked it out</think><answer>{}</answer>"
+
+
+@pytest.fixture
+def gsm8k_file(tmp_path):
+    path = tmp_path / "gsm8k.jsonl"
+    rows = [
+        {"question": f"What is {n} times 3?", "answer": f"{n} * 3 = {n * 3}\n#### {n * 3}"} for n in range(10)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def score(capsys, tmp_path, task: str, lines: list[dict], *sets: str) -> list[dict]:
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    argv = ["score", "--task", task, str(completions)]
+    for item in sets:
+        argv += ["--set", item]
+    code = main(argv)
+    _sandbox.close_all()
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return [json.loads(line) for line in captured.out.splitlines()]
+
+
+def right_answer(task: str, row: dict) -> str:
+    """Each task's correct completion of `row`, worked out here from the prompt or the row's own solution."""
+    prompt = row["prompt"][-1]["content"]
+    if task == "arithmetic":
+        a, b = map(int, re.search(r"What is (\d+)\+(\d+)\?", prompt).groups())
+        return str(a + b)
+    if task == "countdown":
+        return TAGGED.format(row["solution"])
+    if task == "gsm8k":
+        return TAGGED.format(int(re.search(r"What is (\d+) times 3", prompt).group(1)) * 3)
+    if task == "reasoning_gym":
+        return TAGGED.format(row["answer"])
+    name = re.search(r"function `(\w+)\(", prompt).group(1)
+    solutions = {
+        "hamming_distance": "def hamming_distance(a, b):\n    return sum(x != y for x, y in zip(a, b))"
+    }
+    return f"```python\n{solutions[name]}\n```"
+
+
+WEIGHTS = {
+    "arithmetic": {"accuracy": 1.0},
+    "countdown": COUNTDOWN_WEIGHTS,
+    "gsm8k": GSM8K_WEIGHTS,
+    "reasoning_gym": {"accuracy": 1.0, "format": 0.2},
+    "code": {"tests": 1.0, "perfect": 0.5, "format": 0.1},
+}
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_every_task_scores_a_right_and_an_empty_completion(task, capsys, tmp_path, gsm8k_file):
+    if task == "reasoning_gym" and not installed():
+        pytest.skip("reasoning-gym is not installed")
+    args = {"path": str(gsm8k_file), "num_eval": 2} if task == "gsm8k" else {}
+    sets = [f"{key}={value}" for key, value in args.items()]
+    row = load_task(task, args).train[0]
+    lines = score(
+        capsys,
+        tmp_path,
+        task,
+        [{"row": 0, "completion": right_answer(task, row)}, {"row": 0, "completion": ""}],
+        *sets,
+    )
+    weights = WEIGHTS[task]
+    assert [line["row"] for line in lines] == [0, 0]
+    assert lines[0]["rewards"] == dict.fromkeys(weights, 1.0)
+    assert lines[0]["total"] == pytest.approx(sum(weights.values()))
+    assert lines[0]["why_zero"] == {}
+    assert lines[1]["rewards"] == dict.fromkeys(weights, 0.0)
+    assert lines[1]["total"] == 0.0
+    expected_why = (
+        {"tests": "no code block", "perfect": "no code block", "format": "0 code blocks, not one"}
+        if task == "code"
+        else dict.fromkeys(weights, "scored 0")
+    )
+    assert lines[1]["why_zero"] == expected_why
+    assert all(0 <= line["seconds"] < 30 for line in lines)
+
+
+def test_a_timed_out_code_completion_says_timeout_and_costs_its_timeout(capsys, tmp_path):
+    lines = score(
+        capsys,
+        tmp_path,
+        "code",
+        [{"row": 3, "completion": "```python\nwhile True:\n    pass\n```"}],
+        "reward_timeout_s=1",
+    )
+    assert lines[0]["rewards"] == {"tests": 0.0, "perfect": 0.0, "format": 1.0}
+    assert lines[0]["total"] == pytest.approx(0.1)
+    assert lines[0]["why_zero"]["tests"] in ("test failed: 3 of 3 (first: timeout)", "timeout")
+    assert 1.0 <= lines[0]["seconds"] < 3.0
+
+
+def test_task_args_given_with_set_shape_the_rows_as_a_sweep_would(capsys, tmp_path):
+    # reasoning_format: the completion must be <reasoning>...</reasoning><answer>...</answer>
+    row = load_task("code", {"reasoning_format": True}).train[0]
+    assert "<reasoning>" in row["prompt"][0]["content"]
+    body = right_answer("code", row).strip("`").removeprefix("python\n")
+    lines = score(
+        capsys,
+        tmp_path,
+        "code",
+        [{"row": 0, "completion": f"<reasoning>count mismatches</reasoning><answer>{body}</answer>"}],
+        "reasoning_format=true",
+        "task_args.rewards={tests: 1.0, format: 0.5}",
+    )
+    assert lines[0]["rewards"] == {"tests": 1.0, "format": 1.0}
+    assert lines[0]["total"] == pytest.approx(1.5)
+
+
+def test_bad_lines_are_refused_before_any_is_scored(capsys, tmp_path):
+    completions = tmp_path / "bad.jsonl"
+    completions.write_text(
+        '{"row": 0, "completion": "7"}\nnot json\n{"row": 10000, "completion": "7"}\n{"row": 1}\n'
+    )
+    assert main(["score", "--task", "arithmetic", str(completions)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        f'{completions}:2: not JSON (Expecting value); give one {{"row": N, "completion": "..."}} per line',
+        f"{completions}:3: row must be an integer in [0, 511] (a training row of the task), got 10000",
+        f"{completions}:4: completion must be a string, got NoneType",
+    ]
+
+
+def test_a_missing_file_or_a_bad_setting_exits_2_with_the_fix(capsys, tmp_path):
+    assert main(["score", "--task", "code", str(tmp_path / "none.jsonl")]) == 2
+    assert "none.jsonl: no such file; give a JSONL" in capsys.readouterr().err
+    completions = tmp_path / "c.jsonl"
+    completions.write_text('{"row": 0, "completion": "x"}\n')
+    assert main(["score", "--task", "code", "--set", "rewards={tets: 1}", str(completions)]) == 2
+    assert "task_args.rewards.tets: unknown reward; did you mean 'tests'?" in capsys.readouterr().err
+
+
+def test_the_hostile_set_scores_zero_and_the_scoring_process_carries_on(tmp_path):
+    """`rlsweep score` in its own process, as a trainer would score: it exits 0, every hostile completion
+    scores 0 with its reason, no secret of its environment reaches its output, and when it has exited
+    no sandbox process of it is left."""
+    secret = "s3cr3t-hostile-set"
+    completions = tmp_path / "hostile.jsonl"
+    lines = [{"row": i, "completion": f"```python\n{code}\n```"} for i, code in enumerate(HOSTILE.values())]
+    completions.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    env = {**os.environ, "HF_TOKEN": secret, "AWS_SECRET_ACCESS_KEY": secret}
+    argv = [sys.executable, "-m", "orchestrator.cli", "score", "--task", "code", str(completions)]
+    argv += ["--set", "reward_timeout_s=1", "--set", "rewards={tests: 1.0, perfect: 0.5}"]
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    stdout, stderr = proc.communicate(timeout=120)
+    done = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+    assert done.returncode == 0, done.stderr
+    scored = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [s["row"] for s in scored] == list(range(len(HOSTILE)))
+    assert [s["total"] for s in scored] == [0.0] * len(HOSTILE)
+    assert all(set(s["why_zero"]) == {"tests", "perfect"} for s in scored)
+    assert secret not in done.stdout + done.stderr
+    owner = _sandbox.owner_tag(proc.pid)
+    assert [p.pid for p in psutil.process_iter(["cmdline"]) if owner in (p.info["cmdline"] or [])] == []
