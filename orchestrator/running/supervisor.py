@@ -26,15 +26,10 @@ from typing import Any
 import trainers
 from orchestrator.recording.outcome import COMPLETED, FAILED, OOM, STOPPED, UNAVAILABLE, TrialResult
 from orchestrator.running.guard import GuardSettings
+from orchestrator.running.kernel_oom import cgroup_memory_limit_gib, classify_kernel_oom, oom_kill_counts
 from orchestrator.running.phases import MEMORY, SPEED, SPEED_ONLY, TrialPhases
 from orchestrator.running.settle import settled, warm_up
-from orchestrator.running.telemetry import (
-    MemorySampler,
-    Sample,
-    cgroup_memory_limit_gib,
-    classify_kernel_oom,
-    oom_kill_counts,
-)
+from orchestrator.running.telemetry import MemorySampler, Sample
 from trainers.control import CONTINUE, STOP, closes_steady_cycle, holds_here
 from trainers.events import ERROR, FINISHED, STARTED, STEP, is_oom, read_events
 from trainers.events import OOM as OOM_EVENT

@@ -13,13 +13,8 @@ import time
 import psutil
 import pytest
 
-from orchestrator.running.telemetry import (
-    GIB,
-    MemorySampler,
-    classify_kernel_oom,
-    oom_kill_counts,
-    read_vm_hwm_gib,
-)
+from orchestrator.running.kernel_oom import classify_kernel_oom, oom_kill_counts
+from orchestrator.running.telemetry import GIB, MemorySampler, read_vm_hwm_gib
 
 pytestmark = pytest.mark.slow
 MIB = 1024**2

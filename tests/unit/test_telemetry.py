@@ -4,7 +4,6 @@ failure handling. NVML is faked (no driver here); the host side reads this very 
 from __future__ import annotations
 
 import os
-import signal
 import time
 
 import pytest
@@ -14,10 +13,7 @@ from orchestrator.running.telemetry import (
     BudgetBreach,
     MemorySampler,
     Sample,
-    cgroup_memory_limit_gib,
-    classify_kernel_oom,
     energy_between,
-    oom_kill_counts,
     summarize_window,
 )
 from tests.helpers.nvml import FakeNvml, fake_gpu
@@ -348,48 +344,6 @@ def test_bad_arguments_name_the_field():
         MemorySampler(1, hz=0)
     with pytest.raises(ValueError, match="backend: unknown value 'gpu'; available: auto, nvml, psutil"):
         MemorySampler(1, backend="gpu")
-
-
-# --- kernel OOM classification --------------------------------------------------------------------
-
-
-def test_oom_kill_counts_reads_this_hosts_counters():
-    counts = oom_kill_counts()
-    if not os.path.exists("/proc/vmstat"):
-        pytest.skip("no /proc/vmstat")
-    assert isinstance(counts["host"], int)  # every Linux >= 4.13 has it
-    assert all(isinstance(v, int) and v >= 0 for v in counts.values())
-    limit = cgroup_memory_limit_gib()  # None: unlimited (v1 writes that as a huge number)
-    assert limit is None or 0 < limit < 2**40
-
-
-def test_classify_kernel_oom():
-    sigkill = -signal.SIGKILL
-    near = Sample(t=time.time(), rss_gib=7.5, hwm_gib=7.5, host_available_gib=0.3)
-    calm = Sample(t=time.time(), rss_gib=1.0, hwm_gib=1.0, host_available_gib=6.0)
-    # a counter rose: the strongest evidence
-    detail = classify_kernel_oom(
-        sigkill,
-        last_sample=calm,
-        counts_before={"cgroup": 2, "host": 5},
-        counts_after={"cgroup": 3, "host": 5},
-    )
-    assert detail.startswith(
-        "killed by the kernel's OOM killer (SIGKILL; its cgroup's oom_kill count 2 -> 3)"
-    )
-    assert "RSS 1.00 GiB" in detail
-    # no counter, but memory was near the host's total
-    detail = classify_kernel_oom(sigkill, last_sample=near, host_total_gib=8.0)
-    assert (
-        detail.startswith("likely killed by the kernel's OOM killer") and "RSS 7.50 GiB of 8.00 GiB" in detail
-    )
-    # near a cgroup limit smaller than the host
-    assert classify_kernel_oom(128 + signal.SIGKILL, last_sample=calm, host_total_gib=64.0, limit_gib=1.05)
-    # SIGKILL with memory calm: someone else killed it; and other exits are not kernel OOM kills
-    assert classify_kernel_oom(sigkill, last_sample=calm, host_total_gib=8.0) is None
-    assert classify_kernel_oom(sigkill) is None
-    assert classify_kernel_oom(1, last_sample=near, host_total_gib=8.0) is None
-    assert classify_kernel_oom(-signal.SIGTERM, counts_before={"host": 1}, counts_after={"host": 2}) is None
 
 
 def test_breach_shows_a_third_decimal_only_when_two_would_equal_the_limit():
