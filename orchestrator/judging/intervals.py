@@ -9,6 +9,10 @@ cycles together; seeds themselves are not resampled, since two or three seeds gi
 or three points. A ratio (one stack over another, sweep B over sweep A) resamples both sides'
 cycles independently (their cycles are not paired) and takes the ratio of the two medians.
 
+Memory has its uncertainty too: the same configuration's peak moves between runs (seeds, allocator
+timing, the sampler's moment). A fit whose margin to the budget is under TIGHT_MARGIN_GIB, the spread
+of peaks measured over repeated runs, reads "tight": another run may not fit.
+
 Below MIN_CYCLES measured cycles a figure has no interval and a ratio reads "too few cycles to
 compare"; a ratio whose interval covers 1 reads "no clear difference". The settled stop
 (orchestrator/running/settle.py) judges its median with the same bootstrap.
@@ -30,6 +34,11 @@ SEED = 0
 # probability 1 - 2^(1-n): 75% for 3, 87.5% for 4, 93.75% for 5. Below 5 no 95% interval can be
 # honest, so a figure from fewer cycles says so instead.
 MIN_CYCLES = 5
+
+# The largest run-to-run spread (max - min) of one configuration's peak over 3 seeds, both stacks, measured
+# in docs/benchmarks.md ("Run-to-run spread of peaks"), rounded up: a margin below it is within what a
+# rerun moves the peak by.
+TIGHT_MARGIN_GIB = 0.05
 
 TOO_FEW = "too few cycles to compare"
 NO_CLEAR = "no clear difference"
@@ -161,6 +170,34 @@ def ratio_interval(
         return Ratio(value, value, value, cycles)
     low, high = _bootstrap([*top, *bottom], ratio, confidence)
     return Ratio(value, low, high, cycles)
+
+
+@dataclass(frozen=True)
+class Margin:
+    """A peak against its budget: gib = budget - peak (negative: over), pct = gib / budget x 100."""
+
+    gib: float
+    pct: float
+
+    @property
+    def tight(self) -> bool:
+        """Fits, by less than the run-to-run spread of peaks (TIGHT_MARGIN_GIB)."""
+        return 0 <= self.gib < TIGHT_MARGIN_GIB
+
+    def words(self) -> str:
+        """'tight: 0.01 GiB (1.4%) to spare', '2.10 GiB (26%) to spare', 'over by 0.30 GiB (4.0%)'."""
+        amount = f"{abs(self.gib):.2f} GiB ({abs(self.pct):.2g}%)"
+        if self.gib < 0:
+            return f"over by {amount}"
+        return f"tight: {amount} to spare" if self.tight else f"{amount} to spare"
+
+
+def margin(peak_gib: float | None, budget_gib: float | None) -> Margin | None:
+    """The peak's margin to the budget; None without either (or a budget of 0)."""
+    if peak_gib is None or not budget_gib or not math.isfinite(peak_gib) or not math.isfinite(budget_gib):
+        return None
+    gib = budget_gib - peak_gib
+    return Margin(gib, gib / budget_gib * 100)
 
 
 def tie_ranks(estimates: Sequence[Estimate]) -> list[int | None]:

@@ -8,12 +8,16 @@ import pytest
 from orchestrator.judging.intervals import (
     MIN_CYCLES,
     NO_CLEAR,
+    TIGHT_MARGIN_GIB,
     TOO_FEW,
     Estimate,
+    margin,
     median_interval,
     ratio_interval,
     tie_ranks,
 )
+from orchestrator.recording.sinks import trial_row
+from trainers.spec import TrialSpec
 
 REPETITIONS = 100
 TOKENS_PER_CYCLE = 1000.0
@@ -101,3 +105,51 @@ def test_rankings_tie_configurations_whose_intervals_overlap_the_group_leaders()
         Estimate(100.0, 90.0, 110.0, 10, 1),
     ]
     assert tie_ranks(ranked) == [1, 1, 3, None, 3, 6]
+
+
+# -- the trial row carries the interval, the sample size and the memory margin ---------------------
+
+
+def test_the_trial_row_carries_the_median_tokens_per_s_interval_and_the_cycles_it_was_taken_over():
+    speeds = [400.0, 420.0, 440.0, 460.0, 480.0, 500.0]
+    steps = [{"step": 1, "probe": True, "tokens_per_s": 10.0}]
+    steps += [{"step": n, "probe": False, "tokens_per_s": v} for n, v in enumerate(speeds, start=2)]
+    row = trial_row(TrialSpec(trial_key="k"), None, steps, status="completed")
+    expected = median_interval([speeds])  # the probe cycle left out
+    assert row["median_tokens_per_s"] == 450.0
+    assert (row["median_tokens_per_s_lo"], row["median_tokens_per_s_hi"]) == (expected.low, expected.high)
+    assert row["cycles_measured"] == 6
+
+
+def test_a_trial_row_from_too_few_cycles_has_a_median_but_a_null_interval():
+    steps = [{"step": n, "probe": False, "tokens_per_s": 486.0} for n in (1, 2)]
+    row = trial_row(TrialSpec(trial_key="k"), None, steps, status="completed")
+    assert (row["median_tokens_per_s"], row["cycles_measured"]) == (486.0, 2)
+    assert (row["median_tokens_per_s_lo"], row["median_tokens_per_s_hi"]) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("peak", "margin_gib", "margin_pct", "tight"),
+    [(6.0, 2.0, 25.0, False), (7.98, 0.02, 0.25, True), (8.5, -0.5, -6.25, False)],
+    ids=["room to spare", "tight", "over"],
+)
+def test_the_trial_row_states_the_peaks_margin_to_the_budget_in_gib_and_percent(
+    peak, margin_gib, margin_pct, tight
+):
+    steps = [{"step": 1, "probe": False, "rss_peak_gib": peak}]
+    row = trial_row(TrialSpec(trial_key="k", memory_budget_gib=8.0), None, steps, status="completed")
+    assert row["margin_gib"] == pytest.approx(margin_gib)
+    assert row["margin_pct"] == pytest.approx(margin_pct)
+    assert row["tight"] is tight
+
+
+def test_a_trial_without_a_budget_has_a_null_margin_and_no_tight_flag():
+    row = trial_row(TrialSpec(trial_key="k"), None, [{"step": 1, "rss_peak_gib": 0.7}], status="completed")
+    assert (row["margin_gib"], row["margin_pct"], row["tight"]) == (None, None, None)
+
+
+def test_a_margin_reads_tight_within_the_spread_of_peaks_and_over_when_it_passed_the_budget():
+    assert margin(7.98, 8.0).words() == "tight: 0.02 GiB (0.25%) to spare"
+    assert margin(6.0, 8.0).words() == "2.00 GiB (25%) to spare"
+    assert margin(8.5, 8.0).words() == "over by 0.50 GiB (6.2%)"
+    assert margin(8.0 - 2 * TIGHT_MARGIN_GIB, 8.0).tight is False  # twice the spread of peaks: not tight
