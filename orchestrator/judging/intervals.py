@@ -202,15 +202,16 @@ def margin(peak_gib: float | None, budget_gib: float | None) -> Margin | None:
 
 def tie_ranks(estimates: Sequence[Estimate]) -> list[int | None]:
     """Ranks for estimates listed fastest first: an estimate whose interval overlaps that of the first of
-    the current group shares its rank (a tie); the next one that does not starts a new rank (its place
-    in the list, 1-based). None for an estimate without an interval: nothing ranks it."""
+    the current group shares its rank (a tie); the next one that does not starts a new rank, its place
+    among the ranked (1-based). None for an estimate without an interval: nothing ranks it."""
     ranks: list[int | None] = []
     leader: Estimate | None = None
-    rank = 0
-    for place, estimate in enumerate(estimates, start=1):
+    rank = place = 0
+    for estimate in estimates:
         if estimate.low is None or estimate.high is None:
             ranks.append(None)
             continue
+        place += 1
         if leader is None or not (estimate.high >= leader.low and estimate.low <= leader.high):
             leader, rank = estimate, place
         ranks.append(rank)
