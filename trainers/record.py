@@ -202,8 +202,8 @@ TRIAL_FIELDS: tuple[Field, ...] = (
        "it; null without a budget or a peak"),
     Field("margin_pct", FLOAT64, "%", RECORDER, "margin_gib as a share of the budget, in percent"),
     Field("tight", BOOL, FLAG, RECORDER, "the peak fits the budget by less than the run-to-run spread of peaks "
-       "(intervals.TIGHT_MARGIN_GIB, measured in docs/benchmarks.md): another seed may not fit; null "
-       "without a margin"),
+       "(intervals.TIGHT_SPREAD of the peak, measured in docs/benchmarks.md): another seed may not fit; "
+       "null without a margin"),
     Field("trainer_s", FLOAT64, SECONDS, RECORDER, "sum of step_s (time inside optimizer steps)"),
     Field("exit_code", INT64, "exit status", SUPERVISOR, "trainer exit code; negative = killed by that signal"),
     Field("cuda_visible_devices", STRING, TEXT, SUPERVISOR, "what the trainer child was given (`\"\"` = no GPU)"),

@@ -8,7 +8,7 @@ import pytest
 from orchestrator.judging.intervals import (
     MIN_CYCLES,
     NO_CLEAR,
-    TIGHT_MARGIN_GIB,
+    TIGHT_SPREAD,
     TOO_FEW,
     Estimate,
     margin,
@@ -152,4 +152,6 @@ def test_a_margin_reads_tight_within_the_spread_of_peaks_and_over_when_it_passed
     assert margin(7.98, 8.0).words() == "tight: 0.02 GiB (0.25%) to spare"
     assert margin(6.0, 8.0).words() == "2.00 GiB (25%) to spare"
     assert margin(8.5, 8.0).words() == "over by 0.50 GiB (6.2%)"
-    assert margin(8.0 - 2 * TIGHT_MARGIN_GIB, 8.0).tight is False  # twice the spread of peaks: not tight
+    # Tight below the run-to-run spread of the peak (TIGHT_SPREAD of it), not at twice that.
+    assert margin(7.9, 8.0).tight is (TIGHT_SPREAD * 7.9 > 0.1)
+    assert margin(8.0 / (1 + 2 * TIGHT_SPREAD), 8.0).tight is False

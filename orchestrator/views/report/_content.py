@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.judging.intervals import MIN_CYCLES, TIGHT_MARGIN_GIB, Estimate, Margin, tie_ranks
+from orchestrator.judging.intervals import MIN_CYCLES, TIGHT_SPREAD, Estimate, Margin, tie_ranks
 from orchestrator.judging.verdict import PRECEDENCE, VERDICT_WORDS, VERDICTS
 from orchestrator.recording import outcome
 from orchestrator.recording.outcome import COMPLETED, STATUS_WORDS, STATUSES
@@ -143,7 +143,7 @@ def _fit_margin(row: pd.Series) -> str:
     """'yes, 2.00 GiB (25%) to spare' or 'tight: 0.02 GiB (0.25%) to spare'."""
     if pd.isna(row["margin_gib"]):
         return "yes"
-    words = Margin(row["margin_gib"], row["margin_pct"]).words()
+    words = Margin(row["margin_gib"], row["margin_pct"], TIGHT_SPREAD * row["peak_gib"]).words()
     return words if words.startswith("tight") else f"yes, {words}"
 
 
@@ -301,7 +301,7 @@ def fastest_section(data: ReportData) -> list[Block]:
             "interval and no rank. Rank: configurations whose intervals overlap that of the fastest of "
             'their group share its rank ("tie"): no measurement separates them. Peak memory: the highest '
             'of the seeds; its margin to the budget reads "tight" when it is under the run-to-run spread of '
-            f"peaks ({TIGHT_MARGIN_GIB:g} GiB, docs/benchmarks.md).",
+            f"peaks ({TIGHT_SPREAD:.1%} of the peak, docs/benchmarks.md).",
         ),
     ]
 

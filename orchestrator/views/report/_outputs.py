@@ -142,6 +142,15 @@ def verdict_settings(output_dir: Path) -> VerdictSettings:
         return VerdictSettings()
 
 
+def memory_headroom_gib(output_dir: Path) -> float:
+    """The sweep's memory.headroom_gib (its sweep.yaml): what a fit must leave free; 0 when unset."""
+    try:
+        section = (yaml.safe_load((output_dir / "sweep.yaml").read_text()) or {}).get("memory") or {}
+        return float(section.get("headroom_gib") or 0.0)
+    except (OSError, yaml.YAMLError, AttributeError, TypeError, ValueError):
+        return 0.0
+
+
 def _with_verdicts(
     trials: pd.DataFrame, keys: set[str], step_rows: dict[str, list[dict]], settings: VerdictSettings
 ) -> pd.DataFrame:
