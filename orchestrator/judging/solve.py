@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.judging.intervals import Margin, margin
 from orchestrator.judging.memory import Forecast, Prediction
 from orchestrator.recording.outcome import COMPLETED, OOM, STATUS_WORDS, STOPPED, peak_memory
 from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
@@ -142,8 +143,8 @@ class Answer:
         else:
             lines.append(
                 f"largest {name} that fits {self.budget_gib:g} GiB: {self.fit.value}, measured "
-                f"{_peak_words(self.fit)}, margin {self.budget_gib - self.fit.peak_gib:.2f} GiB "
-                f"({self.fit.trial_key})"
+                f"{_peak_words(self.fit)}, {self.margin.words()} ({self.fit.trial_key})"
+                + (": another run may not fit (docs/benchmarks.md)" if self.margin.tight else "")
             )
             if self.above is not None:
                 lines.append(
@@ -159,8 +160,21 @@ class Answer:
         lines += [f"not certain: {c}" for c in self.contradictions]
         return lines
 
+    @property
+    def margin(self) -> Margin | None:
+        """The largest fit's margin to the budget (intervals.margin: GiB, %, tight)."""
+        return None if self.fit is None else margin(self.fit.peak_gib, self.budget_gib)
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "certified": self.certified, "answer": self.lines()}
+        fit = self.margin
+        return {
+            **asdict(self),
+            "certified": self.certified,
+            "margin_gib": None if fit is None else fit.gib,
+            "margin_pct": None if fit is None else fit.pct,
+            "tight": None if fit is None else fit.tight,
+            "answer": self.lines(),
+        }
 
 
 def _gib(value: float | None) -> str:
