@@ -36,7 +36,7 @@ SEED = 0
 MIN_CYCLES = 5
 
 # The run-to-run spread of one configuration's peak, relative to the peak: the largest (max - min) / mean
-# over 3 seeds of 4 configurations on both stacks was 2.3% (Unsloth, K=24: 0.827-0.846 GiB RSS), measured
+# over 3 seeds of 2 configurations on both stacks was 2.3% (Unsloth, K=24: 0.827-0.846 GiB RSS), measured
 # in docs/benchmarks.md ("Run-to-run spread of peaks"); rounded up. A fit whose margin is under this share
 # of its peak is within what a rerun moves the peak by.
 TIGHT_SPREAD = 0.025
