@@ -35,7 +35,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    print("| stack | K | peaks (GiB), seeds " + ", ".join(map(str, SEEDS)) + " | spread (MiB) | spread (% of mean) |")
+    print(
+        "| stack | K | peaks (GiB), seeds "
+        + ", ".join(map(str, SEEDS))
+        + " | spread (MiB) | spread (% of mean) |"
+    )
     print("|---|---|---|---|---|")
     for k in KS:
         for stack in STACKS:

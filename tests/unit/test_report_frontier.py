@@ -175,6 +175,7 @@ def test_the_matrices_mark_tight_fits_and_count_headroom(tmp_path):
     cells = view.table.set_index("K × B")["grpo · trl"]
     assert cells["K=2 B=2 (4/step)"] == "0.70 GiB: tight"
     assert cells["K=2 B=1 (2/step)"] == "0.61 GiB"
+    assert "“tight”: fits by less than the run-to-run spread of peaks (2.5% of the peak)." in view.caption
     kept = feasibility_matrix(trials_frame(), budget_gib=0.80, headroom_gib=0.08)
     trl = next(g for g in kept if g.framework == "trl" and g.model == "tiny")
     assert trl.over_budget(4, 1) and not trl.over_budget(2, 2)

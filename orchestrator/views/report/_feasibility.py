@@ -370,12 +370,16 @@ def _matrix_caption(grids: list[FeasibilityGrid]) -> str:
     if budget is None:
         parts.append("No memory budget is known: pass --budget-gib to mark what fits.")
     else:
-        over = sum(g.over_budget(k, b) for g in grids for k in g.values.index for b in g.values.columns)
+        cells = [(g, k, b) for g in grids for k in g.values.index for b in g.values.columns]
+        over = sum(g.over_budget(k, b) for g, k, b in cells)
         headroom = grids[0].headroom_gib
         kept = f" less {headroom:g} GiB headroom (memory.headroom_gib)" if headroom else ""
         parts.append(
-            f"Budget {budget:g} GiB{kept}: {over} completed configuration(s) over it, marked “{OVER_BUDGET}”; "
-            f"“{TIGHT}”: fits by less than the run-to-run spread of peaks ({TIGHT_SPREAD:.1%} of the peak)."
+            f"Budget {budget:g} GiB{kept}: {over} completed configuration(s) over it, marked “{OVER_BUDGET}”."
         )
+        if any(g.tight(k, b) for g, k, b in cells):
+            parts.append(
+                f"“{TIGHT}”: fits by less than the run-to-run spread of peaks ({TIGHT_SPREAD:.1%} of the peak)."
+            )
     parts += [f"{note}." for note in dict.fromkeys(g.verdict_note for g in grids if g.verdict_note)]
     return " ".join(parts)
