@@ -231,3 +231,21 @@ def test_a_fit_within_the_spread_of_peaks_reads_tight_with_its_margin_in_the_ans
     )
     record = answer.to_dict()
     assert (record["margin_gib"], record["margin_pct"], record["tight"]) == pytest.approx((0.1, 0.625, True))
+
+
+def test_headroom_makes_a_completed_peak_within_it_not_fit_and_the_answer_says_so():
+    row = {"status": "completed", "peak_rss_gib": 15.5, "trial_key": "k64", "status_detail": ""}
+    assert measured_from_row(64, row, BUDGET).fits is True
+    tight = measured_from_row(64, row, BUDGET, headroom_gib=1.0)
+    assert tight.fits is False  # 15.5 GiB leaves 0.5 of the 1 GiB asked for
+    answer = search("num_generations", VALUES, FakeTrials(), BUDGET)
+    answer.headroom_gib = 1.0
+    assert answer.lines()[0].startswith("largest K that fits 16 GiB less 1 GiB headroom: 64")
+
+
+def test_a_headroom_that_leaves_nothing_of_the_budget_is_refused(tmp_path):
+    with pytest.raises(SolveError) as info:
+        make_request("num_generations", 8.0, headroom_gib=8.0, output_dir=str(tmp_path / "s"))
+    assert info.value.errors == [
+        "--headroom-gib: 8 must be at least 0 and below --budget-gib 8; give the GiB a fit must leave free, e.g. 0.8"
+    ]
