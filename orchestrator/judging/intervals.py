@@ -42,6 +42,7 @@ MIN_CYCLES = 5
 TIGHT_SPREAD = 0.025
 
 TOO_FEW = "too few cycles to compare"
+TIGHT = "tight"
 NO_CLEAR = "no clear difference"
 
 
@@ -192,7 +193,7 @@ class Margin:
         amount = f"{abs(self.gib):.2f} GiB ({abs(self.pct):.2g}%)"
         if self.gib < 0:
             return f"over by {amount}"
-        return f"tight: {amount} to spare" if self.tight else f"{amount} to spare"
+        return f"{TIGHT}: {amount} to spare" if self.tight else f"{amount} to spare"
 
 
 def margin(peak_gib: float | None, budget_gib: float | None) -> Margin | None:

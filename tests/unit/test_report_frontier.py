@@ -173,7 +173,7 @@ def test_the_matrices_mark_tight_fits_and_count_headroom(tmp_path):
     assert trl.tight(2, 2) and not trl.tight(2, 1)  # 0.70 of 0.715 is tight, 0.61 is not
     (view,) = [v for v in matrix_views(grids) if v.model == "tiny"]
     cells = view.table.set_index("K × B")["grpo · trl"]
-    assert cells["K=2 B=2 (4/step)"] == "0.70 GiB: tight"
+    assert cells["K=2 B=2 (4/step)"] == "0.70 GiB; tight: 0.02 GiB (2.1%) to spare"  # 0.015 GiB of 0.715
     assert cells["K=2 B=1 (2/step)"] == "0.61 GiB"
     assert "“tight”: fits by less than the run-to-run spread of peaks (2.5% of the peak)." in view.caption
     kept = feasibility_matrix(trials_frame(), budget_gib=0.80, headroom_gib=0.08)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from orchestrator.judging.intervals import NO_CLEAR, ratio_interval
+from orchestrator.judging.intervals import NO_CLEAR, TIGHT_SPREAD, ratio_interval
 from orchestrator.views.report import load_outputs
 from orchestrator.views.report._configs import aggregate_repeats
 from orchestrator.views.report._content import ranked_table
@@ -117,3 +117,21 @@ def test_the_ranking_ties_configurations_no_measurement_separates(
     assert list(table["Cycles"]) == [11, 11]
     first = ranked.iloc[0]
     assert table.loc[0, "Tokens/s 95% CI"] == f"{fmt(first['tokens_low'])}–{fmt(first['tokens_high'])}"
+
+
+def test_the_ranking_states_each_fits_margin_and_flags_a_tight_one(tmp_path):
+    write_synthetic_sweep(tmp_path, grid=LONG)
+    outputs = load_outputs(tmp_path)
+    peaks = aggregate_repeats(outputs).set_index("framework")["peak_gib"]
+    budget = peaks["trl"] + 0.01  # TRL fits by 0.01 GiB, under the spread of its peak; Unsloth by more
+    assert TIGHT_SPREAD * peaks["trl"] > 0.01 and budget - peaks["unsloth"] > TIGHT_SPREAD * peaks["unsloth"]
+    ranked = aggregate_repeats(outputs, budget)
+    fits = ranked_table(ranked, budget).set_index("Framework")[f"Fits {budget:g} GiB"]
+    trl, unsloth = (ranked.set_index("framework").loc[f] for f in ("trl", "unsloth"))
+    assert trl["tight"] and not unsloth["tight"]
+    assert fits["trl"] == f"tight: 0.01 GiB ({0.01 / budget * 100:.2g}%) to spare"
+    spare = budget - peaks["unsloth"]
+    assert fits["unsloth"] == f"yes, {spare:.2f} GiB ({spare / budget * 100:.2g}%) to spare"
+    # memory.headroom_gib: a fit must leave that much free; TRL's 0.01 GiB is not enough for 0.05
+    kept = aggregate_repeats(outputs, budget, headroom_gib=0.05).set_index("framework")
+    assert (kept.loc["trl", "fits"], kept.loc["unsloth", "fits"]) == (False, True)

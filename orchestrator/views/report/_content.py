@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.judging.intervals import MIN_CYCLES, TIGHT_SPREAD, Estimate, Margin, tie_ranks
+from orchestrator.judging.intervals import MIN_CYCLES, TIGHT, TIGHT_SPREAD, Estimate, Margin, tie_ranks
 from orchestrator.judging.verdict import PRECEDENCE, VERDICT_WORDS, VERDICTS
 from orchestrator.recording import outcome
 from orchestrator.recording.outcome import COMPLETED, STATUS_WORDS, STATUSES
@@ -144,7 +144,7 @@ def _fit_margin(row: pd.Series) -> str:
     if pd.isna(row["margin_gib"]):
         return "yes"
     words = Margin(row["margin_gib"], row["margin_pct"], TIGHT_SPREAD * row["peak_gib"]).words()
-    return words if words.startswith("tight") else f"yes, {words}"
+    return words if words.startswith(TIGHT) else f"yes, {words}"
 
 
 def not_completed_table(summary: pd.DataFrame) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from orchestrator.judging.intervals import TIGHT_SPREAD, Margin, margin
+from orchestrator.judging.intervals import TIGHT, TIGHT_SPREAD, Margin, margin
 from orchestrator.judging.verdict import MARK, PRECEDENCE, VERDICT_WORDS
 from orchestrator.recording import outcome
 from orchestrator.recording.outcome import COMPLETED, MEMORY_LABELS, OOM, PRUNED, STATUS_LABELS, STATUS_WORDS
@@ -59,10 +59,14 @@ class FeasibilityGrid:
         value = self.values.loc[k, b]
         return self.budget_gib is not None and pd.notna(value) and value > self.budget_gib - self.headroom_gib
 
+    def margin(self, k: Any, b: Any) -> Margin | None:
+        """The cell's peak against the budget (intervals.margin); None without either."""
+        value = self.values.loc[k, b]
+        return margin(float(value), self.budget_gib) if pd.notna(value) else None
+
     def tight(self, k: Any, b: Any) -> bool:
         """Fits, by less than the run-to-run spread of its peak (intervals.Margin.tight)."""
-        value = self.values.loc[k, b]
-        fit = margin(float(value), self.budget_gib) if pd.notna(value) else None
+        fit = self.margin(k, b)
         return fit is not None and fit.tight and not self.over_budget(k, b)
 
 
@@ -286,7 +290,6 @@ def _gib(value: Any) -> str:
 NO_ANSWER = "unknown (no trial completed or ran out of memory)"
 NOT_RUN = "·"
 OVER_BUDGET = "over budget"
-TIGHT = "tight"
 
 
 def frontier_view(df: pd.DataFrame) -> pd.DataFrame:
@@ -353,10 +356,12 @@ def matrix_views(grids: list[FeasibilityGrid]) -> list[MatrixView]:
             for k, b in configs:
                 label = g.labels.loc[k, b] if k in g.labels.index and b in g.labels.columns else ""
                 over = bool(label) and g.over_budget(k, b)
-                tight = bool(label) and g.tight(k, b)
-                cells.append(
-                    f"{label}: {OVER_BUDGET}" if over else f"{label}: {TIGHT}" if tight else label or NOT_RUN
-                )
+                if over:
+                    cells.append(f"{label}: {OVER_BUDGET}")
+                elif label and g.tight(k, b):  # with its margin: "0.70 GiB; tight: 0.02 GiB (2.1%) to spare"
+                    cells.append(f"{label}; {g.margin(k, b).words()}")
+                else:
+                    cells.append(label or NOT_RUN)
             table[f"{g.mode} · {g.framework}"] = cells
         views.append(MatrixView(model, table, _matrix_caption(mine)))
     return views
