@@ -87,16 +87,17 @@ class Estimate:
         return self.cycles >= MIN_CYCLES
 
     def words(self, unit: str = "tokens/s") -> str:
-        """'486 tokens/s (95% CI 470–501; 12 cycles, 2 seeds)', or the median with 'too few cycles for
-        an interval'; '—' when nothing was measured."""
+        """'486 tokens/s (95% CI 470–501; 12 cycles, 2 seeds)', or the median with 'too few for an
+        interval'; '—' when nothing was measured. unit "" leaves the unit to a table's header."""
         if self.median is None:
             return "—"
         sample = f"{self.cycles} cycle{'s' * (self.cycles != 1)}" + (
             f", {self.seeds} seeds" if self.seeds > 1 else ""
         )
+        figure = f"{_num(self.median)} {unit}".rstrip()
         if not self.enough:
-            return f"{_num(self.median)} {unit} ({sample}: too few for an interval)"
-        return f"{_num(self.median)} {unit} (95% CI {_num(self.low)}–{_num(self.high)}; {sample})"
+            return f"{figure} ({sample}: too few for an interval)"
+        return f"{figure} (95% CI {_num(self.low)}–{_num(self.high)}; {sample})"
 
 
 def median_interval(groups: Sequence[Sequence[float]], confidence: float = CONFIDENCE) -> Estimate:
@@ -225,4 +226,4 @@ def tie_ranks(estimates: Sequence[Estimate]) -> list[int | None]:
 def _num(value: float | None) -> str:
     if value is None:
         return "—"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"

@@ -55,7 +55,15 @@ def test_ratios_are_unsloth_over_trl_for_each_configuration_both_ran(outputs):
     assert view.loc[(2, 1), "Memory Unsloth ÷ TRL"] == f"{unsloth_peak / trl_peak:.2f}×"
     # Unsloth ran K=2 B=1 once (4 measured cycles), under the minimum: no ratio is stated.
     assert view.loc[(2, 1), "Tokens/s Unsloth ÷ TRL"] == "too few cycles to compare (4 and 8 cycles)"
-    assert view.loc[(2, 1), "TRL tokens/s"] == f"{fmt(trl_tokens)} (8 cycles)"
+    trl = aggregate_repeats(outputs).query("framework == 'trl' and num_generations == 2 and batch_size == 1")
+    low, high = trl.iloc[0]["tokens_low"], trl.iloc[0]["tokens_high"]
+    assert (
+        view.loc[(2, 1), "TRL tokens/s"]
+        == f"{fmt(trl_tokens)} (95% CI {fmt(low)}–{fmt(high)}; 8 cycles, 2 seeds)"
+    )
+    assert (
+        view.loc[(2, 1), "Unsloth tokens/s"] == f"{fmt(unsloth_tokens)} (4 cycles: too few for an interval)"
+    )
     assert view.loc[(2, 1), "Memory"] == "GPU (NVML)"
     assert list(view["Fits"]) == ["both", "only Unsloth"]
     assert view.loc[(4, 2), "TRL peak (GiB)"] == "out of memory"

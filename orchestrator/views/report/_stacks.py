@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from orchestrator.judging.intervals import ratio_interval
+from orchestrator.judging.intervals import Estimate, ratio_interval
 from orchestrator.recording.outcome import COMPLETED, MEMORY_LABELS, OOM, STATUS_WORDS
 from orchestrator.views.report._configs import CONFIG_COLUMNS, CONFIG_WORDS, varying_config_columns
 from orchestrator.views.report._document import fmt
@@ -24,6 +24,7 @@ MIXED = "mixed"  # memory_kind where the two stacks measured different kinds of 
 SIDES = ("base", "stack")
 COMPARISON_COLUMNS = [*MATCH_COLUMNS, "base", "stack", "memory_kind",
                       *(f"{side}_{figure}" for side in SIDES for figure in ("status", "peak_gib", "tokens", "fits")),
+                      *(f"{side}_{figure}" for side in SIDES for figure in ("tokens_lo", "tokens_hi", "seeds")),
                       "base_cycles", "stack_cycles", "memory_ratio", "speed_ratio", "speed_ratio_lo",
                       "speed_ratio_hi", "speed_words"]  # fmt: skip
 
@@ -45,13 +46,15 @@ def stack_comparison(ranked: pd.DataFrame, trials: pd.DataFrame, base: str = sta
     (intervals.ratio_interval over both sides' cycles, each seed's resampled within it; NaN below
     intervals.MIN_CYCLES cycles a side), speed_words the ratio as people read it (Ratio.words: "no clear
     difference" where the interval covers 1, "too few cycles to compare"); {base,stack}_cycles: the
-    cycles each side's median is over.
+    cycles each side's median is over, {base,stack}_tokens_lo/_hi its 95% interval, {base,stack}_seeds
+    the seeds it pools.
     """
     figures: dict[tuple, dict[str, Any]] = {}
     for _, row in ranked.iterrows():
         entry = figures.setdefault(_key(row), {}).setdefault(row["framework"], {})
         entry.update(peak_gib=row["peak_gib"], tokens=row["tokens_median"], kind=row["memory_kind"],
-                     speeds=row["speeds"], cycles=row["cycles"])  # fmt: skip
+                     speeds=row["speeds"], cycles=row["cycles"], tokens_lo=row["tokens_low"],
+                     tokens_hi=row["tokens_high"], seeds=len(row["speeds"]))  # fmt: skip
         entry["fits"] = entry.get("fits") or row["fits"] is not False
     if "status" in trials:
         for _, row in trials[trials["status"] == OOM].iterrows():
@@ -75,7 +78,7 @@ def stack_comparison(ranked: pd.DataFrame, trials: pd.DataFrame, base: str = sta
                     **{
                         f"{side}_{f}": pair[side].get(f, np.nan)
                         for side in SIDES
-                        for f in ("peak_gib", "tokens", "cycles")
+                        for f in ("peak_gib", "tokens", "cycles", "tokens_lo", "tokens_hi", "seeds")
                     },
                     **{f"{side}_fits": pair[side]["fits"] for side in SIDES},
                     **{f"{side}_status": COMPLETED if "peak_gib" in pair[side] else OOM for side in SIDES},
@@ -163,11 +166,18 @@ def _peak(row: pd.Series, side: str) -> str:
 
 
 def _tokens(row: pd.Series, side: str) -> str:
-    """The median tokens/s and the cycles it is over: '486 (1 cycle)'."""
-    cycles = row[f"{side}_cycles"]
-    if pd.isna(row[f"{side}_tokens"]) or pd.isna(cycles):
+    """The median tokens/s with its interval and sample (intervals.Estimate.words): '486 (1 cycle: too
+    few for an interval)', '486 (95% CI 470–501; 12 cycles)'."""
+    if pd.isna(row[f"{side}_tokens"]) or pd.isna(row[f"{side}_cycles"]):
         return "—"
-    return f"{fmt(row[f'{side}_tokens'])} ({int(cycles)} cycle{'s' * (int(cycles) != 1)})"
+    low, high = (row[f"{side}_tokens_{end}"] for end in ("lo", "hi"))
+    return Estimate(
+        float(row[f"{side}_tokens"]),
+        None if pd.isna(low) else float(low),
+        None if pd.isna(high) else float(high),
+        int(row[f"{side}_cycles"]),
+        int(row[f"{side}_seeds"]),
+    ).words(unit="")
 
 
 def _times(ratio: float) -> str:
