@@ -45,8 +45,21 @@ def first_integer(text: str, require_tags: bool = False) -> int | None:
     return int(match.group()) if match else None
 
 
+def original_integer(text: str) -> int | None:
+    """answer_rule "original": the first integer of the completion text as written, tags or not (an
+    `<answer>` tag is not looked into, a Unicode minus is not a sign). The original benchmark's README
+    says only "exact integer match"; this is rlsweep's reading of it (README, "Reward rules")."""
+    match = _FIRST_INT.search(text[:_SCAN_CHARS])
+    return int(match.group()) if match else None
+
+
 def accuracy_score(text: str, row: dict, require_tags: bool = False) -> float:
     got = first_integer(text, require_tags)
+    return 1.0 if got is not None and got == int(row["answer"]) else 0.0
+
+
+def original_accuracy_score(text: str, row: dict) -> float:
+    got = original_integer(text)
     return 1.0 if got is not None and got == int(row["answer"]) else 0.0
 
 
@@ -57,6 +70,11 @@ exact_answer_reward = reward_function(accuracy_score, "accuracy")
 def arithmetic_problems(settings: dict) -> list[str]:
     if settings["num_samples"] < 1 or settings["num_eval"] < 0:
         return ["task_args.num_samples / num_eval: need num_samples >= 1 and num_eval >= 0"]
+    if settings["answer_rule"] == "original" and wants_format(settings["rewards"], DEFAULT_REWARDS):
+        return [
+            "task_args.answer_rule: original scores the first integer of the text, ignoring the <answer> "
+            "tags the format rewards ask for; use answer_rule tagged or drop the format rewards"
+        ]
     if settings["prompt_style"] == "plain" and wants_format(settings["rewards"], DEFAULT_REWARDS):
         return [
             "task_args.prompt_style: plain is the original benchmark's answer-only prompt and cannot ask "
@@ -86,8 +104,11 @@ def build_arithmetic(
     prompt_style: Literal["chat", "plain"] = "chat",
     rewards: dict[str, float] | None = None,
     require_tags: bool = True,
+    answer_rule: Literal["tagged", "original"] = "tagged",
     reward_timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> Task:
+    """answer_rule: "tagged" (rlsweep's: the first integer of an <answer> tag, else of the text; a tag
+    required when the prompt asks for one) or "original" (the original benchmark's, original_integer)."""
     problems = make_problems(num_samples + num_eval, seed)
     tagged = wants_format(rewards, DEFAULT_REWARDS)  # only the format prompt asks for <answer> tags
     system = FORMAT_SYSTEM_PROMPT if tagged else SYSTEM_PROMPT
@@ -95,6 +116,8 @@ def build_arithmetic(
         system = None
 
     def accuracy(text: str, row: dict) -> float:
+        if answer_rule == "original":
+            return original_accuracy_score(text, row)
         return accuracy_score(text, row, require_tags=tagged and require_tags)
 
     return Task(

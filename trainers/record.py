@@ -172,6 +172,13 @@ TRIAL_FIELDS: tuple[Field, ...] = (
        "probes)"),
     Field("median_tokens_per_s", FLOAT64, "tokens/s", RECORDER, "per generation cycle (the steps' `tokens_per_s`), "
        "median over the cycles whose completions were not forced (non-probe)"),
+    Field("median_tokens_per_s_lo", FLOAT64, "tokens/s", RECORDER, "low end of median_tokens_per_s's 95% interval (a "
+       "bootstrap over the trial's measured cycles, orchestrator/judging/intervals.py); null below the "
+       "minimum of cycles (intervals.MIN_CYCLES)"),
+    Field("median_tokens_per_s_hi", FLOAT64, "tokens/s", RECORDER, "high end of median_tokens_per_s's 95% interval; "
+       "null below the minimum of cycles"),
+    Field("cycles_measured", INT64, COUNT, RECORDER, "the generation cycles median_tokens_per_s is the median of "
+       "(non-probe steps that reported tokens_per_s)"),
     Field("wall_s", FLOAT64, SECONDS, SUPERVISOR, "from trainer start to its exit, imports and model load included"),
     Field("gpu_name", STRING, TEXT, TRAINER, "from the trainer's `started` event; null on CPU"),
     Field("gpu_total_gib", FLOAT64, GIB, TRAINER, "the GPU's memory; null on CPU"),
@@ -190,6 +197,13 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("gradient_checkpointing", BOOL, FLAG, SPEC, "requested (ignored on CPU)"),
     Field("probe_steps", INT64, COUNT, SPEC, "leading worst-case steps"),
     Field("memory_budget_gib", FLOAT64, GIB, SPEC, "emulated card size; null = the device's total"),
+    Field("margin_gib", FLOAT64, GIB, RECORDER, "the budget (memory_budget_gib, else the GPU's total) less the "
+       "trial's peak (the record's peak: GPU, else torch reserved, else RSS); negative when the peak passed "
+       "it; null without a budget or a peak"),
+    Field("margin_pct", FLOAT64, "%", RECORDER, "margin_gib as a share of the budget, in percent"),
+    Field("tight", BOOL, FLAG, RECORDER, "the peak fits the budget by less than the run-to-run spread of peaks "
+       "(intervals.TIGHT_SPREAD of the peak, measured in docs/benchmarks.md): another seed may not fit; "
+       "null without a margin"),
     Field("trainer_s", FLOAT64, SECONDS, RECORDER, "sum of step_s (time inside optimizer steps)"),
     Field("exit_code", INT64, "exit status", SUPERVISOR, "trainer exit code; negative = killed by that signal"),
     Field("cuda_visible_devices", STRING, TEXT, SUPERVISOR, "what the trainer child was given (`\"\"` = no GPU)"),

@@ -22,6 +22,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         request = make_request(
             args.maximize, args.budget_gib, settings=settings, sets=args.set, values=args.values,
             first=args.first, last=args.last, output_dir=args.output_dir, guard=guard,
+            headroom_gib=args.headroom_gib,
         )  # fmt: skip
     except SolveError as exc:
         out.print(f"invalid solve, nothing started ({len(exc.errors)} error(s)):", markup=False)
@@ -55,6 +56,9 @@ def add_solve(sub) -> None:
         help="the largest K, B or completion length that fits a memory budget, certified by probe trials",
     )
     p.add_argument("--budget-gib", type=float, required=True, help="the memory to fit in, GiB")
+    p.add_argument(
+        "--headroom-gib", type=float, default=0.0, help="GiB a fit must leave free under the budget"
+    )
     p.add_argument("--maximize", required=True, choices=SOLVABLE, help="the setting to search")
     p.add_argument("--values", type=int, nargs="+", help="the candidates (default: a doubling ladder)")
     ladders = ", ".join(f"{k} {a}..{b}" for k, (a, b) in LADDERS.items())

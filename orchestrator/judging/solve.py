@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.judging.intervals import Margin, margin
 from orchestrator.judging.memory import Forecast, Prediction
 from orchestrator.recording.outcome import COMPLETED, OOM, STATUS_WORDS, STOPPED, peak_memory
 from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
@@ -67,12 +68,15 @@ class Measured:
     trial_key: str
 
 
-def measured_from_row(value: int, row: dict[str, Any], budget_gib: float) -> Measured:
-    """A trials.parquet row as a candidate's measurement against the budget."""
+def measured_from_row(
+    value: int, row: dict[str, Any], budget_gib: float, headroom_gib: float = 0.0
+) -> Measured:
+    """A trials.parquet row as a candidate's measurement against the budget, less the headroom a fit
+    must leave free (--headroom-gib)."""
     peak, kind = peak_memory(row)
     status = row["status"]
     if status == COMPLETED:
-        fits = peak is not None and peak <= budget_gib
+        fits = peak is not None and peak <= budget_gib - headroom_gib
     else:
         fits = False if status == OOM else None
     return Measured(value, fits, status, row.get("status_detail") or "", peak, kind, row["trial_key"])
@@ -118,6 +122,7 @@ class Answer:
     stopped_by: Measured | None = None  # a probe that says nothing about memory ended the search
     beyond: str | None = None  # the next value past the last candidate, predicted (when that one fits)
     contradictions: list[str] = field(default_factory=list)
+    headroom_gib: float = 0.0  # what a fit must leave free under the budget (--headroom-gib)
 
     @property
     def certified(self) -> bool:
@@ -126,6 +131,9 @@ class Answer:
     def lines(self) -> list[str]:
         """The answer in sentences, the certificate first."""
         name = SYMBOLS[self.knob]
+        budget = f"{self.budget_gib:g} GiB" + (
+            f" less {self.headroom_gib:g} GiB headroom" if self.headroom_gib else ""
+        )
         if self.stopped_by is not None:
             m = self.stopped_by
             return [
@@ -136,19 +144,19 @@ class Answer:
         lines = []
         if self.fit is None:
             lines.append(
-                f"none fits {self.budget_gib:g} GiB: the smallest candidate {name}={self.values[0]} "
-                f"does not ({_measured_words(self.above, self.budget_gib)})"
+                f"none fits {budget}: the smallest candidate {name}={self.values[0]} "
+                f"does not ({_measured_words(self.above, budget)})"
             )
         else:
             lines.append(
-                f"largest {name} that fits {self.budget_gib:g} GiB: {self.fit.value}, measured "
-                f"{_peak_words(self.fit)}, margin {self.budget_gib - self.fit.peak_gib:.2f} GiB "
-                f"({self.fit.trial_key})"
+                f"largest {name} that fits {budget}: {self.fit.value}, measured "
+                f"{_peak_words(self.fit)}, {self.margin.words()} ({self.fit.trial_key})"
+                + (": another run may not fit (docs/benchmarks.md)" if self.margin.tight else "")
             )
             if self.above is not None:
                 lines.append(
                     f"next {name} above it: {self.above.value}, does not fit "
-                    f"({_measured_words(self.above, self.budget_gib)}; {self.above.trial_key})"
+                    f"({_measured_words(self.above, budget)}; {self.above.trial_key})"
                 )
             else:
                 lines.append(
@@ -159,8 +167,21 @@ class Answer:
         lines += [f"not certain: {c}" for c in self.contradictions]
         return lines
 
+    @property
+    def margin(self) -> Margin | None:
+        """The largest fit's margin to the budget (intervals.margin: GiB, %, tight)."""
+        return None if self.fit is None else margin(self.fit.peak_gib, self.budget_gib)
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "certified": self.certified, "answer": self.lines()}
+        fit = self.margin
+        return {
+            **asdict(self),
+            "certified": self.certified,
+            "margin_gib": None if fit is None else fit.gib,
+            "margin_pct": None if fit is None else fit.pct,
+            "tight": None if fit is None else fit.tight,
+            "answer": self.lines(),
+        }
 
 
 def _gib(value: float | None) -> str:
@@ -176,12 +197,12 @@ def _first_line(text: str) -> str:
     return (text or "").strip().splitlines()[0] if (text or "").strip() else "no detail"
 
 
-def _measured_words(m: Measured | None, budget_gib: float) -> str:
+def _measured_words(m: Measured | None, budget: str) -> str:
     if m is None:
         return "not measured"
     if m.status == OOM:
         return f"out of memory: {_first_line(m.detail)}"
-    return f"completed at {_peak_words(m)}, over {budget_gib:g} GiB"
+    return f"completed at {_peak_words(m)}, over {budget}"
 
 
 def certify(knob: str, values: list[int], measured: dict[int, Measured], budget_gib: float) -> Answer:
@@ -244,6 +265,7 @@ class SolveRequest:
     guard: GuardSettings
     output_dir: Path
     notes: list[str] = field(default_factory=list)  # ladder values left out, and why
+    headroom_gib: float = 0.0  # what a fit must leave free under the budget
 
     def spec(self, value: int) -> TrialSpec:
         spec = TrialSpec(**{**self.base.to_dict(), self.knob: value, "sweep": self.output_dir.name})
@@ -262,6 +284,7 @@ def make_request(
     last: int | None = None,
     output_dir: str | None = None,
     guard: GuardSettings = GUARD_DEFAULTS,
+    headroom_gib: float = 0.0,
 ) -> SolveRequest:
     """The request of `rlsweep solve`'s flags, every error at once (SolveError). settings: knobs given
     as their own flags (model, framework, mode); sets: --set KNOB=VALUE items (YAML values); values:
@@ -273,6 +296,11 @@ def make_request(
         raise SolveError([f"--maximize: {knob!r} cannot be searched; {did_you_mean(knob, SOLVABLE)}"])
     if not budget_gib > 0 or budget_gib == float("inf"):
         errors.append(f"--budget-gib: {budget_gib:g} is not a size; give the memory to fit in GiB, e.g. 16")
+    elif not 0 <= headroom_gib < budget_gib:
+        errors.append(
+            f"--headroom-gib: {headroom_gib:g} must be at least 0 and below --budget-gib {budget_gib:g}; "
+            f"give the GiB a fit must leave free, e.g. {budget_gib / 10:g}"
+        )
     base = {"memory_budget_gib": budget_gib, **(settings or {})}
     errors += _set_errors(knob, sets or [], base)
     base.setdefault("probe_steps", guard.probe_steps)
@@ -284,7 +312,7 @@ def make_request(
         raise SolveError(errors)
     spec = TrialSpec(**base)
     guard = GuardSettings(budget_gib, guard.margin_gib, guard.sample_hz, guard.timeout_s, spec.probe_steps)
-    return SolveRequest(knob, candidates, spec, guard, out, notes)
+    return SolveRequest(knob, candidates, spec, guard, out, notes, headroom_gib)
 
 
 def _set_errors(knob: str, sets: list[str], base: dict[str, Any]) -> list[str]:
@@ -407,7 +435,7 @@ def run_solve(request: SolveRequest, *, say: Callable[[str], None] = print) -> A
     with output_dir_lock(out):
         ledger = TrialsTable(out / "trials.parquet")
         known = {
-            v: measured_from_row(v, ledger.rows[s.trial_key], budget)
+            v: measured_from_row(v, ledger.rows[s.trial_key], budget, request.headroom_gib)
             for v, s in specs.items()
             if s.trial_key in ledger.rows and ledger.rows[s.trial_key]["status"] != STOPPED
         }
@@ -419,7 +447,7 @@ def run_solve(request: SolveRequest, *, say: Callable[[str], None] = print) -> A
             say(
                 f"{symbol}={value}: {prediction.describe()}, {prediction.verdict(budget)} ({prediction.basis})"
             )
-        guess = predicted_guess(predictions, budget)
+        guess = predicted_guess(predictions, budget - request.headroom_gib)
         recorder = Recorder(specs.values(), [StepsFiles(out), TrialsFile(ledger)], predictions=forecast.made)
 
         def measure(value: int) -> Measured:
@@ -438,12 +466,13 @@ def run_solve(request: SolveRequest, *, say: Callable[[str], None] = print) -> A
                 recorder.stop_running("interrupted (Ctrl-C); a resumed solve runs it again")
                 raise
             recorder.end(spec.trial_key, result)
-            found = measured_from_row(value, ledger.rows[spec.trial_key], budget)
+            found = measured_from_row(value, ledger.rows[spec.trial_key], budget, request.headroom_gib)
             verdict = {True: "fits", False: "does not fit", None: "no memory answer"}[found.fits]
             say(f"  {found.status}, peak {_gib(found.peak_gib)}: {verdict}")
             return found
 
         answer = search(request.knob, request.values, measure, budget, known, guess)
+        answer.headroom_gib = request.headroom_gib
         if answer.fit is not None and answer.above is None:
             answer.beyond = _beyond(request, forecast, budget)
         (out / "solve.json").write_text(json.dumps(answer.to_dict(), indent=2))

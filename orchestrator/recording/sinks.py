@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from orchestrator.judging.intervals import margin, median_interval
 from orchestrator.judging.memory import Prediction
 from orchestrator.judging.verdict import DEFAULTS as VERDICT_DEFAULTS
 from orchestrator.judging.verdict import VerdictSettings, judge
@@ -163,7 +164,6 @@ def trial_row(
         status_detail=detail or (result.status_detail if result else ""),
         steps_completed=len({r.get("step") for r in steps}),
         median_step_s=_median(steps, "step_s"),
-        median_tokens_per_s=_median(steps, "tokens_per_s"),
         wall_s=result.wall_s if result else None,
         trainer_s=sum(_float(r.get("step_s")) or 0.0 for r in steps) if steps else None,
         exit_code=result.exit_code if result else None,
@@ -187,11 +187,40 @@ def trial_row(
         phase=result.phase if result else None,
         settled_step=result.settled_step if result else None,
     )
+    row.update(speed_columns(steps), **margin_columns(row))
     if row["status"] == COMPLETED:
         judged = judge(steps, verdict, max_steps=spec.max_steps, budget_gib=spec.memory_budget_gib,
                        device_total_gib=gpu_total)  # fmt: skip
         row.update(training_verdict=judged.verdict, training_verdict_detail=judged.detail)
     return row
+
+
+def _cycle_speeds(steps: list[dict[str, Any]]) -> list[float]:
+    """tokens/s of the trial's measured generation cycles (non-probe; all when only probes reported)."""
+    measured = [r for r in steps if not r.get("probe")] or steps
+    return [v for v in (_float(r.get("tokens_per_s")) for r in measured) if v is not None]
+
+
+def speed_columns(steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """median_tokens_per_s with its interval and the cycles it was taken over (intervals.median_interval)."""
+    estimate = median_interval([_cycle_speeds(steps)])
+    return {
+        "median_tokens_per_s": estimate.median,
+        "median_tokens_per_s_lo": estimate.low,
+        "median_tokens_per_s_hi": estimate.high,
+        "cycles_measured": estimate.cycles if steps else None,  # null for a trial that recorded no step
+    }
+
+
+def margin_columns(row: dict[str, Any]) -> dict[str, Any]:
+    """margin_gib, margin_pct and tight of a trial row: its peak against memory_budget_gib, else the GPU's
+    total; null where either is unknown."""
+    peak, _ = record.peak_memory(row)
+    budget = _float(row.get("memory_budget_gib")) or _float(row.get("gpu_total_gib"))
+    fit = margin(peak, budget)
+    if fit is None:
+        return {"margin_gib": None, "margin_pct": None, "tight": None}
+    return {"margin_gib": fit.gib, "margin_pct": fit.pct, "tight": fit.tight}
 
 
 def prediction_columns(prediction: Prediction | None) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.judging.intervals import ratio_interval
 from orchestrator.recording.outcome import COMPLETED
 from orchestrator.running.guard import GuardSettings
 from trainers import stacks
@@ -49,6 +50,7 @@ class Row:
     tokens_per_s: float | None  # median, prompt + completion tokens per step second
     step_s: float | None  # median
     gen_s: float | None  # median time in generation per step
+    speeds: tuple[float, ...] = ()  # tokens/s of the timed steps (the median's sample, for ratio intervals)
 
 
 def check_specs(output_dir: Path) -> list[TrialSpec]:
@@ -109,12 +111,14 @@ def summarize(framework: str, mode: str, result: dict[str, Any]) -> Row:
         tokens_per_s=_median([s.get("tokens_per_s") for s in timed]),
         step_s=_median([s.get("step_s") for s in timed]),
         gen_s=_median([s.get("gen_s") for s in timed]),
+        speeds=tuple(s["tokens_per_s"] for s in timed if s.get("tokens_per_s") is not None),
     )
 
 
 def ratios(rows: list[Row], base: str = stacks.BASE) -> dict[tuple[str, str], dict[str, float | None]]:
     """Per (stack, mode), each stack relative to the base: peak NVML memory and tokens/s (None where
-    either is missing)."""
+    either is missing), and the tokens/s ratio in words with its 95% interval (intervals.Ratio.words:
+    "no clear difference", "too few cycles to compare")."""
     by_key = {(r.framework, r.mode): r for r in rows}
     out = {}
     for r in rows:
@@ -124,6 +128,7 @@ def ratios(rows: list[Row], base: str = stacks.BASE) -> dict[tuple[str, str], di
         out[(r.framework, r.mode)] = {
             "memory": _ratio(r.device_peak_gib, reference.device_peak_gib),
             "speed": _ratio(r.tokens_per_s, reference.tokens_per_s),
+            "speed_words": ratio_interval([r.speeds], [reference.speeds]).words(),
         }
     return out
 
@@ -191,7 +196,7 @@ def markdown_table(rows: list[Row]) -> str:
 def notes(rows: list[Row]) -> list[str]:
     base = stacks.label(stacks.BASE)
     out = [
-        f"{mode}: {stacks.label(name)}/{base} peak memory x{_fmt(v['memory'])}, tokens/s x{_fmt(v['speed'])}"
+        f"{mode}: {stacks.label(name)}/{base} peak memory x{_fmt(v['memory'])}, tokens/s {v['speed_words']}"
         if v["memory"] is not None or v["speed"] is not None
         else f"{mode}: no {stacks.label(name)}/{base} ratio (a stack has no measurement)"
         for (name, mode), v in ratios(rows).items()

@@ -1,13 +1,14 @@
 """When a speed-phase trial has told all it will: its peak memory stopped growing and its median
 throughput is known closely enough. Pure functions over step rows (docs/schema.md's steps columns), so
-the supervisor's settled stop and a test judge alike. Imports nothing of the project but outcome.py.
+the supervisor's settled stop and a test judge alike. Imports nothing of the project but outcome.py and intervals.py.
 
 Settled at step s when, over the steps after the probe steps up to s:
   - peak memory (outcome.peak_memory of each step) has not risen above the highest earlier reading by
     more than `growth_tolerance` (relative) for the last `steps` steps, and
   - the median of tokens_per_s (reported on the steps that close a generation cycle) has a bootstrap
-    confidence interval (scipy.stats.bootstrap, percentile method, a fixed seed) at `confidence` whose
-    half-width is at most `half_width` of the median.
+    confidence interval at `confidence` (orchestrator/judging/intervals.py: the method, and the
+    minimum of cycles, every figure of the report is stated with) whose half-width is at most
+    `half_width` of the median.
 """
 
 from __future__ import annotations
@@ -18,12 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.judging.intervals import median_interval
 from orchestrator.recording.outcome import peak_memory
 from trainers.record import finite_or_none
-
-MIN_SPEEDS = 3  # a median's interval needs a few readings before it means anything
-BOOTSTRAP_RESAMPLES = 999
-BOOTSTRAP_SEED = 0
 
 
 @dataclass(frozen=True)
@@ -70,27 +68,11 @@ def steps_without_growth(steps: Sequence[Mapping[str, Any]], tolerance: float) -
 
 def median_half_width(values: Sequence[float], confidence: float) -> float | None:
     """The bootstrap confidence interval's half-width of the median, relative to the median; None with
-    fewer than MIN_SPEEDS values or a median of 0."""
-    if len(values) < MIN_SPEEDS:
+    fewer than intervals.MIN_CYCLES values or a median of 0."""
+    estimate = median_interval([values], confidence)
+    if estimate.low is None or estimate.high is None or not estimate.median or estimate.median <= 0:
         return None
-    import numpy as np
-    from scipy.stats import bootstrap
-
-    data = np.asarray(values, dtype=float)
-    middle = float(np.median(data))
-    if middle <= 0:
-        return None
-    if np.all(data == data[0]):
-        return 0.0
-    interval = bootstrap(
-        (data,),
-        np.median,
-        confidence_level=confidence,
-        n_resamples=BOOTSTRAP_RESAMPLES,
-        method="percentile",
-        rng=np.random.default_rng(BOOTSTRAP_SEED),
-    ).confidence_interval
-    return float(interval.high - interval.low) / 2 / middle
+    return (estimate.high - estimate.low) / 2 / estimate.median
 
 
 def settled(steps: Sequence[Mapping[str, Any]], settings: SettleSettings, probe_steps: int) -> bool:

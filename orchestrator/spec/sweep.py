@@ -34,7 +34,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from orchestrator.judging.verdict import DEFAULTS as VERDICT
 from orchestrator.judging.verdict import MEMORY_CREEP, STOPPABLE, VerdictSettings
@@ -136,6 +144,22 @@ class Memory(_Section):
     sample_hz: float = Field(
         DEFAULTS.sample_hz, gt=0, le=1000, description="Memory sampling rate in the supervisor."
     )
+    headroom_gib: float = Field(
+        0.0,
+        ge=0,
+        description="GiB a configuration must leave free under the budget to count as fitting (the report's "
+        "frontier, matrices and ranking; rlsweep solve); default 0: a peak up to the budget fits. A fit closer "
+        'to the budget than the run-to-run spread of peaks reads "tight" either way.',
+    )
+
+    @model_validator(mode="after")
+    def _headroom_under_budget(self):
+        if self.budget_gib is not None and self.headroom_gib >= self.budget_gib:
+            raise ValueError(
+                f"memory.headroom_gib: {self.headroom_gib:g} GiB leaves nothing of the {self.budget_gib:g} GiB "
+                f"budget; it must be below memory.budget_gib: lower it (e.g. {self.budget_gib / 10:g})"
+            )
+        return self
 
 
 class Oom(_Section):

@@ -17,9 +17,11 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.judging.intervals import median_interval, ratio_interval
 from orchestrator.recording.outcome import STATUS_LABELS, peak_memory
 from orchestrator.spec.plan import configuration
 from orchestrator.views.report import load_outputs, summary_table
+from orchestrator.views.report._outputs import column, measured_steps, trial_steps
 from trainers.spec import KNOBS, TrialSpec
 
 COMPARED = {  # measurement -> summary.csv column
@@ -79,8 +81,13 @@ def _side(output_dir: str | Path) -> pd.DataFrame:
     peaks = [peak_memory(row) for _, row in summary.iterrows()]
     summary["peak_memory_gib"] = pd.Series([value for value, _ in peaks], index=summary.index, dtype=float)
     summary["memory_kind"] = pd.Series([kind for _, kind in peaks], index=summary.index, dtype=object)
+    # Each trial's measured cycles (tokens/s), for the intervals of its median and of the B/A ratio.
+    summary["speeds"] = [
+        column(measured_steps(trial_steps(outputs.steps, key)), "tokens_per_s").tolist()
+        for key in summary["run_name"]
+    ]
     columns = ["run_name", "match", "settings", "framework", "mode", "num_generations", "batch_size", "seed",
-               "status", "memory_kind", *COMPARED.values()]  # fmt: skip
+               "status", "memory_kind", "speeds", *COMPARED.values()]  # fmt: skip
     return summary[columns].rename(columns={"run_name": "trial_key"})
 
 
@@ -92,7 +99,10 @@ def compare_outputs(dir_a: str | Path, dir_b: str | Path, console: Console | Non
     `separated_by` (unmatched trials): the settings where it differs from the nearest trial of the other
     sweep. Ratios are B divided by A: tokens/s above 1 means B is faster, step s and peak memory below 1
     mean B is faster / leaner. A ratio is NaN where either side lacks the figure, and for memory also
-    where the two sides measured different kinds (GPU vs RSS).
+    where the two sides measured different kinds (GPU vs RSS). Tokens/s carries each side's 95% interval
+    (tokens_per_s_{a,b}_lo/_hi) and cycles (cycles_{a,b}), and the ratio's (tokens_per_s_ratio_lo/_hi;
+    null below intervals.MIN_CYCLES cycles a side) with tokens_per_s_words: the ratio as people read it
+    (intervals.Ratio.words: "no clear difference", "too few cycles to compare").
     """
     a, b = _side(dir_a), _side(dir_b)
     # One trial key is one configuration (orchestrator.spec.plan.trial_key): a key both have pairs as is.
@@ -109,6 +119,18 @@ def compare_outputs(dir_a: str | Path, dir_b: str | Path, console: Console | Non
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = merged[f"{name}_b"].astype(float) / merged[f"{name}_a"].astype(float)
         merged[f"{name}_ratio"] = ratio.replace([np.inf, -np.inf], np.nan)
+    for side in ("a", "b"):
+        estimates = [median_interval([_list(v)]) for v in merged[f"speeds_{side}"]]
+        merged[f"tokens_per_s_{side}_lo"] = [e.low for e in estimates]
+        merged[f"tokens_per_s_{side}_hi"] = [e.high for e in estimates]
+        merged[f"cycles_{side}"] = [e.cycles for e in estimates]
+    ratios = [
+        ratio_interval([_list(b)], [_list(a)])
+        for a, b in zip(merged["speeds_a"], merged["speeds_b"], strict=True)
+    ]
+    merged["tokens_per_s_ratio_lo"] = [r.low for r in ratios]
+    merged["tokens_per_s_ratio_hi"] = [r.high for r in ratios]
+    merged["tokens_per_s_words"] = [r.words() for r in ratios]
     same_kind = merged["memory_kind_a"] == merged["memory_kind_b"]
     merged.loc[~same_kind, "peak_gib_ratio"] = np.nan
     sides = {"a": a["settings"].tolist(), "b": b["settings"].tolist()}
@@ -133,12 +155,21 @@ def compare_outputs(dir_a: str | Path, dir_b: str | Path, console: Console | Non
     ]
     for name in COMPARED:
         result_columns += [f"{name}_a", f"{name}_b", f"{name}_ratio"]
+        if name == "tokens_per_s":
+            result_columns += ["tokens_per_s_a_lo", "tokens_per_s_a_hi", "cycles_a", "tokens_per_s_b_lo",
+                               "tokens_per_s_b_hi", "cycles_b", "tokens_per_s_ratio_lo", "tokens_per_s_ratio_hi",
+                               "tokens_per_s_words"]  # fmt: skip
     order = merged["present"].astype(str).map({"both": 0, "only A": 1, "only B": 2})
     result = merged.assign(_order=order).sort_values(["_order", "trial_key"])[result_columns]
     result = result.reset_index(drop=True)
     if console is not None:
         console.print(comparison_table(result, Path(dir_a), Path(dir_b)))
     return result
+
+
+def _list(value: Any) -> list[float]:
+    """A side's cycles; an empty list where the trial is missing from that side (NaN after the merge)."""
+    return value if isinstance(value, list) else []
 
 
 def _num(value: float, digits: int = 1) -> str:
@@ -159,6 +190,15 @@ def _ratio(value: float, higher_is_better: bool) -> str:
     return f"[{style}]{value:.2f}×[/]" if style else f"{value:.2f}×"
 
 
+def _speed_ratio(row: pd.Series) -> str:
+    """B/A tokens/s with its interval, coloured only where the interval excludes 1."""
+    if row["tokens_per_s_ratio_lo"] is None or pd.isna(row["tokens_per_s_ratio_lo"]):
+        return row["tokens_per_s_words"]
+    words = row["tokens_per_s_words"]
+    clear = not row["tokens_per_s_ratio_lo"] <= 1 <= row["tokens_per_s_ratio_hi"]
+    return f"[{'green' if row['tokens_per_s_ratio'] > 1 else 'red'}]{words}[/]" if clear else words
+
+
 def _status(row: pd.Series) -> str:
     a, b = (STATUS_LABELS.get(row[f"status_{side}"], "—") for side in ("a", "b"))
     return a if a == b else f"{a} → {b}"
@@ -173,7 +213,13 @@ def comparison_table(result: pd.DataFrame, dir_a: Path, dir_b: Path) -> Table:
     ]
     table = Table(
         title=f"A = {dir_a}   B = {dir_b}",
-        caption="\n".join(["B/A: green = B better (faster or leaner), red = B worse", *notes]),
+        caption="\n".join(
+            [
+                "B/A: green = B better (faster or leaner), red = B worse; tokens/s B/A with its 95% "
+                "interval, coloured only where the interval excludes 1",
+                *notes,
+            ]
+        ),
     )
     table.add_column("Trial", overflow="fold")
     table.add_column("Status (A → B)")
@@ -185,7 +231,7 @@ def comparison_table(result: pd.DataFrame, dir_a: Path, dir_b: Path) -> Table:
             _status(row),
             _num(row["tokens_per_s_a"]),
             _num(row["tokens_per_s_b"]),
-            _ratio(row["tokens_per_s_ratio"], higher_is_better=True),
+            _speed_ratio(row),
             _num(row["step_s_a"], 2),
             _num(row["step_s_b"], 2),
             _ratio(row["step_s_ratio"], higher_is_better=False),

@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from orchestrator.cli import main
+from orchestrator.judging.intervals import margin
 from orchestrator.recording.sinks import TRIAL_COLUMNS
 
 pytestmark = pytest.mark.slow
@@ -48,8 +49,8 @@ def test_solve_certifies_the_largest_k_with_both_neighbours_measured_and_resumes
     assert answer["certified"] and answer["fit"]["value"] == 2 and answer["above"]["value"] == 64
     printed = capsys.readouterr().out
     assert (
-        f"largest K that fits {BUDGET_GIB:g} GiB: 2, measured {small['peak_rss_gib']:.2f} GiB RSS peak, margin "
-        f"{BUDGET_GIB - small['peak_rss_gib']:.2f} GiB ({small['trial_key']})"
+        f"largest K that fits {BUDGET_GIB:g} GiB: 2, measured {small['peak_rss_gib']:.2f} GiB RSS peak, "
+        f"{margin(small['peak_rss_gib'], BUDGET_GIB).words()} ({small['trial_key']})"
     ) in printed
     assert "next K above it: 64, does not fit (out of memory: guard: RSS " in printed
 

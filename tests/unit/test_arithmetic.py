@@ -74,3 +74,52 @@ def test_plain_prompt_style_is_the_original_text_and_refuses_format_rewards():
     assert isinstance(row["prompt"], str) and int(a) + int(b) == row["answer"]
     with pytest.raises(ValueError, match="task_args.prompt_style: plain"):
         load_task("arithmetic", {"prompt_style": "plain", "rewards": {"accuracy": 1.0, "format": 0.5}})
+
+
+# -- answer_rule original: the original benchmark's exact-integer match, as rlsweep reads it ----------
+
+
+def _original_task():
+    return load_task("arithmetic", {"num_samples": 1, "num_eval": 0, "answer_rule": "original"}, seed=3)
+
+
+@pytest.mark.parametrize(
+    ("text", "answer", "score"),
+    [
+        ("042", 42, 1.0),  # leading zeros: the integer 42
+        ("0042 apples", 42, 1.0),
+        ("-57", -57, 1.0),  # a minus sign belongs to the integer
+        ("-57", 57, 0.0),
+        ("+57", 57, 1.0),  # a plus sign is not part of it: 57
+        ("\u221257", -57, 0.0),  # a Unicode minus is not read as a sign: the integer is 57
+        ("<answer>42</answer>", 42, 1.0),  # tags around the answer: still its first integer
+        ("12 + 30 = <answer>42</answer>", 42, 0.0),  # the first integer of the text is 12, tags or not
+        ("42 is the answer, not 41", 42, 1.0),
+        ("", 42, 0.0),  # empty text: no integer
+        ("no digits here", 42, 0.0),
+    ],
+)
+def test_the_original_rule_scores_the_first_integer_of_the_text(text, answer, score):
+    task = _original_task()
+    assert task.rewards["accuracy"][0](completions=[text], answer=[answer])[0] == score
+
+
+def test_the_tagged_rule_reads_the_answer_tag_where_the_original_reads_the_first_integer():
+    text = "12 + 30 = <answer>42</answer>"
+    tagged = load_task("arithmetic", {"num_samples": 1, "num_eval": 0}, seed=3)
+    assert tagged.rewards["accuracy"][0](completions=[text], answer=[42])[0] == 1.0
+    assert _original_task().rewards["accuracy"][0](completions=[text], answer=[42])[0] == 0.0
+
+
+def test_the_original_rule_refuses_format_rewards_it_would_not_read():
+    with pytest.raises(ValueError, match="task_args.answer_rule: original scores the first integer"):
+        load_task("arithmetic", {"answer_rule": "original", "rewards": {"accuracy": 1.0, "format": 0.5}})
+
+
+def test_the_original_16gb_sweep_scores_with_the_original_rule():
+    from pathlib import Path
+
+    from orchestrator.spec.sweep import load_sweep
+
+    sweep = load_sweep(Path(__file__).resolve().parents[2] / "sweeps" / "original-16gb.yaml")
+    assert sweep.task_args["answer_rule"] == "original"

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from orchestrator.judging.intervals import median_interval, ratio_interval
 from orchestrator.views.compare import compare_outputs
 from orchestrator.views.report import load_outputs, summary_table
 from tests.helpers.synthetic_sweep import GRID, trial_key, write_synthetic_sweep
@@ -127,3 +128,46 @@ def test_compare_prints_csv_and_json_for_scripts(compared, capsys):
     table = pd.read_csv(io.StringIO(capsys.readouterr().out))
     assert table["trial_key"].tolist() == result["trial_key"].tolist()
     assert table["peak_gib_b"].tolist() == pytest.approx(result["peak_gib_b"].tolist(), nan_ok=True)
+
+
+LONG = [("trl", "grpo", 2, 1, 1, "completed", 12)]  # 11 measured cycles after the probe step
+
+
+@pytest.mark.parametrize(
+    ("speedup", "reads"), [(1.7, "clear"), (1.0, "no clear difference")], ids=["faster", "same speed"]
+)
+def test_the_b_over_a_speed_ratio_carries_its_interval_in_the_table_and_the_json(
+    tmp_path, capsys, speedup, reads
+):
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_synthetic_sweep(a, grid=LONG)
+    write_synthetic_sweep(b, grid=LONG, speedup=speedup, rng_seed=1)
+    speeds = {side: load_outputs(side).steps.query("not probe")["tokens_per_s"].tolist() for side in (a, b)}
+    expected = ratio_interval([speeds[b]], [speeds[a]])
+    console = Console(record=True, width=260, file=io.StringIO())
+    row = compare_outputs(a, b, console=console).iloc[0]
+    assert (row["tokens_per_s_ratio_lo"], row["tokens_per_s_ratio_hi"]) == (expected.low, expected.high)
+    assert (row["cycles_a"], row["cycles_b"]) == (11, 11)
+    assert (row["tokens_per_s_a_lo"], row["tokens_per_s_a_hi"]) == (
+        median_interval([speeds[a]]).low,
+        median_interval([speeds[a]]).high,
+    )
+    words = expected.words()
+    assert row["tokens_per_s_words"] == words
+    assert words.startswith(f"{expected.value:.2f}×" if reads == "clear" else "no clear difference")
+    assert words.split(" (")[0] in console.export_text()
+    from orchestrator.cli import main
+
+    assert main(["compare", str(a), str(b), "--json"]) == 0
+    (record,) = json.loads(capsys.readouterr().out)
+    assert (record["tokens_per_s_ratio_lo"], record["tokens_per_s_ratio_hi"]) == pytest.approx(
+        (expected.low, expected.high), rel=1e-9
+    )  # pandas' JSON keeps 10 digits
+    assert record["tokens_per_s_words"] == words
+
+
+def test_a_b_over_a_ratio_from_too_few_cycles_says_so_in_the_json(compared):
+    _, _, result, _ = compared
+    row = result.set_index("trial_key").loc[trial_key("unsloth", "grpo", 4, 2, 1)]
+    assert row["tokens_per_s_words"] == "too few cycles to compare (4 and 4 cycles)"
+    assert pd.isna(row["tokens_per_s_ratio_lo"]) and pd.isna(row["tokens_per_s_ratio_hi"])

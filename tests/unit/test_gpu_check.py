@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from orchestrator.judging.intervals import ratio_interval
 from orchestrator.running import gpu_check
 from orchestrator.running.gpu_check import build_table, check_specs, markdown_table, notes, ratios, summarize
 from tests.helpers.stacks import ThirdStack, registered
@@ -52,14 +53,19 @@ def test_table_has_a_row_per_stack_and_mode_with_ratios_and_reasons():
         summarize("trl", "gspo", result([5, 2, 2], [10, 100, 100], [9, 10, 10], 12.0)),
         summarize("unsloth", "gspo", {"status": "oom", "status_detail": "CUDA out of\nmemory", "steps": []}),
     ]
-    assert ratios(rows)[("unsloth", "grpo")] == {"memory": pytest.approx(0.5), "speed": pytest.approx(2.5)}
-    assert ratios(rows)[("unsloth", "gspo")] == {"memory": None, "speed": None}
+    too_few = "too few cycles to compare (2 and 2 cycles)"  # 3 steps, the first warm-up
+    assert ratios(rows)[("unsloth", "grpo")] == {
+        "memory": pytest.approx(0.5),
+        "speed": pytest.approx(2.5),
+        "speed_words": too_few,
+    }
+    assert ratios(rows)[("unsloth", "gspo")] == {"memory": None, "speed": None, "speed_words": "—"}
 
     console = Console(record=True, width=250)
     console.print(build_table(rows))
     text = console.export_text()
     assert "NVIDIA Test GPU" in text
-    assert "x0.50" in text and "x2.50" in text
+    assert "x0.50" in text and f"tokens/s {too_few}" in text  # never a bare speed ratio
     assert "unsloth gspo: oom: CUDA out of memory" in text
     assert "gspo: no Unsloth/TRL ratio" in text
     lines = [line for line in text.splitlines() if line.startswith("│")]
@@ -124,5 +130,26 @@ def test_a_registered_third_stack_is_checked_and_compared_with_trl():
     assert [(s.framework, s.mode) for s in specs][-2:] == [("third", "grpo"), ("third", "gspo")]
     assert len(specs) == 6
     # third over trl: NVML peak 18 / 12, median tokens/s after warm-up 50 / 100
-    assert ratios(rows) == {("third", "grpo"): {"memory": pytest.approx(1.5), "speed": pytest.approx(0.5)}}
-    assert "grpo: Third/TRL peak memory x1.50, tokens/s x0.50" in lines
+    assert ratios(rows) == {
+        ("third", "grpo"): {
+            "memory": pytest.approx(1.5),
+            "speed": pytest.approx(0.5),
+            "speed_words": "too few cycles to compare (2 and 2 cycles)",
+        }
+    }
+    assert "grpo: Third/TRL peak memory x1.50, tokens/s too few cycles to compare (2 and 2 cycles)" in lines
+
+
+def test_a_check_with_enough_steps_states_the_speed_ratio_with_its_interval():
+    base = [100.0, 98.0, 103.0, 101.0, 99.0, 102.0, 97.0, 100.5, 101.5]
+    fast = [2 * t for t in base]
+    rows = [
+        summarize("trl", "grpo", result([5] + [2] * 9, [10, *base], [9] * 10, 12.0)),
+        summarize("unsloth", "grpo", result([5] + [1] * 9, [10, *fast], [4] * 10, 6.0)),
+    ]
+    expected = ratio_interval([fast], [base])
+    assert expected.low < 2.0 < expected.high  # every cycle exactly twice as fast: the interval holds 2
+    assert (
+        ratios(rows)[("unsloth", "grpo")]["speed_words"]
+        == f"2.00× (95% CI {expected.low:.2f}–{expected.high:.2f}×)"
+    )

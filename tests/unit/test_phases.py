@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from orchestrator.judging.intervals import MIN_CYCLES
 from orchestrator.recording.outcome import COMPLETED, STOPPED, TrialResult
 from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
 from orchestrator.recording.sinks import TrialsTable, steps_path
@@ -46,9 +47,9 @@ def test_steps_without_growth_counts_from_the_last_rise_over_the_highest_earlier
     assert steps_without_growth(rows, tolerance=0.0) == 0  # 1.505 > 1.5 is a rise without tolerance
 
 
-def test_a_constant_speed_has_a_zero_half_width_and_too_few_readings_have_none():
-    assert median_half_width([250.0, 250.0, 250.0], 0.9) == 0.0
-    assert median_half_width([250.0, 260.0], 0.9) is None
+def test_a_constant_speed_has_a_zero_half_width_and_fewer_than_the_report_minimum_of_cycles_have_none():
+    assert median_half_width([250.0] * MIN_CYCLES, 0.9) == 0.0
+    assert median_half_width([250.0] * (MIN_CYCLES - 1), 0.9) is None  # the report's "too few cycles"
 
 
 def test_the_median_half_width_lies_within_the_spread_of_the_readings():
@@ -244,10 +245,10 @@ def test_a_settled_speed_phase_ends_early_and_says_at_which_step(tmp_path):
     settle = SettleSettings(steps=3, half_width=0.05, confidence=0.9)
     result = run_trial(fake(60, 1), trial_dir=tmp_path, trainer_cmd=FAKE, phases=TrialPhases(settle=settle))
     # The stand-in reports a flat 0.5 GiB and 100-102 tokens/s: the first steady step (2) is the first
-    # reading, steps 3, 4, 5 do not grow it.
-    assert result.settled_step == 5
-    assert result.status == COMPLETED and result.status_detail.endswith("; settled at step 5")
-    assert 5 <= len(result.steps) < 60 and result.exit_code == 0
+    # reading, steps 3, 4, 5 do not grow it; the median's interval needs MIN_CYCLES (5) speeds: steps 2-6.
+    assert result.settled_step == 6
+    assert result.status == COMPLETED and result.status_detail.endswith("; settled at step 6")
+    assert 6 <= len(result.steps) < 60 and result.exit_code == 0
 
 
 # --- resume keeps each phase's results ---------------------------------------------------------------

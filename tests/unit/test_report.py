@@ -14,7 +14,8 @@ import pytest
 from PIL import Image
 from rich.console import Console
 
-from orchestrator.views.report import load_outputs, summary_metrics, write_report
+from orchestrator.judging.intervals import MIN_CYCLES, median_interval
+from orchestrator.views.report import load_outputs, summary_metrics, summary_table, write_report
 from orchestrator.views.report._configs import aggregate_repeats
 from orchestrator.views.report._content import ranked_table
 from orchestrator.views.report._feasibility import (
@@ -72,13 +73,19 @@ def test_summary_csv_starts_with_the_original_ten_columns_and_holds_every_trial(
     out, trials, paths, _ = gpu_report
     summary = pd.read_csv(paths["summary_csv"])
     assert list(summary.columns[:10]) == ORIGINAL_TEN
-    assert list(summary.columns[10:16]) == [
+    assert list(summary.columns[10:22]) == [
         "status",
         "status_detail",
         "peak_device_gib",
         "median_tokens_per_s",
+        "median_tokens_per_s_lo",
+        "median_tokens_per_s_hi",
+        "cycles_measured",
         "p10_tokens_per_s",
         "p90_tokens_per_s",
+        "margin_gib",
+        "margin_pct",
+        "tight",
     ]
     assert sorted(summary["run_name"]) == sorted(trials["trial_key"])
     assert dict(zip(summary["run_name"], summary["status"], strict=True)) == dict(
@@ -100,6 +107,42 @@ def test_summary_csv_figures_are_measured_from_the_steps(gpu_report):
     assert row["step_count"] == len(steps)
     # A trial that never ran has no speed figure rather than a zero.
     assert pd.isna(summary.loc[trial_key("unsloth", "gspo", 2, 1, 1), "avg_estimated_tokens_per_sec"])
+
+
+def test_summary_csv_and_mlflow_carry_the_median_tokens_per_s_interval_its_cycles_and_the_margin(tmp_path):
+    write_synthetic_sweep(tmp_path, grid=[("trl", "grpo", 2, 1, 1, "completed", 12)])
+    outputs = load_outputs(tmp_path)
+    regular = outputs.steps[~outputs.steps["probe"]]["tokens_per_s"].tolist()
+    expected = median_interval([regular])
+    summary = summary_table(outputs).iloc[0]
+    assert (summary["median_tokens_per_s_lo"], summary["median_tokens_per_s_hi"]) == (
+        expected.low,
+        expected.high,
+    )
+    assert summary["cycles_measured"] == 11
+    trial = {**outputs.trials.iloc[0].to_dict(), "margin_gib": 1.5, "margin_pct": 9.375, "tight": False}
+    metrics = summary_metrics(trial, outputs.steps)
+    assert (metrics["median_tokens_per_s_lo"], metrics["median_tokens_per_s_hi"]) == (
+        expected.low,
+        expected.high,
+    )
+    assert (metrics["cycles_measured"], metrics["margin_gib"], metrics["margin_pct"], metrics["tight"]) == (
+        11.0,
+        1.5,
+        9.375,
+        0.0,
+    )
+
+
+def test_a_trial_with_too_few_cycles_has_no_interval_in_summary_csv_or_mlflow(gpu_report):
+    out, trials, paths, _ = gpu_report
+    summary = pd.read_csv(paths["summary_csv"]).set_index("run_name")
+    key = trial_key("trl", "grpo", 2, 2, 1)  # 5 steps, the first a probe: 4 cycles
+    assert summary.loc[key, "cycles_measured"] == 4 < MIN_CYCLES
+    assert summary.loc[key, ["median_tokens_per_s_lo", "median_tokens_per_s_hi"]].isna().all()
+    metrics = summary_metrics(trials.set_index("trial_key").loc[key].to_dict() | {"trial_key": key},
+                              load_outputs(out).steps)  # fmt: skip
+    assert "median_tokens_per_s_lo" not in metrics and metrics["cycles_measured"] == 4.0
 
 
 def test_cpu_sweep_leaves_cuda_memory_null_and_labels_rss(cpu_report):
@@ -219,10 +262,15 @@ def test_report_files_read_as_words_with_every_image_embedded(gpu_report):
     for text in (md, page):
         assert '{"' not in text  # no raw JSON from versions / effective_config
     assert "torch 2.13.0" in md
-    # Ranked table: completed configurations only, fastest first.
-    rows = re.findall(r"^\| (\d+) \| (\w+) \| (\w+) \|", md, flags=re.M)
-    assert [int(r[0]) for r in rows] == list(range(1, len(rows) + 1))
-    assert len(rows) == len(aggregate_repeats(load_outputs(out)))
+    # Ranked table: completed configurations only, fastest first; only TRL grpo K=2 B=1 (two seeds, 8
+    # measured cycles) has the cycles for an interval and a rank, the others (4 cycles) say so.
+    ranked = aggregate_repeats(load_outputs(out))
+    rows = re.findall(r"^\| (\d+|— \(too few cycles\)) \| (\w+) \| (\w+) \|", md, flags=re.M)
+    assert len(rows) == len(ranked)
+    assert [r[0] for r in rows] == [
+        "1" if c >= MIN_CYCLES else "— (too few cycles)" for c in ranked["cycles"]
+    ]
+    assert list(ranked["cycles"]).count(8) == 1
     # Self-contained: every PNG is embedded, none linked.
     embedded = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
     assert len(embedded) == len(paths["plots"])

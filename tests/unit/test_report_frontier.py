@@ -9,8 +9,15 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from orchestrator.judging.intervals import TIGHT_SPREAD
 from orchestrator.views.report import frontier, frontier_table
-from orchestrator.views.report._feasibility import FRONTIER_COLUMNS, NO_ANSWER, frontier_view
+from orchestrator.views.report._feasibility import (
+    FRONTIER_COLUMNS,
+    NO_ANSWER,
+    feasibility_matrix,
+    frontier_view,
+    matrix_views,
+)
 
 
 def trials_frame() -> pd.DataFrame:
@@ -98,7 +105,11 @@ def test_a_budget_puts_a_completed_configuration_over_it_on_the_side_that_does_n
     assert (trl.fit_memory_kind, trl.oom_memory_kind) == ("RSS", "RSS")
     view = frontier_view(df).set_index(["Framework", "Model"]).loc[("trl", "tiny")]
     assert view["Smallest that does not"] == "K=4 B=1 (4 completions/step): over budget"
-    assert (view["Its peak"], view["Peak there"], view["Memory"]) == ("0.70 GiB", "0.74 GiB", "RSS (CPU run)")
+    assert (view["Its peak"], view["Peak there"], view["Memory"]) == (
+        "0.70 GiB; 0.02 GiB (2.8%) to spare",  # 0.72 - 0.70, 0.02 / 0.72 = 2.8%
+        "0.74 GiB",
+        "RSS (CPU run)",
+    )
     # Without a budget the same rows split by outcome only.
     plain = frontier(trials_frame()).set_index(["framework", "model"]).loc[("trl", "tiny")]
     assert plain.smallest_oom == "K=4 B=2 (8 completions/step)" and not plain.oom_over_budget
@@ -126,3 +137,45 @@ def test_frontier_labels_a_micro_batch_only_where_it_is_not_b_times_k():
     rows[1]["micro_batch_size"] = 4
     (row,) = frontier(pd.DataFrame(rows)).itertuples()
     assert row.smallest_oom == "K=8 B=1 micro=4 (8 completions/step)"
+
+
+def test_a_fit_closer_to_the_budget_than_the_spread_of_peaks_reads_tight_with_its_margin():
+    # K=2 B=2 peaks at 0.70 GiB: the run-to-run spread is TIGHT_SPREAD of it (0.0175 GiB); a 0.715 GiB
+    # budget leaves 0.015 GiB, under it.
+    assert 0.715 - 0.70 < TIGHT_SPREAD * 0.70 < 0.72 - 0.70
+    trl = frontier(trials_frame(), budget_gib=0.715).set_index(["framework", "model"]).loc[("trl", "tiny")]
+    assert trl.largest_fit == "K=2 B=2 (4 completions/step)"
+    assert (trl.fit_margin_gib, trl.fit_margin_pct, trl.fit_tight) == pytest.approx(
+        (0.015, 0.015 / 0.715 * 100, True)
+    )
+    view = frontier_view(frontier(trials_frame(), budget_gib=0.715)).set_index(["Framework", "Model"])
+    assert view.loc[("trl", "tiny"), "Its peak"] == "0.70 GiB; tight: 0.02 GiB (2.1%) to spare"
+    assert not frontier(trials_frame(), budget_gib=0.72).set_index("framework").loc["trl"].iloc[0].fit_tight
+
+
+def test_headroom_moves_the_frontier_to_configurations_that_leave_it_free():
+    # A 0.80 GiB budget fits K=4 B=1 (0.74 GiB); 0.08 GiB of headroom leaves 0.72: only K=2 B=2 (0.70) fits.
+    plain = frontier(trials_frame(), budget_gib=0.80).set_index(["framework", "model"]).loc[("trl", "tiny")]
+    assert plain.largest_fit == "K=4 B=1 (4 completions/step)"
+    kept = frontier(trials_frame(), budget_gib=0.80, headroom_gib=0.08)
+    trl = kept.set_index(["framework", "model"]).loc[("trl", "tiny")]
+    assert trl.largest_fit == "K=2 B=2 (4 completions/step)" and trl.fit_margin_gib == pytest.approx(0.10)
+    assert trl.smallest_oom == "K=4 B=1 (4 completions/step)"
+    assert (
+        trl.oom_detail
+        == "completed, but its peak 0.74 GiB passed the 0.8 GiB budget less the 0.08 GiB headroom"
+    )
+
+
+def test_the_matrices_mark_tight_fits_and_count_headroom(tmp_path):
+    grids = feasibility_matrix(trials_frame(), budget_gib=0.715)
+    trl = next(g for g in grids if g.framework == "trl" and g.model == "tiny")
+    assert trl.tight(2, 2) and not trl.tight(2, 1)  # 0.70 of 0.715 is tight, 0.61 is not
+    (view,) = [v for v in matrix_views(grids) if v.model == "tiny"]
+    cells = view.table.set_index("K × B")["grpo · trl"]
+    assert cells["K=2 B=2 (4/step)"] == "0.70 GiB; tight: 0.02 GiB (2.1%) to spare"  # 0.015 GiB of 0.715
+    assert cells["K=2 B=1 (2/step)"] == "0.61 GiB"
+    assert "“tight”: fits by less than the run-to-run spread of peaks (2.5% of the peak)." in view.caption
+    kept = feasibility_matrix(trials_frame(), budget_gib=0.80, headroom_gib=0.08)
+    trl = next(g for g in kept if g.framework == "trl" and g.model == "tiny")
+    assert trl.over_budget(4, 1) and not trl.over_budget(2, 2)

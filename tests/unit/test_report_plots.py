@@ -8,13 +8,16 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 from rich.console import Console
 
-from orchestrator.views.report import write_report
+from orchestrator.judging.intervals import MIN_CYCLES
+from orchestrator.views.report import load_outputs, write_report
+from orchestrator.views.report._configs import aggregate_repeats
 from orchestrator.views.report._html import HTML_STYLE
-from orchestrator.views.report._plots import DPI, FONT_PT, trial_curves
+from orchestrator.views.report._plots import DPI, FONT_PT, throughput_plot, trial_curves
 from tests.helpers.synthetic_sweep import write_synthetic_sweep
 
 MIN_PX = 10
@@ -97,3 +100,20 @@ def test_a_users_small_matplotlib_fonts_do_not_shrink_the_report_text(tmp_path, 
     }
     assert {"mean reward", "probe step", "step"} <= set(sizes), sizes  # legend entries and axis labels
     assert min(sizes.values()) >= FONT_PT, sizes
+
+
+def test_the_throughput_plot_draws_each_medians_95_percent_interval_and_none_under_the_minimum(
+    tmp_path, monkeypatch
+):
+    grid = [("trl", "grpo", 2, 1, 1, "completed", 12), ("trl", "grpo", 4, 1, 1, "completed", 3)]
+    write_synthetic_sweep(tmp_path, grid=grid)
+    ranked = aggregate_repeats(load_outputs(tmp_path))
+    figures = _keep_figures(monkeypatch)
+    throughput_plot(ranked, tmp_path / "throughput.png")
+    ax = figures["throughput.png"].axes[0]
+    (bars,) = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    segments = bars.lines[2][0].get_segments()  # one vertical whisker per bar, K=2 then K=4
+    long, short = ranked.set_index("num_generations").loc[2], ranked.set_index("num_generations").loc[4]
+    assert long["cycles"] == 11 and short["cycles"] == 2 < MIN_CYCLES
+    assert (segments[0][0][1], segments[0][1][1]) == pytest.approx((long["tokens_low"], long["tokens_high"]))
+    assert np.isnan(segments[1]).all()  # too few cycles: no whisker

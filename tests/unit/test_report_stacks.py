@@ -6,10 +6,17 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from orchestrator.judging.intervals import NO_CLEAR, TIGHT_SPREAD, ratio_interval
 from orchestrator.views.report import load_outputs
 from orchestrator.views.report._configs import aggregate_repeats
+from orchestrator.views.report._content import ranked_table
+from orchestrator.views.report._document import fmt
 from orchestrator.views.report._stacks import comparison_view, stack_comparison
+from tests.helpers import synthetic_sweep
 from tests.helpers.synthetic_sweep import write_synthetic_sweep
+
+# Both stacks ran grpo K=2 B=1 for 12 steps (11 measured cycles after the probe step).
+LONG = [("trl", "grpo", 2, 1, 1, "completed", 12), ("unsloth", "grpo", 2, 1, 1, "completed", 12)]
 
 
 def _figures(outputs, framework: str, k: int, b: int) -> tuple[float, float]:
@@ -46,7 +53,17 @@ def test_ratios_are_unsloth_over_trl_for_each_configuration_both_ran(outputs):
 
     view = comparison_view(comparison.reset_index()).set_index(["K", "B"])
     assert view.loc[(2, 1), "Memory Unsloth ÷ TRL"] == f"{unsloth_peak / trl_peak:.2f}×"
-    assert view.loc[(2, 1), "Tokens/s Unsloth ÷ TRL"] == f"{unsloth_tokens / trl_tokens:.2f}×"
+    # Unsloth ran K=2 B=1 once (4 measured cycles), under the minimum: no ratio is stated.
+    assert view.loc[(2, 1), "Tokens/s Unsloth ÷ TRL"] == "too few cycles to compare (4 and 8 cycles)"
+    trl = aggregate_repeats(outputs).query("framework == 'trl' and num_generations == 2 and batch_size == 1")
+    low, high = trl.iloc[0]["tokens_low"], trl.iloc[0]["tokens_high"]
+    assert (
+        view.loc[(2, 1), "TRL tokens/s"]
+        == f"{fmt(trl_tokens)} (95% CI {fmt(low)}–{fmt(high)}; 8 cycles, 2 seeds)"
+    )
+    assert (
+        view.loc[(2, 1), "Unsloth tokens/s"] == f"{fmt(unsloth_tokens)} (4 cycles: too few for an interval)"
+    )
     assert view.loc[(2, 1), "Memory"] == "GPU (NVML)"
     assert list(view["Fits"]) == ["both", "only Unsloth"]
     assert view.loc[(4, 2), "TRL peak (GiB)"] == "out of memory"
@@ -62,3 +79,67 @@ def test_a_budget_between_the_two_peaks_fits_only_the_smaller_stack(outputs):
     # K=4 B=2: TRL ran out of memory and Unsloth's peak is over the budget
     assert _figures(outputs, "unsloth", 4, 2)[0] > budget
     assert (view.loc[(2, 1), "Fits"], view.loc[(4, 2), "Fits"]) == ("only Unsloth", "neither")
+
+
+def _long_comparison(out) -> pd.Series:
+    write_synthetic_sweep(out, grid=LONG)
+    outputs = load_outputs(out)
+    return stack_comparison(aggregate_repeats(outputs), outputs.trials).iloc[0], outputs
+
+
+def test_a_speed_ratio_the_cycles_support_reads_with_its_95_percent_interval(tmp_path):
+    row, outputs = _long_comparison(tmp_path)  # Unsloth runs 1.6x TRL's tokens/s (STACK_FACTORS)
+    cycles = {
+        f: outputs.steps.query("trial_key.str.startswith(@f) and not probe")["tokens_per_s"].tolist()
+        for f in ("trl", "unsloth")
+    }
+    expected = ratio_interval([cycles["unsloth"]], [cycles["trl"]])
+    assert (row["base_cycles"], row["stack_cycles"]) == (11, 11)
+    assert (row["speed_ratio_lo"], row["speed_ratio_hi"]) == (expected.low, expected.high)
+    assert 1 < row["speed_ratio_lo"] < 1.6 < row["speed_ratio_hi"]
+    view = comparison_view(pd.DataFrame([row]))
+    words = f"{row['speed_ratio']:.2f}× (95% CI {expected.low:.2f}–{expected.high:.2f}×)"
+    assert view.loc[0, "Tokens/s Unsloth ÷ TRL"] == words
+
+
+def test_two_stacks_at_the_same_speed_read_no_clear_difference_never_a_bare_ratio(tmp_path, monkeypatch):
+    monkeypatch.setitem(synthetic_sweep.STACK_FACTORS, "unsloth", (0.8, 1.0))
+    row, _ = _long_comparison(tmp_path)
+    assert row["speed_ratio"] != 1.0  # the medians differ by noise alone
+    assert row["speed_ratio_lo"] <= 1 <= row["speed_ratio_hi"]
+    view = comparison_view(pd.DataFrame([row]))
+    assert view.loc[0, "Tokens/s Unsloth ÷ TRL"] == (
+        f"{NO_CLEAR} (95% CI {row['speed_ratio_lo']:.2f}–{row['speed_ratio_hi']:.2f}×)"
+    )
+
+
+@pytest.mark.parametrize(("unsloth_speed", "ranks"), [(1.0, ["1 (tie)", "1 (tie)"]), (1.6, ["1", "2"])])
+def test_the_ranking_ties_configurations_no_measurement_separates(
+    tmp_path, monkeypatch, unsloth_speed, ranks
+):
+    monkeypatch.setitem(synthetic_sweep.STACK_FACTORS, "unsloth", (0.8, unsloth_speed))
+    write_synthetic_sweep(tmp_path, grid=LONG)
+    ranked = aggregate_repeats(load_outputs(tmp_path))
+    table = ranked_table(ranked)
+    assert list(table["Rank"]) == ranks
+    assert list(table["Cycles"]) == [11, 11]
+    first = ranked.iloc[0]
+    assert table.loc[0, "Tokens/s 95% CI"] == f"{fmt(first['tokens_low'])}–{fmt(first['tokens_high'])}"
+
+
+def test_the_ranking_states_each_fits_margin_and_flags_a_tight_one(tmp_path):
+    write_synthetic_sweep(tmp_path, grid=LONG)
+    outputs = load_outputs(tmp_path)
+    peaks = aggregate_repeats(outputs).set_index("framework")["peak_gib"]
+    budget = peaks["trl"] + 0.01  # TRL fits by 0.01 GiB, under the spread of its peak; Unsloth by more
+    assert TIGHT_SPREAD * peaks["trl"] > 0.01 and budget - peaks["unsloth"] > TIGHT_SPREAD * peaks["unsloth"]
+    ranked = aggregate_repeats(outputs, budget)
+    fits = ranked_table(ranked, budget).set_index("Framework")[f"Fits {budget:g} GiB"]
+    trl, unsloth = (ranked.set_index("framework").loc[f] for f in ("trl", "unsloth"))
+    assert trl["tight"] and not unsloth["tight"]
+    assert fits["trl"] == f"tight: 0.01 GiB ({0.01 / budget * 100:.2g}%) to spare"
+    spare = budget - peaks["unsloth"]
+    assert fits["unsloth"] == f"yes, {spare:.2f} GiB ({spare / budget * 100:.2g}%) to spare"
+    # memory.headroom_gib: a fit must leave that much free; TRL's 0.01 GiB is not enough for 0.05
+    kept = aggregate_repeats(outputs, budget, headroom_gib=0.05).set_index("framework")
+    assert (kept.loc["trl", "fits"], kept.loc["unsloth", "fits"]) == (False, True)

@@ -5,6 +5,7 @@ import math
 
 import pytest
 
+from orchestrator.judging.intervals import TIGHT_SPREAD
 from orchestrator.judging.memory import Prediction
 from orchestrator.judging.solve import (
     Measured,
@@ -85,9 +86,10 @@ def test_a_wrong_guess_still_ends_at_the_true_boundary(guess):
 def test_the_certificate_gives_the_measured_peak_margin_and_the_next_value():
     answer = search("num_generations", VALUES, FakeTrials(), BUDGET)
     first, second = answer.lines()
+    spare = BUDGET - peak_of(64)  # 16 - 14.8 = 1.2 GiB, 7.5% of the budget
     assert first == (
         f"largest K that fits 16 GiB: 64, measured {peak_of(64):.2f} GiB RSS peak, "
-        f"margin {BUDGET - peak_of(64):.2f} GiB (k64)"
+        f"{spare:.2f} GiB ({spare / BUDGET * 100:.2g}%) to spare (k64)"
     )
     assert second.startswith("next K above it: 128, does not fit (out of memory")
 
@@ -215,3 +217,35 @@ def test_the_guess_is_the_largest_candidate_predicted_within_the_budget():
     assert predicted_guess([_predicted(p) for p in (17.0, 18.0)], BUDGET) == 0  # none: start at the smallest
     assert predicted_guess([_predicted(None), _predicted(12.0), _predicted(None)], BUDGET) == 1
     assert predicted_guess([_predicted(None), _predicted(None)], BUDGET) is None  # no number: the middle
+
+
+def test_a_fit_within_the_spread_of_peaks_reads_tight_with_its_margin_in_the_answer_and_solve_json():
+    # K=64 peaks at 15.9 GiB of 16: 0.1 GiB to spare, under the run-to-run spread (TIGHT_SPREAD of 15.9).
+    answer = search(
+        "num_generations", VALUES, FakeTrials(peak=lambda v: 15.9 if v == 64 else peak_of(v)), BUDGET
+    )
+    assert TIGHT_SPREAD * 15.9 > 0.1
+    assert answer.lines()[0] == (
+        "largest K that fits 16 GiB: 64, measured 15.90 GiB RSS peak, tight: 0.10 GiB (0.62%) to spare (k64): "
+        "another run may not fit (docs/benchmarks.md)"
+    )
+    record = answer.to_dict()
+    assert (record["margin_gib"], record["margin_pct"], record["tight"]) == pytest.approx((0.1, 0.625, True))
+
+
+def test_headroom_makes_a_completed_peak_within_it_not_fit_and_the_answer_says_so():
+    row = {"status": "completed", "peak_rss_gib": 15.5, "trial_key": "k64", "status_detail": ""}
+    assert measured_from_row(64, row, BUDGET).fits is True
+    tight = measured_from_row(64, row, BUDGET, headroom_gib=1.0)
+    assert tight.fits is False  # 15.5 GiB leaves 0.5 of the 1 GiB asked for
+    answer = search("num_generations", VALUES, FakeTrials(), BUDGET)
+    answer.headroom_gib = 1.0
+    assert answer.lines()[0].startswith("largest K that fits 16 GiB less 1 GiB headroom: 64")
+
+
+def test_a_headroom_that_leaves_nothing_of_the_budget_is_refused(tmp_path):
+    with pytest.raises(SolveError) as info:
+        make_request("num_generations", 8.0, headroom_gib=8.0, output_dir=str(tmp_path / "s"))
+    assert info.value.errors == [
+        "--headroom-gib: 8 must be at least 0 and below --budget-gib 8; give the GiB a fit must leave free, e.g. 0.8"
+    ]

@@ -156,3 +156,11 @@ def test_memory_and_oom_settings_reach_every_trial():
     assert parse_sweep(raw).memory.margin_gib == 0.0  # the budget is the card: no allowance over it
     sweep = parse_sweep(apply_overrides(raw, ["memory.budget_gib=0.8", "oom.probe_steps=0"]))
     assert all(t.probe_steps == 0 and t.memory_budget_gib == 0.8 for t in plan(sweep).trials)
+
+
+def test_a_headroom_that_leaves_nothing_of_the_budget_is_refused_naming_both_and_a_fix():
+    raw = {"name": "m", "grid": {"num_generations": [2]}, "memory": {"budget_gib": 8, "headroom_gib": 8}}
+    (error,) = errors_of(raw)
+    assert "memory.headroom_gib: 8 gib leaves nothing of the 8 gib budget" in error  # SweepError lowercases
+    assert "lower it (e.g. 0.8)" in error and "'headroom_gib': 8" in error
+    assert parse_sweep({**raw, "memory": {"budget_gib": 8, "headroom_gib": 1}}).memory.headroom_gib == 1.0

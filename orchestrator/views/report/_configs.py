@@ -8,6 +8,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from orchestrator.judging.intervals import margin, median_interval
 from orchestrator.recording import outcome
 from orchestrator.views.report._outputs import (
     SweepOutputs,
@@ -70,18 +71,26 @@ def _config_identity(trial: pd.Series) -> str:
     return json.dumps({**extra, **config}, sort_keys=True, default=str)
 
 
-def aggregate_repeats(outputs: SweepOutputs, budget_gib: float | None = None) -> pd.DataFrame:
-    """Completed trials grouped by configuration (all but the seed): those that fit the budget first,
+def aggregate_repeats(
+    outputs: SweepOutputs, budget_gib: float | None = None, headroom_gib: float = 0.0
+) -> pd.DataFrame:
+    """Completed trials grouped by configuration (all but the seed): those that fit the budget (less the
+    headroom a user asked to keep, memory.headroom_gib) first,
     fastest first within each part; then those whose peak passed it (`fits` False), then those whose
     peak was not measured (`fits` None). Without a budget, fastest first.
 
     tokens/s median, p10 and p90 are taken over the measured steps of every seed together, so one seed
     still shows its step-to-step spread; trials without step rows fall back to their own median.
+    tokens_low/tokens_high: the median's 95% interval (intervals.median_interval over each seed's cycles,
+    NaN below intervals.MIN_CYCLES cycles), `cycles` how many it was taken over, `speeds` each seed's
+    cycles (for ratios between configurations). margin_gib/margin_pct/tight: the peak against the budget
+    (intervals.margin; NaN/None without one).
     """
     trials = outputs.trials
     done = trials[trials["status"] == outcome.COMPLETED].copy() if "status" in trials else trials.iloc[0:0]
     columns = [*CONFIG_COLUMNS, "other", "seeds", "trial_keys", "tokens_median", "tokens_p10", "tokens_p90",
-               "step_s_median", "peak_gib", "memory_kind", "fits", "final_reward"]  # fmt: skip
+               "tokens_low", "tokens_high", "cycles", "speeds", "step_s_median", "peak_gib", "memory_kind",
+               "fits", "margin_gib", "margin_pct", "tight", "final_reward"]  # fmt: skip
     if done.empty:
         return pd.DataFrame(columns=columns)
     done["_identity"] = done.apply(_config_identity, axis=1)
@@ -98,6 +107,10 @@ def aggregate_repeats(outputs: SweepOutputs, budget_gib: float | None = None) ->
         tokens = column(speed, "tokens_per_s")
         if tokens.empty:
             tokens = column(group, "median_tokens_per_s")
+        speeds = [
+            column(measured_steps(trial_steps(outputs.steps, k)), "tokens_per_s").tolist() for k in keys
+        ]
+        estimate = median_interval(speeds)
         step_s = column(speed, "step_s")
         if step_s.empty:
             step_s = column(group, "median_step_s")
@@ -107,6 +120,7 @@ def aggregate_repeats(outputs: SweepOutputs, budget_gib: float | None = None) ->
         rewards = [final_reward(trial_steps(outputs.steps, k)) for k in keys]
         rewards = [r for r in rewards if r is not None]
         extra = parse_json(first.get("effective_config"))
+        fit = margin(max(values), budget_gib) if values else None
         rows.append(
             {
                 **{col: first.get(col) for col in CONFIG_COLUMNS},
@@ -116,10 +130,19 @@ def aggregate_repeats(outputs: SweepOutputs, budget_gib: float | None = None) ->
                 "tokens_median": stat(tokens, "median"),
                 "tokens_p10": stat(tokens, "p10"),
                 "tokens_p90": stat(tokens, "p90"),
+                "tokens_low": np.nan if estimate.low is None else estimate.low,
+                "tokens_high": np.nan if estimate.high is None else estimate.high,
+                "cycles": estimate.cycles,
+                "speeds": speeds,
                 "step_s_median": stat(step_s, "median"),
                 "peak_gib": max(values) if values else np.nan,
                 "memory_kind": first_kind(kinds),  # the seeds' kind by the record's precedence
-                "fits": None if budget_gib is None or not values else max(values) <= budget_gib,
+                "fits": None
+                if budget_gib is None or not values
+                else max(values) <= budget_gib - headroom_gib,
+                "margin_gib": np.nan if fit is None else fit.gib,
+                "margin_pct": np.nan if fit is None else fit.pct,
+                "tight": None if fit is None else fit.tight,
                 "final_reward": float(np.median(rewards)) if rewards else np.nan,
             }
         )

@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from orchestrator.judging.intervals import MIN_CYCLES, TIGHT, TIGHT_SPREAD, Estimate, Margin, tie_ranks
 from orchestrator.judging.verdict import PRECEDENCE, VERDICT_WORDS, VERDICTS
 from orchestrator.recording import outcome
 from orchestrator.recording.outcome import COMPLETED, STATUS_WORDS, STATUSES
@@ -73,10 +74,11 @@ def ranked_table(ranked: pd.DataFrame, budget_gib: float | None = None) -> pd.Da
     varying = varying_config_columns(ranked, exclude=("framework", "mode", "num_generations", "batch_size"))
     kinds = set(ranked["memory_kind"].dropna())
     memory_header = _sentence(memory_words(kinds))
+    ranks = _tie_ranks(ranked)
     rows = []
     for i, row in ranked.iterrows():
         k, b = plain(row["num_generations"]), plain(row["batch_size"])
-        line = {"Rank": i + 1, "Framework": row["framework"], "Mode": row["mode"]}
+        line = {"Rank": ranks[i], "Framework": row["framework"], "Mode": row["mode"]}
         line |= {CONFIG_WORDS.get(col, col): plain(row[col]) for col in varying}
         if row["other"]:
             line["Other settings"] = row["other"]
@@ -88,6 +90,8 @@ def ranked_table(ranked: pd.DataFrame, budget_gib: float | None = None) -> pd.Da
             "B×K": k * b if k is not None and b is not None else None,
             "Seeds": _seeds(row["seeds"]),
             "Tokens/s (median)": row["tokens_median"],
+            "Tokens/s 95% CI": _interval(row),
+            "Cycles": plain(row["cycles"]),
             "Tokens/s p10–p90": f"{fmt(row['tokens_p10'])}–{fmt(row['tokens_p90'])}",
             "Step (s, median)": fmt(row["step_s_median"], 2),
             memory_header: peak,
@@ -96,10 +100,51 @@ def ranked_table(ranked: pd.DataFrame, budget_gib: float | None = None) -> pd.Da
         if budget_gib is not None:
             fits = row["fits"]
             line[f"Fits {budget_gib:g} GiB"] = (
-                "yes" if fits is True else f"no: {OVER_BUDGET}" if fits is False else "not measured"
+                _fit_margin(row)
+                if fits is True
+                else f"no: {OVER_BUDGET}"
+                if fits is False
+                else "not measured"
             )
         rows.append(line)
     return pd.DataFrame(rows)
+
+
+def _tie_ranks(ranked: pd.DataFrame) -> list[str]:
+    """Each row's rank as people read it: '1', '2 (tie)', or '— (too few cycles)'; ties
+    (intervals.tie_ranks) within each part of the ranking (fits, passed the budget, not measured)."""
+    estimates = [
+        Estimate(
+            row["tokens_median"], _or_none(row["tokens_low"]), _or_none(row["tokens_high"]), row["cycles"], 1
+        )
+        for _, row in ranked.iterrows()
+    ]
+    parts = ranked["fits"].map({True: 0, False: 1}).fillna(2).tolist()
+    ranks: list[int | None] = []
+    for part in sorted(set(parts), key=parts.index):
+        before = sum(r is not None for r in ranks)  # ranked in the parts above
+        part_ranks = tie_ranks([e for e, p in zip(estimates, parts, strict=True) if p == part])
+        ranks += [None if r is None else r + before for r in part_ranks]
+    counts = {r: ranks.count(r) for r in ranks if r is not None}
+    return ["— (too few cycles)" if r is None else f"{r} (tie)" if counts[r] > 1 else str(r) for r in ranks]
+
+
+def _or_none(value: Any) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def _interval(row: pd.Series) -> str:
+    if pd.isna(row["tokens_low"]):
+        return f"too few cycles (under {MIN_CYCLES})"
+    return f"{fmt(row['tokens_low'])}–{fmt(row['tokens_high'])}"
+
+
+def _fit_margin(row: pd.Series) -> str:
+    """'yes, 2.00 GiB (25%) to spare' or 'tight: 0.02 GiB (0.25%) to spare'."""
+    if pd.isna(row["margin_gib"]):
+        return "yes"
+    words = Margin(row["margin_gib"], row["margin_pct"], TIGHT_SPREAD * row["peak_gib"]).words()
+    return words if words.startswith(TIGHT) else f"yes, {words}"
 
 
 def not_completed_table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -229,9 +274,12 @@ def stacks_section(data: ReportData) -> list[Block]:
             Block(
                 "p",
                 f"Each configuration both stacks ran. Ratios are {other} ÷ {base}: memory below 1× means "
-                f"{other} needs less, tokens/s above 1× means it is faster (medians over measured steps); "
-                "a memory ratio only where both measured the same kind of memory. Fits: which stack fits "
-                f"(completed within the budget) where the other does not. {_budget_words(data.budget_gib)}",
+                f"{other} needs less, tokens/s above 1× means it is faster (medians over measured generation "
+                "cycles, with the cycles each is over). The tokens/s ratio carries its 95% interval (a "
+                'bootstrap over each side\'s cycles); it reads "no clear difference" where the interval '
+                f'covers 1, and "too few cycles to compare" where a side measured fewer than {MIN_CYCLES} '
+                "cycles. A memory ratio only where both measured the same kind of memory. Fits: which stack "
+                f"fits (completed within the budget) where the other does not. {_budget_words(data.budget_gib)}",
             )
         )
         blocks.append(Block("table", table=comparison_view(rows)))
@@ -247,8 +295,13 @@ def fastest_section(data: ReportData) -> list[Block]:
         Block("table", table=ranked_table(data.ranked, data.budget_gib)),
         Block(
             "p",
-            "Seeds of one configuration are aggregated. Tokens/s: median and 10th–90th percentile over "
-            "measured steps of all seeds (probe steps left out). Peak memory: the highest of the seeds.",
+            "Seeds of one configuration are aggregated. Tokens/s: median over the measured generation "
+            "cycles of all seeds (probe cycles left out), its 95% interval (a bootstrap over each seed's "
+            f"cycles) and the 10th–90th percentile of the cycles; under {MIN_CYCLES} cycles the median has no "
+            "interval and no rank. Rank: configurations whose intervals overlap that of the fastest of "
+            'their group share its rank ("tie"): no measurement separates them. Peak memory: the highest '
+            'of the seeds; its margin to the budget reads "tight" when it is under the run-to-run spread of '
+            f"peaks ({TIGHT_SPREAD:.1%} of the peak, docs/benchmarks.md).",
         ),
     ]
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from orchestrator.judging.intervals import TIGHT, TIGHT_SPREAD, Margin, margin
 from orchestrator.judging.verdict import MARK, PRECEDENCE, VERDICT_WORDS
 from orchestrator.recording import outcome
 from orchestrator.recording.outcome import COMPLETED, MEMORY_LABELS, OOM, PRUNED, STATUS_LABELS, STATUS_WORDS
@@ -32,6 +33,7 @@ class FeasibilityGrid:
     values: pd.DataFrame  # float GiB for cells with a completed trial, NaN elsewhere
     statuses: pd.DataFrame  # the cell's outcome: a status, or "" where no trial ran
     budget_gib: float | None = None
+    headroom_gib: float = 0.0  # memory.headroom_gib: what a fit must leave free under the budget
 
     @property
     def title(self) -> str:
@@ -53,9 +55,19 @@ class FeasibilityGrid:
         )
 
     def over_budget(self, k: Any, b: Any) -> bool:
-        """Completed, but its peak passed the budget: it does not fit."""
+        """Completed, but its peak passed the budget less the headroom: it does not fit."""
         value = self.values.loc[k, b]
-        return self.budget_gib is not None and pd.notna(value) and value > self.budget_gib
+        return self.budget_gib is not None and pd.notna(value) and value > self.budget_gib - self.headroom_gib
+
+    def margin(self, k: Any, b: Any) -> Margin | None:
+        """The cell's peak against the budget (intervals.margin); None without either."""
+        value = self.values.loc[k, b]
+        return margin(float(value), self.budget_gib) if pd.notna(value) else None
+
+    def tight(self, k: Any, b: Any) -> bool:
+        """Fits, by less than the run-to-run spread of its peak (intervals.Margin.tight)."""
+        fit = self.margin(k, b)
+        return fit is not None and fit.tight and not self.over_budget(k, b)
 
 
 def memory_words(kinds: set[str]) -> str:
@@ -77,7 +89,9 @@ def infer_budget_gib(trials: pd.DataFrame) -> float | None:
     return float(totals.min()) if len(totals) else None
 
 
-def feasibility_matrix(trials_df: pd.DataFrame, budget_gib: float | None = None) -> list[FeasibilityGrid]:
+def feasibility_matrix(
+    trials_df: pd.DataFrame, budget_gib: float | None = None, headroom_gib: float = 0.0
+) -> list[FeasibilityGrid]:
     """Per (framework, mode, model): rows K, columns batch, cells peak GiB or the outcome in a word.
     A group's cells show one kind of peak: the first its trials measured, by outcome.peak_memory."""
     trials = numeric(trials_df, TRIAL_NUMERIC)
@@ -102,7 +116,17 @@ def feasibility_matrix(trials_df: pd.DataFrame, budget_gib: float | None = None)
         for frame in (labels, values, statuses):
             frame.index.name, frame.columns.name = "K", "B"
         grids.append(
-            FeasibilityGrid(str(framework), str(mode), str(model), kind, labels, values, statuses, budget_gib)
+            FeasibilityGrid(
+                str(framework),
+                str(mode),
+                str(model),
+                kind,
+                labels,
+                values,
+                statuses,
+                budget_gib,
+                headroom_gib,
+            )
         )
     return grids
 
@@ -148,6 +172,9 @@ FRONTIER_COLUMNS = (
     "fit_peak_rss_gib",
     "fit_peak_gib",
     "fit_memory_kind",
+    "fit_margin_gib",
+    "fit_margin_pct",
+    "fit_tight",
     "smallest_oom",
     "oom_trial_key",
     "oom_peak_device_gib",
@@ -191,12 +218,16 @@ def _label(row: pd.Series, varying: list[str]) -> str:
     return f"{' '.join(parts)} ({row['_completions']:g} completions/step)"
 
 
-def frontier(trials: pd.DataFrame, budget_gib: float | None = None) -> pd.DataFrame:
+def frontier(
+    trials: pd.DataFrame, budget_gib: float | None = None, headroom_gib: float = 0.0
+) -> pd.DataFrame:
     """Per (framework, mode, model, quantization): the largest configuration that fits and the smallest
     that does not, with their peaks (outcome.peak_memory), from trials.parquet's rows. Without a budget,
     "fits" means completed and "does not" out of memory; with one, a completed trial whose peak passed
     it does not fit either (oom_over_budget). Configurations are ordered by completions per step
     (K x B), then completion length, prompt length, LoRA rank and the measured peak.
+    headroom_gib (memory.headroom_gib): a peak must leave this much of the budget free to fit.
+    fit_margin_gib/_pct, fit_tight: the largest fit's margin to the budget (intervals.margin).
     A side that no trial reached is null."""
     missing = [c for c in (*FRONTIER_GROUP, "num_generations", "batch_size", "status") if c not in trials]
     if missing:
@@ -210,7 +241,8 @@ def frontier(trials: pd.DataFrame, budget_gib: float | None = None) -> pd.DataFr
         varying = [c for c in _LABEL_NAMES if c in g and _varies(g, c)]
         row: dict[str, Any] = dict(zip(FRONTIER_GROUP, key, strict=True))
         completed = g["status"] == COMPLETED
-        over = completed & (g["_peak"] > budget_gib) if budget_gib is not None else completed & False
+        limit = None if budget_gib is None else budget_gib - headroom_gib
+        over = completed & (g["_peak"] > limit) if limit is not None else completed & False
         fit = _extreme(g[completed & ~over], max)
         oom = _extreme(g[(g["status"] == OOM) | over], min)
         for side, best in (("fit", fit), ("oom", oom)):
@@ -219,11 +251,16 @@ def frontier(trials: pd.DataFrame, budget_gib: float | None = None) -> pd.DataFr
             row[f"{side}_peak_rss_gib"] = _value(best, "peak_rss_gib")
             row[f"{side}_peak_gib"] = _value(best, "_peak")
             row[f"{side}_memory_kind"] = _value(best, "_kind")
+        fit_margin = None if fit is None else margin(_value(fit, "_peak"), budget_gib)
+        row["fit_margin_gib"] = None if fit_margin is None else fit_margin.gib
+        row["fit_margin_pct"] = None if fit_margin is None else fit_margin.pct
+        row["fit_tight"] = None if fit_margin is None else fit_margin.tight
         row["largest_fit"] = None if fit is None else _label(fit, varying)
         row["smallest_oom"] = None if oom is None else _label(oom, varying)
         row["oom_over_budget"] = None if oom is None else bool(oom["status"] == COMPLETED)
         row["oom_detail"] = (
             f"completed, but its peak {oom['_peak']:.2f} GiB passed the {budget_gib:g} GiB budget"
+            + (f" less the {headroom_gib:g} GiB headroom" if headroom_gib else "")
             if row["oom_over_budget"]
             else _value(oom, "status_detail")
         )
@@ -271,7 +308,7 @@ def frontier_view(df: pd.DataFrame) -> pd.DataFrame:
                 "Model": r.model,
                 "Quantization": r.quantization,
                 "Largest that fits": r.largest_fit if fit else "none fit" if no_fit else NO_ANSWER,
-                "Its peak": _gib(r.fit_peak_gib),
+                "Its peak": _gib(r.fit_peak_gib) + _margin_words(r),
                 "Smallest that does not": f"{r.smallest_oom}: {why}"
                 if no_fit
                 else "all fit"
@@ -286,6 +323,13 @@ def frontier_view(df: pd.DataFrame) -> pd.DataFrame:
     # The model and the quantization only where they tell rows apart (a column per page is precious).
     same = [c for c in ("Model", "Quantization") if c in view and view[c].astype(str).nunique() <= 1]
     return view.drop(columns=same)
+
+
+def _margin_words(r: Any) -> str:
+    """'; tight: 0.01 GiB (1.4%) to spare' after a fit's peak, or its margin; '' without a budget."""
+    if r.fit_margin_gib is None or pd.isna(r.fit_margin_gib) or r.fit_peak_gib is None:
+        return ""
+    return "; " + Margin(r.fit_margin_gib, r.fit_margin_pct, TIGHT_SPREAD * r.fit_peak_gib).words()
 
 
 @dataclass
@@ -312,7 +356,12 @@ def matrix_views(grids: list[FeasibilityGrid]) -> list[MatrixView]:
             for k, b in configs:
                 label = g.labels.loc[k, b] if k in g.labels.index and b in g.labels.columns else ""
                 over = bool(label) and g.over_budget(k, b)
-                cells.append(f"{label}: {OVER_BUDGET}" if over else label or NOT_RUN)
+                if over:
+                    cells.append(f"{label}: {OVER_BUDGET}")
+                elif label and g.tight(k, b):  # with its margin: "0.70 GiB; tight: 0.02 GiB (2.1%) to spare"
+                    cells.append(f"{label}; {g.margin(k, b).words()}")
+                else:
+                    cells.append(label or NOT_RUN)
             table[f"{g.mode} · {g.framework}"] = cells
         views.append(MatrixView(model, table, _matrix_caption(mine)))
     return views
@@ -326,9 +375,16 @@ def _matrix_caption(grids: list[FeasibilityGrid]) -> str:
     if budget is None:
         parts.append("No memory budget is known: pass --budget-gib to mark what fits.")
     else:
-        over = sum(g.over_budget(k, b) for g in grids for k in g.values.index for b in g.values.columns)
+        cells = [(g, k, b) for g in grids for k in g.values.index for b in g.values.columns]
+        over = sum(g.over_budget(k, b) for g, k, b in cells)
+        headroom = grids[0].headroom_gib
+        kept = f" less {headroom:g} GiB headroom (memory.headroom_gib)" if headroom else ""
         parts.append(
-            f"Budget {budget:g} GiB: {over} completed configuration(s) over it, marked “{OVER_BUDGET}”."
+            f"Budget {budget:g} GiB{kept}: {over} completed configuration(s) over it, marked “{OVER_BUDGET}”."
         )
+        if any(g.tight(k, b) for g, k, b in cells):
+            parts.append(
+                f"“{TIGHT}”: fits by less than the run-to-run spread of peaks ({TIGHT_SPREAD:.1%} of the peak)."
+            )
     parts += [f"{note}." for note in dict.fromkeys(g.verdict_note for g in grids if g.verdict_note)]
     return " ".join(parts)

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from orchestrator.judging.intervals import median_interval
 from orchestrator.judging.verdict import VerdictSettings, judge
 from orchestrator.recording import outcome
 from orchestrator.recording.sinks import STEP_SCHEMA, TRIAL_SCHEMA
@@ -50,8 +51,14 @@ EXTRA_COLUMNS = [
     "status_detail",
     "peak_device_gib",
     "median_tokens_per_s",
+    "median_tokens_per_s_lo",
+    "median_tokens_per_s_hi",
+    "cycles_measured",
     "p10_tokens_per_s",
     "p90_tokens_per_s",
+    "margin_gib",
+    "margin_pct",
+    "tight",
     "model",
     "task",
     "micro_batch_size",
@@ -133,6 +140,15 @@ def verdict_settings(output_dir: Path) -> VerdictSettings:
         return VerdictSettings(**{**section, "stop_on": tuple(section.get("stop_on") or ())})
     except (OSError, yaml.YAMLError, AttributeError, TypeError):
         return VerdictSettings()
+
+
+def memory_headroom_gib(output_dir: Path) -> float:
+    """The sweep's memory.headroom_gib (its sweep.yaml): what a fit must leave free; 0 when unset."""
+    try:
+        section = (yaml.safe_load((output_dir / "sweep.yaml").read_text()) or {}).get("memory") or {}
+        return float(section.get("headroom_gib") or 0.0)
+    except (OSError, yaml.YAMLError, AttributeError, TypeError, ValueError):
+        return 0.0
 
 
 def _with_verdicts(
@@ -255,6 +271,8 @@ def summary_metrics(trial_row: pd.Series | dict, steps_df: pd.DataFrame | None) 
     peak, kind = trial_peak(trial_row, steps)
     tokens = column(speed, "tokens_per_s")
     step_s = column(speed, "step_s")
+    estimate = median_interval([tokens.tolist()])
+    tight = trial_row.get("tight")
     metrics = {
         "peak_memory_gib": peak,
         "peak_device_gib": finite_or_none(trial_row.get("peak_device_gib")) if kind == outcome.GPU else None,
@@ -264,6 +282,12 @@ def summary_metrics(trial_row: pd.Series | dict, steps_df: pd.DataFrame | None) 
         or finite_or_none(trial_row.get("median_tokens_per_s")),
         "median_step_s": finite_or_none(stat(step_s, "median"))
         or finite_or_none(trial_row.get("median_step_s")),
+        "median_tokens_per_s_lo": estimate.low,
+        "median_tokens_per_s_hi": estimate.high,
+        "cycles_measured": float(estimate.cycles) if len(steps) else None,
+        "margin_gib": finite_or_none(trial_row.get("margin_gib")),
+        "margin_pct": finite_or_none(trial_row.get("margin_pct")),
+        "tight": float(tight) if isinstance(tight, (bool, np.bool_)) else None,
         "final_reward": final_reward(steps),
         "steps_completed": finite_or_none(trial_row.get("steps_completed")),
     }
@@ -277,6 +301,7 @@ def summary_table(outputs: SweepOutputs) -> pd.DataFrame:
         steps = trial_steps(outputs.steps, trial.get("trial_key"))
         speed = measured_steps(steps)
         tokens = column(speed, "tokens_per_s")
+        estimate = median_interval([tokens.tolist()])
         steps_completed = finite_or_none(trial.get("steps_completed"))
         peak, kind = trial_peak(trial, steps)
         rows.append(
@@ -297,7 +322,13 @@ def summary_table(outputs: SweepOutputs) -> pd.DataFrame:
                 "median_tokens_per_s": stat(tokens, "median")
                 if len(tokens)
                 else trial.get("median_tokens_per_s"),
+                "median_tokens_per_s_lo": estimate.low,
+                "median_tokens_per_s_hi": estimate.high,
+                "cycles_measured": estimate.cycles if len(steps) else None,
                 "p10_tokens_per_s": stat(tokens, "p10"),
+                "margin_gib": trial.get("margin_gib"),
+                "margin_pct": trial.get("margin_pct"),
+                "tight": trial.get("tight"),
                 "p90_tokens_per_s": stat(tokens, "p90"),
                 "model": trial.get("model"),
                 "task": trial.get("task"),
@@ -319,6 +350,7 @@ def summary_table(outputs: SweepOutputs) -> pd.DataFrame:
         "batch_size",
         "seed",
         "step_count",
+        "cycles_measured",
         "micro_batch_size",
         "max_completion_length",
     ):

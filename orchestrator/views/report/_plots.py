@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator, ScalarFormatter
 
+from orchestrator.judging.intervals import MIN_CYCLES
 from orchestrator.judging.verdict import MARK
 from orchestrator.recording.outcome import COMPLETED, FAILED, MEMORY_LABELS, OOM, STATUS_COLOURS, STATUS_WORDS
 from orchestrator.views.report._configs import varying_config_columns
@@ -135,7 +136,8 @@ def _config_label(row: pd.Series, extra: list[str]) -> str:
 
 @_report_style
 def throughput_plot(ranked: pd.DataFrame, path: Path) -> Path | None:
-    """Median tokens/s (bars, p10–p90 whiskers) per configuration, one colour per framework·mode."""
+    """Median tokens/s (bars, whiskers its 95% interval, hatched where too few cycles gave none) per
+    configuration, one colour per framework·mode."""
     data = ranked.dropna(subset=["tokens_median"])
     if data.empty:
         return None
@@ -154,19 +156,15 @@ def throughput_plot(ranked: pd.DataFrame, path: Path) -> Path | None:
         part = data[data["stack"] == stack]
         x = np.array([configs.index(c) for c in part["config"]]) + (s - (len(stacks) - 1) / 2) * width
         medians = part["tokens_median"].to_numpy(float)
-        low = np.clip(medians - part["tokens_p10"].fillna(part["tokens_median"]).to_numpy(float), 0, None)
-        high = np.clip(part["tokens_p90"].fillna(part["tokens_median"]).to_numpy(float) - medians, 0, None)
-        ax.bar(
-            x,
-            medians,
-            width,
-            yerr=[low, high],
-            capsize=3,
-            label=stack,
-            color=STACK_COLOURS[s % len(STACK_COLOURS)],
-        )
+        low = np.clip(medians - part["tokens_low"].to_numpy(float), 0, None)  # NaN: no whisker
+        high = np.clip(part["tokens_high"].to_numpy(float) - medians, 0, None)
+        colour = STACK_COLOURS[s % len(STACK_COLOURS)]
+        ax.bar(x, medians, width, yerr=[low, high], capsize=3, label=stack, color=colour)
+        few = part["tokens_low"].isna().to_numpy()
+        if few.any():  # under the minimum of cycles: hatched, no interval to draw
+            ax.bar(x[few], medians[few], width, fill=False, hatch="//", edgecolor="white", linewidth=0)
     ax.set_xticks(range(len(configs)), configs)
-    ax.set_ylabel("tokens/s (median; whiskers p10–p90)")
+    ax.set_ylabel(f"tokens/s (median; whiskers 95% CI;\nhatched: under {MIN_CYCLES} cycles, no CI)")
     ax.set_xlabel("configuration (K completions per prompt × B prompts per step)")
     ax.set_title("Throughput of completed configurations")
     ax.grid(axis="y", alpha=0.3)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from orchestrator.judging.intervals import Estimate, ratio_interval
 from orchestrator.recording.outcome import COMPLETED, MEMORY_LABELS, OOM, STATUS_WORDS
 from orchestrator.views.report._configs import CONFIG_COLUMNS, CONFIG_WORDS, varying_config_columns
 from orchestrator.views.report._document import fmt
@@ -23,7 +24,9 @@ MIXED = "mixed"  # memory_kind where the two stacks measured different kinds of 
 SIDES = ("base", "stack")
 COMPARISON_COLUMNS = [*MATCH_COLUMNS, "base", "stack", "memory_kind",
                       *(f"{side}_{figure}" for side in SIDES for figure in ("status", "peak_gib", "tokens", "fits")),
-                      "memory_ratio", "speed_ratio"]  # fmt: skip
+                      *(f"{side}_{figure}" for side in SIDES for figure in ("tokens_lo", "tokens_hi", "seeds")),
+                      "base_cycles", "stack_cycles", "memory_ratio", "speed_ratio", "speed_ratio_lo",
+                      "speed_ratio_hi", "speed_words"]  # fmt: skip
 
 
 def _key(row: pd.Series) -> tuple:
@@ -39,12 +42,19 @@ def stack_comparison(ranked: pd.DataFrame, trials: pd.DataFrame, base: str = sta
     differ. {base,stack}_status: COMPLETED where a seed completed, else OOM. {base,stack}_fits: True where
     a completed configuration fits (or no budget is known), False where it ran out of memory or passed
     the budget. memory_ratio: the stack's peak over the base's, only where both measured the same kind of
-    memory; speed_ratio: the stack's median tokens/s over the base's.
+    memory; speed_ratio: the stack's median tokens/s over the base's, speed_ratio_lo/_hi its 95% interval
+    (intervals.ratio_interval over both sides' cycles, each seed's resampled within it; NaN below
+    intervals.MIN_CYCLES cycles a side), speed_words the ratio as people read it (Ratio.words: "no clear
+    difference" where the interval covers 1, "too few cycles to compare"); {base,stack}_cycles: the
+    cycles each side's median is over, {base,stack}_tokens_lo/_hi its 95% interval, {base,stack}_seeds
+    the seeds it pools.
     """
     figures: dict[tuple, dict[str, Any]] = {}
     for _, row in ranked.iterrows():
         entry = figures.setdefault(_key(row), {}).setdefault(row["framework"], {})
-        entry.update(peak_gib=row["peak_gib"], tokens=row["tokens_median"], kind=row["memory_kind"])
+        entry.update(peak_gib=row["peak_gib"], tokens=row["tokens_median"], kind=row["memory_kind"],
+                     speeds=row["speeds"], cycles=row["cycles"], tokens_lo=row["tokens_low"],
+                     tokens_hi=row["tokens_high"], seeds=len(row["speeds"]))  # fmt: skip
         entry["fits"] = entry.get("fits") or row["fits"] is not False
     if "status" in trials:
         for _, row in trials[trials["status"] == OOM].iterrows():
@@ -58,6 +68,7 @@ def stack_comparison(ranked: pd.DataFrame, trials: pd.DataFrame, base: str = sta
             pair = {"base": ran[base], "stack": ran[name]}
             kinds = {side.get("kind") for side in pair.values()}
             same_kind = None not in kinds and len(kinds) == 1
+            speed = ratio_interval(pair["stack"].get("speeds", []), pair["base"].get("speeds", []))
             rows.append(
                 {
                     **dict(zip(MATCH_COLUMNS, key, strict=True)),
@@ -67,7 +78,7 @@ def stack_comparison(ranked: pd.DataFrame, trials: pd.DataFrame, base: str = sta
                     **{
                         f"{side}_{f}": pair[side].get(f, np.nan)
                         for side in SIDES
-                        for f in ("peak_gib", "tokens")
+                        for f in ("peak_gib", "tokens", "cycles", "tokens_lo", "tokens_hi", "seeds")
                     },
                     **{f"{side}_fits": pair[side]["fits"] for side in SIDES},
                     **{f"{side}_status": COMPLETED if "peak_gib" in pair[side] else OOM for side in SIDES},
@@ -75,6 +86,9 @@ def stack_comparison(ranked: pd.DataFrame, trials: pd.DataFrame, base: str = sta
                     if same_kind
                     else np.nan,
                     "speed_ratio": _ratio(pair["stack"].get("tokens"), pair["base"].get("tokens")),
+                    "speed_ratio_lo": np.nan if speed.low is None else speed.low,
+                    "speed_ratio_hi": np.nan if speed.high is None else speed.high,
+                    "speed_words": speed.words() if speed.value is not None else "—",
                 }
             )
     frame = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
@@ -138,9 +152,9 @@ def comparison_view(comparison: pd.DataFrame) -> pd.DataFrame:
             f"{other} peak (GiB)": _peak(r, "stack"),
             f"Memory {other} ÷ {base}": _times(r["memory_ratio"]),
             "Memory": kind,
-            f"{base} tokens/s": fmt(r["base_tokens"]),
-            f"{other} tokens/s": fmt(r["stack_tokens"]),
-            f"Tokens/s {other} ÷ {base}": _times(r["speed_ratio"]),
+            f"{base} tokens/s": _tokens(r, "base"),
+            f"{other} tokens/s": _tokens(r, "stack"),
+            f"Tokens/s {other} ÷ {base}": r["speed_words"],
             "Fits": _fit_words(base, bool(r["base_fits"]), other, bool(r["stack_fits"])),
         }
         rows.append(line)
@@ -149,6 +163,21 @@ def comparison_view(comparison: pd.DataFrame) -> pd.DataFrame:
 
 def _peak(row: pd.Series, side: str) -> str:
     return fmt(row[f"{side}_peak_gib"], 2) if row[f"{side}_status"] == COMPLETED else STATUS_WORDS[OOM]
+
+
+def _tokens(row: pd.Series, side: str) -> str:
+    """The median tokens/s with its interval and sample (intervals.Estimate.words): '486 (1 cycle: too
+    few for an interval)', '486 (95% CI 470–501; 12 cycles)'."""
+    if pd.isna(row[f"{side}_tokens"]) or pd.isna(row[f"{side}_cycles"]):
+        return "—"
+    low, high = (row[f"{side}_tokens_{end}"] for end in ("lo", "hi"))
+    return Estimate(
+        float(row[f"{side}_tokens"]),
+        None if pd.isna(low) else float(low),
+        None if pd.isna(high) else float(high),
+        int(row[f"{side}_cycles"]),
+        int(row[f"{side}_seeds"]),
+    ).words(unit="")
 
 
 def _times(ratio: float) -> str:

@@ -28,7 +28,13 @@ from orchestrator.views.report._feasibility import (
     matrix_views,
 )
 from orchestrator.views.report._html import render_html
-from orchestrator.views.report._outputs import SweepOutputs, load_outputs, summary_table, trial_steps
+from orchestrator.views.report._outputs import (
+    SweepOutputs,
+    load_outputs,
+    memory_headroom_gib,
+    summary_table,
+    trial_steps,
+)
 from orchestrator.views.report._predictions import error_table, prediction_pairs, terms_table
 from orchestrator.views.report._stacks import comparison_view, stack_comparison, stack_pairs
 from orchestrator.views.report._terminal import frontier_table, rich_table
@@ -103,12 +109,14 @@ def write_report(
     budget_gib: float | None = None,
     outputs: SweepOutputs | None = None,
     base: str = stacks.BASE,
+    headroom_gib: float | None = None,
 ) -> dict:
     """Write summary.csv, report.md, report.html and plots/*.png into output_dir; print the report's
     answer (the frontier, the side-by-side matrices, the stack comparison) to `console`.
 
     outputs: the sweep's Parquet already loaded (load_outputs(output_dir)), so a caller that needs them
     too reads them once. base: the stack every other is compared against (a registered name).
+    headroom_gib: what a fit must leave free under the budget; default the sweep's memory.headroom_gib.
     Returns {"summary_csv", "report_md", "report_html": Path, "prediction_errors_csv":
     Path or None (no trial scored), "plots": [Path, ...]}.
     Raises ReportDiskFull when the disk fills up.
@@ -127,12 +135,13 @@ def write_report(
     outputs = outputs if outputs is not None else load_outputs(output_dir)
     out = outputs.output_dir
     budget = budget_gib if budget_gib is not None else infer_budget_gib(outputs.trials)
+    headroom = headroom_gib if headroom_gib is not None else memory_headroom_gib(out)
     summary = summary_table(outputs)
     summary_csv = out / "summary.csv"
     with _space_for(summary_csv, out):
         summary.to_csv(summary_csv, index=False)
 
-    grids = feasibility_matrix(outputs.trials, budget)
+    grids = feasibility_matrix(outputs.trials, budget, headroom)
     plot_dir = out / "plots"
     with _space_for(plot_dir, out):
         plot_dir.mkdir(exist_ok=True)
@@ -144,7 +153,7 @@ def write_report(
     for grid in grids:
         path = plot_dir / f"feasibility_{_slug(grid.framework)}_{_slug(grid.mode)}_{_slug(grid.model)}.png"
         figures.append(("feasibility", grid.title, path, partial(feasibility_heatmap, grid, path)))
-    ranked = aggregate_repeats(outputs, budget)
+    ranked = aggregate_repeats(outputs, budget, headroom)
     path = plot_dir / "throughput.png"
     figures.append(("throughput", None, path, partial(throughput_plot, ranked, path)))
     path = plot_dir / "memory_vs_completions.png"
@@ -173,7 +182,9 @@ def write_report(
         else:
             plot_paths[kind][name] = result
 
-    fits = frontier(outputs.trials, budget) if grids else pd.DataFrame(columns=list(FRONTIER_COLUMNS))
+    fits = (
+        frontier(outputs.trials, budget, headroom) if grids else pd.DataFrame(columns=list(FRONTIER_COLUMNS))
+    )
     comparison = stack_comparison(ranked, outputs.trials, base)
     predictions = prediction_blocks(pairs, errors, terms_table(outputs.trials), plot_paths["predictions"])
     data = ReportData(
