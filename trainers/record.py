@@ -197,10 +197,10 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("gradient_checkpointing", BOOL, FLAG, SPEC, "requested (ignored on CPU)"),
     Field("probe_steps", INT64, COUNT, SPEC, "leading worst-case steps"),
     Field("memory_budget_gib", FLOAT64, GIB, SPEC, "emulated card size; null = the device's total"),
-    Field("margin_gib", FLOAT64, GIB, RECORDER, "the budget (memory_budget_gib, else the GPU's total) less the "
+    Field("budget_margin_gib", FLOAT64, GIB, RECORDER, "the budget (memory_budget_gib, else the GPU's total) less the "
        "trial's peak (the record's peak: GPU, else torch reserved, else RSS); negative when the peak passed "
        "it; null without a budget or a peak"),
-    Field("margin_pct", FLOAT64, "%", RECORDER, "margin_gib as a share of the budget, in percent"),
+    Field("budget_margin_pct", FLOAT64, "%", RECORDER, "budget_margin_gib as a share of the budget, in percent"),
     Field("tight", BOOL, FLAG, RECORDER, "the peak fits the budget by less than the run-to-run spread of peaks "
        "(intervals.TIGHT_SPREAD of the peak, measured in docs/benchmarks.md): another seed may not fit; "
        "null without a margin"),

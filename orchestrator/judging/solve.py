@@ -177,8 +177,8 @@ class Answer:
         return {
             **asdict(self),
             "certified": self.certified,
-            "margin_gib": None if fit is None else fit.gib,
-            "margin_pct": None if fit is None else fit.pct,
+            "budget_margin_gib": None if fit is None else fit.gib,
+            "budget_margin_pct": None if fit is None else fit.pct,
             "tight": None if fit is None else fit.tight,
             "answer": self.lines(),
         }

@@ -213,14 +213,14 @@ def speed_columns(steps: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def margin_columns(row: dict[str, Any]) -> dict[str, Any]:
-    """margin_gib, margin_pct and tight of a trial row: its peak against memory_budget_gib, else the GPU's
+    """budget_margin_gib, budget_margin_pct and tight of a trial row: its peak against memory_budget_gib, else the GPU's
     total; null where either is unknown."""
     peak, _ = record.peak_memory(row)
     budget = _float(row.get("memory_budget_gib")) or _float(row.get("gpu_total_gib"))
     fit = margin(peak, budget)
     if fit is None:
-        return {"margin_gib": None, "margin_pct": None, "tight": None}
-    return {"margin_gib": fit.gib, "margin_pct": fit.pct, "tight": fit.tight}
+        return {"budget_margin_gib": None, "budget_margin_pct": None, "tight": None}
+    return {"budget_margin_gib": fit.gib, "budget_margin_pct": fit.pct, "tight": fit.tight}
 
 
 def prediction_columns(prediction: Prediction | None) -> dict[str, Any]:

@@ -138,14 +138,14 @@ def test_the_trial_row_states_the_peaks_margin_to_the_budget_in_gib_and_percent(
 ):
     steps = [{"step": 1, "probe": False, "rss_peak_gib": peak}]
     row = trial_row(TrialSpec(trial_key="k", memory_budget_gib=8.0), None, steps, status="completed")
-    assert row["margin_gib"] == pytest.approx(margin_gib)
-    assert row["margin_pct"] == pytest.approx(margin_pct)
+    assert row["budget_margin_gib"] == pytest.approx(margin_gib)
+    assert row["budget_margin_pct"] == pytest.approx(margin_pct)
     assert row["tight"] is tight
 
 
 def test_a_trial_without_a_budget_has_a_null_margin_and_no_tight_flag():
     row = trial_row(TrialSpec(trial_key="k"), None, [{"step": 1, "rss_peak_gib": 0.7}], status="completed")
-    assert (row["margin_gib"], row["margin_pct"], row["tight"]) == (None, None, None)
+    assert (row["budget_margin_gib"], row["budget_margin_pct"], row["tight"]) == (None, None, None)
 
 
 def test_a_margin_reads_tight_within_the_spread_of_peaks_and_over_when_it_passed_the_budget():

@@ -151,7 +151,9 @@ def test_config_mismatches_takes_a_knob_missing_from_an_old_row_as_its_default()
 
 def test_knobs_added_later_leave_the_existing_sweeps_trial_keys_unchanged():
     # tests/fixtures/trial_keys.json: every sweep's keys when the 48-bit keys were introduced; knobs
-    # added since (KEYED_WHEN_SET) must not move a key at their defaults.
+    # added since (KEYED_WHEN_SET) must not move a key at their defaults. original-16gb.yaml was re-keyed
+    # when it took the original benchmark's answer rule (task_args.answer_rule: original): a change of its
+    # configuration, not of a default.
     root = Path(__file__).resolve().parents[2]
     published = json.loads((root / "tests" / "fixtures" / "trial_keys.json").read_text())
     for path, keys in published.items():

@@ -83,8 +83,8 @@ def test_summary_csv_starts_with_the_original_ten_columns_and_holds_every_trial(
         "cycles_measured",
         "p10_tokens_per_s",
         "p90_tokens_per_s",
-        "margin_gib",
-        "margin_pct",
+        "budget_margin_gib",
+        "budget_margin_pct",
         "tight",
     ]
     assert sorted(summary["run_name"]) == sorted(trials["trial_key"])
@@ -120,13 +120,23 @@ def test_summary_csv_and_mlflow_carry_the_median_tokens_per_s_interval_its_cycle
         expected.high,
     )
     assert summary["cycles_measured"] == 11
-    trial = {**outputs.trials.iloc[0].to_dict(), "margin_gib": 1.5, "margin_pct": 9.375, "tight": False}
+    trial = {
+        **outputs.trials.iloc[0].to_dict(),
+        "budget_margin_gib": 1.5,
+        "budget_margin_pct": 9.375,
+        "tight": False,
+    }
     metrics = summary_metrics(trial, outputs.steps)
     assert (metrics["median_tokens_per_s_lo"], metrics["median_tokens_per_s_hi"]) == (
         expected.low,
         expected.high,
     )
-    assert (metrics["cycles_measured"], metrics["margin_gib"], metrics["margin_pct"], metrics["tight"]) == (
+    assert (
+        metrics["cycles_measured"],
+        metrics["budget_margin_gib"],
+        metrics["budget_margin_pct"],
+        metrics["tight"],
+    ) == (
         11.0,
         1.5,
         9.375,

@@ -230,7 +230,9 @@ def test_a_fit_within_the_spread_of_peaks_reads_tight_with_its_margin_in_the_ans
         "another run may not fit (docs/benchmarks.md)"
     )
     record = answer.to_dict()
-    assert (record["margin_gib"], record["margin_pct"], record["tight"]) == pytest.approx((0.1, 0.625, True))
+    assert (record["budget_margin_gib"], record["budget_margin_pct"], record["tight"]) == pytest.approx(
+        (0.1, 0.625, True)
+    )
 
 
 def test_headroom_makes_a_completed_peak_within_it_not_fit_and_the_answer_says_so():

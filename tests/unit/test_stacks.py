@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from orchestrator.judging.intervals import MIN_CYCLES
 from orchestrator.views.compare import compare_outputs
 from orchestrator.views.report import load_outputs, summary_table, write_report
 from tests.helpers import synthetic_sweep
@@ -119,11 +120,38 @@ def _figures(
     trials: pd.DataFrame, steps: pd.DataFrame, framework: str, k: int, b: int
 ) -> tuple[float, float]:
     """(worst peak over seeds, median tokens/s over the seeds' regular steps) of one grpo configuration."""
+    return _figures_and_cycles(trials, steps, framework, k, b)[:2]
+
+
+def _figures_and_cycles(
+    trials: pd.DataFrame, steps: pd.DataFrame, framework: str, k: int, b: int
+) -> tuple[float, float, int]:
+    """_figures and the measured generation cycles behind the median (regular steps with a tokens/s)."""
     mine = trials.query(
         "framework == @framework and mode == 'grpo' and num_generations == @k and batch_size == @b"
     )
     regular = steps[steps["trial_key"].isin(mine["trial_key"]) & ~steps["probe"]]
-    return mine["peak_device_gib"].max(), regular["tokens_per_s"].median()
+    return (
+        mine["peak_device_gib"].max(),
+        regular["tokens_per_s"].median(),
+        int(regular["tokens_per_s"].notna().sum()),
+    )
+
+
+def _speed_ratio_words(cycles_a: int, cycles_b: int) -> str:
+    """The synthetic sweeps measure fewer cycles than an interval needs: the ratio reads so."""
+    assert min(cycles_a, cycles_b) < MIN_CYCLES
+    return f"too few cycles to compare ({cycles_a} and {cycles_b} cycles)"
+
+
+def _few(tokens: float, cycles: int) -> str:
+    """A median from fewer cycles than an interval needs."""
+    assert cycles < MIN_CYCLES
+    return f"{_tokens(tokens)} ({cycles} cycles: too few for an interval)"
+
+
+def _spare(peak: float, budget: float) -> str:
+    return f"{peak:.2f} GiB; {budget - peak:.2f} GiB ({(budget - peak) / budget * 100:.2g}%) to spare"
 
 
 def _tokens(value: float) -> str:  # as people read tokens/s: whole thousands-separated numbers from 100 up
@@ -156,17 +184,17 @@ def test_three_stacks_go_through_the_report_each_against_trl(tmp_path, third):
     (frontier,) = [
         r for r in _markdown_table(md, "## What fits: the feasibility frontier") if r["Framework"] == "third"
     ]
-    third_peak_2_1, third_tokens_2_1 = _figures(trials, steps, "third", 2, 1)
-    third_peak_4_2, third_tokens_4_2 = _figures(trials, steps, "third", 4, 2)
-    trl_peak_2_1, trl_tokens_2_1 = _figures(trials, steps, "trl", 2, 1)
-    trl_peak_4_1, trl_tokens_4_1 = _figures(trials, steps, "trl", 4, 1)
+    third_peak_2_1, third_tokens_2_1, third_cycles_2_1 = _figures_and_cycles(trials, steps, "third", 2, 1)
+    third_peak_4_2, third_tokens_4_2, third_cycles_4_2 = _figures_and_cycles(trials, steps, "third", 4, 2)
+    trl_peak_2_1, trl_tokens_2_1, trl_cycles_2_1 = _figures_and_cycles(trials, steps, "trl", 2, 1)
+    trl_peak_4_1, trl_tokens_4_1, trl_cycles_4_1 = _figures_and_cycles(trials, steps, "trl", 4, 1)
 
     oom_peak = trials.set_index("trial_key").loc[trial_key("third", "grpo", 4, 1, 1), "peak_device_gib"]
     assert frontier == {
         "Framework": "third",
         "Mode": "grpo",
         "Largest that fits": "K=4 B=2 (8 completions/step)",
-        "Its peak": f"{third_peak_4_2:.2f} GiB",
+        "Its peak": _spare(third_peak_4_2, trials["gpu_total_gib"].min()),  # no budget set: the card
         "Smallest that does not": "K=4 B=1 (4 completions/step): out of memory",
         "Peak there": f"{oom_peak:.2f} GiB",
         "Memory": "GPU (NVML)",
@@ -184,22 +212,33 @@ def test_three_stacks_go_through_the_report_each_against_trl(tmp_path, third):
         "Third peak (GiB)": f"{third_peak_2_1:.2f}",
         "Memory Third ÷ TRL": f"{third_peak_2_1 / trl_peak_2_1:.2f}×",
         "Memory": "GPU (NVML)",
-        "TRL tokens/s": _tokens(trl_tokens_2_1),
-        "Third tokens/s": _tokens(third_tokens_2_1),
-        "Tokens/s Third ÷ TRL": f"{third_tokens_2_1 / trl_tokens_2_1:.2f}×",
+        "TRL tokens/s": both["TRL tokens/s"],  # an interval: checked below
+        "Third tokens/s": _few(third_tokens_2_1, third_cycles_2_1),
+        "Tokens/s Third ÷ TRL": _speed_ratio_words(third_cycles_2_1, trl_cycles_2_1),
         "Fits": "both",
     }
+    trl_seeds = trials.query(
+        "framework == 'trl' and mode == 'grpo' and num_generations == 2 and batch_size == 1"
+    )
+    assert both["TRL tokens/s"].startswith(f"{_tokens(trl_tokens_2_1)} (95% CI ")
+    assert both["TRL tokens/s"].endswith(f"; {trl_cycles_2_1} cycles, {len(trl_seeds)} seeds)")
     assert (only_trl["TRL peak (GiB)"], only_trl["Third peak (GiB)"]) == (
         f"{trl_peak_4_1:.2f}",
         "out of memory",
     )
-    assert (only_trl["TRL tokens/s"], only_trl["Third tokens/s"]) == (_tokens(trl_tokens_4_1), "—")
+    assert (only_trl["TRL tokens/s"], only_trl["Third tokens/s"]) == (
+        _few(trl_tokens_4_1, trl_cycles_4_1),
+        "—",
+    )
     assert (only_trl["Memory Third ÷ TRL"], only_trl["Fits"]) == ("—", "only TRL")
     assert (only_third["TRL peak (GiB)"], only_third["Third peak (GiB)"]) == (
         "out of memory",
         f"{third_peak_4_2:.2f}",
     )
-    assert (only_third["Third tokens/s"], only_third["Fits"]) == (_tokens(third_tokens_4_2), "only Third")
+    assert (only_third["Third tokens/s"], only_third["Fits"]) == (
+        _few(third_tokens_4_2, third_cycles_4_2),
+        "only Third",
+    )
     # Unsloth against TRL is unchanged by the third stack: the configurations both ran
     assert [(r["K"], r["B"]) for r in _markdown_table(md, "### Unsloth against TRL")] == [
         ("2", "1"),
@@ -221,11 +260,11 @@ def test_the_report_compares_the_stacks_against_a_chosen_base(tmp_path, third):
     rows = _markdown_table(paths["report_md"].read_text(), "### Third against Unsloth")
     assert [(r["K"], r["B"], r["Fits"]) for r in rows] == [("2", "1", "both"), ("4", "2", "both")]
     for row, (k, b) in zip(rows, [(2, 1), (4, 2)], strict=True):
-        (third_peak, third_tokens), (base_peak, base_tokens) = (
-            _figures(trials, steps, stack, k, b) for stack in ("third", "unsloth")
+        (third_peak, _, third_cycles), (base_peak, _, base_cycles) = (
+            _figures_and_cycles(trials, steps, stack, k, b) for stack in ("third", "unsloth")
         )
         assert row["Memory Third ÷ Unsloth"] == f"{third_peak / base_peak:.2f}×"
-        assert row["Tokens/s Third ÷ Unsloth"] == f"{third_tokens / base_tokens:.2f}×"
+        assert row["Tokens/s Third ÷ Unsloth"] == _speed_ratio_words(third_cycles, base_cycles)
 
 
 def test_an_unknown_base_is_refused_before_the_report_is_written(tmp_path):

@@ -83,14 +83,14 @@ def aggregate_repeats(
     still shows its step-to-step spread; trials without step rows fall back to their own median.
     tokens_low/tokens_high: the median's 95% interval (intervals.median_interval over each seed's cycles,
     NaN below intervals.MIN_CYCLES cycles), `cycles` how many it was taken over, `speeds` each seed's
-    cycles (for ratios between configurations). margin_gib/margin_pct/tight: the peak against the budget
+    cycles (for ratios between configurations). budget_margin_gib/budget_margin_pct/tight: the peak against the budget
     (intervals.margin; NaN/None without one).
     """
     trials = outputs.trials
     done = trials[trials["status"] == outcome.COMPLETED].copy() if "status" in trials else trials.iloc[0:0]
     columns = [*CONFIG_COLUMNS, "other", "seeds", "trial_keys", "tokens_median", "tokens_p10", "tokens_p90",
                "tokens_low", "tokens_high", "cycles", "speeds", "step_s_median", "peak_gib", "memory_kind",
-               "fits", "margin_gib", "margin_pct", "tight", "final_reward"]  # fmt: skip
+               "fits", "budget_margin_gib", "budget_margin_pct", "tight", "final_reward"]  # fmt: skip
     if done.empty:
         return pd.DataFrame(columns=columns)
     done["_identity"] = done.apply(_config_identity, axis=1)
@@ -140,8 +140,8 @@ def aggregate_repeats(
                 "fits": None
                 if budget_gib is None or not values
                 else max(values) <= budget_gib - headroom_gib,
-                "margin_gib": np.nan if fit is None else fit.gib,
-                "margin_pct": np.nan if fit is None else fit.pct,
+                "budget_margin_gib": np.nan if fit is None else fit.gib,
+                "budget_margin_pct": np.nan if fit is None else fit.pct,
                 "tight": None if fit is None else fit.tight,
                 "final_reward": float(np.median(rewards)) if rewards else np.nan,
             }

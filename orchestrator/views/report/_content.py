@@ -141,9 +141,9 @@ def _interval(row: pd.Series) -> str:
 
 def _fit_margin(row: pd.Series) -> str:
     """'yes, 2.00 GiB (25%) to spare' or 'tight: 0.02 GiB (0.25%) to spare'."""
-    if pd.isna(row["margin_gib"]):
+    if pd.isna(row["budget_margin_gib"]):
         return "yes"
-    words = Margin(row["margin_gib"], row["margin_pct"], TIGHT_SPREAD * row["peak_gib"]).words()
+    words = Margin(row["budget_margin_gib"], row["budget_margin_pct"], TIGHT_SPREAD * row["peak_gib"]).words()
     return words if words.startswith(TIGHT) else f"yes, {words}"
 
 
