@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrator.judging.memory._architecture import UnknownArchitecture
 from orchestrator.judging.memory._fit import fit as fit_coefficients
 from orchestrator.judging.memory._fit import predictive_sd
 from orchestrator.judging.memory._terms import PARTS, TERMS, Shape, device_of, prior, terms
@@ -130,6 +131,8 @@ def model_shape(model: str) -> tuple[Shape | None, str | None]:
         )
     try:
         return Shape.from_config(config), None
+    except UnknownArchitecture as exc:
+        return None, f"model: {model!r}'s {exc}"
     except (KeyError, TypeError, ValueError) as exc:
         return None, f"model: {model!r}'s config lacks a decoder-only transformer's field {exc}"
 
