@@ -58,8 +58,11 @@ def test_a_mixture_of_experts_keeps_every_expert_at_bf16_under_nf4_and_routes_a_
     experts = 48 * 128 * (3 * 2048 * 768 + 2048)
     others = 151936 * 2048 * 2 + 48 * (2 * 2048 + 2 * 128) + 2048
     assert sizes["weights"] == pytest.approx((attention * 0.5 + (experts + others) * 2) / GIB)
-    # LoRA on the attention only (the experts are not nn.Linear): r 16, fp32 weight, gradient, 2 moments
-    lora = 48 * 16 * ((2048 + 4096) * 2 + (2048 + 512) * 2) * 16
+    # LoRA r 16 (fp32 weight, gradient, 2 moments) on the attention and, through PEFT's ParamWrapper,
+    # on each expert's fused gate_up (2 r: 2 x 768 out, 2048 in) and down (768 in, 2048 out) and the router
+    attention_lora = 16 * ((2048 + 4096) * 2 + (2048 + 512) * 2)
+    expert_lora = 2 * 16 * 128 * (2048 + 1536) + 16 * 128 * (768 + 2048) + 16 * (2048 + 128)
+    lora = 48 * (attention_lora + expert_lora) * 16
     assert sizes["lora"] == pytest.approx(lora / GIB)
     # Without checkpointing, a token keeps per layer 10 hidden-sized tensors, each of its 8 routed
     # experts' 3 MLP-sized ones and its hidden state in and out, and the router's 128 logits; bf16, the
@@ -89,3 +92,19 @@ def test_an_architecture_the_model_does_not_describe_is_unknown_with_the_reason(
     assert prediction.verdict(16.0) == "unknown"
     assert "model_type 'gpt2' is not an architecture the memory model describes" in prediction.unknown
     assert "qwen3_moe" in prediction.unknown and str(tmp_path) in prediction.unknown
+
+
+def test_loras_parameters_are_those_peft_makes_on_a_small_mixture_of_experts_and_a_dense_model():
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    small = {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 96, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 512}  # fmt: skip
+    experts = {"moe_intermediate_size": 48, "num_experts": 4, "num_experts_per_tok": 2}
+    for hub, extra in (("Qwen/Qwen3-30B-A3B", experts), ("Qwen/Qwen3-8B", {})):
+        config = {**config_of(hub), **small, **extra}
+        built = AutoModelForCausalLM.from_config(AutoConfig.for_model(**_without_meta(config)))
+        lora = LoraConfig(r=4, target_modules="all-linear", lora_dropout=0.0, task_type="CAUSAL_LM")
+        peft = get_peft_model(built, lora)
+        made = sum(p.numel() for name, p in peft.named_parameters() if "lora_" in name)
+        assert Shape.from_config(config).lora_params(4) == made, hub

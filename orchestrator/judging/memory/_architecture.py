@@ -10,7 +10,9 @@ cache holds at most the window's tokens).
 Which weights bitsandbytes stores in 4 bits follows trainers/models.py's rule (model_facts): every
 nn.Linear but the output head. transformers 5.x keeps a Qwen3-MoE layer's experts as fused 3-D
 parameters and its router as a parameter, not nn.Linear modules, so both stay at the compute dtype
-under nf4, and PEFT's all-linear LoRA leaves them out. Only the decoder families in DESCRIBED are
+under nf4. PEFT's all-linear LoRA does reach them (ParamWrapper, target_parameters gate_up_proj,
+down_proj and the router's weight): r per expert on down_proj, 2 r per expert on the fused gate_up_proj
+(gate's and up's adapters concatenated), r on the router. Only the decoder families in DESCRIBED are
 described; another model_type is refused with the reason (UnknownArchitecture).
 """
 
@@ -139,7 +141,10 @@ class Shape:
         return self.linear_params + self.other_params
 
     def lora_params(self, rank: int) -> int:
-        return sum(rank * (a + b) for a, b in self.linear_shapes())
+        """LoRA's A and B of every nn.Linear, and of each MoE layer's experts and router (module docstring)."""
+        h, e, i = self.hidden, self.experts, self.expert_intermediate
+        experts = 2 * rank * e * (h + 2 * i) + rank * e * (i + h) + rank * (h + e)
+        return sum(rank * (a + b) for a, b in self.linear_shapes()) + self.moe_layers * experts
 
     def cached_tokens(self, tokens: int) -> int:
         """Tokens the KV cache holds over all layers for a sequence of `tokens`."""
