@@ -105,6 +105,13 @@ def family_of_row(row: dict) -> str:
     return Path(json.loads(row["config"])["model"]).name
 
 
+def at(row: dict, folder: Path) -> dict:
+    """The row with its model at `folder` (where this host builds the family: its config.json is the
+    architecture the memory model reads), wherever it was recorded."""
+    config = {**json.loads(row["config"]), "model": str(folder)}
+    return {**row, "config": json.dumps(config)}
+
+
 def record(root: Path, families: list[str]) -> None:
     """Run `families`' trials; their rows replace those families' rows in ROWS."""
     rows = pq.read_table(ROWS).to_pylist() if ROWS.exists() else []
@@ -152,9 +159,7 @@ def main() -> None:
     args = sys.argv[1:]
     if args[:1] == ["--record"]:
         record(root, args[1:] or list(SCALED))
-    for family in SCALED:  # the rows name their model by this folder: its config.json is the architecture
-        build(family, root)
-    rows = pq.read_table(ROWS).to_pylist()
+    rows = [at(row, build(family_of_row(row), root)) for row in pq.read_table(ROWS).to_pylist()]
     # the evaluation fits on one run of each configuration; the repeats measure the spread
     evaluate([r for r in rows if r["trial_key"].split("-r")[-1] not in {"6", "7"}])
     spread(rows)

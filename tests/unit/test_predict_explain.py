@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 from orchestrator.cli import main
@@ -140,3 +141,25 @@ def test_predict_explain_and_solves_predictions_answer_for_every_bundled_model_i
         predictions = [forecast.model().predict(request.spec(v)) for v in request.values]
         assert all(p.unknown is None for p in predictions) and predicted_guess(predictions, 24) is not None
     assert time.monotonic() - started < 120  # seconds a model on a loaded 2-core host, not minutes
+
+
+def test_the_words_follow_the_device_the_stack_and_the_architecture():
+    from orchestrator.judging.memory._architecture import Shape
+    from orchestrator.judging.memory._explain import formulas
+    from trainers.models import TINY_CONFIG
+
+    tiny = Shape.from_config(TINY_CONFIG)
+    cpu = formulas(TrialSpec(model="tiny"), tiny, "cpu")
+    assert cpu["logits"].endswith("x 4 B (fp32 logits, no Triton on a CPU)")
+    assert cpu["baseline"].startswith("the Python process")
+    # on a CPU checkpointing is ignored: every layer's 10 x 256 + 3 x 512 = 4,096 values a token
+    assert "x 2 layers x 4,096 values x 4 B (fp32)" in cpu["activations"]
+    unsloth = formulas(TrialSpec(model="tiny", framework="unsloth"), tiny, "gpu")
+    assert unsloth["logits"].endswith("x (2 + 4) / 4 B (one row chunk's logits and their fp32 cast)")
+    moe = Shape.from_config(json.loads(bundled_models()["Qwen/Qwen3-30B-A3B"].read_text()))
+    words = formulas(TrialSpec(model="random:Qwen/Qwen3-30B-A3B"), moe, "gpu")
+    assert "others (embeddings, untied head, norms, 48 layers x 128 experts) x 2 B (bf16)" in words["weights"]
+    gemma = Shape.from_config(json.loads(bundled_models()["google/gemma-3-1b-it"].read_text()))
+    words = formulas(TrialSpec(model="random:google/gemma-3-1b-it"), gemma, "gpu")
+    # 26 layers, 22 of them a 512-token window; sequences of 256 + 128 = 384 tokens fit inside it
+    assert words["kv_cache"].endswith("x 8 sequences x (4 layers x 384 + 22 sliding layers x 384 tokens)")
