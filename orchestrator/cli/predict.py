@@ -40,6 +40,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     model = MemoryModel.fit(rows.values(), args.measure, unmeasured=GPU if gpu_question else None)
     budget = args.budget_gib if args.budget_gib is not None else sweep.memory.budget_gib
     source = f"{len(rows)} trial(s) of {ledger}" if rows else "no trials.parquet yet: the prior"
+    if args.explain:
+        return explain(args.sweep, result.trials, args.trial, model, budget, source)
+    if args.trial is not None:
+        out.print("--trial selects the trial --explain explains; add --explain", markup=False)
+        return 2
     out.print(f"{args.sweep}: {len(result.trials)} trials; peak {model.measure} predicted from {source}")
     table = Table(show_edge=False)
     for column in ("trial", "predicted GiB", "interval", "verdict", "basis", "measured GiB"):
@@ -72,6 +77,50 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def explain(sweep: str, trials: list, key: str | None, model, budget: float | None, source: str) -> int:
+    """One trial's prediction term by term (2 when the trial is not one configuration of the sweep)."""
+    from rich.table import Table
+
+    from orchestrator.judging.memory import PARTS
+
+    keys = [spec.trial_key for spec in trials]
+    if key is None and len(trials) != 1:
+        out.print(
+            f"--explain: {sweep} plans {len(trials)} trials and --explain explains one; pick it with "
+            f"--trial KEY (e.g. --trial {keys[0]}) or pin the grid with --set grid.KNOB=[VALUE]",
+            markup=False,
+        )
+        return 2
+    if key is not None and key not in keys:
+        out.print(
+            f"--trial {key}: not a trial of {sweep}; its trials: {', '.join(keys[:5])}"
+            + (f" and {len(keys) - 5} more (rlsweep predict {sweep} lists them)" if len(keys) > 5 else ""),
+            markup=False,
+        )
+        return 2
+    spec = trials[keys.index(key)] if key is not None else trials[0]
+    prediction = model.predict(spec)
+    out.print(f"{spec.trial_key}: peak {model.measure} predicted from {source}", markup=False)
+    if prediction.unknown is not None:
+        out.print(f"unknown: {prediction.unknown}", markup=False)
+        return 0
+    table = Table(show_edge=False)
+    for column in ("term", "part", "bytes", "GiB", "coefficient", "counted GiB"):
+        table.add_column(column, justify="right" if "GiB" in column or column == "coefficient" else "left")
+    for line in model.explain(spec):
+        table.add_row(
+            line.term, line.part, line.formula, f"{line.gib:.3f}", f"{line.coefficient:.2f}",
+            f"{line.counted_gib:.3f}",
+        )  # fmt: skip
+    out.print(table)
+    parts = ", ".join(f"{part} {prediction.terms[part]:.3f}" for part in PARTS)
+    basis = f"fitted on {prediction.n_fitted}" if prediction.basis == "fitted" else prediction.basis
+    verdict = prediction.verdict(budget)
+    against = f"budget {budget:g} GiB: {verdict}" if budget is not None else "no budget (give --budget-gib)"
+    out.print(f"total: {prediction.describe()} ({basis}; {parts}); {against}", markup=False)
+    return 0
+
+
 def add_predict(sub) -> None:
     from orchestrator.judging.memory import MEASURES
 
@@ -92,4 +141,11 @@ def add_predict(sub) -> None:
         "with memory.budget_gib and resources.gpus_per_trial, else RSS on a host without a GPU and "
         "GPU on one with",
     )
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="print one trial's prediction term by term (bytes in words, GiB, coefficient) against the "
+        "budget: the sweep's only trial, or the one --trial names",
+    )
+    p.add_argument("--trial", metavar="KEY", help="the trial --explain explains (a key predict lists)")
     p.set_defaults(func=cmd_predict)

@@ -140,10 +140,10 @@ def test_a_model_without_a_config_is_unknown_with_the_reason():
 def test_a_bundled_hub_id_is_predicted_from_its_bundled_config():
     prediction = MemoryModel.fit([], measure="GPU").predict(trial(model="Qwen/Qwen2.5-0.5B-Instruct"))
     # Its config.json by hand: 24 layers, hidden 896, 14 heads of 64, 2 KV heads, MLP 4864, vocab 151936,
-    # tied embeddings; the defaults: NF4, bf16 on a GPU, LoRA r 16, B x K = 8 sequences of 256 + 128
-    # tokens, micro-batch 8, gradient checkpointing; the GPU prior's coefficients.
+    # tied embeddings, q, k and v biases (Qwen2); the defaults: NF4, bf16 on a GPU, LoRA r 16, B x K = 8
+    # sequences of 256 + 128 tokens, micro-batch 8, gradient checkpointing; the GPU prior's coefficients.
     linear = 24 * (896 * 896 * 2 + 896 * 128 * 2 + 896 * 4864 * 3)
-    weights = linear * 0.5 + (151936 * 896 + 896 * 49) * 2
+    weights = linear * 0.5 + (151936 * 896 + 896 * 49 + 24 * (896 + 2 * 128)) * 2
     lora = 24 * 16 * ((896 + 896) * 2 + (896 + 128) * 2 + (896 + 4864) * 3) * 16
     static = 0.6 + (weights + lora) / GIB
     generation = (2 * 24 * 2 * 64 * 2 * 8 * 384 + 8 * 151936 * 4) / GIB

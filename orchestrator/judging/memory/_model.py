@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from orchestrator.judging.memory._architecture import UnknownArchitecture
+from orchestrator.judging.memory._explain import TermLine, formulas
 from orchestrator.judging.memory._fit import fit as fit_coefficients
 from orchestrator.judging.memory._fit import predictive_sd
 from orchestrator.judging.memory._terms import PARTS, TERMS, Shape, device_of, prior, terms
@@ -130,6 +132,8 @@ def model_shape(model: str) -> tuple[Shape | None, str | None]:
         )
     try:
         return Shape.from_config(config), None
+    except UnknownArchitecture as exc:
+        return None, f"model: {model!r}'s {exc}"
     except (KeyError, TypeError, ValueError) as exc:
         return None, f"model: {model!r}'s config lacks a decoder-only transformer's field {exc}"
 
@@ -250,6 +254,18 @@ class MemoryModel:
         peak = sum(parts.values())
         half = self._half_width(family, np.array(list(sizes.values())), peak)
         return Prediction(peak, max(peak - half, 0.0), peak + half, self.measure, n, basis, None, parts)
+
+    def explain(self, spec: TrialSpec) -> list[TermLine]:
+        """Each term of the spec's prediction: its size, its family's coefficient (the prior's when the
+        family has no trials) and its bytes in words; empty where the prediction is unknown."""
+        shape, _ = model_shape(spec.model)
+        if shape is None or self.predict(spec).unknown is not None:
+            return []
+        coefficients = self._coefficients(self._families.get(family_of(spec), _Family()))
+        sizes, words = terms(spec, shape, self.device), formulas(spec, shape, self.device)
+        return [
+            TermLine(name, part, words[name], sizes[name], coefficients[name]) for name, part in TERMS.items()
+        ]
 
     def _coefficients(self, family: _Family) -> dict[str, float]:
         if family.coefficients is None:

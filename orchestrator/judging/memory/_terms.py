@@ -5,13 +5,15 @@ multiplies each by a coefficient fitted on measured trials (the prior: PRIOR bel
 one part of the peak:
 
 - static: the runtime's baseline (CUDA context or the Python process), the base weights (NF4 linear
-  layers at half a byte a parameter, embeddings, head and norms at the compute dtype), the LoRA
+  layers at half a byte a parameter; embeddings, head, norms and a mixture of experts' fused experts
+  at the compute dtype: the architecture is orchestrator/judging/memory/_architecture.py's), the LoRA
   weights with their gradients and AdamW state (fp32: 16 bytes a parameter). No reference model:
   every trial trains LoRA adapters, and with beta > 0 both stacks take the reference log-probs from
   the same base with the adapters switched off (TRL's GRPOTrainer sets ref_model None for a PEFT
   model);
-- generation: the KV cache of one generation batch (B x K sequences of prompt + completion tokens)
-  and the full-vocabulary logits sampling keeps per sequence;
+- generation: the KV cache of one generation batch (B x K sequences of prompt + completion tokens,
+  at most the window's tokens in a sliding-window layer) and the full-vocabulary logits sampling keeps
+  per sequence;
 - training: the activations kept for backward by one micro-batch (with gradient checkpointing one
   hidden state a layer plus the one layer being recomputed in backward; without it every layer's
   intermediates) and the logits of its completion tokens, on the path each stack takes (GPU):
@@ -24,8 +26,7 @@ one part of the peak:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from orchestrator.judging.memory._architecture import Shape
 from trainers.spec import TrialSpec
 
 GIB = 1024**3
@@ -66,58 +67,6 @@ NF4_BYTES = 0.5
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 
-@dataclass(frozen=True)
-class Shape:
-    """The sizes of a decoder-only transformer that memory depends on (a config.json's fields)."""
-
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate: int
-    vocab: int
-    tied: bool
-
-    @classmethod
-    def from_config(cls, config: dict) -> Shape:
-        """Raises KeyError naming a field the config lacks."""
-        heads = int(config["num_attention_heads"])
-        hidden = int(config["hidden_size"])
-        return cls(
-            layers=int(config["num_hidden_layers"]),
-            hidden=hidden,
-            heads=heads,
-            kv_heads=int(config.get("num_key_value_heads") or heads),
-            head_dim=int(config.get("head_dim") or hidden // heads),
-            intermediate=int(config["intermediate_size"]),
-            vocab=int(config["vocab_size"]),
-            tied=bool(config.get("tie_word_embeddings", False)),
-        )
-
-    def linear_shapes(self) -> list[tuple[int, int]]:
-        """(in, out) of one layer's linear modules: q, k, v, o, gate, up, down (PEFT's all-linear)."""
-        h, q, kv, i = (
-            self.hidden,
-            self.heads * self.head_dim,
-            self.kv_heads * self.head_dim,
-            self.intermediate,
-        )
-        return [(h, q), (h, kv), (h, kv), (q, h), (h, i), (h, i), (i, h)]
-
-    @property
-    def linear_params(self) -> int:
-        return self.layers * sum(a * b for a, b in self.linear_shapes())
-
-    @property
-    def other_params(self) -> int:
-        """Embeddings, the head when untied, and the norms: never quantized."""
-        return self.vocab * self.hidden * (1 if self.tied else 2) + self.hidden * (2 * self.layers + 1)
-
-    def lora_params(self, rank: int) -> int:
-        return self.layers * sum(rank * (a + b) for a, b in self.linear_shapes())
-
-
 def device_of(measure_kind: str) -> str:
     """'cpu' for a process's RSS, else 'gpu'."""
     return "cpu" if measure_kind == "RSS" else "gpu"
@@ -139,17 +88,17 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
     tokens = spec.max_prompt_length + spec.max_completion_length
     generation = spec.generation_batch_size
     micro = spec.effective_micro_batch_size
-    # A layer keeps its attention and MLP intermediates for backward: about 10 hidden-sized and 3
-    # intermediate-sized tensors a token. Gradient checkpointing (ignored on a CPU) keeps only each
-    # layer's input, and backward recomputes one layer at a time, which then holds its intermediates.
+    # A layer keeps its attention and MLP intermediates for backward (Shape.layer_width a token).
+    # Gradient checkpointing (ignored on a CPU) keeps only each layer's input, and backward recomputes
+    # one layer at a time, which then holds its intermediates.
     checkpointed = spec.gradient_checkpointing and device == "gpu"
-    layer = 10 * shape.hidden + 3 * shape.intermediate
+    layer = shape.layer_width()
     kept = shape.layers * shape.hidden + layer if checkpointed else shape.layers * layer
     sizes = {
         "baseline": float(GIB),
         "weights": weights,
         "lora": shape.lora_params(spec.lora_r) * LORA_BYTES,
-        "kv_cache": 2 * shape.layers * shape.kv_heads * shape.head_dim * w * generation * tokens,
+        "kv_cache": 2 * shape.kv_heads * shape.head_dim * w * generation * shape.cached_tokens(tokens),
         "sampling_logits": generation * shape.vocab * 4,
         "activations": micro * tokens * kept * w,
         "logits": micro * spec.max_completion_length * shape.vocab * logit_bytes(spec, device, w),

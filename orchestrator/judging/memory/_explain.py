@@ -1,0 +1,72 @@
+"""Each term of one trial's predicted peak with its bytes in words (`rlsweep predict --explain`): the
+numbers orchestrator/judging/memory/_terms.py's terms() multiplies, read from the spec and the Shape."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.judging.memory._architecture import Shape
+from orchestrator.judging.memory._terms import (
+    LORA_BYTES,
+    NF4_BYTES,
+    UNSLOTH_LOGIT_CHUNKS,
+    dtype_bytes,
+)
+from trainers.spec import TrialSpec
+
+
+@dataclass(frozen=True)
+class TermLine:
+    """One term of a prediction: its size (GiB), its family's coefficient, and the bytes in words."""
+
+    term: str
+    part: str
+    formula: str
+    gib: float
+    coefficient: float
+
+    @property
+    def counted_gib(self) -> float:
+        return self.gib * self.coefficient
+
+
+def formulas(spec: TrialSpec, shape: Shape, device: str) -> dict[str, str]:
+    """term -> its bytes in words, with this trial's numbers."""
+    w = dtype_bytes(spec, device)
+    name = "fp32" if w == 4 else "bf16" if spec.effective_dtype == "auto" else spec.effective_dtype
+    dtype = f"{w} B ({name})"
+    linear = f"{NF4_BYTES} B (nf4)" if spec.quantization == "nf4" else dtype
+    tokens = spec.max_prompt_length + spec.max_completion_length
+    generation = spec.generation_batch_size
+    micro = spec.effective_micro_batch_size
+    experts = f", {shape.moe_layers} layers x {shape.experts} experts" if shape.experts else ""
+    cached = f"{shape.layers} layers x {tokens} tokens"
+    if shape.sliding_layers:
+        full = shape.layers - shape.sliding_layers
+        window = min(tokens, shape.sliding_window)
+        cached = f"({full} layers x {tokens} + {shape.sliding_layers} sliding layers x {window} tokens)"
+    width = shape.layer_width()
+    if spec.gradient_checkpointing and device == "gpu":
+        kept = f"({shape.layers} layers x {shape.hidden} kept + one layer's {width:,.0f} recomputed)"
+    else:
+        kept = f"{shape.layers} layers x {width:,.0f} values"
+    if device == "cpu":  # logit_bytes' three paths
+        logits = "4 B (fp32 logits, no Triton on a CPU)"
+    elif spec.framework == "unsloth":
+        logits = f"({w} + 4) / {UNSLOTH_LOGIT_CHUNKS} B (one row chunk's logits and their fp32 cast)"
+    else:
+        logits = f"2 x {w} B (TRL's full logits and their gradient)"
+    runtime = "the CUDA context and allocator" if device == "gpu" else "the Python process with torch and TRL"
+    return {
+        "baseline": f"{runtime}: 1 GiB x its coefficient",
+        "weights": f"{shape.linear_params:,} linear params x {linear} + {shape.other_params:,} others "
+        f"(embeddings{', untied head' if not shape.tied else ''}, norms{experts}) x {dtype}",
+        "lora": f"{shape.lora_params(spec.lora_r):,} LoRA params (r {spec.lora_r}, every nn.Linear) x "
+        f"{LORA_BYTES} B (fp32 weight, gradient, AdamW's 2 moments)",
+        "kv_cache": f"2 (K and V) x {shape.kv_heads} KV heads x {shape.head_dim} head dim x {dtype} x "
+        f"{generation} sequences x {cached}",
+        "sampling_logits": f"{generation} sequences x {shape.vocab:,} vocab x 4 B (fp32)",
+        "activations": f"micro-batch {micro} x {tokens} tokens x {kept} x {dtype}",
+        "logits": f"micro-batch {micro} x {spec.max_completion_length} completion tokens x {shape.vocab:,} "
+        f"vocab x {logits}",
+    }
