@@ -16,7 +16,7 @@ from typing import Any
 
 from tasks import task_problems
 from tasks.names import did_you_mean
-from trainers.models import model_problems
+from trainers.models import model_problems, parse_model
 from trainers.stacks import STACKS
 
 MODES = ("grpo", "gspo")
@@ -281,8 +281,19 @@ def _cross_field_errors(spec: TrialSpec) -> list[str]:
         return errors  # cross-field checks need well-typed values
     errors += _batch_errors(spec)
     errors += _framework_dtype_errors(spec.framework_dtype)
-    errors += model_problems(spec.model, spec.max_prompt_length + spec.max_completion_length)
+    model_errors = model_problems(spec.model, spec.max_prompt_length + spec.max_completion_length)
+    errors += model_errors
     errors += task_problems(spec.task, spec.task_args)
+    if (
+        not model_errors
+        and spec.lora_dropout
+        and (parse_model(spec.model).config or {}).get("model_type") == "qwen3_moe"
+    ):
+        errors.append(
+            f"lora_dropout: {spec.lora_dropout:g} with {spec.model}, a mixture of experts whose experts "
+            "transformers fuses into 3-D tensors: PEFT adapts those with its ParamWrapper, which refuses "
+            'dropout ("lora.ParamWrapper does not work with lora_dropout != 0"); set lora_dropout: 0'
+        )
     if spec.fast_inference and not STACKS[spec.framework].fast_inference:
         vllm = [name for name, stack in STACKS.items() if stack.fast_inference]
         errors.append(

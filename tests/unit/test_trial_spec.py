@@ -138,3 +138,24 @@ def test_a_generation_spread_over_steps_is_off_policy_and_does_not_warn():
     assert not any("num_iterations" in w for w in mode_warnings(spread))
     whole = TrialSpec(mode="gspo", batch_size=2, num_generations=4, grad_accum=2)
     assert any("num_iterations" in w for w in mode_warnings(whole))
+
+
+def test_a_mixture_of_experts_with_lora_dropout_is_refused_before_peft_refuses_it():
+    """PEFT adapts Qwen3-MoE's fused experts with lora.ParamWrapper, which raises on any dropout: the
+    trial would fail after minutes of model building. Validation says so first, with the fix."""
+    spec = TrialSpec(model="random:Qwen/Qwen3-30B-A3B", lora_dropout=0.05)
+    assert [p for p in spec.problems() if p.startswith("lora_dropout")] == [
+        "lora_dropout: 0.05 with random:Qwen/Qwen3-30B-A3B, a mixture of experts whose experts transformers "
+        "fuses into 3-D tensors: PEFT adapts those with its ParamWrapper, which refuses dropout "
+        '("lora.ParamWrapper does not work with lora_dropout != 0"); set lora_dropout: 0'
+    ]
+    assert not [
+        p
+        for p in TrialSpec(model="random:Qwen/Qwen3-30B-A3B", lora_dropout=0.0).problems()
+        if "lora_dropout" in p
+    ]
+    assert not [
+        p
+        for p in TrialSpec(model="random:Qwen/Qwen3-8B", lora_dropout=0.05).problems()
+        if "lora_dropout" in p
+    ]
