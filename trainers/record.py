@@ -249,6 +249,21 @@ TRIAL_FIELDS: tuple[Field, ...] = (
 )  # fmt: skip
 
 
+class Names:
+    """A record's field names as attributes (STEP.tokens_per_s == "tokens_per_s"): code that reads a
+    field names it through the record, so a misspelt or retired name fails where it is written instead of
+    reading None."""
+
+    def __init__(self, fields: Iterable[Field]):
+        for f in fields:
+            if f.name.isidentifier():
+                setattr(self, f.name, f.name)
+
+
+STEP = Names(STEP_FIELDS)
+TRIAL = Names(TRIAL_FIELDS)
+
+
 def step_fields(reward_names: Iterable[str]) -> tuple[Field, ...]:
     """STEP_FIELDS with REWARD_CURVE made one field per reward name, in place."""
     out: list[Field] = []

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainers.record import first_kind, peak_memory
+from trainers.record import STEP, first_kind, peak_memory
 
 DIVERGED, MEMORY_CREEP, NO_SIGNAL, TRUNCATED = "diverged", "memory_creep", "no_signal", "truncated"
 OK, TOO_SHORT = "ok", "too_short"
@@ -138,10 +138,10 @@ def _sustained(
 def _diverged(steps: list[Mapping[str, Any]], s: VerdictSettings) -> Finding | None:
     from scipy.stats import median_abs_deviation
 
-    history: dict[str, list[float]] = {"kl": [], "grad_norm": []}
+    history: dict[str, list[float]] = {STEP.kl: [], STEP.grad_norm: []}
     for row in steps:
         step = int(row["step"])
-        for column in ("loss", "grad_norm"):
+        for column in (STEP.loss, STEP.grad_norm):
             value = _number(row.get(column))
             if value is not None and not math.isfinite(value):
                 return Finding(DIVERGED, step, f"{column} is {value} at step {step}")
@@ -206,9 +206,9 @@ def _findings(
     found = [
         _diverged(steps, s),
         _memory_creep(steps, s, max_steps, *limit),
-        _sustained(steps, "frac_reward_zero_std", s.no_signal_share, s.no_signal_steps, NO_SIGNAL,
+        _sustained(steps, STEP.frac_reward_zero_std, s.no_signal_share, s.no_signal_steps, NO_SIGNAL,
                    "no reward variance in the groups, so no advantage and no gradient from the reward"),
-        _sustained(steps, "clipped_ratio", s.truncated_share, s.truncated_steps, TRUNCATED,
+        _sustained(steps, STEP.clipped_ratio, s.truncated_share, s.truncated_steps, TRUNCATED,
                    "completions are cut at max_completion_length, so the length limit decides the reward"),
     ]  # fmt: skip
     return [f for f in found if f is not None]

@@ -163,9 +163,9 @@ def trial_row(
         status=status or (result.status if result else None),
         status_detail=detail or (result.status_detail if result else ""),
         steps_completed=len({r.get("step") for r in steps}),
-        median_step_s=_median(steps, "step_s"),
+        median_step_s=_median(steps, record.STEP.step_s),
         wall_s=result.wall_s if result else None,
-        trainer_s=sum(_float(r.get("step_s")) or 0.0 for r in steps) if steps else None,
+        trainer_s=sum(_float(r.get(record.STEP.step_s)) or 0.0 for r in steps) if steps else None,
         exit_code=result.exit_code if result else None,
         cuda_visible_devices=result.cuda_visible_devices if result else None,
         started_at=_ms(result.started_at) if result else None,
@@ -198,7 +198,7 @@ def trial_row(
 def _cycle_speeds(steps: list[dict[str, Any]]) -> list[float]:
     """tokens/s of the trial's measured generation cycles (non-probe; all when only probes reported)."""
     measured = [r for r in steps if not r.get("probe")] or steps
-    return [v for v in (_float(r.get("tokens_per_s")) for r in measured) if v is not None]
+    return [v for v in (_float(r.get(record.STEP.tokens_per_s)) for r in measured) if v is not None]
 
 
 def speed_columns(steps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -272,12 +272,12 @@ class TrialsTable:
 # The original benchmark's metrics.csv columns, its order and meanings -> our step columns.
 METRICS_CSV_FIRST = {
     "step": "step",
-    "step_time_sec": "step_s",
-    "estimated_tokens_per_step": "estimated_tokens_per_step",
-    "estimated_tokens_per_sec": "estimated_tokens_per_sec",
-    "cuda_memory_allocated_gb": "torch_allocated_gib",
-    "cuda_memory_reserved_gb": "torch_reserved_gib",
-    "cuda_peak_memory_allocated_gb": "torch_peak_allocated_since_start_gib",
+    "step_time_sec": record.STEP.step_s,
+    "estimated_tokens_per_step": record.STEP.estimated_tokens_per_step,
+    "estimated_tokens_per_sec": record.STEP.estimated_tokens_per_sec,
+    "cuda_memory_allocated_gb": record.STEP.torch_allocated_gib,
+    "cuda_memory_reserved_gb": record.STEP.torch_reserved_gib,
+    "cuda_peak_memory_allocated_gb": record.STEP.torch_peak_allocated_since_start_gib,
 }
 
 

@@ -35,7 +35,7 @@ import yaml
 from orchestrator.recording.outcome import COMPLETED, NO_GPU, PRUNED, STOPPED, UNAVAILABLE
 from orchestrator.recording.sinks import STEP_RECORD, steps_path
 from orchestrator.recording.storage import StoragePath
-from trainers.record import EPOCH_S, FLOAT64, finite_or_none
+from trainers.record import EPOCH_S, FLOAT64, STEP, finite_or_none
 from trainers.spec import BOOKKEEPING, TrialSpec
 
 TRIAL_KEY_TAG = "rlsweep.trial_key"
@@ -336,7 +336,7 @@ class MlflowSink:
     def _log_step(self, run_id: str, row: dict[str, Any]) -> None:
         """row: a steps-file row, as the live path (on_step) and sync-mlflow (log_whole_trial) both give."""
         step = int(row.get("step") or 0)
-        stamp = int(1000 * (row.get("t_end") or time.time()))
+        stamp = int(1000 * (row.get(STEP.t_end) or time.time()))
         metrics = [_metric(k, v, step, stamp) for k, v in step_metrics(row).items()]
         if metrics:
             self.client.log_batch(run_id, metrics=metrics)

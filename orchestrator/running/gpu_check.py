@@ -23,6 +23,7 @@ from orchestrator.judging.intervals import ratio_interval
 from orchestrator.recording.outcome import COMPLETED
 from orchestrator.running.guard import GuardSettings
 from trainers import stacks
+from trainers.record import STEP
 from trainers.spec import TrialSpec
 
 MODES = ("grpo", "gspo")
@@ -105,13 +106,15 @@ def summarize(framework: str, mode: str, result: dict[str, Any]) -> Row:
         detail=result.get("status_detail") or "",
         gpu_name=(result.get("started") or {}).get("gpu_name"),
         steps=len(steps),
-        device_peak_gib=_peak([peak.get("device_peak_gib"), *(s.get("device_peak_gib") for s in steps)]),
-        torch_peak_reserved_gib=_peak([s.get("torch_peak_reserved_gib") for s in steps]),
-        torch_peak_allocated_gib=_peak([s.get("torch_peak_allocated_gib") for s in steps]),
-        tokens_per_s=_median([s.get("tokens_per_s") for s in timed]),
-        step_s=_median([s.get("step_s") for s in timed]),
-        gen_s=_median([s.get("gen_s") for s in timed]),
-        speeds=tuple(s["tokens_per_s"] for s in timed if s.get("tokens_per_s") is not None),
+        device_peak_gib=_peak(
+            [peak.get(STEP.device_peak_gib), *(s.get(STEP.device_peak_gib) for s in steps)]
+        ),
+        torch_peak_reserved_gib=_peak([s.get(STEP.torch_peak_reserved_gib) for s in steps]),
+        torch_peak_allocated_gib=_peak([s.get(STEP.torch_peak_allocated_gib) for s in steps]),
+        tokens_per_s=_median([s.get(STEP.tokens_per_s) for s in timed]),
+        step_s=_median([s.get(STEP.step_s) for s in timed]),
+        gen_s=_median([s.get(STEP.gen_s) for s in timed]),
+        speeds=tuple(s[STEP.tokens_per_s] for s in timed if s.get(STEP.tokens_per_s) is not None),
     )
 
 

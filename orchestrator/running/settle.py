@@ -21,7 +21,7 @@ from typing import Any
 
 from orchestrator.judging.intervals import median_interval
 from orchestrator.recording.outcome import peak_memory
-from trainers.record import finite_or_none
+from trainers.record import STEP, finite_or_none
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def warm_up() -> None:
 
 
 def _speeds(steps: Sequence[Mapping[str, Any]]) -> list[float]:
-    values = (finite_or_none(row.get("tokens_per_s")) for row in steps)
+    values = (finite_or_none(row.get(STEP.tokens_per_s)) for row in steps)
     return [value for value in values if value is not None]
 
 

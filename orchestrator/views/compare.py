@@ -22,11 +22,12 @@ from orchestrator.recording.outcome import STATUS_LABELS, peak_memory
 from orchestrator.spec.plan import configuration
 from orchestrator.views.report import load_outputs, summary_table
 from orchestrator.views.report._outputs import column, measured_steps, trial_steps
+from trainers.record import STEP
 from trainers.spec import KNOBS, TrialSpec
 
 COMPARED = {  # measurement -> summary.csv column
-    "tokens_per_s": "median_tokens_per_s",
-    "step_s": "median_step_s",
+    STEP.tokens_per_s: "median_tokens_per_s",
+    STEP.step_s: "median_step_s",
     "peak_gib": "peak_memory_gib",
 }
 # Settings that describe the machine a sweep emulates, not the trial: two sweeps differing only there
@@ -83,7 +84,7 @@ def _side(output_dir: str | Path) -> pd.DataFrame:
     summary["memory_kind"] = pd.Series([kind for _, kind in peaks], index=summary.index, dtype=object)
     # Each trial's measured cycles (tokens/s), for the intervals of its median and of the B/A ratio.
     summary["speeds"] = [
-        column(measured_steps(trial_steps(outputs.steps, key)), "tokens_per_s").tolist()
+        column(measured_steps(trial_steps(outputs.steps, key)), STEP.tokens_per_s).tolist()
         for key in summary["run_name"]
     ]
     columns = ["run_name", "match", "settings", "framework", "mode", "num_generations", "batch_size", "seed",
@@ -155,7 +156,7 @@ def compare_outputs(dir_a: str | Path, dir_b: str | Path, console: Console | Non
     ]
     for name in COMPARED:
         result_columns += [f"{name}_a", f"{name}_b", f"{name}_ratio"]
-        if name == "tokens_per_s":
+        if name == STEP.tokens_per_s:
             result_columns += ["tokens_per_s_a_lo", "tokens_per_s_a_hi", "cycles_a", "tokens_per_s_b_lo",
                                "tokens_per_s_b_hi", "cycles_b", "tokens_per_s_ratio_lo", "tokens_per_s_ratio_hi",
                                "tokens_per_s_words"]  # fmt: skip

@@ -21,6 +21,7 @@ from rich.live import Live
 from rich.table import Table
 
 from orchestrator.recording.outcome import peak_memory
+from trainers.record import STEP
 from trainers.spec import TrialSpec
 
 HEARTBEAT_S = 60.0
@@ -46,7 +47,7 @@ def duration(seconds: float) -> str:
 
 def eta(info: dict[str, Any]) -> str:
     """Steps left times the median step time so far; unknown before the first step."""
-    step_times = info.get("step_s") or []
+    step_times = info.get(STEP.step_s) or []
     if not step_times or not info.get("max_steps"):
         return "unknown (no step yet)"
     left = max(info["max_steps"] - (info.get("step") or 0), 0)
@@ -147,10 +148,10 @@ class Progress:
             )
             peak, kind = peak_memory(row)
             info.update(
-                step=row.get("step"), tokens_per_s=row.get("tokens_per_s"), peak_gib=peak, peak_kind=kind
+                step=row.get("step"), tokens_per_s=row.get(STEP.tokens_per_s), peak_gib=peak, peak_kind=kind
             )
-            if row.get("step_s") is not None and not row.get("probe"):
-                info.setdefault("step_s", []).append(row["step_s"])
+            if row.get(STEP.step_s) is not None and not row.get("probe"):
+                info.setdefault(STEP.step_s, []).append(row[STEP.step_s])
         self._refresh()
 
     def on_end(self, spec: TrialSpec, row: dict[str, Any], steps: list[dict[str, Any]]) -> None:
@@ -183,7 +184,7 @@ class Progress:
             table.add_row(
                 key,
                 f"{info.get('step') or 0}/{info.get('max_steps') or '?'}",
-                _fmt(info.get("tokens_per_s"), ".0f"),
+                _fmt(info.get(STEP.tokens_per_s), ".0f"),
                 _fmt(info.get("peak_gib")) + (f" {info['peak_kind']}" if info.get("peak_kind") else ""),
                 eta(info),
             )

@@ -21,7 +21,7 @@ from orchestrator.views.report._outputs import (
     trial_peak,
     trial_steps,
 )
-from trainers.record import first_kind
+from trainers.record import STEP, first_kind
 from trainers.spec import BOOKKEEPING, EXECUTION
 
 # Columns that define a configuration; trials equal on all of them (and on effective_config, less
@@ -104,14 +104,14 @@ def aggregate_repeats(
             if "trial_key" in outputs.steps
             else outputs.steps
         )
-        tokens = column(speed, "tokens_per_s")
+        tokens = column(speed, STEP.tokens_per_s)
         if tokens.empty:
             tokens = column(group, "median_tokens_per_s")
         speeds = [
-            column(measured_steps(trial_steps(outputs.steps, k)), "tokens_per_s").tolist() for k in keys
+            column(measured_steps(trial_steps(outputs.steps, k)), STEP.tokens_per_s).tolist() for k in keys
         ]
         estimate = median_interval(speeds)
-        step_s = column(speed, "step_s")
+        step_s = column(speed, STEP.step_s)
         if step_s.empty:
             step_s = column(group, "median_step_s")
         peaks = [trial_peak(t, trial_steps(outputs.steps, t["trial_key"])) for _, t in group.iterrows()]

@@ -22,7 +22,7 @@ from orchestrator.judging.intervals import median_interval
 from orchestrator.judging.verdict import VerdictSettings, judge
 from orchestrator.recording import outcome
 from orchestrator.recording.sinks import STEP_SCHEMA, TRIAL_SCHEMA
-from trainers.record import finite_or_none
+from trainers.record import STEP, finite_or_none
 
 
 def _numeric_columns(schema: pa.Schema) -> list[str]:
@@ -251,10 +251,10 @@ def trial_peak(
 
 
 def final_reward(steps: pd.DataFrame) -> float | None:
-    if steps.empty or "reward_mean" not in steps:
+    if steps.empty or STEP.reward_mean not in steps:
         return None
     ordered = steps.sort_values("step") if "step" in steps else steps
-    rewards = pd.to_numeric(ordered["reward_mean"], errors="coerce").dropna()
+    rewards = pd.to_numeric(ordered[STEP.reward_mean], errors="coerce").dropna()
     return finite_or_none(rewards.iloc[-1]) if len(rewards) else None
 
 
@@ -269,15 +269,15 @@ def summary_metrics(trial_row: pd.Series | dict, steps_df: pd.DataFrame | None) 
     steps = numeric(steps, STEP_NUMERIC)
     speed = measured_steps(steps)
     peak, kind = trial_peak(trial_row, steps)
-    tokens = column(speed, "tokens_per_s")
-    step_s = column(speed, "step_s")
+    tokens = column(speed, STEP.tokens_per_s)
+    step_s = column(speed, STEP.step_s)
     estimate = median_interval([tokens.tolist()])
     tight = trial_row.get("tight")
     metrics = {
         "peak_memory_gib": peak,
         "peak_device_gib": finite_or_none(trial_row.get("peak_device_gib")) if kind == outcome.GPU else None,
         "peak_rss_gib": finite_or_none(trial_row.get("peak_rss_gib")),
-        "peak_torch_allocated_gib": finite_or_none(stat(column(steps, "torch_peak_allocated_gib"), "max")),
+        "peak_torch_allocated_gib": finite_or_none(stat(column(steps, STEP.torch_peak_allocated_gib), "max")),
         "median_tokens_per_s": finite_or_none(stat(tokens, "median"))
         or finite_or_none(trial_row.get("median_tokens_per_s")),
         "median_step_s": finite_or_none(stat(step_s, "median"))
@@ -300,7 +300,7 @@ def summary_table(outputs: SweepOutputs) -> pd.DataFrame:
     for _, trial in outputs.trials.iterrows():
         steps = trial_steps(outputs.steps, trial.get("trial_key"))
         speed = measured_steps(steps)
-        tokens = column(speed, "tokens_per_s")
+        tokens = column(speed, STEP.tokens_per_s)
         estimate = median_interval([tokens.tolist()])
         steps_completed = finite_or_none(trial.get("steps_completed"))
         peak, kind = trial_peak(trial, steps)
@@ -313,9 +313,9 @@ def summary_table(outputs: SweepOutputs) -> pd.DataFrame:
                 "batch_size": trial.get("batch_size"),
                 "seed": trial.get("seed"),
                 "step_count": steps_completed if steps_completed is not None else len(steps),
-                "avg_step_time_sec": stat(column(speed, "step_s"), "mean"),
+                "avg_step_time_sec": stat(column(speed, STEP.step_s), "mean"),
                 "avg_estimated_tokens_per_sec": stat(tokens, "mean"),
-                "peak_cuda_memory_allocated_gb": stat(column(steps, "torch_peak_allocated_gib"), "max"),
+                "peak_cuda_memory_allocated_gb": stat(column(steps, STEP.torch_peak_allocated_gib), "max"),
                 "status": trial.get("status"),
                 "status_detail": trial.get("status_detail"),
                 "peak_device_gib": peak if kind == outcome.GPU else np.nan,
@@ -335,7 +335,7 @@ def summary_table(outputs: SweepOutputs) -> pd.DataFrame:
                 "micro_batch_size": trial.get("micro_batch_size"),
                 "max_completion_length": trial.get("max_completion_length"),
                 "peak_rss_gib": peak if kind == outcome.RSS else trial.get("peak_rss_gib"),
-                "median_step_s": stat(column(speed, "step_s"), "median")
+                "median_step_s": stat(column(speed, STEP.step_s), "median")
                 if len(speed)
                 else trial.get("median_step_s"),
                 "final_reward": final_reward(steps),

@@ -20,6 +20,7 @@ from orchestrator.recording.outcome import COMPLETED, FAILED, MEMORY_LABELS, OOM
 from orchestrator.views.report._configs import varying_config_columns
 from orchestrator.views.report._feasibility import OVER_BUDGET, FeasibilityGrid, memory_words
 from orchestrator.views.report._outputs import SweepOutputs, trial_peak, trial_steps
+from trainers.record import STEP
 
 STACK_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
 DPI = 90
@@ -229,17 +230,17 @@ def trial_curves(trial: pd.Series, steps: pd.DataFrame, path: Path) -> Path:
     fig = Figure(figsize=(10, 6))
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.09, top=0.91, wspace=0.22, hspace=0.12)
     axes = fig.subplots(2, 2, sharex=True).ravel()
-    _series(axes[0], x, steps, [("reward_mean", "mean reward")], "reward", band="reward_std")
-    _series(axes[1], x, steps, [("loss", "loss")], "loss")
+    _series(axes[0], x, steps, [(STEP.reward_mean, "mean reward")], "reward", band=STEP.reward_std)
+    _series(axes[1], x, steps, [(STEP.loss, "loss")], "loss")
     _series(
         axes[2],
         x,
         steps,
-        [("completion_len_mean", "mean"), ("completion_len_max", "max")],
+        [(STEP.completion_len_mean, "mean"), (STEP.completion_len_max, "max")],
         "completion length (tokens)",
     )
-    memory = [("torch_peak_allocated_gib", "torch peak allocated"), ("device_peak_gib", "GPU peak (NVML)"),
-              ("rss_peak_gib", "process RSS peak")]  # fmt: skip
+    memory = [(STEP.torch_peak_allocated_gib, "torch peak allocated"), (STEP.device_peak_gib, "GPU peak (NVML)"),
+              (STEP.rss_peak_gib, "process RSS peak")]  # fmt: skip
     _series(axes[3], x, steps, memory, "memory (GiB)")
     axes[3].set_ylim(bottom=0)  # a flat 0.70 GiB must not read as a ramp
     probes = steps["probe"].astype(bool).to_numpy() if "probe" in steps else np.zeros(len(steps), bool)
