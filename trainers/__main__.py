@@ -11,6 +11,7 @@ import sys
 import traceback
 
 from trainers import stacks
+from trainers.distributed import rank, rank_events_path
 from trainers.events import ERROR, OOM, EventWriter, oom_cause
 from trainers.runtime import RefusedError, UnavailableError
 from trainers.spec import TrialSpec
@@ -21,7 +22,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m trainers <trial-spec.json>", file=sys.stderr)
         return 2
     spec = TrialSpec.load(argv[0])
-    events = EventWriter(spec.events_path)
+    events = EventWriter(rank_events_path(spec.events_path, rank()))
     try:
         spec.validate()  # an unregistered framework stops here, named with the registered ones
         stack = stacks.get(spec.framework)

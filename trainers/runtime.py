@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from trainers.distributed import world_size
 from trainers.models import total_params
 from trainers.nvml import NvmlUnavailable, import_pynvml, open_visible_device, process_used_bytes, text
 
@@ -323,6 +324,10 @@ def setup_process(spec: TrialSpec) -> None:
     torch.manual_seed(spec.seed)
     if not cuda_usable(torch):
         return
+    if world_size() > 1:
+        # Each rank trains on the device accelerate picks by its LOCAL_RANK, not device 0: the budget
+        # is held per GPU by the supervisor's guard alone (no allocator cap, no card emulation).
+        return
     device_used_before = device_used_before_cuda()
     try:
         nvml = import_pynvml()
@@ -551,10 +556,15 @@ def effective_config(trainer, model, spec: TrialSpec) -> dict[str, Any]:
     out["unquantized_linear_modules"] = unquantized_linear_modules(model) if out["load_in_4bit"] else None
     out["bnb_4bit_quant_type"] = quant.get("bnb_4bit_quant_type") if quant else None
     out["bnb_4bit_use_double_quant"] = quant.get("bnb_4bit_use_double_quant") if quant else None
+    out["bnb_4bit_quant_storage"] = quant.get("bnb_4bit_quant_storage") if quant else None
+    out["distributed"] = spec.distributed
     out["model_dtype"] = str(getattr(model, "dtype", None)).replace("torch.", "")
     out["trainable_params"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
     out["total_params"] = total_params(model)
-    out["completions_per_step"] = args.per_device_train_batch_size * args.gradient_accumulation_steps
+    out["num_processes"] = args.world_size
+    out["completions_per_step"] = (
+        args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
+    )
     # Fractional where a group of K spans optimizer steps (grad_accum semantics, e.g. K 8 over 4 per step).
     prompts = out["completions_per_step"] / args.num_generations
     out["prompts_per_step"] = int(prompts) if prompts.is_integer() else prompts
