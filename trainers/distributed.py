@@ -43,6 +43,19 @@ SHARDS_WEIGHTS = ("fsdp", "zero3")
 STRATEGY_PACKAGES = {"zero2": ("deepspeed",), "zero3": ("deepspeed",)}
 
 
+def die_with_parent() -> None:
+    """The kernel sends this process SIGKILL when the thread that forked it dies (PR_SET_PDEATHSIG): the
+    supervisor's trainer child, and each rank under the launcher (torch's elastic agent starts ranks in
+    sessions of their own, out of the launcher's process group), so no rank outlives its trial."""
+    import contextlib
+    import ctypes
+    import signal
+
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+
+
 def rank() -> int:
     """This process's global rank (0 when not launched as a rank)."""
     return int(os.environ.get("RANK", "0") or 0)
@@ -59,9 +72,32 @@ def rank_events_path(events_path: str, rank: int) -> str:
     return f"{events_path}.rank{rank}"
 
 
-def launch_command(spec: TrialSpec, spec_path: str | Path, port: int) -> list[str]:
-    """accelerate's launcher running `python -m trainers spec_path` as spec.num_processes ranks on
-    this node, the rendezvous on 127.0.0.1:port."""
+# The signal on which a rank writes its Python stack to stack_path (faulthandler, from a C signal handler:
+# it answers even while the rank waits inside a collective), so the supervisor can tell, at a trial's
+# timeout, which rank hung and where.
+STACK_SIGNAL = "SIGUSR1"
+
+
+def stack_path(events_path: str, rank: int) -> str:
+    return f"{events_path}.rank{rank}.stack"
+
+
+def dump_stack_on_signal(events_path: str, rank: int):
+    """Register faulthandler to write this rank's stack to stack_path on STACK_SIGNAL; returns the open
+    file, which must stay open while the rank runs."""
+    import faulthandler
+    import signal
+
+    out = open(stack_path(events_path, rank), "w")  # noqa: SIM115 - open for the rank's life
+    faulthandler.register(getattr(signal, STACK_SIGNAL), file=out, all_threads=False)
+    return out
+
+
+def launch_command(
+    spec: TrialSpec, spec_path: str | Path, port: int, program: tuple[str, ...] = ("--module", "trainers")
+) -> list[str]:
+    """accelerate's launcher running `python -m trainers spec_path` (or another python `program`) as
+    spec.num_processes ranks on this node, the rendezvous on 127.0.0.1:port."""
     return [
         sys.executable,
         "-m",
@@ -81,8 +117,7 @@ def launch_command(spec: TrialSpec, spec_path: str | Path, port: int) -> list[st
         "no",  # the trainer picks its dtype itself (trainers.runtime.choose_dtype)
         "--dynamo_backend",
         "no",
-        "--module",
-        "trainers",
+        *program,
         str(spec_path),
     ]
 

@@ -319,7 +319,7 @@ def setup_process(spec: TrialSpec) -> None:
     # Two busy threads per process on a 2-core host stall steps for seconds.
     threads = spec.num_threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
     if threads:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(max(1, threads // world_size()))  # the trial's CPUs shared by its ranks
     random.seed(spec.seed)
     torch.manual_seed(spec.seed)
     if not cuda_usable(torch):
