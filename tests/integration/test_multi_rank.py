@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestrator.recording.outcome import COMPLETED, FAILED
+from orchestrator.recording.outcome import COMPLETED, FAILED, OOM
 from orchestrator.running.guard import GuardSettings
 from orchestrator.running.supervisor import run_trial
 from trainers.events import read_events
@@ -118,6 +118,15 @@ def test_a_rank_killed_mid_trial_fails_the_trial_naming_it_and_the_other_ranks_a
     )
     assert not psutil.pid_exists(pids[0]) or psutil.Process(pids[0]).status() == psutil.STATUS_ZOMBIE
     assert time.monotonic() - killed_at < 10, "the trial ended within seconds of its rank"
+
+
+def test_an_out_of_memory_error_on_any_rank_is_the_trials_oom_naming_the_rank(tmp_path):
+    spec = fake_spec(fake="oom", rank=1, at_step=2)
+    result = run_trial(spec, trial_dir=tmp_path, guard=GuardSettings(timeout_s=120), trainer_cmd=FAKE_RANKS)
+    assert result.status == OOM
+    assert result.status_detail == (
+        "rank 1: OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB; the other ranks were stopped"
+    )
 
 
 def test_a_rank_hung_outside_the_collective_is_ended_by_the_timeout_and_named(tmp_path):
