@@ -6,7 +6,9 @@ one part of the peak:
 
 - static: the runtime's baseline (CUDA context or the Python process), the base weights (NF4 linear
   layers at half a byte a parameter, embeddings, head and norms at the compute dtype), the LoRA
-  weights with their gradients and AdamW state (fp32: 16 bytes a parameter). No reference model:
+  weights with their gradients and AdamW state (fp32: 16 bytes a parameter). A trial over N ranks:
+  one rank's share (`sharded`): DDP a whole replica, ZeRO-2 the gradients and AdamW state over N,
+  FSDP and ZeRO-3 the weights too; each rank generates and trains on its 1/N of the completions. No reference model:
   every trial trains LoRA adapters, and with beta > 0 both stacks take the reference log-probs from
   the same base with the adapters switched off (TRL's GRPOTrainer sets ref_model None for a PEFT
   model);
@@ -61,7 +63,8 @@ DEFAULT_PRIOR = (1.0, 0.5)
 # Unsloth's GRPO log-probs: the completion rows in this many chunks (unsloth_zoo rl_replacements:
 # chunks=4, and autotune's multiplier max(4, seq_len // 4096) for sequences under 16k tokens).
 UNSLOTH_LOGIT_CHUNKS = 4
-LORA_BYTES = 16  # fp32 weight + gradient + AdamW's two moments
+LORA_WEIGHT_BYTES = 4  # fp32 weight
+LORA_STATE_BYTES = 12  # fp32 gradient + AdamW's two moments
 NF4_BYTES = 0.5
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
@@ -131,13 +134,25 @@ def dtype_bytes(spec: TrialSpec, device: str) -> int:
     return DTYPE_BYTES[dtype]
 
 
+def sharded(spec: TrialSpec) -> tuple[float, float]:
+    """(share of the base weights, share of the LoRA weights' gradient and AdamW state) one rank holds
+    under the trial's strategy: DDP keeps a whole replica on every rank; ZeRO-2 shards the gradients
+    and optimizer state over the N ranks; FSDP and ZeRO-3 the weights too."""
+    n = spec.num_processes
+    weights = 1 / n if spec.distributed in ("fsdp", "zero3") else 1.0
+    state = 1 / n if spec.distributed in ("fsdp", "zero2", "zero3") else 1.0
+    return weights, state
+
+
 def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
-    """Each term's size in GiB for `spec` on `device` ('cpu' or 'gpu')."""
+    """Each term's size in GiB for `spec` on `device` ('cpu' or 'gpu'): one rank's, on its own GPU, for a
+    trial over several ranks (each generates and trains on its share of the step's completions)."""
     w = dtype_bytes(spec, device)
     linear_bytes = NF4_BYTES if spec.quantization == "nf4" else w
-    weights = shape.linear_params * linear_bytes + shape.other_params * w
+    weights_share, state_share = sharded(spec)
+    weights = (shape.linear_params * linear_bytes + shape.other_params * w) * weights_share
     tokens = spec.max_prompt_length + spec.max_completion_length
-    generation = spec.generation_batch_size
+    generation = spec.generation_batch_size / spec.num_processes
     micro = spec.effective_micro_batch_size
     # A layer keeps its attention and MLP intermediates for backward: about 10 hidden-sized and 3
     # intermediate-sized tensors a token. Gradient checkpointing (ignored on a CPU) keeps only each
@@ -148,7 +163,9 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
     sizes = {
         "baseline": float(GIB),
         "weights": weights,
-        "lora": shape.lora_params(spec.lora_r) * LORA_BYTES,
+        # the fp32 weight on every rank (FSDP and ZeRO-3 shard it too); gradient and AdamW state per state_share
+        "lora": shape.lora_params(spec.lora_r)
+        * (LORA_WEIGHT_BYTES * weights_share + LORA_STATE_BYTES * state_share),
         "kv_cache": 2 * shape.layers * shape.kv_heads * shape.head_dim * w * generation * tokens,
         "sampling_logits": generation * shape.vocab * 4,
         "activations": micro * tokens * kept * w,
