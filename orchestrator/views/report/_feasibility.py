@@ -259,8 +259,8 @@ def frontier(trials: pd.DataFrame, budget_gib: float | None = None) -> pd.DataFr
 def with_gpu_axis(trials: pd.DataFrame) -> pd.DataFrame:
     """trials with num_processes and distributed filled where a row (or the table) predates them."""
     out = trials.copy()
-    for column, default in GPU_AXIS.items():
-        out[column] = out[column].fillna(default) if column in out else default
+    for name, default in GPU_AXIS.items():
+        out[name] = out[name].fillna(default) if name in out else default
     out["num_processes"] = out["num_processes"].astype(int)
     return out
 
