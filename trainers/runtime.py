@@ -558,6 +558,9 @@ def effective_config(trainer, model, spec: TrialSpec) -> dict[str, Any]:
     out["bnb_4bit_use_double_quant"] = quant.get("bnb_4bit_use_double_quant") if quant else None
     out["bnb_4bit_quant_storage"] = quant.get("bnb_4bit_quant_storage") if quant else None
     out["distributed"] = spec.distributed
+    # What accelerate made of it (MULTI_CPU or MULTI_GPU for DDP, FSDP, DEEPSPEED); NO for one process.
+    accelerator = getattr(trainer, "accelerator", None)
+    out["distributed_type"] = accelerator.distributed_type.value if accelerator is not None else None
     out["model_dtype"] = str(getattr(model, "dtype", None)).replace("torch.", "")
     out["trainable_params"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
     out["total_params"] = total_params(model)

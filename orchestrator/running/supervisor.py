@@ -566,6 +566,8 @@ class RankWatch:
             return OOM, f"rank {rank}: {final.get('type', 'Error')}: {final.get('message', '')}; {others}"
         if final is not None:
             message = f"{final.get('type', 'Error')}: {final.get('message', '')}".strip()
+            if _is_unavailable(final):  # every rank finds the same: the trial cannot run here
+                return UNAVAILABLE, str(final.get("message", ""))
             if is_oom(message):
                 return OOM, f"rank {rank}: {message}; {others}"
             return FAILED, f"rank {rank} failed: {message}; {others}"

@@ -1,6 +1,7 @@
 """A trial over several ranks on CPU (gloo), through accelerate's launcher under the supervisor (issue
 29): a real 2-rank DDP trial, then the faults with stand-in ranks (tests/fixtures/fake_ranks.py)."""
 
+import importlib.util
 import json
 import os
 import signal
@@ -12,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestrator.recording.outcome import COMPLETED, FAILED, OOM
+from orchestrator.recording.outcome import COMPLETED, FAILED, OOM, UNAVAILABLE
 from orchestrator.running.guard import GuardSettings
 from orchestrator.running.supervisor import run_trial
 from trainers.events import read_events
@@ -150,3 +151,29 @@ def _no_orphans():
     yield
     left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
     assert left == [], f"processes left behind: {left}"
+
+
+def tiny_ranks(**overrides) -> TrialSpec:
+    settings = dict(model="tiny", num_processes=2, max_steps=1, num_generations=2, batch_size=2,
+                    max_completion_length=8, max_prompt_length=96, quantization="none", num_threads=2,
+                    model_cache_dir=str(ROOT / ".cache"))  # fmt: skip
+    return TrialSpec(**(settings | overrides))
+
+
+def test_fsdp_on_a_host_without_a_gpu_is_unavailable_rather_than_recorded_as_the_ddp_it_would_run(tmp_path):
+    result = run_trial(tiny_ranks(distributed="fsdp"), trial_dir=tmp_path, guard=GuardSettings(timeout_s=240))
+    assert result.status == UNAVAILABLE
+    assert result.status_detail == (
+        "distributed: fsdp needs GPUs: accelerate set the ranks up as MULTI_CPU (not FSDP), as it does on a "
+        "host without a GPU; run it on GPUs, or choose distributed: ddp"
+    )
+
+
+@pytest.mark.skipif(importlib.util.find_spec("deepspeed") is not None, reason="deepspeed is installed here")
+def test_zero3_without_deepspeed_is_unavailable_before_any_rank_starts(tmp_path):
+    result = run_trial(tiny_ranks(distributed="zero3"), trial_dir=tmp_path, guard=GuardSettings(timeout_s=60))
+    assert (result.status, result.pid) == (UNAVAILABLE, None)
+    assert result.status_detail == (
+        "distributed: zero3 needs deepspeed, which is not installed here; install it (pip install deepspeed) "
+        "or choose distributed: ddp, or fsdp on GPUs"
+    )

@@ -87,18 +87,21 @@ class Stack(ABC):
 
     def run(self, spec: TrialSpec, events: EventWriter) -> None:
         """One trial: build, report what it runs with (`started`), train, report the end (`finished`)."""
+        from trainers.distributed import check_strategy
         from trainers.runtime import device_info, lora_b_abs_sum, setup_process
 
         # Threads, seeds and the budget's card before build(): a stack that patches at import (Unsloth)
         # imports inside build() and reads the card it will train on there.
         setup_process(spec)
         built = self.build(spec, events)
+        effective = self.effective_knobs(built, spec)
+        check_strategy(spec, effective.get("distributed_type"))
         events.emit(
             STARTED,
             framework=self.name,
             versions=self.versions(),
             **device_info(),
-            effective_config=self.effective_knobs(built, spec),
+            effective_config=effective,
         )
         built.trainer.train()
         events.emit(
