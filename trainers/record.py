@@ -234,6 +234,7 @@ TRIAL_FIELDS: tuple[Field, ...] = (
        "first steady generation cycle: the trial fits, or ended `oom` there) or `speed` (its full steps, "
        "alone on its GPU; also every trial of a sweep without a budget); null for a trial that did not run "
        "(pruned, unavailable, stopped before starting)"),
+    Field("adapter", STRING, CHOICE, SPEC, "`lora` (LoRA adapters on a frozen base) or `none` (full fine-tuning)"),
     Field("num_processes", INT64, COUNT, SPEC, "ranks the trial ran as (one GPU each on a GPU host; CPU processes "
        "over gloo without one)"),
     Field("distributed", STRING, CHOICE, SPEC, "how the ranks shared the model: `none` · `ddp` · `fsdp` · `zero2` · "

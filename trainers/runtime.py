@@ -558,6 +558,10 @@ def effective_config(trainer, model, spec: TrialSpec) -> dict[str, Any]:
     out["bnb_4bit_use_double_quant"] = quant.get("bnb_4bit_use_double_quant") if quant else None
     out["bnb_4bit_quant_storage"] = quant.get("bnb_4bit_quant_storage") if quant else None
     out["distributed"] = spec.distributed
+    out["adapter"] = spec.adapter
+    # Full fine-tuning with beta > 0: TRL's reference model, a second copy of the weights (None: none).
+    ref_model = getattr(trainer, "ref_model", None)
+    out["reference_model"] = type(ref_model).__name__ if ref_model is not None else None
     # What accelerate made of it (MULTI_CPU or MULTI_GPU for DDP, FSDP, DEEPSPEED); NO for one process.
     accelerator = getattr(trainer, "accelerator", None)
     out["distributed_type"] = accelerator.distributed_type.value if accelerator is not None else None

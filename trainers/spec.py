@@ -27,6 +27,7 @@ LR_SCHEDULERS = ("constant", "linear", "cosine")
 # weights, gradients and optimizer state sharded), zero2 / zero3 (DeepSpeed ZeRO stage 2: optimizer
 # state and gradients sharded; stage 3: the weights too).
 DISTRIBUTED = ("none", "ddp", "fsdp", "zero2", "zero3")
+ADAPTERS = ("lora", "none")
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 
 
@@ -101,6 +102,13 @@ class TrialSpec:
         "Learning-rate schedule (transformers' lr_scheduler_type, no warmup): constant keeps steps "
         "comparable; linear decays to 0 over max_steps (TRL's default, the original benchmark's).",
         choices=LR_SCHEDULERS,
+        keyed="when_set",
+    )
+    adapter: str = _knob(
+        "lora",
+        "lora: train LoRA adapters on the frozen base; none: full fine-tuning (every weight trained, "
+        "AdamW state for all of them, and with beta > 0 a reference model: a second copy of the weights).",
+        choices=ADAPTERS,
         keyed="when_set",
     )
     lora_r: int = _knob(16, "LoRA rank.", min=1)
@@ -308,6 +316,7 @@ def _cross_field_errors(spec: TrialSpec) -> list[str]:
     errors += _framework_dtype_errors(spec.framework_dtype)
     errors += model_problems(spec.model, spec.max_prompt_length + spec.max_completion_length)
     errors += task_problems(spec.task, spec.task_args)
+    errors += _adapter_errors(spec)
     if spec.fast_inference and not STACKS[spec.framework].fast_inference:
         vllm = [name for name, stack in STACKS.items() if stack.fast_inference]
         errors.append(
@@ -324,6 +333,21 @@ def _cross_field_errors(spec: TrialSpec) -> list[str]:
     if spec.eval_k > 1 and spec.temperature <= 0:
         errors.append("eval_k: pass@k needs sampling, temperature must be > 0")
     return errors
+
+
+def _adapter_errors(spec: TrialSpec) -> list[str]:
+    if spec.adapter != "none":
+        return []
+    if spec.quantization != "none":
+        return [
+            f"adapter: none (full fine-tuning) with quantization {spec.quantization}: 4-bit weights cannot be "
+            "trained; set quantization: none, or adapter: lora (QLoRA)"
+        ]
+    if spec.framework != "trl":
+        return [
+            f"adapter: none with framework {spec.framework}: full fine-tuning runs on trl; set framework: trl"
+        ]
+    return []
 
 
 def _rank_errors(spec: TrialSpec) -> list[str]:

@@ -177,3 +177,16 @@ def test_zero3_without_deepspeed_is_unavailable_before_any_rank_starts(tmp_path)
         "distributed: zero3 needs deepspeed, which is not installed here; install it (pip install deepspeed) "
         "or choose distributed: ddp, or fsdp on GPUs"
     )
+
+
+def test_full_fine_tuning_trains_every_weight_with_a_reference_model_on_one_rank_and_on_two(tmp_path):
+    for ranks, distributed in ((1, "none"), (2, "ddp")):
+        trial_dir = tmp_path / f"ranks{ranks}"
+        spec = tiny_ranks(adapter="none", beta=0.04, num_processes=ranks, distributed=distributed,
+                          task_args={"rewards": {"accuracy": 1.0, "digits": 1.0}})  # fmt: skip
+        result = run_trial(spec, trial_dir=trial_dir, guard=GuardSettings(timeout_s=240))
+        assert result.status == COMPLETED, result.status_detail
+        effective = result.started["effective_config"]
+        assert effective["trainable_params"] == effective["total_params"]
+        assert (effective["adapter"], effective["reference_model"]) == ("none", "Qwen2ForCausalLM")
+        assert events_of(trial_dir, 0)[-1]["lora_b_abs_sum"] is None, "no LoRA weights: not measured"

@@ -53,3 +53,15 @@ def test_the_strategy_and_the_rank_count_make_a_family_of_their_own():
     )
     assert len({family_of(one), family_of(ddp2), family_of(zero3)}) == 3
     assert family_label(zero3) == "trl grpo tiny none bf16 checkpointed 2 GPUs zero3"
+
+
+def test_full_fine_tuning_trains_every_weight_and_keeps_a_reference_copy_with_beta():
+    full = terms(spec(adapter="none"), SHAPE, "gpu")
+    # bf16 weights; their bf16 gradient and AdamW's two fp32 moments: 2 + 8 bytes a parameter.
+    assert full["weights"] == pytest.approx((LINEAR + OTHER) * 2 / GIB)
+    assert full["lora"] == pytest.approx((LINEAR + OTHER) * (2 + 8) / GIB)
+    with_ref = terms(spec(adapter="none", beta=0.04), SHAPE, "gpu")
+    assert with_ref["weights"] == pytest.approx((LINEAR + OTHER) * 2 * 2 / GIB)
+    zero3 = terms(spec(adapter="none", num_processes=2, distributed="zero3"), SHAPE, "gpu")
+    assert zero3["lora"] == pytest.approx((LINEAR + OTHER) * (2 + 8) / 2 / GIB)
+    assert family_label(spec(adapter="none")) == "trl grpo tiny none bf16 checkpointed full fine-tuning"

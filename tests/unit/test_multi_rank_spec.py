@@ -138,3 +138,14 @@ def test_more_ranks_than_the_hosts_gpus_are_refused_before_anything_runs():
     assert msg.startswith("num_processes: 8 ranks, one GPU each on one node, but this machine has 4 GPU(s)")
     assert "1 trial(s) (e.g. t8)" in msg and "to at most 4" in msg
     assert rank_problems(trials, gpus=0) == [], "without a GPU, ranks are CPU processes"
+
+
+def test_full_fine_tuning_needs_unquantized_weights_and_trl():
+    assert problems(adapter="none", quantization="none") == []
+    (msg,) = problems(adapter="none")
+    assert msg == (
+        "adapter: none (full fine-tuning) with quantization nf4: 4-bit weights cannot be trained; set "
+        "quantization: none, or adapter: lora (QLoRA)"
+    )
+    (msg,) = problems(adapter="none", quantization="none", framework="unsloth")
+    assert msg == "adapter: none with framework unsloth: full fine-tuning runs on trl; set framework: trl"

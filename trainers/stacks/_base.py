@@ -105,7 +105,10 @@ class Stack(ABC):
         )
         built.trainer.train()
         events.emit(
-            FINISHED, steps=built.meter.steps_emitted, lora_b_abs_sum=lora_b_abs_sum(built.trainer.model)
+            FINISHED,
+            steps=built.meter.steps_emitted,
+            # null for full fine-tuning: no LoRA weights to measure
+            lora_b_abs_sum=lora_b_abs_sum(built.trainer.model) if spec.adapter == "lora" else None,
         )
 
 

@@ -70,6 +70,6 @@ class TrlStack(Stack):
             config=config,
             task=ready.task,
             tokenizer=tokenizer,
-            peft_config=lora,
+            peft_config=lora if spec.adapter == "lora" else None,  # none: every weight trains
         )
         return Built(trainer, meter, longest_prompt)

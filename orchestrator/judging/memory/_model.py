@@ -35,6 +35,7 @@ FAMILY = (
     "fast_inference",
     "distributed",
     "num_processes",
+    "adapter",
 )
 # The interval: Z predictive standard deviations either side (the coefficients' covariance after the
 # fit, the prior's alone before any trial: orchestrator/judging/memory/_fit.py); from LOO_FROM trials on, at
@@ -107,6 +108,7 @@ def family_label(spec: TrialSpec) -> str:
         " checkpointed" if spec.gradient_checkpointing else "",
         " vLLM" if spec.fast_inference else "",
         f" {spec.num_processes} GPUs {spec.distributed}" if spec.num_processes > 1 else "",
+        " full fine-tuning" if spec.adapter == "none" else "",
     ]
     return f"{spec.framework} {spec.mode} {spec.model} {spec.quantization} {spec.effective_dtype}" + "".join(
         extras

@@ -8,7 +8,9 @@ one part of the peak:
   layers at half a byte a parameter, embeddings, head and norms at the compute dtype), the LoRA
   weights with their gradients and AdamW state (fp32: 16 bytes a parameter). A trial over N ranks:
   one rank's share (`sharded`): DDP a whole replica, ZeRO-2 the gradients and AdamW state over N,
-  FSDP and ZeRO-3 the weights too; each rank generates and trains on its 1/N of the completions. No reference model:
+  FSDP and ZeRO-3 the weights too; each rank generates and trains on its 1/N of the completions.
+  Full fine-tuning (adapter: none): the `lora` term is then every weight's gradient and AdamW state,
+  and with beta > 0 the weights count twice (TRL's reference model). No reference model:
   every trial trains LoRA adapters, and with beta > 0 both stacks take the reference log-probs from
   the same base with the adapters switched off (TRL's GRPOTrainer sets ref_model None for a PEFT
   model);
@@ -65,6 +67,7 @@ DEFAULT_PRIOR = (1.0, 0.5)
 UNSLOTH_LOGIT_CHUNKS = 4
 LORA_WEIGHT_BYTES = 4  # fp32 weight
 LORA_STATE_BYTES = 12  # fp32 gradient + AdamW's two moments
+ADAM_BYTES = 8  # AdamW's two fp32 moments a parameter
 NF4_BYTES = 0.5
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
@@ -150,7 +153,17 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
     w = dtype_bytes(spec, device)
     linear_bytes = NF4_BYTES if spec.quantization == "nf4" else w
     weights_share, state_share = sharded(spec)
-    weights = (shape.linear_params * linear_bytes + shape.other_params * w) * weights_share
+    full = spec.adapter == "none"
+    # Full fine-tuning with beta > 0: TRL's reference model, a second copy of the weights.
+    copies = 2 if full and spec.beta > 0 else 1
+    weights = (shape.linear_params * linear_bytes + shape.other_params * w) * weights_share * copies
+    # What trains: every weight's gradient (compute dtype) and AdamW's fp32 moments; or the LoRA weights
+    # (fp32, on every rank unless FSDP or ZeRO-3 shard them) with their gradient and AdamW state.
+    params = shape.linear_params + shape.other_params
+    lora = shape.lora_params(spec.lora_r) * (
+        LORA_WEIGHT_BYTES * weights_share + LORA_STATE_BYTES * state_share
+    )
+    trained = params * (w + ADAM_BYTES) * state_share if full else lora
     tokens = spec.max_prompt_length + spec.max_completion_length
     generation = spec.generation_batch_size / spec.num_processes
     micro = spec.effective_micro_batch_size
@@ -163,9 +176,7 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
     sizes = {
         "baseline": float(GIB),
         "weights": weights,
-        # the fp32 weight on every rank (FSDP and ZeRO-3 shard it too); gradient and AdamW state per state_share
-        "lora": shape.lora_params(spec.lora_r)
-        * (LORA_WEIGHT_BYTES * weights_share + LORA_STATE_BYTES * state_share),
+        "lora": trained,
         "kv_cache": 2 * shape.layers * shape.kv_heads * shape.head_dim * w * generation * tokens,
         "sampling_logits": generation * shape.vocab * 4,
         "activations": micro * tokens * kept * w,
