@@ -167,6 +167,10 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
     return SweepOutcome(out, counts, interrupted, [s.trial_key for s in todo])
 
 
+# Times a trial runs again after the node it ran on was lost.
+NODE_LOST_RETRIES = 2
+
+
 def _phase_name(phases: TrialPhases) -> str | None:
     """What a Tune run of a two-run sweep does, for its progress lines: the memory phase alone, the
     speed phase alone, or None for trials that go straight from one into the other."""
@@ -210,7 +214,11 @@ def _tune(
             storage_filesystem=storage_fs,
             callbacks=[RecorderCallback(recorder)],
             verbose=0,
-            failure_config=tune.FailureConfig(max_failures=0),
+            # A trial whose trainable died with its node (a worker lost, its raylet killed) runs again
+            # where there is room; the Recorder starts it afresh (its steps so far and its MLflow run
+            # dropped), so it is recorded once. A trial's own failure never gets here: the supervisor
+            # returns it as the trial's result.
+            failure_config=tune.FailureConfig(max_failures=NODE_LOST_RETRIES),
             log_to_file=True,
         ),
     )
