@@ -145,21 +145,3 @@ def shared_word(word: bool | None) -> bool:
     box = [word]
     dist.broadcast_object_list(box, src=0)
     return bool(box[0])
-
-
-# What accelerate's distributed_type must be for each sharding strategy to have run as asked.
-STRATEGY_TYPES = {"fsdp": "FSDP", "zero2": "DEEPSPEED", "zero3": "DEEPSPEED"}
-
-
-def check_strategy(spec: TrialSpec, distributed_type: str | None) -> None:
-    """Raise UnavailableError where accelerate did not set up the trial's sharding strategy: on a host
-    without a GPU it makes the ranks MULTI_CPU (plain DDP over gloo) whatever the launcher was told, so
-    an FSDP or ZeRO trial there would be recorded as what it is not."""
-    from trainers.runtime import UnavailableError
-
-    wanted = STRATEGY_TYPES.get(spec.distributed)
-    if wanted is not None and distributed_type != wanted:
-        raise UnavailableError(
-            f"distributed: {spec.distributed} needs GPUs: accelerate set the ranks up as {distributed_type} "
-            f"(not {wanted}), as it does on a host without a GPU; run it on GPUs, or choose distributed: ddp"
-        )
