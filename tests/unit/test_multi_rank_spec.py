@@ -149,3 +149,25 @@ def test_full_fine_tuning_needs_unquantized_weights_and_trl():
     )
     (msg,) = problems(adapter="none", quantization="none", framework="unsloth")
     assert msg == "adapter: none with framework unsloth: full fine-tuning runs on trl; set framework: trl"
+
+
+def test_solve_answers_the_fewest_gpus_that_fit_searching_from_the_most_down():
+    from orchestrator.judging.solve import Measured, make_request, search
+
+    request = make_request(
+        "num_processes", 24.0, settings={"distributed": "zero3", "model": "tiny"}, output_dir=None
+    )
+    # Memory per GPU falls with more GPUs: the candidates run from the most down.
+    assert request.values == [8, 4, 2, 1]
+    assert request.spec(1).distributed == "none" and request.spec(2).distributed == "zero3"
+    peaks = {8: 9.0, 4: 14.0, 2: 22.5, 1: 30.0}  # GiB per GPU: 2 GPUs fit 24 GiB, 1 does not
+
+    def measure(n):
+        fits = peaks[n] <= 24.0
+        return Measured(n, fits, "completed" if fits else "oom", "", peaks[n], "GPU (NVML)", f"t{n}")
+
+    answer = search("num_processes", request.values, measure, 24.0)
+    assert answer.lines() == [
+        "fewest GPUs that fit 24 GiB: 2, measured 22.50 GiB GPU (NVML) peak, margin 1.50 GiB (t2)",
+        "next GPUs below it: 1, does not fit (out of memory: no detail; t1)",
+    ]
