@@ -153,7 +153,8 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("task", STRING, TEXT, SPEC, "task name"),
     Field("num_generations", INT64, COUNT, SPEC, "K, completions per prompt"),
     Field("batch_size", INT64, COUNT, SPEC, "B, prompts per optimizer step"),
-    Field("micro_batch_size", INT64, COUNT, SPEC, "completions per forward/backward (effective: B×K when unset)"),
+    Field("micro_batch_size", INT64, COUNT, SPEC, "completions per forward/backward on each rank (effective: B×K "
+       "when unset; B×K/N over N ranks)"),
     Field("max_prompt_length", INT64, TOKENS, SPEC, "longest prompt"),
     Field("max_completion_length", INT64, TOKENS, SPEC, "longest completion"),
     Field("quantization", STRING, CHOICE, SPEC, "`nf4`, `none`"),
