@@ -4,6 +4,7 @@
 import importlib.util
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -129,6 +130,22 @@ def test_an_out_of_memory_error_on_any_rank_is_the_trials_oom_naming_the_rank(tm
     assert result.status_detail == (
         "rank 1: OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB; the other ranks were stopped"
     )
+
+
+def test_the_budget_is_per_rank_and_a_rank_passing_it_ends_the_whole_trial_as_oom_naming_it(tmp_path):
+    # A CPU trial's guard reads each rank's RSS: a python importing torch holds far over 0.05 GiB.
+    guard = GuardSettings(budget_gib=0.05, sample_hz=10, timeout_s=120, probe_steps=0)
+    result = run_trial(fake_spec(), trial_dir=tmp_path, guard=guard, trainer_cmd=FAKE_RANKS)
+    assert result.status == OOM
+    match = re.fullmatch(
+        r"rank ([01]): guard: RSS ([0-9.]+) GiB passed budget 0\.05 GiB \(\+0\.00 GiB margin\)",
+        result.status_detail,
+    )
+    assert match, result.status_detail
+    assert float(match[2]) > 0.05
+    spec_path = str(tmp_path / "spec.json")
+    left = [p for p in psutil.process_iter(["cmdline"]) if spec_path in (p.info["cmdline"] or [])]
+    assert left == [], f"ranks left running: {left}"
 
 
 def test_a_rank_hung_outside_the_collective_is_ended_by_the_timeout_and_named(tmp_path):
