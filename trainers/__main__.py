@@ -11,6 +11,7 @@ import sys
 import traceback
 
 from trainers import stacks
+from trainers.distributed import die_with_parent, dump_stack_on_signal, rank, rank_events_path, world_size
 from trainers.events import ERROR, OOM, EventWriter, oom_cause
 from trainers.runtime import RefusedError, UnavailableError
 from trainers.spec import TrialSpec
@@ -20,8 +21,12 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m trainers <trial-spec.json>", file=sys.stderr)
         return 2
+    if world_size() > 1:
+        die_with_parent()  # a rank: out of the launcher's process group, so it goes when the launcher does
     spec = TrialSpec.load(argv[0])
-    events = EventWriter(spec.events_path)
+    if world_size() > 1:
+        dump_stack_on_signal(spec.events_path, rank())  # read at a timeout: where this rank hung
+    events = EventWriter(rank_events_path(spec.events_path, rank()))
     try:
         spec.validate()  # an unregistered framework stops here, named with the registered ones
         stack = stacks.get(spec.framework)

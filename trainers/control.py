@@ -59,7 +59,16 @@ class SupervisorChannel:
 
     def stop_after(self, step: int, closes_steady_cycle: bool = True) -> bool:
         """Whether training ends after `step` (its event already written). closes_steady_cycle: the step
-        ends a generation cycle whose completions were not forced long (holds_here)."""
+        ends a generation cycle whose completions were not forced long (holds_here). A trial over several
+        ranks shares one stdin: rank 0 alone reads it and every rank follows its word, so all of them stop
+        at the same step (one stopping alone would leave the others waiting in a collective)."""
+        from trainers.distributed import rank, shared_word, world_size
+
+        if world_size() == 1:
+            return self._decide(step, closes_steady_cycle)
+        return shared_word(self._decide(step, closes_steady_cycle) if rank() == 0 else None)
+
+    def _decide(self, step: int, closes_steady_cycle: bool) -> bool:
         if holds_here(step, closes_steady_cycle, self.hold_at_step):
             self.hold_at_step = None  # one hold a run
             return self._line(wait=True) != CONTINUE

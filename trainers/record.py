@@ -98,6 +98,11 @@ STEP_FIELDS: tuple[Field, ...] = (
        "device used memory less what was in use before the trial)"),
     Field("rss_gib", FLOAT64, GIB, SAMPLER, "trainer process RSS at step end"),
     Field("rss_peak_gib", FLOAT64, GIB, SAMPLER, "trainer process RSS peak within the step"),
+    Field("rank_device_peak_gib", STRING, JSON_TEXT, SAMPLER, "a trial over several ranks: each rank's NVML peak "
+       "within the step on its own GPU, a list by rank (device_peak_gib is their max); null for one rank or "
+       "without NVML"),
+    Field("rank_rss_peak_gib", STRING, JSON_TEXT, SAMPLER, "a trial over several ranks: each rank's RSS peak "
+       "within the step, a list by rank (rss_peak_gib is their max); null for one rank"),
     Field("gpu_util_pct", FLOAT64, "%", SAMPLER, "NVML utilisation (mean in the step)"),
     Field("power_w", FLOAT64, "W", SAMPLER, "NVML power (mean in the step)"),
     Field("energy_j", FLOAT64, "J", SAMPLER, "power integrated over the step"),
@@ -148,7 +153,8 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("task", STRING, TEXT, SPEC, "task name"),
     Field("num_generations", INT64, COUNT, SPEC, "K, completions per prompt"),
     Field("batch_size", INT64, COUNT, SPEC, "B, prompts per optimizer step"),
-    Field("micro_batch_size", INT64, COUNT, SPEC, "completions per forward/backward (effective: B×K when unset)"),
+    Field("micro_batch_size", INT64, COUNT, SPEC, "completions per forward/backward on each rank (effective: B×K "
+       "when unset; B×K/N over N ranks)"),
     Field("max_prompt_length", INT64, TOKENS, SPEC, "longest prompt"),
     Field("max_completion_length", INT64, TOKENS, SPEC, "longest completion"),
     Field("quantization", STRING, CHOICE, SPEC, "`nf4`, `none`"),
@@ -243,6 +249,15 @@ TRIAL_FIELDS: tuple[Field, ...] = (
        "first steady generation cycle: the trial fits, or ended `oom` there) or `speed` (its full steps, "
        "alone on its GPU; also every trial of a sweep without a budget); null for a trial that did not run "
        "(pruned, unavailable, stopped before starting)"),
+    Field("adapter", STRING, CHOICE, SPEC, "`lora` (LoRA adapters on a frozen base) or `none` (full fine-tuning)"),
+    Field("num_processes", INT64, COUNT, SPEC, "ranks the trial ran as (one GPU each on a GPU host; CPU processes "
+       "over gloo without one)"),
+    Field("distributed", STRING, CHOICE, SPEC, "how the ranks shared the model: `none` · `ddp` · `fsdp` · `zero2` · "
+       "`zero3`"),
+    Field("rank_peak_device_gib", STRING, JSON_TEXT, SAMPLER, "each rank's NVML peak over the trial, a list by rank "
+       "(peak_device_gib is their max, the per-GPU figure the budget is held to); null for one rank"),
+    Field("rank_peak_rss_gib", STRING, JSON_TEXT, SAMPLER, "each rank's RSS peak over the trial, a list by rank "
+       "(peak_rss_gib is their max); null for one rank"),
     Field("settled_step", INT64, COUNT, SUPERVISOR, "the step at which the settled stop (`stop.when_settled`) ended "
        "the speed phase: peak memory had not grown for `stop.settle_steps` steps and the median tokens/s was "
        "known within `stop.settle_half_width`; null when it ran to max_steps or the stop was off"),

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from trainers.distributed import world_size
 from trainers.models import total_params
 from trainers.nvml import NvmlUnavailable, import_pynvml, open_visible_device, process_used_bytes, text
 
@@ -318,10 +319,14 @@ def setup_process(spec: TrialSpec) -> None:
     # Two busy threads per process on a 2-core host stall steps for seconds.
     threads = spec.num_threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
     if threads:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(max(1, threads // world_size()))  # the trial's CPUs shared by its ranks
     random.seed(spec.seed)
     torch.manual_seed(spec.seed)
     if not cuda_usable(torch):
+        return
+    if world_size() > 1:
+        # Each rank trains on the device accelerate picks by its LOCAL_RANK, not device 0: the budget
+        # is held per GPU by the supervisor's guard alone (no allocator cap, no card emulation).
         return
     device_used_before = device_used_before_cuda()
     try:
@@ -551,10 +556,22 @@ def effective_config(trainer, model, spec: TrialSpec) -> dict[str, Any]:
     out["unquantized_linear_modules"] = unquantized_linear_modules(model) if out["load_in_4bit"] else None
     out["bnb_4bit_quant_type"] = quant.get("bnb_4bit_quant_type") if quant else None
     out["bnb_4bit_use_double_quant"] = quant.get("bnb_4bit_use_double_quant") if quant else None
+    out["bnb_4bit_quant_storage"] = quant.get("bnb_4bit_quant_storage") if quant else None
+    out["distributed"] = spec.distributed
+    out["adapter"] = spec.adapter
+    # Full fine-tuning with beta > 0: TRL's reference model, a second copy of the weights (None: none).
+    ref_model = getattr(trainer, "ref_model", None)
+    out["reference_model"] = type(ref_model).__name__ if ref_model is not None else None
+    # What accelerate made of it (MULTI_CPU or MULTI_GPU for DDP, FSDP, DEEPSPEED); NO for one process.
+    accelerator = getattr(trainer, "accelerator", None)
+    out["distributed_type"] = accelerator.distributed_type.value if accelerator is not None else None
     out["model_dtype"] = str(getattr(model, "dtype", None)).replace("torch.", "")
     out["trainable_params"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
     out["total_params"] = total_params(model)
-    out["completions_per_step"] = args.per_device_train_batch_size * args.gradient_accumulation_steps
+    out["num_processes"] = args.world_size
+    out["completions_per_step"] = (
+        args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
+    )
     # Fractional where a group of K spans optimizer steps (grad_accum semantics, e.g. K 8 over 4 per step).
     prompts = out["completions_per_step"] / args.num_generations
     out["prompts_per_step"] = int(prompts) if prompts.is_integer() else prompts
@@ -587,3 +604,19 @@ def _plain(value: Any) -> Any:
 def lora_b_abs_sum(model) -> float:
     """Sum of |LoRA B|: PEFT initialises B to zero, so a positive value proves the adapters trained."""
     return float(sum(p.detach().abs().sum().item() for n, p in model.named_parameters() if "lora_B" in n))
+
+
+# What accelerate's distributed_type must be for each sharding strategy to have run as asked.
+STRATEGY_TYPES = {"fsdp": "FSDP", "zero2": "DEEPSPEED", "zero3": "DEEPSPEED"}
+
+
+def check_strategy(spec: TrialSpec, distributed_type: str | None) -> None:
+    """Raise UnavailableError where accelerate did not set up the trial's sharding strategy: on a host
+    without a GPU it makes the ranks MULTI_CPU (plain DDP over gloo) whatever the launcher was told, so
+    an FSDP or ZeRO trial there would be recorded as what it is not."""
+    wanted = STRATEGY_TYPES.get(spec.distributed)
+    if wanted is not None and distributed_type != wanted:
+        raise UnavailableError(
+            f"distributed: {spec.distributed} needs GPUs: accelerate set the ranks up as {distributed_type} "
+            f"(not {wanted}), as it does on a host without a GPU; run it on GPUs, or choose distributed: ddp"
+        )

@@ -23,6 +23,11 @@ MODES = ("grpo", "gspo")
 QUANTIZATIONS = ("nf4", "none")
 DTYPES = ("auto", "bf16", "fp16", "fp32")
 LR_SCHEDULERS = ("constant", "linear", "cosine")
+# How a trial's ranks share the model: none (one process), ddp (a replica per rank), fsdp (PyTorch FSDP:
+# weights, gradients and optimizer state sharded), zero2 / zero3 (DeepSpeed ZeRO stage 2: optimizer
+# state and gradients sharded; stage 3: the weights too).
+DISTRIBUTED = ("none", "ddp", "fsdp", "zero2", "zero3")
+ADAPTERS = ("lora", "none")
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 
 
@@ -73,6 +78,20 @@ class TrialSpec:
         min=1,
         keyed="when_set",
     )
+    num_processes: int = _knob(
+        1,
+        "Ranks the trial runs as (accelerate launch --num_processes): one GPU each on a GPU host, one "
+        "process each (gloo) without a GPU. B, micro-batches and K keep their meaning: B prompts per "
+        "optimizer step over all ranks, micro_batch_size completions per forward/backward on each rank.",
+        min=1,
+        keyed="when_set",
+    )
+    distributed: str = _knob(
+        "none",
+        "How the ranks share the model: none (one rank), ddp, fsdp, zero2 or zero3 (DeepSpeed ZeRO).",
+        choices=DISTRIBUTED,
+        keyed="when_set",
+    )
     max_prompt_length: int = _knob(256, "Longest prompt in tokens; longer prompts are refused.", min=1)
     max_completion_length: int = _knob(128, "Longest completion in tokens.", min=1)
     max_steps: int = _knob(10, "Optimizer steps to run.", min=1)
@@ -83,6 +102,13 @@ class TrialSpec:
         "Learning-rate schedule (transformers' lr_scheduler_type, no warmup): constant keeps steps "
         "comparable; linear decays to 0 over max_steps (TRL's default, the original benchmark's).",
         choices=LR_SCHEDULERS,
+        keyed="when_set",
+    )
+    adapter: str = _knob(
+        "lora",
+        "lora: train LoRA adapters on the frozen base; none: full fine-tuning (every weight trained, "
+        "AdamW state for all of them, and with beta > 0 a reference model: a second copy of the weights).",
+        choices=ADAPTERS,
         keyed="when_set",
     )
     lora_r: int = _knob(16, "LoRA rank.", min=1)
@@ -158,15 +184,22 @@ class TrialSpec:
     # ---------------------------------------------------------------------------------------
     @property
     def completions_per_step(self) -> int:
+        """Completions per optimizer step over all ranks."""
         if self.grad_accum:
-            return self.batch_size * self.grad_accum
+            return self.batch_size * self.grad_accum * self.num_processes
         return self.batch_size * self.num_generations
 
     @property
+    def completions_per_rank(self) -> int:
+        """Completions each rank trains on per optimizer step (_batch_errors: they split evenly)."""
+        return self.completions_per_step // self.num_processes
+
+    @property
     def effective_micro_batch_size(self) -> int:
+        """Completions per forward/backward on each rank."""
         if self.grad_accum:
             return self.batch_size
-        return self.micro_batch_size or self.completions_per_step
+        return self.micro_batch_size or self.completions_per_rank
 
     @property
     def generation_batch_size(self) -> int:
@@ -184,7 +217,7 @@ class TrialSpec:
 
     @property
     def gradient_accumulation_steps(self) -> int:
-        return self.completions_per_step // self.effective_micro_batch_size
+        return self.completions_per_rank // self.effective_micro_batch_size
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -279,7 +312,7 @@ def _cross_field_errors(spec: TrialSpec) -> list[str]:
     errors: list[str] = []
     if field_errors({k: getattr(spec, k) for k in KNOBS}):
         return errors  # cross-field checks need well-typed values
-    errors += _batch_errors(spec)
+    errors += _rank_errors(spec) or _batch_errors(spec)
     errors += _framework_dtype_errors(spec.framework_dtype)
     model_errors = model_problems(spec.model, spec.max_prompt_length + spec.max_completion_length)
     errors += model_errors
@@ -294,6 +327,7 @@ def _cross_field_errors(spec: TrialSpec) -> list[str]:
             "transformers fuses into 3-D tensors: PEFT adapts those with its ParamWrapper, which refuses "
             'dropout ("lora.ParamWrapper does not work with lora_dropout != 0"); set lora_dropout: 0'
         )
+    errors += _adapter_errors(spec)
     if spec.fast_inference and not STACKS[spec.framework].fast_inference:
         vllm = [name for name, stack in STACKS.items() if stack.fast_inference]
         errors.append(
@@ -312,6 +346,53 @@ def _cross_field_errors(spec: TrialSpec) -> list[str]:
     return errors
 
 
+def _adapter_errors(spec: TrialSpec) -> list[str]:
+    if spec.adapter != "none":
+        return []
+    if spec.quantization != "none":
+        return [
+            f"adapter: none (full fine-tuning) with quantization {spec.quantization}: 4-bit weights cannot be "
+            "trained; set quantization: none, or adapter: lora (QLoRA)"
+        ]
+    if spec.framework != "trl":
+        return [
+            f"adapter: none with framework {spec.framework}: full fine-tuning runs on trl; set framework: trl"
+        ]
+    return []
+
+
+def _rank_errors(spec: TrialSpec) -> list[str]:
+    """The strategy that goes with the rank count, the stack that can run ranks, and B x K split
+    evenly over the ranks (B prompts per optimizer step over all of them)."""
+    n = spec.num_processes
+    if n == 1 and spec.distributed != "none":
+        return [
+            f"distributed: {spec.distributed} with num_processes 1: a strategy shares the model between "
+            "ranks; set num_processes (sweep: resources.gpus_per_trial) to 2 or more, or distributed: none"
+        ]
+    if n > 1 and spec.distributed == "none":
+        return [
+            f"distributed: none with num_processes {n}: say how the {n} ranks share the model; set "
+            f"distributed to one of {', '.join(d for d in DISTRIBUTED if d != 'none')}, or num_processes: 1"
+        ]
+    if n > 1 and spec.framework != "trl":
+        return [
+            f"framework: {spec.framework} with num_processes {n}: only trl runs a trial over several "
+            "ranks (accelerate's launcher); set framework: trl or num_processes: 1"
+        ]
+    if spec.grad_accum or spec.completions_per_step % n == 0:
+        return []
+    bk = spec.completions_per_step
+    batches = [b for b in range(1, 4 * n * spec.batch_size + 1) if b * spec.num_generations % n == 0]
+    nearest_b = sorted(batches, key=lambda b: (abs(b - spec.batch_size), b))[:2]
+    nearest_n = sorted((d for d in range(1, bk + 1) if bk % d == 0), key=lambda d: (abs(d - n), d))[:2]
+    return [
+        f"num_processes: batch_size x num_generations = {spec.batch_size} x {spec.num_generations} = {bk} "
+        f"completions per optimizer step do not split evenly over {n} ranks; choose batch_size "
+        f"{' or '.join(map(str, sorted(nearest_b)))}, or num_processes {' or '.join(map(str, sorted(nearest_n)))}"
+    ]
+
+
 def _batch_errors(spec: TrialSpec) -> list[str]:
     if spec.grad_accum:
         if spec.micro_batch_size is not None:
@@ -320,16 +401,27 @@ def _batch_errors(spec: TrialSpec) -> list[str]:
                 "grad_accum set, batch_size is the micro-batch; leave micro_batch_size unset"
             ]
         generation = spec.generation_batch_size
-        if generation % spec.batch_size:
+        n = spec.num_processes
+        if generation % (spec.batch_size * n):
+            over = f" x num_processes {n}" if n > 1 else ""
+            ranks = f" on each of {n} ranks" if n > 1 else ""
             return [
                 f"grad_accum: a generation of {generation} completions (whole groups of "
-                f"num_generations {spec.num_generations} covering batch_size x grad_accum = "
-                f"{spec.batch_size} x {spec.grad_accum}) does not split into micro-batches of batch_size "
-                f"{spec.batch_size}; TRL needs it to: choose a batch_size dividing {generation}"
+                f"num_generations {spec.num_generations} covering batch_size x grad_accum{over} = "
+                f"{spec.completions_per_step}) does not split into micro-batches of batch_size "
+                f"{spec.batch_size}{ranks}; TRL needs it to: choose a batch_size dividing {generation // n}"
             ]
         return []
     bk = spec.completions_per_step
-    if bk % spec.effective_micro_batch_size:
+    per_rank = spec.completions_per_rank
+    if per_rank % spec.effective_micro_batch_size:
+        if spec.num_processes > 1:
+            return [
+                f"micro_batch_size: {spec.micro_batch_size} does not divide the {per_rank} completions each "
+                f"rank trains on per step (batch_size x num_generations = {spec.batch_size} x "
+                f"{spec.num_generations} = {bk} over num_processes {spec.num_processes}); choose a divisor "
+                f"of {per_rank} (e.g. {_divisor_hint(per_rank, spec.micro_batch_size)}) or leave it unset"
+            ]
         return [
             f"micro_batch_size: {spec.micro_batch_size} does not divide batch_size x num_generations = "
             f"{spec.batch_size} x {spec.num_generations} = {bk}; choose a divisor of {bk} "
@@ -361,7 +453,9 @@ def mode_warnings(spec: TrialSpec) -> list[str]:
     """Settings that are legal but probably not what the user meant."""
     warnings = []
     # TRL reuses a generation off-policy when an optimizer step does not consume it whole.
-    steps_per_generation = spec.generation_batch_size // spec.effective_micro_batch_size
+    steps_per_generation = spec.generation_batch_size // (
+        spec.effective_micro_batch_size * spec.num_processes
+    )
     off_policy = spec.gradient_accumulation_steps % (steps_per_generation * spec.num_iterations) != 0
     if spec.mode == "gspo" and spec.loss_type != "grpo":
         warnings.append(

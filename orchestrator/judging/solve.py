@@ -38,10 +38,19 @@ from tasks.names import did_you_mean
 from trainers.events import STEP
 from trainers.spec import BOOKKEEPING, KNOBS, TrialSpec, check_value
 
-SOLVABLE = ("num_generations", "batch_size", "max_completion_length")
+SOLVABLE = ("num_generations", "batch_size", "max_completion_length", "num_processes")
 # A knob's doubling ladder when no --values are given: (first, last) candidate.
-LADDERS = {"num_generations": (2, 256), "batch_size": (1, 256), "max_completion_length": (32, 8192)}
-SYMBOLS = {"num_generations": "K", "batch_size": "B", "max_completion_length": "completion length"}
+LADDERS = {
+    "num_generations": (2, 256),
+    "batch_size": (1, 256),
+    "max_completion_length": (32, 8192),
+    "num_processes": (1, 8),
+}
+SYMBOLS = {"num_generations": "K", "batch_size": "B", "max_completion_length": "completion length",
+           "num_processes": "GPUs"}  # fmt: skip
+# Knobs whose memory (per GPU) falls as they grow: their candidates are searched from the largest down,
+# so memory still grows along the list, and the answer is the fewest that fits ("fewest GPUs that fit").
+FEWEST = ("num_processes",)
 
 
 def ladder(first: int, last: int) -> list[int]:
@@ -142,26 +151,32 @@ class Answer:
                 f"Fix the cause (trials/{m.trial_key}/trainer.log), then run again with a fresh --output-dir"
             ]
         lines = []
+        fewest = self.knob in FEWEST
+        most, first, beyond, past = (
+            ("fewest", "largest", "smaller", "smaller --from")
+            if fewest
+            else ("largest", "smallest", "larger", "larger --to")
+        )
         if self.fit is None:
             lines.append(
-                f"none fits {budget}: the smallest candidate {name}={self.values[0]} "
+                f"none fits {budget}: the {first} candidate {name}={self.values[0]} "
                 f"does not ({_measured_words(self.above, budget)})"
             )
         else:
             lines.append(
-                f"largest {name} that fits {budget}: {self.fit.value}, measured "
+                f"{most} {name} that fit{'' if fewest else 's'} {budget}: {self.fit.value}, measured "
                 f"{_peak_words(self.fit)}, {self.margin.words()} ({self.fit.trial_key})"
                 + (": another run may not fit (docs/benchmarks.md)" if self.margin.tight else "")
             )
             if self.above is not None:
                 lines.append(
-                    f"next {name} above it: {self.above.value}, does not fit "
+                    f"next {name} {'below' if fewest else 'above'} it: {self.above.value}, does not fit "
                     f"({_measured_words(self.above, budget)}; {self.above.trial_key})"
                 )
             else:
                 lines.append(
-                    f"{self.fit.value} is the largest candidate; a larger {name} was not tried: give a "
-                    "larger --to (or --values) to look further"
+                    f"{self.fit.value} is the {most} candidate; a {beyond} {name} was not tried: give a "
+                    f"{past} (or --values) to look further"
                     + (f". Next: {self.beyond}" if self.beyond else "")
                 )
         lines += [f"not certain: {c}" for c in self.contradictions]
@@ -268,9 +283,20 @@ class SolveRequest:
     headroom_gib: float = 0.0  # what a fit must leave free under the budget
 
     def spec(self, value: int) -> TrialSpec:
-        spec = TrialSpec(**{**self.base.to_dict(), self.knob: value, "sweep": self.output_dir.name})
+        spec = TrialSpec(
+            **{**candidate(self.knob, value, self.base.to_dict()), "sweep": self.output_dir.name}
+        )
         spec.trial_key = trial_key(spec)
         return spec
+
+
+def candidate(knob: str, value: int, base: dict[str, Any]) -> dict[str, Any]:
+    """The settings of one candidate: base with the knob at value; one GPU shares nothing (distributed
+    none), whatever strategy the others use."""
+    settings = {**base, knob: value}
+    if knob == "num_processes" and value == 1:
+        settings["distributed"] = "none"
+    return settings
 
 
 def make_request(
@@ -375,9 +401,11 @@ def _candidates(
         errors.append(f"--from {first} is above --to {last}; give --from at most --to")
         return [], []
     candidates = sorted(set(values)) if given else ladder(first, last)
+    if knob in FEWEST:
+        candidates.reverse()
     if errors:
         return candidates, []  # the trial's own rules need well-formed settings and budget
-    problems = {v: TrialSpec(**{**base, knob: v}).problems() for v in candidates}
+    problems = {v: TrialSpec(**candidate(knob, v, base)).problems() for v in candidates}
     shared = set.intersection(*(set(p) for p in problems.values()))
     errors += sorted(shared)  # wrong whatever the candidate: a setting's own problem
     notes = []

@@ -26,6 +26,7 @@ from typing import Any
 import ray
 from ray import tune
 from ray.tune import Callback
+from ray.tune.execution.placement_groups import PlacementGroupFactory
 from ray.tune.search import Searcher
 
 from orchestrator.judging.pruning import HOLD, RUN
@@ -215,6 +216,32 @@ def _error_text(trial) -> str:
         if path and os.path.exists(path):
             return Path(path).read_text()[-2000:]
     return "see Ray's trial error"
+
+
+# ------------------------------------------------------------------------------------------------
+# What a trial holds
+# ------------------------------------------------------------------------------------------------
+def trial_request(spec: TrialSpec, cpus: int, gpus: float, has_gpu: bool) -> dict[str, float]:
+    """Ray's resources for one trial: its CPUs, and where the cluster has GPUs, `gpus` (a fraction for
+    packed memory-phase trials) or one whole GPU per rank for a trial over several ranks."""
+    request: dict[str, float] = {"CPU": cpus}
+    held = spec.num_processes if spec.num_processes > 1 else gpus
+    if has_gpu and held:
+        request["GPU"] = held
+    return request
+
+
+def trial_placement(
+    cpus: int, gpus: float, has_gpu: bool
+) -> Callable[[dict[str, Any]], PlacementGroupFactory]:
+    """Tune's resources per trial (its config names its spec): one bundle, so a trial's GPUs (one per
+    rank) are on one node; trials across nodes are not supported."""
+
+    def placement(config: dict[str, Any]) -> PlacementGroupFactory:
+        spec = TrialSpec.from_dict(json.loads(config["spec_json"]))
+        return PlacementGroupFactory([trial_request(spec, cpus, gpus, has_gpu)], strategy="PACK")
+
+    return placement
 
 
 # ------------------------------------------------------------------------------------------------

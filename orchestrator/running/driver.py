@@ -48,6 +48,8 @@ from orchestrator.running._tune import (
     PlanSearcher,
     RecorderCallback,
     trainable,
+    trial_placement,
+    trial_request,
 )
 from orchestrator.running.phases import MEMORY, SPEED, TrialPhases, speed_pending, stages
 from orchestrator.running.ray_env import credentials_kept_from_runtime_env, init_ray
@@ -165,6 +167,10 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
     return SweepOutcome(out, counts, interrupted, [s.trial_key for s in todo])
 
 
+# Times a trial runs again after the node it ran on was lost.
+NODE_LOST_RETRIES = 2
+
+
 def _phase_name(phases: TrialPhases) -> str | None:
     """What a Tune run of a two-run sweep does, for its progress lines: the memory phase alone, the
     speed phase alone, or None for trials that go straight from one into the other."""
@@ -180,9 +186,10 @@ def _tune(
     cluster has any); True when Ctrl-C cut it short."""
     scratch = local_dir(out, sweep.name)  # trainer scratch must be local
     has_gpu = ray.cluster_resources().get("GPU", 0) > 0
-    resources = {"cpu": sweep.resources.cpus_per_trial}
-    if has_gpu and gpus:
-        resources["gpu"] = gpus
+    cpus = sweep.resources.cpus_per_trial
+    # The largest request of these trials: no node that hosts it, no trial waits for the cluster.
+    requests = [trial_request(spec, cpus, gpus, has_gpu) for spec in todo] or [{"CPU": cpus}]
+    largest = max(requests, key=lambda r: r.get("GPU", 0))
     config = {
         "trials_dir": str(scratch / "trials"),
         "cpus": sweep.resources.cpus_per_trial,
@@ -191,11 +198,9 @@ def _tune(
         "phases": phases,
     }
     storage_fs, storage_path = filesystem_and_path(out / "ray")  # a URI: Tune syncs there via pyarrow.fs
-    placement = PlacementWatch(
-        {k.upper(): v for k, v in resources.items()}, 0.0 if local else PLACEMENT_PATIENCE_S
-    )
+    placement = PlacementWatch(largest, 0.0 if local else PLACEMENT_PATIENCE_S)
     tuner = tune.Tuner(
-        tune.with_resources(trainable, resources),
+        tune.with_resources(trainable, trial_placement(cpus, gpus, has_gpu)),
         tune_config=tune.TuneConfig(
             search_alg=PlanSearcher(todo, config, recorder, decide, placement),
             num_samples=-1,
@@ -209,7 +214,11 @@ def _tune(
             storage_filesystem=storage_fs,
             callbacks=[RecorderCallback(recorder)],
             verbose=0,
-            failure_config=tune.FailureConfig(max_failures=0),
+            # A trial whose trainable died with its node (a worker lost, its raylet killed) runs again
+            # where there is room; the Recorder starts it afresh (its steps so far and its MLflow run
+            # dropped), so it is recorded once. A trial's own failure never gets here: the supervisor
+            # returns it as the trial's result.
+            failure_config=tune.FailureConfig(max_failures=NODE_LOST_RETRIES),
             log_to_file=True,
         ),
     )

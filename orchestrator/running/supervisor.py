@@ -11,10 +11,10 @@ trainer and no orphan keeps a GPU.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -23,33 +23,36 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 import trainers
 from orchestrator.recording.outcome import COMPLETED, FAILED, OOM, STOPPED, UNAVAILABLE, TrialResult
 from orchestrator.running.guard import GuardSettings
 from orchestrator.running.kernel_oom import cgroup_memory_limit_gib, classify_kernel_oom, oom_kill_counts
 from orchestrator.running.phases import MEMORY, SPEED, SPEED_ONLY, TrialPhases
 from orchestrator.running.settle import settled, warm_up
-from orchestrator.running.telemetry import MemorySampler, Sample
+from orchestrator.running.telemetry import MemorySampler, RankSamplers, Sample
 from trainers.control import CONTINUE, STOP, closes_steady_cycle, holds_here
+from trainers.distributed import (
+    STACK_SIGNAL,
+    die_with_parent,
+    launch_command,
+    rank_events_path,
+    stack_path,
+    strategy_unavailable,
+)
 from trainers.events import ERROR, FINISHED, STARTED, STEP, is_oom, read_events
 from trainers.events import OOM as OOM_EVENT
 from trainers.nvml import CUDA_DEVICE_ORDER
 from trainers.spec import TrialSpec
 
 POLL_S = 0.1
+# A rank that ended without finishing: how long the launcher has to end the other ranks itself (torch's
+# elastic agent notices within a tenth of a second) before the supervisor ends them.
+RANK_FAILURE_GRACE_S = 2.0
 TERM_GRACE_S = 5.0
 STDERR_TAIL_CHARS = 2000
 PROJECT_ROOT = str(Path(trainers.__file__).resolve().parent.parent)
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """preexec_fn: the kernel sends SIGKILL to this child when the thread that forked it dies."""
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
 
 # torch's caching allocator setting for both stacks. Unsloth sets expandable_segments:True in its own
 # process at import (unsloth_zoo/__init__.py: PYTORCH_ALLOC_CONF on torch >= 2.10, else
@@ -170,6 +173,8 @@ class _Run:
         self.sampler: Any = None
         self.proc: subprocess.Popen | None = None
         self.oom_counts_before: dict[str, int] = {}  # kernel OOM-kill counters before the child started
+        self.ranks: RankWatch | None = None  # a trial over several ranks: the launcher's ranks
+        self.hang = ""  # a trial over several ranks that timed out: which rank hung, and where
 
     def drain(self) -> None:
         events, self.offset = read_events(self.spec.events_path, self.offset)
@@ -218,6 +223,8 @@ class _Run:
     def why_stop(self, deadline: float | None) -> str | None:
         if self.killed_for:
             return self.killed_for
+        if self.ranks is not None and self.ranks.watch(self.sampler) is not None and self.ranks.settled():
+            return "rank"
         if self.stop_event is not None and self.stop_event.is_set():
             return "stop"
         if deadline is not None and time.monotonic() > deadline:
@@ -252,7 +259,9 @@ def run_trial(
     the trainer hears them on its stdin and ends cleanly, with its `finished` event.
     """
     timeout_s = guard.timeout_s if guard else None
-    if sampler_factory is None and guard is not None:
+    if sampler_factory is None and guard is not None and spec.num_processes > 1:
+        sampler_factory = rank_sampler_factory(guard, cuda_visible_devices, spec.num_processes)
+    elif sampler_factory is None and guard is not None:
         sampler_factory = default_sampler_factory(guard, cuda_visible_devices, per_process=phases.shared_gpu)
     trial_dir = Path(trial_dir or spec.output_dir or ".").resolve()
     trial_dir.mkdir(parents=True, exist_ok=True)
@@ -274,20 +283,34 @@ def run_trial(
     result.started_at = time.time()
     t0 = time.monotonic()
     deadline = t0 + timeout_s if timeout_s else None
+    threads = cpus or spec.num_threads
+    if spec.num_processes > 1:
+        unavailable = strategy_unavailable(spec)
+        if unavailable:
+            result.status, result.status_detail = UNAVAILABLE, unavailable
+            result.ended_at = time.time()
+            return result
+        command = launch_command(spec, spec_path, free_port(), rank_program(trainer_cmd))
+        threads = max(1, threads // spec.num_processes) if threads else None
+        run.ranks = RankWatch(spec, events_path)
+    else:
+        command = [*(trainer_cmd or [sys.executable, "-m", "trainers"]), str(spec_path)]
     # The child inherits our cgroup: its OOM kills move the counters we can read here.
     run.oom_counts_before = oom_kill_counts()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [*(trainer_cmd or [sys.executable, "-m", "trainers"]), str(spec_path)],
+            command,
             stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=child_env(cuda_visible_devices, cpus or spec.num_threads),
+            env=child_env(cuda_visible_devices, threads),
             cwd=str(trial_dir),
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
     run.proc = proc
+    if run.ranks is not None:
+        run.ranks.attach(proc.pid)
     run.tell = lambda word: _tell(proc, word)
     result.pid = proc.pid
     result.cuda_visible_devices = cuda_visible_devices
@@ -306,6 +329,8 @@ def run_trial(
             reason = run.why_stop(deadline)
             if reason:
                 run.killed_for = reason
+                if reason == "timeout" and run.ranks is not None:
+                    run.hang = run.ranks.behind()  # before the ranks are stopped: their stacks
                 kill_group(proc)
                 break
             time.sleep(POLL_S)
@@ -318,6 +343,8 @@ def run_trial(
             kill_group(proc)
         else:  # it ended on its own (skipping its teardown: trainers/__main__.py)
             kill_leftovers(proc)
+        if run.ranks is not None:  # ranks live in sessions of their own, out of the launcher's group
+            run.ranks.kill()
         if run.sampler is not None:
             with contextlib.suppress(Exception):
                 run.sampler.stop()
@@ -354,7 +381,12 @@ def classify(run: _Run, log_path: Path) -> tuple[str, str]:
     if run.killed_for == "budget" and not finished:
         return OOM, run.guard_detail or "killed by the memory budget guard"
     if run.killed_for == "timeout":
-        return FAILED, f"timeout: no result after {run.timeout_s:g} s (wall-clock limit); trainer killed"
+        return (
+            FAILED,
+            f"timeout: no result after {run.timeout_s:g} s (wall-clock limit); trainer killed{run.hang}",
+        )
+    if run.ranks is not None and run.killed_for in (None, "rank") and run.ranks.watch() is not None:
+        return run.ranks.failure()
     if run.killed_for == "verdict" and not finished:
         last = run.result.steps[-1].get("step") if run.result.steps else 0
         return COMPLETED, f"{len(run.result.steps)} steps; ended early at step {last}: {run.early_end}"
@@ -428,5 +460,194 @@ def default_sampler_factory(
             on_budget_exceeded=lambda breach: on_exceed(breach.detail),
             per_process=per_process,
         )
+
+    return factory
+
+
+# ------------------------------------------------------------------------------------------------
+# A trial over several ranks (accelerate's launcher; trainers/distributed.py)
+# ------------------------------------------------------------------------------------------------
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now, for the ranks' rendezvous."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rank_program(trainer_cmd: list[str] | None) -> tuple[str, ...]:
+    """What each rank runs under the launcher: `-m trainers`, or a python trainer_cmd's script (tests'
+    stand-in trainers: [python, script])."""
+    if trainer_cmd is None:
+        return ("--module", "trainers")
+    if len(trainer_cmd) != 2 or trainer_cmd[0] != sys.executable:
+        raise ValueError(
+            f"a trial over several ranks runs a python script under accelerate: got {trainer_cmd}"
+        )
+    return (trainer_cmd[1],)
+
+
+class RankWatch:
+    """The ranks accelerate's launcher started: the launcher's children with RANK in their environment
+    (torch's elastic agent runs inside the launcher and starts each rank in a session of its own). It
+    hands each rank to the sampler as it appears, notes the first rank to end without its `finished`
+    event (the trial fails there, naming it; the others are stopped at once), and kills every rank's
+    process group at the end."""
+
+    def __init__(self, spec: TrialSpec, events_path: Path):
+        self.n = spec.num_processes
+        self.events_path = str(events_path)
+        self.launcher: psutil.Process | None = None
+        self.pids: dict[int, int] = {}
+        self.failed: int | None = None  # the first rank that ended without finishing
+        self.failed_at = 0.0
+
+    def attach(self, launcher_pid: int) -> None:
+        with contextlib.suppress(psutil.Error):
+            self.launcher = psutil.Process(launcher_pid)
+
+    def _discover(self, sampler: Any) -> None:
+        if self.launcher is None or len(self.pids) == self.n:
+            return
+        with contextlib.suppress(psutil.Error):
+            for child in self.launcher.children():
+                with contextlib.suppress(psutil.Error):
+                    rank = child.environ().get("RANK")
+                    if rank is not None and int(rank) not in self.pids:
+                        self.pids[int(rank)] = child.pid
+                        if isinstance(sampler, RankSamplers):
+                            sampler.add(int(rank), child.pid)
+
+    def watch(self, sampler: Any = None) -> int | None:
+        """The rank that ended first without finishing (once one has), else None; finds new ranks
+        first. Ranks found gone in the same look: one that ran out of memory, then one killed without a
+        final event, then one that raised (a rank whose peer died raises in its collective), lowest
+        first."""
+        self._discover(sampler)
+        if self.failed is None:
+            gone = [r for r, pid in sorted(self.pids.items()) if not _running(pid) and not self._finished(r)]
+            if gone:
+                self.failed = min(gone, key=self._blame_order)
+                self.failed_at = time.monotonic()
+        return self.failed
+
+    def _finished(self, rank: int) -> bool:
+        final = self.final(rank)
+        return final is not None and final.get("event") == FINISHED
+
+    def _blame_order(self, rank: int) -> tuple[int, int]:
+        final = self.final(rank)
+        kind = final.get("event") if final else None
+        return ({OOM_EVENT: 0, None: 1}.get(kind, 2), rank)
+
+    def settled(self, grace_s: float = RANK_FAILURE_GRACE_S) -> bool:
+        """A rank failed grace_s ago: the launcher had its time to end the others itself."""
+        return self.failed is not None and time.monotonic() - self.failed_at >= grace_s
+
+    def events(self, rank: int) -> list[dict[str, Any]]:
+        events, _ = read_events(rank_events_path(self.events_path, rank))
+        return events
+
+    def final(self, rank: int) -> dict[str, Any] | None:
+        return next((e for e in self.events(rank) if e.get("event") in (FINISHED, OOM_EVENT, ERROR)), None)
+
+    def failure(self) -> tuple[str, str]:
+        """(status, detail) of a trial ended by rank `failed`: its own final event when it wrote one."""
+        rank = self.failed
+        pid = self.pids.get(rank)
+        final = self.final(rank)
+        others = "the other ranks were stopped"
+        if final is not None and final.get("event") == OOM_EVENT:
+            return OOM, f"rank {rank}: {final.get('type', 'Error')}: {final.get('message', '')}; {others}"
+        if final is not None:
+            message = f"{final.get('type', 'Error')}: {final.get('message', '')}".strip()
+            if _is_unavailable(final):  # every rank finds the same: the trial cannot run here
+                return UNAVAILABLE, str(final.get("message", ""))
+            if is_oom(message):
+                return OOM, f"rank {rank}: {message}; {others}"
+            return FAILED, f"rank {rank} failed: {message}; {others}"
+        return FAILED, f"rank {rank} (pid {pid}) ended without a final event (killed or crashed); {others}"
+
+    def behind(self) -> str:
+        """Which rank hung, for a timeout's detail: each rank's Python stack (STACK_SIGNAL, written by
+        faulthandler even inside a collective) says whether it waits in torch.distributed; a rank that
+        does not, while others do, is the one they wait for. Each rank's last reported step too."""
+        steps = {r: max((e.get("step") or 0 for e in self.events(r) if e.get("event") == STEP), default=0)
+                 for r in range(self.n)}  # fmt: skip
+        listed = ", ".join(f"rank {r} step {step}" for r, step in steps.items())
+        where = self.stacks()
+        waiting = [r for r, frames in where.items() if any("torch/distributed" in f for f in frames)]
+        hung = [r for r, frames in where.items() if frames and r not in waiting]
+        if waiting and hung:
+            ranks = ", ".join(f"rank {r} (at {where[r][0]})" for r in hung)
+            return (
+                f"; {ranks} hung outside the collective rank(s) {', '.join(map(str, waiting))} waited in "
+                f"(last steps: {listed})"
+            )
+        lowest = min(steps.values())
+        if lowest == max(steps.values()):
+            return f"; no rank named: every rank at step {lowest}"
+        behind = [r for r, step in steps.items() if step == lowest]
+        return f"; rank(s) {', '.join(map(str, behind))} behind the others (last steps: {listed})"
+
+    def stacks(self, wait_s: float = 1.0) -> dict[int, list[str]]:
+        """Each running rank's innermost-first Python frames ('file:line in function'), by rank."""
+        signum = getattr(signal, STACK_SIGNAL)
+        for pid in self.pids.values():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+        time.sleep(wait_s)  # faulthandler writes at once; a rank's scheduler slot may not come at once
+        out: dict[int, list[str]] = {}
+        for rank in self.pids:
+            try:
+                text = Path(stack_path(self.events_path, rank)).read_text()
+            except OSError:
+                continue
+            out[rank] = [
+                line.strip().removeprefix('File "').replace('", line ', ":")
+                for line in text.splitlines()
+                if line.strip().startswith("File ")
+            ]
+        return out
+
+    def kill(self, grace_s: float = TERM_GRACE_S) -> None:
+        """SIGTERM each rank's process group, SIGKILL what is left after grace_s."""
+        groups = list(self.pids.values())
+        for pgid in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while any(_running(pid) for pid in groups) and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        for pgid in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def rank_sampler_factory(guard: GuardSettings, cuda_visible_devices: str | None, ranks: int):
+    """A factory of RankSamplers (orchestrator/running/telemetry.py): one MemorySampler per rank on the
+    rank's own GPU (its LOCAL_RANK's entry of cuda_visible_devices), the per-GPU budget guard naming
+    the rank whose reading passed it."""
+
+    def factory(pid: int, on_exceed):
+        devices = cuda_visible_devices.split(",") if cuda_visible_devices else None
+
+        def make(rank_pid: int, rank: int) -> MemorySampler:
+            return MemorySampler(
+                rank_pid,
+                hz=guard.sample_hz,
+                cuda_visible_devices=devices[rank] if devices else cuda_visible_devices,
+                budget_gib=guard.budget_gib,
+                margin_gib=guard.margin_gib,
+                on_budget_exceeded=lambda breach: on_exceed(f"rank {rank}: {breach.detail}"),
+            )
+
+        return RankSamplers(ranks, make)
 
     return factory

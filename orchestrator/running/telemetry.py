@@ -300,6 +300,8 @@ def summarize_window(samples: Sequence[Sample], t0: float, t1: float) -> dict[st
         "device_peak_gib": max(gpu) if gpu else None,
         "rss_gib": last.rss_gib,
         "rss_peak_gib": rss_peak,
+        "rank_device_peak_gib": None,  # one process: RankSamplers fills these for a trial over ranks
+        "rank_rss_peak_gib": None,
         "gpu_util_pct": _mean([s.gpu_util_pct for s in inside if s.gpu_util_pct is not None]),
         # time-weighted where the window is covered by power samples, else their plain mean
         "power_w": energy / covered if energy is not None and covered > 0 else _mean(powers),

@@ -197,6 +197,21 @@ def resource_problems(resources: Resources, cpus: int, gpus: int) -> list[str]:
     return problems
 
 
+def rank_problems(trials: list[TrialSpec], gpus: int) -> list[str]:
+    """Trials whose ranks (one GPU each) outnumber the GPUs of a host with `gpus` GPUs: a trial's
+    ranks share one node, so such a trial never starts. A host without GPUs runs ranks as CPU
+    processes."""
+    too_many = sorted({s.num_processes for s in trials if gpus and s.num_processes > gpus})
+    if not too_many:
+        return []
+    keys = [s.trial_key for s in trials if s.num_processes in too_many]
+    return [
+        f"num_processes: {', '.join(map(str, too_many))} ranks, one GPU each on one node, but this machine "
+        f"has {gpus} GPU(s), so {len(keys)} trial(s) (e.g. {keys[0]}) would never start; set num_processes "
+        f"(or resources.gpus_per_trial) to at most {gpus}; trials across nodes are not supported"
+    ]
+
+
 def plan(sweep: SweepSpec) -> Plan:
     """Expand the grid and check each trial with the trainer's own rules, grouping repeated problems;
     a local run (no RAY_ADDRESS) also checks the resources a trial asks for against this machine."""
@@ -210,11 +225,12 @@ def plan(sweep: SweepSpec) -> Plan:
             warnings.setdefault(warning, []).append(spec.trial_key)
     if "mode" not in sweep.axes() or len(sweep.axes()["mode"]) < 2:
         warnings = {w: k for w, k in warnings.items() if not w.startswith("mode:")}
-    local = (
-        []
-        if os.environ.get("RAY_ADDRESS")
-        else resource_problems(sweep.resources, local_cpus(), local_gpus())
-    )
+    local = []
+    if not os.environ.get("RAY_ADDRESS"):
+        gpus = local_gpus()
+        local = resource_problems(sweep.resources, local_cpus(), gpus) + rank_problems(
+            trials if sweep.resources.gpus_per_trial <= gpus else [], gpus
+        )
     return Plan(trials, local + _grouped(problems, len(trials)), _grouped(warnings, len(trials)))
 
 

@@ -101,8 +101,23 @@ class _Section(BaseModel):
 
 class Resources(_Section):
     gpus_per_trial: float = Field(
-        1, ge=0, description="GPUs each trial holds (ignored on a host without GPUs)."
+        1,
+        ge=0,
+        description="GPUs each trial holds (ignored on a host without GPUs). A whole number N > 1 runs "
+        "each trial as N ranks (the trial knob num_processes, which a grid may sweep instead), one "
+        "GPU each on one node; without a GPU, N CPU processes.",
     )
+
+    @field_validator("gpus_per_trial")
+    @classmethod
+    def _whole_gpus_for_ranks(cls, value: float) -> float:
+        if value > 1 and not float(value).is_integer():
+            raise ValueError(
+                f"{value:g} GPUs: more than one GPU per trial means one rank on each, so give a whole "
+                f"number, e.g. {math.floor(value)} or {math.ceil(value)}"
+            )
+        return value
+
     cpus_per_trial: int = Field(
         1, ge=1, le=INT_MAX, description="CPU cores each trial holds; also the trainer's thread count."
     )
@@ -387,6 +402,8 @@ class SweepSpec(_Section):
             base["memory_budget_gib"] = self.memory.budget_gib
         base["probe_steps"] = self.oom.probe_steps
         base["num_threads"] = self.resources.cpus_per_trial
+        if self.resources.gpus_per_trial > 1:
+            base["num_processes"] = int(self.resources.gpus_per_trial)
         return {**base, **self.fixed}
 
     def guard(self) -> GuardSettings:

@@ -56,6 +56,7 @@ def test_the_sampler_measures_exactly_the_records_sampler_fields():
     window = summarize_window([one], 0.5, 1.5)
     assert set(window) - {"samples"} == set(SAMPLER_FIELDS)
     assert SAMPLER_FIELDS == ("device_used_gib", "device_peak_gib", "rss_gib", "rss_peak_gib",
+                              "rank_device_peak_gib", "rank_rss_peak_gib",
                               "gpu_util_pct", "power_w", "energy_j")  # fmt: skip
 
 

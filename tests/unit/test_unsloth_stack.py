@@ -105,7 +105,9 @@ def test_the_effective_config_names_the_checkpoint_loaded_and_the_linear_layers_
         _name_or_path="unsloth/Qwen2.5-3B-Instruct-unsloth-bnb-4bit",
         quantization_config=BitsAndBytesConfig(load_in_4bit=True),
     )
-    args = SimpleNamespace(per_device_train_batch_size=4, gradient_accumulation_steps=1, num_generations=4)
+    args = SimpleNamespace(
+        per_device_train_batch_size=4, gradient_accumulation_steps=1, num_generations=4, world_size=1
+    )
     out = effective_config(SimpleNamespace(args=args), model, TrialSpec())
     assert out["resolved_checkpoint"] == "unsloth/Qwen2.5-3B-Instruct-unsloth-bnb-4bit"
     assert out["unquantized_linear_modules"] == ["down_proj", "lm_head"]

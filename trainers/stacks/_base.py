@@ -87,22 +87,27 @@ class Stack(ABC):
 
     def run(self, spec: TrialSpec, events: EventWriter) -> None:
         """One trial: build, report what it runs with (`started`), train, report the end (`finished`)."""
-        from trainers.runtime import device_info, lora_b_abs_sum, setup_process
+        from trainers.runtime import check_strategy, device_info, lora_b_abs_sum, setup_process
 
         # Threads, seeds and the budget's card before build(): a stack that patches at import (Unsloth)
         # imports inside build() and reads the card it will train on there.
         setup_process(spec)
         built = self.build(spec, events)
+        effective = self.effective_knobs(built, spec)
+        check_strategy(spec, effective.get("distributed_type"))
         events.emit(
             STARTED,
             framework=self.name,
             versions=self.versions(),
             **device_info(),
-            effective_config=self.effective_knobs(built, spec),
+            effective_config=effective,
         )
         built.trainer.train()
         events.emit(
-            FINISHED, steps=built.meter.steps_emitted, lora_b_abs_sum=lora_b_abs_sum(built.trainer.model)
+            FINISHED,
+            steps=built.meter.steps_emitted,
+            # null for full fine-tuning: no LoRA weights to measure
+            lora_b_abs_sum=lora_b_abs_sum(built.trainer.model) if spec.adapter == "lora" else None,
         )
 
 

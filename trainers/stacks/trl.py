@@ -8,8 +8,10 @@ trainers.runtime, trainers.measure and trainers.stacks._base.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
+from trainers.distributed import SHARDS_WEIGHTS
 from trainers.events import EventWriter
 from trainers.stacks._base import Built, Stack, assemble, grpo_config, prepare
 
@@ -33,6 +35,7 @@ class TrlStack(Stack):
         tokenizer = load_tokenizer(ready.model_path)
         longest_prompt = check_prompt_lengths(ready.task.train, tokenizer, spec.max_prompt_length)
 
+        sharded = spec.distributed in SHARDS_WEIGHTS
         quantization_config = None
         if spec.quantization == "nf4":
             quantization_config = BitsAndBytesConfig(
@@ -40,12 +43,16 @@ class TrlStack(Stack):
                 bnb_4bit_quant_type="nf4",
                 bnb_4bit_use_double_quant=True,
                 bnb_4bit_compute_dtype=ready.dtype,
+                # FSDP and ZeRO-3 shard the packed 4-bit weights as tensors of one dtype with the rest:
+                # store them in the compute dtype (bitsandbytes' default uint8 cannot be flattened with them).
+                **({"bnb_4bit_quant_storage": ready.dtype} if sharded else {}),
             )
         model = AutoModelForCausalLM.from_pretrained(
             ready.model_path,
             dtype=ready.dtype,
             quantization_config=quantization_config,
-            device_map={"": 0} if ready.on_gpu else None,
+            # A replica on each rank's own device; a sharding strategy places the weights itself.
+            device_map={"": int(os.environ.get("LOCAL_RANK", "0"))} if ready.on_gpu and not sharded else None,
         )
         lora = LoraConfig(
             r=spec.lora_r,
@@ -63,6 +70,6 @@ class TrlStack(Stack):
             config=config,
             task=ready.task,
             tokenizer=tokenizer,
-            peft_config=lora,
+            peft_config=lora if spec.adapter == "lora" else None,  # none: every weight trains
         )
         return Built(trainer, meter, longest_prompt)

@@ -27,7 +27,18 @@ MEASURE_COLUMNS = {kind: column for kind, column, _ in PEAK_SOURCES}
 PRIOR, FITTED = "prior", "fitted"
 FITS, DOES_NOT_FIT, UNCERTAIN, UNKNOWN = "fits", "does not fit", "uncertain", "unknown"
 # The knobs that make a family: trials of one family share one set of coefficients.
-FAMILY = ("framework", "mode", "model", "quantization", "dtype", "gradient_checkpointing", "fast_inference")
+FAMILY = (
+    "framework",
+    "mode",
+    "model",
+    "quantization",
+    "dtype",
+    "gradient_checkpointing",
+    "fast_inference",
+    "distributed",
+    "num_processes",
+    "adapter",
+)
 # The interval: Z predictive standard deviations either side (the coefficients' covariance after the
 # fit, the prior's alone before any trial: orchestrator/judging/memory/_fit.py); from LOO_FROM trials on, at
 # least LOO_FACTOR times the family's worst leave-one-out error.
@@ -95,7 +106,12 @@ def family_of(spec: TrialSpec) -> tuple:
 
 
 def family_label(spec: TrialSpec) -> str:
-    extras = [" checkpointed" if spec.gradient_checkpointing else "", " vLLM" if spec.fast_inference else ""]
+    extras = [
+        " checkpointed" if spec.gradient_checkpointing else "",
+        " vLLM" if spec.fast_inference else "",
+        f" {spec.num_processes} GPUs {spec.distributed}" if spec.num_processes > 1 else "",
+        " full fine-tuning" if spec.adapter == "none" else "",
+    ]
     return f"{spec.framework} {spec.mode} {spec.model} {spec.quantization} {spec.effective_dtype}" + "".join(
         extras
     )

@@ -7,7 +7,11 @@ one part of the peak:
 - static: the runtime's baseline (CUDA context or the Python process), the base weights (NF4 linear
   layers at half a byte a parameter; embeddings, head, norms and a mixture of experts' fused experts
   at the compute dtype: the architecture is orchestrator/judging/memory/_architecture.py's), the LoRA
-  weights with their gradients and AdamW state (fp32: 16 bytes a parameter). No reference model:
+  weights with their gradients and AdamW state (fp32: 16 bytes a parameter). A trial over N ranks:
+  one rank's share (`sharded`): DDP a whole replica, ZeRO-2 the gradients and AdamW state over N,
+  FSDP and ZeRO-3 the weights too; each rank generates and trains on its 1/N of the completions.
+  Full fine-tuning (adapter: none): the `lora` term is then every weight's gradient and AdamW state,
+  and with beta > 0 the weights count twice (TRL's reference model). No reference model:
   every trial trains LoRA adapters, and with beta > 0 both stacks take the reference log-probs from
   the same base with the adapters switched off (TRL's GRPOTrainer sets ref_model None for a PEFT
   model);
@@ -62,7 +66,9 @@ DEFAULT_PRIOR = (1.0, 0.5)
 # Unsloth's GRPO log-probs: the completion rows in this many chunks (unsloth_zoo rl_replacements:
 # chunks=4, and autotune's multiplier max(4, seq_len // 4096) for sequences under 16k tokens).
 UNSLOTH_LOGIT_CHUNKS = 4
-LORA_BYTES = 16  # fp32 weight + gradient + AdamW's two moments
+LORA_WEIGHT_BYTES = 4  # fp32 weight
+LORA_STATE_BYTES = 12  # fp32 gradient + AdamW's two moments
+ADAM_BYTES = 8  # AdamW's two fp32 moments a parameter
 NF4_BYTES = 0.5
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
@@ -80,13 +86,35 @@ def dtype_bytes(spec: TrialSpec, device: str) -> int:
     return DTYPE_BYTES[dtype]
 
 
+def sharded(spec: TrialSpec) -> tuple[float, float]:
+    """(share of the base weights, share of the LoRA weights' gradient and AdamW state) one rank holds
+    under the trial's strategy: DDP keeps a whole replica on every rank; ZeRO-2 shards the gradients
+    and optimizer state over the N ranks; FSDP and ZeRO-3 the weights too."""
+    n = spec.num_processes
+    weights = 1 / n if spec.distributed in ("fsdp", "zero3") else 1.0
+    state = 1 / n if spec.distributed in ("fsdp", "zero2", "zero3") else 1.0
+    return weights, state
+
+
 def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
-    """Each term's size in GiB for `spec` on `device` ('cpu' or 'gpu')."""
+    """Each term's size in GiB for `spec` on `device` ('cpu' or 'gpu'): one rank's, on its own GPU, for a
+    trial over several ranks (each generates and trains on its share of the step's completions)."""
     w = dtype_bytes(spec, device)
     linear_bytes = NF4_BYTES if spec.quantization == "nf4" else w
-    weights = shape.linear_params * linear_bytes + shape.other_params * w
+    weights_share, state_share = sharded(spec)
+    full = spec.adapter == "none"
+    # Full fine-tuning with beta > 0: TRL's reference model, a second copy of the weights.
+    copies = 2 if full and spec.beta > 0 else 1
+    weights = (shape.linear_params * linear_bytes + shape.other_params * w) * weights_share * copies
+    # What trains: every weight's gradient (compute dtype) and AdamW's fp32 moments; or the LoRA weights
+    # (fp32, on every rank unless FSDP or ZeRO-3 shard them) with their gradient and AdamW state.
+    params = shape.linear_params + shape.other_params
+    lora = shape.lora_params(spec.lora_r) * (
+        LORA_WEIGHT_BYTES * weights_share + LORA_STATE_BYTES * state_share
+    )
+    trained = params * (w + ADAM_BYTES) * state_share if full else lora
     tokens = spec.max_prompt_length + spec.max_completion_length
-    generation = spec.generation_batch_size
+    generation = spec.generation_batch_size / spec.num_processes
     micro = spec.effective_micro_batch_size
     # A layer keeps its attention and MLP intermediates for backward (Shape.layer_width a token).
     # Gradient checkpointing (ignored on a CPU) keeps only each layer's input, and backward recomputes
@@ -97,7 +125,7 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
     sizes = {
         "baseline": float(GIB),
         "weights": weights,
-        "lora": shape.lora_params(spec.lora_r) * LORA_BYTES,
+        "lora": trained,
         "kv_cache": 2 * shape.kv_heads * shape.head_dim * w * generation * shape.cached_tokens(tokens),
         "sampling_logits": generation * shape.vocab * 4,
         "activations": micro * tokens * kept * w,

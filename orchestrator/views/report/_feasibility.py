@@ -34,10 +34,23 @@ class FeasibilityGrid:
     statuses: pd.DataFrame  # the cell's outcome: a status, or "" where no trial ran
     budget_gib: float | None = None
     headroom_gib: float = 0.0  # memory.headroom_gib: what a fit must leave free under the budget
+    num_processes: int = 1  # the GPU axis: GPUs (ranks) per trial and how they share the model
+    distributed: str = "none"
 
     @property
     def title(self) -> str:
-        return f"{self.framework} · {self.mode} · {self.model}"
+        return f"{self.framework} · {self.mode} · {self.model}" + (
+            f" · {self.gpus}" if self.num_processes > 1 else ""
+        )
+
+    @property
+    def gpus(self) -> str:
+        return gpus_words(self.num_processes, self.distributed)
+
+    def fits(self, k: Any, b: Any) -> bool:
+        """A completed trial of the cell within the budget."""
+        in_grid = k in self.statuses.index and b in self.statuses.columns
+        return in_grid and self.statuses.loc[k, b] == COMPLETED and not self.over_budget(k, b)
 
     @property
     def memory_words(self) -> str:
@@ -97,12 +110,14 @@ def feasibility_matrix(
     trials = numeric(trials_df, TRIAL_NUMERIC)
     if trials.empty:
         return []
+    trials = with_gpu_axis(trials)
     trials["model"] = trials["model"].fillna("?").astype(str)
     peaks = [outcome.peak_memory(row) for _, row in trials.iterrows()]
     trials["_peak"] = [value for value, _ in peaks]
     trials["_kind"] = [kind for _, kind in peaks]
     grids = []
-    for (framework, mode, model), group in trials.groupby(["framework", "mode", "model"], sort=True):
+    by = ["framework", "mode", "model", *GPU_AXIS]
+    for (framework, mode, model, n, distributed), group in trials.groupby(by, sort=True):
         ks = sorted(int(k) for k in group["num_generations"].dropna().unique())
         bs = sorted(int(b) for b in group["batch_size"].dropna().unique())
         labels = pd.DataFrame("", index=ks, columns=bs, dtype=object)
@@ -117,17 +132,10 @@ def feasibility_matrix(
             frame.index.name, frame.columns.name = "K", "B"
         grids.append(
             FeasibilityGrid(
-                str(framework),
-                str(mode),
-                str(model),
-                kind,
-                labels,
-                values,
-                statuses,
-                budget_gib,
-                headroom_gib,
+                str(framework), str(mode), str(model), kind, labels, values, statuses, budget_gib,
+                headroom_gib, int(n), str(distributed),
             )
-        )
+        )  # fmt: skip
     return grids
 
 
@@ -154,7 +162,10 @@ def _cell(cell: pd.DataFrame, kind: str | None) -> tuple[str, float, str]:
 # ----------------------------------------------------------------------------------------------
 # Frontier
 # ----------------------------------------------------------------------------------------------
-FRONTIER_GROUP = ("framework", "mode", "model", "quantization")
+# The GPU axis: a configuration fits or not per GPU count and strategy (issue 29). Rows from before the
+# axis existed ran on one GPU, strategy none.
+GPU_AXIS = {"num_processes": 1, "distributed": "none"}
+FRONTIER_GROUP = ("framework", "mode", "model", "quantization", *GPU_AXIS)
 _SIZE_COLUMNS = ("max_completion_length", "max_prompt_length", "lora_r")
 _LABEL_NAMES = {
     "num_generations": "K",
@@ -229,12 +240,14 @@ def frontier(
     headroom_gib (memory.headroom_gib): a peak must leave this much of the budget free to fit.
     fit_margin_gib/_pct, fit_tight: the largest fit's margin to the budget (intervals.margin).
     A side that no trial reached is null."""
-    missing = [c for c in (*FRONTIER_GROUP, "num_generations", "batch_size", "status") if c not in trials]
+    required = (*FRONTIER_GROUP[:4], "num_generations", "batch_size", "status")
+    missing = [c for c in required if c not in trials]
     if missing:
         raise ValueError(
             f"frontier: trials table lacks column(s) {', '.join(missing)}; "
             f"pass trials.parquet's rows (its columns: docs/schema.md)"
         )
+    trials = with_gpu_axis(trials)
     rows = []
     for key, group in trials.groupby(list(FRONTIER_GROUP), dropna=False, sort=True, observed=True):
         g = _sized(group)
@@ -270,6 +283,21 @@ def frontier(
     return pd.DataFrame(rows, columns=list(FRONTIER_COLUMNS))
 
 
+def with_gpu_axis(trials: pd.DataFrame) -> pd.DataFrame:
+    """trials with num_processes and distributed filled where a row (or the table) predates them."""
+    out = trials.copy()
+    for name, default in GPU_AXIS.items():
+        out[name] = out[name].fillna(default) if name in out else default
+    out["num_processes"] = out["num_processes"].astype(int)
+    return out
+
+
+def gpus_words(num_processes: Any, distributed: Any) -> str:
+    """'1 GPU', or '2 GPUs · zero3'."""
+    n = int(num_processes)
+    return "1 GPU" if n == 1 and distributed == "none" else f"{n} GPUs · {distributed}"
+
+
 def _extreme(rows: pd.DataFrame, pick) -> pd.Series | None:
     return None if rows.empty else rows.loc[pick(rows.index, key=lambda i: rows.at[i, "_size"])]
 
@@ -294,7 +322,7 @@ OVER_BUDGET = "over budget"
 
 def frontier_view(df: pd.DataFrame) -> pd.DataFrame:
     """The frontier (frontier()) as the one table people read, in the report and on the terminal; the
-    model and quantization columns only where they vary (a one-model sweep names its model in the
+    model, quantization and GPUs columns only where they vary (a one-model sweep names its model in the
     matrix heading below)."""
     rows = []
     for r in df.itertuples(index=False):
@@ -307,6 +335,7 @@ def frontier_view(df: pd.DataFrame) -> pd.DataFrame:
                 "Mode": r.mode,
                 "Model": r.model,
                 "Quantization": r.quantization,
+                "GPUs": gpus_words(r.num_processes, r.distributed),
                 "Largest that fits": r.largest_fit if fit else "none fit" if no_fit else NO_ANSWER,
                 "Its peak": _gib(r.fit_peak_gib) + _margin_words(r),
                 "Smallest that does not": f"{r.smallest_oom}: {why}"
@@ -321,7 +350,7 @@ def frontier_view(df: pd.DataFrame) -> pd.DataFrame:
         )
     view = pd.DataFrame(rows)
     # The model and the quantization only where they tell rows apart (a column per page is precious).
-    same = [c for c in ("Model", "Quantization") if c in view and view[c].astype(str).nunique() <= 1]
+    same = [c for c in ("Model", "Quantization", "GPUs") if c in view and view[c].astype(str).nunique() <= 1]
     return view.drop(columns=same)
 
 
@@ -345,7 +374,11 @@ def matrix_views(grids: list[FeasibilityGrid]) -> list[MatrixView]:
     grid's label (peak or outcome), with "over budget" where a completed peak passed the budget."""
     views = []
     for model in sorted({g.model for g in grids}):
-        mine = sorted((g for g in grids if g.model == model), key=lambda g: (g.mode, g.framework))
+        mine = sorted(
+            (g for g in grids if g.model == model),
+            key=lambda g: (g.mode, g.framework, g.num_processes, g.distributed),
+        )
+        several = len({g.gpus for g in mine}) > 1
         configs = sorted(
             {(k, b) for g in mine for k in g.labels.index for b in g.labels.columns if g.labels.loc[k, b]},
             key=lambda kb: (kb[0] * kb[1], kb[0]),
@@ -362,9 +395,28 @@ def matrix_views(grids: list[FeasibilityGrid]) -> list[MatrixView]:
                     cells.append(f"{label}; {g.margin(k, b).words()}")
                 else:
                     cells.append(label or NOT_RUN)
-            table[f"{g.mode} · {g.framework}"] = cells
-        views.append(MatrixView(model, table, _matrix_caption(mine)))
+            table[f"{g.mode} · {g.framework}" + (f" · {g.gpus}" if several else "")] = cells
+        caption = _matrix_caption(mine) + (" " + fewest_gpus(mine, configs) if several else "")
+        views.append(MatrixView(model, table, caption))
     return views
+
+
+def fewest_gpus(grids: list[FeasibilityGrid], configs: list[tuple[Any, Any]]) -> str:
+    """Per stack and configuration run on more than one GPU count, the fewest GPUs it fits on:
+    "grpo · trl: K=8 B=1 needs 2 GPUs · zero3; K=16 B=1 fits on none tried"."""
+    parts = []
+    for stack in dict.fromkeys((g.mode, g.framework) for g in grids):
+        mine = sorted((g for g in grids if (g.mode, g.framework) == stack), key=lambda g: g.num_processes)
+        said = []
+        for k, b in configs:
+            ran = [g for g in mine if k in g.labels.index and b in g.labels.columns and g.labels.loc[k, b]]
+            if len({g.gpus for g in ran}) < 2:
+                continue
+            fit = next((g for g in ran if g.fits(k, b)), None)
+            said.append(f"K={k} B={b} " + (f"needs {fit.gpus}" if fit else "fits on none tried"))
+        if said:
+            parts.append(f"{stack[0]} · {stack[1]}: {'; '.join(said)}")
+    return f"Fewest GPUs that fit: {'. '.join(parts)}." if parts else ""
 
 
 def _matrix_caption(grids: list[FeasibilityGrid]) -> str:
