@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import json
 import os
 import threading
 import time
@@ -585,3 +586,95 @@ class MemorySampler:
 def _max(current: float | None, *values: float | None) -> float | None:
     present = [v for v in (current, *values) if v is not None]
     return max(present) if present else None
+
+
+# --- a trial over several ranks -------------------------------------------------------------------
+
+
+class RankSamplers:
+    """One MemorySampler per rank of a trial run through accelerate's launcher, read as one sampler.
+
+    The supervisor hands each rank's PID over as it finds it (`add`); `make(pid, rank)` builds the
+    rank's sampler (its own GPU, the budget guard naming the rank). A step's figures are each rank's
+    peak within the step (`rank_device_peak_gib`, `rank_rss_peak_gib`: lists by rank, null where a rank
+    was not sampled) and their max (device_peak_gib, rss_peak_gib: the per-GPU figure the budget is held
+    to); power and energy are the ranks' sum, utilisation their mean."""
+
+    def __init__(self, ranks: int, make: Callable[[int, int], MemorySampler]):
+        self.ranks = ranks
+        self.make = make
+        self.samplers: dict[int, MemorySampler] = {}
+        self._lock = threading.Lock()
+
+    def add(self, rank: int, pid: int) -> None:
+        with self._lock:
+            if rank in self.samplers:
+                return
+            self.samplers[rank] = self.make(pid, rank).start()
+
+    def start(self) -> RankSamplers:
+        return self  # each rank's sampler starts when its PID is known (add)
+
+    def stop(self) -> None:
+        for sampler in self._each():
+            sampler.stop()
+
+    def _each(self) -> list[MemorySampler]:
+        with self._lock:
+            return [self.samplers[r] for r in sorted(self.samplers)]
+
+    def _by_rank(self, read: Callable[[MemorySampler], dict[str, Any]]) -> list[dict[str, Any] | None]:
+        with self._lock:
+            samplers = dict(self.samplers)
+        return [read(samplers[r]) if r in samplers else None for r in range(self.ranks)]
+
+    def peak_between(self, t0: float, t1: float) -> dict[str, Any]:
+        return combine_ranks(
+            self._by_rank(lambda s: s.peak_between(t0, t1)), "device_peak_gib", "rss_peak_gib"
+        )
+
+    def peak(self) -> dict[str, Any]:
+        per_rank = self._by_rank(lambda s: s.peak())
+        combined = combine_ranks(per_rank, "device_peak_gib", "rss_peak_gib")
+        first = next((p for p in per_rank if p), {})
+        for key in ("gpu_name", "gpu_total_gib", "gpu_memory_source", "backend"):
+            combined[key] = first.get(key)
+        combined["hwm_gib"] = _max(None, *(p.get("hwm_gib") for p in per_rank if p))
+        errors = [f"rank {r}: {p['error']}" for r, p in enumerate(per_rank) if p and p.get("error")]
+        combined["error"] = "; ".join(errors) or None
+        return combined
+
+    def latest(self) -> Sample | None:
+        """The latest reading of the rank holding the most host memory (what a kernel OOM kill reads)."""
+        readings = [s for s in (sampler.latest() for sampler in self._each()) if s is not None]
+        return max(readings, key=lambda s: s.rss_gib, default=None)
+
+
+def combine_ranks(per_rank: list[dict[str, Any] | None], device_key: str, rss_key: str) -> dict[str, Any]:
+    """Figures of several ranks as one row: the per-rank peaks as JSON lists by rank, their max in the
+    trial's own columns; energy and power summed; utilisation averaged; used and RSS the max."""
+    present = [p for p in per_rank if p]
+
+    def values(key: str) -> list[float]:
+        return [p[key] for p in present if p.get(key) is not None]
+
+    def by_rank(key: str) -> str | None:
+        listed = [p.get(key) if p else None for p in per_rank]
+        return json.dumps(listed) if any(v is not None for v in listed) else None
+
+    def total(key: str) -> float | None:
+        found = values(key)
+        return sum(found) if found else None
+
+    return {
+        "device_used_gib": _max(None, *values("device_used_gib")),
+        device_key: _max(None, *values(device_key)),
+        "rss_gib": _max(None, *values("rss_gib")),
+        rss_key: _max(None, *values(rss_key)),
+        "rank_device_peak_gib": by_rank(device_key),
+        "rank_rss_peak_gib": by_rank(rss_key),
+        "gpu_util_pct": _mean(values("gpu_util_pct")),
+        "power_w": total("power_w"),
+        "energy_j": total("energy_j"),
+        "samples": sum(p.get("samples") or 0 for p in present),
+    }

@@ -168,6 +168,6 @@ def test_solve_answers_the_fewest_gpus_that_fit_searching_from_the_most_down():
 
     answer = search("num_processes", request.values, measure, 24.0)
     assert answer.lines() == [
-        "fewest GPUs that fit 24 GiB: 2, measured 22.50 GiB GPU (NVML) peak, margin 1.50 GiB (t2)",
+        "fewest GPUs that fit 24 GiB: 2, measured 22.50 GiB GPU (NVML) peak, 1.50 GiB (6.2%) to spare (t2)",
         "next GPUs below it: 1, does not fit (out of memory: no detail; t1)",
     ]

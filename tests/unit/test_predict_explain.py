@@ -167,3 +167,18 @@ def test_the_words_follow_the_device_the_stack_and_the_architecture():
     words = formulas(TrialSpec(model="random:google/gemma-3-1b-it"), gemma, "gpu")
     # 26 layers, 22 of them a 512-token window; sequences of 256 + 128 = 384 tokens fit inside it
     assert words["kv_cache"].endswith("x 8 sequences x (4 layers x 384 + 22 sliding layers x 384 tokens)")
+
+
+def test_the_words_say_which_share_a_rank_holds_under_its_strategy():
+    from orchestrator.judging.memory._architecture import Shape
+    from orchestrator.judging.memory._explain import formulas
+    from trainers.models import TINY_CONFIG
+
+    spec = TrialSpec(num_processes=2, distributed="zero3", num_generations=4, batch_size=2)
+    words = formulas(spec, Shape.from_config(TINY_CONFIG), "gpu")
+    assert words["weights"].endswith(" x 1/2 (zero3: this rank's share)")
+    assert (
+        "fp32 weight x 1/2 (zero3: this rank's share) + 12 B gradient and AdamW's 2 moments x 1/2"
+        in words["lora"]
+    )
+    assert " x 4 sequences x " in words["kv_cache"]  # 8 completions a step, 4 on each rank

@@ -7,10 +7,13 @@ from dataclasses import dataclass
 
 from orchestrator.judging.memory._architecture import Shape
 from orchestrator.judging.memory._terms import (
-    LORA_BYTES,
+    ADAM_BYTES,
+    LORA_STATE_BYTES,
+    LORA_WEIGHT_BYTES,
     NF4_BYTES,
     UNSLOTH_LOGIT_CHUNKS,
     dtype_bytes,
+    sharded,
 )
 from trainers.spec import TrialSpec
 
@@ -37,8 +40,14 @@ def formulas(spec: TrialSpec, shape: Shape, device: str) -> dict[str, str]:
     dtype = f"{w} B ({name})"
     linear = f"{NF4_BYTES} B (nf4)" if spec.quantization == "nf4" else dtype
     tokens = spec.max_prompt_length + spec.max_completion_length
-    generation = spec.generation_batch_size
+    generation = spec.generation_batch_size / spec.num_processes  # one rank's share of the step
     micro = spec.effective_micro_batch_size
+    weights_share, state_share = sharded(spec)
+
+    def share(fraction: float) -> str:  # one rank's part of what its strategy shards
+        return "" if fraction == 1 else f" x 1/{spec.num_processes} ({spec.distributed}: this rank's share)"
+
+    copies = " x 2 (TRL's reference model)" if spec.adapter == "none" and spec.beta > 0 else ""
     experts = f", {shape.moe_layers} layers x {shape.experts} experts" if shape.experts else ""
     cached = f"{shape.layers} layers x {tokens} tokens"
     if shape.sliding_layers:
@@ -59,13 +68,20 @@ def formulas(spec: TrialSpec, shape: Shape, device: str) -> dict[str, str]:
     runtime = "the CUDA context and allocator" if device == "gpu" else "the Python process with torch and TRL"
     return {
         "baseline": f"{runtime}: 1 GiB x its coefficient",
-        "weights": f"{shape.linear_params:,} linear params x {linear} + {shape.other_params:,} others "
-        f"(embeddings{', untied head' if not shape.tied else ''}, norms{experts}) x {dtype}",
-        "lora": f"{shape.lora_params(spec.lora_r):,} LoRA params (r {spec.lora_r}, every nn.Linear) x "
-        f"{LORA_BYTES} B (fp32 weight, gradient, AdamW's 2 moments)",
+        "weights": f"({shape.linear_params:,} linear params x {linear} + {shape.other_params:,} others "
+        f"(embeddings{', untied head' if not shape.tied else ''}, norms{experts}) x {dtype})"
+        f"{share(weights_share)}{copies}",
+        "lora": (
+            f"{shape.linear_params + shape.other_params:,} params trained in full x ({dtype} gradient + "
+            f"{ADAM_BYTES} B AdamW's 2 fp32 moments){share(state_share)}"
+            if spec.adapter == "none"
+            else f"{shape.lora_params(spec.lora_r):,} LoRA params (r {spec.lora_r}, every nn.Linear) x "
+            f"({LORA_WEIGHT_BYTES} B fp32 weight{share(weights_share)} + {LORA_STATE_BYTES} B gradient and "
+            f"AdamW's 2 moments{share(state_share)})"
+        ),
         "kv_cache": f"2 (K and V) x {shape.kv_heads} KV heads x {shape.head_dim} head dim x {dtype} x "
-        f"{generation} sequences x {cached}",
-        "sampling_logits": f"{generation} sequences x {shape.vocab:,} vocab x 4 B (fp32)",
+        f"{generation:g} sequences x {cached}",
+        "sampling_logits": f"{generation:g} sequences x {shape.vocab:,} vocab x 4 B (fp32)",
         "activations": f"micro-batch {micro} x {tokens} tokens x {kept} x {dtype}",
         "logits": f"micro-batch {micro} x {spec.max_completion_length} completion tokens x {shape.vocab:,} "
         f"vocab x {logits}",
