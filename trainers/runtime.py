@@ -363,7 +363,7 @@ def setup_process(spec: TrialSpec) -> None:
 @contextlib.contextmanager
 def real_card():
     """torch.cuda answers for the real card inside the block (setup_process's budget emulation is
-    lifted), for a caller that scales to the budget itself (vllm_gpu_memory_utilization) or reports
+    lifted), for a caller that scales to the budget itself (generation.pool_utilization) or reports
     the card (device_info)."""
     import torch
 
@@ -378,12 +378,14 @@ def real_card():
         _install(emulated)
 
 
-def vllm_gpu_memory_utilization(requested: float, budget_gib: float | None, card_total_bytes: int) -> float:
-    """vLLM's gpu_memory_utilization that gives it `requested` of the budget: vLLM sizes its pool as
-    utilisation x the card's total, so on an 80 GiB card 0.5 would take 40 GiB of a 16 GiB budget."""
-    if not budget_gib:
-        return requested
-    return requested * min(1.0, budget_gib * GIB / card_total_bytes)
+def card_total_bytes() -> int | None:
+    """The real card's memory (the budget's emulation lifted), None without a GPU."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    with real_card():
+        return torch.cuda.get_device_properties(0).total_memory
 
 
 def device_info() -> dict[str, Any]:
@@ -520,11 +522,15 @@ EFFECTIVE_KNOBS = (
     "max_steps",
     "seed",
     # Unsloth's GRPOConfig has its own defaults for these (adamw_8bit, weight decay 0.001, 10% warmup;
-    # adamw_torch_fused on CPU) and turns vLLM on with fast_inference: read them back too.
+    # adamw_torch_fused on CPU) and turns vLLM on with fast_inference: read them back too (with vLLM,
+    # its mode and pool share as the trainer holds them).
     "optim",
     "weight_decay",
     "warmup_steps",
     "use_vllm",
+    "vllm_mode",
+    "vllm_gpu_memory_utilization",
+    "vllm_enable_sleep_mode",
 )
 
 

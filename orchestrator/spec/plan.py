@@ -32,6 +32,11 @@ from trainers.spec import (
 NAMED = ("framework", "mode", "model", "num_generations", "batch_size")
 # Bookkeeping and execution knobs (trainers.spec roles) do not define the trial either.
 NOT_HASHED = NAMED + BOOKKEEPING + EXECUTION
+# Knobs renamed since keys were published: hashed under their published name and value, so keys stay.
+PUBLISHED_AS = {
+    "generation": ("fast_inference", lambda value: value == "vllm"),
+    "vllm_gpu_memory_utilization": ("gpu_memory_utilization", lambda value: value),
+}
 _MODEL_SUFFIXES = re.compile(r"-(instruct|chat|it|hf|base)$")
 
 
@@ -57,6 +62,8 @@ def trial_key(spec: TrialSpec) -> str:
         for k in KNOBS
         if k not in NOT_HASHED and not (k in KEYED_WHEN_SET and getattr(spec, k) == knob_default(k))
     }
+    for name, (published, value) in PUBLISHED_AS.items():
+        rest[published] = value(rest.pop(name))
     rest["model"] = spec.model  # model_short drops the organisation and suffixes: hash the full name
     digest = hashlib.sha1(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:12]
     return f"{spec.framework}-{spec.mode}-{model_short(spec.model)}-k{spec.num_generations}-b{spec.batch_size}-{digest}"
