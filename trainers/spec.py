@@ -339,6 +339,13 @@ def _generation_errors(spec: TrialSpec) -> list[str]:
             f"vllm_mode: {spec.vllm_mode} with framework {spec.framework}, which runs vLLM only as "
             f"{', '.join(modes)}; set vllm_mode: {modes[0]} or framework trl"
         )
+    if spec.probe_steps and spec.framework == "unsloth":
+        errors.append(
+            f"probe_steps: {spec.probe_steps} with generation: vllm on unsloth; probe steps force full-length "
+            "completions through vLLM's min_tokens as TRL passes its sampling parameters, which Unsloth's "
+            "own vLLM path (fast_inference) is not shown to read, so they would not be the worst case they "
+            "claim; set probe_steps: 0 (oom.probe_steps: 0 in a sweep) or framework trl"
+        )
     if spec.vllm_enable_sleep_mode and spec.framework != "trl":
         errors.append(
             f"vllm_enable_sleep_mode: true with framework {spec.framework}; only TRL exposes vLLM's sleep "

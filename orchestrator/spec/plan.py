@@ -34,7 +34,7 @@ NAMED = ("framework", "mode", "model", "num_generations", "batch_size")
 NOT_HASHED = NAMED + BOOKKEEPING + EXECUTION
 # Knobs renamed since keys were published: hashed under their published name and value, so keys stay.
 PUBLISHED_AS = {
-    "generation": ("fast_inference", lambda value: value == "vllm"),
+    "generation": ("fast_inference", lambda value: {"transformers": False, "vllm": True}.get(value, value)),
     "vllm_gpu_memory_utilization": ("gpu_memory_utilization", lambda value: value),
 }
 _MODEL_SUFFIXES = re.compile(r"-(instruct|chat|it|hf|base)$")
@@ -204,6 +204,17 @@ def resource_problems(resources: Resources, cpus: int, gpus: int) -> list[str]:
     return problems
 
 
+def vllm_server_problems(spec: TrialSpec, resources: Resources) -> list[str]:
+    """Server mode trains on a trial's GPUs but its last, which serves: it needs two at least."""
+    if spec.generation == "vllm" and spec.vllm_mode == "server" and resources.gpus_per_trial < 2:
+        return [
+            f"vllm_mode: server with resources.gpus_per_trial {resources.gpus_per_trial:g}; server mode trains "
+            "on all the trial's GPUs but one and serves vLLM on that one, so it needs at least 2: set "
+            "resources.gpus_per_trial: 2 or vllm_mode: colocate"
+        ]
+    return []
+
+
 def plan(sweep: SweepSpec) -> Plan:
     """Expand the grid and check each trial with the trainer's own rules, grouping repeated problems;
     a local run (no RAY_ADDRESS) also checks the resources a trial asks for against this machine."""
@@ -211,7 +222,7 @@ def plan(sweep: SweepSpec) -> Plan:
     problems: dict[str, list[str]] = {}
     warnings: dict[str, list[str]] = {}
     for spec in trials:
-        for problem in spec.problems():
+        for problem in spec.problems() + vllm_server_problems(spec, sweep.resources):
             problems.setdefault(problem, []).append(spec.trial_key)
         for warning in mode_warnings(spec):
             warnings.setdefault(warning, []).append(spec.trial_key)

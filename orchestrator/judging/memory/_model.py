@@ -14,7 +14,7 @@ import numpy as np
 
 from orchestrator.judging.memory._fit import fit as fit_coefficients
 from orchestrator.judging.memory._fit import predictive_sd
-from orchestrator.judging.memory._terms import PARTS, TERMS, Shape, device_of, prior, terms
+from orchestrator.judging.memory._terms import PARTS, TERMS, Shape, device_of, prior, terms, unsized_vllm_pool
 from orchestrator.recording.outcome import COMPLETED, GPU, OOM, PEAK_SOURCES, RSS, TORCH, peak_memory
 from trainers.models import bundled_models, parse_model
 from trainers.record import finite_or_none
@@ -25,14 +25,15 @@ MEASURE_COLUMNS = {kind: column for kind, column, _ in PEAK_SOURCES}
 PRIOR, FITTED = "prior", "fitted"
 FITS, DOES_NOT_FIT, UNCERTAIN, UNKNOWN = "fits", "does not fit", "uncertain", "unknown"
 # The knobs that make a family: trials of one family share one set of coefficients.
-FAMILY = ("framework", "mode", "model", "quantization", "dtype", "gradient_checkpointing", "fast_inference")
+FAMILY = ("framework", "mode", "model", "quantization", "dtype", "gradient_checkpointing", "generation")
 # The interval: Z predictive standard deviations either side (the coefficients' covariance after the
 # fit, the prior's alone before any trial: orchestrator/judging/memory/_fit.py); from LOO_FROM trials on, at
 # least LOO_FACTOR times the family's worst leave-one-out error.
 Z = 2.0
 LOO_FACTOR, LOO_FROM = 1.5, 3
-# vLLM (fast_inference) reserves gpu_memory_utilization of the card up front: no term models its pool,
-# so such a family is predicted only from this many measured trials of its own.
+# Colocated vLLM without a budget reserves vllm_gpu_memory_utilization of a card (or node) the model
+# does not know: no term sizes its pool, so such a family is predicted only from this many measured
+# trials of its own.
 FAST_INFERENCE_TRIALS = 2
 
 
@@ -93,7 +94,10 @@ def family_of(spec: TrialSpec) -> tuple:
 
 
 def family_label(spec: TrialSpec) -> str:
-    extras = [" checkpointed" if spec.gradient_checkpointing else "", " vLLM" if spec.fast_inference else ""]
+    extras = [
+        " checkpointed" if spec.gradient_checkpointing else "",
+        " vLLM" if spec.generation == "vllm" else "",
+    ]
     return f"{spec.framework} {spec.mode} {spec.model} {spec.quantization} {spec.effective_dtype}" + "".join(
         extras
     )
@@ -235,12 +239,12 @@ class MemoryModel:
         shape, why = model_shape(spec.model)
         if shape is None:
             return Prediction(None, None, None, self.measure, n, basis, unknown=why)
-        if spec.fast_inference and n < FAST_INFERENCE_TRIALS:
+        if unsized_vllm_pool(spec) and n < FAST_INFERENCE_TRIALS:
             return Prediction(
                 None, None, None, self.measure, n, basis,
-                unknown=f"fast_inference: vLLM reserves gpu_memory_utilization ({spec.gpu_memory_utilization:g}) "
-                f"of the card up front, which no term models; {FAST_INFERENCE_TRIALS} measured trials of "
-                f"this family are needed, {n} so far: run them first",
+                unknown=f"generation: vllm reserves vllm_gpu_memory_utilization ({spec.vllm_gpu_memory_utilization:g}) "
+                f"of the card up front and no memory_budget_gib sizes it; set memory_budget_gib (the pool is "
+                f"then that share of it) or measure {FAST_INFERENCE_TRIALS} trials of this family first ({n} so far)",
             )  # fmt: skip
         sizes = terms(spec, shape, self.device)
         coefficients = self._coefficients(family)
