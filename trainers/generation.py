@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from trainers.spec import TrialSpec
 
 GIB = 1024**3
+SERVER_HOST = "127.0.0.1"  # server mode: the trial's vLLM server listens on loopback only
 
 
 def pool_utilization(requested: float, budget_gib: float | None, card_total_bytes: int) -> float:
@@ -62,4 +63,8 @@ def trl_vllm_kwargs(spec: TrialSpec, card_total_bytes: int | None) -> dict[str, 
         else asked,
         "vllm_enable_sleep_mode": spec.vllm_enable_sleep_mode,
         "vllm_max_model_length": spec.max_prompt_length + spec.max_completion_length,
-    }
+    } | (
+        {"vllm_server_host": SERVER_HOST, "vllm_server_port": spec.vllm_server_port}
+        if spec.vllm_mode == "server"
+        else {}
+    )

@@ -170,6 +170,9 @@ TRIAL_FIELDS: tuple[Field, ...] = (
        "the device's less what was in use before the trial (gpu_memory_source); null without NVML"),
     Field("peak_torch_reserved_gib", FLOAT64, GIB, RECORDER, "max of the steps' torch peak reserved"),
     Field("peak_rss_gib", FLOAT64, GIB, SAMPLER, "trainer process resident memory peak (sampler VmHWM or steps)"),
+    Field("vllm_server_peak_gib", FLOAT64, GIB, SUPERVISOR, "vllm_mode server: the vLLM server's peak (its process's "
+       "GPU memory as NVML lists it on a GPU, the RSS of its process tree on a CPU), not in the trainer's peaks; "
+       "null in other modes"),
     Field("median_step_s", FLOAT64, SECONDS, RECORDER, "median step time over non-probe steps (all steps if only "
        "probes)"),
     Field("median_tokens_per_s", FLOAT64, "tokens/s", RECORDER, "per generation cycle (the steps' `tokens_per_s`), "

@@ -175,6 +175,12 @@ class TrialSpec:
     model_cache_dir: str = _knob(
         "", "Where built models (tiny, random:) are cached; default ~/.cache/rlsweep.", role="execution"
     )
+    vllm_server_port: int | None = _knob(
+        None,
+        "vllm_mode server: the port of the trial's vLLM server on 127.0.0.1, chosen by its supervisor.",
+        min=1,
+        role="bookkeeping",
+    )
     hold_at_step: int | None = _knob(
         None,
         "After this step the trainer waits for the supervisor's word on stdin: continue, or stop "

@@ -178,6 +178,7 @@ def trial_row(
         context_source=started.get("context_source"),
         alloc_conf=started.get("alloc_conf"),
         gpu_memory_source=peak.get("gpu_memory_source"),
+        vllm_server_peak_gib=_float(peak.get("vllm_server_peak_gib")),
         **prediction_columns(prediction),
         # each peak: the maximum of its step fields over the steps and the sampler's whole-trial peak
         **{column: _max([*steps, peak], *fields) for _, column, fields in record.PEAK_SOURCES},

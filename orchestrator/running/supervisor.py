@@ -35,6 +35,7 @@ from orchestrator.running.telemetry import (
     classify_kernel_oom,
     oom_kill_counts,
 )
+from orchestrator.running.vllm_server import run_served
 from trainers.control import CONTINUE, STOP, closes_steady_cycle, holds_here
 from trainers.events import ERROR, FINISHED, STARTED, STEP, is_oom, read_events
 from trainers.events import OOM as OOM_EVENT
@@ -230,7 +231,17 @@ class _Run:
         return None
 
 
-def run_trial(
+def run_trial(spec: TrialSpec, **kwargs: Any) -> TrialResult:
+    """Run `spec` (see _run_trainer); in vLLM server mode with its server beside it
+    (orchestrator/running/vllm_server.py: the server on the trial's last GPU, the trainer on the others)."""
+    if spec.generation == "vllm" and spec.vllm_mode == "server":
+        launch = {"env": child_env(None, kwargs.get("cpus") or spec.num_threads), "stop": kill_group,
+                  "preexec_fn": _die_with_parent}  # fmt: skip
+        return run_served(spec, _run_trainer, launch, **kwargs)
+    return _run_trainer(spec, **kwargs)
+
+
+def _run_trainer(
     spec: TrialSpec,
     *,
     trial_dir: str | Path | None = None,

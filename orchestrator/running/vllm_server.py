@@ -13,7 +13,6 @@ generate but not train: TRL pushes weights to a server only over NCCL.
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import subprocess
 import sys
@@ -25,11 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.running.supervisor import _die_with_parent, child_env, kill_group
+from trainers.generation import SERVER_HOST as HOST
 from trainers.generation import cpu_kvcache_space_gib
 from trainers.spec import TrialSpec
 
-HOST = "127.0.0.1"
 HEALTH_TIMEOUT_S = 600.0  # engine start on a 2-core CPU host takes about a minute; a large model longer
 HEALTH_POLL_S = 1.0
 
@@ -87,10 +85,12 @@ def wait_healthy(proc: subprocess.Popen, port: int, log_path: Path, timeout_s: f
             raise ServerError(
                 f"vLLM server exited with {proc.returncode} before it was healthy: {_tail(log_path)}"
             )
-        with contextlib.suppress(urllib.error.URLError, OSError):
-            with urllib.request.urlopen(url, timeout=5) as response:
-                if response.status == 200:
-                    return
+        with (
+            contextlib.suppress(urllib.error.URLError, OSError),
+            urllib.request.urlopen(url, timeout=5) as response,
+        ):
+            if response.status == 200:
+                return
         time.sleep(HEALTH_POLL_S)
     raise ServerError(f"vLLM server not healthy after {timeout_s:g} s: {_tail(log_path)}")
 
@@ -107,16 +107,22 @@ def vllm_server(
     model_path: str,
     log_path: Path,
     *,
+    env: dict[str, str],
+    stop: Callable[[subprocess.Popen], None],
+    preexec_fn: Callable[[], None] | None = None,
     cuda_visible_devices: str | None = None,
     sampler_factory: Callable[..., Any] | None = None,
     timeout_s: float = HEALTH_TIMEOUT_S,
 ) -> Iterator[VllmServer]:
-    """The trial's server, healthy, for the with-block; stopped by PID (its process group) after it,
-    whatever happens, with its sampled peak in `.peak`. sampler_factory(pid) -> a sampler with
-    start()/stop()/peak() (orchestrator/running/telemetry.py's MemorySampler)."""
+    """The trial's server, healthy, for the with-block; stopped by PID after it, whatever happens, with
+    its sampled peak in `.peak`. env, stop(proc) (its process group) and preexec_fn: the supervisor's,
+    as its trainer gets them. sampler_factory(pid) -> a sampler with start()/stop()/peak()
+    (orchestrator/running/telemetry.py's MemorySampler)."""
     on_gpu = cuda_visible_devices is not None
     port = free_port()
-    env = child_env(cuda_visible_devices, spec.num_threads)
+    env = dict(env)
+    if cuda_visible_devices is not None:
+        env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
     space = cpu_kvcache_space_gib(spec)
     if not on_gpu and space is not None:
         env["VLLM_CPU_KVCACHE_SPACE"] = str(space)
@@ -129,7 +135,7 @@ def vllm_server(
             env=env,
             cwd=str(log_path.parent),
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=preexec_fn,
         )
     server = VllmServer(proc.pid, port)
     (log_path.parent / "vllm-server.pid").write_text(str(proc.pid))
@@ -145,8 +151,41 @@ def vllm_server(
             with contextlib.suppress(Exception):
                 sampler.stop()
                 server.peak = sampler.peak() or {}
-        if proc.poll() is None:
-            kill_group(proc)
-        else:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, 9)
+        stop(proc)
+
+
+def run_served(
+    spec: TrialSpec,
+    run_trainer: Callable[..., Any],
+    launch: dict[str, Any],
+    **kwargs: Any,
+) -> Any:
+    """A server-mode trial: its server on the trial's last GPU (a CPU host: on the CPU), then the trainer
+    (run_trainer, the supervisor's) on the others, pointed at the server's port; the server's peak goes
+    into the result's peak as vllm_server_peak_gib. A server that does not start fails the trial.
+    launch: vllm_server's env, stop and preexec_fn, from the supervisor."""
+    from orchestrator.recording.outcome import FAILED, TrialResult
+    from orchestrator.running.telemetry import MemorySampler
+    from trainers.models import resolve_model
+
+    gpus = kwargs.pop("cuda_visible_devices", None)
+    trainer_gpus, server_gpu = split_gpus(gpus) if gpus is not None else (None, None)
+    trial_dir = Path(kwargs.pop("trial_dir", None) or spec.output_dir or ".").resolve()
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    model_path = resolve_model(spec.model, spec.model_cache_dir)
+    sampler = lambda pid: MemorySampler(pid, cuda_visible_devices=server_gpu, per_process=True)  # noqa: E731
+    try:
+        with vllm_server(
+            spec,
+            model_path,
+            trial_dir / "vllm-server.log",
+            cuda_visible_devices=server_gpu,
+            sampler_factory=sampler,
+        ) as server:
+            spec.vllm_server_port = server.port
+            result = run_trainer(spec, trial_dir=trial_dir, cuda_visible_devices=trainer_gpus, **kwargs)
+    except ServerError as exc:
+        return TrialResult(status=FAILED, status_detail=f"vllm_mode server: {exc}")
+    peak = server.peak.get("device_peak_gib") if server_gpu is not None else server.peak.get("rss_peak_gib")
+    result.peak["vllm_server_peak_gib"] = peak
+    return result

@@ -7,6 +7,7 @@ import os
 import psutil
 import pytest
 
+from orchestrator.running.supervisor import _die_with_parent, child_env, kill_group
 from orchestrator.running.telemetry import MemorySampler
 from orchestrator.running.vllm_server import HOST, split_gpus, vllm_server
 from trainers.models import resolve_model
@@ -31,8 +32,17 @@ def test_the_supervisor_starts_trl_vllm_serve_on_loopback_generates_samples_it_a
     )  # fmt: skip
     model = resolve_model("tiny", os.path.join(ROOT, ".cache"))
     seen_rss: list[float] = []
+    launch = {
+        "env": child_env(None, 1),
+        "stop": kill_group,
+        "preexec_fn": _die_with_parent,
+    }  # the supervisor's
     with vllm_server(
-        spec, model, tmp_path / "vllm-server.log", sampler_factory=lambda pid: MemorySampler(pid, hz=5)
+        spec,
+        model,
+        tmp_path / "vllm-server.log",
+        sampler_factory=lambda pid: MemorySampler(pid, hz=5),
+        **launch,
     ) as server:
         group = [psutil.Process(server.pid), *psutil.Process(server.pid).children(recursive=True)]
         client = VLLMClient(base_url=server.base_url, connection_timeout=10)

@@ -70,7 +70,7 @@ def test_repeated_values_give_one_trial():
 def test_a_trial_key_ignores_bookkeeping_and_execution_knobs_and_follows_every_other():
     base = TrialSpec()
     changed = {"trial_key": "x", "sweep": "s", "output_dir": "/o", "events_path": "/e", "model_cache_dir": "/c",
-               "num_threads": 3, "hold_at_step": 3}  # fmt: skip
+               "num_threads": 3, "hold_at_step": 3, "vllm_server_port": 8000}  # fmt: skip
     assert set(changed) == set(BOOKKEEPING + EXECUTION)
     assert trial_key(TrialSpec(**changed)) == trial_key(base)
     for name in KNOBS:
