@@ -23,6 +23,7 @@ from trainers.spec import (
     EXECUTION,
     KEYED_WHEN_SET,
     KNOBS,
+    VLLM_KNOBS,
     TrialSpec,
     knob_default,
     mode_warnings,
@@ -100,6 +101,11 @@ def expand(sweep: SweepSpec) -> list[TrialSpec]:
     specs = []
     for combo in itertools.product(*axes.values()):
         values = {**base, **dict(zip(axes, combo, strict=True))}
+        if values.get("generation", knob_default("generation")) == "transformers":
+            # A grid's vLLM axes do not apply to its transformers trials: one such trial, not one per value.
+            for name in VLLM_KNOBS:
+                if name in axes:
+                    values.pop(name)
         values["task_args"] = sweep.task_args_for(values["task"], values.get("task_args", {}))
         spec = TrialSpec(**values)
         spec.trial_key = trial_key(spec)

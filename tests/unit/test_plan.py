@@ -186,3 +186,17 @@ def test_a_trial_key_hashes_generation_under_its_published_name_fast_inference()
     rest |= {"fast_inference": True, "gpu_memory_utilization": 0.3, "model": "tiny"}
     digest = hashlib.sha1(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:12]
     assert trial_key(spec) == f"trl-grpo-tiny-k4-b2-{digest}"
+
+
+def test_a_grid_of_vllm_shares_gives_its_transformers_trials_once():
+    sweep = parse_sweep(
+        {
+            "name": "v",
+            "grid": {"generation": ["transformers", "vllm"], "vllm_gpu_memory_utilization": [0.2, 0.3, 0.5]},
+        }
+    )
+    trials = expand(sweep)
+    assert sorted((t.generation, t.vllm_gpu_memory_utilization) for t in trials) == [
+        ("transformers", 0.5), ("vllm", 0.2), ("vllm", 0.3), ("vllm", 0.5)
+    ]  # fmt: skip
+    assert not plan(sweep).problems
