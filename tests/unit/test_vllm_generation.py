@@ -10,6 +10,7 @@ from trainers.generation import cpu_kvcache_space_gib, prepare_vllm, trl_vllm_kw
 from trainers.runtime import UnavailableError
 from trainers.spec import TrialSpec
 from trainers.stacks import _vllm_cpu
+from trainers.stacks.unsloth import fast_inference_kwargs
 
 GIB = 1024**3
 
@@ -64,3 +65,20 @@ def test_the_cpu_patch_is_not_applied_where_torch_sees_cuda(monkeypatch):
     fake_utils.dispatch_cpu_unquantized_gemm(layer, remove_weight=True)
     # the weight stays a Parameter TRL can load into, and the layer computes with it as it is now
     assert isinstance(layer.weight, torch.nn.Parameter) and layer.cpu_linear is torch.nn.functional.linear
+
+
+@pytest.mark.parametrize(
+    "share,budget,card_gib", [(0.2, 16.0, 80), (0.3, 16.0, 24), (0.5, None, 80), (0.5, 40.0, 24)]
+)
+def test_both_stacks_give_vllm_the_same_share_length_and_mode(share, budget, card_gib):
+    spec = TrialSpec(generation="vllm", vllm_gpu_memory_utilization=share, memory_budget_gib=budget)
+    trl = trl_vllm_kwargs(spec, card_gib * GIB)
+    unsloth = fast_inference_kwargs(spec, card_gib * GIB)
+    # the pool: share x budget (capped at the card) over the card, on both
+    expected = share * min(budget or card_gib, card_gib) / card_gib
+    assert trl["vllm_gpu_memory_utilization"] == pytest.approx(expected)
+    assert unsloth["gpu_memory_utilization"] == pytest.approx(expected)
+    # Unsloth's max_seq_length is prompt + completion (trainers/stacks/unsloth.py), TRL's vLLM length too
+    assert trl["vllm_max_model_length"] == spec.max_prompt_length + spec.max_completion_length
+    assert (trl["use_vllm"], trl["vllm_mode"], unsloth["fast_inference"]) == (True, "colocate", True)
+    assert fast_inference_kwargs(TrialSpec(), card_gib * GIB) == {}

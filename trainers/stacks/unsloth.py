@@ -61,6 +61,24 @@ def check_fast_inference(spec: TrialSpec, on_gpu: bool) -> None:
         )
 
 
+def fast_inference_kwargs(spec: TrialSpec, card_total_bytes: int | None) -> dict[str, Any]:
+    """from_pretrained's vLLM settings (Unsloth's fast_inference, its colocate mode) on TRL's terms
+    (trainers.generation.trl_vllm_kwargs): the same share of the budget; the same max length is
+    from_pretrained's max_seq_length. Empty with generation: transformers."""
+    from trainers.generation import pool_utilization
+
+    if spec.generation != "vllm":
+        return {}
+    share = spec.vllm_gpu_memory_utilization
+    return {
+        "fast_inference": True,
+        "gpu_memory_utilization": pool_utilization(share, spec.memory_budget_gib, card_total_bytes)
+        if card_total_bytes
+        else share,
+        "max_lora_rank": spec.lora_r,
+    }
+
+
 def all_linear_modules(model) -> list[str]:
     """The module names PEFT's target_modules="all-linear" resolves to on this model (what the TRL
     stack gets): every linear layer but the output head, e.g. q/k/v/o/gate/up/down_proj."""
@@ -111,7 +129,6 @@ class UnslothStack(Stack):
         # After unsloth: on a GPU host these names are Unsloth's patched UnslothGRPOConfig/-Trainer.
         from trl import GRPOConfig, GRPOTrainer
 
-        from trainers.generation import pool_utilization
         from trainers.models import load_tokenizer, parse_model
         from trainers.runtime import card_total_bytes, check_prompt_lengths, grpo_config_kwargs, real_card
 
@@ -120,20 +137,11 @@ class UnslothStack(Stack):
         check_fast_inference(spec, ready.on_gpu)
 
         gradient_checkpointing = "unsloth" if spec.gradient_checkpointing and ready.on_gpu else False
-        load_kwargs: dict[str, Any] = {}
-        vllm_utilization = None
         fast_inference = spec.generation == "vllm"
-        if fast_inference:
-            # vLLM takes utilisation x the card's total: scaled so it takes that share of the budget, and
-            # loaded against the real card's mem_get_info so the scaling is applied once.
-            vllm_utilization = pool_utilization(
-                spec.vllm_gpu_memory_utilization, spec.memory_budget_gib, card_total_bytes()
-            )
-            load_kwargs = {
-                "fast_inference": True,
-                "gpu_memory_utilization": vllm_utilization,
-                "max_lora_rank": spec.lora_r,
-            }
+        # vLLM takes utilisation x the card's total: scaled so it takes that share of the budget, and
+        # loaded against the real card's mem_get_info so the scaling is applied once.
+        load_kwargs = fast_inference_kwargs(spec, card_total_bytes() if fast_inference else None)
+        vllm_utilization = load_kwargs.get("gpu_memory_utilization")
         try:
             with real_card() if fast_inference else contextlib.nullcontext():
                 model, unsloth_tokenizer = FastLanguageModel.from_pretrained(
