@@ -495,6 +495,8 @@ def grpo_config_kwargs(spec: TrialSpec, dtype, on_gpu: bool) -> dict[str, Any]:
     }
 
 
+# TRL's vLLM settings, read back only from a trainer that generates with vLLM (use_vllm).
+VLLM_EFFECTIVE = ("vllm_mode", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode")
 # What the `started` event reports as effective: read back from the constructed trainer.
 EFFECTIVE_KNOBS = (
     "per_device_train_batch_size",
@@ -528,9 +530,7 @@ EFFECTIVE_KNOBS = (
     "weight_decay",
     "warmup_steps",
     "use_vllm",
-    "vllm_mode",
-    "vllm_gpu_memory_utilization",
-    "vllm_enable_sleep_mode",
+    *VLLM_EFFECTIVE,
 )
 
 
@@ -538,6 +538,8 @@ def effective_config(trainer, model, spec: TrialSpec) -> dict[str, Any]:
     """The configuration as the constructed trainer holds it, not as we asked for it."""
     args = trainer.args
     out = {k: _plain(getattr(args, k, None)) for k in EFFECTIVE_KNOBS}
+    if not out["use_vllm"]:
+        out |= dict.fromkeys(VLLM_EFFECTIVE)  # TRL's defaults for a vLLM it does not start: not run with
     peft_config = getattr(model, "peft_config", {}) or {}
     lora = next(iter(peft_config.values()), None) if isinstance(peft_config, dict) else None
     if lora is not None:
