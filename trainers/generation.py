@@ -29,8 +29,8 @@ def pool_utilization(requested: float, budget_gib: float | None, card_total_byte
 
 def cpu_kvcache_space_gib(spec: TrialSpec) -> int | None:
     """On CPU, the KV cache vLLM gets under a budget: vllm_gpu_memory_utilization of it, in the whole
-    GiB VLLM_CPU_KVCACHE_SPACE takes (rounded up, at least 1). None without a budget: vLLM then takes
-    that share of the NUMA node's memory."""
+    GiB VLLM_CPU_KVCACHE_SPACE takes (rounded up, at least 1). None without a budget (vLLM would take
+    that share of the NUMA node's memory: prepare_vllm refuses it)."""
     if not spec.memory_budget_gib:
         return None
     return max(1, math.ceil(spec.vllm_gpu_memory_utilization * spec.memory_budget_gib))
@@ -51,10 +51,15 @@ def prepare_vllm(spec: TrialSpec, on_gpu: bool) -> dict[str, Any]:
             "lacks; set quantization: none (LoRA) on this host, or run QLoRA with vLLM on a GPU"
         )
 
-    keep_plain_linear()
     space = cpu_kvcache_space_gib(spec)
-    if space is not None:
-        os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(space)
+    if space is None:
+        raise UnavailableError(
+            f"memory_budget_gib: unset with generation: vllm on a CPU, where vLLM would take "
+            f"vllm_gpu_memory_utilization ({spec.vllm_gpu_memory_utilization:g}) of the whole NUMA node's memory "
+            "for its KV cache; set memory_budget_gib (e.g. 4: its KV cache is then that share of it)"
+        )
+    keep_plain_linear()
+    os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(space)
     return {"vllm_cpu_kvcache_space_gib": space}
 
 

@@ -82,3 +82,15 @@ def test_both_stacks_give_vllm_the_same_share_length_and_mode(share, budget, car
     assert trl["vllm_max_model_length"] == spec.max_prompt_length + spec.max_completion_length
     assert (trl["use_vllm"], trl["vllm_mode"], unsloth["fast_inference"]) == (True, "colocate", True)
     assert fast_inference_kwargs(TrialSpec(), card_gib * GIB) == {}
+
+
+def test_vllm_on_a_cpu_without_a_budget_is_unavailable_rather_than_taking_a_share_of_the_node():
+    with pytest.raises(UnavailableError) as caught:
+        prepare_vllm(
+            TrialSpec(generation="vllm", quantization="none", vllm_gpu_memory_utilization=0.3), on_gpu=False
+        )
+    assert str(caught.value) == (
+        "memory_budget_gib: unset with generation: vllm on a CPU, where vLLM would take vllm_gpu_memory_utilization "
+        "(0.3) of the whole NUMA node's memory for its KV cache; set memory_budget_gib (e.g. 4: its KV cache is "
+        "then that share of it)"
+    )
