@@ -181,6 +181,7 @@ def run_served(
             trial_dir / "vllm-server.log",
             cuda_visible_devices=server_gpu,
             sampler_factory=sampler,
+            **launch,
         ) as server:
             spec.vllm_server_port = server.port
             result = run_trainer(spec, trial_dir=trial_dir, cuda_visible_devices=trainer_gpus, **kwargs)

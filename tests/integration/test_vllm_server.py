@@ -4,7 +4,7 @@ sampled and stopped by its PID (vLLM's CPU build; training against it needs NCCL
 import psutil
 import pytest
 
-from orchestrator.running.supervisor import _die_with_parent, child_env, kill_group
+from orchestrator.running.supervisor import _die_with_parent, child_env, kill_group, run_trial
 from orchestrator.running.telemetry import MemorySampler
 from orchestrator.running.vllm_server import HOST, split_gpus, vllm_server
 from tests.helpers.trainer_child import ROOT, needs_vllm
@@ -60,3 +60,24 @@ def test_server_mode_trains_on_all_gpus_but_the_last_which_serves():
         ValueError, match=r"vllm_mode: server needs at least 2 GPUs .* the trial holds 1 \('0'\)"
     ):
         split_gpus("0")
+
+
+def test_a_server_mode_trial_on_a_cpu_fails_at_the_weight_sync_with_the_server_peak_kept_and_the_server_stopped(
+    tmp_path,
+):
+    spec = TrialSpec(
+        model="tiny", generation="vllm", vllm_mode="server", quantization="none", memory_budget_gib=2.0,
+        num_generations=2, batch_size=2, max_completion_length=8, max_steps=1, num_threads=1,
+        model_cache_dir=str(ROOT / ".cache"),
+    )  # fmt: skip
+    result = run_trial(spec, trial_dir=tmp_path)
+    pid = int((tmp_path / "vllm-server.pid").read_text())
+    # TRL syncs weights to a server only over NCCL: on a CPU the trainer fails there, saying so
+    assert result.status == "failed"
+    assert "Weight synchronization runs on vLLM's NCCL weight-transfer engine, which needs a CUDA device" in (
+        result.status_detail
+    )
+    assert spec.vllm_server_port is not None
+    # the server was up (its sampled peak is the trial's) and is stopped whatever the trainer did
+    assert result.peak["vllm_server_peak_gib"] > 0.5  # vLLM's engine alone holds more than torch's import
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
