@@ -36,7 +36,12 @@ def share_table(trials: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
         return table.iloc[0:0]
     order = table.assign(_g=table["Generation"] != "transformers", _s=table["vLLM share"].fillna(0.0))
     ordered = order.sort_values(["Stack", "K", "_g", "_s"]).drop(columns=["_g", "_s"]).reset_index(drop=True)
-    return ordered.astype(object).where(ordered.notna(), None)  # not measured: None, never NaN
+    ordered = ordered.astype(object).where(ordered.notna(), None)  # not measured: None, never NaN
+    # as the sweep wrote it (0.25, not the table's one-decimal 0.2)
+    ordered["vLLM share"] = pd.Series(
+        [None if v is None else f"{v:g}" for v in ordered["vLLM share"]], dtype=object
+    )
+    return ordered
 
 
 def share_answers(table: pd.DataFrame, budget_gib: float | None) -> list[str]:
@@ -53,8 +58,9 @@ def share_answers(table: pd.DataFrame, budget_gib: float | None) -> list[str]:
                 f"{stack}, K {k}: no vLLM share completed; keep transformers generation or a larger budget."
             )
             continue
-        smallest = fits.sort_values("vLLM share").iloc[0]
-        fastest = fits.sort_values(["Tokens/s", "vLLM share"], ascending=[False, True]).iloc[0]
+        fits = fits.assign(_share=fits["vLLM share"].astype(float))
+        smallest = fits.sort_values("_share").iloc[0]
+        fastest = fits.sort_values(["Tokens/s", "_share"], ascending=[False, True]).iloc[0]
         base = group[(group["Generation"] == "transformers") & (group["Status"] == COMPLETED)]
         versus = (
             f", {fastest['Tokens/s'] / base['Tokens/s'].iloc[0]:.2f}x transformers' tokens/s"
@@ -62,8 +68,8 @@ def share_answers(table: pd.DataFrame, budget_gib: float | None) -> list[str]:
             else ""
         )
         answers.append(
-            f"{stack}, K {k}: give vLLM {fastest['vLLM share']:g} ({fmt(fastest['Tokens/s'])} tokens/s, peak "
-            f"{fmt(fastest['Peak GiB'], 2)} GiB{versus}); the smallest share that completed: {smallest['vLLM share']:g}."
+            f"{stack}, K {k}: give vLLM {fastest['vLLM share']} ({fmt(fastest['Tokens/s'])} tokens/s, peak "
+            f"{fmt(fastest['Peak GiB'], 2)} GiB{versus}); the smallest share that completed: {smallest['vLLM share']}."
         )
     return answers
 
