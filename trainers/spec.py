@@ -28,6 +28,12 @@ LR_SCHEDULERS = ("constant", "linear", "cosine")
 # state and gradients sharded; stage 3: the weights too).
 DISTRIBUTED = ("none", "ddp", "fsdp", "zero2", "zero3")
 ADAPTERS = ("lora", "none")
+GENERATIONS = ("transformers", "vllm")
+VLLM_MODES = ("colocate", "server")
+# The vLLM knobs: set with generation: transformers they would do nothing, so they are refused.
+VLLM_KNOBS = ("vllm_mode", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode")
+# A colocated pool at or past this share of the budget leaves training too little to be a trial.
+VLLM_MAX_SHARE = 0.9
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 
 
@@ -156,9 +162,31 @@ class TrialSpec:
     eval_at_end: bool = _knob(False, "Evaluate on the held-out set after the last step.")
     eval_samples: int = _knob(32, "Held-out prompts per evaluation.", min=1)
     eval_k: int = _knob(1, "Samples per held-out prompt (pass@k for k > 1).", min=1)
-    fast_inference: bool = _knob(False, "Unsloth only: generate with vLLM (needs vllm installed).")
-    gpu_memory_utilization: float = _knob(
-        0.5, "Unsloth fast_inference: vLLM's share of GPU memory.", gt=0.0, max=1.0
+    generation: str = _knob(
+        "transformers",
+        "How completions are generated: transformers (the training model's generate) or vllm (TRL's "
+        "use_vllm; Unsloth's fast_inference, its colocate mode). vLLM's pool counts in the budget.",
+        choices=GENERATIONS,
+    )
+    vllm_mode: str = _knob(
+        "colocate",
+        "generation vllm: colocate (vLLM in the trainer's process and GPU) or server (`trl vllm-serve` on "
+        "the trial's last GPU, training on the others; TRL only, needs gpus_per_trial >= 2).",
+        choices=VLLM_MODES,
+        keyed="when_set",
+    )
+    vllm_gpu_memory_utilization: float = _knob(
+        0.5,
+        "generation vllm, colocate: vLLM's share of memory, of the budget when memory_budget_gib is set "
+        "(else of the card; on CPU of the budget, through VLLM_CPU_KVCACHE_SPACE). Sweepable.",
+        gt=0.0,
+        max=1.0,
+    )
+    vllm_enable_sleep_mode: bool = _knob(
+        False,
+        "generation vllm, colocate, TRL: vLLM releases its weights and KV cache while training (TRL's "
+        "vllm_enable_sleep_mode); torch's counters then over-report, the NVML peak is the one shown.",
+        keyed="when_set",
     )
     num_threads: int | None = _knob(
         None, "CPU threads for torch (default: the CPUs this trial holds).", min=1, role="execution"
@@ -172,6 +200,12 @@ class TrialSpec:
     )
     model_cache_dir: str = _knob(
         "", "Where built models (tiny, random:) are cached; default ~/.cache/rlsweep.", role="execution"
+    )
+    vllm_server_port: int | None = _knob(
+        None,
+        "vllm_mode server: the port of the trial's vLLM server on 127.0.0.1, chosen by its supervisor.",
+        min=1,
+        role="bookkeeping",
     )
     hold_at_step: int | None = _knob(
         None,
@@ -328,19 +362,7 @@ def _cross_field_errors(spec: TrialSpec) -> list[str]:
             'dropout ("lora.ParamWrapper does not work with lora_dropout != 0"); set lora_dropout: 0'
         )
     errors += _adapter_errors(spec)
-    if spec.fast_inference and not STACKS[spec.framework].fast_inference:
-        vllm = [name for name, stack in STACKS.items() if stack.fast_inference]
-        errors.append(
-            f"fast_inference: true needs a framework that generates with vLLM ({', '.join(vllm)}); "
-            f"framework {spec.framework} does not: set fast_inference: false or change framework"
-        )
-    if spec.fast_inference and spec.probe_steps:
-        errors.append(
-            f"probe_steps: {spec.probe_steps} with fast_inference: true; probe steps force full-length "
-            "completions through transformers' min_new_tokens, which vLLM generation does not read, so "
-            "they would not be the worst case they claim; set probe_steps: 0 (oom.probe_steps: 0 in a "
-            "sweep) or fast_inference: false"
-        )
+    errors += _generation_errors(spec)
     if spec.eval_k > 1 and spec.temperature <= 0:
         errors.append("eval_k: pass@k needs sampling, temperature must be > 0")
     return errors
@@ -391,6 +413,56 @@ def _rank_errors(spec: TrialSpec) -> list[str]:
         f"completions per optimizer step do not split evenly over {n} ranks; choose batch_size "
         f"{' or '.join(map(str, sorted(nearest_b)))}, or num_processes {' or '.join(map(str, sorted(nearest_n)))}"
     ]
+
+
+def _generation_errors(spec: TrialSpec) -> list[str]:
+    """vLLM settings that do nothing or cannot work, each with its fix."""
+    if spec.generation == "transformers":
+        return [
+            f"{name}: {getattr(spec, name)!r} with generation: transformers does nothing (vLLM settings apply "
+            f"only to vLLM generation); set generation: vllm or remove {name}"
+            for name in VLLM_KNOBS
+            if getattr(spec, name) != knob_default(name)
+        ]
+    errors = []
+    modes = STACKS[spec.framework].vllm_modes
+    if not modes:
+        errors.append(
+            f"generation: vllm needs a framework that generates with vLLM "
+            f"({', '.join(n for n, st in STACKS.items() if st.vllm_modes)}); framework {spec.framework} does "
+            "not: set generation: transformers or change framework"
+        )
+    elif spec.vllm_mode not in modes:
+        errors.append(
+            f"vllm_mode: {spec.vllm_mode} with framework {spec.framework}, which runs vLLM only as "
+            f"{', '.join(modes)}; set vllm_mode: {modes[0]} or framework trl"
+        )
+    if spec.probe_steps and spec.framework == "unsloth":
+        errors.append(
+            f"probe_steps: {spec.probe_steps} with generation: vllm on unsloth; probe steps force full-length "
+            "completions through vLLM's min_tokens as TRL passes its sampling parameters, which Unsloth's "
+            "own vLLM path (fast_inference) is not shown to read, so they would not be the worst case they "
+            "claim; set probe_steps: 0 (oom.probe_steps: 0 in a sweep) or framework trl"
+        )
+    if spec.vllm_enable_sleep_mode and spec.framework != "trl":
+        errors.append(
+            f"vllm_enable_sleep_mode: true with framework {spec.framework}; only TRL exposes vLLM's sleep "
+            "mode: set vllm_enable_sleep_mode: false or framework trl"
+        )
+    if spec.vllm_mode == "colocate" and spec.vllm_gpu_memory_utilization >= VLLM_MAX_SHARE:
+        budget = f"{spec.memory_budget_gib:g} GiB budget" if spec.memory_budget_gib else "card"
+        errors.append(
+            f"vllm_gpu_memory_utilization: {spec.vllm_gpu_memory_utilization:g} gives colocated vLLM's pool "
+            f"that share of the {budget}, which must stay under {VLLM_MAX_SHARE:g} so training has the rest; "
+            "lower it (0.2 to 0.5 is usual) or use vllm_mode: server"
+        )
+    if spec.model.lower().rstrip("/").endswith(("8bit", "int8", "w8a8")):
+        errors.append(
+            f"model: {spec.model!r} looks 8-bit; vLLM does not load bitsandbytes 8-bit weights (TRL refuses "
+            "in-flight 8-bit quantization): use the 16-bit checkpoint (quantization: nf4 for QLoRA) or "
+            "generation: transformers"
+        )
+    return errors
 
 
 def _batch_errors(spec: TrialSpec) -> list[str]:

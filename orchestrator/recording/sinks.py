@@ -183,6 +183,7 @@ def trial_row(
         gpu_memory_source=peak.get("gpu_memory_source"),
         rank_peak_device_gib=peak.get("rank_device_peak_gib"),
         rank_peak_rss_gib=peak.get("rank_rss_peak_gib"),
+        vllm_server_peak_gib=_float(peak.get("vllm_server_peak_gib")),
         **prediction_columns(prediction),
         # each peak: the maximum of its step fields over the steps and the sampler's whole-trial peak
         **{column: _max([*steps, peak], *fields) for _, column, fields in record.PEAK_SOURCES},

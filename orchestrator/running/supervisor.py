@@ -32,6 +32,7 @@ from orchestrator.running.kernel_oom import cgroup_memory_limit_gib, classify_ke
 from orchestrator.running.phases import MEMORY, SPEED, SPEED_ONLY, TrialPhases
 from orchestrator.running.settle import settled, warm_up
 from orchestrator.running.telemetry import MemorySampler, RankSamplers, Sample
+from orchestrator.running.vllm_server import run_served
 from trainers.control import CONTINUE, STOP, closes_steady_cycle, holds_here
 from trainers.distributed import (
     STACK_SIGNAL,
@@ -232,7 +233,17 @@ class _Run:
         return None
 
 
-def run_trial(
+def run_trial(spec: TrialSpec, **kwargs: Any) -> TrialResult:
+    """Run `spec` (see _run_trainer); in vLLM server mode with its server beside it
+    (orchestrator/running/vllm_server.py: the server on the trial's last GPU, the trainer on the others)."""
+    if spec.generation == "vllm" and spec.vllm_mode == "server":
+        launch = {"env": child_env(None, kwargs.get("cpus") or spec.num_threads), "stop": kill_group,
+                  "preexec_fn": die_with_parent}  # fmt: skip
+        return run_served(spec, _run_trainer, launch, **kwargs)
+    return _run_trainer(spec, **kwargs)
+
+
+def _run_trainer(
     spec: TrialSpec,
     *,
     trial_dir: str | Path | None = None,

@@ -23,6 +23,7 @@ from trainers.spec import (
     EXECUTION,
     KEYED_WHEN_SET,
     KNOBS,
+    VLLM_KNOBS,
     TrialSpec,
     knob_default,
     mode_warnings,
@@ -32,6 +33,11 @@ from trainers.spec import (
 NAMED = ("framework", "mode", "model", "num_generations", "batch_size")
 # Bookkeeping and execution knobs (trainers.spec roles) do not define the trial either.
 NOT_HASHED = NAMED + BOOKKEEPING + EXECUTION
+# Knobs renamed since keys were published: hashed under their published name and value, so keys stay.
+PUBLISHED_AS = {
+    "generation": ("fast_inference", lambda value: {"transformers": False, "vllm": True}.get(value, value)),
+    "vllm_gpu_memory_utilization": ("gpu_memory_utilization", lambda value: value),
+}
 _MODEL_SUFFIXES = re.compile(r"-(instruct|chat|it|hf|base)$")
 
 
@@ -57,6 +63,8 @@ def trial_key(spec: TrialSpec) -> str:
         for k in KNOBS
         if k not in NOT_HASHED and not (k in KEYED_WHEN_SET and getattr(spec, k) == knob_default(k))
     }
+    for name, (published, value) in PUBLISHED_AS.items():
+        rest[published] = value(rest.pop(name))
     rest["model"] = spec.model  # model_short drops the organisation and suffixes: hash the full name
     digest = hashlib.sha1(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:12]
     return f"{spec.framework}-{spec.mode}-{model_short(spec.model)}-k{spec.num_generations}-b{spec.batch_size}-{digest}"
@@ -93,6 +101,11 @@ def expand(sweep: SweepSpec) -> list[TrialSpec]:
     specs = []
     for combo in itertools.product(*axes.values()):
         values = {**base, **dict(zip(axes, combo, strict=True))}
+        if values.get("generation", knob_default("generation")) == "transformers":
+            # A grid's vLLM axes do not apply to its transformers trials: one such trial, not one per value.
+            for name in VLLM_KNOBS:
+                if name in axes:
+                    values.pop(name)
         values["task_args"] = sweep.task_args_for(values["task"], values.get("task_args", {}))
         spec = TrialSpec(**values)
         spec.trial_key = trial_key(spec)
@@ -212,6 +225,17 @@ def rank_problems(trials: list[TrialSpec], gpus: int) -> list[str]:
     ]
 
 
+def vllm_server_problems(spec: TrialSpec, resources: Resources) -> list[str]:
+    """Server mode trains on a trial's GPUs but its last, which serves: it needs two at least."""
+    if spec.generation == "vllm" and spec.vllm_mode == "server" and resources.gpus_per_trial < 2:
+        return [
+            f"vllm_mode: server with resources.gpus_per_trial {resources.gpus_per_trial:g}; server mode trains "
+            "on all the trial's GPUs but one and serves vLLM on that one, so it needs at least 2: set "
+            "resources.gpus_per_trial: 2 or vllm_mode: colocate"
+        ]
+    return []
+
+
 def plan(sweep: SweepSpec) -> Plan:
     """Expand the grid and check each trial with the trainer's own rules, grouping repeated problems;
     a local run (no RAY_ADDRESS) also checks the resources a trial asks for against this machine."""
@@ -219,7 +243,7 @@ def plan(sweep: SweepSpec) -> Plan:
     problems: dict[str, list[str]] = {}
     warnings: dict[str, list[str]] = {}
     for spec in trials:
-        for problem in spec.problems():
+        for problem in spec.problems() + vllm_server_problems(spec, sweep.resources):
             problems.setdefault(problem, []).append(spec.trial_key)
         for warning in mode_warnings(spec):
             warnings.setdefault(warning, []).append(spec.trial_key)

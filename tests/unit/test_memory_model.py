@@ -157,14 +157,42 @@ def test_a_bundled_hub_id_is_predicted_from_its_bundled_config():
     assert prediction.peak_gib == pytest.approx(static + generation + training)
 
 
-def test_fast_inference_is_unknown_until_its_family_has_two_measured_trials():
-    vllm = dict(framework="unsloth", fast_inference=True, probe_steps=0)
+def test_colocated_vllm_without_a_budget_is_unknown_until_its_family_has_two_measured_trials():
+    vllm = dict(framework="unsloth", generation="vllm", probe_steps=0)
     model = MemoryModel.fit([row(trial("a", num_generations=2, **vllm))])
     prediction = model.predict(trial(num_generations=4, **vllm))
     assert prediction.verdict(16) == UNKNOWN
-    assert "fast_inference" in prediction.unknown and "1 so far" in prediction.unknown
+    assert prediction.unknown == (
+        "generation: vllm reserves vllm_gpu_memory_utilization (0.5) of the card up front and no "
+        "memory_budget_gib sizes it; set memory_budget_gib (the pool is then that share of it) or measure 2 "
+        "trials of this family first (1 so far)"
+    )
     rows = [row(trial(k, num_generations=n, **vllm)) for k, n in (("a", 2), ("b", 8))]
     assert MemoryModel.fit(rows).predict(trial(num_generations=4, **vllm)).unknown is None
+
+
+def test_colocated_vllm_under_a_budget_replaces_the_generation_terms_with_its_pool_on_a_gpu():
+    spec = trial(model="Qwen/Qwen2.5-0.5B-Instruct", generation="vllm", vllm_gpu_memory_utilization=0.3,
+                 memory_budget_gib=16.0)  # fmt: skip
+    plain = MemoryModel.fit([], measure="GPU").predict(trial(model="Qwen/Qwen2.5-0.5B-Instruct"))
+    prediction = MemoryModel.fit([], measure="GPU").predict(spec)
+    # vLLM's KV cache and sampling live in its pool: 0.3 of the 16 GiB budget, all vLLM takes on a GPU
+    assert prediction.unknown is None
+    assert prediction.terms["generation"] == pytest.approx(0.3 * 16)
+    assert prediction.terms["static"] == pytest.approx(plain.terms["static"])
+    assert prediction.terms["training"] == pytest.approx(plain.terms["training"])
+
+
+def test_colocated_vllm_on_a_cpu_holds_the_kv_cache_the_budget_gives_it_and_its_copy_of_the_weights():
+    spec = trial(
+        generation="vllm", vllm_gpu_memory_utilization=0.25, memory_budget_gib=4.0, quantization="none"
+    )
+    prediction = MemoryModel.fit([], measure="RSS").predict(spec)
+    # tiny by hand: 2 layers of q, k, v, o (256x256, 256x128 twice, 256x256) and MLP 3 x 256x512, the
+    # embedding tied to the head (vocab x 256 once), 5 norms of 256; fp32 on a CPU
+    params = 2 * (256 * 256 * 2 + 256 * 128 * 2 + 256 * 512 * 3) + V * 256 + 256 * 5
+    assert (L, H, I) == (2, 256, 512) and TINY_CONFIG["tie_word_embeddings"]
+    assert prediction.terms["generation"] == pytest.approx(1 + params * 4 / GIB)  # 1 GiB: ceil(0.25 x 4)
 
 
 def test_an_unknown_measure_is_refused_with_the_choices():

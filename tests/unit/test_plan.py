@@ -1,13 +1,14 @@
 """Planning: stable readable keys that never merge two trials, smallest configurations first."""
 
 import dataclasses
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
 
 from orchestrator.spec import plan as plan_module
-from orchestrator.spec.plan import config_mismatches, expand, model_short, trial_key
+from orchestrator.spec.plan import config_mismatches, expand, model_short, plan, trial_key
 from orchestrator.spec.sweep import SweepError, load_sweep, parse_sweep
 from trainers.spec import BOOKKEEPING, EXECUTION, KEYED_WHEN_SET, KNOBS, TrialSpec
 
@@ -69,7 +70,7 @@ def test_repeated_values_give_one_trial():
 def test_a_trial_key_ignores_bookkeeping_and_execution_knobs_and_follows_every_other():
     base = TrialSpec()
     changed = {"trial_key": "x", "sweep": "s", "output_dir": "/o", "events_path": "/e", "model_cache_dir": "/c",
-               "num_threads": 3, "hold_at_step": 3}  # fmt: skip
+               "num_threads": 3, "hold_at_step": 3, "vllm_server_port": 8000}  # fmt: skip
     assert set(changed) == set(BOOKKEEPING + EXECUTION)
     assert trial_key(TrialSpec(**changed)) == trial_key(base)
     for name in KNOBS:
@@ -166,3 +167,38 @@ def test_knobs_added_later_leave_the_existing_sweeps_trial_keys_unchanged():
 )
 def test_a_knob_added_later_changes_the_key_once_set(knob, value):
     assert trial_key(TrialSpec(**{knob: value})) != trial_key(TrialSpec())
+
+
+def test_server_mode_with_one_gpu_a_trial_is_refused_naming_the_resource_and_the_fix():
+    raw = {"name": "s", "fixed": {"generation": "vllm", "vllm_mode": "server"}}
+    sweep = parse_sweep({**raw, "resources": {"gpus_per_trial": 1}})
+    problem = (
+        "vllm_mode: server with resources.gpus_per_trial 1; server mode trains on all the trial's GPUs but one "
+        "and serves vLLM on that one, so it needs at least 2: set resources.gpus_per_trial: 2 or vllm_mode: colocate"
+    )
+    assert any(p.startswith(problem) for p in plan(sweep).problems)
+    two = parse_sweep({**raw, "resources": {"gpus_per_trial": 2}})
+    assert not any(p.startswith("vllm_mode") for p in plan(two).problems)
+
+
+def test_a_trial_key_hashes_generation_under_its_published_name_fast_inference():
+    spec = TrialSpec(generation="vllm", vllm_gpu_memory_utilization=0.3)
+    rest = {k: getattr(spec, k) for k in KNOBS if k not in plan_module.NOT_HASHED and k not in KEYED_WHEN_SET}
+    rest = {k: v for k, v in rest.items() if k not in ("generation", "vllm_gpu_memory_utilization")}
+    rest |= {"fast_inference": True, "gpu_memory_utilization": 0.3, "model": "tiny"}
+    digest = hashlib.sha1(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:12]
+    assert trial_key(spec) == f"trl-grpo-tiny-k4-b2-{digest}"
+
+
+def test_a_grid_of_vllm_shares_gives_its_transformers_trials_once():
+    sweep = parse_sweep(
+        {
+            "name": "v",
+            "grid": {"generation": ["transformers", "vllm"], "vllm_gpu_memory_utilization": [0.2, 0.3, 0.5]},
+        }
+    )
+    trials = expand(sweep)
+    assert sorted((t.generation, t.vllm_gpu_memory_utilization) for t in trials) == [
+        ("transformers", 0.5), ("vllm", 0.2), ("vllm", 0.3), ("vllm", 0.5)
+    ]  # fmt: skip
+    assert not plan(sweep).problems

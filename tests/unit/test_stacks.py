@@ -64,11 +64,11 @@ def test_a_registered_stack_is_a_framework_a_trial_spec_accepts_and_leaves_with_
     ]
 
 
-def test_fast_inference_names_the_stacks_that_generate_with_vllm():
+def test_vllm_generation_names_the_stacks_that_generate_with_vllm():
     with registered(ThirdStack()):
-        assert TrialSpec(framework="third", fast_inference=True, probe_steps=0).problems() == [
-            "fast_inference: true needs a framework that generates with vLLM (unsloth); framework third does "
-            "not: set fast_inference: false or change framework"
+        assert TrialSpec(framework="third", generation="vllm").problems() == [
+            "generation: vllm needs a framework that generates with vLLM (trl, unsloth); framework third does "
+            "not: set generation: transformers or change framework"
         ]
 
 

@@ -84,16 +84,53 @@ def test_on_policy_mode_comparison_warns():
     assert not any("num_iterations" in w for w in mode_warnings(TrialSpec(mode="gspo", num_iterations=2)))
 
 
-def test_probe_steps_with_vllm_generation_are_refused_with_the_fix():
-    spec = TrialSpec(framework="unsloth", fast_inference=True, probe_steps=2)
-    errors = [e for e in spec.problems() if e.startswith("probe_steps")]
-    assert errors == [
-        "probe_steps: 2 with fast_inference: true; probe steps force full-length completions through "
-        "transformers' min_new_tokens, which vLLM generation does not read, so they would not be the worst "
-        "case they claim; set probe_steps: 0 (oom.probe_steps: 0 in a sweep) or fast_inference: false"
+def test_probe_steps_with_vllm_generation_are_refused_only_on_unsloth_whose_vllm_path_is_unproven():
+    spec = TrialSpec(framework="unsloth", generation="vllm", probe_steps=2)
+    assert spec.problems() == [
+        "probe_steps: 2 with generation: vllm on unsloth; probe steps force full-length completions through "
+        "vLLM's min_tokens as TRL passes its sampling parameters, which Unsloth's own vLLM path "
+        "(fast_inference) is not shown to read, so they would not be the worst case they claim; set "
+        "probe_steps: 0 (oom.probe_steps: 0 in a sweep) or framework trl"
     ]
-    assert not TrialSpec(framework="unsloth", fast_inference=True, probe_steps=0).problems()
-    assert not TrialSpec(framework="unsloth", fast_inference=False, probe_steps=2).problems()
+    assert not TrialSpec(framework="unsloth", generation="vllm", probe_steps=0).problems()
+    assert not TrialSpec(framework="trl", generation="vllm", probe_steps=2).problems()
+
+
+def test_vllm_settings_with_transformers_generation_are_refused_naming_each_and_the_fix():
+    spec = TrialSpec(vllm_mode="server", vllm_gpu_memory_utilization=0.3, vllm_enable_sleep_mode=True)
+    assert spec.problems() == [
+        f"{name}: {value!r} with generation: transformers does nothing (vLLM settings apply only to vLLM "
+        f"generation); set generation: vllm or remove {name}"
+        for name, value in (("vllm_mode", "server"), ("vllm_gpu_memory_utilization", 0.3), ("vllm_enable_sleep_mode", True))
+    ]  # fmt: skip
+
+
+def test_a_colocated_pool_taking_the_budget_is_refused_with_the_share_and_the_fix():
+    spec = TrialSpec(generation="vllm", vllm_gpu_memory_utilization=0.95, memory_budget_gib=16.0)
+    assert spec.problems() == [
+        "vllm_gpu_memory_utilization: 0.95 gives colocated vLLM's pool that share of the 16 GiB budget, which "
+        "must stay under 0.9 so training has the rest; lower it (0.2 to 0.5 is usual) or use vllm_mode: server"
+    ]
+    assert not TrialSpec(generation="vllm", vllm_mode="server", vllm_gpu_memory_utilization=0.95).problems()
+
+
+def test_an_8_bit_model_with_vllm_is_refused_naming_the_model_and_the_fix():
+    spec = TrialSpec(generation="vllm", model="org/model-bnb-8bit", quantization="none")
+    assert [e for e in spec.problems() if e.startswith("model:")][-1] == (
+        "model: 'org/model-bnb-8bit' looks 8-bit; vLLM does not load bitsandbytes 8-bit weights (TRL refuses "
+        "in-flight 8-bit quantization): use the 16-bit checkpoint (quantization: nf4 for QLoRA) or "
+        "generation: transformers"
+    )
+
+
+def test_server_mode_and_sleep_mode_are_refused_on_unsloth_whose_fast_inference_is_colocate():
+    spec = TrialSpec(framework="unsloth", generation="vllm", vllm_mode="server", vllm_enable_sleep_mode=True)
+    assert spec.problems() == [
+        "vllm_mode: server with framework unsloth, which runs vLLM only as colocate; set vllm_mode: colocate "
+        "or framework trl",
+        "vllm_enable_sleep_mode: true with framework unsloth; only TRL exposes vLLM's sleep mode: set "
+        "vllm_enable_sleep_mode: false or framework trl",
+    ]
 
 
 def test_grad_accum_makes_batch_size_a_micro_batch_of_completions():

@@ -5,7 +5,7 @@ memory model's families all read the stacks from here. Importing this package im
 library: each stack imports torch, transformers and its own packages inside build().
 
 Add a stack: subclass trainers.stacks._base.Stack in one module (name, label, build; packages and
-fast_inference where they apply) and register an instance below.
+vllm_modes where they apply) and register an instance below.
 """
 
 from __future__ import annotations

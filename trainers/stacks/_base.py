@@ -50,7 +50,7 @@ class Stack(ABC):
     name: ClassVar[str]  # the `framework` value that picks it
     label: ClassVar[str]  # how the report and gpu-check write it
     packages: ClassVar[tuple[str, ...]] = ()  # its own packages, beyond SHARED_PACKAGES
-    fast_inference: ClassVar[bool] = False  # whether it can generate with vLLM (fast_inference: true)
+    vllm_modes: ClassVar[tuple[str, ...]] = ()  # the vllm_mode values it generates with (generation: vllm)
     install_fix: ClassVar[str] = "install them with `make setup`"
 
     def availability(self) -> tuple[bool, str]:

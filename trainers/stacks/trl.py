@@ -22,16 +22,19 @@ if TYPE_CHECKING:
 class TrlStack(Stack):
     name = "trl"
     label = "TRL"
+    vllm_modes = ("colocate", "server")
 
     def build(self, spec: TrialSpec, events: EventWriter) -> Built:
         from peft import LoraConfig
         from transformers import AutoModelForCausalLM, BitsAndBytesConfig
         from trl import GRPOConfig, GRPOTrainer
 
+        from trainers.generation import prepare_vllm, trl_vllm_kwargs
         from trainers.models import load_tokenizer
-        from trainers.runtime import check_prompt_lengths, grpo_config_kwargs
+        from trainers.runtime import card_total_bytes, check_prompt_lengths, grpo_config_kwargs
 
         ready = prepare(spec)
+        vllm_read_back = prepare_vllm(spec, ready.on_gpu)
         tokenizer = load_tokenizer(ready.model_path)
         longest_prompt = check_prompt_lengths(ready.task.train, tokenizer, spec.max_prompt_length)
 
@@ -61,7 +64,10 @@ class TrlStack(Stack):
             target_modules="all-linear",
             task_type="CAUSAL_LM",
         )
-        config = grpo_config(GRPOConfig, grpo_config_kwargs(spec, ready.dtype, ready.on_gpu), ready.task)
+        asked = grpo_config_kwargs(spec, ready.dtype, ready.on_gpu) | trl_vllm_kwargs(
+            spec, card_total_bytes()
+        )
+        config = grpo_config(GRPOConfig, asked, ready.task)
         trainer, meter = assemble(
             spec,
             events,
@@ -72,4 +78,6 @@ class TrlStack(Stack):
             tokenizer=tokenizer,
             peft_config=lora if spec.adapter == "lora" else None,  # none: every weight trains
         )
-        return Built(trainer, meter, longest_prompt)
+        if spec.generation == "vllm":
+            vllm_read_back["vllm_gpu_memory_utilization_asked"] = spec.vllm_gpu_memory_utilization
+        return Built(trainer, meter, longest_prompt, vllm_read_back)

@@ -46,18 +46,37 @@ def import_unsloth():
 
 
 def check_fast_inference(spec: TrialSpec, on_gpu: bool) -> None:
-    if not spec.fast_inference:
+    """Unsloth generates with vLLM (its fast_inference) only on a GPU, through its own vLLM build."""
+    if spec.generation != "vllm":
         return
     if not on_gpu:
         raise UnavailableError(
-            "fast_inference: vLLM generation needs an NVIDIA GPU and none is visible; "
-            "set fast_inference: false or run on a GPU host"
+            "generation: vllm on Unsloth (its fast_inference) needs an NVIDIA GPU and none is visible; "
+            "set generation: transformers, use framework trl (vLLM's CPU build runs there), or run on a GPU host"
         )
     if importlib.util.find_spec("vllm") is None:
         raise UnavailableError(
-            "fast_inference: vllm is not installed; `pip install vllm` (a version unsloth supports) "
-            "or set fast_inference: false"
+            "generation: vllm: vllm is not installed; `pip install vllm` (a version unsloth supports) "
+            "or set generation: transformers"
         )
+
+
+def fast_inference_kwargs(spec: TrialSpec, card_total_bytes: int | None) -> dict[str, Any]:
+    """from_pretrained's vLLM settings (Unsloth's fast_inference, its colocate mode) on TRL's terms
+    (trainers.generation.trl_vllm_kwargs): the same share of the budget; the same max length is
+    from_pretrained's max_seq_length. Empty with generation: transformers."""
+    from trainers.generation import pool_utilization
+
+    if spec.generation != "vllm":
+        return {}
+    share = spec.vllm_gpu_memory_utilization
+    return {
+        "fast_inference": True,
+        "gpu_memory_utilization": pool_utilization(share, spec.memory_budget_gib, card_total_bytes)
+        if card_total_bytes
+        else share,
+        "max_lora_rank": spec.lora_r,
+    }
 
 
 def all_linear_modules(model) -> list[str]:
@@ -99,48 +118,32 @@ class UnslothStack(Stack):
     name = "unsloth"
     label = "Unsloth"
     packages = ("unsloth", "unsloth_zoo")
-    fast_inference = True
+    vllm_modes = ("colocate",)  # its fast_inference: vLLM inside the trainer's process
     install_fix = INSTALL_FIX
 
     def build(self, spec: TrialSpec, events: EventWriter) -> Built:
         # Stack.run has set the process up (the budget's card, if any) before this import: Unsloth reads
         # the card it will train on as it imports.
         unsloth = import_unsloth()  # before transformers/trl, so its patches take hold
-        import torch
 
         # After unsloth: on a GPU host these names are Unsloth's patched UnslothGRPOConfig/-Trainer.
         from trl import GRPOConfig, GRPOTrainer
 
         from trainers.models import load_tokenizer, parse_model
-        from trainers.runtime import (
-            check_prompt_lengths,
-            grpo_config_kwargs,
-            real_card,
-            vllm_gpu_memory_utilization,
-        )
+        from trainers.runtime import card_total_bytes, check_prompt_lengths, grpo_config_kwargs, real_card
 
         FastLanguageModel = unsloth.FastLanguageModel
         ready = prepare(spec)
         check_fast_inference(spec, ready.on_gpu)
 
         gradient_checkpointing = "unsloth" if spec.gradient_checkpointing and ready.on_gpu else False
-        load_kwargs: dict[str, Any] = {}
-        vllm_utilization = None
-        if spec.fast_inference:
-            # vLLM takes utilisation x the card's total: scaled so it takes that share of the budget, and
-            # loaded against the real card's mem_get_info so the scaling is applied once.
-            with real_card():
-                card_total = torch.cuda.get_device_properties(0).total_memory
-            vllm_utilization = vllm_gpu_memory_utilization(
-                spec.gpu_memory_utilization, spec.memory_budget_gib, card_total
-            )
-            load_kwargs = {
-                "fast_inference": True,
-                "gpu_memory_utilization": vllm_utilization,
-                "max_lora_rank": spec.lora_r,
-            }
+        fast_inference = spec.generation == "vllm"
+        # vLLM takes utilisation x the card's total: scaled so it takes that share of the budget, and
+        # loaded against the real card's mem_get_info so the scaling is applied once.
+        load_kwargs = fast_inference_kwargs(spec, card_total_bytes() if fast_inference else None)
+        vllm_utilization = load_kwargs.get("gpu_memory_utilization")
         try:
-            with real_card() if spec.fast_inference else contextlib.nullcontext():
+            with real_card() if fast_inference else contextlib.nullcontext():
                 model, unsloth_tokenizer = FastLanguageModel.from_pretrained(
                     model_name=ready.model_path,
                     max_seq_length=spec.max_prompt_length + spec.max_completion_length,
@@ -190,8 +193,8 @@ class UnslothStack(Stack):
             "unsloth_backend": "cpu" if getattr(unsloth, "_IS_CPU_BACKEND", False) else "gpu",
             "trainer_class": [c.__name__ for c in type(trainer).__mro__[1:3]],
             "unsloth_changed_config": countered,
-            "fast_inference": spec.fast_inference,
-            "gpu_memory_utilization": spec.gpu_memory_utilization if spec.fast_inference else None,
+            "fast_inference": fast_inference,
+            "vllm_gpu_memory_utilization_asked": spec.vllm_gpu_memory_utilization if fast_inference else None,
             "vllm_gpu_memory_utilization": vllm_utilization,
         }
         return Built(trainer, meter, longest_prompt, read_back)

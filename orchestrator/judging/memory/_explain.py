@@ -82,7 +82,21 @@ def formulas(spec: TrialSpec, shape: Shape, device: str) -> dict[str, str]:
         "kv_cache": f"2 (K and V) x {shape.kv_heads} KV heads x {shape.head_dim} head dim x {dtype} x "
         f"{generation:g} sequences x {cached}",
         "sampling_logits": f"{generation:g} sequences x {shape.vocab:,} vocab x 4 B (fp32)",
+        "vllm_pool": _vllm_pool_words(spec, device, dtype),
         "activations": f"micro-batch {micro} x {tokens} tokens x {kept} x {dtype}",
         "logits": f"micro-batch {micro} x {spec.max_completion_length} completion tokens x {shape.vocab:,} "
         f"vocab x {logits}",
     }
+
+
+def _vllm_pool_words(spec: TrialSpec, device: str, dtype: str) -> str:
+    """vllm_pool_bytes in words: what colocated vLLM takes of the budget (0 without vLLM or a budget)."""
+    if spec.generation != "vllm":
+        return "generation: transformers: no vLLM pool (0)"
+    if not spec.memory_budget_gib:
+        return "no memory_budget_gib: a share of a card the model does not know (0; a fitted baseline carries it)"
+    if device == "cpu":
+        from trainers.generation import cpu_kvcache_space_gib
+
+        return f"VLLM_CPU_KVCACHE_SPACE {cpu_kvcache_space_gib(spec):g} GiB + vLLM's copy of the weights x {dtype}"
+    return f"vllm_gpu_memory_utilization {spec.vllm_gpu_memory_utilization:g} x budget {spec.memory_budget_gib:g} GiB"

@@ -16,7 +16,7 @@ from orchestrator.judging.memory._architecture import UnknownArchitecture
 from orchestrator.judging.memory._explain import TermLine, formulas
 from orchestrator.judging.memory._fit import fit as fit_coefficients
 from orchestrator.judging.memory._fit import predictive_sd
-from orchestrator.judging.memory._terms import PARTS, TERMS, Shape, device_of, prior, terms
+from orchestrator.judging.memory._terms import PARTS, TERMS, Shape, device_of, prior, terms, unsized_vllm_pool
 from orchestrator.recording.outcome import COMPLETED, GPU, OOM, PEAK_SOURCES, RSS, TORCH, peak_memory
 from trainers.models import bundled_models, parse_model
 from trainers.record import finite_or_none
@@ -34,7 +34,7 @@ FAMILY = (
     "quantization",
     "dtype",
     "gradient_checkpointing",
-    "fast_inference",
+    "generation",
     "distributed",
     "num_processes",
     "adapter",
@@ -44,8 +44,9 @@ FAMILY = (
 # least LOO_FACTOR times the family's worst leave-one-out error.
 Z = 2.0
 LOO_FACTOR, LOO_FROM = 1.5, 3
-# vLLM (fast_inference) reserves gpu_memory_utilization of the card up front: no term models its pool,
-# so such a family is predicted only from this many measured trials of its own.
+# Colocated vLLM without a budget reserves vllm_gpu_memory_utilization of a card (or node) the model
+# does not know: no term sizes its pool, so such a family is predicted only from this many measured
+# trials of its own.
 FAST_INFERENCE_TRIALS = 2
 
 
@@ -108,7 +109,7 @@ def family_of(spec: TrialSpec) -> tuple:
 def family_label(spec: TrialSpec) -> str:
     extras = [
         " checkpointed" if spec.gradient_checkpointing else "",
-        " vLLM" if spec.fast_inference else "",
+        " vLLM" if spec.generation == "vllm" else "",
         f" {spec.num_processes} GPUs {spec.distributed}" if spec.num_processes > 1 else "",
         " full fine-tuning" if spec.adapter == "none" else "",
     ]
@@ -255,12 +256,12 @@ class MemoryModel:
         shape, why = model_shape(spec.model)
         if shape is None:
             return Prediction(None, None, None, self.measure, n, basis, unknown=why)
-        if spec.fast_inference and n < FAST_INFERENCE_TRIALS:
+        if unsized_vllm_pool(spec) and n < FAST_INFERENCE_TRIALS:
             return Prediction(
                 None, None, None, self.measure, n, basis,
-                unknown=f"fast_inference: vLLM reserves gpu_memory_utilization ({spec.gpu_memory_utilization:g}) "
-                f"of the card up front, which no term models; {FAST_INFERENCE_TRIALS} measured trials of "
-                f"this family are needed, {n} so far: run them first",
+                unknown=f"generation: vllm reserves vllm_gpu_memory_utilization ({spec.vllm_gpu_memory_utilization:g}) "
+                f"of the card up front and no memory_budget_gib sizes it; set memory_budget_gib (the pool is "
+                f"then that share of it) or measure {FAST_INFERENCE_TRIALS} trials of this family first ({n} so far)",
             )  # fmt: skip
         sizes = terms(spec, shape, self.device)
         coefficients = self._coefficients(family)

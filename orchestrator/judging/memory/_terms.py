@@ -17,7 +17,12 @@ one part of the peak:
   model);
 - generation: the KV cache of one generation batch (B x K sequences of prompt + completion tokens,
   at most the window's tokens in a sliding-window layer) and the full-vocabulary logits sampling keeps
-  per sequence;
+  per sequence; with generation: vllm (colocate) instead
+  vLLM's pool, which holds its own KV cache and sampling: on a GPU vllm_gpu_memory_utilization of the
+  budget (all vLLM takes, its weights included), on a CPU the KV-cache GiB the budget gives it
+  (trainers/generation.py) plus its copy of the weights at the compute dtype. Without a budget the
+  pool is a share of a card (or node) the model does not know (vllm_pool 0: only a family's fitted
+  baseline can carry it, see unsized_vllm_pool). In server mode vLLM is another process: the trainer holds none of it;
 - training: the activations kept for backward by one micro-batch (with gradient checkpointing one
   hidden state a layer plus the one layer being recomputed in backward; without it every layer's
   intermediates) and the logits of its completion tokens, on the path each stack takes (GPU):
@@ -43,6 +48,7 @@ TERMS = {
     "lora": STATIC,
     "kv_cache": GENERATION,
     "sampling_logits": GENERATION,
+    "vllm_pool": GENERATION,
     "activations": TRAINING,
     "logits": TRAINING,
 }
@@ -61,6 +67,8 @@ PRIOR = {
         "logits": (1.0, 0.5),
     },
     "cpu": {"baseline": (0.75, 0.1), "sampling_logits": (1.0, 1.0), "logits": (1.0, 1.0)},
+    # vLLM's pool is a size it is given, not an estimate: a narrow prior on both devices.
+    "shared": {"vllm_pool": (1.0, 0.1)},
 }
 DEFAULT_PRIOR = (1.0, 0.5)
 # Unsloth's GRPO log-probs: the completion rows in this many chunks (unsloth_zoo rl_replacements:
@@ -122,16 +130,36 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
     checkpointed = spec.gradient_checkpointing and device == "gpu"
     layer = shape.layer_width()
     kept = shape.layers * shape.hidden + layer if checkpointed else shape.layers * layer
+    vllm = spec.generation == "vllm" and spec.vllm_mode == "colocate"
     sizes = {
         "baseline": float(GIB),
         "weights": weights,
         "lora": trained,
-        "kv_cache": 2 * shape.kv_heads * shape.head_dim * w * generation * shape.cached_tokens(tokens),
-        "sampling_logits": generation * shape.vocab * 4,
+        "kv_cache": 0
+        if vllm
+        else 2 * shape.kv_heads * shape.head_dim * w * generation * shape.cached_tokens(tokens),
+        "sampling_logits": 0 if vllm else generation * shape.vocab * 4,
+        "vllm_pool": vllm_pool_bytes(spec, shape, device, w) if vllm else 0,
         "activations": micro * tokens * kept * w,
         "logits": micro * spec.max_completion_length * shape.vocab * logit_bytes(spec, device, w),
     }
     return {name: sizes[name] / GIB for name in TERMS}
+
+
+def unsized_vllm_pool(spec: TrialSpec) -> bool:
+    """Colocated vLLM without a budget: its pool is a share of a card the model does not know."""
+    return spec.generation == "vllm" and spec.vllm_mode == "colocate" and not spec.memory_budget_gib
+
+
+def vllm_pool_bytes(spec: TrialSpec, shape: Shape, device: str, w: int) -> float:
+    """Colocated vLLM's pool in bytes under the trial's budget (module docstring); 0 without one."""
+    from trainers.generation import cpu_kvcache_space_gib
+
+    if not spec.memory_budget_gib:
+        return 0
+    if device == "cpu":
+        return cpu_kvcache_space_gib(spec) * GIB + (shape.linear_params + shape.other_params) * w
+    return spec.vllm_gpu_memory_utilization * spec.memory_budget_gib * GIB
 
 
 def logit_bytes(spec: TrialSpec, device: str, w: int) -> float:
@@ -145,4 +173,4 @@ def logit_bytes(spec: TrialSpec, device: str, w: int) -> float:
 
 def prior(device: str) -> dict[str, tuple[float, float]]:
     """term -> (coefficient, spread) before any trial is measured."""
-    return {name: PRIOR[device].get(name, DEFAULT_PRIOR) for name in TERMS}
+    return {name: PRIOR[device].get(name, PRIOR["shared"].get(name, DEFAULT_PRIOR)) for name in TERMS}

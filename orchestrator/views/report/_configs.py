@@ -58,7 +58,8 @@ PER_TRIAL_KEYS = {"seed", *BOOKKEEPING, *EXECUTION}
 STACK_KEYS = {
     "importance_sampling_level",
     "fast_inference",
-    "gpu_memory_utilization",
+    "vllm_gpu_memory_utilization_asked",
+    "vllm_cpu_kvcache_space_gib",
     "trainer_class",
     "unsloth_backend",
     "unsloth_changed_config",

@@ -25,6 +25,7 @@ from orchestrator.views.report._feasibility import (
 )
 from orchestrator.views.report._outputs import SweepOutputs, column, parse_json, plain
 from orchestrator.views.report._stacks import comparison_view, stack_pairs
+from orchestrator.views.report._vllm import share_answers, share_table
 from trainers import stacks
 
 
@@ -306,6 +307,23 @@ def fastest_section(data: ReportData) -> list[Block]:
     ]
 
 
+def vllm_share_section(data: ReportData) -> list[Block]:
+    """What share of memory to give vLLM (report._vllm); nothing when no trial generated with vLLM."""
+    table = share_table(data.outputs.trials, data.summary)
+    if table.empty:
+        return []
+    return [
+        Block("h2", "What share to give vLLM"),
+        *(Block("p", answer) for answer in share_answers(table, data.budget_gib)),
+        Block("table", table=table),
+        Block(
+            "p",
+            "vLLM share: vllm_gpu_memory_utilization, of the budget where one is set. Peak: NVML per process "
+            "on a GPU (torch's counters do not see vLLM's pool), RSS on a CPU. Tokens/s: median over measured steps.",
+        ),
+    ]
+
+
 def prediction_blocks(
     pairs: pd.DataFrame, errors: pd.DataFrame, terms: pd.DataFrame, plot: Any
 ) -> list[Block]:
@@ -434,6 +452,7 @@ SECTIONS = (
     matrix_section,
     stacks_section,
     fastest_section,
+    vllm_share_section,
     setup_section,
     heatmap_section,
     verdict_section,

@@ -1,0 +1,37 @@
+"""Real TRL trials generating with vLLM's CPU build (installed by `make setup` on a host without GPU):
+colocate mode, LoRA, a probe step whose forced length reached vLLM's sampling parameters."""
+
+import pytest
+
+from tests.helpers.trainer_child import needs_vllm, run_child
+
+pytestmark = [pytest.mark.slow, needs_vllm]
+
+
+def test_a_trl_trial_trains_two_steps_generating_with_colocated_vllm_and_probes_through_min_tokens(tmp_path):
+    proc, events = run_child(
+        tmp_path,
+        generation="vllm",
+        vllm_gpu_memory_utilization=0.25,
+        memory_budget_gib=4.0,
+        quantization="none",
+        max_steps=2,
+        probe_steps=1,
+        task_args={"rewards": {"accuracy": 1.0, "digits": 1.0}},  # rewards that vary, so the adapters move
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [e["event"] for e in events] == ["started", "step", "step", "finished"]
+    effective = events[0]["effective_config"]
+    assert effective["use_vllm"] is True and effective["vllm_mode"] == "colocate"
+    # CPU: no card to scale to; the KV cache is a quarter of the 4 GiB budget, in whole GiB
+    assert effective["vllm_gpu_memory_utilization"] == 0.25
+    assert effective["vllm_cpu_kvcache_space_gib"] == 1
+    first, second = events[1:3]
+    # min_tokens as vLLM's SamplingParams held it on the probe step (12 = max_completion_length), none after
+    assert [first["min_new_tokens"], second["min_new_tokens"]] == [12, None]
+    assert first["completion_len_mean"] == 12 and first["completions"] == 4
+    for step in (first, second):
+        assert step["train_s"] == pytest.approx(step["step_s"] - step["gen_s"])
+        assert 0 < step["gen_s"] < step["step_s"]
+    # the adapters trained: TRL synced them into vLLM after step 1 (the CPU patch keeps that possible)
+    assert events[-1]["lora_b_abs_sum"] > 0
