@@ -189,8 +189,9 @@ def test_colocated_vllm_on_a_cpu_holds_the_kv_cache_the_budget_gives_it_and_its_
     )
     prediction = MemoryModel.fit([], measure="RSS").predict(spec)
     # tiny by hand: 2 layers of q, k, v, o (256x256, 256x128 twice, 256x256) and MLP 3 x 256x512, the
-    # embedding tied to the head (vocab x 256 once), 5 norms of 256; fp32 on a CPU
-    params = 2 * (256 * 256 * 2 + 256 * 128 * 2 + 256 * 512 * 3) + V * 256 + 256 * 5
+    # embedding tied to the head (vocab x 256 once), 5 norms of 256, Qwen2's q, k, v biases (256 + 128 +
+    # 128 a layer); fp32 on a CPU
+    params = 2 * (256 * 256 * 2 + 256 * 128 * 2 + 256 * 512 * 3) + V * 256 + 256 * 5 + 2 * (256 + 128 + 128)
     assert (L, H, I) == (2, 256, 512) and TINY_CONFIG["tie_word_embeddings"]
     assert prediction.terms["generation"] == pytest.approx(1 + params * 4 / GIB)  # 1 GiB: ceil(0.25 x 4)
 

@@ -441,7 +441,7 @@ def test_every_shipped_sweep_that_downloads_names_its_random_twin():
             assert line.endswith(f"no download: --set model=random:{model}"), (path.name, line)
             assert model in bundled_models()
             assert load_sweep(str(path), [f"model=random:{model}"]).fixed["model"] == f"random:{model}"
-    assert downloading == 2  # original-16gb and workstation-16gb
+    assert downloading == 3  # original-16gb, workstation-16gb and vllm-memory
 
 
 @pytest.mark.parametrize("hub_id", sorted(PUBLISHED_PARAMS))
