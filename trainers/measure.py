@@ -29,8 +29,8 @@ from transformers import TrainerCallback
 
 from tasks.bounded import SCORING
 from trainers.control import closes_steady_cycle
+from trainers.device import refresh_allocator_cap
 from trainers.events import STEP, EventWriter
-from trainers.runtime import refresh_allocator_cap
 
 GIB = 1024**3
 

@@ -22,7 +22,7 @@ sampler thread. The supervisor kills the trainer there and records status `oom` 
 The margin is 0 by default on GPU and CPU (`DEFAULT_GUARD_MARGIN_GIB`): a card of `budget_gib` holds
 the CUDA context, torch's caching allocator and everything else the process allocates in that much
 memory, and the trainer child caps torch at the budget less its measured context
-(trainers/runtime.py), so a configuration that fits the emulated card stays under the budget as NVML
+(trainers/device.py), so a configuration that fits the emulated card stays under the budget as NVML
 counts it. A margin (`memory.margin_gib`) lets a user tolerate readings above the budget, e.g. to
 compare with runs from before the context was charged; any margin makes the emulated card larger.
 

@@ -14,17 +14,12 @@ import pytest
 import torch
 
 from tests.helpers.nvml import FakeNvml, fake_gpu
-from trainers import runtime
+from trainers import device, runtime
+from trainers.device import budget_mem_get_info, device_info, real_card, setup_process
 from trainers.events import EventWriter, is_oom
 from trainers.generation import pool_utilization
 from trainers.measure import StepMeter
-from trainers.runtime import (
-    GIB,
-    budget_mem_get_info,
-    device_info,
-    real_card,
-    setup_process,
-)
+from trainers.runtime import GIB
 from trainers.spec import TrialSpec
 
 OTHER_PID = 999_999
@@ -62,9 +57,9 @@ class FakeCard:
             monkeypatch.setattr(torch.cuda, name, value)
         monkeypatch.setattr(torch.cuda.memory, "mem_get_info", self.mem_get_info)
         monkeypatch.setattr(torch.cuda.memory, "get_per_process_memory_fraction", self.get_fraction)
-        monkeypatch.setattr(runtime, "_context", None)
-        monkeypatch.setattr(runtime, "_real", {})
-        monkeypatch.setattr(runtime, "_cap", None)
+        monkeypatch.setattr(device, "_context", None)
+        monkeypatch.setattr(device, "_real", {})
+        monkeypatch.setattr(device, "_cap", None)
 
     def create_context(self) -> None:
         if not self.has_context:
@@ -153,7 +148,7 @@ def test_the_allocator_cap_gives_up_what_libraries_load_outside_torch_after_star
     _step_begin(monkeypatch, StepMeter(EventWriter(""), max_prompt_length=16))
     assert card.fractions == [(16 - 0.5) / 80, (16 - 1.25) / 80] and card.emptied == 0
     card.allocate(5.0)  # Triton's kernels and bitsandbytes' buffers: 6.25 GiB outside torch now
-    runtime.refresh_allocator_cap()
+    device.refresh_allocator_cap()
     # torch's 10 GiB of cache no longer fits beside them: a real card would free it, so does torch here.
     assert card.fractions[-1] == (16 - 6.25) / 80 and card.emptied == 1
 
@@ -162,11 +157,11 @@ def test_the_allocator_cap_ignores_jitter_and_follows_the_device_where_nvml_cann
     card = FakeCard(monkeypatch, used_before=3.0, context=0.75, pid_visible=False)
     setup_process(_spec())
     card.allocate(1 / 128)  # 8 MiB: under the 16 MiB the cap moves for
-    runtime.refresh_allocator_cap()
+    device.refresh_allocator_cap()
     card.allocate(
         0.5 - 1 / 128
     )  # the device grew by 0.75 + 0.5 GiB since before the context, torch holds none
-    runtime.refresh_allocator_cap()
+    device.refresh_allocator_cap()
     assert card.fractions == [(16 - 0.75) / 80, (16 - 1.25) / 80]
 
 
@@ -177,7 +172,7 @@ def test_memory_outside_torch_filling_the_budget_is_out_of_memory(monkeypatch):
     with pytest.raises(
         MemoryError, match=r"memory_budget_gib: 2 GiB leaves nothing .* \(2.00 GiB: .* above 2.00"
     ) as err:
-        runtime.refresh_allocator_cap()
+        device.refresh_allocator_cap()
     assert is_oom(err.value)
 
 
@@ -205,7 +200,7 @@ def test_trials_sharing_the_card_do_not_shrink_each_other_s_free_memory(monkeypa
 
 def test_another_device_answers_for_itself():
     real = lambda device=None: (3 * GIB, 80 * GIB)  # noqa: E731
-    context = runtime.CudaContext(GIB // 2, "process", free_after=3 * GIB, total=80 * GIB)
+    context = device.CudaContext(GIB // 2, "process", free_after=3 * GIB, total=80 * GIB)
     other = budget_mem_get_info(real, lambda device: 1, lambda index: 0, 16 * GIB, context)
     assert other(1) == (3 * GIB, 80 * GIB)
 
@@ -398,4 +393,4 @@ def test_a_gpu_cuda_cannot_find_from_cuda_visible_devices_is_unavailable_but_a_c
     )
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a CPU trial on a GPU host: the driver hides every GPU
     setup_process(_spec())
-    assert runtime._context is None
+    assert device._context is None

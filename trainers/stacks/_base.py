@@ -87,7 +87,8 @@ class Stack(ABC):
 
     def run(self, spec: TrialSpec, events: EventWriter) -> None:
         """One trial: build, report what it runs with (`started`), train, report the end (`finished`)."""
-        from trainers.runtime import check_strategy, device_info, lora_b_abs_sum, setup_process
+        from trainers.device import device_info, setup_process
+        from trainers.runtime import check_strategy, lora_b_abs_sum
 
         # Threads, seeds and the budget's card before build(): a stack that patches at import (Unsloth)
         # imports inside build() and reads the card it will train on there.

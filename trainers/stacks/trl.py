@@ -29,9 +29,10 @@ class TrlStack(Stack):
         from transformers import AutoModelForCausalLM, BitsAndBytesConfig
         from trl import GRPOConfig, GRPOTrainer
 
+        from trainers.device import card_total_bytes
         from trainers.generation import prepare_vllm, trl_vllm_kwargs
         from trainers.models import load_tokenizer
-        from trainers.runtime import card_total_bytes, check_prompt_lengths, grpo_config_kwargs
+        from trainers.runtime import check_prompt_lengths, grpo_config_kwargs
 
         ready = prepare(spec)
         vllm_read_back = prepare_vllm(spec, ready.on_gpu)

@@ -129,8 +129,9 @@ class UnslothStack(Stack):
         # After unsloth: on a GPU host these names are Unsloth's patched UnslothGRPOConfig/-Trainer.
         from trl import GRPOConfig, GRPOTrainer
 
+        from trainers.device import card_total_bytes, real_card
         from trainers.models import load_tokenizer, parse_model
-        from trainers.runtime import card_total_bytes, check_prompt_lengths, grpo_config_kwargs, real_card
+        from trainers.runtime import check_prompt_lengths, grpo_config_kwargs
 
         FastLanguageModel = unsloth.FastLanguageModel
         ready = prepare(spec)
