@@ -17,8 +17,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
     from orchestrator.judging.memory import MemoryModel
     from orchestrator.recording.sinks import TrialsTable
+    from orchestrator.spec.load import load_sweep
     from orchestrator.spec.plan import plan
-    from orchestrator.spec.sweep import SweepError, load_sweep
+    from orchestrator.spec.sweep import SweepError
 
     try:
         sweep = load_sweep(args.sweep, args.set)

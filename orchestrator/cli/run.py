@@ -14,7 +14,8 @@ from orchestrator.cli.validate import cmd_validate
 def cmd_run(args: argparse.Namespace) -> int:
     from orchestrator.recording.runlock import OutputDirBusy
     from orchestrator.running.driver import run_sweep
-    from orchestrator.spec.sweep import SweepError, load_sweep
+    from orchestrator.spec.load import load_sweep
+    from orchestrator.spec.sweep import SweepError
     from orchestrator.views.report import ReportDiskFull
 
     if not Path(args.sweep).is_file():

@@ -16,7 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator.spec.sweep import SweepError, yaml_data
+from orchestrator.spec.load import yaml_data
+from orchestrator.spec.sweep import SweepError
 
 
 class ScoreError(ValueError):

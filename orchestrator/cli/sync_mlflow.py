@@ -15,7 +15,7 @@ def cmd_sync_mlflow(args: argparse.Namespace) -> int:
 
     from orchestrator.recording.sinks import steps_path
     from orchestrator.recording.tracking import MlflowSink
-    from orchestrator.spec.sweep import load_sweep
+    from orchestrator.spec.load import load_sweep
 
     output = Path(args.output_dir).resolve()
     for name in ("trials.parquet", "sweep.yaml"):

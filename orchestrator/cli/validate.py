@@ -10,8 +10,9 @@ from trainers.spec import TrialSpec
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from orchestrator.spec.load import load_sweep
     from orchestrator.spec.plan import plan
-    from orchestrator.spec.sweep import SweepError, load_sweep
+    from orchestrator.spec.sweep import SweepError
 
     failed = refused = False
     for path in args.files:

@@ -32,8 +32,9 @@ from orchestrator.recording.storage import output_dir_problems, output_location
 from orchestrator.running.guard import DEFAULTS as GUARD_DEFAULTS
 from orchestrator.running.guard import GuardSettings
 from orchestrator.running.supervisor import run_trial
+from orchestrator.spec.load import bound_problem, yaml_data
 from orchestrator.spec.plan import model_short, trial_key
-from orchestrator.spec.sweep import SWEEP_KNOBS, SweepError, bound_problem, yaml_data
+from orchestrator.spec.sweep import SWEEP_KNOBS, SweepError
 from tasks.names import did_you_mean
 from trainers.events import STEP
 from trainers.spec import BOOKKEEPING, KNOBS, TrialSpec, check_value

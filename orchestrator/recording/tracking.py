@@ -282,7 +282,8 @@ class MlflowSink:
     def for_output(cls, output_dir: Path, goes_on: str = "the report is written") -> MlflowSink | None:
         """The sink of the sweep that wrote output_dir (its sweep.yaml), or None when it tracks nothing or
         its sqlite store does not exist: a reader of a sweep creates no store (say so on stderr)."""
-        from orchestrator.spec.sweep import SweepError, load_sweep
+        from orchestrator.spec.load import load_sweep
+        from orchestrator.spec.sweep import SweepError
 
         resolved = output_dir / "sweep.yaml"
         if not resolved.exists():

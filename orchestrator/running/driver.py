@@ -53,9 +53,10 @@ from orchestrator.running._tune import (
 )
 from orchestrator.running.phases import MEMORY, SPEED, TrialPhases, speed_pending, stages
 from orchestrator.running.ray_env import credentials_kept_from_runtime_env, init_ray
+from orchestrator.spec.load import resolved_yaml
 from orchestrator.spec.plan import config_mismatches
 from orchestrator.spec.plan import plan as make_plan
-from orchestrator.spec.sweep import SweepError, SweepSpec, resolved_yaml
+from orchestrator.spec.sweep import SweepError, SweepSpec
 from orchestrator.views.progress import Progress
 from orchestrator.views.report import frontier, frontier_table
 

@@ -181,8 +181,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _submit(args: argparse.Namespace) -> int:
+    from orchestrator.spec.load import load_sweep
     from orchestrator.spec.plan import plan
-    from orchestrator.spec.sweep import SweepError, load_sweep
+    from orchestrator.spec.sweep import SweepError
 
     job = args.status or args.stop or args.attach
     if job:

@@ -1,4 +1,5 @@
-"""Sweep files -> SweepSpec, with every error reported at once and named by its place in the file.
+"""The sweep's settings: SweepSpec and its sections (pydantic models). orchestrator/spec/load.py reads a
+sweep file into one, with every error reported at once and named by its place in the file.
 
 A sweep file is YAML:
 
@@ -26,19 +27,15 @@ UTF-8 text whose aliases do not multiply it (a "billion laughs" file is refused 
 
 from __future__ import annotations
 
-import copy
 import math
 import os
-import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -47,11 +44,11 @@ from pydantic import (
 from orchestrator.judging.verdict import DEFAULTS as VERDICT
 from orchestrator.judging.verdict import MEMORY_CREEP, STOPPABLE, VerdictSettings
 from orchestrator.running.guard import DEFAULTS, GuardSettings
-from orchestrator.running.phases import MEMORY, PHASES, SPEED, packing
+from orchestrator.running.phases import MEMORY, PHASES, SPEED
 from orchestrator.running.settle import DEFAULTS as SETTLE
 from orchestrator.running.settle import SettleSettings
 from tasks.names import did_you_mean
-from trainers.spec import BOOKKEEPING, KNOBS, check_value
+from trainers.spec import BOOKKEEPING, KNOBS
 
 if TYPE_CHECKING:
     from orchestrator.recording.storage import StoragePath
@@ -89,8 +86,6 @@ def unknown_name_hint(name: str, candidates) -> str:
     return did_you_mean(name, candidates)
 
 
-MAX_FILE_BYTES = 1 << 20  # a sweep file is a page of settings; 1 MiB is far past any real one
-MAX_NODES = 100_000  # values a file's aliases may expand it to
 # Counts and lengths are 32-bit inside torch and the tokenizers; their products must fit trials.parquet's
 # 64-bit columns. The seed goes to numpy, which takes 0 .. 2**32 - 1.
 INT_MAX = 2**31 - 1
@@ -451,265 +446,9 @@ class SweepSpec(_Section):
         return self.tracking.experiment or self.name
 
 
-def knob_errors(raw: dict[str, Any]) -> list[str]:
-    """Place-named errors of the grid and fixed sections, checked with the trainer's own rules."""
-    errors: list[str] = []
-    sections = {name: raw.get(name) if isinstance(raw.get(name), dict) else {} for name in ("grid", "fixed")}
-    for section, items in sections.items():
-        for key, value in items.items():
-            place = f"{section}.{key}"
-            if key in BOOKKEEPING:
-                errors.append(f"{place}: set by the orchestrator for each trial; remove it")
-                continue
-            if key not in KNOBS:
-                errors.append(f"{place}: unknown setting; {unknown_name_hint(str(key), SWEEP_KNOBS)}")
-                continue
-            values = value if section == "grid" and isinstance(value, list) else [value]
-            if section == "grid" and isinstance(value, list) and not value:
-                errors.append(f"{place}: empty list; give at least one value")
-            for i, item in enumerate(values):
-                problem = bound_problem(key, item) or check_value(key, item)
-                if problem:
-                    where = f"{place}[{i}]" if section == "grid" and isinstance(value, list) else place
-                    errors.append(f"{where}: {problem}")
-    for key in sorted(set(sections["grid"]) & set(sections["fixed"])):
-        errors.append(f"fixed.{key}: also in grid; keep it in one place")
-    from tasks import TASKS
-
-    for name in raw.get("task_settings") or {}:
-        if name not in TASKS:
-            errors.append(f"task_settings.{name}: unknown task; {did_you_mean(str(name), TASKS)}")
-    for key in ("task", "task_args"):
-        if key in raw and (key in sections["grid"] or key in sections["fixed"]):
-            section = "grid" if key in sections["grid"] else "fixed"
-            errors.append(f"{section}.{key}: also set at the top level; keep it in one place")
-    return errors
-
-
-def bound_problem(key: str, value: Any) -> str | None:
-    """NaN, infinity, or an integer past what a trial holds (the trainer's own rules do not catch these)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"must be a finite number, got {value}; give a number such as {KNOBS[key].default!r}"
-    if isinstance(value, int) and not isinstance(value, bool):
-        limit = INT_MAXIMA.get(key, INT_MAX)
-        if abs(value) > limit:
-            return f"{value} is past {limit:,}, the largest a trial holds; give a smaller number"
-    return None
-
-
-def grid_size_errors(raw: dict[str, Any], spec: SweepSpec | None) -> list[str]:
-    """The grid's size from its list lengths (without expanding it) against max_trials."""
-    grid = raw.get("grid") if isinstance(raw.get("grid"), dict) else {}
-    lengths = {k: len(v) for k, v in grid.items() if isinstance(v, list) and len(v) > 1}
-    size = math.prod(lengths.values())
-    limit = spec.max_trials if spec else SweepSpec.model_fields["max_trials"].default
-    if size <= limit:
-        return []
-    product = " x ".join(f"{k} {n}" for k, n in lengths.items())
-    return [
-        f"grid: {product} = {size:,} trials, over max_trials {limit:,}; sweep fewer values, or set "
-        f"max_trials: {size} at the top level to run them all"
-    ]
-
-
-def predict_errors(spec: SweepSpec | None) -> list[str]:
-    """oom.predict compares each prediction with the budget: without one it could skip nothing."""
-    if spec is None or not spec.oom.predict or spec.base().get("memory_budget_gib") is not None:
-        return []
-    return [
-        "oom.predict: true, but no memory.budget_gib to compare predictions with; set memory.budget_gib "
-        "(e.g. memory: {budget_gib: 16}) or oom.predict: false"
-    ]
-
-
-def packing_errors(spec: SweepSpec | None) -> list[str]:
-    """A memory-phase packing the stated card cannot hold, refused before anything runs (a card whose
-    memory is read at run time is checked then)."""
-    if spec is None or None in (spec.memory.budget_gib, spec.resources.gpu_memory_gib):
-        return []
-    try:
-        packing(
-            spec.memory.budget_gib,
-            spec.resources.gpu_memory_gib,
-            spec.resources.memory_phase_headroom_gib,
-            per_process=True,
-            asked=spec.resources.memory_phase_per_gpu,
-        )
-    except ValueError as exc:
-        return [str(exc)]
-    return []
-
-
 class SweepError(ValueError):
     def __init__(self, errors: list[str], source: str = ""):
         self.errors = errors
         self.source = source
         head = f"{source}: " if source else ""
         super().__init__(f"{head}{len(errors)} error(s):\n  " + "\n  ".join(errors))
-
-
-def _pydantic_errors(exc: ValidationError) -> list[str]:
-    errors = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"])
-        if err["type"] == "extra_forbidden":
-            parent = _section_model(err["loc"][:-1])
-            errors.append(f"{loc}: unknown key; {did_you_mean(str(err['loc'][-1]), parent.model_fields)}")
-        else:
-            fix = (
-                "; give a finite number (YAML's .inf and .nan are not)"
-                if err["type"] == "finite_number"
-                else ""
-            )
-            errors.append(f"{loc or '(top level)'}: {err['msg'].lower()}, got {err.get('input')!r}{fix}")
-    return errors
-
-
-def _section_model(loc: tuple) -> type[BaseModel]:
-    model: type[BaseModel] = SweepSpec
-    for part in loc:
-        ann = model.model_fields[part].annotation
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
-            model = ann
-    return model
-
-
-def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """--set key=value (dotted; the value is YAML). A bare trial knob goes to `fixed` (and off the grid)."""
-    raw = copy.deepcopy(raw)
-    for item in overrides:
-        if "=" not in item:
-            raise SweepError([f"--set {item}: expected key=value, e.g. memory.budget_gib=16"])
-        key, text = item.split("=", 1)
-        try:
-            value = yaml_data(text, "--set") if text else None
-        except SweepError as exc:
-            raise SweepError([f"--set {key}: {error}" for error in exc.errors]) from None
-        parts = key.strip().split(".")
-        if len(parts) == 1 and parts[0] not in SweepSpec.model_fields:
-            if parts[0] not in KNOBS:  # neither a top-level setting nor a trial knob
-                names = dict.fromkeys([*SweepSpec.model_fields, *SWEEP_KNOBS])
-                raise SweepError([f"--set {key}: unknown setting; {unknown_name_hint(parts[0], names)}"])
-            raw.setdefault("grid", {}).pop(parts[0], None)
-            parts = ["fixed", parts[0]]
-        node = raw
-        for part in parts[:-1]:
-            if not isinstance(node.get(part), dict):
-                node[part] = {}
-            node = node[part]
-        node[parts[-1]] = value
-    return raw
-
-
-def parse_sweep(raw: Any, source: str = "") -> SweepSpec:
-    if not isinstance(raw, dict):
-        raise SweepError([f"(top level): expected a mapping of settings, got {type(raw).__name__}"], source)
-    errors: list[str] = []
-    spec = None
-    try:
-        spec = SweepSpec.model_validate(raw)
-    except ValidationError as exc:
-        errors = _pydantic_errors(exc)
-    errors += knob_errors(raw)
-    errors += grid_size_errors(raw, spec)
-    errors += predict_errors(spec)
-    errors += packing_errors(spec)
-    if errors:
-        raise SweepError(errors, source)
-    return spec
-
-
-def yaml_data(text: str, source: str) -> Any:
-    """yaml.safe_load, refusing a document whose aliases expand it past MAX_NODES values."""
-    try:
-        loader = yaml.SafeLoader(text)
-    except yaml.YAMLError as exc:  # the reader refuses control characters at once
-        raise SweepError([f"not valid YAML: {exc}"], source) from None
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        expanded, distinct = _expanded_size(node)
-        if expanded > max(MAX_NODES, distinct):
-            raise SweepError(
-                [
-                    f"aliases (*name) expand this YAML to {expanded:,} values, over the limit of "
-                    f"{MAX_NODES:,}; write the values out, or refer to fewer aliases"
-                ],
-                source,
-            )
-        return loader.construct_document(node)
-    except yaml.YAMLError as exc:
-        raise SweepError([f"not valid YAML: {exc}"], source) from None
-    except RecursionError:
-        raise SweepError(
-            ["YAML nested too deeply; a sweep file is a few levels of settings"], source
-        ) from None
-    finally:
-        loader.dispose()
-
-
-def _expanded_size(root: yaml.Node) -> tuple[int, int]:
-    """(values the node graph holds once every alias is copied out, distinct nodes); a cycle raises."""
-    sizes: dict[int, int] = {}
-    active: set[int] = set()
-
-    def size(node: yaml.Node) -> int:
-        if id(node) in sizes:
-            return sizes[id(node)]
-        if id(node) in active:
-            raise yaml.YAMLError("an alias refers to a collection that holds it (a recursive alias)")
-        active.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            children = [part for pair in node.value for part in pair]
-        else:
-            children = node.value if isinstance(node, yaml.SequenceNode) else []
-        total = 1 + sum(size(child) for child in children)
-        active.discard(id(node))
-        sizes[id(node)] = total
-        return total
-
-    return size(root), len(sizes)
-
-
-def load_raw(path: str | Path) -> dict[str, Any]:
-    """A sweep file's data: a regular file under MAX_FILE_BYTES of UTF-8 YAML, read without expanding it."""
-    source = str(path)
-    too_big = f"over the {MAX_FILE_BYTES >> 20} MiB limit for a sweep file; is it the right file?"
-    try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise SweepError(
-                ["not a regular file (a folder, device or pipe); give a sweep YAML file"], source
-            )
-        if info.st_size > MAX_FILE_BYTES:
-            raise SweepError([f"{info.st_size:,} bytes, {too_big}"], source)
-        with open(path, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)  # bounded even if the file grew since
-    except OSError as exc:
-        raise SweepError([f"cannot read: {exc.strerror}"], source) from None
-    if len(data) > MAX_FILE_BYTES:
-        raise SweepError([too_big], source)
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise SweepError(
-            [
-                f"not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}); a sweep file is YAML "
-                "text: save it as UTF-8"
-            ],
-            source,
-        ) from None
-    raw = yaml_data(text, source)
-    return raw if raw is not None else {}
-
-
-def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpec:
-    raw = load_raw(path)
-    if isinstance(raw, dict):
-        raw = apply_overrides(raw, overrides or [])
-    return parse_sweep(raw, str(path))
-
-
-def resolved_yaml(spec: SweepSpec) -> str:
-    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)

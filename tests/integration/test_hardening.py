@@ -18,7 +18,7 @@ import pytest
 
 from orchestrator.recording.outcome import UNAVAILABLE
 from orchestrator.running.driver import run_sweep
-from orchestrator.spec.sweep import load_sweep
+from orchestrator.spec.load import load_sweep
 from tests.helpers.processes import descendants, kill_trees
 from tests.helpers.sweeps import tiny_sweep
 

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from orchestrator.running.driver import run_sweep
-from orchestrator.spec.sweep import load_sweep
+from orchestrator.spec.load import load_sweep
 from tests.helpers.sweeps import tiny_sweep
 
 pytestmark = pytest.mark.slow

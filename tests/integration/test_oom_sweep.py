@@ -12,7 +12,7 @@ from mlflow.tracking import MlflowClient
 from orchestrator.cli import main
 from orchestrator.judging.pruning import Pruner
 from orchestrator.running.driver import run_sweep
-from orchestrator.spec.sweep import load_sweep
+from orchestrator.spec.load import load_sweep
 from tests.helpers.sweeps import tiny_sweep
 
 pytestmark = pytest.mark.slow

@@ -23,7 +23,7 @@ from orchestrator.cli import main
 from orchestrator.judging.pruning import RUN
 from orchestrator.running._tune import FINAL, RecorderCallback
 from orchestrator.running.driver import run_sweep
-from orchestrator.spec.sweep import load_sweep
+from orchestrator.spec.load import load_sweep
 from tests.helpers.html_outline import outline
 from tests.helpers.html_outline import table_after as html_table_after
 from tests.helpers.images import assert_varied_png

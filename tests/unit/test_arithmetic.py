@@ -119,7 +119,7 @@ def test_the_original_rule_refuses_format_rewards_it_would_not_read():
 def test_the_original_16gb_sweep_scores_with_the_original_rule():
     from pathlib import Path
 
-    from orchestrator.spec.sweep import load_sweep
+    from orchestrator.spec.load import load_sweep
 
     sweep = load_sweep(Path(__file__).resolve().parents[2] / "sweeps" / "original-16gb.yaml")
     assert sweep.task_args["answer_rule"] == "original"

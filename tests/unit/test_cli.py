@@ -15,8 +15,9 @@ import pytest
 
 from orchestrator.cli import build_parser, main
 from orchestrator.recording.sinks import TRIAL_SCHEMA
+from orchestrator.spec.load import load_sweep
 from orchestrator.spec.plan import plan
-from orchestrator.spec.sweep import FOREIGN_NAMES, load_sweep
+from orchestrator.spec.sweep import FOREIGN_NAMES
 from orchestrator.views.progress import estimate_durations
 
 SMOKE = str(Path(__file__).parents[2] / "sweeps" / "cpu-smoke.yaml")
@@ -131,7 +132,7 @@ def test_validate_list_prints_the_same_plan_as_a_dry_run(tmp_path, capsys):
 def test_report_run_from_another_directory_writes_nothing_outside_the_sweeps_dir(
     tmp_path, monkeypatch, capsys
 ):
-    from orchestrator.spec.sweep import parse_sweep, resolved_yaml
+    from orchestrator.spec.load import parse_sweep, resolved_yaml
     from tests.helpers.synthetic_sweep import write_synthetic_sweep
 
     out, elsewhere = tmp_path / "sweeps" / "synthetic", tmp_path / "elsewhere"

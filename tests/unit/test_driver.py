@@ -13,8 +13,9 @@ from orchestrator.running._tune import _Relay, placement_verdict
 from orchestrator.running.driver import _phase_name, run_sweep
 from orchestrator.running.phases import TrialPhases
 from orchestrator.running.ray_env import _job_worker_env
+from orchestrator.spec.load import parse_sweep
 from orchestrator.spec.plan import expand
-from orchestrator.spec.sweep import SweepError, parse_sweep
+from orchestrator.spec.sweep import SweepError
 from trainers.events import STEP
 
 

@@ -4,7 +4,7 @@ from orchestrator.cli import build_parser
 from orchestrator.cli._common import trial_guard
 from orchestrator.running.guard import GuardSettings
 from orchestrator.running.telemetry import DEFAULT_GUARD_MARGIN_GIB, MemorySampler
-from orchestrator.spec.sweep import parse_sweep
+from orchestrator.spec.load import parse_sweep
 
 
 def test_the_trial_cli_defaults_equal_a_sweeps_defaults():

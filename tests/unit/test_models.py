@@ -425,7 +425,7 @@ def test_readme_lists_exactly_the_bundled_models():
 
 
 def test_every_shipped_sweep_that_downloads_names_its_random_twin():
-    from orchestrator.spec.sweep import load_sweep
+    from orchestrator.spec.load import load_sweep
     from trainers.spec import TrialSpec
 
     sweeps = sorted((Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml"))

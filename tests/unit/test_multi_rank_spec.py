@@ -111,7 +111,7 @@ def test_rank_zero_writes_the_trials_stream_and_other_ranks_a_file_of_their_own(
 
 
 def test_gpus_per_trial_of_n_runs_every_trial_as_n_ranks():
-    from orchestrator.spec.sweep import parse_sweep
+    from orchestrator.spec.load import parse_sweep
 
     sweep = parse_sweep(
         {"name": "r", "resources": {"gpus_per_trial": 2}, "fixed": {"model": "tiny", "distributed": "ddp"}}
@@ -122,7 +122,8 @@ def test_gpus_per_trial_of_n_runs_every_trial_as_n_ranks():
 def test_a_fractional_gpu_count_above_one_is_refused_with_whole_numbers():
     import pytest
 
-    from orchestrator.spec.sweep import SweepError, parse_sweep
+    from orchestrator.spec.load import parse_sweep
+    from orchestrator.spec.sweep import SweepError
 
     with pytest.raises(SweepError) as info:
         parse_sweep({"name": "r", "resources": {"gpus_per_trial": 2.5}})

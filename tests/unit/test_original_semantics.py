@@ -18,8 +18,8 @@ import torch
 import transformers.training_args
 from trl import GRPOConfig
 
+from orchestrator.spec.load import load_sweep
 from orchestrator.spec.plan import expand
-from orchestrator.spec.sweep import load_sweep
 from tasks import load_task
 from trainers.runtime import choose_dtype, grpo_config_kwargs
 

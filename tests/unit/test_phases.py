@@ -25,7 +25,8 @@ from orchestrator.running.phases import (
 )
 from orchestrator.running.settle import SettleSettings, median_half_width, settled, steps_without_growth
 from orchestrator.running.supervisor import run_trial
-from orchestrator.spec.sweep import SweepError, parse_sweep
+from orchestrator.spec.load import parse_sweep
+from orchestrator.spec.sweep import SweepError
 from trainers.control import CONTINUE, STOP, SupervisorChannel, closes_steady_cycle, holds_here
 from trainers.spec import TrialSpec
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.spec import plan as plan_module
+from orchestrator.spec.load import load_sweep, parse_sweep
 from orchestrator.spec.plan import config_mismatches, expand, model_short, plan, trial_key
-from orchestrator.spec.sweep import SweepError, load_sweep, parse_sweep
+from orchestrator.spec.sweep import SweepError
 from trainers.spec import BOOKKEEPING, EXECUTION, KEYED_WHEN_SET, KNOBS, TrialSpec
 
 

@@ -11,8 +11,8 @@ import pytest
 from orchestrator.cli import main
 from orchestrator.judging.memory import MemoryModel
 from orchestrator.recording.sinks import TrialsTable, trial_row
+from orchestrator.spec.load import load_sweep, parse_sweep
 from orchestrator.spec.plan import plan
-from orchestrator.spec.sweep import load_sweep, parse_sweep
 from trainers.spec import TrialSpec
 
 CPU_SMOKE = str(Path(__file__).parents[2] / "sweeps" / "cpu-smoke.yaml")

@@ -10,8 +10,8 @@ from rich.console import Console
 
 from orchestrator.cli import main
 from orchestrator.recording.sinks import TrialsTable, trial_row
+from orchestrator.spec.load import load_sweep
 from orchestrator.spec.plan import expand
-from orchestrator.spec.sweep import load_sweep
 from orchestrator.views.report import write_report
 from tests.helpers.synthetic_sweep import write_synthetic_sweep
 

@@ -6,8 +6,9 @@ import pytest
 import yaml
 
 from orchestrator.cli import main
+from orchestrator.spec.load import apply_overrides, load_sweep, parse_sweep
 from orchestrator.spec.plan import plan
-from orchestrator.spec.sweep import SweepError, apply_overrides, load_sweep, parse_sweep
+from orchestrator.spec.sweep import SweepError
 
 SWEEPS = sorted((Path(__file__).parents[2] / "sweeps").glob("*.yaml"))
 

@@ -8,8 +8,8 @@ from orchestrator.recording.outcome import COMPLETED, TrialResult
 from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
 from orchestrator.recording.sinks import TrialsTable
 from orchestrator.recording.tracking import MlflowSink
+from orchestrator.spec.load import parse_sweep, resolved_yaml
 from orchestrator.spec.plan import expand
-from orchestrator.spec.sweep import parse_sweep, resolved_yaml
 
 
 def trainer_step(n: int) -> dict:

@@ -14,8 +14,8 @@ from orchestrator.recording.tracking import (
     trial_params,
     varying_axes,
 )
+from orchestrator.spec.load import parse_sweep, resolved_yaml
 from orchestrator.spec.plan import plan
-from orchestrator.spec.sweep import parse_sweep, resolved_yaml
 from trainers.spec import TrialSpec
 
 

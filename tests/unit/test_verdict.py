@@ -18,7 +18,8 @@ from orchestrator.judging.verdict import (
 )
 from orchestrator.recording.outcome import COMPLETED, TrialResult
 from orchestrator.recording.sinks import normalize_step, trial_row
-from orchestrator.spec.sweep import SweepError, parse_sweep
+from orchestrator.spec.load import parse_sweep
+from orchestrator.spec.sweep import SweepError
 from trainers.spec import TrialSpec
 
 SETTINGS = VerdictSettings()
