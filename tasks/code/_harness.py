@@ -1,6 +1,6 @@
 """The trusted side of the code sandbox (tasks/code/_sandbox.py starts it; stdlib only, nothing of the project).
 
-Usage: python -I -S _harness.py RESULT_FD --owner=PID (the owner tag is for `ps` only). Reads one JSON job per line on stdin: {"code", "probes",
+Usage: python -I -S -c "$(cat _harness.py)" RESULT_FD --owner=PID (the owner tag is for `ps` only). Reads one JSON job per line on stdin: {"code", "probes",
 "deadline", "limits", "output_cap"}. Each probe is one expression to evaluate after the code is defined
 (the half of a test that calls the completion; the expected value stays with the parent and never
 reaches this process). Per job it makes a fresh working directory; per probe it forks a child that

@@ -40,7 +40,10 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-HARNESS = Path(__file__).with_name("_harness.py")
+# The harness's source, handed to the interpreter with -c: inside the namespaces /tmp, /root and /home are
+# fresh tmpfs mounts and without them the harness runs as uid nobody, so a checkout under any of those
+# (a clone in /tmp, a home directory) would not be readable there.
+HARNESS = Path(__file__).with_name("_harness.py").read_text()
 NOBODY = 65534
 GRACE_S = 0.05  # the harness reports at the deadline; the parent kills what is left 50 ms later
 RESULT_CAP = 1 << 20
@@ -251,7 +254,7 @@ class Sandbox:
         self.read_fd, write_fd = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [*command, python, "-I", "-S", str(HARNESS), str(write_fd), owner_tag()],
+                [*command, python, "-I", "-S", "-c", HARNESS, str(write_fd), owner_tag()],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

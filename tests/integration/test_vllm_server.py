@@ -4,10 +4,11 @@ sampled and stopped by its PID (vLLM's CPU build; training against it needs NCCL
 import psutil
 import pytest
 
-from orchestrator.running.supervisor import _die_with_parent, child_env, kill_group, run_trial
+from orchestrator.running.supervisor import child_env, kill_group, run_trial
 from orchestrator.running.telemetry import MemorySampler
 from orchestrator.running.vllm_server import HOST, split_gpus, vllm_server
 from tests.helpers.trainer_child import ROOT, needs_vllm
+from trainers.distributed import die_with_parent
 from trainers.models import resolve_model
 from trainers.spec import TrialSpec
 
@@ -26,7 +27,7 @@ def test_the_supervisor_starts_trl_vllm_serve_on_loopback_generates_samples_it_a
     launch = {
         "env": child_env(None, 1),
         "stop": kill_group,
-        "preexec_fn": _die_with_parent,
+        "preexec_fn": die_with_parent,
     }  # the supervisor's
     with vllm_server(
         spec,
