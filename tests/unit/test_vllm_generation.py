@@ -1,6 +1,7 @@
 """trainers/generation.py and trainers/stacks/_vllm_cpu.py without starting vLLM: what a vLLM trial
 asks of TRL, its CPU KV cache from the budget, and the CPU-only patch left off where CUDA is."""
 
+import importlib.util
 import sys
 import types
 
@@ -94,3 +95,25 @@ def test_vllm_on_a_cpu_without_a_budget_is_unavailable_rather_than_taking_a_shar
         "(0.3) of the whole NUMA node's memory for its KV cache; set memory_budget_gib (e.g. 4: its KV cache is "
         "then that share of it)"
     )
+
+
+def test_a_transformers_trial_keeps_vllm_out_of_the_trainer_and_a_vllm_trial_does_not():
+    """TRL imports its vLLM backend whenever vLLM is installed: a transformers trial would measure that
+    import (0.13 GiB of RSS on tiny). The child hides vLLM from TRL unless the trial generates with it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, importlib.util\n"
+        "from trainers.generation import hide_vllm_unless_used\n"
+        "from trainers.spec import TrialSpec\n"
+        "hide_vllm_unless_used(TrialSpec(generation=sys.argv[1]))\n"
+        "from trl.import_utils import is_vllm_available\n"
+        "print(sys.modules.get('vllm', 'absent') is None, importlib.util.find_spec('vllm') is None, is_vllm_available())\n"
+    )
+    run = lambda generation: subprocess.run(  # noqa: E731
+        [sys.executable, "-c", code, generation], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.split()
+    assert run("transformers") == ["True", "True", "False"]
+    installed = importlib.util.find_spec("vllm") is not None
+    assert run("vllm") == ["False", str(not installed), str(installed)]
