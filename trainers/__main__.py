@@ -13,6 +13,7 @@ import traceback
 from trainers import stacks
 from trainers.distributed import die_with_parent, dump_stack_on_signal, rank, rank_events_path, world_size
 from trainers.events import ERROR, OOM, EventWriter, oom_cause
+from trainers.generation import hide_vllm_unless_used
 from trainers.runtime import RefusedError, UnavailableError
 from trainers.spec import TrialSpec
 
@@ -24,6 +25,7 @@ def main(argv: list[str]) -> int:
     if world_size() > 1:
         die_with_parent()  # a rank: out of the launcher's process group, so it goes when the launcher does
     spec = TrialSpec.load(argv[0])
+    hide_vllm_unless_used(spec)  # this process is the trial's: nothing else imports vLLM in it
     if world_size() > 1:
         dump_stack_on_signal(spec.events_path, rank())  # read at a timeout: where this rank hung
     events = EventWriter(rank_events_path(spec.events_path, rank()))

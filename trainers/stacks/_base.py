@@ -88,13 +88,11 @@ class Stack(ABC):
     def run(self, spec: TrialSpec, events: EventWriter) -> None:
         """One trial: build, report what it runs with (`started`), train, report the end (`finished`)."""
         from trainers.device import device_info, setup_process
-        from trainers.generation import hide_vllm_unless_used
         from trainers.runtime import check_strategy, lora_b_abs_sum
 
         # Threads, seeds and the budget's card before build(): a stack that patches at import (Unsloth)
         # imports inside build() and reads the card it will train on there.
         setup_process(spec)
-        hide_vllm_unless_used(spec)
         built = self.build(spec, events)
         effective = self.effective_knobs(built, spec)
         check_strategy(spec, effective.get("distributed_type"))
