@@ -11,7 +11,10 @@ Figures:
 - sampler CPU: the supervisor's CPU time while sampling, per sample and as a share of one core: on
   a machine with no idle core, at most this much is taken from the trainer.
 
-    python bench/bench_sampler.py [--hz 20] [--pairs 6] [--work-s 1.0] [--json out.json]
+`--child cuda` times a loop of 4096x4096 bf16 matrix products on the GPU instead (the child holds a
+CUDA context, so on a GPU host the sampler reads it through NVML, as it reads a trainer).
+
+    python bench/bench_sampler.py [--hz 20] [--pairs 6] [--work-s 1.0] [--child cpu|cuda] [--json out.json]
 """
 
 from __future__ import annotations
@@ -47,6 +50,22 @@ CHILD = textwrap.dedent(
 )
 
 
+CHILD_CUDA = textwrap.dedent(
+    """
+    import sys, time, torch
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    torch.cuda.synchronize()
+    for line in sys.stdin:
+        n = int(line)
+        start, cpu = time.perf_counter(), time.process_time()
+        for _ in range(n):
+            b = a @ a
+        torch.cuda.synchronize()
+        print(time.perf_counter() - start, time.process_time() - cpu, flush=True)
+    """
+)
+
+
 def run_loop(child: subprocess.Popen, n: int) -> tuple[float, float]:
     child.stdin.write(f"{n}\n")
     child.stdin.flush()
@@ -66,15 +85,25 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--hz", type=float, default=20.0, help="sampling rate (default 20)")
     parser.add_argument("--pairs", type=int, default=6, help="on/off pairs, alternated ABBA (default 6)")
     parser.add_argument("--work-s", type=float, default=1.0, help="seconds per timed loop (default 1.0)")
+    parser.add_argument(
+        "--child", choices=("cpu", "cuda"), default="cpu", help="the timed loop: Python (cpu) or GPU matmuls"
+    )
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
 
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", CHILD_CUDA if args.child == "cuda" else CHILD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
-        run_loop(child, 200_000)  # warm-up
-        n = int(2_000_000 * args.work_s / run_loop(child, 2_000_000)[1])
+        if args.child == "cuda":
+            run_loop(child, 50)  # warm-up: cuBLAS handles and kernels
+            n = max(1, int(200 * args.work_s / run_loop(child, 200)[0]))
+        else:
+            run_loop(child, 200_000)  # warm-up
+            n = int(2_000_000 * args.work_s / run_loop(child, 2_000_000)[1])
         times: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
         cpu, samples, backend = 0.0, 0, None
         for pair in range(args.pairs):
@@ -97,6 +126,7 @@ def main(argv: list[str] | None = None) -> dict:
     off_cpu, on_cpu = (statistics.median(t[1] for t in times[side]) for side in (False, True))
     result = {
         "hz": args.hz,
+        "child": args.child,
         "backend": backend,
         "pairs": args.pairs,
         "loop_s_off_median": off,
