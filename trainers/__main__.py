@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
     events = EventWriter(rank_events_path(spec.events_path, rank()))
     try:
         spec.validate()  # an unregistered framework stops here, named with the registered ones
-        stack = stacks.get(spec.framework)
+        stack = stacks.load(spec.framework)
         available, why = stack.availability()
         if not available:
             raise UnavailableError(f"framework {stack.name}: {why}")

@@ -6,24 +6,25 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from trainers.runtime import UnavailableError
-from trainers.stacks import STACKS, Stack, register
+from trainers.stacks import StackEntry, register, unregister
+from trainers.stacks._base import Stack
 
 THIRD_UNAVAILABLE = "third: a test-only stack; it trains nothing"
 
 
 class ThirdStack(Stack):
-    name = "third"
-    label = "Third"
-
     def build(self, spec, events):
         raise UnavailableError(THIRD_UNAVAILABLE)
 
 
+THIRD = StackEntry("third", "Third", "tests.helpers.stacks:ThirdStack")
+
+
 @contextmanager
-def registered(stack: Stack) -> Iterator[Stack]:
-    """`stack` in the registry for the with-block, and gone from it after."""
-    register(stack)
+def registered(entry: StackEntry = THIRD) -> Iterator[StackEntry]:
+    """`entry` in the registry for the with-block, and gone from it after."""
+    register(entry)
     try:
-        yield stack
+        yield entry
     finally:
-        del STACKS[stack.name]
+        unregister(entry.name)

@@ -8,7 +8,7 @@ from rich.console import Console
 from orchestrator.judging.intervals import ratio_interval
 from orchestrator.running import gpu_check
 from orchestrator.running.gpu_check import build_table, check_specs, markdown_table, notes, ratios, summarize
-from tests.helpers.stacks import ThirdStack, registered
+from tests.helpers.stacks import registered
 
 
 def result(step_s, tokens_per_s, torch_reserved, nvml_peak, status="completed", detail=""):
@@ -120,7 +120,7 @@ def test_the_cli_verb_takes_its_options_from_the_command_line(tmp_path):
 
 
 def test_a_registered_third_stack_is_checked_and_compared_with_trl():
-    with registered(ThirdStack()):
+    with registered():
         specs = check_specs(Path("/tmp/x"))
         rows = [
             summarize("trl", "grpo", result([5, 2, 2], [10, 100, 100], [9, 10, 10], 12.0)),

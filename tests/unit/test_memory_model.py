@@ -17,7 +17,7 @@ from orchestrator.judging.memory import (
     Prediction,
     informative_order,
 )
-from tests.helpers.stacks import ThirdStack, registered
+from tests.helpers.stacks import registered
 from trainers.models import TINY_CONFIG
 from trainers.spec import TrialSpec
 
@@ -236,7 +236,7 @@ def test_families_each_get_their_own_coefficients():
 
 
 def test_a_registered_third_stack_makes_a_family_of_its_own():
-    with registered(ThirdStack()):
+    with registered():
         third = [
             row(TrialSpec(**{**s.to_dict(), "framework": "third"}), peak=true_peak(s) + 0.7) for s in GRID
         ]

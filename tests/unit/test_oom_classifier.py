@@ -76,16 +76,16 @@ def test_a_wrapped_failure_that_is_not_memory_is_not_oom():
 def test_the_trainer_child_reports_a_wrapped_out_of_memory_error_as_an_oom_event(tmp_path, monkeypatch):
     import json
 
+    from trainers import stacks
     from trainers.__main__ import main
     from trainers.spec import TrialSpec
-    from trainers.stacks import STACKS
 
     def run(spec, events):  # the TRL stack's run, failing as a library re-raising an OOM does
         _raise_wrapped(
             torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB."), explicit=True
         )
 
-    monkeypatch.setattr(STACKS["trl"], "run", run)
+    monkeypatch.setattr(stacks.load("trl"), "run", run)
     events = tmp_path / "events.jsonl"
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(TrialSpec(events_path=str(events)).to_json())

@@ -33,8 +33,8 @@ THIRD_FACTORS = (1.25, 0.5)  # the third stack's memory and speed against TRL's 
 @pytest.fixture
 def third(monkeypatch):
     monkeypatch.setitem(synthetic_sweep.STACK_FACTORS, "third", THIRD_FACTORS)
-    with registered(ThirdStack()) as stack:
-        yield stack
+    with registered():
+        yield stacks.load("third")
 
 
 def test_an_unknown_framework_names_the_field_the_value_and_the_registered_stacks():
@@ -47,16 +47,30 @@ def test_an_unknown_framework_names_the_field_the_value_and_the_registered_stack
 
 
 def test_a_stack_name_is_registered_once():
-    class AnotherTrl(ThirdStack):
-        name = "trl"
-
-    with pytest.raises(ValueError, match=r"^stack 'trl' is registered already \(TrlStack\)$"):
-        stacks.register(AnotherTrl())
+    another = stacks.StackEntry("trl", "Another TRL", "tests.helpers.stacks:ThirdStack")
+    with pytest.raises(
+        ValueError, match=r"^stack 'trl' is registered already \(trainers.stacks.trl:TrlStack\)$"
+    ):
+        stacks.register(another)
     assert stacks.names() == ("trl", "unsloth")
 
 
+def test_the_registry_imports_no_stack_module_until_a_stack_is_loaded():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from trainers.spec import TrialSpec; TrialSpec(framework='unsloth').validate(); "
+        "print(sorted(m for m in sys.modules if m.startswith('trainers.stacks.'))); "
+        "from trainers import stacks; stacks.load('trl'); "
+        "print(sorted(m for m in sys.modules if m.startswith('trainers.stacks.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["[]", "['trainers.stacks._base', 'trainers.stacks.trl']"]
+
+
 def test_a_registered_stack_is_a_framework_a_trial_spec_accepts_and_leaves_with_it():
-    with registered(ThirdStack()):
+    with registered():
         assert TrialSpec(framework="third").problems() == []
         assert TrialSpec(framework_dtype={"third": "fp16"}).problems() == []
     assert TrialSpec(framework="third").problems() == [
@@ -65,7 +79,7 @@ def test_a_registered_stack_is_a_framework_a_trial_spec_accepts_and_leaves_with_
 
 
 def test_vllm_generation_names_the_stacks_that_generate_with_vllm():
-    with registered(ThirdStack()):
+    with registered():
         assert TrialSpec(framework="third", generation="vllm").problems() == [
             "generation: vllm needs a framework that generates with vLLM (trl, unsloth); framework third does "
             "not: set generation: transformers or change framework"

@@ -62,9 +62,9 @@ class _Loaded(Exception):
 
 
 def test_unsloth_loads_the_exact_hub_model_named_not_its_own_prequantized_copy(monkeypatch, tmp_path):
+    from trainers import stacks
     from trainers.events import EventWriter
     from trainers.spec import TrialSpec
-    from trainers.stacks import STACKS
     from trainers.stacks import unsloth as unsloth_stack
 
     calls = []
@@ -77,7 +77,7 @@ def test_unsloth_loads_the_exact_hub_model_named_not_its_own_prequantized_copy(m
     monkeypatch.setattr(unsloth_stack, "import_unsloth", lambda: fake)
     spec = TrialSpec(framework="unsloth", model="Qwen/Qwen2.5-3B-Instruct", quantization="nf4")
     with pytest.raises(_Loaded):
-        STACKS["unsloth"].run(spec, EventWriter(str(tmp_path / "events.jsonl")))
+        stacks.load("unsloth").run(spec, EventWriter(str(tmp_path / "events.jsonl")))
     # Unsloth's mapper would otherwise load unsloth/Qwen2.5-3B-Instruct-unsloth-bnb-4bit (its mapper.py).
     assert calls[0]["model_name"] == "Qwen/Qwen2.5-3B-Instruct"
     assert calls[0]["use_exact_model_name"] is True

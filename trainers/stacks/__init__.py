@@ -1,40 +1,72 @@
-"""The training stacks, registered in one place: STACKS maps each `framework` value to its Stack.
+"""The training stacks, registered in one place: STACKS maps each `framework` value to its entry.
 
-Validation (TrialSpec's `framework`), `python -m trainers`, the report, compare, gpu-check and the
-memory model's families all read the stacks from here. Importing this package imports no training
-library: each stack imports torch, transformers and its own packages inside build().
+An entry is what validation, the report, compare and gpu-check need to know of a stack (its name, label
+and the vllm_mode values it generates with) and where its Stack class lives; load() imports that class
+on first use. So this package imports no stack module: the trial spec validates against the entries
+without depending on the stacks that consume it. Stack modules stay light too (each imports torch,
+transformers and its own packages inside build()).
 
-Add a stack: subclass trainers.stacks._base.Stack in one module (name, label, build; packages and
-vllm_modes where they apply) and register an instance below.
+Add a stack: subclass trainers.stacks._base.Stack in one module (build; packages where it needs more than
+the shared ones) and register its entry below.
 """
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
 from tasks.names import did_you_mean
-from trainers.stacks._base import Stack
 
-__all__ = ["BASE", "STACKS", "Stack", "get", "label", "names", "register"]
-from trainers.stacks.trl import TrlStack
-from trainers.stacks.unsloth import UnslothStack
+__all__ = ["BASE", "STACKS", "StackEntry", "get", "label", "load", "names", "register"]
 
-STACKS: dict[str, Stack] = {}
+
+@dataclass(frozen=True)
+class StackEntry:
+    """A registered stack. target: 'module:Class' of its trainers.stacks._base.Stack subclass."""
+
+    name: str  # the `framework` value that picks it
+    label: str  # how the report and gpu-check write it
+    target: str
+    vllm_modes: tuple[str, ...] = ()  # the vllm_mode values it generates with (generation: vllm)
+
+
+STACKS: dict[str, StackEntry] = {}
 BASE = "trl"  # the stack the others are compared against unless a report or check names another
+_loaded: dict[str, Any] = {}  # name -> its trainers.stacks._base.Stack, once loaded
 
 
-def register(stack: Stack) -> Stack:
+def register(entry: StackEntry) -> StackEntry:
     """Add a stack under its name; a second stack of the same name is refused."""
-    if stack.name in STACKS:
-        raise ValueError(f"stack {stack.name!r} is registered already ({type(STACKS[stack.name]).__name__})")
-    STACKS[stack.name] = stack
-    return stack
+    if entry.name in STACKS:
+        raise ValueError(f"stack {entry.name!r} is registered already ({STACKS[entry.name].target})")
+    STACKS[entry.name] = entry
+    return entry
 
 
-def get(name: str, field: str = "framework") -> Stack:
-    """The stack `name` picks, or a ValueError naming the field, the value and the registered stacks."""
+def unregister(name: str) -> None:
+    """Remove a stack (a test's own); its loaded instance goes with it."""
+    del STACKS[name]
+    _loaded.pop(name, None)
+
+
+def get(name: str, field: str = "framework") -> StackEntry:
+    """The entry `name` picks, or a ValueError naming the field, the value and the registered stacks."""
     try:
         return STACKS[name]
     except KeyError:
         raise ValueError(f"{field}: unknown value {name!r}; {did_you_mean(str(name), STACKS)}") from None
+
+
+def load(name: str, field: str = "framework"):
+    """The trainers.stacks._base.Stack that trains for `name`, imported on first use and kept (one
+    instance per stack). Unannotated on purpose: naming the Stack type here would make the registry,
+    which the trial spec reads, depend on the stack interface, which reads the trial spec."""
+    entry = get(name, field)
+    if name not in _loaded:
+        module, _, cls = entry.target.partition(":")
+        _loaded[name] = getattr(importlib.import_module(module), cls)(entry)
+    return _loaded[name]
 
 
 def names() -> tuple[str, ...]:
@@ -48,5 +80,6 @@ def label(name: str) -> str:
     return STACKS[name].label if name in STACKS else name
 
 
-register(TrlStack())
-register(UnslothStack())
+register(StackEntry("trl", "TRL", "trainers.stacks.trl:TrlStack", vllm_modes=("colocate", "server")))
+# Unsloth's fast_inference: vLLM inside the trainer's process.
+register(StackEntry("unsloth", "Unsloth", "trainers.stacks.unsloth:UnslothStack", vllm_modes=("colocate",)))

@@ -18,6 +18,7 @@ from trainers.events import FINISHED, STARTED, EventWriter
 
 if TYPE_CHECKING:
     from trainers.spec import TrialSpec
+    from trainers.stacks import StackEntry
 
 # The packages every stack trains with: their versions go into each trial's `started` event.
 SHARED_PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "bitsandbytes", "datasets")
@@ -45,13 +46,15 @@ class Built:
 
 
 class Stack(ABC):
-    """One training stack. Subclass it in one module, then register an instance in trainers.stacks."""
+    """One training stack. Subclass it in one module, then register its entry in trainers.stacks (the
+    name, label and vllm_modes are the entry's: trainers.stacks.load builds the Stack with it)."""
 
-    name: ClassVar[str]  # the `framework` value that picks it
-    label: ClassVar[str]  # how the report and gpu-check write it
     packages: ClassVar[tuple[str, ...]] = ()  # its own packages, beyond SHARED_PACKAGES
-    vllm_modes: ClassVar[tuple[str, ...]] = ()  # the vllm_mode values it generates with (generation: vllm)
     install_fix: ClassVar[str] = "install them with `make setup`"
+
+    def __init__(self, entry: StackEntry):
+        self.entry = entry
+        self.name = entry.name
 
     def availability(self) -> tuple[bool, str]:
         """(True, "") where every package it needs is installed, else (False, what is missing and the fix).

@@ -20,10 +20,6 @@ if TYPE_CHECKING:
 
 
 class TrlStack(Stack):
-    name = "trl"
-    label = "TRL"
-    vllm_modes = ("colocate", "server")
-
     def build(self, spec: TrialSpec, events: EventWriter) -> Built:
         from peft import LoraConfig
         from transformers import AutoModelForCausalLM, BitsAndBytesConfig

@@ -115,10 +115,7 @@ def restore_asked(config, asked: dict[str, Any]) -> dict[str, list]:
 
 
 class UnslothStack(Stack):
-    name = "unsloth"
-    label = "Unsloth"
     packages = ("unsloth", "unsloth_zoo")
-    vllm_modes = ("colocate",)  # its fast_inference: vLLM inside the trainer's process
     install_fix = INSTALL_FIX
 
     def build(self, spec: TrialSpec, events: EventWriter) -> Built:
