@@ -11,7 +11,11 @@ cycles independently (their cycles are not paired) and takes the ratio of the tw
 
 Memory has its uncertainty too: the same configuration's peak moves between runs (seeds, allocator
 timing, the sampler's moment). A fit whose margin to the budget is under TIGHT_SPREAD of its peak, the
-spread of peaks measured over repeated runs, reads "tight": another run may not fit.
+spread of peaks measured over repeated runs, reads "tight": another run may not fit. A ratio of two
+peaks carries the same spread (memory_ratio_interval): each side's peak may move by its relative spread
+(the larger of the spread its own repeats show and TIGHT_SPREAD) either way, and the ratio's range is
+the extremes of the two; a range that covers 1 reads "no clear difference". With one run a side, that is
+about ±5%: no bootstrap can be taken over one peak, so the range is the measured spread, not a 95% CI.
 
 Below MIN_CYCLES measured cycles a figure has no interval and a ratio reads "too few cycles to
 compare"; a ratio whose interval covers 1 reads "no clear difference". The settled stop
@@ -173,6 +177,50 @@ def ratio_interval(
         return Ratio(value, value, value, cycles)
     low, high = _bootstrap([*top, *bottom], ratio, confidence)
     return Ratio(value, low, high, cycles)
+
+
+@dataclass(frozen=True)
+class MemoryRatio:
+    """One peak over another, with the range the run-to-run spread of each allows (module doc)."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+    runs: tuple[int, int]  # peaks measured on each side (numerator's, denominator's)
+
+    @property
+    def clear(self) -> bool:
+        """Whether the range excludes 1: the peaks differ beyond what a rerun moves them by."""
+        return self.low is not None and self.high is not None and not self.low <= 1 <= self.high
+
+    def words(self) -> str:
+        """'0.62× (spread 0.59–0.65×)', 'no clear difference (spread 0.97–1.07×)'; '—' without a peak."""
+        if self.value is None:
+            return "—"
+        spread = f"spread {self.low:.2f}–{self.high:.2f}×"
+        return f"{self.value:.2f}× ({spread})" if self.clear else f"{NO_CLEAR} ({spread})"
+
+
+def peak_spread(peaks: Sequence[float]) -> float:
+    """The relative run-to-run spread of one configuration's peaks: (max - min) / mean of its repeats,
+    never below TIGHT_SPREAD (two or three repeats can agree by chance)."""
+    values = [p for p in peaks if p is not None and math.isfinite(p)]
+    if len(values) < 2:
+        return TIGHT_SPREAD
+    return max(TIGHT_SPREAD, (max(values) - min(values)) / (sum(values) / len(values)))
+
+
+def memory_ratio_interval(numerator: Sequence[float], denominator: Sequence[float]) -> MemoryRatio:
+    """max(numerator) / max(denominator), the peaks of each side's repeats (the peak a configuration is
+    reported with is its highest), and the range when each may move by its peak_spread either way."""
+    top = [p for p in numerator if p is not None and math.isfinite(p)]
+    bottom = [p for p in denominator if p is not None and math.isfinite(p)]
+    runs = (len(top), len(bottom))
+    if not top or not bottom or max(bottom) <= 0:
+        return MemoryRatio(None, None, None, runs)
+    a, b = max(top), max(bottom)
+    sa, sb = peak_spread(top), peak_spread(bottom)
+    return MemoryRatio(a / b, a * (1 - sa) / (b * (1 + sb)), a * (1 + sa) / (b * (1 - sb)), runs)
 
 
 @dataclass(frozen=True)

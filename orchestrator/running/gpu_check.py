@@ -19,7 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.judging.intervals import ratio_interval
+from orchestrator.judging.intervals import memory_ratio_interval, ratio_interval
 from orchestrator.recording.outcome import COMPLETED
 from orchestrator.running.guard import GuardSettings
 from trainers import stacks
@@ -120,8 +120,9 @@ def summarize(framework: str, mode: str, result: dict[str, Any]) -> Row:
 
 def ratios(rows: list[Row], base: str = stacks.BASE) -> dict[tuple[str, str], dict[str, float | None]]:
     """Per (stack, mode), each stack relative to the base: peak NVML memory and tokens/s (None where
-    either is missing), and the tokens/s ratio in words with its 95% interval (intervals.Ratio.words:
-    "no clear difference", "too few cycles to compare")."""
+    either is missing), the tokens/s ratio in words with its 95% interval (intervals.Ratio.words:
+    "no clear difference", "too few cycles to compare") and the memory ratio in words with the range the
+    run-to-run spread of a peak allows (intervals.MemoryRatio.words)."""
     by_key = {(r.framework, r.mode): r for r in rows}
     out = {}
     for r in rows:
@@ -132,8 +133,15 @@ def ratios(rows: list[Row], base: str = stacks.BASE) -> dict[tuple[str, str], di
             "memory": _ratio(r.device_peak_gib, reference.device_peak_gib),
             "speed": _ratio(r.tokens_per_s, reference.tokens_per_s),
             "speed_words": ratio_interval([r.speeds], [reference.speeds]).words(),
+            "memory_words": memory_ratio_interval(
+                _listed(r.device_peak_gib), _listed(reference.device_peak_gib)
+            ).words(),
         }
     return out
+
+
+def _listed(value: float | None) -> list[float]:
+    return [] if value is None else [value]
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -199,7 +207,7 @@ def markdown_table(rows: list[Row]) -> str:
 def notes(rows: list[Row]) -> list[str]:
     base = stacks.label(stacks.BASE)
     out = [
-        f"{mode}: {stacks.label(name)}/{base} peak memory x{_fmt(v['memory'])}, tokens/s {v['speed_words']}"
+        f"{mode}: {stacks.label(name)}/{base} peak memory {v['memory_words']}, tokens/s {v['speed_words']}"
         if v["memory"] is not None or v["speed"] is not None
         else f"{mode}: no {stacks.label(name)}/{base} ratio (a stack has no measurement)"
         for (name, mode), v in ratios(rows).items()

@@ -17,7 +17,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.judging.intervals import median_interval, ratio_interval
+from orchestrator.judging.intervals import MemoryRatio, median_interval, memory_ratio_interval, ratio_interval
 from orchestrator.recording.outcome import STATUS_LABELS, peak_memory
 from orchestrator.spec.plan import configuration
 from orchestrator.views.report import load_outputs, summary_table
@@ -83,12 +83,11 @@ def _side(output_dir: str | Path) -> pd.DataFrame:
     summary["peak_memory_gib"] = pd.Series([value for value, _ in peaks], index=summary.index, dtype=float)
     summary["memory_kind"] = pd.Series([kind for _, kind in peaks], index=summary.index, dtype=object)
     # Each trial's measured cycles (tokens/s), for the intervals of its median and of the B/A ratio.
-    summary["speeds"] = [
-        column(measured_steps(trial_steps(outputs.steps, key)), STEP.tokens_per_s).tolist()
-        for key in summary["run_name"]
-    ]
+    measured = [measured_steps(trial_steps(outputs.steps, key)) for key in summary["run_name"]]
+    summary["speeds"] = [column(steps, STEP.tokens_per_s).tolist() for steps in measured]
+    summary["step_times"] = [column(steps, STEP.step_s).tolist() for steps in measured]
     columns = ["run_name", "match", "settings", "framework", "mode", "num_generations", "batch_size", "seed",
-               "status", "memory_kind", "speeds", *COMPARED.values()]  # fmt: skip
+               "status", "memory_kind", "speeds", "step_times", *COMPARED.values()]  # fmt: skip
     return summary[columns].rename(columns={"run_name": "trial_key"})
 
 
@@ -132,8 +131,22 @@ def compare_outputs(dir_a: str | Path, dir_b: str | Path, console: Console | Non
     merged["tokens_per_s_ratio_lo"] = [r.low for r in ratios]
     merged["tokens_per_s_ratio_hi"] = [r.high for r in ratios]
     merged["tokens_per_s_words"] = [r.words() for r in ratios]
+    steps = [
+        ratio_interval([_list(b)], [_list(a)])
+        for a, b in zip(merged["step_times_a"], merged["step_times_b"], strict=True)
+    ]
+    merged["step_s_ratio_lo"] = [r.low for r in steps]
+    merged["step_s_ratio_hi"] = [r.high for r in steps]
+    merged["step_s_words"] = [r.words() for r in steps]
     same_kind = merged["memory_kind_a"] == merged["memory_kind_b"]
     merged.loc[~same_kind, "peak_gib_ratio"] = np.nan
+    memory = [
+        memory_ratio_interval([b], [a]) if same else MemoryRatio(None, None, None, (0, 0))
+        for a, b, same in zip(merged["peak_gib_a"], merged["peak_gib_b"], same_kind, strict=True)
+    ]
+    merged["peak_gib_ratio_lo"] = [m.low for m in memory]
+    merged["peak_gib_ratio_hi"] = [m.high for m in memory]
+    merged["peak_gib_words"] = [m.words() for m in memory]
     sides = {"a": a["settings"].tolist(), "b": b["settings"].tolist()}
     merged["separated_by"] = [
         separating(mine, nearest(mine, sides["b" if side == "a" else "a"]) or {}) if present != "both" else ""
@@ -160,6 +173,10 @@ def compare_outputs(dir_a: str | Path, dir_b: str | Path, console: Console | Non
             result_columns += ["tokens_per_s_a_lo", "tokens_per_s_a_hi", "cycles_a", "tokens_per_s_b_lo",
                                "tokens_per_s_b_hi", "cycles_b", "tokens_per_s_ratio_lo", "tokens_per_s_ratio_hi",
                                "tokens_per_s_words"]  # fmt: skip
+        elif name == STEP.step_s:
+            result_columns += ["step_s_ratio_lo", "step_s_ratio_hi", "step_s_words"]
+        else:
+            result_columns += [f"{name}_ratio_lo", f"{name}_ratio_hi", f"{name}_words"]
     order = merged["present"].astype(str).map({"both": 0, "only A": 1, "only B": 2})
     result = merged.assign(_order=order).sort_values(["_order", "trial_key"])[result_columns]
     result = result.reset_index(drop=True)
@@ -183,12 +200,14 @@ def _peak(value: float) -> str:
     return "—" if value is None or pd.isna(value) else f"{value:.2f}"
 
 
-def _ratio(value: float, higher_is_better: bool) -> str:
-    if value is None or pd.isna(value):
-        return "—"
-    better = value > 1 if higher_is_better else value < 1
-    style = "green" if better and abs(value - 1) > 0.02 else ("red" if abs(value - 1) > 0.02 else "")
-    return f"[{style}]{value:.2f}×[/]" if style else f"{value:.2f}×"
+def _clear_ratio(row: pd.Series, name: str, higher_is_better: bool) -> str:
+    """B/A of step time or peak memory in words with its range, coloured only where the range excludes 1
+    (green where B is better)."""
+    low, high, words = row[f"{name}_ratio_lo"], row[f"{name}_ratio_hi"], row[f"{name}_words"]
+    if low is None or pd.isna(low) or low <= 1 <= high:
+        return words
+    better = (row[f"{name}_ratio"] > 1) == higher_is_better
+    return f"[{'green' if better else 'red'}]{words}[/]"
 
 
 def _speed_ratio(row: pd.Series) -> str:
@@ -216,8 +235,9 @@ def comparison_table(result: pd.DataFrame, dir_a: Path, dir_b: Path) -> Table:
         title=f"A = {dir_a}   B = {dir_b}",
         caption="\n".join(
             [
-                "B/A: green = B better (faster or leaner), red = B worse; tokens/s B/A with its 95% "
-                "interval, coloured only where the interval excludes 1",
+                "B/A: green = B better (faster or leaner), red = B worse, coloured only where its range "
+                "excludes 1: tokens/s and step s with their 95% interval (bootstrap over the steps), peak "
+                "memory with the run-to-run spread of a peak",
                 *notes,
             ]
         ),
@@ -235,9 +255,9 @@ def comparison_table(result: pd.DataFrame, dir_a: Path, dir_b: Path) -> Table:
             _speed_ratio(row),
             _num(row["step_s_a"], 2),
             _num(row["step_s_b"], 2),
-            _ratio(row["step_s_ratio"], higher_is_better=False),
+            _clear_ratio(row, "step_s", higher_is_better=False),
             _peak(row["peak_gib_a"]),
             _peak(row["peak_gib_b"]),
-            _ratio(row["peak_gib_ratio"], higher_is_better=False),
+            _clear_ratio(row, "peak_gib", higher_is_better=False),
         )
     return table

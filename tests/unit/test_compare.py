@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from orchestrator.judging.intervals import median_interval, ratio_interval
+from orchestrator.judging.intervals import TIGHT_SPREAD, median_interval, ratio_interval
 from orchestrator.views.compare import compare_outputs
 from orchestrator.views.report import load_outputs, summary_table
 from tests.helpers.synthetic_sweep import GRID, trial_key, write_synthetic_sweep
@@ -171,3 +171,25 @@ def test_a_b_over_a_ratio_from_too_few_cycles_says_so_in_the_json(compared):
     row = result.set_index("trial_key").loc[trial_key("unsloth", "grpo", 4, 2, 1)]
     assert row["tokens_per_s_words"] == "too few cycles to compare (4 and 4 cycles)"
     assert pd.isna(row["tokens_per_s_ratio_lo"]) and pd.isna(row["tokens_per_s_ratio_hi"])
+
+
+def test_step_time_and_peak_ratios_carry_their_ranges_in_the_json(compared):
+    a, b, result, text = compared
+    key = trial_key("trl", "grpo", 2, 1, 1)
+    row = result.set_index("trial_key").loc[key]
+    steps = {}
+    for side in (a, b):
+        rows = load_outputs(side).steps
+        steps[side] = rows[(rows["trial_key"] == key) & ~rows["probe"]]["step_s"].tolist()
+    expected = ratio_interval([steps[b]], [steps[a]])
+    assert (row["step_s_ratio_lo"], row["step_s_ratio_hi"], row["step_s_words"]) == (
+        expected.low,
+        expected.high,
+        expected.words(),
+    )
+    peak_a, peak_b = row["peak_gib_a"], row["peak_gib_b"]
+    low = peak_b * (1 - TIGHT_SPREAD) / (peak_a * (1 + TIGHT_SPREAD))  # one run a side: the default spread
+    high = peak_b * (1 + TIGHT_SPREAD) / (peak_a * (1 - TIGHT_SPREAD))
+    assert (row["peak_gib_ratio_lo"], row["peak_gib_ratio_hi"]) == (pytest.approx(low), pytest.approx(high))
+    assert row["peak_gib_words"] == f"{peak_b / peak_a:.2f}× (spread {low:.2f}–{high:.2f}×)"  # B is 1.4x
+    assert row["peak_gib_words"] in text

@@ -58,14 +58,23 @@ def test_table_has_a_row_per_stack_and_mode_with_ratios_and_reasons():
         "memory": pytest.approx(0.5),
         "speed": pytest.approx(2.5),
         "speed_words": too_few,
+        # one peak a side, each may move by 2.5% either way: 6 / 12 within 6*0.975/(12*1.025)..6*1.025/(12*0.975)
+        "memory_words": f"0.50× (spread {6 * 0.975 / (12 * 1.025):.2f}–{6 * 1.025 / (12 * 0.975):.2f}×)",
     }
-    assert ratios(rows)[("unsloth", "gspo")] == {"memory": None, "speed": None, "speed_words": "—"}
+    assert ratios(rows)[("unsloth", "gspo")] == {
+        "memory": None,
+        "speed": None,
+        "speed_words": "—",
+        "memory_words": "—",
+    }
 
     console = Console(record=True, width=250)
     console.print(build_table(rows))
     text = console.export_text()
     assert "NVIDIA Test GPU" in text
-    assert "x0.50" in text and f"tokens/s {too_few}" in text  # never a bare speed ratio
+    assert (
+        "peak memory 0.50× (spread 0.48–0.53×)" in text and f"tokens/s {too_few}" in text
+    )  # never a bare ratio
     assert "unsloth gspo: oom: CUDA out of memory" in text
     assert "gspo: no Unsloth/TRL ratio" in text
     lines = [line for line in text.splitlines() if line.startswith("│")]
@@ -135,9 +144,13 @@ def test_a_registered_third_stack_is_checked_and_compared_with_trl():
             "memory": pytest.approx(1.5),
             "speed": pytest.approx(0.5),
             "speed_words": "too few cycles to compare (2 and 2 cycles)",
+            "memory_words": f"1.50× (spread {18 * 0.975 / (12 * 1.025):.2f}–{18 * 1.025 / (12 * 0.975):.2f}×)",
         }
     }
-    assert "grpo: Third/TRL peak memory x1.50, tokens/s too few cycles to compare (2 and 2 cycles)" in lines
+    assert (
+        "grpo: Third/TRL peak memory 1.50× (spread 1.43–1.58×), tokens/s too few cycles to compare "
+        "(2 and 2 cycles)" in lines
+    )
 
 
 def test_a_check_with_enough_steps_states_the_speed_ratio_with_its_interval():

@@ -13,6 +13,8 @@ from orchestrator.judging.intervals import (
     Estimate,
     margin,
     median_interval,
+    memory_ratio_interval,
+    peak_spread,
     ratio_interval,
     tie_ranks,
 )
@@ -155,3 +157,33 @@ def test_a_margin_reads_tight_within_the_spread_of_peaks_and_over_when_it_passed
     # Tight below the run-to-run spread of the peak (TIGHT_SPREAD of it), not at twice that.
     assert margin(7.9, 8.0).tight is (TIGHT_SPREAD * 7.9 > 0.1)
     assert margin(8.0 / (1 + 2 * TIGHT_SPREAD), 8.0).tight is False
+
+
+def test_a_memory_ratio_of_one_peak_a_side_spans_the_spread_a_rerun_moves_each_peak_by():
+    ratio = memory_ratio_interval([6.0], [8.0])
+    s = TIGHT_SPREAD
+    assert (ratio.value, ratio.runs) == (0.75, (1, 1))
+    assert (ratio.low, ratio.high) == (
+        pytest.approx(6 * (1 - s) / (8 * (1 + s))),
+        pytest.approx(6 * (1 + s) / (8 * (1 - s))),
+    )
+    assert ratio.clear and ratio.words() == f"0.75× (spread {ratio.low:.2f}–{ratio.high:.2f}×)"
+
+
+def test_peaks_within_each_others_spread_read_no_clear_difference():
+    ratio = memory_ratio_interval([8.2], [8.0])  # 2.5% apart: inside the ±2.5% each side may move
+    assert not ratio.clear and ratio.words().startswith(f"{NO_CLEAR} (spread ")
+
+
+def test_repeats_that_spread_wider_than_the_default_widen_the_memory_ratio():
+    peaks = [7.0, 8.0]  # 13% apart over two seeds
+    assert peak_spread(peaks) == pytest.approx(1.0 / 7.5)
+    assert peak_spread([8.0, 8.01]) == TIGHT_SPREAD  # two repeats can agree by chance
+    ratio = memory_ratio_interval(peaks, [4.0])
+    assert ratio.value == 2.0  # the worst peak of each side, as the report states it
+    assert ratio.low == pytest.approx(8 * (1 - 1 / 7.5) / (4 * (1 + TIGHT_SPREAD)))
+
+
+def test_a_memory_ratio_without_a_peak_on_a_side_is_not_stated():
+    assert memory_ratio_interval([], [8.0]).words() == "—"
+    assert memory_ratio_interval([float("nan")], [8.0]).value is None

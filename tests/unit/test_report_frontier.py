@@ -159,7 +159,8 @@ def test_headroom_moves_the_frontier_to_configurations_that_leave_it_free():
     assert plain.largest_fit == "K=4 B=1 (4 completions/step)"
     kept = frontier(trials_frame(), budget_gib=0.80, headroom_gib=0.08)
     trl = kept.set_index(["framework", "model"]).loc[("trl", "tiny")]
-    assert trl.largest_fit == "K=2 B=2 (4 completions/step)" and trl.fit_margin_gib == pytest.approx(0.10)
+    # Its margin is to what the user may fill: 0.80 - 0.08 - 0.70.
+    assert trl.largest_fit == "K=2 B=2 (4 completions/step)" and trl.fit_margin_gib == pytest.approx(0.02)
     assert trl.smallest_oom == "K=4 B=1 (4 completions/step)"
     assert (
         trl.oom_detail
@@ -179,3 +180,18 @@ def test_the_matrices_mark_tight_fits_and_count_headroom(tmp_path):
     kept = feasibility_matrix(trials_frame(), budget_gib=0.80, headroom_gib=0.08)
     trl = next(g for g in kept if g.framework == "trl" and g.model == "tiny")
     assert trl.over_budget(4, 1) and not trl.over_budget(2, 2)
+
+
+def test_a_fit_is_tight_against_the_budget_less_the_headroom_as_fits_is():
+    # K=2 B=2 peaks at 0.70 GiB: 0.10 GiB under a 0.80 budget (not tight), but with 0.085 GiB of headroom
+    # kept free only 0.015 GiB is left, under the 0.0175 GiB spread of a 0.70 peak (2.5%): tight.
+    def trl_tiny(grids):
+        return next(g for g in grids if g.framework == "trl" and g.model == "tiny")
+
+    plain = trl_tiny(feasibility_matrix(trials_frame(), budget_gib=0.80))
+    assert not plain.tight(2, 2) and plain.margin(2, 2).gib == pytest.approx(0.10)
+    kept = trl_tiny(feasibility_matrix(trials_frame(), budget_gib=0.80, headroom_gib=0.085))
+    assert kept.tight(2, 2) and kept.margin(2, 2).gib == pytest.approx(0.80 - 0.085 - 0.70)
+    frontiers = frontier(trials_frame(), budget_gib=0.80, headroom_gib=0.085)
+    trl = frontiers.set_index(["framework", "model"]).loc[("trl", "tiny")]
+    assert trl.largest_fit == "K=2 B=2 (4 completions/step)" and trl.fit_tight

@@ -84,13 +84,13 @@ def aggregate_repeats(
     still shows its step-to-step spread; trials without step rows fall back to their own median.
     tokens_low/tokens_high: the median's 95% interval (intervals.median_interval over each seed's cycles,
     NaN below intervals.MIN_CYCLES cycles), `cycles` how many it was taken over, `speeds` each seed's
-    cycles (for ratios between configurations). budget_margin_gib/budget_margin_pct/tight: the peak against the budget
-    (intervals.margin; NaN/None without one).
+    cycles (for ratios between configurations), `peaks` each seed's peak. budget_margin_gib/budget_margin_pct/tight:
+    the peak against the budget less the headroom (intervals.margin; NaN/None without a budget).
     """
     trials = outputs.trials
     done = trials[trials["status"] == outcome.COMPLETED].copy() if "status" in trials else trials.iloc[0:0]
     columns = [*CONFIG_COLUMNS, "other", "seeds", "trial_keys", "tokens_median", "tokens_p10", "tokens_p90",
-               "tokens_low", "tokens_high", "cycles", "speeds", "step_s_median", "peak_gib", "memory_kind",
+               "tokens_low", "tokens_high", "cycles", "speeds", "step_s_median", "peak_gib", "peaks", "memory_kind",
                "fits", "budget_margin_gib", "budget_margin_pct", "tight", "final_reward"]  # fmt: skip
     if done.empty:
         return pd.DataFrame(columns=columns)
@@ -121,7 +121,10 @@ def aggregate_repeats(
         rewards = [final_reward(trial_steps(outputs.steps, k)) for k in keys]
         rewards = [r for r in rewards if r is not None]
         extra = parse_json(first.get("effective_config"))
-        fit = margin(max(values), budget_gib) if values else None
+        # Against what the user may fill (the budget less memory.headroom_gib), as `fits` is: a fit with
+        # less than the spread of its peak to spare there is tight.
+        usable = None if budget_gib is None else budget_gib - headroom_gib
+        fit = margin(max(values), usable) if values else None
         rows.append(
             {
                 **{col: first.get(col) for col in CONFIG_COLUMNS},
@@ -137,6 +140,7 @@ def aggregate_repeats(
                 "speeds": speeds,
                 "step_s_median": stat(step_s, "median"),
                 "peak_gib": max(values) if values else np.nan,
+                "peaks": values,  # each seed's peak (for ratios with their spread)
                 "memory_kind": first_kind(kinds),  # the seeds' kind by the record's precedence
                 "fits": None
                 if budget_gib is None or not values

@@ -73,9 +73,11 @@ class FeasibilityGrid:
         return self.budget_gib is not None and pd.notna(value) and value > self.budget_gib - self.headroom_gib
 
     def margin(self, k: Any, b: Any) -> Margin | None:
-        """The cell's peak against the budget (intervals.margin); None without either."""
+        """The cell's peak against the budget less the headroom, what `fits` is judged against
+        (intervals.margin); None without either."""
         value = self.values.loc[k, b]
-        return margin(float(value), self.budget_gib) if pd.notna(value) else None
+        usable = None if self.budget_gib is None else self.budget_gib - self.headroom_gib
+        return margin(float(value), usable) if pd.notna(value) else None
 
     def tight(self, k: Any, b: Any) -> bool:
         """Fits, by less than the run-to-run spread of its peak (intervals.Margin.tight)."""
@@ -264,7 +266,7 @@ def frontier(
             row[f"{side}_peak_rss_gib"] = _value(best, "peak_rss_gib")
             row[f"{side}_peak_gib"] = _value(best, "_peak")
             row[f"{side}_memory_kind"] = _value(best, "_kind")
-        fit_margin = None if fit is None else margin(_value(fit, "_peak"), budget_gib)
+        fit_margin = None if fit is None else margin(_value(fit, "_peak"), limit)
         row["fit_margin_gib"] = None if fit_margin is None else fit_margin.gib
         row["fit_margin_pct"] = None if fit_margin is None else fit_margin.pct
         row["fit_tight"] = None if fit_margin is None else fit_margin.tight

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from orchestrator.judging.intervals import Estimate, ratio_interval
+from orchestrator.judging.intervals import Estimate, MemoryRatio, memory_ratio_interval, ratio_interval
 from orchestrator.recording.outcome import COMPLETED, MEMORY_LABELS, OOM, STATUS_WORDS
 from orchestrator.views.report._configs import CONFIG_COLUMNS, CONFIG_WORDS, varying_config_columns
 from orchestrator.views.report._document import fmt
@@ -25,7 +25,8 @@ SIDES = ("base", "stack")
 COMPARISON_COLUMNS = [*MATCH_COLUMNS, "base", "stack", "memory_kind",
                       *(f"{side}_{figure}" for side in SIDES for figure in ("status", "peak_gib", "tokens", "fits")),
                       *(f"{side}_{figure}" for side in SIDES for figure in ("tokens_lo", "tokens_hi", "seeds")),
-                      "base_cycles", "stack_cycles", "memory_ratio", "speed_ratio", "speed_ratio_lo",
+                      "base_cycles", "stack_cycles", "memory_ratio", "memory_ratio_lo", "memory_ratio_hi", "memory_words",
+                      "speed_ratio", "speed_ratio_lo",
                       "speed_ratio_hi", "speed_words"]  # fmt: skip
 
 
@@ -42,7 +43,8 @@ def stack_comparison(ranked: pd.DataFrame, trials: pd.DataFrame, base: str = sta
     differ. {base,stack}_status: COMPLETED where a seed completed, else OOM. {base,stack}_fits: True where
     a completed configuration fits (or no budget is known), False where it ran out of memory or passed
     the budget. memory_ratio: the stack's peak over the base's, only where both measured the same kind of
-    memory; speed_ratio: the stack's median tokens/s over the base's, speed_ratio_lo/_hi its 95% interval
+    memory, memory_ratio_lo/_hi the range the run-to-run spread of both peaks allows and memory_words
+    the ratio in words (intervals.memory_ratio_interval: "no clear difference" where it covers 1); speed_ratio: the stack's median tokens/s over the base's, speed_ratio_lo/_hi its 95% interval
     (intervals.ratio_interval over both sides' cycles, each seed's resampled within it; NaN below
     intervals.MIN_CYCLES cycles a side), speed_words the ratio as people read it (Ratio.words: "no clear
     difference" where the interval covers 1, "too few cycles to compare"); {base,stack}_cycles: the
@@ -52,7 +54,7 @@ def stack_comparison(ranked: pd.DataFrame, trials: pd.DataFrame, base: str = sta
     figures: dict[tuple, dict[str, Any]] = {}
     for _, row in ranked.iterrows():
         entry = figures.setdefault(_key(row), {}).setdefault(row["framework"], {})
-        entry.update(peak_gib=row["peak_gib"], tokens=row["tokens_median"], kind=row["memory_kind"],
+        entry.update(peak_gib=row["peak_gib"], peaks=row["peaks"], tokens=row["tokens_median"], kind=row["memory_kind"],
                      speeds=row["speeds"], cycles=row["cycles"], tokens_lo=row["tokens_low"],
                      tokens_hi=row["tokens_high"], seeds=len(row["speeds"]))  # fmt: skip
         entry["fits"] = entry.get("fits") or row["fits"] is not False
@@ -69,6 +71,9 @@ def stack_comparison(ranked: pd.DataFrame, trials: pd.DataFrame, base: str = sta
             kinds = {side.get("kind") for side in pair.values()}
             same_kind = None not in kinds and len(kinds) == 1
             speed = ratio_interval(pair["stack"].get("speeds", []), pair["base"].get("speeds", []))
+            memory = memory_ratio_interval(pair["stack"].get("peaks", []), pair["base"].get("peaks", []))
+            if not same_kind:
+                memory = MemoryRatio(None, None, None, memory.runs)
             rows.append(
                 {
                     **dict(zip(MATCH_COLUMNS, key, strict=True)),
@@ -82,9 +87,10 @@ def stack_comparison(ranked: pd.DataFrame, trials: pd.DataFrame, base: str = sta
                     },
                     **{f"{side}_fits": pair[side]["fits"] for side in SIDES},
                     **{f"{side}_status": COMPLETED if "peak_gib" in pair[side] else OOM for side in SIDES},
-                    "memory_ratio": _ratio(pair["stack"].get("peak_gib"), pair["base"].get("peak_gib"))
-                    if same_kind
-                    else np.nan,
+                    "memory_ratio": np.nan if memory.value is None else memory.value,
+                    "memory_ratio_lo": np.nan if memory.low is None else memory.low,
+                    "memory_ratio_hi": np.nan if memory.high is None else memory.high,
+                    "memory_words": memory.words(),
                     "speed_ratio": _ratio(pair["stack"].get("tokens"), pair["base"].get("tokens")),
                     "speed_ratio_lo": np.nan if speed.low is None else speed.low,
                     "speed_ratio_hi": np.nan if speed.high is None else speed.high,
@@ -150,7 +156,7 @@ def comparison_view(comparison: pd.DataFrame) -> pd.DataFrame:
         line |= {
             f"{base} peak (GiB)": _peak(r, "base"),
             f"{other} peak (GiB)": _peak(r, "stack"),
-            f"Memory {other} ÷ {base}": _times(r["memory_ratio"]),
+            f"Memory {other} ÷ {base}": r["memory_words"],
             "Memory": kind,
             f"{base} tokens/s": _tokens(r, "base"),
             f"{other} tokens/s": _tokens(r, "stack"),
@@ -178,7 +184,3 @@ def _tokens(row: pd.Series, side: str) -> str:
         int(row[f"{side}_cycles"]),
         int(row[f"{side}_seeds"]),
     ).words(unit="")
-
-
-def _times(ratio: float) -> str:
-    return "—" if pd.isna(ratio) else f"{ratio:.2f}×"
