@@ -31,23 +31,24 @@ from tasks.bounded import SCORING
 from trainers.control import closes_steady_cycle
 from trainers.device import refresh_allocator_cap
 from trainers.events import STEP, EventWriter
+from trainers.record import STEP as F  # the step record's field names, defined once
 
 GIB = 1024**3
 
 # TRL's log keys → our column names (docs/schema.md). Keys TRL omits on some steps stay null.
 TRL_SIGNALS = {
-    "reward": "reward_mean",
-    "reward_std": "reward_std",
-    "frac_reward_zero_std": "frac_reward_zero_std",
-    "loss": "loss",
-    "grad_norm": "grad_norm",
-    "kl": "kl",
-    "entropy": "entropy",
-    "clip_ratio/region_mean": "clip_ratio",
-    "completions/mean_length": "completion_len_mean",
-    "completions/max_length": "completion_len_max",
-    "completions/clipped_ratio": "clipped_ratio",
-    "learning_rate": "learning_rate",
+    "reward": F.reward_mean,
+    "reward_std": F.reward_std,
+    "frac_reward_zero_std": F.frac_reward_zero_std,
+    "loss": F.loss,
+    "grad_norm": F.grad_norm,
+    "kl": F.kl,
+    "entropy": F.entropy,
+    "clip_ratio/region_mean": F.clip_ratio,
+    "completions/mean_length": F.completion_len_mean,
+    "completions/max_length": F.completion_len_max,
+    "completions/clipped_ratio": F.clipped_ratio,
+    "learning_rate": F.learning_rate,
 }
 
 
@@ -165,7 +166,7 @@ def closes_cycle(trainer, state) -> bool:
 
 # torch's allocator counters, per step: a cudaMalloc that failed and was retried after freeing the
 # cache, and an OutOfMemoryError raised (a library that catches it and falls back shows here).
-ALLOC_COUNTERS = {"num_alloc_retries": "alloc_retries", "num_ooms": "alloc_ooms"}
+ALLOC_COUNTERS = {"num_alloc_retries": F.alloc_retries, "num_ooms": F.alloc_ooms}
 
 
 def _alloc_counters() -> dict[str, int] | None:
@@ -268,46 +269,46 @@ class StepMeter(TrainerCallback):
             args.per_device_train_batch_size,
         )
         row: dict[str, Any] = {
-            "step": state.global_step,
+            F.step: state.global_step,
             # The completions this step trained on were forced to full length (its cycle's generation was).
-            "probe": cycle.probe,
-            "min_new_tokens": self._forced_min_tokens(),
-            "t_start": self.t_start,
-            "t_end": time.time(),
-            "step_s": step_s,
-            "generated": generated,
-            "gen_s": c.gen_s if generated else None,
-            "train_s": step_s - c.gen_s,
-            "prompt_tokens": c.prompt_tokens if generated else None,
-            "completion_tokens": c.completion_tokens if generated else None,
-            "completions": c.completions if generated else None,
-            "cycle_steps": cycle.steps if closes else None,
-            "tokens_per_s": cycle.tokens / cycle.seconds
+            F.probe: cycle.probe,
+            F.min_new_tokens: self._forced_min_tokens(),
+            F.t_start: self.t_start,
+            F.t_end: time.time(),
+            F.step_s: step_s,
+            F.generated: generated,
+            F.gen_s: c.gen_s if generated else None,
+            F.train_s: step_s - c.gen_s,
+            F.prompt_tokens: c.prompt_tokens if generated else None,
+            F.completion_tokens: c.completion_tokens if generated else None,
+            F.completions: c.completions if generated else None,
+            F.cycle_steps: cycle.steps if closes else None,
+            F.tokens_per_s: cycle.tokens / cycle.seconds
             if closes and cycle.tokens and cycle.seconds
             else None,
-            "estimated_tokens_per_step": estimate,
-            "estimated_tokens_per_sec": estimate / step_s if step_s > 0 else None,
-            "rss_gib": rss / GIB,
+            F.estimated_tokens_per_step: estimate,
+            F.estimated_tokens_per_sec: estimate / step_s if step_s > 0 else None,
+            F.rss_gib: rss / GIB,
             # Without a resettable mark the process-lifetime peak is the honest upper bound.
-            "rss_peak_gib": max(hwm, rss) / GIB if hwm else None,
+            F.rss_peak_gib: max(hwm, rss) / GIB if hwm else None,
         }
         if torch.cuda.is_available():
             self._fold_cuda_peak()
             row |= {
-                "torch_allocated_gib": torch.cuda.memory_allocated() / GIB,
-                "torch_reserved_gib": torch.cuda.memory_reserved() / GIB,
-                "torch_peak_allocated_gib": torch.cuda.max_memory_allocated() / GIB,
-                "torch_peak_reserved_gib": torch.cuda.max_memory_reserved() / GIB,
-                "torch_peak_allocated_since_start_gib": self.cuda_peak_since_start / GIB,
+                F.torch_allocated_gib: torch.cuda.memory_allocated() / GIB,
+                F.torch_reserved_gib: torch.cuda.memory_reserved() / GIB,
+                F.torch_peak_allocated_gib: torch.cuda.max_memory_allocated() / GIB,
+                F.torch_peak_reserved_gib: torch.cuda.max_memory_reserved() / GIB,
+                F.torch_peak_allocated_since_start_gib: self.cuda_peak_since_start / GIB,
             }
         else:
             row |= dict.fromkeys(
                 (
-                    "torch_allocated_gib",
-                    "torch_reserved_gib",
-                    "torch_peak_allocated_gib",
-                    "torch_peak_reserved_gib",
-                    "torch_peak_allocated_since_start_gib",
+                    F.torch_allocated_gib,
+                    F.torch_reserved_gib,
+                    F.torch_peak_allocated_gib,
+                    F.torch_peak_reserved_gib,
+                    F.torch_peak_allocated_since_start_gib,
                 )
             )
         if closes:
@@ -318,7 +319,7 @@ class StepMeter(TrainerCallback):
         if self.evaluator is not None and self.evaluator.due(state.global_step, state.max_steps):
             row |= self.evaluator.run(self.trainer)
         # Scoring calls stopped at task_args.reward_timeout_s (tasks/bounded.py), evaluation's included.
-        row["reward_timeouts"] = SCORING.timeouts if SCORING.calls else None
+        row[F.reward_timeouts] = SCORING.timeouts if SCORING.calls else None
         self.pending = row
 
     def _forced_min_tokens(self) -> int | None:

@@ -65,6 +65,9 @@ STEP_FIELDS: tuple[Field, ...] = (
     Field("step", INT64, COUNT, TRAINER, "optimizer step, 1-based"),
     Field("probe", BOOL, FLAG, TRAINER, "the completions this step trained on were forced to max_completion_length "
        "(worst-case memory): the first `probe_steps` steps' generations, and the steps that reuse them"),
+    Field("min_new_tokens", INT64, TOKENS, TRAINER, "the completion length generation was held to at least in the "
+       "step (a probe's forced max_completion_length: transformers' min_new_tokens or vLLM's min_tokens, as the "
+       "generator received it); null when not forced"),
     Field("generated", BOOL, FLAG, TRAINER, "the step generated completions; false when it optimised over completions "
        "generated earlier (num_iterations > 1, or steps_per_generation > gradient accumulation)"),
     Field("step_s", FLOAT64, SECONDS, TRAINER, "the whole optimizer step"),
@@ -77,6 +80,8 @@ STEP_FIELDS: tuple[Field, ...] = (
        "estimated); null when the step generated nothing"),
     Field("completion_tokens", FLOAT64, TOKENS, TRAINER, "completion tokens generation produced in the step "
        "(counted, not estimated); null when the step generated nothing"),
+    Field("completions", INT64, COUNT, TRAINER, "completions generated in the step (K x the prompts this rank "
+       "generated for); null when the step did not generate"),
     Field("tokens_per_s", FLOAT64, "tokens/s", TRAINER, "throughput of a generation cycle: (prompt + completion "
        "tokens generated in the cycle) / wall time of all the cycle's steps (its generation and every "
        "optimisation pass over those completions). Reported on the step that closes the cycle, null on the "
