@@ -10,6 +10,7 @@ import contextlib
 import os
 import sys
 import traceback
+from typing import NoReturn
 
 from trainers import stacks
 from trainers.distributed import die_with_parent, dump_stack_on_signal, rank, rank_events_path, world_size
@@ -17,9 +18,11 @@ from trainers.events import ERROR, OOM, EventWriter, oom_cause
 from trainers.generation import hide_vllm_unless_used
 from trainers.runtime import RefusedError, UnavailableError
 from trainers.spec import TrialSpec
+from trainers.startup import mark
 
 
 def main(argv: list[str]) -> int:
+    mark("main")
     if len(argv) != 1:
         print("usage: python -m trainers <trial-spec.json>", file=sys.stderr)
         return 2
@@ -60,12 +63,13 @@ def main(argv: list[str]) -> int:
         events.close()
 
 
-if __name__ == "__main__":
-    # The trial's own process (tests call main() in-process): vLLM only where the trial generates with
-    # it. A spec that does not load is main()'s to report.
+def run(argv: list[str]) -> NoReturn:
+    """The trial's own process, to its end: `python -m trainers`, or a child the fork server forked
+    (trainers/forkserver.py). Tests call main() in-process instead."""
+    # vLLM only where the trial generates with it. A spec that does not load is main()'s to report.
     with contextlib.suppress(Exception):
-        hide_vllm_unless_used(TrialSpec.load(sys.argv[1]))
-    code = main(sys.argv[1:])
+        hide_vllm_unless_used(TrialSpec.load(argv[0]))
+    code = main(argv)
     # The event stream is whole and closed: skip the interpreter's teardown (freeing every module and
     # tensor one by one, multiprocessing joining the scorer worker: ~3 s of a tiny trial on a CPU, all
     # of it after the trial's end). The kernel frees the process at once; the scorer worker ends when
@@ -73,3 +77,7 @@ if __name__ == "__main__":
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+if __name__ == "__main__":
+    run(sys.argv[1:])

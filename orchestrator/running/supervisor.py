@@ -29,6 +29,7 @@ import trainers
 from orchestrator.recording.outcome import COMPLETED, FAILED, OOM, STOPPED, UNAVAILABLE, TrialResult
 from orchestrator.running.guard import GuardSettings
 from orchestrator.running.kernel_oom import cgroup_memory_limit_gib, classify_kernel_oom, oom_kill_counts
+from orchestrator.running.launcher import ForkedChild, start_trainer
 from orchestrator.running.phases import MEMORY, SPEED, SPEED_ONLY, TrialPhases
 from orchestrator.running.settle import settled, warm_up
 from orchestrator.running.telemetry import MemorySampler, RankSamplers, Sample
@@ -84,7 +85,7 @@ def child_env(cuda_visible_devices: str | None, cpus: int | None) -> dict[str, s
     return env
 
 
-def kill_group(proc: subprocess.Popen, grace_s: float = TERM_GRACE_S) -> None:
+def kill_group(proc: subprocess.Popen | ForkedChild, grace_s: float = TERM_GRACE_S) -> None:
     """SIGTERM the child's whole process group, then SIGKILL what is still there after grace_s."""
     for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
         try:
@@ -99,7 +100,7 @@ def kill_group(proc: subprocess.Popen, grace_s: float = TERM_GRACE_S) -> None:
             continue
 
 
-def kill_leftovers(proc: subprocess.Popen) -> None:
+def kill_leftovers(proc: subprocess.Popen | ForkedChild) -> None:
     """The leader has exited: SIGKILL any helper it left in its process group (a scorer, a compile
     worker)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -172,7 +173,7 @@ class _Run:
         self.killed_for: str | None = None  # why we killed the child, if we did
         self.guard_detail: str | None = None
         self.sampler: Any = None
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | ForkedChild | None = None
         self.oom_counts_before: dict[str, int] = {}  # kernel OOM-kill counters before the child started
         self.ranks: RankWatch | None = None  # a trial over several ranks: the launcher's ranks
         self.hang = ""  # a trial over several ranks that timed out: which rank hung, and where
@@ -309,14 +310,14 @@ def _run_trainer(
     # The child inherits our cgroup: its OOM kills move the counters we can read here.
     run.oom_counts_before = oom_kill_counts()
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
+        # Forked from a fork server where the trial can be (orchestrator/running/launcher.py), else cold.
+        proc = start_trainer(
+            spec,
             command,
-            stdin=subprocess.PIPE,
-            stdout=log,
-            stderr=subprocess.STDOUT,
             env=child_env(cuda_visible_devices, threads),
             cwd=str(trial_dir),
-            start_new_session=True,
+            log=log,
+            forkable=trainer_cmd is None and spec.num_processes == 1,
             preexec_fn=die_with_parent,
         )
     run.proc = proc
@@ -376,7 +377,7 @@ def _run_trainer(
     return result
 
 
-def _tell(proc: subprocess.Popen, word: str) -> None:
+def _tell(proc: subprocess.Popen | ForkedChild, word: str) -> None:
     """One word to the trainer's stdin; a trainer already gone cannot hear it (its end says why)."""
     with contextlib.suppress(OSError, ValueError):
         proc.stdin.write(f"{word}\n".encode())

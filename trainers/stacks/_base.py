@@ -92,11 +92,13 @@ class Stack(ABC):
         """One trial: build, report what it runs with (`started`), train, report the end (`finished`)."""
         from trainers.device import device_info, setup_process
         from trainers.runtime import check_strategy, lora_b_abs_sum
+        from trainers.startup import mark, marks
 
         # Threads, seeds and the budget's card before build(): a stack that patches at import (Unsloth)
         # imports inside build() and reads the card it will train on there.
         setup_process(spec)
         built = self.build(spec, events)
+        mark("trainer")
         effective = self.effective_knobs(built, spec)
         check_strategy(spec, effective.get("distributed_type"))
         events.emit(
@@ -105,6 +107,7 @@ class Stack(ABC):
             versions=self.versions(),
             **device_info(),
             effective_config=effective,
+            startup=marks(),  # where the start-up went (trainers/startup.py)
         )
         built.trainer.train()
         events.emit(

@@ -29,7 +29,9 @@ class TrlStack(Stack):
         from trainers.generation import prepare_vllm, trl_vllm_kwargs
         from trainers.models import load_tokenizer
         from trainers.runtime import check_prompt_lengths, grpo_config_kwargs
+        from trainers.startup import mark
 
+        mark("imports")
         ready = prepare(spec)
         vllm_read_back = prepare_vllm(spec, ready.on_gpu)
         tokenizer = load_tokenizer(ready.model_path)
@@ -54,6 +56,7 @@ class TrlStack(Stack):
             # A replica on each rank's own device; a sharding strategy places the weights itself.
             device_map={"": int(os.environ.get("LOCAL_RANK", "0"))} if ready.on_gpu and not sharded else None,
         )
+        mark("model")
         lora = LoraConfig(
             r=spec.lora_r,
             lora_alpha=spec.lora_alpha,

@@ -129,7 +129,9 @@ class UnslothStack(Stack):
         from trainers.device import card_total_bytes, real_card
         from trainers.models import load_tokenizer, parse_model
         from trainers.runtime import check_prompt_lengths, grpo_config_kwargs
+        from trainers.startup import mark
 
+        mark("imports")
         FastLanguageModel = unsloth.FastLanguageModel
         ready = prepare(spec)
         check_fast_inference(spec, ready.on_gpu)
@@ -174,6 +176,7 @@ class UnslothStack(Stack):
             use_gradient_checkpointing=gradient_checkpointing,
             random_state=spec.seed,
         )
+        mark("model")
         asked = grpo_config_kwargs(spec, ready.dtype, ready.on_gpu)
         config = grpo_config(GRPOConfig, asked, ready.task)
         countered = restore_asked(config, asked)

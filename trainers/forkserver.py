@@ -1,0 +1,283 @@
+"""The fork server: a process that has imported a stack's libraries once and forks each trainer child
+from there, so a trial skips the interpreter's start and its imports (about 7 of a tiny trial's 9 s
+outside its steps on a 2-core CPU host: bench/bench_startup.py).
+
+    python -m trainers.forkserver <socket fd> <profile> <idle seconds>
+
+Started by the supervisor's launcher (orchestrator/running/launcher.py), never by hand. It talks over
+one end of a socketpair(AF_UNIX, SOCK_SEQPACKET) it inherits: bound to no address, on the network or
+the file system. Messages are one JSON object each:
+
+- server → launcher, once: {"ready": pid} after the preload, or {"refused": why} (then it exits);
+- launcher → server: {"argv": [...], "env": {...}, "cwd": "..."} with two descriptors attached
+  (SCM_RIGHTS): the trainer's stdin (the supervisor's words, trainers/control.py) and its log (stdout
+  and stderr); the server answers {"pid": n} or {"error": why};
+- server → launcher: {"exit": pid, "status": waitstatus} when a child ends (the server reaps them).
+
+What is preloaded (PROFILES) is what every trial of the profile imports anyway, with the environment
+the trial itself gets (the launcher keys a server by that environment), so a forked trainer holds the
+same modules, in the same state, as a cold one: its RSS means the same (trainers/forkserver.py's
+children are measured as cold ones are; docs/benchmarks.md, "Start-up"). Unsloth patches
+transformers and TRL when it is imported: its profile preloads torch alone and the child imports
+Unsloth after the fork, as a cold child does.
+
+Nothing here touches CUDA: CUDA does not survive a fork. torch.cuda.is_available() is answered from
+NVML while preloading (PYTORCH_NVML_BASED_CUDA_CHECK); modules that initialize CUDA as they are
+imported (bitsandbytes asks each device's compute capability) are preloaded only where no GPU is
+visible, and a server whose preload initialized CUDA all the same refuses to serve (the launcher then
+starts trainers cold).
+
+Bounded in time and tied to its launcher: it exits after `idle seconds` without a child and without a
+request, and at once when the launcher's end of the socket closes (the supervisor exited or was
+killed), killing its children's process groups first. Each child starts a session of its own (its
+process group is the supervisor's to kill) and gets PR_SET_PDEATHSIG from the server, so a server that
+dies takes its trainers with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+import traceback
+from typing import Any, NoReturn
+
+# What each profile imports before any fork: torch, transformers, TRL and PEFT as a trial of that stack
+# imports them (`from trl import GRPOTrainer` loads trl.trainer.grpo_trainer), and the trainer's own
+# modules. GPU_UNSAFE: modules that initialize CUDA at import on a host with a GPU.
+PROFILES: dict[str, tuple[str, ...]] = {
+    "trl": (
+        "torch",
+        "transformers",
+        "transformers.models.auto.modeling_auto",
+        "transformers.models.qwen2.modeling_qwen2",
+        "accelerate",
+        "datasets",
+        "bitsandbytes",
+        "peft",
+        "trl",
+        "trl.trainer.grpo_config",
+        "trl.trainer.grpo_trainer",
+        "tasks",
+        "trainers.__main__",
+        "trainers.device",
+        "trainers.evaluate",
+        "trainers.measure",
+        "trainers.models",
+        "trainers.runtime",
+        "trainers.stacks.trl",
+    ),
+    # Unsloth patches transformers and TRL at import: nothing of them before the fork.
+    "unsloth": ("torch", "trainers.__main__", "trainers.device", "trainers.stacks.unsloth"),
+}
+GPU_UNSAFE = ("bitsandbytes", "peft", "trl", "trl.trainer.grpo_config", "trl.trainer.grpo_trainer")
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+MAX_MESSAGE = 1 << 20
+POLL_S = 0.05
+PAGE = os.sysconf("SC_PAGE_SIZE")
+MADV_POPULATE_READ = 22  # Linux >= 5.14
+# The file-backed pages resident in the server after its preload, as (address, length) runs: what a
+# cold trainer has mapped after the same imports. A fork copies no page-table entries of file-backed
+# mappings (the child faults them in as it touches them), so without mapping these again a forked
+# trainer's RSS would read 0.15 GiB under a cold one's (tiny on this CPU host: RssFile 161 -> 8 MiB).
+_resident: list[tuple[int, int]] = []
+
+
+def profile_for(spec: Any) -> str | None:
+    """The profile a trial forks from, or None: it starts cold (vLLM generation, whose hiding or import
+    is the trial's own, and trials over several ranks, which accelerate's launcher starts)."""
+    if spec.generation == "vllm" or spec.num_processes > 1:
+        return None
+    return spec.framework if spec.framework in PROFILES else None
+
+
+def send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
+    data = json.dumps(message).encode()
+    if fds:
+        socket.send_fds(sock, [data], fds)
+    else:
+        sock.send(data)
+
+
+def gpu_visible() -> bool:
+    """Whether torch would see a GPU, asked of NVML (never CUDA itself)."""
+    import torch
+
+    return torch.cuda.is_available()  # NVML_CHECK is set: no CUDA initialization
+
+
+def cuda_touched() -> bool:
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_initialized())
+
+
+def preload(profile: str) -> str | None:
+    """Import the profile's modules; why this server cannot serve, or None."""
+    os.environ[NVML_CHECK] = "1"
+    try:
+        for name in PROFILES[profile]:
+            if name in GPU_UNSAFE and gpu_visible():
+                continue
+            importlib.import_module(name)
+            if cuda_touched():
+                return f"importing {name} initialized CUDA"
+    except Exception as exc:  # noqa: BLE001 - any failure: the launcher starts trainers cold
+        return f"preload failed: {type(exc).__name__}: {exc}"
+    finally:
+        os.environ.pop(NVML_CHECK, None)
+    import threading
+
+    if threading.active_count() > 1:
+        return f"preload started threads: {[t.name for t in threading.enumerate()]}"
+    return None
+
+
+def resident_file_ranges() -> list[tuple[int, int]]:
+    """This process's resident pages of file-backed mappings (libraries, their data), as runs of
+    (address, length), read from /proc/self/pagemap (bit 63: present)."""
+    import numpy as np
+
+    runs: list[tuple[int, int]] = []
+    with open("/proc/self/maps") as maps, open("/proc/self/pagemap", "rb", buffering=0) as pagemap:
+        for line in maps:
+            fields = line.split()
+            if len(fields) < 6 or not fields[5].startswith("/") or fields[4] == "0":
+                continue
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            pagemap.seek(start // PAGE * 8)
+            entries = np.frombuffer(pagemap.read((end - start) // PAGE * 8), dtype=np.uint64)
+            present = np.concatenate(([0], (entries >> np.uint64(63)).astype(np.int8), [0]))
+            edges = np.flatnonzero(np.diff(present))
+            for first, stop in zip(edges[::2], edges[1::2], strict=True):
+                runs.append((start + int(first) * PAGE, int(stop - first) * PAGE))
+    return runs
+
+
+def map_resident(runs: list[tuple[int, int]]) -> None:
+    """Map the server's resident file pages into this (forked) process again, as a cold trainer has
+    them mapped after its imports (MADV_POPULATE_READ: page-table entries for pages already in the page
+    cache; nothing is read from disk). Where the kernel cannot, the forked RSS reads low by them."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    for address, length in runs:
+        libc.madvise(address, length, MADV_POPULATE_READ)
+
+
+def serve(sock: socket.socket, profile: str, idle_s: float) -> int:
+    refused = preload(profile)
+    if refused:
+        send(sock, {"refused": refused})
+        return 1
+    with contextlib.suppress(OSError, ImportError, ValueError):
+        _resident[:] = resident_file_ranges()
+    gc.collect()
+    gc.freeze()  # the preloaded objects stay out of the collector's scans: fewer pages copied per child
+    send(sock, {"ready": os.getpid()})
+    children: set[int] = set()
+    last = time.monotonic()
+    while True:
+        for pid, status in reap(children):
+            children.discard(pid)
+            last = time.monotonic()
+            with contextlib.suppress(OSError):
+                send(sock, {"exit": pid, "status": status})
+        if not children and time.monotonic() - last > idle_s:
+            return 0
+        ready, _, _ = select.select([sock], [], [], POLL_S)
+        if not ready:
+            continue
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 2)
+        except OSError:
+            data, fds = b"", []
+        if not data:  # the launcher is gone: so are its trials
+            for pid in children:
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)
+            return 0
+        last = time.monotonic()
+        try:
+            request = json.loads(data)
+            if len(fds) != 2:
+                raise ValueError(f"a request carries stdin and the log: got {len(fds)} descriptors")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                child(sock, request, fds)
+            children.add(pid)
+            send(sock, {"pid": pid})
+        except Exception as exc:  # noqa: BLE001 - a bad request fails alone
+            send(sock, {"error": f"{type(exc).__name__}: {exc}"})
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+
+def reap(children: set[int]) -> list[tuple[int, int]]:
+    ended = []
+    for pid in list(children):
+        with contextlib.suppress(ChildProcessError):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                ended.append((pid, status))
+    return ended
+
+
+def child(sock: socket.socket, request: dict[str, Any], fds: list[int]) -> NoReturn:
+    """The forked trainer: the trial's own session, stdio, environment and directory, then the trainer's
+    entry (trainers.__main__.run) as `python -m trainers` would run it."""
+    try:
+        server = os.getppid()
+        os.setsid()
+        from trainers.distributed import die_with_parent
+
+        die_with_parent()
+        if os.getppid() != server:  # the server died before the death signal was armed
+            os._exit(1)
+        map_resident(_resident)
+        sock.close()
+        stdin_fd, log_fd = fds
+        os.dup2(stdin_fd, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.close(stdin_fd)
+        os.close(log_fd)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        sys.argv = ["-m", *request["argv"]]
+        from trainers import startup
+        from trainers.__main__ import run
+
+        startup.reset()
+        run(list(request["argv"]))
+    except BaseException:  # noqa: BLE001 - a child never returns into the server's loop
+        with contextlib.suppress(Exception):
+            traceback.print_exc()
+            sys.stderr.flush()
+    os._exit(70)
+
+
+def main(argv: list[str]) -> int:
+    fd, profile, idle_s = int(argv[0]), argv[1], float(argv[2])
+    sock = socket.socket(fileno=fd)
+    try:
+        return serve(sock, profile, idle_s)
+    finally:
+        sock.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
