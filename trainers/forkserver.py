@@ -76,11 +76,15 @@ PROFILES: dict[str, tuple[str, ...]] = {
     ),
     # Unsloth patches transformers and TRL at import: nothing of them before the fork.
     "unsloth": ("torch", "trainers.__main__", "trainers.device", "trainers.stacks.unsloth"),
+    # Nothing beyond the trainer's entry: the fork's mechanics alone, in seconds (tests).
+    "bare": ("trainers.__main__",),
 }
+STACK_PROFILES = ("trl", "unsloth")
 GPU_UNSAFE = ("bitsandbytes", "peft", "trl", "trl.trainer.grpo_config", "trl.trainer.grpo_trainer")
 NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
 MAX_MESSAGE = 1 << 20
 POLL_S = 0.05
+SESSION_S = 10.0  # how long the server waits for a forked child to lead its own session
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MADV_POPULATE_READ = 22  # Linux >= 5.14
 # The file-backed pages resident in the server after its preload, as (address, length) runs: what a
@@ -95,7 +99,7 @@ def profile_for(spec: Any) -> str | None:
     is the trial's own, and trials over several ranks, which accelerate's launcher starts)."""
     if spec.generation == "vllm" or spec.num_processes > 1:
         return None
-    return spec.framework if spec.framework in PROFILES else None
+    return spec.framework if spec.framework in STACK_PROFILES else None
 
 
 def send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
@@ -211,10 +215,16 @@ def serve(sock: socket.socket, profile: str, idle_s: float) -> int:
                 raise ValueError(f"a request carries stdin and the log: got {len(fds)} descriptors")
             sys.stdout.flush()
             sys.stderr.flush()
+            started, arm = os.pipe()
             pid = os.fork()
             if pid == 0:
-                child(sock, request, fds)
+                os.close(started)
+                child(sock, request, fds, arm)
+            os.close(arm)
             children.add(pid)
+            # Answer once the child is set up (it leads its session): the supervisor may kill its group at once.
+            with os.fdopen(started, "rb") as ready:
+                select.select([ready], [], [], SESSION_S)
             send(sock, {"pid": pid})
         except Exception as exc:  # noqa: BLE001 - a bad request fails alone
             send(sock, {"error": f"{type(exc).__name__}: {exc}"})
@@ -233,9 +243,10 @@ def reap(children: set[int]) -> list[tuple[int, int]]:
     return ended
 
 
-def child(sock: socket.socket, request: dict[str, Any], fds: list[int]) -> NoReturn:
-    """The forked trainer: the trial's own session, stdio, environment and directory, then the trainer's
-    entry (trainers.__main__.run) as `python -m trainers` would run it."""
+def child(sock: socket.socket, request: dict[str, Any], fds: list[int], started: int) -> NoReturn:
+    """The forked trainer: the trial's own session, stdio, environment and directory (then `started` is
+    closed: the server answers with this pid), then the trainer's entry (trainers.__main__.run) as
+    `python -m trainers` would run it."""
     try:
         server = os.getppid()
         os.setsid()
@@ -252,8 +263,6 @@ def child(sock: socket.socket, request: dict[str, Any], fds: list[int]) -> NoRet
         os.dup2(log_fd, 2)
         os.close(stdin_fd)
         os.close(log_fd)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
-            signal.signal(sig, signal.SIG_DFL)
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
@@ -262,6 +271,7 @@ def child(sock: socket.socket, request: dict[str, Any], fds: list[int]) -> NoRet
         from trainers.__main__ import run
 
         startup.reset()
+        os.close(started)  # set up as the trial asked: the server answers with this pid now
         run(list(request["argv"]))
     except BaseException:  # noqa: BLE001 - a child never returns into the server's loop
         with contextlib.suppress(Exception):

@@ -1,0 +1,58 @@
+"""trainers/forkserver.py: which trials fork, and a forked process's memory read as a cold one's."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from trainers.forkserver import profile_for
+from trainers.spec import TrialSpec
+
+
+@pytest.mark.parametrize(
+    "settings,profile",
+    [
+        ({}, "trl"),
+        ({"framework": "unsloth"}, "unsloth"),
+        ({"generation": "vllm"}, None),  # vLLM's import or hiding is the trial's own
+        ({"num_processes": 2}, None),  # accelerate's launcher starts the ranks
+    ],
+)
+def test_a_trial_forks_from_its_stacks_profile_unless_it_generates_with_vllm_or_runs_several_ranks(
+    settings, profile
+):
+    assert profile_for(TrialSpec(model="tiny", **settings)) == profile
+
+
+FORK_AND_READ = """
+import json, os, sys
+import numpy  # file-backed pages: numpy's and OpenBLAS's libraries
+from trainers.forkserver import map_resident, resident_file_ranges
+
+def rss_file_kib():
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("RssFile:"))
+
+runs = resident_file_ranges()
+before = rss_file_kib()
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    bare = rss_file_kib()
+    map_resident(runs)
+    os.write(write, json.dumps([bare, rss_file_kib()]).encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+bare, mapped = json.loads(os.read(read, 1000))
+print(json.dumps({"server": before, "bare": bare, "mapped": mapped}))
+"""
+
+
+def test_a_forked_process_maps_the_servers_resident_file_pages_again():
+    out = subprocess.run([sys.executable, "-c", FORK_AND_READ], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    kib = json.loads(out.stdout)
+    # The fork alone leaves most file pages unmapped (its RSS would read low); mapped again, the child
+    # holds what the server held (a page or two of the server's own reading may differ).
+    assert kib["bare"] < kib["server"] * 0.9
+    assert kib["mapped"] == pytest.approx(kib["server"], rel=0.05)
