@@ -86,7 +86,7 @@ def one_trial(workdir: Path, name: str, args, cold: bool) -> dict[str, float]:
 
 
 def show(label: str, rows: list[dict[str, float]]) -> dict[str, float]:
-    med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+    med = {k: statistics.median([r[k] for r in rows if r[k] is not None] or [float("nan")]) for k in rows[0]}
     cells = "  ".join(f"{k} {med[k]:.2f}" for k in PARTS)
     print(
         f"{label:<28} {cells}  | peak RSS {med['peak_rss_gib']:.3f} GiB  tokens/s {med['tokens_per_s']:.0f}"
