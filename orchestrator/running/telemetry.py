@@ -36,6 +36,10 @@ memory alone: a PID NVML does not list (before the trainer creates its CUDA cont
 and tens of seconds for Unsloth) holds 0 GiB there, for the peaks and the guard; the device's used
 memory would charge the trial with its neighbours'.
 
+A trainer forked from the fork server (orchestrator/running/launcher.py) is read as a cold one: it
+holds the same modules and has the server's resident library pages mapped again (trainers/forkserver.py),
+so its RSS and VmHWM mean what a cold trainer's do.
+
 Sampling stops when the trainer exits: an exited trainer not yet reaped (a zombie, whose memory psutil
 reads as 0 without raising) ends it as a vanished one does.
 

@@ -138,3 +138,19 @@ def test_the_cold_start_variable_starts_the_trainer_cold_without_a_server(tmp_pa
 @pytest.mark.parametrize("value,cold", [("", False), ("0", False), ("1", True), ("yes", True)])
 def test_the_cold_start_variable_is_any_value_but_empty_and_zero(value, cold):
     assert launcher.cold_start_asked({COLD_START_ENV: value}) is cold
+
+
+def test_a_server_that_died_or_has_another_environment_is_replaced(monkeypatch):
+    monkeypatch.setattr(launcher, "_servers", {})
+    env = child_env(None, 1)
+    try:
+        first = server_for("bare", env)
+        assert server_for("bare", env) is first  # kept for the next trial
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait(timeout=60)
+        second = server_for("bare", env)
+        assert second is not first and second.alive()
+        third = server_for("bare", env | {"OMP_NUM_THREADS": "2"})  # imports read the environment
+        assert third is not second and third.alive() and not second.alive()
+    finally:
+        launcher.stop_servers()
