@@ -9,6 +9,7 @@ import pytest
 from orchestrator.running import launcher
 from orchestrator.running.guard import GuardSettings
 from orchestrator.running.launcher import COLD_START_ENV, ForkedChild
+from orchestrator.running.phases import TrialPhases
 from orchestrator.running.supervisor import run_trial
 from tests.helpers.trainer_child import ROOT
 from trainers.spec import TrialSpec
@@ -92,3 +93,30 @@ def test_a_forked_trainer_reports_each_part_of_its_start_up(trials):
         assert list(marks) == ["main", "imports", "model", "trainer"]
         assert result.started_at <= marks["main"] <= marks["imports"] <= marks["model"] <= marks["trainer"]
         assert marks["trainer"] <= result.steps[0]["t_start"]
+
+
+def test_a_forked_trainer_hears_the_supervisors_words_on_its_stdin(tmp_path, monkeypatch):
+    monkeypatch.delenv(COLD_START_ENV, raising=False)
+    spec = TrialSpec(
+        model="tiny", max_steps=8, num_generations=2, batch_size=2, max_completion_length=12, num_threads=1,
+        output_dir=str(tmp_path / "held"), model_cache_dir=str(ROOT / ".cache"),
+    )  # fmt: skip
+    forks = []
+    real_start = launcher.start_trainer
+    monkeypatch.setattr(
+        "orchestrator.running.supervisor.start_trainer",
+        lambda *a, **k: forks.append(real_start(*a, **k)) or forks[-1],
+    )
+    try:
+        # The memory phase alone: the trainer holds at its hold step until the supervisor says stop.
+        result = run_trial(
+            spec,
+            guard=GuardSettings(timeout_s=600),
+            cpus=1,
+            phases=TrialPhases(hold_at_step=3, then_speed=False),
+        )
+    finally:
+        launcher.stop_servers()
+    assert result.status == "completed" and result.status_detail.startswith("fits:"), result.status_detail
+    assert 3 <= len(result.steps) < spec.max_steps
+    assert isinstance(forks[0], ForkedChild)
