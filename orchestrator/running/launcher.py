@@ -189,6 +189,7 @@ def _exists(pid: int) -> bool:
 _servers: dict[str, ForkServer] = {}
 _refused: dict[tuple[str, str], str] = {}  # (profile, environment) -> why its server cannot serve
 _lock = threading.Lock()
+_warned: set[str] = set()
 
 
 def server_for(profile: str, env: dict[str, str]) -> ForkServer:
@@ -240,8 +241,10 @@ def start_trainer(
     if profile is not None:
         try:
             return server_for(profile, env).fork(command[3:], env, cwd, log)
-        except ForkServerError as exc:
-            print(f"warning: trainer started cold: {exc}", file=sys.stderr)
+        except (ForkServerError, OSError) as exc:
+            if str(exc) not in _warned:  # a refusal is remembered: said once, not at every trial
+                _warned.add(str(exc))
+                print(f"warning: trainer started cold: {exc}", file=sys.stderr)
     return subprocess.Popen(
         command,
         stdin=subprocess.PIPE,

@@ -121,11 +121,14 @@ def _start(tmp_path, command):
 
 def test_a_trial_whose_server_cannot_serve_starts_cold_with_a_warning(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(launcher, "_refused", {})
+    monkeypatch.setattr(launcher, "_warned", set())
     monkeypatch.setattr(launcher, "profile_for", lambda spec: "no-such-profile")
     proc = _start(tmp_path, [sys.executable, "-c", "print('cold')"])
     assert isinstance(proc, subprocess.Popen) and proc.wait(timeout=60) == 0
     assert (tmp_path / "trainer.log").read_text().strip() == "cold"
     assert "trainer started cold" in capsys.readouterr().err
+    assert _start(tmp_path, [sys.executable, "-c", "pass"]).wait(timeout=60) == 0
+    assert capsys.readouterr().err == ""  # the refusal was said once
 
 
 def test_the_cold_start_variable_starts_the_trainer_cold_without_a_server(tmp_path, monkeypatch):
