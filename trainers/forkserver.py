@@ -1,6 +1,6 @@
 """The fork server: a process that has imported a stack's libraries once and forks each trainer child
-from there, so a trial skips the interpreter's start and its imports (about 7 of a tiny trial's 9 s
-outside its steps on a 2-core CPU host: bench/bench_startup.py).
+from there, so a trial skips the interpreter's start and its imports (9 of a tiny trial's 11 s
+outside its steps on a shared 2-core CPU host; forked, 0.7 s are left: bench/bench_startup.py).
 
     python -m trainers.forkserver <socket fd> <profile> <idle seconds>
 
@@ -16,8 +16,9 @@ the file system. Messages are one JSON object each:
 
 What is preloaded (PROFILES) is what every trial of the profile imports anyway, with the environment
 the trial itself gets (the launcher keys a server by that environment), so a forked trainer holds the
-same modules, in the same state, as a cold one: its RSS means the same (trainers/forkserver.py's
-children are measured as cold ones are; docs/benchmarks.md, "Start-up"). Unsloth patches
+same modules, in the same state, as a cold one, and maps the server's resident library pages again
+before it starts (map_resident): its RSS and VmHWM mean what a cold trainer's do (docs/benchmarks.md,
+"Start-up"). Unsloth patches
 transformers and TRL when it is imported: its profile preloads torch alone and the child imports
 Unsloth after the fork, as a cold child does.
 
@@ -222,7 +223,7 @@ def serve(sock: socket.socket, profile: str, idle_s: float) -> int:
                 child(sock, request, fds, arm)
             os.close(arm)
             children.add(pid)
-            # Answer once the child is set up (it leads its session): the supervisor may kill its group at once.
+            # Answer once the child is set up (it leads its session): the supervisor may kill its group.
             with os.fdopen(started, "rb") as ready:
                 select.select([ready], [], [], SESSION_S)
             send(sock, {"pid": pid})
