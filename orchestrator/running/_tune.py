@@ -66,6 +66,7 @@ def trainable(config: dict[str, Any]) -> None:
             stop_check=stop_check(config["verdict"]),
             phases=config["phases"],
             stop_event=relay.failed,
+            trainer_cmd=config.get("trainer_cmd"),
         )
     finally:
         relay.close()  # its thread ends however run_trial did: a reused worker keeps no stray thread

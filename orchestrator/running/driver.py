@@ -77,10 +77,13 @@ def run_sweep(
     decide: Decider | None = None,
     ray_init_kwargs: dict[str, Any] | None = None,
     report_to: Console | None = None,
+    trainer_cmd: list[str] | None = None,
 ) -> SweepOutcome:
     """Run the sweep's unfinished trials, then end it (orchestrator.recording.finish.finish_sweep); with
     report_to, the end writes the report and prints its matrix there. Holds the output dir's lock
-    (orchestrator.recording.runlock) throughout: a second run on it raises OutputDirBusy naming this one."""
+    (orchestrator.recording.runlock) throughout: a second run on it raises OutputDirBusy naming this one.
+    trainer_cmd: the program each trial's supervisor starts instead of `python -m trainers` (a stand-in
+    trainer, for benchmarks of the driver: bench/bench_driver_scaling.py)."""
     console = console or Console(stderr=True)
     out = sweep.resolved_output_dir(str(output_dir) if output_dir else None)
     plan = make_plan(sweep)
@@ -88,10 +91,12 @@ def run_sweep(
         raise SweepError(plan.problems, "plan")
     out.mkdir(parents=True, exist_ok=True)
     with output_dir_lock(out):
-        return _run_locked(sweep, plan, out, console, decide, ray_init_kwargs or {}, report_to)
+        return _run_locked(sweep, plan, out, console, decide, ray_init_kwargs or {}, report_to, trainer_cmd)
 
 
-def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -> SweepOutcome:
+def _run_locked(
+    sweep, plan, out, console, decide, ray_init_kwargs, report_to, trainer_cmd=None
+) -> SweepOutcome:
     ledger = TrialsTable(out / "trials.parquet")
     # A resume takes a stored result only for the configuration that made it.
     mismatches = config_mismatches(ledger.rows.values(), plan.trials)
@@ -143,7 +148,16 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
                 if ready and not interrupted:
                     progress.begin(_phase_name(phases) if len(runs) > 1 else None, len(ready))
                     interrupted = _tune(
-                        sweep, ready, out, recorder, progress, decide or gate, local, phases, gpus
+                        sweep,
+                        ready,
+                        out,
+                        recorder,
+                        progress,
+                        decide or gate,
+                        local,
+                        phases,
+                        gpus,
+                        trainer_cmd,
                     )
         finally:
             if ray_temp is not None:  # the local Ray this run started: its logs and sockets go with it
@@ -181,7 +195,16 @@ def _phase_name(phases: TrialPhases) -> str | None:
 
 
 def _tune(
-    sweep, todo, out, recorder, progress, decide, local: bool, phases: TrialPhases, gpus: float
+    sweep,
+    todo,
+    out,
+    recorder,
+    progress,
+    decide,
+    local: bool,
+    phases: TrialPhases,
+    gpus: float,
+    trainer_cmd: list[str] | None = None,
 ) -> bool:
     """Run `todo` through a fresh Tuner, each trial under `phases` holding `gpus` GPUs (where the
     cluster has any); True when Ctrl-C cut it short."""
@@ -197,6 +220,7 @@ def _tune(
         "guard": sweep.guard(),
         "verdict": sweep.verdict.settings(),
         "phases": phases,
+        "trainer_cmd": trainer_cmd,
     }
     storage_fs, storage_path = filesystem_and_path(out / "ray")  # a URI: Tune syncs there via pyarrow.fs
     placement = PlacementWatch(largest, 0.0 if local else PLACEMENT_PATIENCE_S)

@@ -56,13 +56,16 @@ def model_short(model: str) -> str:
     return prefix + name
 
 
+# The knobs a key hashes, and the defaults of those hashed only when set (read once, not per trial).
+_HASHED = tuple(k for k in KNOBS if k not in NOT_HASHED)
+_WHEN_SET = {k: knob_default(k) for k in KEYED_WHEN_SET if k not in NOT_HASHED}
+_UNSET = object()
+
+
 def trial_key(spec: TrialSpec) -> str:
     # A knob added since keys were first made is hashed only when set: keys of existing sweeps stay.
-    rest = {
-        k: getattr(spec, k)
-        for k in KNOBS
-        if k not in NOT_HASHED and not (k in KEYED_WHEN_SET and getattr(spec, k) == knob_default(k))
-    }
+    values = vars(spec)
+    rest = {k: values[k] for k in _HASHED if values[k] != _WHEN_SET.get(k, _UNSET)}
     for name, (published, value) in PUBLISHED_AS.items():
         rest[published] = value(rest.pop(name))
     rest["model"] = spec.model  # model_short drops the organisation and suffixes: hash the full name
