@@ -119,7 +119,7 @@ def _run_locked(
         )
         mlflow_start.start()
     progress = Progress(len(plan.trials), console, done)
-    forecast = Forecast(ledger.rows)
+    forecast = Forecast(ledger.rows, version=lambda: ledger.version)
     gate = OomGate.load(
         out / "pruning.json",
         ledger,
