@@ -128,9 +128,11 @@ def model_problems(model: str, total_length: int | None = None) -> list[str]:
                 f"{did_you_mean(model, known)}"
             ]
     if total_length is not None:
+        # tiny and random:<hub id> are never a folder (parse_model's order): no look at the disk for them
+        built = model == "tiny" or model.startswith("random:")
         config = (
             ModelSource("local", str(Path(model).expanduser()), False).config
-            if Path(model).expanduser().is_dir()
+            if not built and Path(model).expanduser().is_dir()
             else _config_of(model)
         )
         context = (config or {}).get("max_position_embeddings")
