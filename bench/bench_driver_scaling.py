@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,6 +38,7 @@ from orchestrator.spec.load import load_sweep  # noqa: E402
 
 FAKE_TRAINER = [sys.executable, str(ROOT / "tests" / "fixtures" / "fake_trainer.py")]
 MB = 1e6
+TRACE: list = []  # --tracemalloc A B: the trial counts to compare, then their snapshots
 
 
 def sweep_yaml(path: Path, name: str, trials: int, steps: int, concurrent: int, mlflow_uri: str) -> Path:
@@ -48,7 +50,9 @@ def sweep_yaml(path: Path, name: str, trials: int, steps: int, concurrent: int, 
         f"grid:\n  seed: [{', '.join(map(str, range(trials)))}]\n"
         f"fixed: {{model: tiny, max_steps: {steps}}}\n"
         f"resources: {{cpus_per_trial: 1, max_concurrent: {concurrent}}}\n"
-        "oom: {probe_steps: 0}\n"
+        # Trials of one size wait for each other by default (oom.wait_for_smaller: each dominates the
+        # others, docs/oom.md), which leaves a slot idle by policy; here every slot runs.
+        "oom: {probe_steps: 0, wait_for_smaller: false}\n"
         "timeout_s: 120\n"
         f"tracking: {{mlflow_uri: '{mlflow_uri}'}}\n"
     )
@@ -112,6 +116,8 @@ def run_trials(work: Path, trials: int, steps: int, concurrent: int) -> dict:
         sinks_s[0] += time.time() - t
         marks.setdefault(key, {})["driver_end"] = t
         ends.append((time.monotonic(), rss()))
+        if TRACE and len(ends) in (TRACE[0], TRACE[1]):
+            TRACE.append(tracemalloc.take_snapshot())
         if len(ends) % 100 == 0:
             print(f"  {len(ends):5d} trials ended, driver RSS {ends[-1][1] / MB:7.1f} MB", file=sys.stderr)
 
@@ -212,7 +218,12 @@ def main() -> None:
     p.add_argument("--grid-trials", type=int, default=100_000)
     p.add_argument("--no-sweep", action="store_true")
     p.add_argument("--no-grid", action="store_true")
+    p.add_argument("--tracemalloc", nargs=2, type=int, metavar=("A", "B"),
+                   help="print what the driver allocated between the A-th and the B-th trial's end")  # fmt: skip
     args = p.parse_args()
+    if args.tracemalloc:
+        TRACE.extend(args.tracemalloc)
+        tracemalloc.start(8)
     work = Path(tempfile.mkdtemp(prefix="bench-scaling-"))
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; outputs: {work}")
     if not args.no_grid:
@@ -237,6 +248,11 @@ def main() -> None:
               f"(target <= 0.5); {r['overhead_all']:.3f} over the whole run (Ray's start and end included)")  # fmt: skip
         for label, seconds in r["parts"].items():
             print(f"  per trial, mean: {label:40s} {seconds:6.3f} s")
+        if len(TRACE) == 4:
+            print(f"allocated between trial {TRACE[0]} and {TRACE[1]} (tracemalloc, top 12):")
+            for stat in TRACE[3].compare_to(TRACE[2], "traceback")[:12]:
+                print(f"  {stat.size_diff / 1024:+9.1f} KiB {stat.count_diff:+7d} blocks")
+                print("\n".join("      " + line for line in stat.traceback.format()[-6:]))
         print(f"trials.parquet {r['parquet']}, steps files {r['steps_files']} ({r['steps_rows']} rows), "
               f"MLflow complete runs {r['mlflow']} ({r['mlflow_runs']} trial runs); asked {r['trials']}")  # fmt: skip
 

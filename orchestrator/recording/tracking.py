@@ -397,12 +397,14 @@ class MlflowSink:
         if row["status"] in KILLED_STATUSES:
             tags[SKIPPED_TAG] = "true"
             tags["mlflow.note.content"] = f"{row['status']}: {detail}"  # the run page's description
-        self.client.log_batch(run_id, metrics=figures, tags=[RunTag(k, str(v)) for k, v in tags.items()])
         if steps_file is not None and steps_file.exists():
             self.client.log_artifact(run_id, str(steps_file))
         if row.get("effective_config"):
             self.client.log_text(run_id, row["effective_config"], "effective_config.json")
-        self.client.set_tag(run_id, COMPLETE_TAG, "true")
+        # The figures and tags with the complete tag, in one write after the artifacts: still the last
+        # thing but the run's end, one database transaction less per trial.
+        tags[COMPLETE_TAG] = "true"
+        self.client.log_batch(run_id, metrics=figures, tags=[RunTag(k, str(v)) for k, v in tags.items()])
         self.client.set_terminated(run_id, status=run_status(row["status"]))
 
     def log_report(self, paths: dict, outputs: Any) -> None:

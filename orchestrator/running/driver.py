@@ -147,18 +147,12 @@ def _run_locked(
                 ready = [s for s in plan.trials if which(ledger.rows.get(s.trial_key))]
                 if ready and not interrupted:
                     progress.begin(_phase_name(phases) if len(runs) > 1 else None, len(ready))
-                    interrupted = _tune(
-                        sweep,
-                        ready,
-                        out,
-                        recorder,
-                        progress,
-                        decide or gate,
-                        local,
-                        phases,
-                        gpus,
-                        trainer_cmd,
-                    )
+                    for batch in tune_batches(ready):
+                        interrupted = _tune(
+                            sweep, batch, out, recorder, progress, decide or gate, local, phases, gpus, trainer_cmd
+                        )  # fmt: skip
+                        if interrupted:
+                            break
         finally:
             if ray_temp is not None:  # the local Ray this run started: its logs and sockets go with it
                 ray.shutdown()
@@ -184,6 +178,16 @@ def _run_locked(
 
 # Times a trial runs again after the node it ran on was lost.
 NODE_LOST_RETRIES = 2
+# Trials per Tuner: Tune keeps every trial of a run in the driver to its end (its state as JSON, each
+# number's running statistics: some 50 kB of Python objects and 0.1 MB of RSS a trial, measured), so a
+# long sweep runs its trials through one Tuner after another, in order; a new Tuner costs a second or
+# two, a slot idle at each batch's tail. Our ledger, not Tune's state, carries the sweep between them.
+TUNE_BATCH = 250
+
+
+def tune_batches(trials: list, size: int = TUNE_BATCH) -> list[list]:
+    """`trials` in order, in runs of at most `size` (one Tuner each)."""
+    return [trials[i : i + size] for i in range(0, len(trials), size)]
 
 
 def _phase_name(phases: TrialPhases) -> str | None:
