@@ -17,6 +17,7 @@ from orchestrator.recording.recorder import PruningGate, Recorder, StepsFiles, T
 from orchestrator.recording.sinks import TRIAL_SCHEMA, TrialsTable
 from orchestrator.recording.tracking import COMPLETE_TAG, TRIAL_KEY_TAG, MlflowSink
 from orchestrator.running._tune import FINAL, final_payload, payload_row, step_payload
+from orchestrator.running.driver import TUNE_BATCH, tune_batches
 from orchestrator.spec.load import parse_sweep
 from orchestrator.spec.plan import expand, plan, trial_key
 from trainers.events import STEP
@@ -179,3 +180,11 @@ def test_a_long_plan_lists_its_first_and_last_trials():
     assert listed(LIST_HEAD + LIST_TAIL) == list(range(LIST_HEAD + LIST_TAIL))
     shown = listed(100_000)
     assert shown[:LIST_HEAD] == list(range(LIST_HEAD)) and shown[LIST_HEAD:] == list(range(99_990, 100_000))
+
+
+def test_a_long_sweep_runs_its_trials_through_tuners_of_at_most_tune_batch_each_in_plan_order():
+    trials = list(range(2 * TUNE_BATCH + 3))
+    batches = tune_batches(trials)
+    assert [len(b) for b in batches] == [TUNE_BATCH, TUNE_BATCH, 3]
+    assert [t for b in batches for t in b] == trials
+    assert tune_batches([]) == [] and tune_batches([1]) == [[1]]
