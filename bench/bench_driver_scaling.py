@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -202,12 +203,17 @@ def run_trials(work: Path, trials: int, steps: int, concurrent: int) -> dict:
     }
 
 
-def time_cli(*args: str) -> tuple[float, int, str]:
+def time_cli(*args: str) -> tuple[float, float, int, str]:
+    """(wall s, CPU s, exit code, output) of `rlsweep ARGS` in a fresh process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "orchestrator.cli", *args], cwd=ROOT, capture_output=True, text=True
     )
-    return time.monotonic() - t0, done.returncode, (done.stdout + done.stderr)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return wall, cpu, done.returncode, (done.stdout + done.stderr)
 
 
 def main() -> None:
@@ -232,10 +238,10 @@ def main() -> None:
             ("validate", ("validate", str(grid), "--output-dir", str(work / "grid-out"))),
             ("run --dry-run", ("run", str(grid), "--dry-run", "--output-dir", str(work / "grid-out"))),
         ):
-            seconds, rc, text = time_cli(*cli)
+            seconds, cpu, rc, text = time_cli(*cli)
             lines = text.strip().splitlines()
-            print(f"{label} of a {args.grid_trials:,}-trial grid: {seconds:.1f} s (target <= 10), exit {rc}, "
-                  f"{len(lines)} lines of output; first: {lines[0] if lines else ''}")  # fmt: skip
+            print(f"{label} of a {args.grid_trials:,}-trial grid: {seconds:.1f} s wall (target <= 10), "
+                  f"{cpu:.1f} s CPU, exit {rc}, {len(lines)} lines of output; first: {lines[0] if lines else ''}")  # fmt: skip
     if not args.no_sweep:
         r = run_trials(work, args.trials, args.steps, args.concurrent)
         growth = (r["rss_last"] - r["rss_first"]) / MB
