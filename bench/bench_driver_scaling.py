@@ -12,7 +12,7 @@ Prints, against the targets of issue 31 (item 4):
     validate and --dry-run of the 100k grid: <= 10 s each
 
 Usage: python bench/bench_driver_scaling.py [--trials 1000] [--concurrent 2] [--steps 2]
-                                            [--grid-trials 100000] [--no-sweep] [--no-grid]
+                                            [--grid-trials 100000] [--no-sweep] [--no-grid] [--wait]
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ MB = 1e6
 TRACE: list = []  # --tracemalloc A B: the trial counts to compare, then their snapshots
 
 
-def sweep_yaml(path: Path, name: str, trials: int, steps: int, concurrent: int, mlflow_uri: str) -> Path:
+def sweep_yaml(
+    path: Path, name: str, trials: int, steps: int, concurrent: int, mlflow_uri: str, wait: bool = False
+) -> Path:
     """`trials` trials (one per seed) of `steps` steps each."""
     path.write_text(
         f"name: {name}\n"
@@ -52,8 +54,8 @@ def sweep_yaml(path: Path, name: str, trials: int, steps: int, concurrent: int, 
         f"fixed: {{model: tiny, max_steps: {steps}}}\n"
         f"resources: {{cpus_per_trial: 1, max_concurrent: {concurrent}}}\n"
         # Trials of one size wait for each other by default (oom.wait_for_smaller: each dominates the
-        # others, docs/oom.md), which leaves a slot idle by policy; here every slot runs.
-        "oom: {probe_steps: 0, wait_for_smaller: false}\n"
+        # others, docs/oom.md), which leaves a slot idle by policy; here every slot runs (--wait: the default).
+        f"oom: {{probe_steps: 0, wait_for_smaller: {str(wait).lower()}}}\n"
         "timeout_s: 120\n"
         f"tracking: {{mlflow_uri: '{mlflow_uri}'}}\n"
     )
@@ -90,9 +92,9 @@ def rss() -> float:
     return psutil.Process().memory_info().rss
 
 
-def run_trials(work: Path, trials: int, steps: int, concurrent: int) -> dict:
+def run_trials(work: Path, trials: int, steps: int, concurrent: int, wait: bool = False) -> dict:
     uri = f"sqlite:///{work}/mlflow.db"
-    sweep = load_sweep(sweep_yaml(work / "scaling.yaml", "scaling", trials, steps, concurrent, uri))
+    sweep = load_sweep(sweep_yaml(work / "scaling.yaml", "scaling", trials, steps, concurrent, uri, wait))
     ends: list[tuple[float, float]] = []  # (time, driver RSS) at each trial's end
     marks: dict[str, dict[str, float]] = {}  # trial key -> epoch seconds of its hand-offs in the driver
     sinks_s = [0.0]  # the driver's seconds inside the Recorder's end (every sink's on_end)
@@ -224,6 +226,9 @@ def main() -> None:
     p.add_argument("--grid-trials", type=int, default=100_000)
     p.add_argument("--no-sweep", action="store_true")
     p.add_argument("--no-grid", action="store_true")
+    p.add_argument(
+        "--wait", action="store_true", help="oom.wait_for_smaller on (the default): one trial at a time here"
+    )
     p.add_argument("--tracemalloc", nargs=2, type=int, metavar=("A", "B"),
                    help="print what the driver allocated between the A-th and the B-th trial's end")  # fmt: skip
     args = p.parse_args()
@@ -243,7 +248,7 @@ def main() -> None:
             print(f"{label} of a {args.grid_trials:,}-trial grid: {seconds:.1f} s wall (target <= 10), "
                   f"{cpu:.1f} s CPU, exit {rc}, {len(lines)} lines of output; first: {lines[0] if lines else ''}")  # fmt: skip
     if not args.no_sweep:
-        r = run_trials(work, args.trials, args.steps, args.concurrent)
+        r = run_trials(work, args.trials, args.steps, args.concurrent, args.wait)
         growth = (r["rss_last"] - r["rss_first"]) / MB
         print(f"{r['trials']} trials of {r['steps']} steps, {r['slots']} at a time: {r['wall']:.1f} s wall, "
               f"trainer wall_s {r['trainer_mean']:.2f} s each; statuses {r['statuses']}")  # fmt: skip
