@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 from mlflow.tracking import MlflowClient
@@ -19,7 +21,7 @@ from orchestrator.recording.tracking import COMPLETE_TAG, TRIAL_KEY_TAG, MlflowS
 from orchestrator.running._tune import FINAL, final_payload, payload_row, step_payload
 from orchestrator.running.driver import TUNE_BATCH, tune_batches
 from orchestrator.spec.load import parse_sweep
-from orchestrator.spec.plan import expand, plan, trial_key
+from orchestrator.spec.plan import canonical_json, expand, plan, trial_key
 from trainers.events import STEP
 from trainers.spec import TrialSpec, check_value
 
@@ -188,3 +190,14 @@ def test_a_long_sweep_runs_its_trials_through_tuners_of_at_most_tune_batch_each_
     assert [len(b) for b in batches] == [TUNE_BATCH, TUNE_BATCH, 3]
     assert [t for b in batches for t in b] == trials
     assert tune_batches([]) == [] and tune_batches([1]) == [[1]]
+
+
+def test_a_trial_keys_hashed_text_is_json_dumps_sorted_whatever_was_encoded_before():
+    assert (
+        canonical_json({"b": 0.0, "a": {"y": [1, 2], "x": None}})
+        == '{"a": {"x": null, "y": [1, 2]}, "b": 0.0}'
+    )
+    assert canonical_json({"b": -0.0, "c": True}) == json.dumps({"b": -0.0, "c": True}, sort_keys=True)
+    assert canonical_json({"b": 1, "c": 1.0}) == json.dumps({"b": 1, "c": 1.0}, sort_keys=True)
+    assert canonical_json({"b": 1.0, "c": 1}) == json.dumps({"b": 1.0, "c": 1}, sort_keys=True)
+    assert check_value("learning_rate", 0.0) != check_value("learning_rate", -0.0)  # each names its value
