@@ -322,11 +322,11 @@ def check_value(name: str, value: Any) -> str | None:
         answer = _CHECKED.get(key, _NOT_CHECKED)
     except TypeError:  # a list or mapping: not kept
         return _check_value(name, value)
-    if type(value) is float and value == 0:  # 0.0 == -0.0, and a message shows which it was
-        return _check_value(name, value)
     if answer is _NOT_CHECKED:
         answer = _check_value(name, value)
-        if len(_CHECKED) < _CHECKED_MAX:
+        # 0.0 == -0.0 (one key): a zero's answer is kept only when it is no problem, since a problem's
+        # message shows the value as it was given
+        if len(_CHECKED) < _CHECKED_MAX and (answer is None or type(value) is not float or value != 0):
             _CHECKED[key] = answer
     return answer
 
@@ -361,7 +361,7 @@ def field_errors(data: dict[str, Any]) -> list[str]:
     for name, value in data.items():
         if name in KNOBS:
             try:  # check_value's own look-up, inlined: a plan makes this call for every knob of every trial
-                problem = _CHECKED.get((name, type(value), value), _NOT_CHECKED)  # (never holds a zero float)
+                problem = _CHECKED.get((name, type(value), value), _NOT_CHECKED)
             except TypeError:
                 problem = _NOT_CHECKED
             if problem is _NOT_CHECKED:
