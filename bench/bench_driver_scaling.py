@@ -13,6 +13,7 @@ Prints, against the targets of issue 31 (item 4):
 
 Usage: python bench/bench_driver_scaling.py [--trials 1000] [--concurrent 2] [--steps 2]
                                             [--grid-trials 100000] [--no-sweep] [--no-grid] [--wait]
+                                            [--tracemalloc A B]
 """
 
 from __future__ import annotations
