@@ -10,8 +10,9 @@ raise.
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -49,13 +50,19 @@ def available_tasks() -> list[str]:
     return sorted(TASKS)
 
 
+@functools.cache
+def _parameters(name: str) -> Mapping[str, inspect.Parameter]:
+    """A task builder's settings (its signature, read once: a 100,000-trial plan checks each trial)."""
+    return inspect.signature(TASKS[name], eval_str=True).parameters
+
+
 def task_problems(name: str, args: dict) -> list[str]:
     """Why (name, args) cannot build a task, as 'field: message' lines; empty when it can."""
     if name not in TASKS:
         return [f"task: unknown task {name!r}; {did_you_mean(name, TASKS)}"]
     if not isinstance(args, dict):
         return [f"task_args: must be a mapping of settings, got {args!r}"]
-    params = inspect.signature(TASKS[name], eval_str=True).parameters
+    params = _parameters(name)
     accepted = [p for p in params if p != "seed"]
     errors = [
         f"task_args.{key}: not a setting of task {name!r}; {did_you_mean(key, accepted)}"

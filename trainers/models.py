@@ -15,6 +15,7 @@ and cached: a second trial with the same model string reuses the folder.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -23,8 +24,10 @@ import re
 import shutil
 import tempfile
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 from tasks.names import did_you_mean
 from trainers.chat_templates import CHATML, ChatFamily, family_of
@@ -54,12 +57,18 @@ TINY_CONFIG = {
 }
 
 
-def bundled_models() -> dict[str, Path]:
-    """Hub ids that `random:` can build, mapped to their bundled config files."""
+def bundled_models() -> Mapping[str, Path]:
+    """Hub ids that `random:` can build, mapped to their bundled config files (read-only). The files
+    ship with the code, so they are read once per process: a 100,000-trial plan asks for each trial."""
+    return _bundled_models()
+
+
+@functools.cache
+def _bundled_models() -> Mapping[str, Path]:
     out = {}
     for path in sorted(CONFIG_DIR.glob("*.json")):
         out[json.loads(path.read_text())["_name_or_path"]] = path
-    return out
+    return MappingProxyType(out)
 
 
 @dataclass(frozen=True)
@@ -98,7 +107,7 @@ def parse_model(model: str) -> ModelSource:
 
 def model_problems(model: str, total_length: int | None = None) -> list[str]:
     """Why a model string cannot be used (with prompt+completion = total_length), as 'model: ...' lines."""
-    known = ["tiny", *(f"random:{hub}" for hub in bundled_models())]
+    known = ["tiny", *(f"random:{hub}" for hub in bundled_models())] if model != "tiny" else []
     if not isinstance(model, str) or not model:
         return [f"model: must be a model string, got {model!r}; available: {', '.join(known)} or a hub id"]
     if model.startswith("random:"):
@@ -119,9 +128,11 @@ def model_problems(model: str, total_length: int | None = None) -> list[str]:
                 f"{did_you_mean(model, known)}"
             ]
     if total_length is not None:
+        # tiny and random:<hub id> are never a folder (parse_model's order): no look at the disk for them
+        built = model == "tiny" or model.startswith("random:")
         config = (
             ModelSource("local", str(Path(model).expanduser()), False).config
-            if Path(model).expanduser().is_dir()
+            if not built and Path(model).expanduser().is_dir()
             else _config_of(model)
         )
         context = (config or {}).get("max_position_embeddings")
@@ -137,8 +148,13 @@ def _config_of(model: str) -> dict | None:
     if model == "tiny":
         return dict(TINY_CONFIG)
     if model.startswith("random:") and model[7:] in bundled_models():
-        return json.loads(bundled_models()[model[7:]].read_text())
+        return dict(_bundled_config(model[7:]))
     return None
+
+
+@functools.cache
+def _bundled_config(hub_id: str) -> dict:
+    return json.loads(bundled_models()[hub_id].read_text())
 
 
 def meta_model(model: str):

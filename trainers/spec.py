@@ -271,8 +271,10 @@ class TrialSpec:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     def problems(self) -> list[str]:
-        """Every rule this spec breaks, as 'field: message' lines (empty when valid)."""
-        return field_errors(self.to_dict()) + _cross_field_errors(self)
+        """Every rule this spec breaks, as 'field: message' lines (empty when valid). The values are read
+        in place (no copy of the spec) and each checked once: a sweep's plan asks this of every trial."""
+        errors = field_errors(vars(self))
+        return errors or _cross_field_errors(self, checked=True)
 
     def validate(self) -> TrialSpec:
         errors = self.problems()
@@ -306,8 +308,30 @@ def knob_default(name: str) -> Any:
     return f.default if f.default is not dataclasses.MISSING else f.default_factory()
 
 
+# check_value's answers by (knob, type, value): a sweep's plan checks each trial's every knob, and a grid
+# repeats few values many times. The type is in the key, so True and 1 (equal, one hash) stay apart.
+_CHECKED: dict[tuple[str, type, Any], str | None] = {}
+_CHECKED_MAX = 1 << 16
+_NOT_CHECKED = object()
+
+
 def check_value(name: str, value: Any) -> str | None:
     """The rule a single knob value breaks, or None. Used by TrialSpec and by sweep validation."""
+    try:
+        key = (name, type(value), value)
+        answer = _CHECKED.get(key, _NOT_CHECKED)
+    except TypeError:  # a list or mapping: not kept
+        return _check_value(name, value)
+    if answer is _NOT_CHECKED:
+        answer = _check_value(name, value)
+        # 0.0 == -0.0 (one key): a zero's answer is kept only when it is no problem, since a problem's
+        # message shows the value as it was given
+        if len(_CHECKED) < _CHECKED_MAX and (answer is None or type(value) is not float or value != 0):
+            _CHECKED[key] = answer
+    return answer
+
+
+def _check_value(name: str, value: Any) -> str | None:
     meta = KNOBS[name].metadata
     default = knob_default(name)
     if value is None:
@@ -336,15 +360,21 @@ def field_errors(data: dict[str, Any]) -> list[str]:
     errors = []
     for name, value in data.items():
         if name in KNOBS:
-            problem = check_value(name, value)
+            try:  # check_value's own look-up, inlined: a plan makes this call for every knob of every trial
+                problem = _CHECKED.get((name, type(value), value), _NOT_CHECKED)
+            except TypeError:
+                problem = _NOT_CHECKED
+            if problem is _NOT_CHECKED:
+                problem = check_value(name, value)
             if problem:
                 errors.append(f"{name}: {problem}")
     return errors
 
 
-def _cross_field_errors(spec: TrialSpec) -> list[str]:
+def _cross_field_errors(spec: TrialSpec, checked: bool = False) -> list[str]:
+    """checked: the caller found no field error already."""
     errors: list[str] = []
-    if field_errors({k: getattr(spec, k) for k in KNOBS}):
+    if not checked and field_errors({k: getattr(spec, k) for k in KNOBS}):
         return errors  # cross-field checks need well-typed values
     errors += _rank_errors(spec) or _batch_errors(spec)
     errors += _framework_dtype_errors(spec.framework_dtype)

@@ -12,24 +12,24 @@ from orchestrator.cli.validate import cmd_validate
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if not Path(args.sweep).is_file():
+        out.print(
+            f"{args.sweep}: no such file; give a sweep YAML file (e.g. sweeps/cpu-smoke.yaml)", markup=False
+        )
+        return 2
+    if args.dry_run:  # before the driver's imports (Ray, MLflow, the report): a plan needs none of them
+        return cmd_validate(
+            argparse.Namespace(files=[args.sweep], set=args.set, output_dir=args.output_dir, list=True)
+        )
     from orchestrator.recording.runlock import OutputDirBusy
     from orchestrator.running.driver import run_sweep
     from orchestrator.spec.load import load_sweep
     from orchestrator.spec.sweep import SweepError
     from orchestrator.views.report import ReportDiskFull
 
-    if not Path(args.sweep).is_file():
-        out.print(
-            f"{args.sweep}: no such file; give a sweep YAML file (e.g. sweeps/cpu-smoke.yaml)", markup=False
-        )
-        return 2
     # Tune's notices that a callback was slow (the recorder writes Parquet and MLflow as a trial ends)
     # speak of Tune's internals, not of the sweep.
     logging.getLogger("ray.tune.utils.util").setLevel(logging.ERROR)
-    if args.dry_run:
-        return cmd_validate(
-            argparse.Namespace(files=[args.sweep], set=args.set, output_dir=args.output_dir, list=True)
-        )
     try:
         sweep = load_sweep(args.sweep, args.set)
         outcome = run_sweep(

@@ -45,20 +45,41 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 2 if refused else 1 if failed else 0
 
 
+# A plan longer than this is listed by its first LIST_HEAD and last LIST_TAIL trials; the totals cover
+# every trial. A 100,000-trial table took minutes to lay out and is no use read on a terminal.
+LIST_HEAD, LIST_TAIL = 40, 10
+
+
+def listed(count: int) -> list[int]:
+    """The 0-based positions of a plan of `count` trials that its listing shows (all up to
+    LIST_HEAD + LIST_TAIL, else the first LIST_HEAD and the last LIST_TAIL)."""
+    if count <= LIST_HEAD + LIST_TAIL:
+        return list(range(count))
+    return [*range(LIST_HEAD), *range(count - LIST_TAIL, count)]
+
+
 def print_plan(trials: list[TrialSpec], output_dir) -> None:
-    """The planned trials in order, each with its estimated duration (orchestrator.spec.plan.estimate_durations)."""
+    """The planned trials in order, each with its estimated duration (orchestrator.spec.plan.estimate_durations);
+    a long plan by its first and last trials (listed)."""
     from rich.table import Table
 
     from orchestrator.views.progress import duration, estimate_durations
 
     estimates = estimate_durations(trials, output_dir)
-    table = Table(title=f"{len(trials)} planned trials", title_justify="left")
+    shown = listed(len(trials))
+    title = f"{len(trials)} planned trials"
+    if len(shown) < len(trials):
+        title += f" (the first {LIST_HEAD} and the last {LIST_TAIL} listed)"
+    table = Table(title=title, title_justify="left")
     for column in ("#", "trial", "framework", "mode", "model", "K", "B", "steps", "estimated"):
         table.add_column(column, justify="right" if column in ("#", "K", "B", "steps") else "left")
-    for i, spec in enumerate(trials, 1):
+    for i in shown:
+        if i == len(trials) - LIST_TAIL and len(shown) < len(trials):
+            table.add_row("...", f"{len(trials) - len(shown):,} more trials", *[""] * 7)
+        spec = trials[i]
         seconds, basis = estimates[spec.trial_key]
         table.add_row(
-            str(i), spec.trial_key, spec.framework, spec.mode, spec.model, str(spec.num_generations),
+            str(i + 1), spec.trial_key, spec.framework, spec.mode, spec.model, str(spec.num_generations),
             str(spec.batch_size), str(spec.max_steps), "unknown" if seconds is None else f"{duration(seconds)} ({basis})",
         )  # fmt: skip
     out.print(table)

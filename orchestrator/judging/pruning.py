@@ -28,6 +28,7 @@ trial (and the larger one's run-up to its out-of-memory point) whenever the smal
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.judging.memory import DOES_NOT_FIT, Forecast
-from orchestrator.recording.outcome import OOM
+from orchestrator.recording.outcome import FINAL_STATUSES, OOM
 from orchestrator.recording.storage import RemotePath, is_remote
 from trainers.record import finite_or_none, peak_memory
 from trainers.spec import BOOKKEEPING, EXECUTION
@@ -76,10 +77,19 @@ def _knob(config: Mapping[str, Any], name: str) -> Any:
     return config.get(name)
 
 
+def _fields(config: Any) -> Mapping[str, Any]:
+    """A TrialSpec's fields (read in place, not copied: dominates only reads them), or the mapping."""
+    if isinstance(config, Mapping):
+        return config
+    if dataclasses.is_dataclass(config):
+        return vars(config)
+    return _as_dict(config)
+
+
 def dominates(a: Any, b: Any) -> bool:
     """True when `a` needs at least as much memory as `b` (see the module docstring). Reflexive:
     two trials that differ only in ignored knobs (seeds) dominate each other."""
-    a, b = _as_dict(a), _as_dict(b)
+    a, b = _fields(a), _fields(b)
     for name in a.keys() | b.keys():
         if name in IGNORED_KNOBS or name in DOMINANCE_KNOBS:
             continue
@@ -259,21 +269,31 @@ class OomGate:
         return [spec for key, spec in self.launched.items() if not self.ledger.done(key)]
 
     def __call__(self, spec: Any) -> str:
-        prediction = self.forecast.before(spec) if self.forecast else None
+        # The prediction a trial's row keeps is the one made when it runs or is skipped; one held back
+        # is asked again later, so a hold without oom.predict makes none (a sweep whose trials wait for
+        # their siblings asks this of every waiting trial each time a slot frees).
+        predict = (lambda: self.forecast.before(spec)) if self.forecast else (lambda: None)
         pruned = self.pruner.pruned_by(spec)
         if pruned:
+            predict()
             return pruned[1]
-        if self.predict and prediction is not None:
+        prediction = predict() if self.predict else None
+        if prediction is not None:
             skip = predict_verdict(prediction, spec.memory_budget_gib)
             if skip:
                 return skip
         if self.wait_for_smaller and self.pruner.enabled and should_wait(spec, self.in_flight()):
             return HOLD
+        if not self.predict:
+            predict()
         self.launched[spec.trial_key] = spec
         return RUN
 
     def record(self, spec: Any, row: dict[str, Any]) -> None:
-        """Called with every finished trial's row: an `oom` one becomes a verdict, saved at once."""
+        """Called with every finished trial's row: an `oom` one becomes a verdict, saved at once. A
+        trial that ended for good is no longer in flight (`launched` holds only those that may be)."""
+        if row["status"] in FINAL_STATUSES:
+            self.launched.pop(spec.trial_key, None)
         if row["status"] == OOM:
             self.pruner.record_oom(spec.trial_key, spec, oom_reading(row))
             self.pruner.save(self.path)

@@ -244,11 +244,18 @@ def _ms(epoch_s: float) -> int | None:
 
 
 class TrialsTable:
-    """trials.parquet, held in memory and rewritten atomically on every change; the resume ledger."""
+    """trials.parquet, held in memory and rewritten atomically on every change; the resume ledger.
+    `version` counts the changes (orchestrator.judging.memory.Forecast refits on a new one).
+
+    The Arrow table is kept beside the rows: a new trial's row is converted alone and appended, so a
+    sweep of n trials converts n rows, not n^2/2 (a row replaced, as a resumed or second-phase trial's
+    is, rebuilds the table once)."""
 
     def __init__(self, path: StoragePath):
         self.path = path
         self.rows: dict[str, dict[str, Any]] = {}
+        self.version = 0
+        self._table: pa.Table | None = None  # the rows, in order, as Arrow; None: to be rebuilt
         if path.exists():
             fs, where = filesystem_and_path(path)
             for row in pq.read_table(where, filesystem=fs).to_pylist():
@@ -262,11 +269,21 @@ class TrialsTable:
         return self.status(key) in FINAL_STATUSES
 
     def upsert(self, row: dict[str, Any]) -> None:
-        self.rows[row["trial_key"]] = row
+        key = row["trial_key"]
+        if key in self.rows:
+            self._table = None  # a row replaced in place: rebuilt from the rows
+        elif self._table is not None:
+            self._table = pa.concat_tables([self._table, pa.Table.from_pylist([row], schema=TRIAL_SCHEMA)])
+        self.rows[key] = row
+        self.version += 1
         self.write()
 
     def table(self) -> pa.Table:
-        return pa.Table.from_pylist(list(self.rows.values()), schema=TRIAL_SCHEMA)
+        if self._table is None or self._table.num_rows != len(self.rows):
+            self._table = pa.Table.from_pylist(list(self.rows.values()), schema=TRIAL_SCHEMA)
+        if self._table.column(0).num_chunks > 64:  # appends leave a chunk per row
+            self._table = self._table.combine_chunks()
+        return self._table
 
     def write(self) -> None:
         write_table_atomic(self.table(), self.path)

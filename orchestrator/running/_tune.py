@@ -66,12 +66,31 @@ def trainable(config: dict[str, Any]) -> None:
             stop_check=stop_check(config["verdict"]),
             phases=config["phases"],
             stop_event=relay.failed,
+            trainer_cmd=config.get("trainer_cmd"),
         )
     finally:
         relay.close()  # its thread ends however run_trial did: a reused worker keeps no stray thread
     # The step rows went to Tune one by one (the relay): the result goes without them, so each row
     # crosses the Ray boundary once; the Recorder keeps the rows it was streamed.
-    tune.report({"kind": FINAL, "result": {**result.to_dict(), "steps": []}})
+    tune.report(final_payload(result))
+
+
+# What crosses the Ray boundary: a step row, or the final result, as one JSON string each. Tune keeps,
+# for every trial to the end of the sweep, running statistics of each number a report holds (its
+# metric analysis: min, max, mean, the last 5 and 10 values); rows as nested dicts gave it some hundred
+# numbers per trial, about 0.1 MB each trial in the driver. A string is kept as the last result only.
+def step_payload(row: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": STEP, "row": json.dumps(row, default=str)}
+
+
+def final_payload(result: TrialResult) -> dict[str, Any]:
+    return {"kind": FINAL, "result": json.dumps({**result.to_dict(), "steps": []}, default=str)}
+
+
+def payload_row(payload: dict[str, Any]) -> dict[str, Any]:
+    """The step row, or the final result's fields, of a report made by step_payload / final_payload."""
+    value = payload["row" if payload["kind"] == STEP else "result"]
+    return json.loads(value) if isinstance(value, str) else value
 
 
 class _Relay:
@@ -94,7 +113,7 @@ class _Relay:
     def _report(self) -> None:
         try:
             while (row := self.rows.get()) is not None:
-                self.report({"kind": STEP, "row": row})
+                self.report(step_payload(row))
         except BaseException as exc:  # noqa: BLE001 - handed to the trainable's thread
             self.raised = exc
             self.failed.set()
@@ -198,9 +217,9 @@ class RecorderCallback(_Live, Callback):
     def on_trial_result(self, iteration, trials, trial, result, **info):
         key = trial.config["trial_key"]
         if result.get("kind") == STEP:
-            self.recorder.step(key, result["row"])
+            self.recorder.step(key, payload_row(result))
         elif result.get("kind") == FINAL:
-            self.recorder.end(key, TrialResult(**result["result"]))
+            self.recorder.end(key, TrialResult(**payload_row(result)))
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         # Ended without a final report (a no-op after one): the trainable itself broke.

@@ -77,10 +77,13 @@ def run_sweep(
     decide: Decider | None = None,
     ray_init_kwargs: dict[str, Any] | None = None,
     report_to: Console | None = None,
+    trainer_cmd: list[str] | None = None,
 ) -> SweepOutcome:
     """Run the sweep's unfinished trials, then end it (orchestrator.recording.finish.finish_sweep); with
     report_to, the end writes the report and prints its matrix there. Holds the output dir's lock
-    (orchestrator.recording.runlock) throughout: a second run on it raises OutputDirBusy naming this one."""
+    (orchestrator.recording.runlock) throughout: a second run on it raises OutputDirBusy naming this one.
+    trainer_cmd: the program each trial's supervisor starts instead of `python -m trainers` (a stand-in
+    trainer, for benchmarks of the driver: bench/bench_driver_scaling.py)."""
     console = console or Console(stderr=True)
     out = sweep.resolved_output_dir(str(output_dir) if output_dir else None)
     plan = make_plan(sweep)
@@ -88,10 +91,12 @@ def run_sweep(
         raise SweepError(plan.problems, "plan")
     out.mkdir(parents=True, exist_ok=True)
     with output_dir_lock(out):
-        return _run_locked(sweep, plan, out, console, decide, ray_init_kwargs or {}, report_to)
+        return _run_locked(sweep, plan, out, console, decide, ray_init_kwargs or {}, report_to, trainer_cmd)
 
 
-def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -> SweepOutcome:
+def _run_locked(
+    sweep, plan, out, console, decide, ray_init_kwargs, report_to, trainer_cmd=None
+) -> SweepOutcome:
     ledger = TrialsTable(out / "trials.parquet")
     # A resume takes a stored result only for the configuration that made it.
     mismatches = config_mismatches(ledger.rows.values(), plan.trials)
@@ -114,7 +119,7 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
         )
         mlflow_start.start()
     progress = Progress(len(plan.trials), console, done)
-    forecast = Forecast(ledger.rows)
+    forecast = Forecast(ledger.rows, version=lambda: ledger.version)
     gate = OomGate.load(
         out / "pruning.json",
         ledger,
@@ -142,9 +147,12 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
                 ready = [s for s in plan.trials if which(ledger.rows.get(s.trial_key))]
                 if ready and not interrupted:
                     progress.begin(_phase_name(phases) if len(runs) > 1 else None, len(ready))
-                    interrupted = _tune(
-                        sweep, ready, out, recorder, progress, decide or gate, local, phases, gpus
-                    )
+                    for batch in tune_batches(ready):
+                        interrupted = _tune(
+                            sweep, batch, out, recorder, progress, decide or gate, local, phases, gpus, trainer_cmd
+                        )  # fmt: skip
+                        if interrupted:
+                            break
         finally:
             if ray_temp is not None:  # the local Ray this run started: its logs and sockets go with it
                 ray.shutdown()
@@ -170,6 +178,16 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
 
 # Times a trial runs again after the node it ran on was lost.
 NODE_LOST_RETRIES = 2
+# Trials per Tuner: Tune keeps every trial of a run in the driver to its end (its state as JSON, each
+# number's running statistics: some 50 kB of Python objects and 0.1 MB of RSS a trial, measured), so a
+# long sweep runs its trials through one Tuner after another, in order; a new Tuner costs a second or
+# two, a slot idle at each batch's tail. Our ledger, not Tune's state, carries the sweep between them.
+TUNE_BATCH = 250
+
+
+def tune_batches(trials: list, size: int = TUNE_BATCH) -> list[list]:
+    """`trials` in order, in runs of at most `size` (one Tuner each)."""
+    return [trials[i : i + size] for i in range(0, len(trials), size)]
 
 
 def _phase_name(phases: TrialPhases) -> str | None:
@@ -181,7 +199,16 @@ def _phase_name(phases: TrialPhases) -> str | None:
 
 
 def _tune(
-    sweep, todo, out, recorder, progress, decide, local: bool, phases: TrialPhases, gpus: float
+    sweep,
+    todo,
+    out,
+    recorder,
+    progress,
+    decide,
+    local: bool,
+    phases: TrialPhases,
+    gpus: float,
+    trainer_cmd: list[str] | None = None,
 ) -> bool:
     """Run `todo` through a fresh Tuner, each trial under `phases` holding `gpus` GPUs (where the
     cluster has any); True when Ctrl-C cut it short."""
@@ -197,6 +224,7 @@ def _tune(
         "guard": sweep.guard(),
         "verdict": sweep.verdict.settings(),
         "phases": phases,
+        "trainer_cmd": trainer_cmd,
     }
     storage_fs, storage_path = filesystem_and_path(out / "ray")  # a URI: Tune syncs there via pyarrow.fs
     placement = PlacementWatch(largest, 0.0 if local else PLACEMENT_PATIENCE_S)

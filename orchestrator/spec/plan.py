@@ -56,17 +56,44 @@ def model_short(model: str) -> str:
     return prefix + name
 
 
+# The knobs a key hashes, and the defaults of those hashed only when set (read once, not per trial).
+_HASHED = tuple(k for k in KNOBS if k not in NOT_HASHED)
+_WHEN_SET = {k: knob_default(k) for k in KEYED_WHEN_SET if k not in NOT_HASHED}
+_UNSET = object()
+
+
+# '"knob": value' of each (knob, type, value) met, as json.dumps writes it inside the whole mapping: a
+# grid repeats few values many times, and encoding ~40 knobs per trial was most of a large plan's time.
+_FRAGMENTS: dict[tuple[str, type, Any], str] = {}
+_FRAGMENTS_MAX = 1 << 16
+
+
+def canonical_json(values: dict[str, Any]) -> str:
+    """json.dumps(values, sort_keys=True), the same text, from remembered per-knob fragments."""
+    parts = []
+    for key in sorted(values):
+        value = values[key]
+        try:  # a list or mapping is encoded each time; so is a zero (0.0 == -0.0, written apart)
+            cached = (key, type(value), value) if value != 0 or type(value) is not float else None
+            part = _FRAGMENTS.get(cached)
+        except TypeError:
+            cached, part = None, None
+        if part is None:
+            part = f"{json.dumps(key)}: {json.dumps(value, sort_keys=True)}"
+            if cached is not None and len(_FRAGMENTS) < _FRAGMENTS_MAX:
+                _FRAGMENTS[cached] = part
+        parts.append(part)
+    return "{" + ", ".join(parts) + "}"
+
+
 def trial_key(spec: TrialSpec) -> str:
     # A knob added since keys were first made is hashed only when set: keys of existing sweeps stay.
-    rest = {
-        k: getattr(spec, k)
-        for k in KNOBS
-        if k not in NOT_HASHED and not (k in KEYED_WHEN_SET and getattr(spec, k) == knob_default(k))
-    }
+    values = vars(spec)
+    rest = {k: values[k] for k in _HASHED if values[k] != _WHEN_SET.get(k, _UNSET)}
     for name, (published, value) in PUBLISHED_AS.items():
         rest[published] = value(rest.pop(name))
     rest["model"] = spec.model  # model_short drops the organisation and suffixes: hash the full name
-    digest = hashlib.sha1(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:12]
+    digest = hashlib.sha1(canonical_json(rest).encode()).hexdigest()[:12]
     return f"{spec.framework}-{spec.mode}-{model_short(spec.model)}-k{spec.num_generations}-b{spec.batch_size}-{digest}"
 
 

@@ -209,6 +209,9 @@ def estimate_durations(trials: list[TrialSpec], output_dir: Any) -> dict[str, tu
     ]  # fmt: skip
     by_key = {r["trial_key"]: r for r in rows}
     estimates: dict[str, tuple[float | None, str]] = {}
+    # (framework, model) -> (start-up s, s per completion, trials it is from), or None: nothing recorded.
+    # Worked out once per pair: a large plan has many trials of one pair.
+    rates: dict[tuple[str, str], tuple[float, float, int] | None] = {}
     for spec in trials:
         if spec.trial_key in by_key and by_key[spec.trial_key].get("wall_s") is not None:
             estimates[spec.trial_key] = (
@@ -216,14 +219,19 @@ def estimate_durations(trials: list[TrialSpec], output_dir: Any) -> dict[str, tu
                 f"ran: {by_key[spec.trial_key]['status']}",
             )
             continue
-        alike = [r for r in done if (r["framework"], r["model"]) == (spec.framework, spec.model)] or done
-        if not alike:
+        pair = (spec.framework, spec.model)
+        if pair not in rates:
+            alike = [r for r in done if (r["framework"], r["model"]) == pair] or done
+            rates[pair] = (
+                statistics.median(r["wall_s"] - r["steps_completed"] * r["median_step_s"] for r in alike),
+                statistics.median(r["median_step_s"] / (r["batch_size"] * r["num_generations"]) for r in alike),
+                len(alike),
+            ) if alike else None  # fmt: skip
+        rate = rates[pair]
+        if rate is None:
             estimates[spec.trial_key] = (None, "unknown")
             continue
-        startup = statistics.median(r["wall_s"] - r["steps_completed"] * r["median_step_s"] for r in alike)
-        per_completion = statistics.median(
-            r["median_step_s"] / (r["batch_size"] * r["num_generations"]) for r in alike
-        )
+        startup, per_completion, n = rate
         seconds = max(startup, 0.0) + spec.max_steps * per_completion * spec.batch_size * spec.num_generations
-        estimates[spec.trial_key] = (seconds, f"from {len(alike)} recorded")
+        estimates[spec.trial_key] = (seconds, f"from {n} recorded")
     return estimates

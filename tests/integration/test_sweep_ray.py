@@ -21,7 +21,7 @@ from mlflow.tracking import MlflowClient
 
 from orchestrator.cli import main
 from orchestrator.judging.pruning import RUN
-from orchestrator.running._tune import FINAL, RecorderCallback
+from orchestrator.running._tune import FINAL, RecorderCallback, payload_row
 from orchestrator.running.driver import run_sweep
 from orchestrator.spec.load import load_sweep
 from tests.helpers.html_outline import outline
@@ -62,7 +62,7 @@ def test_fake_gpu_sweep_runs_two_at_once_and_sinks_agree(ray_fake_gpus, tmp_path
 
     def note_worker(self, iteration, trials, trial, result, **info):
         if result.get("kind") == FINAL:
-            processes[trial.config["trial_key"]] = (result["pid"], result["result"]["pid"])
+            processes[trial.config["trial_key"]] = (result["pid"], payload_row(result)["pid"])
         return forward(self, iteration, trials, trial, result, **info)
 
     monkeypatch.setattr(RecorderCallback, "on_trial_result", note_worker)

@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.judging.pruning import HOLD, RUN
 from orchestrator.recording.sinks import TrialsTable, trial_row
-from orchestrator.running._tune import _Relay, placement_verdict
+from orchestrator.running._tune import _Relay, payload_row, placement_verdict
 from orchestrator.running.driver import _phase_name, run_sweep
 from orchestrator.running.phases import TrialPhases
 from orchestrator.running.ray_env import _job_worker_env
@@ -57,7 +57,7 @@ def test_the_relay_hands_rows_to_tune_in_order_without_holding_the_supervisor_ba
 
     def slow_report(result):
         go.wait(10)
-        reported.append(result["row"]["step"])
+        reported.append(payload_row(result)["step"])
 
     relay = _Relay(report=slow_report)
     t0 = time.monotonic()
@@ -127,8 +127,8 @@ def test_each_step_row_crosses_the_ray_boundary_once_and_the_recorder_keeps_the_
               "verdict": VerdictSettings(), "phases": TrialPhases()}  # fmt: skip
     driver.trainable(config)
 
-    crossed = [r["row"]["step"] for r in reports if r["kind"] == STEP]
-    crossed += [s["step"] for r in reports if r["kind"] == driver.FINAL for s in r["result"]["steps"]]
+    crossed = [payload_row(r)["step"] for r in reports if r["kind"] == STEP]
+    crossed += [s["step"] for r in reports if r["kind"] == driver.FINAL for s in payload_row(r)["steps"]]
     assert crossed == [1, 2, 3]
 
     ended = []

@@ -3,7 +3,7 @@ and the order in which the unrun trials teach the model most."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from orchestrator.judging.memory._model import MemoryModel, Prediction, family_of
@@ -15,15 +15,26 @@ class Forecast:
     the ledger has changed since the last prediction; `made` keeps, per trial key, the prediction made
     last before that trial ran (or was skipped)."""
 
-    def __init__(self, rows: Mapping[str, Mapping[str, Any]], measure: str | None = None):
+    def __init__(
+        self,
+        rows: Mapping[str, Mapping[str, Any]],
+        measure: str | None = None,
+        version: Callable[[], Any] | None = None,
+    ):
+        """version: a value that changes whenever `rows` does (TrialsTable.version); without it the
+        rows' keys and statuses are compared, which costs a sort of the ledger per prediction."""
         self.rows = rows
         self.measure = measure
         self.made: dict[str, Prediction] = {}
         self._model: MemoryModel | None = None
-        self._seen: tuple | None = None
+        self._seen: Any = None
+        self._version = version
 
     def model(self) -> MemoryModel:
-        seen = tuple(sorted((key, row.get("status")) for key, row in self.rows.items()))
+        if self._version is not None:
+            seen = self._version()
+        else:
+            seen = tuple(sorted((key, row.get("status")) for key, row in self.rows.items()))
         if self._model is None or seen != self._seen:
             self._model = MemoryModel.fit(self.rows.values(), self.measure)
             self.measure, self._seen = self._model.measure, seen

@@ -4,6 +4,7 @@ peak with its interval, or the reason there is none."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -44,6 +45,10 @@ FAMILY = (
 # least LOO_FACTOR times the family's worst leave-one-out error.
 Z = 2.0
 LOO_FACTOR, LOO_FROM = 1.5, 3
+# A family of more trials than this takes its worst leave-one-out error over this many of them, evenly
+# spaced in its order (all of them up to here): each one left out is a fit of its own, and a sweep refits
+# after every trial, so leaving out every one of n trials cost n fits per trial, n^2 over a sweep.
+LOO_MAX = 40
 # Colocated vLLM without a budget reserves vllm_gpu_memory_utilization of a card (or node) the model
 # does not know: no term sizes its pool, so such a family is predicted only from this many measured
 # trials of its own.
@@ -116,6 +121,25 @@ def family_label(spec: TrialSpec) -> str:
     return f"{spec.framework} {spec.mode} {spec.model} {spec.quantization} {spec.effective_dtype}" + "".join(
         extras
     )
+
+
+def loo_indices(n: int) -> list[int]:
+    """The trials a family of n leaves out one at a time: all of them up to LOO_MAX, else LOO_MAX
+    evenly spaced (the first and the last among them)."""
+    if n <= LOO_MAX:
+        return list(range(n))
+    return sorted({round(i * (n - 1) / (LOO_MAX - 1)) for i in range(LOO_MAX)})
+
+
+def _row_spec(row: Mapping[str, Any]) -> TrialSpec:
+    """spec_of for a fit, which only reads the spec: a ledger's row parsed once, not at every refit."""
+    config = row.get("config")
+    return _spec_of_config(config) if isinstance(config, str) else spec_of(row)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _spec_of_config(config: str) -> TrialSpec:
+    return spec_of({"config": config})
 
 
 def spec_of(row: Mapping[str, Any]) -> TrialSpec:
@@ -210,14 +234,14 @@ class MemoryModel:
             if row.get("status") == COMPLETED:
                 peak = measured_peak(row, measure)
                 if peak is not None:
-                    spec = spec_of(row)
+                    spec = _row_spec(row)
                     family = model._families.setdefault(family_of(spec), _Family())
                     family.specs.append(spec)
                     family.peaks.append(peak)
             elif row.get("status") == OOM:
                 budget = oom_budget(row, measure)
                 if budget is not None:
-                    spec = spec_of(row)
+                    spec = _row_spec(row)
                     family = model._families.setdefault(family_of(spec), _Family())
                     family.oom_specs.append(spec)
                     family.budgets.append(budget)
@@ -241,7 +265,7 @@ class MemoryModel:
         family.coefficients, family.covariance = self._solve(measured, peaks, censored, budgets)
         if len(peaks) >= LOO_FROM:
             errors = []
-            for i in range(len(peaks)):
+            for i in loo_indices(len(peaks)):
                 keep = np.arange(len(peaks)) != i
                 c, _ = self._solve(measured[keep], peaks[keep], censored, budgets)
                 errors.append(abs(measured[i] @ c - peaks[i]) / peaks[i])
