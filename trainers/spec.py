@@ -317,6 +317,9 @@ _NOT_CHECKED = object()
 
 def check_value(name: str, value: Any) -> str | None:
     """The rule a single knob value breaks, or None. Used by TrialSpec and by sweep validation."""
+    if isinstance(KNOBS[name].metadata.get("choices"), dict):
+        # A registry (framework: trainers.stacks.STACKS) changes as stacks register: never kept.
+        return _check_value(name, value)
     try:
         key = (name, type(value), value)
         answer = _CHECKED.get(key, _NOT_CHECKED)
