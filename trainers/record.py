@@ -113,6 +113,8 @@ STEP_FIELDS: tuple[Field, ...] = (
     Field("gpu_util_pct", FLOAT64, "%", SAMPLER, "NVML utilisation (mean in the step)"),
     Field("power_w", FLOAT64, "W", SAMPLER, "NVML power (mean in the step)"),
     Field("energy_j", FLOAT64, "J", SAMPLER, "power integrated over the step"),
+    Field("samples", INT64, COUNT, SAMPLER, "memory samples taken within the step; 0: none fell inside it (a step "
+       "shorter than the sampling interval), and its memory figures are the last sample before its end"),
     Field("alloc_retries", FLOAT64, COUNT, TRAINER, "torch's cudaMalloc calls that failed and were retried after "
        "freeing its cache, in the step (`torch.cuda.memory_stats` num_alloc_retries delta); null on CPU"),
     Field("alloc_ooms", FLOAT64, COUNT, TRAINER, "out-of-memory errors torch's allocator raised in the step "

@@ -46,6 +46,7 @@ from trainers.distributed import (
 from trainers.events import ERROR, FINISHED, STARTED, STEP, is_oom, read_events
 from trainers.events import OOM as OOM_EVENT
 from trainers.nvml import CUDA_DEVICE_ORDER
+from trainers.record import STEP as F  # the step record's field names
 from trainers.spec import TrialSpec
 
 POLL_S = 0.1
@@ -130,7 +131,7 @@ def step_row(event: dict[str, Any], sampler: Any = None) -> dict[str, Any]:
 
 def merge_sampler(row: dict[str, Any], sampler: Any) -> dict[str, Any]:
     """Overlay the sampler's peak between the step's wall times; NVML sees what torch cannot."""
-    t0, t1 = row.get("t_start"), row.get("t_end")
+    t0, t1 = row.get(F.t_start), row.get(F.t_end)
     if sampler is None or t0 is None or t1 is None:
         return row
     try:
@@ -200,7 +201,7 @@ class _Run:
         """The phases' word after a step row: at the hold step (trainers.control.holds_here), go on into
         the speed phase or stop; in the speed phase, stop once settled (orchestrator/running/settle.py)."""
         result, phases = self.result, self.phases
-        step = int(row.get("step") or 0)
+        step = int(row.get(F.step) or 0)
         if result.phase == MEMORY and holds_here(step, closes_steady_cycle(row), phases.hold_at_step):
             if phases.then_speed:
                 result.phase = SPEED
@@ -400,7 +401,7 @@ def classify(run: _Run, log_path: Path) -> tuple[str, str]:
     if run.ranks is not None and run.killed_for in (None, "rank") and run.ranks.watch() is not None:
         return run.ranks.failure()
     if run.killed_for == "verdict" and not finished:
-        last = run.result.steps[-1].get("step") if run.result.steps else 0
+        last = run.result.steps[-1].get(F.step) if run.result.steps else 0
         return COMPLETED, f"{len(run.result.steps)} steps; ended early at step {last}: {run.early_end}"
     if run.killed_for == "stop" and not finished:
         return STOPPED, "stopped before the trainer finished (interrupted; a resumed sweep runs it again)"
@@ -583,7 +584,7 @@ class RankWatch:
         """Which rank hung, for a timeout's detail: each rank's Python stack (STACK_SIGNAL, written by
         faulthandler even inside a collective) says whether it waits in torch.distributed; a rank that
         does not, while others do, is the one they wait for. Each rank's last reported step too."""
-        steps = {r: max((e.get("step") or 0 for e in self.events(r) if e.get("event") == STEP), default=0)
+        steps = {r: max((e.get(F.step) or 0 for e in self.events(r) if e.get("event") == STEP), default=0)
                  for r in range(self.n)}  # fmt: skip
         listed = ", ".join(f"rank {r} step {step}" for r, step in steps.items())
         where = self.stacks()

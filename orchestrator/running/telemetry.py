@@ -72,6 +72,7 @@ from trainers.nvml import (
     text,
 )
 from trainers.record import SAMPLER_FIELDS
+from trainers.record import STEP as F  # the step record's field names
 
 GIB = 1024**3
 DEFAULT_HZ = 20.0
@@ -291,7 +292,7 @@ def summarize_window(samples: Sequence[Sample], t0: float, t1: float) -> dict[st
     if not inside:
         inside = [s for s in samples if s.t <= t1][-1:]
     if not inside:
-        return {key: None for key in SAMPLER_FIELDS} | {"samples": 0}
+        return {key: None for key in SAMPLER_FIELDS} | {F.samples: 0}
     last = inside[-1]
     rss_peak = max(s.rss_gib for s in inside)
     hwm_start = before[-1].hwm_gib if before else None
@@ -301,17 +302,17 @@ def summarize_window(samples: Sequence[Sample], t0: float, t1: float) -> dict[st
     energy, covered = energy_between(samples, t0, t1)
     powers = [s.power_w for s in inside if s.power_w is not None]
     return {
-        "device_used_gib": last.gpu_gib,
-        "device_peak_gib": max(gpu) if gpu else None,
-        "rss_gib": last.rss_gib,
-        "rss_peak_gib": rss_peak,
-        "rank_device_peak_gib": None,  # one process: RankSamplers fills these for a trial over ranks
-        "rank_rss_peak_gib": None,
-        "gpu_util_pct": _mean([s.gpu_util_pct for s in inside if s.gpu_util_pct is not None]),
+        F.device_used_gib: last.gpu_gib,
+        F.device_peak_gib: max(gpu) if gpu else None,
+        F.rss_gib: last.rss_gib,
+        F.rss_peak_gib: rss_peak,
+        F.rank_device_peak_gib: None,  # one process: RankSamplers fills these for a trial over ranks
+        F.rank_rss_peak_gib: None,
+        F.gpu_util_pct: _mean([s.gpu_util_pct for s in inside if s.gpu_util_pct is not None]),
         # time-weighted where the window is covered by power samples, else their plain mean
-        "power_w": energy / covered if energy is not None and covered > 0 else _mean(powers),
-        "energy_j": energy,
-        "samples": sum(1 for s in samples if t0 <= s.t <= t1),
+        F.power_w: energy / covered if energy is not None and covered > 0 else _mean(powers),
+        F.energy_j: energy,
+        F.samples: sum(1 for s in samples if t0 <= s.t <= t1),
     }
 
 

@@ -54,10 +54,10 @@ def test_the_parquet_schema_is_the_records_fields_with_their_types_in_order(sche
 def test_the_sampler_measures_exactly_the_records_sampler_fields():
     one = Sample(t=1.0, rss_gib=1.0, hwm_gib=None, host_available_gib=8.0, device_used_gib=2.0, power_w=50.0)
     window = summarize_window([one], 0.5, 1.5)
-    assert set(window) - {"samples"} == set(SAMPLER_FIELDS)
+    assert set(window) == set(SAMPLER_FIELDS) and window["samples"] == 1
     assert SAMPLER_FIELDS == ("device_used_gib", "device_peak_gib", "rss_gib", "rss_peak_gib",
                               "rank_device_peak_gib", "rank_rss_peak_gib",
-                              "gpu_util_pct", "power_w", "energy_j")  # fmt: skip
+                              "gpu_util_pct", "power_w", "energy_j", "samples")  # fmt: skip
 
 
 def test_mlflow_step_metrics_are_the_records_numeric_fields_and_nothing_else():
