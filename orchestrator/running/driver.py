@@ -33,6 +33,7 @@ import ray
 from ray import tune
 from rich.console import Console
 
+from orchestrator.judging.frontier import FrontierGate
 from orchestrator.judging.memory import Forecast, informative_order
 from orchestrator.judging.pruning import OomGate
 from orchestrator.recording.finish import finish_sweep
@@ -115,7 +116,10 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
         mlflow_start.start()
     progress = Progress(len(plan.trials), console, done)
     forecast = Forecast(ledger.rows)
-    gate = OomGate.load(
+    # Frontier search (orchestrator.judging.frontier) where the memory phase runs: trials a measured fit
+    # dominates are implied, not probed, and the rest are probed in bisection order.
+    search = sweep.oom.frontier and MEMORY in sweep.phases_to_run()
+    gate = (FrontierGate if search else OomGate).load(
         out / "pruning.json",
         ledger,
         sweep.oom.prune_dominated,
@@ -123,7 +127,7 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
         forecast=forecast,
         predict=sweep.oom.predict,
     )
-    if sweep.oom.predict:
+    if sweep.oom.predict and not search:
         todo = informative_order(todo, forecast.model())
     sinks = [StepsFiles(out), PruningGate(gate), TrialsFile(ledger), progress, *([mlflow] if mlflow else [])]
     recorder = Recorder(plan.trials, sinks, sweep.verdict.settings(), forecast.made)
@@ -143,8 +147,9 @@ def _run_locked(sweep, plan, out, console, decide, ray_init_kwargs, report_to) -
                 if ready and not interrupted:
                     progress.begin(_phase_name(phases) if len(runs) > 1 else None, len(ready))
                     interrupted = _tune(
-                        sweep, ready, out, recorder, progress, decide or gate, local, phases, gpus
-                    )
+                        sweep, ready, out, recorder, progress, decide or gate, local, phases, gpus,
+                        None if decide else gate.order,
+                    )  # fmt: skip
         finally:
             if ray_temp is not None:  # the local Ray this run started: its logs and sockets go with it
                 ray.shutdown()
@@ -181,10 +186,10 @@ def _phase_name(phases: TrialPhases) -> str | None:
 
 
 def _tune(
-    sweep, todo, out, recorder, progress, decide, local: bool, phases: TrialPhases, gpus: float
+    sweep, todo, out, recorder, progress, decide, local: bool, phases: TrialPhases, gpus: float, order=None
 ) -> bool:
     """Run `todo` through a fresh Tuner, each trial under `phases` holding `gpus` GPUs (where the
-    cluster has any); True when Ctrl-C cut it short."""
+    cluster has any), asked about in `order` (PlanSearcher); True when Ctrl-C cut it short."""
     scratch = local_dir(out, sweep.name)  # trainer scratch must be local
     has_gpu = ray.cluster_resources().get("GPU", 0) > 0
     cpus = sweep.resources.cpus_per_trial
@@ -203,7 +208,7 @@ def _tune(
     tuner = tune.Tuner(
         tune.with_resources(trainable, trial_placement(cpus, gpus, has_gpu)),
         tune_config=tune.TuneConfig(
-            search_alg=PlanSearcher(todo, config, recorder, decide, placement),
+            search_alg=PlanSearcher(todo, config, recorder, decide, placement, order),
             num_samples=-1,
             max_concurrent_trials=sweep.resources.max_concurrent or 0,
             reuse_actors=True,
