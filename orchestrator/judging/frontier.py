@@ -14,8 +14,12 @@ Order (`bisection_order`): of the configurations still undecided (neither implie
 by an oom), the next probed is the one whose verdict decides the most of them in the worse case:
 max over candidates c of min(up(c), down(c)), where down(c) counts the undecided configurations c
 dominates (implied if c fits) and up(c) those that dominate c (pruned if c runs out of memory). On one
-axis this is bisection; on a grid it walks the frontier. Ties go to the larger up(c) (the probe whose
-oom would prune most), then to plan order (smallest first: the cheaper probe). A configuration comparable with
+axis this is bisection; on a grid it walks the frontier. Once the memory model is fitted on at least
+FITTED_FROM measured trials of the family, its chance that c fits (p, `fit_chance`) steers the choice:
+the score is then the expected number decided, p x down(c) + (1 - p) x up(c), which sends the probes to
+where the model puts the frontier (the verdicts still come from probes and dominance alone, so a wrong
+model costs probes, never a wrong verdict). Ties go to the larger up(c) (the probe whose oom would prune
+most), then to plan order (smallest first: the cheaper probe). A configuration comparable with
 a trial still in flight waits for it (`frontier_waits`): that trial's verdict may decide it. The
 probed trials then grow with the frontier (its maximal fits and minimal ooms must each be probed),
 not with the grid.
@@ -24,14 +28,19 @@ not with the grid.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.judging.memory import Prediction
+from orchestrator.judging.memory import FITTED, Prediction
+from orchestrator.judging.memory._model import Z
 from orchestrator.judging.pruning import OomGate, _as_dict, dominates
 from orchestrator.recording.outcome import COMPLETED, FINAL_STATUSES, IMPLIED, PRUNED
 from trainers.record import finite_or_none, peak_memory
+
+# Measured trials of a family before its fitted model steers the order (fit_chance).
+FITTED_FROM = 2
 
 
 def unfinished(row: Mapping[str, Any] | None) -> bool:
@@ -110,22 +119,44 @@ def frontier_waits(candidate: Any, in_flight: Iterable[Any]) -> bool:
     return any(dominates(candidate, r) or dominates(r, candidate) for r in in_flight)
 
 
+def fit_chance(prediction: Prediction | None, budget_gib: float | None) -> float | None:
+    """The chance the trial fits by the memory model: its predicted peak against the budget, in units of
+    the prediction's interval (a normal with the interval as +-Z sd); None without a budget, or without
+    a prediction fitted on at least FITTED_FROM measured trials of its family (the prior alone can be
+    far off, so it does not steer the order)."""
+    if prediction is None or prediction.unknown is not None or budget_gib is None:
+        return None
+    if prediction.basis != FITTED or prediction.n_fitted < FITTED_FROM:
+        return None
+    sd = (prediction.high_gib - prediction.low_gib) / (2 * Z)
+    if sd <= 0:
+        return float(prediction.peak_gib <= budget_gib)
+    return 0.5 * (1 + math.erf((budget_gib - prediction.peak_gib) / (sd * math.sqrt(2))))
+
+
 def bisection_order(
-    specs: Sequence[Any], decided: Callable[[Any], bool], in_flight: Iterable[Any] = ()
+    specs: Sequence[Any],
+    decided: Callable[[Any], bool],
+    in_flight: Iterable[Any] = (),
+    chance: Callable[[Any], float | None] | None = None,
 ) -> list[Any]:
     """`specs` in the order the frontier search takes them: the ones `decided` already (their skip is
     recorded at once) first in their given order, then the undecided by the bisection score (module
-    docstring), the ones waiting on a trial in flight last."""
+    docstring), the ones waiting on a trial in flight last. `chance`: a trial's chance to fit
+    (fit_chance), where known; the score is then the expected number decided, p x down + (1 - p) x up,
+    so the probes go where the model puts the frontier."""
     configs = [_as_dict(s) for s in specs]
     done = [decided(s) for s in specs]
     flying = [_as_dict(r) for r in in_flight]
     undecided = [i for i, d in enumerate(done) if not d]
-    scores: dict[int, tuple[int, int, int]] = {}
+    scores: dict[int, tuple[int, float, int]] = {}
     for i in undecided:
         down = sum(dominates(configs[i], configs[j]) for j in undecided)
         up = sum(dominates(configs[j], configs[i]) for j in undecided)
         waits = frontier_waits(configs[i], flying)
-        scores[i] = (0 if waits else 1, min(up, down), up)
+        p = chance(specs[i]) if chance else None
+        value = min(up, down) if p is None else p * down + (1 - p) * up
+        scores[i] = (0 if waits else 1, value, up)
     ranked = sorted(undecided, key=lambda i: (*(-v for v in scores[i]), i))
     return [specs[i] for i, d in enumerate(done) if d] + [specs[i] for i in ranked]
 
@@ -190,5 +221,9 @@ class FrontierGate(OomGate):
             len(self.pruner.verdicts),
         )
         if self._order is None or self._order[0] != state:
-            self._order = (state, bisection_order(specs, self.decided, flying))
+            chance = None
+            if self.forecast is not None:
+                model = self.forecast.model()
+                chance = lambda spec: fit_chance(model.predict(spec), spec.memory_budget_gib)  # noqa: E731
+            self._order = (state, bisection_order(specs, self.decided, flying, chance))
         return list(self._order[1])

@@ -13,6 +13,7 @@ from orchestrator.judging.frontier import (
     FrontierGate,
     Skip,
     bisection_order,
+    fit_chance,
     implying,
     measured_fit,
     model_disagrees,
@@ -230,3 +231,18 @@ def test_an_implied_row_names_its_fit_and_holds_null_for_everything_measured():
     assert (row["status"], row["implied_by"], row["predicted_peak_gib"]) == (IMPLIED, "large", 0.7)
     measured = ["wall_s", "trainer_s", "steps_completed", "median_step_s", "phase", "training_verdict"]
     assert all(row[c] is None for c in measured + [column for _, column, _ in PEAK_SOURCES])
+
+
+def test_the_chance_to_fit_comes_only_from_a_model_fitted_on_measured_trials():
+    assert fit_chance(prediction(0.7), 0.9) == pytest.approx(1.0)
+    assert fit_chance(prediction(1.1), 0.9) == pytest.approx(0.0)
+    assert fit_chance(prediction(0.9), 0.9) == pytest.approx(0.5)
+    prior = Prediction(0.7, 0.6, 0.8, "RSS", 0, "prior")
+    assert fit_chance(prior, 0.9) is None and fit_chance(prediction(0.7), None) is None
+
+
+def test_a_model_that_knows_the_frontier_sends_the_first_probe_to_it():
+    chain = [trial(f"k{k}", num_generations=k) for k in (2, 4, 8, 16, 32, 64, 128)]
+    # the model says K <= 32 fits: probing K=32 first implies five trials at once
+    first = bisection_order(chain, lambda s: False, chance=lambda s: float(s.num_generations <= 32))[0]
+    assert first.num_generations == 32
