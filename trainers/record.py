@@ -170,8 +170,8 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("status_detail", STRING, TEXT, SUPERVISOR, "a sentence to act on: exception + trainer output tail (failed), "
        "or the refusal alone when the settings do not fit the task (failed: e.g. `max_prompt_length: the "
        "task's longest prompt is 300 tokens, over the limit of 256; raise …`), the reading and budget (guard "
-       "oom), `dominated by <trial_key> (...)` (pruned), what is missing (unavailable), `interrupted` "
-       "(stopped)"),
+       "oom), `dominated by <trial_key> (...)` (pruned), `fits: implied by <trial_key> (...)` (implied), what is "
+       "missing (unavailable), `interrupted` (stopped)"),
     Field("steps_completed", INT64, COUNT, RECORDER, "distinct optimizer steps reported"),
     Field("peak_device_gib", FLOAT64, GIB, SAMPLER, "NVML peak of the trainer over the trial: its process memory, else "
        "the device's less what was in use before the trial (gpu_memory_source); null without NVML"),
