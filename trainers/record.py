@@ -29,7 +29,8 @@ RECORDER = (
 )
 MEMORY_MODEL = "memory model"  # orchestrator/judging/memory, before the trial ran
 VERDICT = "verdict"  # orchestrator/judging/verdict.py, from the step rows
-MEASURERS = (SPEC, TRAINER, SAMPLER, SUPERVISOR, RECORDER, MEMORY_MODEL, VERDICT)
+SEARCH = "frontier search"  # orchestrator/judging/frontier.py, before the trial would have run
+MEASURERS = (SPEC, TRAINER, SAMPLER, SUPERVISOR, RECORDER, MEMORY_MODEL, VERDICT, SEARCH)
 
 # Units: what a number counts; a word for a field that is not a number.
 GIB = "GiB"  # 2^30 bytes
@@ -172,12 +173,12 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("seed", INT64, COUNT, SPEC, "random seed"),
     Field("max_steps", INT64, COUNT, SPEC, "optimizer steps asked for"),
     Field("status", STRING, CHOICE, SUPERVISOR, "`completed` · `oom` · `pruned` · `failed` · `unavailable` · "
-       "`stopped`"),
+       "`stopped` · `implied` (fits without a probe of its own: see implied_by)"),
     Field("status_detail", STRING, TEXT, SUPERVISOR, "a sentence to act on: exception + trainer output tail (failed), "
        "or the refusal alone when the settings do not fit the task (failed: e.g. `max_prompt_length: the "
        "task's longest prompt is 300 tokens, over the limit of 256; raise …`), the reading and budget (guard "
-       "oom), `dominated by <trial_key> (...)` (pruned), what is missing (unavailable), `interrupted` "
-       "(stopped)"),
+       "oom), `dominated by <trial_key> (...)` (pruned), `fits: implied by <trial_key> (...)` (implied), what is "
+       "missing (unavailable), `interrupted` (stopped)"),
     Field("steps_completed", INT64, COUNT, RECORDER, "distinct optimizer steps reported"),
     Field("peak_device_gib", FLOAT64, GIB, SAMPLER, "NVML peak of the trainer over the trial: its process memory, else "
        "the device's less what was in use before the trial (gpu_memory_source); null without NVML"),
@@ -273,6 +274,10 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("settled_step", INT64, COUNT, SUPERVISOR, "the step at which the settled stop (`stop.when_settled`) ended "
        "the speed phase: peak memory had not grown for `stop.settle_steps` steps and the median tokens/s was "
        "known within `stop.settle_half_width`; null when it ran to max_steps or the stop was off"),
+    Field("implied_by", STRING, KEY, SEARCH, "status `implied`: the key of the measured trial that fits its budget "
+       "and dominates this one (every size knob >=, the rest equal), so this one fits without a probe of its "
+       "own; its predicted_* columns hold the memory model's figure and every measured column is null. Null "
+       "for every other status (a trial the model predicted over the budget is probed instead)"),
 )  # fmt: skip
 
 

@@ -282,12 +282,29 @@ class OomGate:
             skip = predict_verdict(prediction, spec.memory_budget_gib)
             if skip:
                 return skip
-        if self.wait_for_smaller and self.pruner.enabled and should_wait(spec, self.in_flight()):
+        implied = self.implied(spec, prediction)
+        if implied:
+            return implied
+        if self.waits(spec):
             return HOLD
         if not self.predict:
             predict()
         self.launched[spec.trial_key] = spec
         return RUN
+
+    def implied(self, spec: Any, prediction: Any) -> str | None:
+        """The skip verdict of a trial whose fit another trial's implies; none here
+        (orchestrator.judging.frontier.FrontierGate implies them)."""
+        return None
+
+    def waits(self, spec: Any) -> bool:
+        """Hold `spec` while a trial it dominates is in flight (wait_for_smaller, pruning on)."""
+        return self.wait_for_smaller and self.pruner.enabled and should_wait(spec, self.in_flight())
+
+    def order(self, specs: list[Any]) -> list[Any]:
+        """The order in which the searcher asks about `specs`: as given (plan order, or
+        informative_order with oom.predict)."""
+        return list(specs)
 
     def record(self, spec: Any, row: dict[str, Any]) -> None:
         """Called with every finished trial's row: an `oom` one becomes a verdict, saved at once. A

@@ -18,9 +18,13 @@ PRUNED = "pruned"
 FAILED = "failed"
 UNAVAILABLE = "unavailable"
 STOPPED = "stopped"
-STATUSES = (COMPLETED, OOM, PRUNED, FAILED, UNAVAILABLE, STOPPED)
+# Fits without a probe of its own: a measured trial that fits dominates it (orchestrator/judging/frontier.py).
+IMPLIED = "implied"
+STATUSES = (COMPLETED, OOM, PRUNED, FAILED, UNAVAILABLE, STOPPED, IMPLIED)
 # Statuses a resumed sweep does not run again; `stopped` means interrupted, so it runs again.
-FINAL_STATUSES = (COMPLETED, OOM, PRUNED, FAILED, UNAVAILABLE)
+FINAL_STATUSES = (COMPLETED, OOM, PRUNED, FAILED, UNAVAILABLE, IMPLIED)
+# The statuses that say a trial fits its budget: measured (completed) or implied by a measured fit.
+FITS_STATUSES = (COMPLETED, IMPLIED)
 
 # A status in a sentence ("3 out of memory").
 STATUS_WORDS = {
@@ -30,6 +34,7 @@ STATUS_WORDS = {
     FAILED: "failed",
     UNAVAILABLE: "unavailable",
     STOPPED: "stopped",
+    IMPLIED: "fit (implied, not probed)",
 }
 # A status in a table cell; where a cell holds several outcomes, the first listed wins.
 STATUS_LABELS = {
@@ -38,6 +43,7 @@ STATUS_LABELS = {
     STOPPED: "stopped",
     UNAVAILABLE: "unavailable",
     PRUNED: "pruned",
+    IMPLIED: "fits (implied)",
     COMPLETED: "completed",
 }
 # One colour per outcome that is not a measured peak (plots and HTML).
@@ -47,6 +53,7 @@ STATUS_COLOURS = {
     FAILED: "#5f5f5f",
     UNAVAILABLE: "#c7c7c7",
     STOPPED: "#7fb8d6",
+    IMPLIED: "#a1d99b",
 }
 
 

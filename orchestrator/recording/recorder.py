@@ -151,7 +151,14 @@ class Recorder:
         for sink in self.sinks:
             sink.on_step(self.specs[key], normalized)
 
-    def end(self, key: str, result: TrialResult | None, status: str | None = None, detail: str = "") -> None:
+    def end(
+        self,
+        key: str,
+        result: TrialResult | None,
+        status: str | None = None,
+        detail: str = "",
+        implied_by: str | None = None,
+    ) -> None:
         """A trial's end: its supervisor's result, or (result None) the status it ends with, its
         supervisor's rows unfinished. Its steps are the normalised rows `step` was given (the result's
         own are not read again); none without a result, as a trial that ended so keeps no figures."""
@@ -168,16 +175,17 @@ class Recorder:
             detail=detail,
             verdict=self.verdict,
             prediction=self.predictions.get(key),
+            implied_by=implied_by,
         )
         for sink in self.sinks:
             sink.on_end(spec, row, steps)
 
-    def skip(self, spec: TrialSpec, detail: str, status: str = PRUNED) -> None:
-        """A trial the searcher decided not to run (pruned, or unavailable: no node can host it): a row
-        and a run like any trial."""
+    def skip(self, spec: TrialSpec, detail: str, status: str = PRUNED, implied_by: str | None = None) -> None:
+        """A trial the searcher decided not to run (pruned; implied, by the measured fit `implied_by`;
+        or unavailable: no node can host it): a row and a run like any trial."""
         self.specs[spec.trial_key] = spec
         self.start(spec.trial_key)
-        self.end(spec.trial_key, None, status=status, detail=detail)
+        self.end(spec.trial_key, None, status=status, detail=detail, implied_by=implied_by)
 
     def stop_running(self, detail: str) -> None:
         """Every trial still running ends `stopped` (a resumed sweep runs it again)."""

@@ -145,11 +145,14 @@ def trial_row(
     detail: str = "",
     verdict: VerdictSettings = VERDICT_DEFAULTS,
     prediction: Prediction | None = None,
+    implied_by: str | None = None,
 ) -> dict:
     """The trials.parquet row of a trial: its config, and its outcome (its result and normalised step
     rows, normalize_step's) when it ran; a completed trial's
     training verdict (orchestrator/judging/verdict.py) under `verdict`'s thresholds; the memory model's
-    prediction made before it ran (null columns when none was made or it was unknown)."""
+    prediction made before it ran (null columns when none was made or it was unknown); implied_by: the
+    measured trial whose fit implies this one's (status implied; nothing measured, so those columns are
+    null, steps_completed included)."""
     started = result.started if result else {}
     gpu_name, gpu_total = device_info(started)
     peak = result.peak if result else {}
@@ -189,7 +192,10 @@ def trial_row(
         **{column: _max([*steps, peak], *fields) for _, column, fields in record.PEAK_SOURCES},
         phase=result.phase if result else None,
         settled_step=result.settled_step if result else None,
+        implied_by=implied_by,
     )
+    if implied_by is not None:
+        row["steps_completed"] = None  # not probed: nothing was counted, not zero steps
     row.update(speed_columns(steps), **margin_columns(row))
     if row["status"] == COMPLETED:
         judged = judge(steps, verdict, max_steps=spec.max_steps, budget_gib=spec.memory_budget_gib,

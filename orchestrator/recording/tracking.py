@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from orchestrator.recording.outcome import COMPLETED, NO_GPU, PRUNED, STOPPED, UNAVAILABLE
+from orchestrator.recording.outcome import COMPLETED, IMPLIED, NO_GPU, PRUNED, STOPPED, UNAVAILABLE
 from orchestrator.recording.sinks import STEP_RECORD, steps_path
 from orchestrator.recording.storage import StoragePath
 from trainers.record import EPOCH_S, FLOAT64, STEP, finite_or_none
@@ -50,9 +50,10 @@ STEP_PREFIX = "step/"
 STEP_METRICS = {f.name: STEP_PREFIX + f.name for f in STEP_RECORD if f.type == FLOAT64 and f.unit != EPOCH_S}
 # MLflow's UI opens an experiment of this kind on its runs table, not on the GenAI overview.
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
-# Trials that never ran (pruned, no node could host them) or were cut short: MLflow's KILLED, read as
-# "skipped" with the tag SKIPPED_TAG; FAILED stays for trials that ran and broke (oom, failed).
-KILLED_STATUSES = (PRUNED, UNAVAILABLE, STOPPED)
+# Trials that never ran (pruned, implied by a measured fit, no node could host them) or were cut short:
+# MLflow's KILLED, read as "skipped" with the tag SKIPPED_TAG; FAILED stays for trials that ran and broke
+# (oom, failed).
+KILLED_STATUSES = (PRUNED, IMPLIED, UNAVAILABLE, STOPPED)
 SKIPPED_TAG = "rlsweep.skipped"
 # The axes a run name always shows (run_name); other grid axes appear when they vary.
 NAMED_AXES = ("framework", "mode", "model", "num_generations", "batch_size")

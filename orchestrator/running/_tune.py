@@ -29,6 +29,7 @@ from ray.tune import Callback
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 from ray.tune.search import Searcher
 
+from orchestrator.judging.frontier import skip_status
 from orchestrator.judging.pruning import HOLD, RUN
 from orchestrator.judging.verdict import stop_check
 from orchestrator.recording.outcome import FAILED, UNAVAILABLE, TrialResult
@@ -150,10 +151,12 @@ class _Live:
 
 
 class PlanSearcher(_Live, Searcher):
-    """Hands Tune the planned trials in order; asks `decide` first (run, hold, or a pruning detail),
-    and `placement` whether any node can host a trial at all."""
+    """Hands Tune the planned trials in order; asks `decide` first (run, hold, or a skip: a pruning
+    detail, or an orchestrator.judging.frontier.Skip that names its status), and `placement` whether any
+    node can host a trial at all. `order`, where given, reorders the pending trials before each pass
+    (the frontier search's bisection order: OomGate.order)."""
 
-    LIVE = ("recorder", "decide", "placement")
+    LIVE = ("recorder", "decide", "placement", "order")
 
     def __init__(
         self,
@@ -162,6 +165,7 @@ class PlanSearcher(_Live, Searcher):
         recorder: Recorder,
         decide: Decider,
         placement: Callable[[], str],
+        order: Callable[[list[TrialSpec]], list[TrialSpec]] | None = None,
     ):
         super().__init__()
         self.queue = list(trials)
@@ -169,6 +173,7 @@ class PlanSearcher(_Live, Searcher):
         self.recorder = recorder
         self.decide = decide
         self.placement = placement
+        self.order = order
 
     def suggest(self, trial_id: str):
         placement = self.placement()
@@ -179,14 +184,15 @@ class PlanSearcher(_Live, Searcher):
                 self.recorder.skip(spec, placement, UNAVAILABLE)
             self.queue.clear()
             return Searcher.FINISHED
-        for spec in list(self.queue):
+        for spec in self.order(list(self.queue)) if self.order else list(self.queue):
             verdict = self.decide(spec)
             if verdict == HOLD:
                 continue
             self.queue.remove(spec)
             if verdict == RUN:
                 return {"trial_key": spec.trial_key, "spec_json": spec.to_json(), **self.config}
-            self.recorder.skip(spec, verdict)
+            status, implied_by = skip_status(verdict)
+            self.recorder.skip(spec, verdict, status, implied_by)
         return Searcher.FINISHED if not self.queue else None
 
     def on_trial_complete(self, trial_id, result=None, error=False):

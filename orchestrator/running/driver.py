@@ -33,6 +33,7 @@ import ray
 from ray import tune
 from rich.console import Console
 
+from orchestrator.judging.frontier import FrontierGate
 from orchestrator.judging.memory import Forecast, informative_order
 from orchestrator.judging.pruning import OomGate
 from orchestrator.recording.finish import finish_sweep
@@ -120,7 +121,10 @@ def _run_locked(
         mlflow_start.start()
     progress = Progress(len(plan.trials), console, done)
     forecast = Forecast(ledger.rows, version=lambda: ledger.version)
-    gate = OomGate.load(
+    # Frontier search (orchestrator.judging.frontier) where the memory phase runs: trials a measured fit
+    # dominates are implied, not probed, and the rest are probed in bisection order.
+    search = sweep.oom.frontier and MEMORY in sweep.phases_to_run()
+    gate = (FrontierGate if search else OomGate).load(
         out / "pruning.json",
         ledger,
         sweep.oom.prune_dominated,
@@ -128,7 +132,7 @@ def _run_locked(
         forecast=forecast,
         predict=sweep.oom.predict,
     )
-    if sweep.oom.predict:
+    if sweep.oom.predict and not search:
         todo = informative_order(todo, forecast.model())
     sinks = [StepsFiles(out), PruningGate(gate), TrialsFile(ledger), progress, *([mlflow] if mlflow else [])]
     recorder = Recorder(plan.trials, sinks, sweep.verdict.settings(), forecast.made)
@@ -149,7 +153,8 @@ def _run_locked(
                     progress.begin(_phase_name(phases) if len(runs) > 1 else None, len(ready))
                     for batch in tune_batches(ready):
                         interrupted = _tune(
-                            sweep, batch, out, recorder, progress, decide or gate, local, phases, gpus, trainer_cmd
+                            sweep, batch, out, recorder, progress, decide or gate, local, phases, gpus,
+                            trainer_cmd, None if decide else gate.order,
                         )  # fmt: skip
                         if interrupted:
                             break
@@ -209,9 +214,10 @@ def _tune(
     phases: TrialPhases,
     gpus: float,
     trainer_cmd: list[str] | None = None,
+    order=None,
 ) -> bool:
     """Run `todo` through a fresh Tuner, each trial under `phases` holding `gpus` GPUs (where the
-    cluster has any); True when Ctrl-C cut it short."""
+    cluster has any), asked about in `order` (PlanSearcher); True when Ctrl-C cut it short."""
     scratch = local_dir(out, sweep.name)  # trainer scratch must be local
     has_gpu = ray.cluster_resources().get("GPU", 0) > 0
     cpus = sweep.resources.cpus_per_trial
@@ -231,7 +237,7 @@ def _tune(
     tuner = tune.Tuner(
         tune.with_resources(trainable, trial_placement(cpus, gpus, has_gpu)),
         tune_config=tune.TuneConfig(
-            search_alg=PlanSearcher(todo, config, recorder, decide, placement),
+            search_alg=PlanSearcher(todo, config, recorder, decide, placement, order),
             num_samples=-1,
             max_concurrent_trials=sweep.resources.max_concurrent or 0,
             reuse_actors=True,

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from orchestrator.recording.outcome import COMPLETED, FINAL_STATUSES
+from orchestrator.recording.outcome import COMPLETED, FINAL_STATUSES, IMPLIED
 from orchestrator.running.settle import SettleSettings
 
 MEMORY, SPEED = "memory", "speed"
@@ -157,8 +157,11 @@ def host_gpu() -> tuple[float | None, bool]:
 
 
 def speed_pending(row: Mapping[str, Any] | None) -> bool:
-    """A trial whose memory phase fitted and whose speed phase has not run yet."""
-    return bool(row) and row.get("status") == COMPLETED and row.get("phase") == MEMORY
+    """A trial whose memory phase fitted (or whose fit was implied, orchestrator/judging/frontier.py)
+    and whose speed phase has not run yet."""
+    if not row:
+        return False
+    return row.get("status") == IMPLIED or (row.get("status") == COMPLETED and row.get("phase") == MEMORY)
 
 
 def unfinished(row: Mapping[str, Any] | None) -> bool:

@@ -183,6 +183,14 @@ class Oom(_Section):
     )
     prune_dominated: bool = Field(True, description="Skip trials that dominate one that ran out of memory.")
     wait_for_smaller: bool = Field(True, description="Hold a trial while a smaller sibling is still running.")
+    frontier: bool = Field(
+        True,
+        description="Frontier search in the memory phase (orchestrator/judging/frontier.py): a trial that a "
+        "measured fit dominates (every size knob <=, the rest equal) fits too, and is recorded `implied` "
+        "(implied_by names that trial) without a probe, unless the memory model predicts its peak over the "
+        "budget; the rest are probed in bisection order, so the probes grow with the frontier, not the grid. "
+        "false: every trial is probed, in plan order.",
+    )
     predict: bool = Field(
         False,
         description="Skip a trial whose predicted peak memory (orchestrator/judging/memory), even at its interval's "

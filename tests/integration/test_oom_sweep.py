@@ -31,6 +31,8 @@ def test_budget_ooms_prunes_and_resume_keeps_the_decisions(ray_fake_gpus, tmp_pa
         {"num_generations": [2, 64, 128]},
         fixed={"max_steps": 1, "max_completion_length": 16},
         resources={"gpus_per_trial": 1, "cpus_per_trial": 1, "max_concurrent": 1},  # plan order
+        # plan order, smallest first (the frontier search would probe K=64 first: test_frontier_sweep)
+        oom={"probe_steps": 1, "frontier": False},
         memory={"budget_gib": BUDGET_GIB},
         tracking={"mlflow_uri": uri},
     )

@@ -8,7 +8,7 @@ import re
 
 import pandas as pd
 
-from orchestrator.recording.outcome import FAILED, OOM, PRUNED, STATUS_LABELS, STATUS_WORDS
+from orchestrator.recording.outcome import FAILED, IMPLIED, OOM, PRUNED, STATUS_LABELS, STATUS_WORDS
 from orchestrator.views.report._document import Block, fmt
 from orchestrator.views.report._feasibility import OVER_BUDGET
 
@@ -39,6 +39,7 @@ _STATUS_CSS = (
     (STATUS_LABELS[OOM].lower(), OOM),
     (STATUS_LABELS[FAILED], FAILED),
     (STATUS_LABELS[PRUNED], PRUNED),
+    (STATUS_LABELS[IMPLIED], IMPLIED),
 )
 
 
@@ -64,6 +65,7 @@ tbody tr:nth-child(even) { background: #f8fafc; }
 td.oom { background: #fde2e1; color: #a1181d; font-weight: 600; }
 td.failed { background: #fff3cd; }
 td.pruned { background: #f3e5f5; }
+td.implied { background: #e5f5e0; font-style: italic; }
 td.over { background: #fde2e1; color: #a1181d; }
 img { max-width: 100%; border: 1px solid #e3e7ee; margin: .5em 0; }
 details { margin: 1em 0; } summary { cursor: pointer; font-weight: 600; }

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from orchestrator.recording.outcome import (
     FAILED,
+    IMPLIED,
     OOM,
     PRUNED,
     STATUS_LABELS,
@@ -27,6 +28,7 @@ CELL_STYLES = (
     ("none fit", "bold red"),
     (STATUS_LABELS[FAILED], "bold yellow"),
     (STATUS_LABELS[PRUNED], "magenta"),
+    (STATUS_LABELS[IMPLIED], "green"),
     (STATUS_LABELS[UNAVAILABLE], "dim"),
     (STATUS_LABELS[STOPPED], "cyan"),
 )
