@@ -191,13 +191,16 @@ class FrontierGate(OomGate):
             self._fits = (state, fits)
         return self._fits[1]
 
-    def implied(self, spec: Any, prediction: Any) -> str | None:
+    def implied(self, spec: Any, prediction: Callable[[], Any]) -> str | None:
         if not self._unsettled(spec):
             return None
         fit = implying(spec, self.fits())
-        if fit is None or model_disagrees(prediction, spec.memory_budget_gib):
+        if fit is None:
             return None
-        return Skip(implied_detail(fit, prediction), IMPLIED, fit.trial_key)
+        predicted = prediction()
+        if model_disagrees(predicted, spec.memory_budget_gib):
+            return None
+        return Skip(implied_detail(fit, predicted), IMPLIED, fit.trial_key)
 
     def waits(self, spec: Any) -> bool:
         if not self._unsettled(spec):

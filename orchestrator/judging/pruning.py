@@ -33,7 +33,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -277,9 +277,15 @@ class OomGate:
         if pruned:
             predict()
             return pruned[1]
-        prediction = predict() if self.predict else None
-        if prediction is not None:
-            skip = predict_verdict(prediction, spec.memory_budget_gib)
+        asked = [predict()] if self.predict else []
+
+        def prediction() -> Any:  # made once, and only where a verdict needs it
+            if not asked:
+                asked.append(predict())
+            return asked[0]
+
+        if asked and asked[0] is not None:
+            skip = predict_verdict(asked[0], spec.memory_budget_gib)
             if skip:
                 return skip
         implied = self.implied(spec, prediction)
@@ -287,14 +293,14 @@ class OomGate:
             return implied
         if self.waits(spec):
             return HOLD
-        if not self.predict:
-            predict()
+        prediction()
         self.launched[spec.trial_key] = spec
         return RUN
 
-    def implied(self, spec: Any, prediction: Any) -> str | None:
+    def implied(self, spec: Any, prediction: Callable[[], Any]) -> str | None:
         """The skip verdict of a trial whose fit another trial's implies; none here
-        (orchestrator.judging.frontier.FrontierGate implies them)."""
+        (orchestrator.judging.frontier.FrontierGate implies them). prediction(): the trial's memory
+        prediction, made on the first call."""
         return None
 
     def waits(self, spec: Any) -> bool:
