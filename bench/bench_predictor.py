@@ -35,8 +35,8 @@ from orchestrator.judging.memory import MemoryModel, family_label, informative_o
 from orchestrator.recording.outcome import COMPLETED, peak_memory  # noqa: E402
 from orchestrator.recording.sinks import TRIAL_SCHEMA, normalize_step, trial_row  # noqa: E402
 from orchestrator.running.supervisor import run_trial  # noqa: E402
+from orchestrator.spec.load import load_sweep  # noqa: E402
 from orchestrator.spec.plan import plan  # noqa: E402
-from orchestrator.spec.sweep import load_sweep  # noqa: E402
 
 DATA = ROOT / "bench" / "data"
 GRID = DATA / "predictor-grid.parquet"
