@@ -27,7 +27,13 @@ def hide_vllm_unless_used(spec: TrialSpec) -> None:
     trial would measure vLLM's import. A None in sys.modules makes `import vllm` fail and TRL's
     availability check say no."""
     if spec.generation != "vllm":
-        sys.modules.setdefault("vllm", None)
+        hide_vllm()
+
+
+def hide_vllm() -> None:
+    """Make `import vllm` fail in this process (see hide_vllm_unless_used); the fork server does it
+    before its preload, since it serves only trials that generate with transformers."""
+    sys.modules.setdefault("vllm", None)
 
 
 def pool_utilization(requested: float, budget_gib: float | None, card_total_bytes: int) -> float:

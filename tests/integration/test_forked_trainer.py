@@ -12,9 +12,16 @@ from orchestrator.running.launcher import COLD_START_ENV, ForkedChild
 from orchestrator.running.phases import TrialPhases
 from orchestrator.running.supervisor import run_trial
 from tests.helpers.trainer_child import ROOT
+from trainers.forkserver import vllm_installed
 from trainers.spec import TrialSpec
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        vllm_installed(),
+        reason="vLLM is installed: every trial starts cold here (trainers.forkserver.vllm_installed says why)",
+    ),
+]
 ROUNDS = 3
 
 
