@@ -34,16 +34,22 @@ def _trial(tmp_path, name, monkeypatch, cold):
         model="tiny", max_steps=3, num_generations=2, batch_size=2, max_completion_length=12, num_threads=1,
         output_dir=str(tmp_path / name), model_cache_dir=str(ROOT / ".cache"),
     )  # fmt: skip
+    forks = _started_trainers(monkeypatch)
+    result = run_trial(spec, guard=GuardSettings(timeout_s=600), cpus=1)
+    assert result.status == "completed", result.status_detail
+    assert isinstance(forks[0], ForkedChild) is not cold  # it ran the way it was asked to
+    return result
+
+
+def _started_trainers(monkeypatch) -> list:
+    """The trainers the supervisor starts from now on (a ForkedChild or a cold Popen), in order."""
     forks = []
     real_start = launcher.start_trainer
     monkeypatch.setattr(
         "orchestrator.running.supervisor.start_trainer",
         lambda *a, **k: forks.append(real_start(*a, **k)) or forks[-1],
     )
-    result = run_trial(spec, guard=GuardSettings(timeout_s=600), cpus=1)
-    assert result.status == "completed", result.status_detail
-    assert isinstance(forks[0], ForkedChild) is not cold  # it ran the way it was asked to
-    return result
+    return forks
 
 
 def _spread(values):
@@ -108,12 +114,7 @@ def test_a_forked_trainer_hears_the_supervisors_words_on_its_stdin(tmp_path, mon
         model="tiny", max_steps=8, num_generations=2, batch_size=2, max_completion_length=12, num_threads=1,
         output_dir=str(tmp_path / "held"), model_cache_dir=str(ROOT / ".cache"),
     )  # fmt: skip
-    forks = []
-    real_start = launcher.start_trainer
-    monkeypatch.setattr(
-        "orchestrator.running.supervisor.start_trainer",
-        lambda *a, **k: forks.append(real_start(*a, **k)) or forks[-1],
-    )
+    forks = _started_trainers(monkeypatch)
     try:
         # The memory phase alone: the trainer holds at its hold step until the supervisor says stop.
         result = run_trial(
