@@ -195,6 +195,10 @@ class _HostReader:
         if self.process.status() == psutil.STATUS_ZOMBIE:
             raise psutil.ZombieProcess(self.pid)
         rss = self.process.memory_info().rss
+        if rss == 0:
+            # Between the status look and this read the trainer reached its exit: its memory is released
+            # before it turns zombie. A running process always holds pages, so 0 bytes is an exit.
+            raise psutil.ZombieProcess(self.pid)
         self._refresh_children()
         rss += self._children_uss
         return rss / GIB, read_vm_hwm_gib(self.pid), psutil.virtual_memory().available / GIB

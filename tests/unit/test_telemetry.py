@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 
+import psutil
 import pytest
 
 from orchestrator.running.telemetry import (
@@ -411,3 +412,15 @@ def test_sampling_stops_when_the_trainer_exits_before_it_is_reaped():
         assert min(s.rss_gib for s in sampler.samples()) > 0  # no 0-byte reading of the zombie
     finally:
         child.wait()
+
+
+def test_a_trainer_read_at_zero_bytes_has_exited_even_before_it_turns_zombie(monkeypatch):
+    # The race behind a flaky run: the status look says running, then the exiting process has released
+    # its memory and reads 0 bytes. That is its exit, never a 0-byte sample.
+    from orchestrator.running import telemetry
+
+    reader = telemetry._HostReader(os.getpid())
+    monkeypatch.setattr(reader.process, "status", lambda: psutil.STATUS_RUNNING)
+    monkeypatch.setattr(reader.process, "memory_info", lambda: type("Mem", (), {"rss": 0})())
+    with pytest.raises(psutil.NoSuchProcess):
+        reader.read()
