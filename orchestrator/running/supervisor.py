@@ -563,9 +563,16 @@ class RankWatch:
     def final(self, rank: int) -> dict[str, Any] | None:
         return next((e for e in self.events(rank) if e.get("event") in (FINISHED, OOM_EVENT, ERROR)), None)
 
+    def blamed(self) -> int | None:
+        """The rank the trial's end is put on: a rank that ran out of memory where one did, even when a
+        peer was found gone first (a rank whose peer died raises in its collective and can exit before
+        the rank that ran out of memory is seen gone); else the first rank found ended (watch)."""
+        oom = [r for r in sorted(self.pids) if (self.final(r) or {}).get("event") == OOM_EVENT]
+        return oom[0] if oom and self.failed is not None else self.failed
+
     def failure(self) -> tuple[str, str]:
-        """(status, detail) of a trial ended by rank `failed`: its own final event when it wrote one."""
-        rank = self.failed
+        """(status, detail) of a trial ended by its blamed rank: its own final event when it wrote one."""
+        rank = self.blamed()
         pid = self.pids.get(rank)
         final = self.final(rank)
         others = "the other ranks were stopped"

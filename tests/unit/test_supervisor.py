@@ -289,3 +289,30 @@ def test_a_packed_trial_reads_its_own_process_memory_only(tmp_path, monkeypatch)
     assert _run(tmp_path, "finish", guard=GuardSettings(budget_gib=4), phases=packed).status == "completed"
     assert _run(tmp_path, "finish", guard=GuardSettings(budget_gib=4)).status == "completed"
     assert [m["per_process"] for m in made] == [True, False]
+
+
+def test_a_rank_that_ran_out_of_memory_is_blamed_even_when_its_peer_was_found_gone_first(tmp_path):
+    # Under load: rank 1 runs out of memory, rank 0's collective raises ("connection closed by peer")
+    # and rank 0 is seen gone first. The trial is rank 1's oom, not rank 0's failure.
+    import json
+
+    from orchestrator.running.supervisor import RankWatch
+    from trainers.distributed import rank_events_path
+
+    events = tmp_path / "events.jsonl"
+    finals = {
+        0: {"event": "error", "type": "RuntimeError", "message": "Connection closed by peer"},
+        1: {"event": "oom", "type": "OutOfMemoryError", "message": "CUDA out of memory."},
+    }
+    for rank, final in finals.items():
+        with open(rank_events_path(str(events), rank), "w") as f:
+            f.write(json.dumps({"event": "step", "step": 1}) + "\n" + json.dumps(final) + "\n")
+    watch = RankWatch(TrialSpec(num_processes=2, distributed="ddp"), events)
+    watch.pids = {0: 1, 1: 2}
+    watch.failed = 0  # found gone first
+    assert watch.failure() == (
+        "oom",
+        "rank 1: OutOfMemoryError: CUDA out of memory.; the other ranks were stopped",
+    )
+    watch.pids, watch.failed = {0: 1}, 0  # no rank ran out of memory: the first found is named
+    assert watch.failure()[0] == "failed" and watch.failure()[1].startswith("rank 0 failed: RuntimeError")
