@@ -124,29 +124,19 @@ def compare_outputs(dir_a: str | Path, dir_b: str | Path, console: Console | Non
         merged[f"tokens_per_s_{side}_lo"] = [e.low for e in estimates]
         merged[f"tokens_per_s_{side}_hi"] = [e.high for e in estimates]
         merged[f"cycles_{side}"] = [e.cycles for e in estimates]
-    ratios = [
-        ratio_interval([_list(b)], [_list(a)])
-        for a, b in zip(merged["speeds_a"], merged["speeds_b"], strict=True)
-    ]
-    merged["tokens_per_s_ratio_lo"] = [r.low for r in ratios]
-    merged["tokens_per_s_ratio_hi"] = [r.high for r in ratios]
-    merged["tokens_per_s_words"] = [r.words() for r in ratios]
-    steps = [
-        ratio_interval([_list(b)], [_list(a)])
-        for a, b in zip(merged["step_times_a"], merged["step_times_b"], strict=True)
-    ]
-    merged["step_s_ratio_lo"] = [r.low for r in steps]
-    merged["step_s_ratio_hi"] = [r.high for r in steps]
-    merged["step_s_words"] = [r.words() for r in steps]
+    for name, samples in ((STEP.tokens_per_s, "speeds"), (STEP.step_s, "step_times")):
+        ranges = [
+            ratio_interval([_list(b)], [_list(a)])
+            for a, b in zip(merged[f"{samples}_a"], merged[f"{samples}_b"], strict=True)
+        ]
+        _put_ranges(merged, name, ranges)
     same_kind = merged["memory_kind_a"] == merged["memory_kind_b"]
     merged.loc[~same_kind, "peak_gib_ratio"] = np.nan
     memory = [
         memory_ratio_interval([b], [a]) if same else MemoryRatio(None, None, None, (0, 0))
         for a, b, same in zip(merged["peak_gib_a"], merged["peak_gib_b"], same_kind, strict=True)
     ]
-    merged["peak_gib_ratio_lo"] = [m.low for m in memory]
-    merged["peak_gib_ratio_hi"] = [m.high for m in memory]
-    merged["peak_gib_words"] = [m.words() for m in memory]
+    _put_ranges(merged, "peak_gib", memory)
     sides = {"a": a["settings"].tolist(), "b": b["settings"].tolist()}
     merged["separated_by"] = [
         separating(mine, nearest(mine, sides["b" if side == "a" else "a"]) or {}) if present != "both" else ""
@@ -183,6 +173,13 @@ def compare_outputs(dir_a: str | Path, dir_b: str | Path, console: Console | Non
     if console is not None:
         console.print(comparison_table(result, Path(dir_a), Path(dir_b)))
     return result
+
+
+def _put_ranges(merged: pd.DataFrame, name: str, ranges: list) -> None:
+    """A B/A ratio's range and words as columns: {name}_ratio_lo/_hi and {name}_words."""
+    merged[f"{name}_ratio_lo"] = [r.low for r in ranges]
+    merged[f"{name}_ratio_hi"] = [r.high for r in ranges]
+    merged[f"{name}_words"] = [r.words() for r in ranges]
 
 
 def _list(value: Any) -> list[float]:
