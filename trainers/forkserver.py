@@ -22,11 +22,13 @@ before it starts (map_resident): its RSS and VmHWM mean what a cold trainer's do
 transformers and TRL when it is imported: its profile preloads torch alone and the child imports
 Unsloth after the fork, as a cold child does.
 
-Nothing here touches CUDA: CUDA does not survive a fork. torch.cuda.is_available() is answered from
-NVML while preloading (PYTORCH_NVML_BASED_CUDA_CHECK); modules that initialize CUDA as they are
-imported (bitsandbytes asks each device's compute capability) are preloaded only where no GPU is
-visible, and a server whose preload initialized CUDA all the same refuses to serve (the launcher then
-starts trainers cold).
+Nothing here touches CUDA: CUDA does not survive a fork. While preloading, torch.cuda.is_available()
+is answered from NVML (PYTORCH_NVML_BASED_CUDA_CHECK), and so is torch.cuda.get_device_capability():
+bitsandbytes asks each device's capability as it is imported, to pick its native library, and it is
+imported by PEFT, which transformers' trainer utilities import (`from transformers import
+TrainerCallback` reaches it), so through torch that question initialized CUDA in every server on a GPU
+(on an H100 every trainer started cold: "importing trainers.measure initialized CUDA"). A server whose
+preload initialized CUDA all the same refuses to serve (the launcher then starts trainers cold).
 
 Bounded in time and tied to its launcher: it exits after `idle seconds` without a child and without a
 request, and at once when the launcher's end of the socket closes (the supervisor exited or was
@@ -53,7 +55,7 @@ from typing import Any, NoReturn
 
 # What each profile imports before any fork: torch, transformers, TRL and PEFT as a trial of that stack
 # imports them (`from trl import GRPOTrainer` loads trl.trainer.grpo_trainer), and the trainer's own
-# modules. GPU_UNSAFE: modules that initialize CUDA at import on a host with a GPU.
+# modules.
 PROFILES: dict[str, tuple[str, ...]] = {
     "trl": (
         "torch",
@@ -82,7 +84,6 @@ PROFILES: dict[str, tuple[str, ...]] = {
     "bare": ("trainers.__main__",),
 }
 STACK_PROFILES = ("trl", "unsloth")
-GPU_UNSAFE = ("bitsandbytes", "peft", "trl", "trl.trainer.grpo_config", "trl.trainer.grpo_trainer")
 NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
 MAX_MESSAGE = 1 << 20
 POLL_S = 0.05
@@ -138,6 +139,55 @@ def cuda_touched() -> bool:
     return bool(torch is not None and torch.cuda.is_initialized())
 
 
+def device_index(device: Any) -> int:
+    """The CUDA index of what get_device_capability takes (None, an int, "cuda:1", a torch.device or a
+    torch.cuda.device), found without CUDA: None and an unnumbered "cuda" are device 0, which is all a
+    process that has not chosen a device can mean."""
+    import torch
+
+    if device is None or isinstance(device, int):
+        return device or 0
+    if isinstance(device, torch.cuda.device):
+        return device.idx
+    return torch.device(device).index or 0
+
+
+@contextlib.contextmanager
+def capability_from_nvml():
+    """torch.cuda.get_device_capability answered by NVML for the duration (torch's own initializes CUDA).
+    Its devices are CUDA_VISIBLE_DEVICES' entries in order (trainers.nvml resolves each); the NVML
+    answer is the same number CUDA gives. Where NVML cannot answer, torch's own is kept (and a preload
+    that reaches it then refuses to serve, as before)."""
+    import torch
+
+    from trainers.nvml import resolve_nvml_handle
+
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no NVML: torch's answer stands
+        yield
+        return
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    entries = [e.strip() for e in visible.split(",")] if visible else None
+    original = torch.cuda.get_device_capability
+
+    def from_nvml(device: Any = None) -> tuple[int, int]:
+        index = device_index(device)
+        handle = resolve_nvml_handle(pynvml, entries[index] if entries else str(index))
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+        return int(major), int(minor)
+
+    torch.cuda.get_device_capability = from_nvml
+    try:
+        yield
+    finally:
+        torch.cuda.get_device_capability = original
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
 def preload(profile: str) -> str | None:
     """Import the profile's modules; why this server cannot serve, or None."""
     # Every trial it serves generates with transformers (profile_for): vLLM stays out of it, as out of a
@@ -149,12 +199,11 @@ def preload(profile: str) -> str | None:
     hide_vllm()
     os.environ[NVML_CHECK] = "1"
     try:
-        for name in PROFILES[profile]:
-            if name in GPU_UNSAFE and gpu_visible():
-                continue
-            importlib.import_module(name)
-            if cuda_touched():
-                return f"importing {name} initialized CUDA"
+        with capability_from_nvml() if gpu_visible() else contextlib.nullcontext():
+            for name in PROFILES[profile]:
+                importlib.import_module(name)
+                if cuda_touched():
+                    return f"importing {name} initialized CUDA"
     except Exception as exc:  # noqa: BLE001 - any failure: the launcher starts trainers cold
         return f"preload failed: {type(exc).__name__}: {exc}"
     finally:

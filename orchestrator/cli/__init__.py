@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import sys
+import tomllib
+from pathlib import Path
 
 from orchestrator.cli.compare import add_compare
 from orchestrator.cli.gpu_check import add_gpu_check
@@ -40,13 +42,25 @@ COMMANDS = [
 ]
 
 
+def version() -> str:
+    """rlsweep's version: the installed distribution's, else (a source checkout on PYTHONPATH, as on an
+    offline GPU host) pyproject.toml's, said as such."""
+    try:
+        return importlib.metadata.version("rlsweep")
+    except importlib.metadata.PackageNotFoundError:
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        try:
+            found = tomllib.loads(pyproject.read_text())["project"]["version"]
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "unknown (not installed, no pyproject.toml beside the source)"
+        return f"{found} (source checkout, not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rlsweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--version", action="version", version=f"rlsweep {importlib.metadata.version('rlsweep')}"
-    )
+    parser.add_argument("--version", action="version", version=f"rlsweep {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in COMMANDS:
         add(sub)

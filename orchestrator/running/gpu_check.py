@@ -1,7 +1,13 @@
 """`make gpu-check`: the first thing to run on a new GPU. A fixed short comparison of the registered
-stacks (trainers.stacks: TRL and Unsloth; GRPO and GSPO; random-weight Qwen2.5-1.5B-Instruct, QLoRA NF4, K=4, B=2, 10 steps),
-one trial at a time through the trial supervisor, printed as one table: peak memory (NVML for the
-whole process, torch's allocator), tokens/s and step time per stack and mode.
+stacks (trainers.stacks: TRL and Unsloth) in GRPO: random-weight Qwen2.5-1.5B-Instruct, QLoRA NF4, K=4,
+B=2, 5 steps, one trial at a time through the trial supervisor, printed as one table: peak memory (NVML
+for the whole process, torch's allocator), tokens/s and step time per stack.
+
+Sized to answer in about 4 minutes on an H100: each step there takes 6-12 s (generation 90-95% of it)
+and an Unsloth trial spends about 1.5 minutes importing and compiling before its first step, so 10 steps
+of four trials took over 10 minutes (docs/benchmarks.md, "gpu-check"). GSPO is asked for with
+`--modes grpo,gspo`: it then runs with num_iterations=2 for both modes, since with one pass per
+generation the two compute the same gradient and their comparison would measure noise.
 
 Medians skip the first step, which pays for warm-up (CUDA context, kernel compilation, caches).
 """
@@ -27,14 +33,17 @@ from trainers.record import STEP
 from trainers.spec import TrialSpec
 
 MODES = ("grpo", "gspo")
+DEFAULT_MODES = ("grpo",)
 CHECK = {
     "model": "random:Qwen/Qwen2.5-1.5B-Instruct",
     "quantization": "nf4",
     "num_generations": 4,
     "batch_size": 2,
-    "max_steps": 10,
+    "max_steps": 5,
 }
-TRIAL_TIMEOUT_S = 1200.0
+# Passes per generation when modes are compared: GRPO and GSPO differ only off-policy (trainers/spec.py).
+COMPARED_MODES_ITERATIONS = 2
+TRIAL_TIMEOUT_S = 600.0
 
 
 @dataclass
@@ -54,7 +63,9 @@ class Row:
     speeds: tuple[float, ...] = ()  # tokens/s of the timed steps (the median's sample, for ratio intervals)
 
 
-def check_specs(output_dir: Path) -> list[TrialSpec]:
+def check_specs(output_dir: Path, modes: tuple[str, ...] = DEFAULT_MODES) -> list[TrialSpec]:
+    """The check's trials: each registered stack in each mode asked for (stack by stack)."""
+    iterations = {"num_iterations": COMPARED_MODES_ITERATIONS} if len(modes) > 1 else {}
     return [
         TrialSpec(
             framework=framework,
@@ -63,10 +74,22 @@ def check_specs(output_dir: Path) -> list[TrialSpec]:
             sweep="gpu-check",
             output_dir=str(output_dir / f"{framework}-{mode}"),
             **CHECK,
+            **iterations,
         )
         for framework in stacks.names()
-        for mode in MODES
+        for mode in modes
     ]
+
+
+def parse_modes(text: str) -> tuple[str, ...]:
+    """`--modes grpo,gspo` as a tuple, or argparse's error naming the value, the rule and the fix."""
+    modes = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    wrong = [m for m in modes if m not in MODES]
+    if wrong or not modes:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: each mode must be one of {', '.join(MODES)}, comma-separated (e.g. --modes grpo,gspo)"
+        )
+    return modes
 
 
 def gpu_problem() -> str | None:
@@ -246,6 +269,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout", type=float, default=TRIAL_TIMEOUT_S, help="seconds per trial (default: %(default)g)"
     )
+    parser.add_argument(
+        "--modes",
+        type=parse_modes,
+        default=DEFAULT_MODES,
+        help="comma-separated modes to run for each stack (default: grpo; grpo,gspo runs both with "
+        f"num_iterations={COMPARED_MODES_ITERATIONS})",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,7 +294,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     output_dir = Path(args.output_dir)
-    rows = run_check(check_specs(output_dir), args.timeout, console)
+    rows = run_check(check_specs(output_dir, args.modes), args.timeout, console)
     console.print(build_table(rows))
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / "results.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))

@@ -35,6 +35,19 @@ def test_version_prints_the_installed_version(capsys):
     assert capsys.readouterr().out.strip() == f"rlsweep {importlib.metadata.version('rlsweep')}"
 
 
+def test_a_source_checkout_that_is_not_installed_reports_pyprojects_version(monkeypatch, capsys):
+    # An offline GPU host runs `python3 -m orchestrator.cli` from the checkout with PYTHONPATH alone:
+    # no installed metadata, and --version (built with every parser) raised PackageNotFoundError.
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    with pytest.raises(SystemExit) as exit:
+        main(["--version"])
+    assert exit.value.code == 0
+    assert capsys.readouterr().out.strip() == "rlsweep 0.1.0 (source checkout, not installed)"
+
+
 def test_a_mistyped_bare_knob_in_set_suggests_the_knob(capsys):
     assert main(["validate", SMOKE, "--set", "max_step=5"]) == 1
     assert "--set max_step: unknown setting; did you mean 'max_steps'" in capsys.readouterr().out

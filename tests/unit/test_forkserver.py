@@ -79,3 +79,83 @@ def test_every_trial_starts_cold_where_vllm_is_installed(monkeypatch):
     monkeypatch.setattr(forkserver, "vllm_installed", lambda: True)
     assert profile_for(TrialSpec(model="tiny")) is None
     assert profile_for(TrialSpec(model="tiny", framework="unsloth")) is None
+
+
+# A host with one GPU, as the fork server's preload sees it: torch says a GPU is there, CUDA's
+# initialization (torch.cuda._lazy_init, where every CUDA question goes first) marks torch initialized
+# as the real one does, and NVML (a fake: no GPU here) answers the device's compute capability 9.0.
+GPU_HOST = """
+import json, sys, types
+import torch
+
+torch.cuda.is_available = lambda: True
+torch.cuda.device_count = lambda: 1
+if not hasattr(torch._C, "_cuda_getCurrentRawStream"):  # a CPU build lacks what bitsandbytes binds
+    torch._C._cuda_getCurrentRawStream = lambda device: 0
+asked = []
+
+
+def lazy_init():
+    asked.append("cuda")
+    torch.cuda._initialized = True
+
+
+torch.cuda._lazy_init = lambda: lazy_init()
+nvml = types.ModuleType("pynvml")
+nvml.NVMLError = RuntimeError
+nvml.nvmlInit = lambda: None if {nvml_works} else (_ for _ in ()).throw(RuntimeError("no driver"))
+nvml.nvmlShutdown = lambda: None
+nvml.nvmlDeviceGetCount = lambda: 1
+nvml.nvmlDeviceGetHandleByIndex = lambda i: ("handle", i)
+nvml.nvmlDeviceGetCudaComputeCapability = lambda handle: (9, 0)
+sys.modules["pynvml"] = nvml
+original = torch.cuda.get_device_capability
+
+from trainers import forkserver
+
+why = forkserver.preload("trl")
+print(json.dumps({{
+    "refused": why,
+    "cuda_asked": len(asked),
+    "bitsandbytes_preloaded": "bitsandbytes" in sys.modules,
+    "trl_preloaded": "trl.trainer.grpo_trainer" in sys.modules,
+    "capability_restored": torch.cuda.get_device_capability is original,
+}}))
+"""
+
+
+def preload_on_a_gpu_host(nvml_works: bool) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", GPU_HOST.format(nvml_works=nvml_works)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_on_a_gpu_host_the_trl_preload_imports_everything_without_initializing_cuda():
+    # bitsandbytes asks each device's compute capability as PEFT imports it, and transformers' trainer
+    # utilities import PEFT: through torch that initialized CUDA, and every trainer on an H100 started
+    # cold ("importing trainers.measure initialized CUDA"). NVML answers it now.
+    found = preload_on_a_gpu_host(nvml_works=True)
+    assert found == {
+        "refused": None,
+        "cuda_asked": 0,
+        "bitsandbytes_preloaded": True,
+        "trl_preloaded": True,
+        "capability_restored": True,
+    }
+
+
+def test_where_nvml_cannot_answer_a_preload_that_initializes_cuda_refuses_to_serve():
+    found = preload_on_a_gpu_host(nvml_works=False)
+    assert found["cuda_asked"] >= 1
+    assert found["refused"] is not None and "initialized CUDA" in found["refused"]
+
+
+@pytest.mark.parametrize(
+    "device,index",
+    [(None, 0), (1, 1), ("cuda", 0), ("cuda:2", 2)],
+)
+def test_a_device_is_numbered_without_asking_cuda(device, index):
+    assert forkserver.device_index(device) == index

@@ -87,15 +87,28 @@ def test_table_has_a_row_per_stack_and_mode_with_ratios_and_reasons():
     assert "| unsloth | gspo | oom | 0 | - |" in md
 
 
-def test_the_check_is_the_fixed_comparison():
+def test_the_check_is_the_fixed_comparison_of_the_stacks_in_grpo():
     specs = check_specs(gpu_check.Path("/tmp/x"))
+    assert sorted((s.framework, s.mode) for s in specs) == [("trl", "grpo"), ("unsloth", "grpo")]
+    for s in specs:
+        assert s.model == "random:Qwen/Qwen2.5-1.5B-Instruct" and s.quantization == "nf4"
+        assert (s.num_generations, s.batch_size, s.max_steps, s.num_iterations) == (4, 2, 5, 1)
+        assert s.problems() == []
+
+
+def test_asking_for_both_modes_runs_them_off_policy_where_they_differ():
+    specs = check_specs(gpu_check.Path("/tmp/x"), gpu_check.parse_modes("grpo,gspo"))
     assert sorted((s.framework, s.mode) for s in specs) == [
         ("trl", "grpo"), ("trl", "gspo"), ("unsloth", "grpo"), ("unsloth", "gspo")
     ]  # fmt: skip
-    for s in specs:
-        assert s.model == "random:Qwen/Qwen2.5-1.5B-Instruct" and s.quantization == "nf4"
-        assert (s.num_generations, s.batch_size, s.max_steps) == (4, 2, 10)
-        assert s.problems() == []
+    assert {s.num_iterations for s in specs} == {2}
+    assert all(s.problems() == [] for s in specs)
+
+
+@pytest.mark.parametrize("text", ["grpo,ppo", "", " , "])
+def test_a_mode_that_is_not_grpo_or_gspo_is_refused_with_the_choices(text):
+    with pytest.raises(gpu_check.argparse.ArgumentTypeError, match="one of grpo, gspo.*--modes grpo,gspo"):
+        gpu_check.parse_modes(text)
 
 
 @pytest.mark.skipif(gpu_check.gpu_problem() is None, reason="a GPU is present: main() would run the check")
@@ -136,8 +149,8 @@ def test_a_registered_third_stack_is_checked_and_compared_with_trl():
             summarize("third", "grpo", result([5, 4, 4], [10, 40, 60], [9, 10, 10], 18.0)),
         ]
         lines = notes(rows)
-    assert [(s.framework, s.mode) for s in specs][-2:] == [("third", "grpo"), ("third", "gspo")]
-    assert len(specs) == 6
+    assert [(s.framework, s.mode) for s in specs][-1] == ("third", "grpo")
+    assert len(specs) == 3
     # third over trl: NVML peak 18 / 12, median tokens/s after warm-up 50 / 100
     assert ratios(rows) == {
         ("third", "grpo"): {
