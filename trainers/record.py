@@ -172,13 +172,17 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("lora_r", INT64, COUNT, SPEC, "LoRA rank"),
     Field("seed", INT64, COUNT, SPEC, "random seed"),
     Field("max_steps", INT64, COUNT, SPEC, "optimizer steps asked for"),
-    Field("status", STRING, CHOICE, SUPERVISOR, "`completed` · `oom` · `pruned` · `failed` · `unavailable` · "
-       "`stopped` · `implied` (fits without a probe of its own: see implied_by)"),
+    Field("status", STRING, CHOICE, SUPERVISOR, "`completed` · `oom` · `pruned` · `failed` · `timeout` (killed at "
+       "its wall-clock limit, `timeout_s`: its measured steps are kept; not evidence of out of memory, nor of a "
+       "fit beyond them; its peak counts as a lower bound) · `unavailable` · `stopped` · `implied` (fits without "
+       "a probe of its own: see implied_by)"),
     Field("status_detail", STRING, TEXT, SUPERVISOR, "a sentence to act on: exception + trainer output tail (failed), "
        "or the refusal alone when the settings do not fit the task (failed: e.g. `max_prompt_length: the "
        "task's longest prompt is 300 tokens, over the limit of 256; raise …`), the reading and budget (guard "
        "oom), `dominated by <trial_key> (...)` (pruned), `fits: implied by <trial_key> (...)` (implied), what is "
-       "missing (unavailable), `interrupted` (stopped)"),
+       "missing (unavailable), `interrupted` (stopped), the limit, the steps measured and the fix (timeout: "
+       "`killed at the wall-clock limit of 1200 s with 5 of 10 steps measured (kept); to finish, raise the "
+       "limit ...`)"),
     Field("steps_completed", INT64, COUNT, RECORDER, "distinct optimizer steps reported"),
     Field("peak_device_gib", FLOAT64, GIB, SAMPLER, "NVML peak of the trainer over the trial: its process memory, else "
        "the device's less what was in use before the trial (gpu_memory_source); null without NVML"),

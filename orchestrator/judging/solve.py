@@ -24,7 +24,7 @@ from typing import Any
 
 from orchestrator.judging.intervals import Margin, margin
 from orchestrator.judging.memory import Forecast, Prediction
-from orchestrator.recording.outcome import COMPLETED, OOM, STATUS_WORDS, STOPPED, peak_memory
+from orchestrator.recording.outcome import COMPLETED, OOM, STATUS_WORDS, STOPPED, TIMEOUT, peak_memory
 from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
 from orchestrator.recording.runlock import output_dir_lock
 from orchestrator.recording.sinks import TrialsTable
@@ -82,11 +82,14 @@ def measured_from_row(
     value: int, row: dict[str, Any], budget_gib: float, headroom_gib: float = 0.0
 ) -> Measured:
     """A trials.parquet row as a candidate's measurement against the budget, less the headroom a fit
-    must leave free (--headroom-gib)."""
+    must leave free (--headroom-gib). A timeout's peak is a lower bound: over the budget less the headroom,
+    it does not fit; under it, nothing is known."""
     peak, kind = peak_memory(row)
     status = row["status"]
     if status == COMPLETED:
         fits = peak is not None and peak <= budget_gib - headroom_gib
+    elif status == TIMEOUT and peak is not None and peak > budget_gib - headroom_gib:
+        fits = False
     else:
         fits = False if status == OOM else None
     return Measured(value, fits, status, row.get("status_detail") or "", peak, kind, row["trial_key"])

@@ -18,11 +18,14 @@ PRUNED = "pruned"
 FAILED = "failed"
 UNAVAILABLE = "unavailable"
 STOPPED = "stopped"
+# Killed at its wall-clock limit (the guard's timeout_s): done, with the steps it measured kept. Not
+# evidence of out of memory, nor of a fit beyond those steps; its measured peak is a lower bound.
+TIMEOUT = "timeout"
 # Fits without a probe of its own: a measured trial that fits dominates it (orchestrator/judging/frontier.py).
 IMPLIED = "implied"
-STATUSES = (COMPLETED, OOM, PRUNED, FAILED, UNAVAILABLE, STOPPED, IMPLIED)
+STATUSES = (COMPLETED, OOM, PRUNED, FAILED, TIMEOUT, UNAVAILABLE, STOPPED, IMPLIED)
 # Statuses a resumed sweep does not run again; `stopped` means interrupted, so it runs again.
-FINAL_STATUSES = (COMPLETED, OOM, PRUNED, FAILED, UNAVAILABLE, IMPLIED)
+FINAL_STATUSES = (COMPLETED, OOM, PRUNED, FAILED, TIMEOUT, UNAVAILABLE, IMPLIED)
 # The statuses that say a trial fits its budget: measured (completed) or implied by a measured fit.
 FITS_STATUSES = (COMPLETED, IMPLIED)
 
@@ -32,6 +35,7 @@ STATUS_WORDS = {
     OOM: "out of memory",
     PRUNED: "skipped (pruned)",
     FAILED: "failed",
+    TIMEOUT: "timed out",
     UNAVAILABLE: "unavailable",
     STOPPED: "stopped",
     IMPLIED: "fit (implied, not probed)",
@@ -40,6 +44,7 @@ STATUS_WORDS = {
 STATUS_LABELS = {
     OOM: "OOM",
     FAILED: "failed",
+    TIMEOUT: "timeout",
     STOPPED: "stopped",
     UNAVAILABLE: "unavailable",
     PRUNED: "pruned",
@@ -51,6 +56,7 @@ STATUS_COLOURS = {
     OOM: "#d62728",
     PRUNED: "#c994c7",
     FAILED: "#5f5f5f",
+    TIMEOUT: "#e6a532",
     UNAVAILABLE: "#c7c7c7",
     STOPPED: "#7fb8d6",
     IMPLIED: "#a1d99b",

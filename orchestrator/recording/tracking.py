@@ -52,7 +52,7 @@ STEP_METRICS = {f.name: STEP_PREFIX + f.name for f in STEP_RECORD if f.type == F
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 # Trials that never ran (pruned, implied by a measured fit, no node could host them) or were cut short:
 # MLflow's KILLED, read as "skipped" with the tag SKIPPED_TAG; FAILED stays for trials that ran and broke
-# (oom, failed).
+# (oom, failed) or ran out of time (timeout: its figures are logged).
 KILLED_STATUSES = (PRUNED, IMPLIED, UNAVAILABLE, STOPPED)
 SKIPPED_TAG = "rlsweep.skipped"
 # The axes a run name always shows (run_name); other grid axes appear when they vary.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 from dataclasses import asdict, dataclass
@@ -244,8 +245,20 @@ def notes(rows: list[Row]) -> list[str]:
     return ["medians over steps 2..N (step 1 is warm-up); '-' = not measured", *out]
 
 
-def run_check(specs: list[TrialSpec], timeout_s: float, console: Console) -> list[Row]:
-    """Each trial in turn, through the supervisor (child process, memory sampler, budget, timeout)."""
+def write_results(rows: list[Row], output_dir: Path) -> None:
+    """results.json and results.md of the rows so far, each replaced whole (a run cut mid-write keeps
+    the previous one)."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in (("results.json", json.dumps([asdict(r) for r in rows], indent=2)),
+                       ("results.md", markdown_table(rows))):  # fmt: skip
+        tmp = output_dir / f".{name}.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, output_dir / name)
+
+
+def run_check(specs: list[TrialSpec], timeout_s: float, console: Console, output_dir: Path) -> list[Row]:
+    """Each trial in turn, through the supervisor (child process, memory sampler, budget, timeout);
+    the results so far are written after each (write_results), so a run cut short keeps its rows."""
     from orchestrator.running.supervisor import run_trial
 
     rows = []
@@ -258,6 +271,7 @@ def run_check(specs: list[TrialSpec], timeout_s: float, console: Console) -> lis
         row = summarize(spec.framework, spec.mode, result)
         console.print(f"  {row.status} in {result.get('wall_s', 0):.0f} s")
         rows.append(row)
+        write_results(rows, output_dir)
     return rows
 
 
@@ -294,11 +308,8 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     output_dir = Path(args.output_dir)
-    rows = run_check(check_specs(output_dir, args.modes), args.timeout, console)
+    rows = run_check(check_specs(output_dir, args.modes), args.timeout, console, output_dir)
     console.print(build_table(rows))
-    output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / "results.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
-    (output_dir / "results.md").write_text(markdown_table(rows))
     console.print(f"results: {output_dir / 'results.json'}, {output_dir / 'results.md'}")
     return 0 if all(r.status == COMPLETED for r in rows) else 1
 

@@ -26,7 +26,7 @@ from typing import Any
 import psutil
 
 import trainers
-from orchestrator.recording.outcome import COMPLETED, FAILED, OOM, STOPPED, UNAVAILABLE, TrialResult
+from orchestrator.recording.outcome import COMPLETED, FAILED, OOM, STOPPED, TIMEOUT, UNAVAILABLE, TrialResult
 from orchestrator.running.guard import GuardSettings
 from orchestrator.running.kernel_oom import cgroup_memory_limit_gib, classify_kernel_oom, oom_kill_counts
 from orchestrator.running.launcher import ForkedChild, start_trainer
@@ -394,10 +394,7 @@ def classify(run: _Run, log_path: Path) -> tuple[str, str]:
     if run.killed_for == "budget" and not finished:
         return OOM, run.guard_detail or "killed by the memory budget guard"
     if run.killed_for == "timeout":
-        return (
-            FAILED,
-            f"timeout: no result after {run.timeout_s:g} s (wall-clock limit); trainer killed{run.hang}",
-        )
+        return TIMEOUT, timeout_detail(run)
     if run.ranks is not None and run.killed_for in (None, "rank") and run.ranks.watch() is not None:
         return run.ranks.failure()
     if run.killed_for == "verdict" and not finished:
@@ -438,6 +435,17 @@ def classify(run: _Run, log_path: Path) -> tuple[str, str]:
         return OOM, f"trainer exited with code {rc} after an out-of-memory error:\n{tail}"
     return FAILED, f"trainer exited with code {rc} without a final event" + (
         f"\n--- trainer output (tail) ---\n{tail}" if tail else ""
+    )
+
+
+def timeout_detail(run: _Run) -> str:
+    """A trial killed at its wall-clock limit: the limit, the steps it measured (kept: its row and steps
+    file hold them) and the fix."""
+    measured = len(run.result.steps)
+    return (
+        f"killed at the wall-clock limit of {run.timeout_s:g} s with {measured} of {run.spec.max_steps} steps "
+        f"measured (kept){run.hang}; to finish, raise the limit (timeout_s in the sweep, --timeout-s for "
+        "`rlsweep trial`, --timeout for gpu-check) or run fewer steps (max_steps)"
     )
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestrator.recording.outcome import COMPLETED, FAILED, OOM, UNAVAILABLE
+from orchestrator.recording.outcome import COMPLETED, FAILED, OOM, TIMEOUT, UNAVAILABLE
 from orchestrator.running.guard import GuardSettings
 from orchestrator.running.launcher import stop_servers
 from orchestrator.running.supervisor import run_trial
@@ -160,11 +160,12 @@ def test_a_rank_hung_outside_the_collective_is_ended_by_the_timeout_and_named(tm
     pids = rank_pids(tmp_path)
     thread.join(90)
     result = box["result"]
-    assert result.status == FAILED
+    assert result.status == TIMEOUT
     detail = result.status_detail
-    assert detail.startswith("timeout: no result after 12 s (wall-clock limit); trainer killed; rank 1 (at ")
+    assert detail.startswith("killed at the wall-clock limit of 12 s with 1 of ")
+    assert "steps measured (kept); rank 1 (at " in detail
     assert "fake_ranks.py:" in detail and "hung outside the collective rank(s) 0 waited in" in detail
-    assert detail.endswith("(last steps: rank 0 step 1, rank 1 step 1)")
+    assert "(last steps: rank 0 step 1, rank 1 step 1); to finish, raise the limit" in detail
     for pid in pids.values():
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 

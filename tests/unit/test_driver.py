@@ -166,3 +166,46 @@ def test_the_searcher_and_callback_hold_their_live_objects_and_pickle_without_th
     assert (copy.config, hasattr(copy, "recorder"), hasattr(copy, "decide")) == ({"cpus": 1}, False, False)
     callback = cloudpickle.loads(cloudpickle.dumps(RecorderCallback(live)))
     assert not hasattr(callback, "recorder")
+
+
+def test_a_trial_the_wall_clock_limit_ends_reaches_the_ledger_and_its_steps_file_as_a_timeout_with_its_steps(
+    monkeypatch, tmp_path
+):
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+
+    from orchestrator.judging.verdict import VerdictSettings
+    from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
+    from orchestrator.recording.sinks import steps_path
+    from orchestrator.running import _tune as driver
+    from orchestrator.running.guard import GuardSettings
+    from trainers.spec import TrialSpec
+
+    fake = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "fake_trainer.py")]
+    reports = []
+    monkeypatch.setattr(driver.ray, "get_gpu_ids", lambda: [])
+    monkeypatch.setattr(
+        driver.tune, "report", lambda payload: reports.append(json.loads(json.dumps(payload)))
+    )
+    spec = TrialSpec(max_steps=5, trial_key="slow", sweep="s", task_args={"fake": "stall", "at_step": 2})
+    config = {"spec_json": spec.to_json(), "trials_dir": str(tmp_path / "trials"), "cpus": 1,
+              "guard": GuardSettings(timeout_s=3), "verdict": VerdictSettings(), "phases": TrialPhases(),
+              "trainer_cmd": fake}  # fmt: skip
+    driver.trainable(config)  # the real supervisor and a trainer that hangs after its second step
+
+    ledger = TrialsTable(tmp_path / "trials.parquet")
+    callback = driver.RecorderCallback(Recorder([spec], [StepsFiles(tmp_path), TrialsFile(ledger)]))
+
+    class Trial:
+        config = {"trial_key": "slow"}
+
+    callback.on_trial_start(0, [], Trial())
+    for payload in reports:
+        callback.on_trial_result(0, [], Trial(), payload)
+    row = ledger.rows["slow"]
+    assert row["status"] == "timeout" and row["steps_completed"] == 2
+    assert "with 2 of 5 steps measured (kept)" in row["status_detail"]
+    assert row["median_tokens_per_s"] > 0
+    assert pd.read_parquet(steps_path(tmp_path, spec))["step"].tolist() == [1, 2]

@@ -1,14 +1,20 @@
 """gpu-check's table from synthetic trial results (no GPU here), and its refusal without a GPU."""
 
+import io
+import json
+import sys
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from orchestrator.judging.intervals import ratio_interval
-from orchestrator.running import gpu_check
+from orchestrator.running import gpu_check, supervisor
 from orchestrator.running.gpu_check import build_table, check_specs, markdown_table, notes, ratios, summarize
 from tests.helpers.stacks import registered
+from trainers.spec import TrialSpec
+
+FAKE = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "fake_trainer.py")]
 
 
 def result(step_s, tokens_per_s, torch_reserved, nvml_peak, status="completed", detail=""):
@@ -179,3 +185,35 @@ def test_a_check_with_enough_steps_states_the_speed_ratio_with_its_interval():
         ratios(rows)[("unsloth", "grpo")]["speed_words"]
         == f"2.00× (95% CI {expected.low:.2f}–{expected.high:.2f}×)"
     )
+
+
+def test_a_trial_cut_at_its_time_limit_is_a_timeout_row_and_each_trial_leaves_the_rows_so_far_on_disk(
+    tmp_path, monkeypatch
+):
+    real_run_trial = supervisor.run_trial
+    on_disk = []  # results.json's statuses as each trial starts
+
+    def with_fake_trainer(spec, **kwargs):
+        saved = tmp_path / "results.json"
+        on_disk.append([r["status"] for r in json.loads(saved.read_text())] if saved.exists() else None)
+        return real_run_trial(spec, trainer_cmd=FAKE, **kwargs)
+
+    monkeypatch.setattr(supervisor, "run_trial", with_fake_trainer)
+    fakes = {"grpo": {"fake": "finish"}, "gspo": {"fake": "stall", "at_step": 3}}
+    specs = [
+        TrialSpec(mode=mode, max_steps=5, trial_key=mode, output_dir=str(tmp_path / mode), task_args=fake)
+        for mode, fake in fakes.items()
+    ]
+    rows = gpu_check.run_check(specs, 5, Console(file=io.StringIO()), tmp_path)
+
+    assert on_disk == [None, ["completed"]]  # the first trial's row was on disk before the second ran
+    timed_out = rows[1]
+    assert (timed_out.status, timed_out.steps) == ("timeout", 3)
+    assert timed_out.tokens_per_s == 101.0  # median of steps 2 and 3 (102, 100): step 1 is warm-up
+    assert "with 3 of 5 steps measured (kept)" in timed_out.detail
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert [(r["mode"], r["status"], r["steps"]) for r in saved] == [
+        ("grpo", "completed", 5),
+        ("gspo", "timeout", 3),
+    ]
+    assert "| trl | gspo | timeout | 3 | - | - | - | 101.0 |" in (tmp_path / "results.md").read_text()

@@ -97,6 +97,17 @@ def test_an_oom_trial_pulls_the_fit_up_to_its_budget():
     assert after.n_fitted == 2  # an oom trial is a bound, not a measurement
 
 
+def test_a_timed_out_trial_counts_as_a_peak_at_least_the_one_it_measured_not_as_a_measurement():
+    small = [row(trial(f"k{k}", num_generations=k)) for k in (2, 4)]
+    large = trial("k48", num_generations=48)
+    reached = true_peak(large) * 1.5  # what it measured before its time limit, above what the formula says
+    before = MemoryModel.fit(small).predict(large)
+    after = MemoryModel.fit([*small, row(large, "timeout", peak=reached)]).predict(large)
+    assert before.peak_gib < reached
+    assert after.peak_gib >= reached * 0.99
+    assert after.n_fitted == 2
+
+
 def test_an_oom_trial_already_predicted_over_its_budget_changes_nothing():
     small = [row(trial(f"k{k}", num_generations=k)) for k in (2, 4)]
     large = trial("k48", num_generations=48)

@@ -482,3 +482,22 @@ def test_the_fastest_table_names_seeds_in_words_and_no_setting_that_follows_from
     assert "Other settings" not in table.columns
     assert (table.loc[2, "Seeds"], table.loc[4, "Seeds"]) == ("2 seeds (1, 2)", "seed 1")
     assert "Peak memory, GPU (NVML), GiB" in table.columns
+
+
+def test_a_timeout_has_its_words_label_and_colour_and_its_cells_are_styled_in_html_and_the_terminal():
+    from orchestrator.recording.outcome import (
+        COMPLETED,
+        STATUS_COLOURS,
+        STATUS_LABELS,
+        STATUS_WORDS,
+        STATUSES,
+        TIMEOUT,
+    )
+    from orchestrator.views.report._html import HTML_STYLE, _status_css
+    from orchestrator.views.report._terminal import _cell
+
+    assert all(s in STATUS_WORDS and s in STATUS_LABELS for s in STATUSES)
+    assert set(STATUS_COLOURS) == set(STATUSES) - {COMPLETED}
+    assert (STATUS_WORDS[TIMEOUT], STATUS_LABELS[TIMEOUT]) == ("timed out", "timeout")
+    assert _status_css("timeout") == "timeout" and "td.timeout {" in HTML_STYLE
+    assert _cell("timeout").style == "dark_orange"

@@ -162,6 +162,13 @@ def test_a_completed_trial_over_the_budget_does_not_fit():
     assert measured_from_row(8, {**row, "status": "failed"}, BUDGET).fits is None
 
 
+def test_a_timed_out_trial_does_not_fit_only_where_the_peak_it_measured_already_passed_the_budget():
+    row = {"trial_key": "k8", "status": "timeout", "status_detail": "killed at ...", "peak_rss_gib": 15.5}
+    assert measured_from_row(8, row, BUDGET).fits is None  # a lower bound under the budget says nothing
+    assert measured_from_row(8, row, BUDGET, headroom_gib=1.0).fits is False
+    assert measured_from_row(8, {**row, "peak_rss_gib": None}, BUDGET).fits is None
+
+
 def test_the_ladder_doubles_up_to_its_last_value():
     assert ladder(2, 24) == [2, 4, 8, 16, 24]
     assert ladder(1, 1) == [1]

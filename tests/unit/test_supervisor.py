@@ -61,8 +61,25 @@ def test_a_refused_setting_fails_with_its_message_alone(tmp_path):
 
 def test_timeout_kills_the_child(tmp_path):
     result = _run(tmp_path, "hang", guard=GuardSettings(timeout_s=2))
-    assert result.status == "failed" and "timeout" in result.status_detail
+    assert result.status == "timeout" and "wall-clock limit of 2 s" in result.status_detail
     assert not psutil.pid_exists(result.pid) or psutil.Process(result.pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_trial_killed_at_its_wall_clock_limit_is_a_timeout_that_keeps_the_steps_it_measured(tmp_path):
+    streamed = []
+    spec = TrialSpec(max_steps=5, trial_key="fake", task_args={"fake": "stall", "at_step": 2})
+    result = run_trial(
+        spec, trial_dir=tmp_path, trainer_cmd=FAKE, guard=GuardSettings(timeout_s=3),
+        on_event=lambda kind, row: streamed.append(row["step"]) if kind == "step" else None,
+    )  # fmt: skip
+    assert result.status == "timeout"
+    assert [r["step"] for r in result.steps] == streamed == [1, 2]
+    assert all(r["tokens_per_s"] > 0 for r in result.steps)
+    assert result.status_detail == (
+        "killed at the wall-clock limit of 3 s with 2 of 5 steps measured (kept); to finish, raise the limit "
+        "(timeout_s in the sweep, --timeout-s for `rlsweep trial`, --timeout for gpu-check) or run fewer "
+        "steps (max_steps)"
+    )
 
 
 def test_stop_event_stops_the_trial(tmp_path):

@@ -3,8 +3,8 @@
 Per family (framework, mode, model, quantization, dtype, gradient checkpointing, fast_inference),
 peak = static + generation + training parts, each a sum of analytical terms computed from the model's
 config times coefficients fitted on the trials measured so far (non-negative, pulled towards a prior;
-an `oom` trial counts as a peak at least its budget). With no trial measured, the prior predicts, and
-says so (basis "prior"). Where no number can be given (no config for the model, vLLM's pool without
+an `oom` trial counts as a peak at least its budget, a `timeout` one as a peak at least the one it
+measured). With no trial measured, the prior predicts, and says so (basis "prior"). Where no number can be given (no config for the model, vLLM's pool without
 measured trials) the prediction is `unknown`, with the reason.
 
     model = MemoryModel.fit(trials_rows)        # trials.parquet rows as dicts

@@ -4,7 +4,8 @@ The objective, over non-negative coefficients c: each measured trial's relative 
 (terms . c - peak) / (NOISE x peak), plus each coefficient's distance from its prior in units of its
 spread (so a family with few trials keeps the prior where its trials say nothing), plus every
 out-of-memory trial the fit predicts below its budget, pulled up to the budget with CENSOR_WEIGHT
-times a measurement's weight (a censored observation: its peak was at least the budget). The censored rows are found by iterating: fit, add
+times a measurement's weight (a censored observation: its peak was at least the budget; a trial killed
+at its time limit is one too, at the peak it measured). The censored rows are found by iterating: fit, add
 the oom trials predicted under their budget, fit again.
 """
 

@@ -18,7 +18,7 @@ from orchestrator.judging.memory._explain import TermLine, formulas
 from orchestrator.judging.memory._fit import fit as fit_coefficients
 from orchestrator.judging.memory._fit import predictive_sd
 from orchestrator.judging.memory._terms import PARTS, TERMS, Shape, device_of, prior, terms, unsized_vllm_pool
-from orchestrator.recording.outcome import COMPLETED, GPU, OOM, PEAK_SOURCES, RSS, TORCH, peak_memory
+from orchestrator.recording.outcome import COMPLETED, GPU, OOM, PEAK_SOURCES, RSS, TIMEOUT, TORCH, peak_memory
 from trainers.models import bundled_models, parse_model
 from trainers.record import finite_or_none
 from trainers.spec import KNOBS, TrialSpec
@@ -200,8 +200,8 @@ def oom_budget(row: Mapping[str, Any], measure: str) -> float | None:
 class _Family:
     specs: list[TrialSpec] = field(default_factory=list)
     peaks: list[float] = field(default_factory=list)
-    oom_specs: list[TrialSpec] = field(default_factory=list)
-    budgets: list[float] = field(default_factory=list)
+    oom_specs: list[TrialSpec] = field(default_factory=list)  # censored: oom and timeout trials
+    budgets: list[float] = field(default_factory=list)  # their lower bounds
     coefficients: np.ndarray | None = None
     covariance: np.ndarray | None = None
     loo_worst: float | None = None
@@ -223,7 +223,8 @@ class MemoryModel:
         cls, rows: Iterable[Mapping[str, Any]], measure: str | None = None, unmeasured: str | None = None
     ) -> MemoryModel:
         """Fit on trials.parquet rows: completed rows with a peak of `measure` are measurements,
-        `oom` rows with a budget are censored (peak at least the budget); others are ignored.
+        `oom` rows with a budget are censored (peak at least the budget), and so are `timeout` rows with
+        a peak of `measure` (peak at least the one measured before the limit); others are ignored.
         measure: default the kind most completed rows measured (outcome.peak_memory), else
         `unmeasured` where given (the measure the caller's question is about), else RSS on a host
         without a GPU and GPU on one with."""
@@ -238,8 +239,9 @@ class MemoryModel:
                     family = model._families.setdefault(family_of(spec), _Family())
                     family.specs.append(spec)
                     family.peaks.append(peak)
-            elif row.get("status") == OOM:
-                budget = oom_budget(row, measure)
+            elif row.get("status") in (OOM, TIMEOUT):
+                # a timeout was killed at its time limit: the peak it measured is a lower bound
+                budget = oom_budget(row, measure) if row["status"] == OOM else measured_peak(row, measure)
                 if budget is not None:
                     spec = _row_spec(row)
                     family = model._families.setdefault(family_of(spec), _Family())

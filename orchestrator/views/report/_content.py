@@ -342,7 +342,7 @@ def prediction_blocks(
                 f"{len(pairs)} trials had a peak predicted before they ran, from the trials finished before "
                 f"them; {scored} completed with a measured peak and are scored"
                 + (
-                    f" (the others: {others}; an out-of-memory trial's peak is a lower bound)"
+                    f" (the others: {others}; an out-of-memory or timed-out trial's peak is a lower bound)"
                     if others
                     else ""
                 )

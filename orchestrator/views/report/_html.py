@@ -8,7 +8,7 @@ import re
 
 import pandas as pd
 
-from orchestrator.recording.outcome import FAILED, IMPLIED, OOM, PRUNED, STATUS_LABELS, STATUS_WORDS
+from orchestrator.recording.outcome import FAILED, IMPLIED, OOM, PRUNED, STATUS_LABELS, STATUS_WORDS, TIMEOUT
 from orchestrator.views.report._document import Block, fmt
 from orchestrator.views.report._feasibility import OVER_BUDGET
 
@@ -38,6 +38,7 @@ _STATUS_CSS = (
     (STATUS_WORDS[OOM], OOM),
     (STATUS_LABELS[OOM].lower(), OOM),
     (STATUS_LABELS[FAILED], FAILED),
+    (STATUS_LABELS[TIMEOUT], TIMEOUT),
     (STATUS_LABELS[PRUNED], PRUNED),
     (STATUS_LABELS[IMPLIED], IMPLIED),
 )
@@ -64,6 +65,7 @@ th { background: #eef2f8; }
 tbody tr:nth-child(even) { background: #f8fafc; }
 td.oom { background: #fde2e1; color: #a1181d; font-weight: 600; }
 td.failed { background: #fff3cd; }
+td.timeout { background: #fde9cc; }
 td.pruned { background: #f3e5f5; }
 td.implied { background: #e5f5e0; font-style: italic; }
 td.over { background: #fde2e1; color: #a1181d; }

@@ -16,7 +16,15 @@ from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator, ScalarForm
 
 from orchestrator.judging.intervals import MIN_CYCLES
 from orchestrator.judging.verdict import MARK
-from orchestrator.recording.outcome import COMPLETED, FAILED, MEMORY_LABELS, OOM, STATUS_COLOURS, STATUS_WORDS
+from orchestrator.recording.outcome import (
+    COMPLETED,
+    FAILED,
+    MEMORY_LABELS,
+    OOM,
+    STATUS_COLOURS,
+    STATUS_WORDS,
+    TIMEOUT,
+)
 from orchestrator.views.report._configs import varying_config_columns
 from orchestrator.views.report._feasibility import OVER_BUDGET, FeasibilityGrid, memory_words
 from orchestrator.views.report._outputs import SweepOutputs, trial_peak, trial_steps
@@ -289,10 +297,12 @@ def _series(ax, x: np.ndarray, steps: pd.DataFrame, columns, ylabel: str, band: 
 @_report_style
 def prediction_plot(pairs: pd.DataFrame, path: Path, budget_gib: float | None) -> Path | None:
     """Predicted against measured peak per trial (report._predictions.prediction_pairs), the interval
-    as error bars, one colour per family, the identity line and the budget; an `oom` trial's measured
-    peak is a lower bound (▸). None when no trial with a prediction measured a peak."""
+    as error bars, one colour per family, the identity line and the budget; an `oom` or `timeout`
+    trial's measured peak is a lower bound (▸). None when no trial with a prediction measured a peak."""
     shown = (
-        pairs[pairs["measured_gib"].notna() & pairs["status"].isin([COMPLETED, OOM])] if len(pairs) else pairs
+        pairs[pairs["measured_gib"].notna() & pairs["status"].isin([COMPLETED, OOM, TIMEOUT])]
+        if len(pairs)
+        else pairs
     )
     if shown.empty:
         return None
@@ -309,15 +319,15 @@ def prediction_plot(pairs: pd.DataFrame, path: Path, budget_gib: float | None) -
         low = np.clip(predicted - part["low_gib"].fillna(part["predicted_gib"]).to_numpy(float), 0, None)
         high = np.clip(part["high_gib"].fillna(part["predicted_gib"]).to_numpy(float) - predicted, 0, None)
         labelled = False
-        for status, marker in ((COMPLETED, "o"), (OOM, ">")):
-            mask = (part["status"] == status).to_numpy()
+        for statuses, marker in (((COMPLETED,), "o"), ((OOM, TIMEOUT), ">")):
+            mask = part["status"].isin(statuses).to_numpy()
             if mask.any():
                 ax.errorbar(part["measured_gib"].to_numpy(float)[mask], predicted[mask],
                             yerr=[low[mask], high[mask]], fmt=marker, color=colour, capsize=3,
                             label=None if labelled else family)  # fmt: skip
                 labelled = True
-    if (shown["status"] == OOM).any():
-        ax.plot([], [], ">", color="#555", label="out of memory: measured peak is a lower bound")
+    if shown["status"].isin((OOM, TIMEOUT)).any():
+        ax.plot([], [], ">", color="#555", label="out of memory or timed out: measured peak is a lower bound")
     if budget_gib is not None:
         ax.axhline(budget_gib, color="#d62728", linestyle="--", linewidth=1.2)
         ax.axvline(budget_gib, color="#d62728", linestyle="--", linewidth=1.2)

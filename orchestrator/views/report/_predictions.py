@@ -2,8 +2,8 @@
 from the trials finished before it) beside the peak it measured, and the errors by family.
 
 Error = predicted - measured, as % of the measured peak (positive: over-predicted). Only completed
-trials count: an `oom` trial was killed on its way up, so its measured peak is a lower bound; it is
-shown, not scored. The measured figure is outcome.peak_memory's (GPU, else torch reserved, else RSS).
+trials count: an `oom` trial was killed on its way up, and a `timeout` one at its time limit, so its
+measured peak is a lower bound; it is shown, not scored. The measured figure is outcome.peak_memory's (GPU, else torch reserved, else RSS).
 Families are the memory model's (orchestrator.judging.memory.FAMILY), and so are the fitted terms shown per
 family (MemoryModel.families()).
 """
@@ -167,7 +167,7 @@ def terms_table(trials: pd.DataFrame) -> pd.DataFrame:
         line = {
             "Family": fit.label,
             "Trials measured": fit.n_fitted,
-            "OOM trials (lower bounds)": fit.n_censored,
+            "OOM or timeout trials (lower bounds)": fit.n_censored,
         }
         # GiB to two decimals: a CPU run's parts are fractions of a GiB.
         line |= {f"{part.capitalize()} (GiB)": f"{fit.terms.get(part, 0.0):.2f}" for part in PARTS}

@@ -15,6 +15,7 @@ from orchestrator.recording.outcome import (
     STATUS_LABELS,
     STATUS_WORDS,
     STOPPED,
+    TIMEOUT,
     UNAVAILABLE,
 )
 from orchestrator.views.report._document import fmt
@@ -27,6 +28,7 @@ CELL_STYLES = (
     (STATUS_LABELS[OOM], "bold red"),
     ("none fit", "bold red"),
     (STATUS_LABELS[FAILED], "bold yellow"),
+    (STATUS_LABELS[TIMEOUT], "dark_orange"),
     (STATUS_LABELS[PRUNED], "magenta"),
     (STATUS_LABELS[IMPLIED], "green"),
     (STATUS_LABELS[UNAVAILABLE], "dim"),
