@@ -166,3 +166,15 @@ def test_a_check_with_enough_steps_states_the_speed_ratio_with_its_interval():
         ratios(rows)[("unsloth", "grpo")]["speed_words"]
         == f"2.00× (95% CI {expected.low:.2f}–{expected.high:.2f}×)"
     )
+
+
+def test_the_table_shows_when_each_trials_first_step_ended_and_its_warmup():
+    timed = result([54.0, 2.1, 1.9, 2.0], [10, 300, 310, 305], [5, 6, 6, 6], 8.0)
+    timed["started_at"] = 1000.0
+    timed["steps"][0]["t_end"] = 1097.0  # imports and model load, then a 54 s first step that compiled
+    row = summarize("unsloth", "grpo", timed)
+    assert (row.time_to_first_step_s, row.warmup_s) == (pytest.approx(97.0), pytest.approx(52.0))
+    md = markdown_table([row])
+    assert "| first step at s | warm-up s |" in md and "| 97.0 | 52.0 |" in md
+    unmeasured = summarize("unsloth", "gspo", {"status": "oom", "status_detail": "x", "steps": []})
+    assert (unmeasured.time_to_first_step_s, unmeasured.warmup_s) == (None, None)
