@@ -239,8 +239,14 @@ def _without_meta(config: dict) -> dict:
     }
 
 
+def cache_home(explicit: str = "") -> Path:
+    """rlsweep's cache folder: `explicit`, else RLSWEEP_CACHE, else ~/.cache/rlsweep. Built models live in
+    its models/ (cache_root), the trainers' compile caches in its compile/ (the supervisor's child_env)."""
+    return Path(explicit or os.environ.get("RLSWEEP_CACHE", "~/.cache/rlsweep")).expanduser()
+
+
 def cache_root(explicit: str = "") -> Path:
-    return Path(explicit or os.environ.get("RLSWEEP_CACHE", "~/.cache/rlsweep")).expanduser() / "models"
+    return cache_home(explicit) / "models"
 
 
 def resolve_model(model: str, cache_dir: str = "") -> str:

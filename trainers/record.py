@@ -11,6 +11,7 @@ the trainer child and the orchestrator both import it.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -228,6 +229,13 @@ TRIAL_FIELDS: tuple[Field, ...] = (
        "(intervals.TIGHT_SPREAD of the peak, measured in docs/benchmarks.md): another seed may not fit; "
        "null without a margin"),
     Field("trainer_s", FLOAT64, SECONDS, RECORDER, "sum of step_s (time inside optimizer steps)"),
+    Field("time_to_first_step_s", FLOAT64, SECONDS, RECORDER, "from the trainer's start (started_at: imports, "
+       "model load, the trainer's construction) to the end of its first step (that step's t_end); null when "
+       "no step ended"),
+    Field("warmup_s", FLOAT64, SECONDS, RECORDER, "what the first step paid once (Unsloth's and Inductor's "
+       "compilation, Triton's kernels, CUDA's first calls): its step_s less the median step_s of the later "
+       "steps like it (the same probe and generated flags); null when no later step is like it. Slightly "
+       "negative when the first step was no slower than the rest"),
     Field("exit_code", INT64, "exit status", SUPERVISOR, "trainer exit code; negative = killed by that signal"),
     Field("cuda_visible_devices", STRING, TEXT, SUPERVISOR, "what the trainer child was given (`\"\"` = no GPU)"),
     Field("started_at", TIMESTAMP, TIME, SUPERVISOR, "trainer start"),
@@ -346,6 +354,29 @@ def peak_memory(row: Mapping[str, Any]) -> tuple[float | None, str | None]:
         if values:
             return max(values), kind
     return None, None
+
+
+def startup_figures(steps: Iterable[Mapping[str, Any]], started_at: Any) -> dict[str, float | None]:
+    """A trial's time_to_first_step_s and warmup_s (TRIAL_FIELDS) from its step rows and the trainer's
+    start (seconds since the epoch); a figure that cannot be measured is None, never 0."""
+    rows = sorted((r for r in steps if r.get(STEP.step) is not None), key=lambda r: r[STEP.step])
+    if not rows:
+        return {TRIAL.time_to_first_step_s: None, TRIAL.warmup_s: None}
+    first, later = rows[0], [r for r in rows if r[STEP.step] > rows[0][STEP.step]]
+    end, start = finite_or_none(first.get(STEP.t_end)), finite_or_none(started_at)
+    alike = [
+        v for v in (finite_or_none(r.get(STEP.step_s)) for r in later if _alike(r, first)) if v is not None
+    ]
+    first_s = finite_or_none(first.get(STEP.step_s))
+    return {
+        TRIAL.time_to_first_step_s: end - start if end is not None and start else None,
+        TRIAL.warmup_s: first_s - statistics.median(alike) if alike and first_s is not None else None,
+    }
+
+
+def _alike(row: Mapping[str, Any], first: Mapping[str, Any]) -> bool:
+    """A later step does the first step's kind of work: forced to full length or not, generating or not."""
+    return all(bool(row.get(name)) == bool(first.get(name)) for name in (STEP.probe, STEP.generated))
 
 
 def first_kind(kinds: Iterable[str | None]) -> str | None:

@@ -169,6 +169,7 @@ def trial_row(
         median_step_s=_median(steps, record.STEP.step_s),
         wall_s=result.wall_s if result else None,
         trainer_s=sum(_float(r.get(record.STEP.step_s)) or 0.0 for r in steps) if steps else None,
+        **record.startup_figures(steps, result.started_at if result else None),
         exit_code=result.exit_code if result else None,
         cuda_visible_devices=result.cuda_visible_devices if result else None,
         started_at=_ms(result.started_at) if result else None,

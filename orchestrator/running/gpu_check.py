@@ -30,7 +30,7 @@ from orchestrator.judging.intervals import memory_ratio_interval, ratio_interval
 from orchestrator.recording.outcome import COMPLETED
 from orchestrator.running.guard import GuardSettings
 from trainers import stacks
-from trainers.record import STEP
+from trainers.record import STEP, startup_figures
 from trainers.spec import TrialSpec
 
 MODES = ("grpo", "gspo")
@@ -61,6 +61,8 @@ class Row:
     tokens_per_s: float | None  # median, prompt + completion tokens per step second
     step_s: float | None  # median
     gen_s: float | None  # median time in generation per step
+    time_to_first_step_s: float | None = None  # trainer start to the end of step 1 (record.startup_figures)
+    warmup_s: float | None = None  # step 1 less the median of the later steps: compilation, first calls
     speeds: tuple[float, ...] = ()  # tokens/s of the timed steps (the median's sample, for ratio intervals)
 
 
@@ -139,6 +141,7 @@ def summarize(framework: str, mode: str, result: dict[str, Any]) -> Row:
         step_s=_median([s.get(STEP.step_s) for s in timed]),
         gen_s=_median([s.get(STEP.gen_s) for s in timed]),
         speeds=tuple(s[STEP.tokens_per_s] for s in timed if s.get(STEP.tokens_per_s) is not None),
+        **startup_figures(steps, result.get("started_at")),
     )
 
 
@@ -187,6 +190,8 @@ HEADERS = (
     "tokens/s",
     "step s",
     "gen s",
+    "first step at s",
+    "warm-up s",
 )
 
 
@@ -202,6 +207,8 @@ def cells(r: Row) -> list[str]:
         _fmt(r.tokens_per_s, 1),
         _fmt(r.step_s),
         _fmt(r.gen_s),
+        _fmt(r.time_to_first_step_s, 1),
+        _fmt(r.warmup_s, 1),
     ]
 
 

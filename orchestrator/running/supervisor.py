@@ -45,6 +45,7 @@ from trainers.distributed import (
 )
 from trainers.events import ERROR, FINISHED, STARTED, STEP, is_oom, read_events
 from trainers.events import OOM as OOM_EVENT
+from trainers.models import cache_home
 from trainers.nvml import CUDA_DEVICE_ORDER
 from trainers.record import STEP as F  # the step record's field names
 from trainers.spec import TrialSpec
@@ -62,6 +63,29 @@ PROJECT_ROOT = str(Path(trainers.__file__).resolve().parent.parent)
 # PYTORCH_CUDA_ALLOC_CONF), unless the variable is already set; it changes reserved memory and what
 # NVML reads. Set before the child starts, both stacks run with it; a user's own setting wins.
 ALLOC_CONF = "expandable_segments:True"
+
+# The compilers' caches, shared by every trial on the host (a sweep's, gpu-check's, `rlsweep trial`'s)
+# under <rlsweep cache>/compile/: each variable and its folder there. On an H100 Unsloth compiled each
+# decoder block at the first step, 50-54 s of every trial. Unsloth (unsloth_zoo/compiler.py) writes the
+# source of its patched modules into UNSLOTH_COMPILE_LOCATION, by default `unsloth_compiled_cache`
+# relative to the working directory: the trial's own folder, so no trial saw another's. It regenerates
+# that source in every process and rewrites a file only when its bytes differ (a header names the
+# unsloth, unsloth_zoo, transformers and TRL versions), under a per-file lock (filelock), and imports the
+# bytes it verified under the same lock: trials sharing the folder are safe. The compiling itself
+# (Dynamo, AOTAutograd, Inductor, Triton) is torch's: Dynamo traces in every process; Inductor's FX graph
+# and AOTAutograd caches (TORCHINDUCTOR_CACHE_DIR, default /tmp/torchinductor_<user>) and Triton's
+# kernels (TRITON_CACHE_DIR) are reused across processes and written atomically (a temporary file, then a
+# rename), so concurrent trials share them too; here they outlive /tmp and move with RLSWEEP_CACHE.
+COMPILE_CACHES = (
+    ("UNSLOTH_COMPILE_LOCATION", "unsloth"),
+    ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
+    ("TRITON_CACHE_DIR", "triton"),
+)
+
+
+def compile_cache_env() -> dict[str, str]:
+    """Each compile cache's variable and its folder under rlsweep's cache (RLSWEEP_CACHE)."""
+    return {name: str(cache_home() / "compile" / folder) for name, folder in COMPILE_CACHES}
 
 
 def child_env(cuda_visible_devices: str | None, cpus: int | None) -> dict[str, str]:
@@ -83,6 +107,9 @@ def child_env(cuda_visible_devices: str | None, cpus: int | None) -> dict[str, s
     # Unsloth's from_pretrained otherwise checks for a network and downloads a statistics repo (up to
     # 120 s) on every model load (unsloth/models/_utils.py get_statistics: any value switches it off).
     env["UNSLOTH_DISABLE_STATISTICS"] = "1"
+    # One value per host (the fork server is keyed by the environment): a user's own folder wins.
+    for name, folder in compile_cache_env().items():
+        env.setdefault(name, folder)
     return env
 
 

@@ -85,6 +85,7 @@ def write_synthetic_sweep(out: Path, gpu: bool = True, grid=GRID, speedup: float
                 "median_step_s": frame["step_s"].median() if n_steps else None,
                 "median_tokens_per_s": frame["tokens_per_s"].median() if n_steps else None,
                 "wall_s": 3.0 + n_steps * 1.5,
+                **startup(framework, n_steps),
                 "gpu_name": "NVIDIA GeForce RTX 4080" if gpu else None,
                 "gpu_total_gib": 16.0 if gpu else None,
                 "versions": json.dumps({"torch": "2.13.0", "transformers": "5.17.0", "trl": "1.15.0",
@@ -97,6 +98,17 @@ def write_synthetic_sweep(out: Path, gpu: bool = True, grid=GRID, speedup: float
     out.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, out / "trials.parquet")
     return pd.DataFrame(trials)  # the columns the generator fills
+
+
+# Each stack's seconds to the end of its first step and the first step's warm-up (Unsloth compiles its
+# decoder blocks there); a stack not listed starts as TRL does.
+STARTUP_S = {"trl": (20.0, 2.0), "unsloth": (60.0, 50.0)}
+
+
+def startup(framework: str, n_steps: int) -> dict[str, float | None]:
+    """A trial's time_to_first_step_s and warmup_s: none without a step, no warm-up from one step alone."""
+    first, warmup = STARTUP_S.get(framework, STARTUP_S["trl"])
+    return {"time_to_first_step_s": first if n_steps else None, "warmup_s": warmup if n_steps > 1 else None}
 
 
 def _steps(key: str, n: int, gpu: bool, base_mem: float, speed: float, rng) -> pa.Table:

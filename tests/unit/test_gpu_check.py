@@ -217,3 +217,15 @@ def test_a_trial_cut_at_its_time_limit_is_a_timeout_row_and_each_trial_leaves_th
         ("gspo", "timeout", 3),
     ]
     assert "| trl | gspo | timeout | 3 | - | - | - | 101.0 |" in (tmp_path / "results.md").read_text()
+
+
+def test_the_table_shows_when_each_trials_first_step_ended_and_its_warmup():
+    timed = result([54.0, 2.1, 1.9, 2.0], [10, 300, 310, 305], [5, 6, 6, 6], 8.0)
+    timed["started_at"] = 1000.0
+    timed["steps"][0]["t_end"] = 1097.0  # imports and model load, then a 54 s first step that compiled
+    row = summarize("unsloth", "grpo", timed)
+    assert (row.time_to_first_step_s, row.warmup_s) == (pytest.approx(97.0), pytest.approx(52.0))
+    md = markdown_table([row])
+    assert "| first step at s | warm-up s |" in md and "| 97.0 | 52.0 |" in md
+    unmeasured = summarize("unsloth", "gspo", {"status": "oom", "status_detail": "x", "steps": []})
+    assert (unmeasured.time_to_first_step_s, unmeasured.warmup_s) == (None, None)

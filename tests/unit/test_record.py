@@ -88,3 +88,53 @@ def test_the_record_imports_nothing_but_the_standard_library():
                 for alias in node.names}  # fmt: skip
     imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert imported <= set(sys.stdlib_module_names)
+
+
+# -- a trial's start-up: its time to its first step and the warm-up that step paid ----------------
+
+# Shaped like the Unsloth trials on the H100 of issue 37: 43 s of imports and model load, a first step
+# of 54 s that compiled each decoder block, then steps of about 2 s.
+STARTED_AT = 1_000_000.0
+UNSLOTH_H100_STEPS = [
+    {"step": 1, "probe": False, "generated": True, "step_s": 54.0, "t_end": STARTED_AT + 97.0},
+    {"step": 2, "probe": False, "generated": True, "step_s": 2.1, "t_end": STARTED_AT + 99.1},
+    {"step": 3, "probe": False, "generated": True, "step_s": 1.9, "t_end": STARTED_AT + 101.0},
+    {"step": 4, "probe": False, "generated": True, "step_s": 2.0, "t_end": STARTED_AT + 103.0},
+]
+
+
+def test_the_first_step_is_timed_from_the_trainers_start_and_its_warmup_is_what_it_took_over_the_later_steps():
+    figures = record.startup_figures(list(reversed(UNSLOTH_H100_STEPS)), STARTED_AT)  # any order
+    assert figures == {"time_to_first_step_s": pytest.approx(97.0), "warmup_s": pytest.approx(52.0)}
+
+
+def test_one_step_has_a_time_to_it_but_no_warmup_and_no_step_or_start_has_neither():
+    assert record.startup_figures(UNSLOTH_H100_STEPS[:1], STARTED_AT) == {
+        "time_to_first_step_s": pytest.approx(97.0), "warmup_s": None}  # fmt: skip
+    assert record.startup_figures([], STARTED_AT) == {"time_to_first_step_s": None, "warmup_s": None}
+    assert record.startup_figures(UNSLOTH_H100_STEPS, None)["time_to_first_step_s"] is None  # never 0
+
+
+def test_a_probe_first_step_is_weighed_against_the_later_probe_steps_only():
+    probe = [{**UNSLOTH_H100_STEPS[0], "probe": True, "step_s": 60.0},
+             {**UNSLOTH_H100_STEPS[1], "probe": True, "step_s": 8.0}, *UNSLOTH_H100_STEPS[2:]]  # fmt: skip
+    assert record.startup_figures(probe, STARTED_AT)["warmup_s"] == pytest.approx(52.0)
+    # the only probe step: no later step forced to full length to weigh it against
+    assert record.startup_figures([probe[0], *UNSLOTH_H100_STEPS[2:]], STARTED_AT)["warmup_s"] is None
+
+
+def test_the_trial_row_in_trials_parquet_carries_the_start_up_figures(tmp_path):
+    from orchestrator.recording.outcome import TrialResult
+    from orchestrator.recording.sinks import TrialsTable, trial_row
+    from trainers.spec import TrialSpec
+
+    result = TrialResult(status="completed", status_detail="4 steps", started_at=STARTED_AT)
+    table = TrialsTable(tmp_path / "trials.parquet")
+    table.upsert(
+        trial_row(TrialSpec(trial_key="k"), result, [normalize_step("k", r) for r in UNSLOTH_H100_STEPS])
+    )
+    table.upsert(trial_row(TrialSpec(trial_key="pruned"), None, [], status="pruned"))
+    rows = {r["trial_key"]: r for r in TrialsTable(tmp_path / "trials.parquet").rows.values()}
+    assert rows["k"]["time_to_first_step_s"] == pytest.approx(97.0)
+    assert rows["k"]["warmup_s"] == pytest.approx(52.0)
+    assert (rows["pruned"]["time_to_first_step_s"], rows["pruned"]["warmup_s"]) == (None, None)

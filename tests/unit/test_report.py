@@ -484,6 +484,7 @@ def test_the_fastest_table_names_seeds_in_words_and_no_setting_that_follows_from
     assert "Peak memory, GPU (NVML), GiB" in table.columns
 
 
+<<<<<<< HEAD
 def test_a_timeout_has_its_words_label_and_colour_and_its_cells_are_styled_in_html_and_the_terminal():
     from orchestrator.recording.outcome import (
         COMPLETED,
@@ -501,3 +502,22 @@ def test_a_timeout_has_its_words_label_and_colour_and_its_cells_are_styled_in_ht
     assert (STATUS_WORDS[TIMEOUT], STATUS_LABELS[TIMEOUT]) == ("timed out", "timeout")
     assert _status_css("timeout") == "timeout" and "td.timeout {" in HTML_STYLE
     assert _cell("timeout").style == "dark_orange"
+=======
+def test_the_report_and_summary_csv_show_each_stacks_time_to_its_first_step_and_its_warmup(gpu_report):
+    out, trials, paths, _ = gpu_report
+    summary = pd.read_csv(paths["summary_csv"]).set_index("run_name")
+    unsloth, oom = trial_key("unsloth", "grpo", 2, 1, 1), trial_key("trl", "grpo", 4, 2, 1)
+    assert (summary.loc[unsloth, "time_to_first_step_s"], summary.loc[unsloth, "warmup_s"]) == (60.0, 50.0)
+    # the oom trial ran one step: a time to it, no warm-up
+    assert summary.loc[oom, "time_to_first_step_s"] == 20.0 and pd.isna(summary.loc[oom, "warmup_s"])
+    ran = trials.loc[trials["steps_completed"] > 0]
+    counts = ran["framework"].value_counts()
+    for text in (paths["report_md"].read_text(), paths["report_html"].read_text()):
+        assert (f"TRL first step done 20.0 s after the trainer started, 2.0 s of it warm-up "
+                f"(median of {counts['trl']} trials)") in text  # fmt: skip
+        assert (f"Unsloth first step done 60.0 s after the trainer started, 50.0 s of it warm-up "
+                f"(median of {counts['unsloth']} trials)") in text  # fmt: skip
+    row = trials.set_index("trial_key").loc[unsloth].to_dict() | {"trial_key": unsloth}
+    metrics = summary_metrics(row, None)  # the MLflow run's figures
+    assert (metrics["time_to_first_step_s"], metrics["warmup_s"]) == (60.0, 50.0)
+>>>>>>> compile-cache

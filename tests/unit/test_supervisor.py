@@ -194,6 +194,44 @@ def test_the_trainer_child_has_unsloths_statistics_download_switched_off(monkeyp
     assert '"UNSLOTH_DISABLE_STATISTICS" in os.environ' in source.read_text()
 
 
+COMPILE_CACHE_VARIABLES = {"UNSLOTH_COMPILE_LOCATION": "unsloth", "TORCHINDUCTOR_CACHE_DIR": "inductor",
+                           "TRITON_CACHE_DIR": "triton"}  # fmt: skip
+
+
+def test_every_trainer_child_shares_the_compile_caches_under_rlsweeps_cache(monkeypatch, tmp_path):
+    from orchestrator.running.supervisor import child_env
+
+    monkeypatch.setenv("RLSWEEP_CACHE", str(tmp_path))
+    for name in COMPILE_CACHE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    env = child_env("0", 1)
+    assert {name: env[name] for name in COMPILE_CACHE_VARIABLES} == {
+        name: str(tmp_path / "compile" / folder) for name, folder in COMPILE_CACHE_VARIABLES.items()
+    }
+    # The fork server is kept per environment: the next trial on the GPU gets the very same one.
+    assert child_env("0", 1) == env
+
+
+def test_a_users_own_compile_cache_folders_win(monkeypatch, tmp_path):
+    from orchestrator.running.supervisor import child_env
+
+    monkeypatch.setenv("RLSWEEP_CACHE", str(tmp_path / "rlsweep"))
+    for name in COMPILE_CACHE_VARIABLES:
+        monkeypatch.setenv(name, str(tmp_path / f"mine-{name}"))
+    env = child_env("0", 1)
+    assert all(env[name] == str(tmp_path / f"mine-{name}") for name in COMPILE_CACHE_VARIABLES)
+
+
+def test_the_compile_cache_variables_are_the_names_unsloth_and_torch_read():
+    import importlib.util
+
+    # Their sources, not imported (importing Unsloth takes minutes here); Triton ships with CUDA torch only.
+    zoo = Path(importlib.util.find_spec("unsloth_zoo").origin).parent
+    assert any('"UNSLOTH_COMPILE_LOCATION"' in f.read_text() for f in zoo.rglob("*.py"))
+    inductor = Path(importlib.util.find_spec("torch").origin).parent / "_inductor"
+    assert any('"TORCHINDUCTOR_CACHE_DIR"' in f.read_text() for f in inductor.rglob("*.py"))
+
+
 def test_both_stacks_get_one_allocator_setting_before_torch_starts(monkeypatch):
     from orchestrator.running.supervisor import child_env
 

@@ -27,6 +27,7 @@ from orchestrator.views.report._outputs import SweepOutputs, column, parse_json,
 from orchestrator.views.report._stacks import comparison_view, stack_pairs
 from orchestrator.views.report._vllm import share_answers, share_table
 from trainers import stacks
+from trainers.record import TRIAL
 
 
 def _sentence(text: str) -> str:
@@ -61,6 +62,31 @@ def versions_sentence(trials: pd.DataFrame) -> str:
                 if str(version) not in seen[str(name)]:
                     seen[str(name)].append(str(version))
     return ", ".join(f"{name} {'/'.join(vs)}" for name, vs in sorted(seen.items()))
+
+
+def startup_sentence(trials: pd.DataFrame) -> str:
+    """Each stack's start-up, medians over its trials that reached a step: the time from the trainer's
+    start to the end of its first step, and how much of that first step was warm-up (compilation and
+    first calls: the first step less the later ones); '' when no trial reached a step."""
+    if "framework" not in trials:
+        return ""
+    parts = []
+    for framework, rows in trials.groupby("framework", sort=False):
+        first, warmup = column(rows, TRIAL.time_to_first_step_s), column(rows, TRIAL.warmup_s)
+        if len(first):
+            of_it = f", {fmt(warmup.median())} s of it warm-up" if len(warmup) else ""
+            over = "1 trial" if len(first) == 1 else f"median of {len(first)} trials"
+            parts.append(f"{stacks.label(str(framework))} first step done {fmt(first.median())} s after the "
+                         f"trainer started{of_it} ({over})")  # fmt: skip
+    if not parts:
+        return ""
+    return (
+        "Start-up: "
+        + "; ".join(parts)
+        + ". Warm-up is the first step less the median of the later steps like it: what compiling (Unsloth's "
+        "and torch's compilers, Triton's kernels) and first calls cost; the compile caches under "
+        "RLSWEEP_CACHE shorten it for later trials of the same shapes."
+    )
 
 
 def _seeds(seeds: str) -> str:
@@ -374,6 +400,9 @@ def setup_section(data: ReportData) -> list[Block]:
     versions = versions_sentence(trials)
     if versions:
         blocks.append(Block("p", f"Software: {versions}."))
+    startup = startup_sentence(trials)
+    if startup:
+        blocks.append(Block("p", startup))
     return [*blocks, Block("p", _budget_words(data.budget_gib))]
 
 

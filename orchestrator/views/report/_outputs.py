@@ -22,7 +22,7 @@ from orchestrator.judging.intervals import median_interval
 from orchestrator.judging.verdict import VerdictSettings, judge
 from orchestrator.recording import outcome
 from orchestrator.recording.sinks import STEP_SCHEMA, TRIAL_SCHEMA
-from trainers.record import STEP, finite_or_none
+from trainers.record import STEP, TRIAL, finite_or_none
 
 
 def _numeric_columns(schema: pa.Schema) -> list[str]:
@@ -32,6 +32,9 @@ def _numeric_columns(schema: pa.Schema) -> list[str]:
 # The schemas' number columns: read as numbers whatever a file stored (all-null columns arrive as object).
 STEP_NUMERIC = _numeric_columns(STEP_SCHEMA)
 TRIAL_NUMERIC = _numeric_columns(TRIAL_SCHEMA)
+
+# A trial's start-up figures (trainers/record.py: derived from its steps when its row was built).
+STARTUP_COLUMNS = (TRIAL.time_to_first_step_s, TRIAL.warmup_s)
 
 # The original benchmark's summary columns, in its order (ours measured where it estimated).
 ORIGINAL_COLUMNS = [
@@ -67,6 +70,7 @@ EXTRA_COLUMNS = [
     "median_step_s",
     "final_reward",
     "wall_s",
+    *STARTUP_COLUMNS,
     "training_verdict",
     "training_verdict_detail",
 ]
@@ -290,6 +294,7 @@ def summary_metrics(trial_row: pd.Series | dict, steps_df: pd.DataFrame | None) 
         "tight": float(tight) if isinstance(tight, (bool, np.bool_)) else None,
         "final_reward": final_reward(steps),
         "steps_completed": finite_or_none(trial_row.get("steps_completed")),
+        **{name: finite_or_none(trial_row.get(name)) for name in STARTUP_COLUMNS},
     }
     return {name: value for name, value in metrics.items() if value is not None}
 
@@ -340,6 +345,7 @@ def summary_table(outputs: SweepOutputs) -> pd.DataFrame:
                 else trial.get("median_step_s"),
                 "final_reward": final_reward(steps),
                 "wall_s": trial.get("wall_s"),
+                **{name: trial.get(name) for name in STARTUP_COLUMNS},
                 "training_verdict": trial.get("training_verdict"),
                 "training_verdict_detail": trial.get("training_verdict_detail"),
             }
