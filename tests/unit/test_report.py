@@ -484,7 +484,6 @@ def test_the_fastest_table_names_seeds_in_words_and_no_setting_that_follows_from
     assert "Peak memory, GPU (NVML), GiB" in table.columns
 
 
-<<<<<<< HEAD
 def test_a_timeout_has_its_words_label_and_colour_and_its_cells_are_styled_in_html_and_the_terminal():
     from orchestrator.recording.outcome import (
         COMPLETED,
@@ -502,7 +501,8 @@ def test_a_timeout_has_its_words_label_and_colour_and_its_cells_are_styled_in_ht
     assert (STATUS_WORDS[TIMEOUT], STATUS_LABELS[TIMEOUT]) == ("timed out", "timeout")
     assert _status_css("timeout") == "timeout" and "td.timeout {" in HTML_STYLE
     assert _cell("timeout").style == "dark_orange"
-=======
+
+
 def test_the_report_and_summary_csv_show_each_stacks_time_to_its_first_step_and_its_warmup(gpu_report):
     out, trials, paths, _ = gpu_report
     summary = pd.read_csv(paths["summary_csv"]).set_index("run_name")
@@ -520,4 +520,3 @@ def test_the_report_and_summary_csv_show_each_stacks_time_to_its_first_step_and_
     row = trials.set_index("trial_key").loc[unsloth].to_dict() | {"trial_key": unsloth}
     metrics = summary_metrics(row, None)  # the MLflow run's figures
     assert (metrics["time_to_first_step_s"], metrics["warmup_s"]) == (60.0, 50.0)
->>>>>>> compile-cache
