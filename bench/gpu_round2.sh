@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # The second GPU measurement (docs/gpu-results.md, "Round 2"), as one call that writes as it goes.
 # Run from the project root on an offline GPU host, the wheel kit in .whl/ (docs/gpu-results.md says how
-# to make it); results go under $OUT (at most 8 files: log.txt, smi.csv, apps.csv, w.tar.gz, gpucheck.md).
-#   A. `python3 -m orchestrator.cli gpu-check` as README says, alone on the card: its wall time and table.
-#   B. one wave, all at once (memory is per process): the 16 GiB frontier (3B, K=8 B=2, completion
-#      LENGTHS, both stacks, one probe step each), plus gpu-check's TRL and Unsloth trials again with
-#      those neighbours (packing: the same configuration alone in A and packed here; and the second
-#      Unsloth trial of the same shapes, with the compile caches of A's).
-#   C. during B, once B's start-ups are over: bench/bench_startup.py on the 1.5B model (cold against forked).
-# CPU rehearsal: SKIP_INSTALL=1 GPU_CHECK=0 MODEL15=tiny MODEL3B=tiny LENGTHS="16 32" bash bench/gpu_round2.sh
+# to make it); results go under $OUT (log.txt, smi.csv, apps.csv, gpucheck.md, w.tar.gz), packed every
+# 20 s so a call cut at its limit still returns what it measured.
+# Sized for about 4.5 minutes of command time, so two parts share the card from the start:
+#   A. `python3 -m orchestrator.cli gpu-check` as README says: its wall time and table. Its trials run
+#      beside B's (so its speed is the packed figure and its wall time an upper bound for an idle card),
+#      and its TRL trial is the check that a trainer forked from the fork server runs on CUDA.
+#   B. the 16 GiB frontier: random 3B, K=8 B=2, workstation-16gb's settings, completion LENGTHS, both
+#      stacks, one probe step each, all at once (memory is per process), started cold
+#      (RLSWEEP_COLD_START=1) once the 3B model is built.
+# CPU rehearsal: SKIP_INSTALL=1 MODEL15=tiny MODEL3B=tiny TRL_LENGTHS=16 UNSLOTH_LENGTHS=16 bash bench/gpu_round2.sh
 set -u
 START=$(date +%s)
 el() { echo $(($(date +%s) - START)); }
-END_AT=${END_AT:-560}       # seconds after start by which everything has ended and been packed
-MODEL15=${MODEL15:-random:Qwen/Qwen2.5-1.5B-Instruct}
+END_AT=${END_AT:-265}       # seconds after start by which everything has ended and been packed
 MODEL3B=${MODEL3B:-random:Qwen/Qwen2.5-3B-Instruct}
-LENGTHS=${LENGTHS:-"512 1024 2048"}
-QUANT=${QUANT:-nf4}
+TRL_LENGTHS=${TRL_LENGTHS:-"256 512 1024"}
+UNSLOTH_LENGTHS=${UNSLOTH_LENGTHS:-"512 1024"}
 OUT=${OUT:-/tmp/out-local}
 W=${W:-/tmp/w}
 PY=${PY:-python3}
@@ -24,7 +25,6 @@ mkdir -p "$OUT" "$W"
 exec > >(tee -a "$OUT/log.txt") 2>&1
 
 pack() {
-    echo "[$(el)] packing"
     cp -f "$W/gpu-check/results.md" "$OUT/gpucheck.md" 2>/dev/null
     cp -f "$W/smi.csv" "$OUT/smi.csv" 2>/dev/null
     cp -f "$W/apps.csv" "$OUT/apps.csv" 2>/dev/null
@@ -46,64 +46,50 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HUB_DISA
 $PY -m orchestrator.cli --version
 echo "[$(el)] installed"
 
+BG=()
 nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu,utilization.memory,power.draw --format=csv -l 1 \
     >"$W/smi.csv" 2>/dev/null &
-BG=($!)
+BG+=($!)
 (while sleep 5; do
     nvidia-smi --query-compute-apps=timestamp,pid,process_name,used_memory --format=csv,noheader 2>/dev/null
 done >"$W/apps.csv") &
 BG+=($!)
-(nice -n 19 timeout 300 $PY -c "from trainers.models import resolve_model; print(resolve_model('$MODEL3B'))" \
+(while sleep 20; do pack; done) &
+BG+=($!)
+
+(timeout 200 $PY -c "from trainers.models import resolve_model; print(resolve_model('$MODEL3B'))" \
     >"$W/build3b.log" 2>&1; echo "[$(el)] 3B build done: $(tail -1 "$W/build3b.log")") &
 BUILD=$!
 
-# A. gpu-check, alone on the card (the 3B build runs beside it at nice 19: CPU only).
-if [[ ${GPU_CHECK:-1} == 1 ]]; then
-    t0=$(el)
-    timeout 330 $PY -m orchestrator.cli gpu-check --output-dir "$W/gpu-check" --timeout 300
-    rc=$?  # before any $(...) below, which would reset it
-    echo "[$(el)] gpu-check exit $rc wall $(($(el) - t0)) s"
-    pack
-fi
-wait $BUILD
+# A. gpu-check from the start.
+(t0=$(el)
+    timeout $((END_AT - 10)) $PY -m orchestrator.cli gpu-check --output-dir "$W/gpu-check" --timeout $((END_AT - 20))
+    rc=$? # before any $(...) below, which would reset it
+    echo "[$(el)] gpu-check exit $rc wall $(($(el) - t0)) s") &
+CHECK=$!
 
-trial() {  # trial NAME FRAMEWORK MODEL K B LENGTH STEPS PROBE BUDGET_GIB TIMEOUT [MORE OPTIONS...]
-    timeout "${10}" $PY -m orchestrator.cli trial --framework "$2" --mode grpo --model-name "$3" \
-        --num-generations "$4" --batch-size "$5" --max-completion-length "$6" --max-steps "$7" \
-        --probe-steps "$8" ${9:+--memory-budget-gib $9} --quantization "$QUANT" --timeout-s "$((${10} - 10))" \
-        "${@:11}" --output-dir "$W/b/$1" >"$W/b-$1.log" 2>&1
+# B. the frontier, once the 3B model is built.
+wait $BUILD
+trial() {  # trial NAME FRAMEWORK LENGTH TIMEOUT
+    RLSWEEP_COLD_START=1 timeout "$4" $PY -m orchestrator.cli trial --framework "$2" --mode grpo \
+        --model-name "$MODEL3B" --num-generations 8 --batch-size 2 --max-completion-length "$3" \
+        --max-steps 1 --probe-steps 1 --memory-budget-gib 16 --quantization nf4 --lora-r 16 --lora-alpha 32 \
+        --lora-dropout 0.05 --learning-rate 2e-4 --num-iterations 2 --timeout-s "$(($4 - 5))" \
+        --output-dir "$W/b/$1" >"$W/b-$1.log" 2>&1
     local rc=$?
     echo "[$(el)] $1 exit $rc: $(grep -E '^(completed|oom|failed|unavailable|timeout)' "$W/b-$1.log" | tail -1)"
 }
-
-# B. the frontier (workstation-16gb's settings: prompt 256, r16/alpha 32/dropout 0.05, lr 2e-4,
-# num_iterations 2) and the packed copies of A's trials (gpu-check's spec: trial's defaults, K4 B2, 5 steps).
-left=$((END_AT - $(el) - 15))
-echo "[$(el)] wave B ($left s): frontier $LENGTHS x trl,unsloth; packed trl, unsloth"
-FRONTIER=(--lora-r 16 --lora-alpha 32 --lora-dropout 0.05 --learning-rate 2e-4 --num-iterations 2)
+left=$((END_AT - $(el) - 8))
+echo "[$(el)] frontier ($left s): trl $TRL_LENGTHS, unsloth $UNSLOTH_LENGTHS"
 pids=()
-for L in $LENGTHS; do
-    for fw in trl unsloth; do
-        trial "$fw-L$L" "$fw" "$MODEL3B" 8 2 "$L" 1 1 16 "$left" "${FRONTIER[@]}" &
-        pids+=($!)
-    done
+for L in $TRL_LENGTHS; do
+    trial "trl-L$L" trl "$L" "$left" &
+    pids+=($!)
 done
-trial packed-trl trl "$MODEL15" 4 2 128 5 0 "" "$left" &
-pids+=($!)
-trial packed-unsloth unsloth "$MODEL15" 4 2 128 5 0 "" "$left" &
-pids+=($!)
-# C. start-up, cold against forked trainers (bench/bench_startup.py on the 1.5B model, about 90 s), once
-# wave B's own start-ups are over: there is no time for it on an idle card after B. Its cold/forked
-# ratio is measured within one run, under B's load.
-(sleep "${STARTUP_AFTER:-100}"
-    timeout $((END_AT - $(el) - 10)) $PY bench/bench_startup.py --model "$MODEL15" --rounds 1 --steps 1 \
-        >"$W/startup.log" 2>&1
-    rc=$?
-    echo "[$(el)] startup exit $rc"
-    tail -8 "$W/startup.log") &
-pids+=($!)
-wait "${pids[@]}"
-pack
-
+for L in $UNSLOTH_LENGTHS; do
+    trial "unsloth-L$L" unsloth "$L" "$left" &
+    pids+=($!)
+done
+wait "${pids[@]}" $CHECK
 kill "${BG[@]}" 2>/dev/null
 echo "[$(el)] done"
