@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -134,15 +135,25 @@ CHECKS = {
 
 
 def run_check(name: str, body: str, timeout: float) -> dict:
+    """Run one check in its own interpreter, from a file: `python -c` text has no source that
+    `inspect.getsourcelines` can read, which triton.jit needs for every kernel."""
     code = textwrap.dedent(body) + "\nimport json; print('RESULT ' + json.dumps(result))\n"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     start = time.perf_counter()
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT
-        )
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:g} s"}
+    with tempfile.TemporaryDirectory(prefix="gpu-probe-") as tmp:
+        script = Path(tmp) / f"check_{name}.py"
+        script.write_text(code)
+        try:
+            done = subprocess.run(
+                [sys.executable, str(script)],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env=env,
+                cwd=ROOT,
+            )
+        except subprocess.TimeoutExpired:
+            return {"error": f"timed out after {timeout:g} s"}
     took = round(time.perf_counter() - start, 1)
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):

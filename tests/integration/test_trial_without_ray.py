@@ -4,8 +4,11 @@ A sitecustomize on PYTHONPATH marks ray and mlflow as absent in every interprete
 command and its trainer child), the way Python and transformers see a package that is not installed.
 """
 
+import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -51,3 +54,46 @@ def test_gpu_check_help_works_without_ray_or_mlflow(env_without_ray):
     proc = run("-m", "orchestrator.cli", "gpu-check", "--help", cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith("usage: rlsweep gpu-check")
+
+
+@pytest.fixture
+def checkout_not_installed(tmp_path):
+    """An offline GPU host's layout: the source checkout (no rlsweep metadata anywhere) and the
+    packages beside it, found through PYTHONPATH alone (`python -S`: no site-packages, no .pth hooks,
+    so neither the editable install's finder nor its dist-info is seen)."""
+    checkout = tmp_path / "checkout"
+    for part in ("orchestrator", "trainers", "tasks"):
+        shutil.copytree(ROOT / part, checkout / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", checkout)
+    site = tmp_path / "site"
+    site.mkdir()
+    packages = Path(sysconfig.get_paths()["purelib"])
+    for entry in packages.iterdir():
+        if "rlsweep" not in entry.name and entry.suffix != ".pth":
+            (site / entry.name).symlink_to(entry)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": f"{site}{os.pathsep}{checkout}"}
+    return checkout, env | {"HF_HUB_OFFLINE": "1", "RLSWEEP_CACHE": str(tmp_path / "cache")}
+
+
+def offline(checkout_env, *args: str) -> subprocess.CompletedProcess:
+    checkout, env = checkout_env
+    return subprocess.run(
+        [sys.executable, "-S", "-m", "orchestrator.cli", *args],
+        cwd=checkout, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+def test_the_documented_offline_commands_run_from_a_checkout_that_is_not_installed(
+    checkout_not_installed, tmp_path
+):
+    version = offline(checkout_not_installed, "--version")
+    assert version.returncode == 0, version.stderr[-3000:]
+    assert version.stdout.strip() == "rlsweep 0.1.0 (source checkout, not installed)"
+    check = offline(checkout_not_installed, "gpu-check", "--output-dir", str(tmp_path / "gpu-check"))
+    assert check.returncode == 2 and "no NVIDIA GPU found" in check.stdout, check.stderr[-3000:]
+    out = tmp_path / "trial"
+    args = "trial --framework trl --model-name tiny --max-steps 1 --num-generations 2 --batch-size 1"
+    args += " --max-completion-length 8 --max-prompt-length 96 --quantization none"
+    trial = offline(checkout_not_installed, *args.split(), "--output-dir", str(out))
+    assert trial.returncode == 0, trial.stdout[-2000:] + trial.stderr[-3000:]
+    assert pq.read_table(out / "steps.parquet").to_pydict()["step"] == [1]

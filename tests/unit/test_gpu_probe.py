@@ -37,3 +37,11 @@ def test_the_versions_check_names_every_package_a_trial_records_and_none_for_a_m
     assert {"torch", "transformers", "trl", "peft", "bitsandbytes", "unsloth"} <= set(packages)
     assert packages["torch"] == __import__("torch").__version__
     assert found["python"] == ".".join(map(str, sys.version_info[:3]))
+
+
+def test_a_check_runs_from_a_file_so_its_functions_have_source_as_triton_jit_needs():
+    # triton.jit reads each kernel's source with inspect; `python -c` text has none, and the probe's
+    # Triton check failed on every host (on an H100 too) until checks ran from a file.
+    body = "import inspect\ndef kernel():\n    return 1\nresult = {'source': inspect.getsource(kernel)}"
+    found = _probe().run_check("source", body, 30)
+    assert found["source"] == "def kernel():\n    return 1\n"
