@@ -2,8 +2,10 @@
 (bench/data/agilerl-grpo-training-peaks.csv: its source, licence and what was measured are in its header).
 
 Their workload is matched to ours where it can be and the differences are stated, not fitted away:
-- the log-prob path: theirs is chunked and never builds the full logits, like Unsloth's, so each row is
-  predicted as an Unsloth trial (framework unsloth) with their knobs: K = group_size, B = 1 prompt,
+- the log-prob path: theirs is chunked and never builds the full logits, like Unsloth's, so each row's
+  logits are an Unsloth trial's (the `logit_chunk` term); their gradient checkpointing is
+  transformers' (each layer's input kept on the GPU), so its activations are a TRL trial's (Unsloth
+  offloads them to the host). Their knobs: K = group_size, B = 1 prompt,
   micro-batch = min(micro_batch, K) (their micro-batches are capped by the rows available), prompt
   seq_len/4 and completion 3/4 seq_len tokens, LoRA rank lora_rank, bf16, no quantization, gradient
   checkpointing on;
@@ -14,7 +16,8 @@ Their workload is matched to ours where it can be and the differences are stated
 - where completions were not forced to their maximum (7B), the measured peak may be lower than a
   full-length step would reach: the prior's error there is an upper bound.
 
-Prints, per model and GPU, the mean and worst absolute error and the worst under-prediction (measured
+Prints, for the GPU prior (the face values calibrated on round 1's H100 trials: _terms.CALIBRATED) and
+for the face values alone (_terms.FACE), per model and GPU, the mean and worst absolute error and the worst under-prediction (measured
 above predicted), as % of the measured peak, and the same over all rows.
 
 Usage: python bench/bench_prior_agilerl.py
@@ -33,11 +36,11 @@ import numpy as np  # noqa: E402
 
 from orchestrator.judging.memory._fit import predictive_sd  # noqa: E402
 from orchestrator.judging.memory._model import Z, model_shape  # noqa: E402
-from orchestrator.judging.memory._terms import GIB, prior, terms  # noqa: E402
+from orchestrator.judging.memory._terms import GIB, face, prior, terms  # noqa: E402
 from trainers.spec import TrialSpec  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "agilerl-grpo-training-peaks.csv"
-TRAINING_TERMS = ("weights", "lora", "activations", "logits")
+TRAINING_TERMS = ("weights", "lora", "activations", "logit_chunk")
 REFERENCE_ADAPTER_BYTES = 4
 
 
@@ -46,10 +49,10 @@ def load(path: Path = DATA) -> list[dict]:
         return list(csv.DictReader(line for line in f if not line.startswith("#")))
 
 
-def spec_of_row(row: dict) -> TrialSpec:
+def spec_of_row(row: dict, framework: str = "unsloth") -> TrialSpec:
     seq, k = int(row["seq_len"]), int(row["group_size"])
     return TrialSpec(
-        framework="unsloth",
+        framework=framework,
         model=row["model"],
         quantization="none",
         dtype="bf16",
@@ -63,7 +66,7 @@ def spec_of_row(row: dict) -> TrialSpec:
     )
 
 
-def predicted(row: dict) -> tuple[float, float]:
+def predicted(row: dict, coefficients_of=prior) -> tuple[float, float]:
     """The prior's training-phase peak for a row and its interval's half-width (Z predictive standard
     deviations from the prior's spreads, as MemoryModel gives a family without trials), in bytes, on
     their workload (module docstring)."""
@@ -71,7 +74,11 @@ def predicted(row: dict) -> tuple[float, float]:
     shape, why = model_shape(spec.model)
     if shape is None:
         raise ValueError(why)
-    sizes, coefficients = terms(spec, shape, "gpu"), prior("gpu")
+    # their chunked log-probs as Unsloth's, their checkpointed activations as TRL's (module docstring)
+    sizes = terms(spec, shape, "gpu") | {
+        "activations": terms(spec_of_row(row, "trl"), shape, "gpu")["activations"]
+    }
+    coefficients = coefficients_of("gpu")
     trained = sum(coefficients[name][0] * sizes[name] for name in TRAINING_TERMS) * GIB
     reference_adapter = shape.lora_params(spec.lora_r) * REFERENCE_ADAPTER_BYTES
     peak = float(row["sleeping_baseline_bytes"]) + trained + reference_adapter
@@ -83,23 +90,24 @@ def predicted(row: dict) -> tuple[float, float]:
     return peak, Z * predictive_sd(vector, covariance, peak / GIB) * GIB
 
 
-def errors(rows: list[dict]) -> list[float]:
+def errors(rows: list[dict], coefficients_of=prior) -> list[float]:
     """(predicted - measured) / measured per row."""
-    return [(predicted(r)[0] - float(r["device_peak_bytes"])) / float(r["device_peak_bytes"]) for r in rows]
+    measured = [float(r["device_peak_bytes"]) for r in rows]
+    return [(predicted(r, coefficients_of)[0] - m) / m for r, m in zip(rows, measured, strict=True)]
 
 
-def covered(rows: list[dict]) -> float:
+def covered(rows: list[dict], coefficients_of=prior) -> float:
     """The fraction of rows whose measured peak lies inside the prior's interval."""
     inside = 0
     for r in rows:
-        peak, half = predicted(r)
+        peak, half = predicted(r, coefficients_of)
         inside += abs(float(r["device_peak_bytes"]) - peak) <= half
     return inside / len(rows)
 
 
-def half_widths(rows: list[dict]) -> tuple[float, float]:
+def half_widths(rows: list[dict], coefficients_of=prior) -> tuple[float, float]:
     """The prior's narrowest and widest half-width, as fractions of its predicted peak."""
-    fractions = [half / peak for peak, half in map(predicted, rows)]
+    fractions = [half / peak for peak, half in (predicted(r, coefficients_of) for r in rows)]
     return min(fractions), max(fractions)
 
 
@@ -117,15 +125,20 @@ def main() -> None:
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         groups.setdefault((r["model"], r["gpu"]), []).append(r)
-    header = f"{'model':28} {'gpu':22} {'rows':>4} {'mean abs':>9} {'worst':>7} {'worst under':>12}"
-    print(header + f" {'in interval':>12} {'half-width':>12}")
-    for (model, gpu), group in [*groups.items(), (("all", ""), rows)]:
-        mean, worst, under = summary(errors(group))
-        low, high = half_widths(group)
-        print(
-            f"{model:28} {gpu:22} {len(group):4d} {mean:9.1%} {worst:7.1%} {under:12.1%} "
-            f"{covered(group):12.0%} {low:5.0%}-{high:.0%}"
-        )
+    for title, coefficients_of in (
+        ("the GPU prior (calibrated on round 1's H100 trials)", prior),
+        ("face values", face),
+    ):
+        print(title)
+        header = f"{'model':28} {'gpu':22} {'rows':>4} {'mean abs':>9} {'worst':>7} {'worst under':>12}"
+        print(header + f" {'in interval':>12} {'half-width':>12}")
+        for (model, gpu), group in [*groups.items(), (("all", ""), rows)]:
+            mean, worst, under = summary(errors(group, coefficients_of))
+            low, high = half_widths(group, coefficients_of)
+            print(
+                f"{model:28} {gpu:22} {len(group):4d} {mean:9.1%} {worst:7.1%} {under:12.1%} "
+                f"{covered(group, coefficients_of):12.0%} {low:5.0%}-{high:.0%}"
+            )
 
 
 if __name__ == "__main__":

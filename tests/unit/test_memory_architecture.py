@@ -79,8 +79,8 @@ def test_gemmas_sliding_layers_cache_at_most_the_window_and_its_262k_vocabulary_
     # values; B x K = 8 sequences of 256 + 2048 tokens.
     cached = 8 * 2304 + 40 * 1024
     assert sizes["kv_cache"] == pytest.approx(2 * 8 * 256 * 2 * 8 * cached / GIB)
-    # TRL's micro-batch of 8 completions of 2048 tokens over 262208 entries, bf16 logits and gradient
-    assert sizes["logits"] == pytest.approx(8 * 2048 * 262208 * 4 / GIB)
+    # TRL's micro-batch of 8 completions of 2048 + 1 rows over 262208 entries, fp32 logits and gradient
+    assert sizes["logits"] == pytest.approx(8 * 2049 * 262208 * 8 / GIB)
     assert max(sizes, key=sizes.get) == "logits"
 
 

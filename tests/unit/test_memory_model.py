@@ -17,6 +17,7 @@ from orchestrator.judging.memory import (
     Prediction,
     informative_order,
 )
+from orchestrator.judging.memory._terms import CALIBRATED
 from tests.helpers.stacks import registered
 from trainers.models import TINY_CONFIG
 from trainers.spec import TrialSpec
@@ -156,11 +157,13 @@ def test_a_bundled_hub_id_is_predicted_from_its_bundled_config():
     linear = 24 * (896 * 896 * 2 + 896 * 128 * 2 + 896 * 4864 * 3)
     weights = linear * 0.5 + (151936 * 896 + 896 * 49 + 24 * (896 + 2 * 128)) * 2
     lora = 24 * 16 * ((896 + 896) * 2 + (896 + 128) * 2 + (896 + 4864) * 3) * 16
-    static = 0.6 + (weights + lora) / GIB
-    generation = (2 * 24 * 2 * 64 * 2 * 8 * 384 + 8 * 151936 * 4) / GIB
+    c = CALIBRATED
+    static = c["baseline"] + (c["weights"] * weights + c["lora"] * lora) / GIB
+    generation = (c["kv_cache"] * 2 * 24 * 2 * 64 * 2 * 8 * 384 + c["sampling_logits"] * 8 * 151936 * 4) / GIB
     # Checkpointed: each layer's input kept, plus the one layer backward recomputes (10 hidden-sized and
-    # 3 MLP-sized tensors a token); TRL's completion logits in bf16 with their gradient (2 x 2 bytes).
-    training = (8 * 384 * (24 * 896 + 10 * 896 + 3 * 4864) * 2 + 8 * 128 * 151936 * 4) / GIB
+    # 3 MLP-sized tensors a token); TRL's completion + 1 rows of fp32 logits with their fp32 gradient.
+    activations = 8 * 384 * (24 * 896 + 10 * 896 + 3 * 4864) * 2
+    training = (c["activations"] * activations + c["logits"] * 8 * 129 * 151936 * 8) / GIB
     assert (prediction.unknown, prediction.basis) == (None, "prior")
     assert prediction.terms == pytest.approx(
         {"static": static, "generation": generation, "training": training}
@@ -291,15 +294,52 @@ def test_a_lora_trial_with_beta_adds_no_reference_model():
     )
 
 
-def test_on_a_gpu_trl_holds_the_full_completion_logits_and_unsloth_a_quarter_chunk_of_them():
+def _gpu_terms(framework: str, **knobs) -> dict[str, float]:
     from orchestrator.judging.memory._model import model_shape
     from orchestrator.judging.memory._terms import terms
 
     shape, _ = model_shape("Qwen/Qwen2.5-3B-Instruct")
-    knobs = dict(model="Qwen/Qwen2.5-3B-Instruct", num_generations=8, batch_size=1, max_completion_length=128)
-    trl = terms(trial(framework="trl", **knobs), shape, "gpu")["logits"]
-    unsloth = terms(trial(framework="unsloth", **knobs), shape, "gpu")["logits"]
-    # TRL 1.14: bf16 logits of 8 x 128 completion tokens over 151936 entries, and their gradient;
-    # Unsloth: one of 4 row chunks, in bf16 and cast to fp32.
-    assert trl == pytest.approx(8 * 128 * 151936 * (2 + 2) / GIB)
-    assert unsloth == pytest.approx(8 * 128 * 151936 * (2 + 4) / 4 / GIB)
+    return terms(trial(framework=framework, model="Qwen/Qwen2.5-3B-Instruct", **knobs), shape, "gpu")
+
+
+def test_on_a_gpu_trl_holds_fp32_logits_of_completion_plus_one_rows_and_their_fp32_gradient():
+    sizes = _gpu_terms("trl", num_generations=8, batch_size=1, max_completion_length=128)
+    # TRL 1.14: logits_to_keep = 128 + 1 rows a completion, cast to fp32 by accelerate's
+    # convert_outputs_to_fp32, kept by the Triton log-softmax with an fp32 gradient in backward.
+    assert sizes["logits"] == pytest.approx(8 * 129 * 151936 * (4 + 4) / GIB)
+    assert sizes["logit_chunk"] == 0
+
+
+def test_unsloths_peak_grows_by_its_chunk_not_the_full_logits():
+    knobs = dict(num_generations=8, batch_size=2)
+    short, long = (_gpu_terms("unsloth", max_completion_length=c, **knobs) for c in (512, 1024))
+    assert short["logits"] == long["logits"] == 0
+    # unsloth_zoo chunked_logprob_rows: min(2 GiB / (151936 x 8 B), max(512, rows / 8)) rows of fp32
+    # logits and their bf16 gradient: 16 x 512 / 8 = 1024 rows, then the 1766-row cap at 1024 tokens.
+    assert short["logit_chunk"] == pytest.approx(1024 * 151936 * (4 + 2) / GIB)
+    assert long["logit_chunk"] == pytest.approx(1766 * 151936 * (4 + 2) / GIB)
+    full = _gpu_terms("trl", max_completion_length=1024, **knobs)["logits"]
+    assert long["logit_chunk"] < full / 10
+
+
+def test_unsloth_offloads_its_checkpointed_hidden_states_and_keeps_only_the_recomputed_layer():
+    knobs = dict(num_generations=8, batch_size=2, max_completion_length=128)
+    trl, unsloth = _gpu_terms("trl", **knobs), _gpu_terms("unsloth", **knobs)
+    kept = 16 * (256 + 128) * 36 * 2048 * 2 / GIB  # one bf16 hidden state a layer a token
+    assert trl["activations"] - unsloth["activations"] == pytest.approx(kept)
+
+
+def test_the_gpu_prior_is_what_calibrating_on_round_1s_h100_trials_gives():
+    from bench.bench_gpu_memory import load, trial_rows
+
+    calibrated = MemoryModel.calibrate(trial_rows(load(), 1), "GPU")
+    assert {name: round(value, 3) for name, (value, _) in calibrated.items()} == CALIBRATED
+
+
+def test_the_prior_predicts_trls_logits_growth_from_the_vocabulary_and_completion_length():
+    # Round 1 on an H100: TRL 3B at completion 128 grew 6.92 - 4.986 GiB from 8 to 16 completions,
+    # 0.24 GiB a completion (the old prior: 0.18).
+    model = MemoryModel("GPU")
+    knobs = dict(framework="trl", model="random:Qwen/Qwen2.5-3B-Instruct", num_generations=4)
+    small, large = (model.predict(trial(batch_size=b, **knobs)).peak_gib for b in (2, 4))
+    assert (large - small) / 8 == pytest.approx((6.92 - 4.986) / 8, rel=0.1)

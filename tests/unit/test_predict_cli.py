@@ -10,6 +10,7 @@ import pytest
 
 from orchestrator.cli import main
 from orchestrator.judging.memory import MemoryModel
+from orchestrator.judging.memory._terms import CALIBRATED
 from orchestrator.recording.sinks import TrialsTable, trial_row
 from orchestrator.spec.load import load_sweep, parse_sweep
 from orchestrator.spec.plan import plan
@@ -102,8 +103,17 @@ def test_a_gpu_sweep_is_predicted_in_gpu_memory_on_a_host_without_a_gpu(tmp_path
     sampling_logits = micro * vocab * 4
     # checkpointed: one hidden state a layer, plus one layer's 10 hidden- and 3 MLP-sized tensors
     activations = micro * tokens * (layers * hidden + 10 * hidden + 3 * mlp) * 2
-    logits = micro * 128 * vocab * 2 * 2  # TRL's bf16 completion logits and their gradient
-    expected = 0.6 + (weights + lora + kv_cache + sampling_logits + activations + logits) / 1024**3
+    logits = micro * (128 + 1) * vocab * 8  # TRL's fp32 completion + 1 rows of logits and their fp32 gradient
+    c = CALIBRATED  # the GPU prior: the face values calibrated on round 1's H100 trials
+    sizes = dict(
+        weights=weights,
+        lora=lora,
+        kv_cache=kv_cache,
+        sampling_logits=sampling_logits,
+        activations=activations,
+        logits=logits,
+    )
+    expected = c["baseline"] + sum(c[name] * size for name, size in sizes.items()) / 1024**3
     line = next(
         line for line in printed.splitlines() if line.lstrip().startswith("trl-grpo-qwen2.5-3b-k8-b1")
     )

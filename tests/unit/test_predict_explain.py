@@ -7,7 +7,7 @@ import json
 
 from orchestrator.cli import main
 from orchestrator.judging.memory import Forecast, MemoryModel
-from orchestrator.judging.memory._terms import TERMS
+from orchestrator.judging.memory._terms import CALIBRATED, TERMS
 from orchestrator.judging.solve import make_request, predicted_guess
 from trainers.models import bundled_models
 from trainers.spec import TrialSpec
@@ -59,16 +59,17 @@ def test_explain_prints_each_term_with_its_bytes_in_words_and_the_total_against_
         "generation",
         "2 (K and V) x 2 KV heads x 64 head dim x 2 B (bf16) x 8 sequences x 24 layers x 384 tokens",
         f"{2 * 2 * 64 * 2 * 8 * 24 * 384 / GIB:.3f}",
-        "1.00",
-        f"{2 * 2 * 64 * 2 * 8 * 24 * 384 / GIB:.3f}",
+        f"{CALIBRATED['kv_cache']:.2f}",
+        f"{CALIBRATED['kv_cache'] * 2 * 2 * 64 * 2 * 8 * 24 * 384 / GIB:.3f}",
     ]
-    # TRL's completion logits: 8 x 128 tokens x 151936 entries x bf16 logits and their gradient
+    # TRL's completion logits: 8 x (128 + 1) rows x 151936 entries x fp32 logits and their fp32 gradient
     assert rows["logits"][2] == (
-        "micro-batch 8 x 128 completion tokens x 151,936 vocab x 2 x 2 B (TRL's full logits and their gradient)"
+        "1,032 rows (micro-batch 8 x (128 + 1)) x 151,936 vocab x 8 B (TRL's fp32 logits, accelerate's cast of "
+        "bf16 autocast, and their fp32 gradient)"
     )
-    assert rows["logits"][3] == f"{8 * 128 * 151936 * 4 / GIB:.3f}" == "0.580"
-    # the baseline: 1 GiB at the GPU prior's 0.6
-    assert rows["baseline"][3:] == ["1.000", "0.60", "0.600"]
+    assert rows["logits"][3] == f"{8 * 129 * 151936 * 8 / GIB:.3f}" == "1.168"
+    # the baseline: 1 GiB at the GPU prior's calibrated coefficient
+    assert rows["baseline"][3:] == ["1.000", f"{CALIBRATED['baseline']:.2f}", f"{CALIBRATED['baseline']:.3f}"]
     prediction = MemoryModel.fit([], measure="GPU").predict(TrialSpec(model="Qwen/Qwen2.5-0.5B-Instruct"))
     total = next(line for line in printed.splitlines() if line.startswith("total:"))
     assert total.startswith(f"total: {prediction.describe()} (prior; static {prediction.terms['static']:.3f}")
@@ -159,7 +160,11 @@ def test_the_words_follow_the_device_the_stack_and_the_architecture():
     # on a CPU checkpointing is ignored: every layer's 10 x 256 + 3 x 512 = 4,096 values a token
     assert "x 2 layers x 4,096 values x 4 B (fp32)" in cpu["activations"]
     unsloth = formulas(TrialSpec(model="tiny", framework="unsloth"), tiny, "gpu")
-    assert unsloth["logits"].endswith("x (2 + 4) / 4 B (one row chunk's logits and their fp32 cast)")
+    assert unsloth["logits"].startswith("0 (Unsloth never builds the full logits")
+    # 8 x 128 completion rows: one chunk of max(512, 1024 / 8) rows, fp32 logits and their bf16 gradient
+    assert unsloth["logit_chunk"].startswith(
+        "512 of the 1,024 completion rows x 8,192 vocab x (4 B fp32 logits + 2 B"
+    )
     moe = Shape.from_config(json.loads(bundled_models()["Qwen/Qwen3-30B-A3B"].read_text()))
     words = formulas(TrialSpec(model="random:Qwen/Qwen3-30B-A3B"), moe, "gpu")
     assert "others (embeddings, untied head, norms, 48 layers x 128 experts) x 2 B (bf16)" in words["weights"]

@@ -11,9 +11,11 @@ from orchestrator.judging.memory._terms import (
     LORA_STATE_BYTES,
     LORA_WEIGHT_BYTES,
     NF4_BYTES,
-    UNSLOTH_LOGIT_CHUNKS,
     dtype_bytes,
+    logit_bytes,
+    logit_rows,
     sharded,
+    unsloth_chunk_rows,
 )
 from trainers.spec import TrialSpec
 
@@ -55,16 +57,32 @@ def formulas(spec: TrialSpec, shape: Shape, device: str) -> dict[str, str]:
         window = min(tokens, shape.sliding_window)
         cached = f"({full} layers x {tokens} + {shape.sliding_layers} sliding layers x {window} tokens)"
     width = shape.layer_width()
-    if spec.gradient_checkpointing and device == "gpu":
+    if spec.gradient_checkpointing and device == "gpu" and spec.framework == "unsloth":
+        kept = f"(one layer's {width:,.0f} recomputed; Unsloth offloads the {shape.layers} kept hidden states to the host)"
+    elif spec.gradient_checkpointing and device == "gpu":
         kept = f"({shape.layers} layers x {shape.hidden} kept + one layer's {width:,.0f} recomputed)"
     else:
         kept = f"{shape.layers} layers x {width:,.0f} values"
-    if device == "cpu":  # logit_bytes' three paths
-        logits = "4 B (fp32 logits, no Triton on a CPU)"
+    rows = logit_rows(spec, device)
+    if device == "cpu":
+        logits = (
+            f"{rows:,} rows (micro-batch {micro} x {spec.max_completion_length} completion tokens) x "
+            f"{shape.vocab:,} vocab x {logit_bytes(device)} B (fp32 logits, no Triton on a CPU)"
+        )
     elif spec.framework == "unsloth":
-        logits = f"({w} + 4) / {UNSLOTH_LOGIT_CHUNKS} B (one row chunk's logits and their fp32 cast)"
+        logits = "0 (Unsloth never builds the full logits: logit_chunk)"
     else:
-        logits = f"2 x {w} B (TRL's full logits and their gradient)"
+        logits = (
+            f"{rows:,} rows (micro-batch {micro} x ({spec.max_completion_length} + 1)) x {shape.vocab:,} vocab x "
+            f"{logit_bytes(device)} B (TRL's fp32 logits, accelerate's cast of bf16 autocast, and their fp32 gradient)"
+        )
+    chunk = unsloth_chunk_rows(micro * spec.max_completion_length, shape.vocab)
+    logit_chunk = (
+        f"{chunk:,} of the {micro * spec.max_completion_length:,} completion rows x {shape.vocab:,} vocab x (4 B fp32 "
+        f"logits + {dtype} gradient) (one chunk of Unsloth's chunked log-probs)"
+        if device == "gpu" and spec.framework == "unsloth"
+        else "0 (only Unsloth's GRPO on a GPU chunks its log-probs)"
+    )
     runtime = "the CUDA context and allocator" if device == "gpu" else "the Python process with torch and TRL"
     return {
         "baseline": f"{runtime}: 1 GiB x its coefficient",
@@ -84,8 +102,8 @@ def formulas(spec: TrialSpec, shape: Shape, device: str) -> dict[str, str]:
         "sampling_logits": f"{generation:g} sequences x {shape.vocab:,} vocab x 4 B (fp32)",
         "vllm_pool": _vllm_pool_words(spec, device, dtype),
         "activations": f"micro-batch {micro} x {tokens} tokens x {kept} x {dtype}",
-        "logits": f"micro-batch {micro} x {spec.max_completion_length} completion tokens x {shape.vocab:,} "
-        f"vocab x {logits}",
+        "logits": logits,
+        "logit_chunk": logit_chunk,
     }
 
 

@@ -17,7 +17,16 @@ from orchestrator.judging.memory._architecture import UnknownArchitecture
 from orchestrator.judging.memory._explain import TermLine, formulas
 from orchestrator.judging.memory._fit import fit as fit_coefficients
 from orchestrator.judging.memory._fit import predictive_sd
-from orchestrator.judging.memory._terms import PARTS, TERMS, Shape, device_of, prior, terms, unsized_vllm_pool
+from orchestrator.judging.memory._terms import (
+    PARTS,
+    TERMS,
+    Shape,
+    device_of,
+    face,
+    prior,
+    terms,
+    unsized_vllm_pool,
+)
 from orchestrator.recording.outcome import COMPLETED, GPU, OOM, PEAK_SOURCES, RSS, TIMEOUT, TORCH, peak_memory
 from trainers.models import bundled_models, parse_model
 from trainers.record import finite_or_none
@@ -210,27 +219,61 @@ class _Family:
 class MemoryModel:
     """Predicts a trial's peak of one measure (MEASURES: GPU, torch reserved, RSS) per family."""
 
-    def __init__(self, measure: str):
+    def __init__(self, measure: str, prior_values: Mapping[str, tuple[float, float]] | None = None):
         if measure not in MEASURES:
             raise ValueError(f"measure: unknown {measure!r}; one of {', '.join(MEASURES)}")
         self.measure = measure
         self.device = device_of(measure)
         self._families: dict[tuple, _Family] = {}
-        self._prior = prior(self.device)
+        self._prior = dict(prior_values) if prior_values is not None else prior(self.device)
+
+    @classmethod
+    def calibrate(cls, rows: Iterable[Mapping[str, Any]], measure: str) -> dict[str, tuple[float, float]]:
+        """A prior calibrated on measured rows of every family at once: one coefficient a term fitted
+        on all of them (as a family's fit, pulled towards the terms' face values, _terms.FACE), each
+        with its face value's spread. _terms.CALIBRATED holds the GPU prior this gives on round 1's
+        H100 trials (bench/bench_gpu_memory.py)."""
+        pooled = cls(measure, face(device_of(measure)))
+        family = _Family()
+        for one in cls.fit(rows, measure, prior_values=pooled._prior)._families.values():
+            shape, _ = model_shape((one.specs or one.oom_specs)[0].model)
+            if shape is None:
+                continue
+            family.specs.append(pooled._design(one.specs, shape))
+            family.oom_specs.append(pooled._design(one.oom_specs, shape))
+            family.peaks.extend(one.peaks)
+            family.budgets.extend(one.budgets)
+        if not family.peaks:
+            return pooled._prior
+        coefficients, _ = pooled._solve(
+            np.vstack(family.specs),
+            np.array(family.peaks),
+            np.vstack(family.oom_specs),
+            np.array(family.budgets),
+        )
+        return {
+            name: (float(c), spread)
+            for c, (name, (_, spread)) in zip(coefficients, pooled._prior.items(), strict=True)
+        }
 
     @classmethod
     def fit(
-        cls, rows: Iterable[Mapping[str, Any]], measure: str | None = None, unmeasured: str | None = None
+        cls,
+        rows: Iterable[Mapping[str, Any]],
+        measure: str | None = None,
+        unmeasured: str | None = None,
+        prior_values: Mapping[str, tuple[float, float]] | None = None,
     ) -> MemoryModel:
         """Fit on trials.parquet rows: completed rows with a peak of `measure` are measurements,
         `oom` rows with a budget are censored (peak at least the budget), and so are `timeout` rows with
         a peak of `measure` (peak at least the one measured before the limit); others are ignored.
         measure: default the kind most completed rows measured (outcome.peak_memory), else
         `unmeasured` where given (the measure the caller's question is about), else RSS on a host
-        without a GPU and GPU on one with."""
+        without a GPU and GPU on one with. prior_values: the prior the families start from (default
+        _terms.prior: the calibrated one on a GPU)."""
         rows = list(rows)
         measure = measure or _default_measure(rows, unmeasured)
-        model = cls(measure)
+        model = cls(measure, prior_values)
         for row in rows:
             if row.get("status") == COMPLETED:
                 peak = measured_peak(row, measure)

@@ -23,14 +23,28 @@ one part of the peak:
   (trainers/generation.py) plus its copy of the weights at the compute dtype. Without a budget the
   pool is a share of a card (or node) the model does not know (vllm_pool 0: only a family's fitted
   baseline can carry it, see unsized_vllm_pool). In server mode vLLM is another process: the trainer holds none of it;
-- training: the activations kept for backward by one micro-batch (with gradient checkpointing one
-  hidden state a layer plus the one layer being recomputed in backward; without it every layer's
-  intermediates) and the logits of its completion tokens, on the path each stack takes (GPU):
-  TRL 1.14 builds the micro-batch's full completion logits in the compute dtype (the model's forward
-  with logits_to_keep) and its fused Triton log-softmax keeps them, with their gradient, for backward;
-  Unsloth's GRPO never builds them whole, it projects and log-softmaxes the hidden states in
-  UNSLOTH_LOGIT_CHUNKS row chunks (unsloth_zoo's chunked_hidden_states_selective_log_softmax), each
-  chunk in the compute dtype and cast to fp32. On a CPU both are counted as fp32 logits (no Triton).
+- training: the activations kept for backward by one micro-batch and the logits of its completion
+  tokens, on the path each stack takes (GPU; trl 1.14.2, accelerate, unsloth_zoo 2026.10.9):
+  - activations: without gradient checkpointing every layer's intermediates; with it (TRL: transformers'
+    checkpointing) one hidden state a layer plus the one layer being recomputed in backward. Unsloth's
+    checkpointing ("unsloth", trainers/stacks/unsloth.py) offloads each layer's input to host memory
+    (unsloth_zoo's Unsloth_Offloaded_Gradient_Checkpointer): only the layer recomputed stays on the GPU.
+  - logits (TRL): GRPOTrainer._compute_loss calls _get_per_token_logps_and_entropies without a
+    batch_size, so _full_logits_logps sends the whole micro-batch through the model at once with
+    logits_to_keep = completion + 1; accelerate's prepare_model wraps the forward in bf16 autocast and
+    convert_outputs_to_fp32, so the logits reach the fused Triton log-softmax in fp32, which keeps them
+    for backward and allocates an fp32 gradient of the same shape there: micro x (completion + 1) x
+    vocabulary x (4 + 4) bytes.
+  - logit_chunk (Unsloth): the GRPO loss never builds the full logits: unsloth_zoo's
+    unsloth_chunked_logprobs projects the flattened completion rows in chunks of
+    UNSLOTH_CHUNK_GIB / (vocabulary x 8 B) rows, at most max(512, rows / 8) (chunked_logprob_rows),
+    each chunk's logits in fp32 and, in backward, their gradient in the compute dtype: one chunk's
+    rows x vocabulary x (4 + w) bytes, however long the completions.
+  On a CPU both stacks are counted as fp32 logits (no Triton, no chunking: `logits`).
+
+The prior's coefficients (PRIOR) are the terms' face values (FACE) calibrated once on the H100
+trials of round 1 (bench/data/h100-2026-11-26/trials.csv; `python bench/bench_gpu_memory.py` fits them
+with MemoryModel.calibrate and prints them); a family's own trials then refit them.
 """
 
 from __future__ import annotations
@@ -51,29 +65,52 @@ TERMS = {
     "vllm_pool": GENERATION,
     "activations": TRAINING,
     "logits": TRAINING,
+    "logit_chunk": TRAINING,
 }
-# The prior: (coefficient, its spread) per term, on a GPU and on a CPU. The baseline's term is 1 GiB,
-# so its coefficient is GiB: the CUDA context and allocator on a GPU, the Python process with torch,
-# transformers and TRL imported on a CPU (its RSS; `tiny` trials on a 2-core Linux host: 0.80-0.83 GiB).
+# The face values: (coefficient, its spread) per term, on a GPU and on a CPU, before any measurement.
+# The baseline's term is 1 GiB, so its coefficient is GiB: on a GPU the CUDA context (0.51 GiB) and
+# what the process holds outside torch's allocator (NVML's process peak minus torch's peak reserved:
+# 0.75-0.76 GiB on every H100 trial of bench/data/h100-2026-11-26); on a CPU the Python process with
+# torch, transformers and TRL imported (its RSS; `tiny` trials on a 2-core Linux host: 0.80-0.83 GiB).
 # The other terms count what they name once. The GPU spreads are set from the prior's error on
 # AgileRL's measured GRPO training peaks (docs/benchmarks.md, "GPU prior against AgileRL's peaks").
-PRIOR = {
+FACE = {
     "gpu": {
-        "baseline": (0.6, 0.4),
+        "baseline": (0.76, 0.4),
         "weights": (1.0, 0.05),
         "lora": (1.0, 0.25),
         "sampling_logits": (1.0, 1.0),
-        "activations": (1.0, 0.3),
+        "activations": (1.0, 0.05),
         "logits": (1.0, 0.5),
+        "logit_chunk": (1.0, 0.5),
     },
     "cpu": {"baseline": (0.75, 0.1), "sampling_logits": (1.0, 1.0), "logits": (1.0, 1.0)},
     # vLLM's pool is a size it is given, not an estimate: a narrow prior on both devices.
     "shared": {"vllm_pool": (1.0, 0.1)},
 }
+# The GPU prior: the face values calibrated on round 1's H100 trials (module docstring; the spreads
+# stay the face values'). `python bench/bench_gpu_memory.py` prints these from the CSV, and a unit test
+# holds them to it. activations under 1: the terms count max_prompt_length (256 there) where the
+# arithmetic prompts were 34 tokens; logits over 1: the caching allocator's blocks kept between the
+# fp32 logits, their gradient and the slice's gradient.
+CALIBRATED = {
+    "baseline": 0.831,
+    "weights": 0.982,
+    "lora": 0.907,
+    "kv_cache": 0.742,
+    "sampling_logits": 0.966,
+    "vllm_pool": 1.0,
+    "activations": 0.982,
+    "logits": 0.995,
+    "logit_chunk": 0.83,
+}
 DEFAULT_PRIOR = (1.0, 0.5)
-# Unsloth's GRPO log-probs: the completion rows in this many chunks (unsloth_zoo rl_replacements:
-# chunks=4, and autotune's multiplier max(4, seq_len // 4096) for sequences under 16k tokens).
-UNSLOTH_LOGIT_CHUNKS = 4
+# Unsloth's GRPO log-probs (unsloth_zoo fused_losses/chunked_logprob.py): a chunk's logits near
+# UNSLOTH_LOGPROB_CHUNK_GB (2.0; capped at half the free memory, more than that on any card it runs on)
+# at UNSLOTH_BYTES_PER_LOGIT a logit, and at most max(UNSLOTH_MIN_ROWS, rows / 8) rows.
+UNSLOTH_CHUNK_GIB = 2.0
+UNSLOTH_BYTES_PER_LOGIT = 8
+UNSLOTH_MIN_ROWS = 512
 LORA_WEIGHT_BYTES = 4  # fp32 weight
 LORA_STATE_BYTES = 12  # fp32 gradient + AdamW's two moments
 ADAM_BYTES = 8  # AdamW's two fp32 moments a parameter
@@ -129,7 +166,10 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
     # one layer at a time, which then holds its intermediates.
     checkpointed = spec.gradient_checkpointing and device == "gpu"
     layer = shape.layer_width()
-    kept = shape.layers * shape.hidden + layer if checkpointed else shape.layers * layer
+    offloaded = checkpointed and spec.framework == "unsloth"
+    kept = (0 if offloaded else shape.layers * shape.hidden) + layer if checkpointed else shape.layers * layer
+    completion_rows = micro * spec.max_completion_length
+    chunked = device == "gpu" and spec.framework == "unsloth"
     vllm = spec.generation == "vllm" and spec.vllm_mode == "colocate"
     sizes = {
         "baseline": float(GIB),
@@ -141,7 +181,10 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
         "sampling_logits": 0 if vllm else generation * shape.vocab * 4,
         "vllm_pool": vllm_pool_bytes(spec, shape, device, w) if vllm else 0,
         "activations": micro * tokens * kept * w,
-        "logits": micro * spec.max_completion_length * shape.vocab * logit_bytes(spec, device, w),
+        "logits": 0 if chunked else logit_rows(spec, device) * shape.vocab * logit_bytes(device),
+        "logit_chunk": unsloth_chunk_rows(completion_rows, shape.vocab) * shape.vocab * (4 + w)
+        if chunked
+        else 0,
     }
     return {name: sizes[name] / GIB for name in TERMS}
 
@@ -162,15 +205,36 @@ def vllm_pool_bytes(spec: TrialSpec, shape: Shape, device: str, w: int) -> float
     return spec.vllm_gpu_memory_utilization * spec.memory_budget_gib * GIB
 
 
-def logit_bytes(spec: TrialSpec, device: str, w: int) -> float:
-    """Bytes held per completion token and vocabulary entry by the log-prob path (module docstring)."""
-    if device == "cpu":
-        return 4
-    if spec.framework == "unsloth":
-        return (w + 4) / UNSLOTH_LOGIT_CHUNKS  # one chunk: its compute-dtype logits and their fp32 cast
-    return 2 * w  # TRL: the logits and their gradient
+def logit_rows(spec: TrialSpec, device: str) -> int:
+    """Rows of the full logits one micro-batch holds: on a GPU TRL's completion + 1 a completion
+    (logits_to_keep + 1, the last row sliced off after), on a CPU the completion's."""
+    extra = 1 if device == "gpu" else 0
+    return spec.effective_micro_batch_size * (spec.max_completion_length + extra)
+
+
+def logit_bytes(device: str) -> int:
+    """Bytes a full-logits entry holds: on a GPU TRL's fp32 logits and their fp32 gradient (module
+    docstring), on a CPU the fp32 logits."""
+    return 4 if device == "cpu" else 4 + 4
+
+
+def unsloth_chunk_rows(rows: int, vocab: int) -> int:
+    """Rows of one chunk of Unsloth's chunked log-probs over `rows` completion rows
+    (unsloth_zoo chunked_logprob_rows): at least 2, at most the rows there are."""
+    chunk = int(UNSLOTH_CHUNK_GIB * GIB / (vocab * UNSLOTH_BYTES_PER_LOGIT))
+    chunk = min(chunk, max(UNSLOTH_MIN_ROWS, -(-rows // 8)))
+    return max(min(chunk, rows), 2) if rows else 0
+
+
+def face(device: str) -> dict[str, tuple[float, float]]:
+    """term -> (coefficient, spread): the terms' face values (FACE), before any measurement."""
+    return {name: FACE[device].get(name, FACE["shared"].get(name, DEFAULT_PRIOR)) for name in TERMS}
 
 
 def prior(device: str) -> dict[str, tuple[float, float]]:
-    """term -> (coefficient, spread) before any trial is measured."""
-    return {name: PRIOR[device].get(name, PRIOR["shared"].get(name, DEFAULT_PRIOR)) for name in TERMS}
+    """term -> (coefficient, spread) before a family's trials are measured: on a GPU the face values
+    calibrated on round 1's H100 trials (CALIBRATED), on a CPU the face values."""
+    values = face(device)
+    if device != "gpu":
+        return values
+    return {name: (CALIBRATED[name], spread) for name, (_, spread) in values.items()}

@@ -1,0 +1,152 @@
+"""The GPU memory model against the peaks an H100 measured (bench/data/h100-2026-11-26/trials.csv).
+
+The CSV is the single source: one row a trial of the two H100 runs of November 26 2026 (round 1: the
+16 GiB matrix, TRL and Unsloth, Qwen2.5-3B K 2/4/8 x B 1/2 at completion 128, and gpu-check's 1.5B
+trials; round 2: the 16 GiB frontier at completion 256-1024 and gpu-check), with the NVML peak of
+the trainer process, its status (an `oom` trial's peak was at least its budget; a `timeout` one's at
+least the peak it measured) and the prior's prediction made then without measured rows
+(prior_predicted_gib). Every trial's events, steps and trial.json lie beside it in round1/ and round2/.
+load() reads it; trial_rows() turns it into trials.parquet rows (the knobs as the trial's config)
+that MemoryModel.fit and MemoryModel.calibrate read.
+
+Round 1 calibrates; round 2 is held out (GPU measurements the model has not seen):
+- the calibrated prior: MemoryModel.calibrate on round 1 (_terms.CALIBRATED holds what it prints);
+- leave-one-out on round 1: each row predicted by a model calibrated and fitted on the other round-1
+  rows only (the calibration is redone without it);
+- round 2: each row predicted by the model fitted on round 1 (the calibrated prior, then each
+  family's round-1 trials), with its verdict against the trial's budget (16 GiB).
+
+Usage: python bench/bench_gpu_memory.py
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from orchestrator.judging.memory import MemoryModel, spec_of  # noqa: E402
+from orchestrator.judging.memory._terms import CALIBRATED  # noqa: E402
+from orchestrator.recording.outcome import COMPLETED, GPU, OOM, TIMEOUT  # noqa: E402
+from trainers.spec import TrialSpec  # noqa: E402
+
+DATA = ROOT / "bench" / "data" / "h100-2026-11-26" / "trials.csv"
+PEAK = "peak_device_gib"  # the trials.parquet column of the GPU (NVML) peak
+
+
+def load(path: Path = DATA) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def trial_rows(raw: list[dict], round_: int | None = None) -> list[dict]:
+    """trials.parquet rows of the CSV's trials (of one round where given): the knobs the CSV records
+    as the config (the rest at TrialSpec's defaults, as the trials ran), the NVML peak, the status,
+    and the budget an `oom` trial passed."""
+    rows = []
+    for i, r in enumerate(raw):
+        if round_ is not None and int(r["round"]) != round_:
+            continue
+        budget = float(r["budget_gib"]) if r["budget_gib"] else None
+        spec = TrialSpec(
+            trial_key=f"h100-r{r['round']}-{i}-{r['stack']}-k{r['K']}-b{r['B']}-c{r['max_completion']}",
+            framework=r["stack"],
+            model=r["model"],
+            num_generations=int(r["K"]),
+            batch_size=int(r["B"]),
+            max_prompt_length=int(r["max_prompt"]),
+            max_completion_length=int(r["max_completion"]),
+            num_iterations=int(r["num_iterations"]),
+            quantization=r["quantization"],
+            lora_r=int(r["lora_r"]),
+            memory_budget_gib=budget,
+        )
+        assert spec.completions_per_step == int(r["completions_per_step"]), r
+        peak = float(r["peak_nvml_gib"]) if r["peak_nvml_gib"] else None
+        rows.append(
+            {
+                "trial_key": spec.trial_key,
+                "status": r["status"],
+                "config": json.dumps(spec.to_dict()),
+                PEAK: peak,
+                "memory_budget_gib": budget,
+                "round": int(r["round"]),
+                "run": r["run"],
+                "prior_predicted_gib": float(r["prior_predicted_gib"]),
+            }
+        )
+    return rows
+
+
+def label(row: dict) -> str:
+    s = spec_of(row)
+    return (
+        f"{s.framework:7} {s.model.split('/')[-1].removesuffix('-Instruct'):13} K{s.num_generations} "
+        f"B{s.batch_size} c{s.max_completion_length}"
+    )
+
+
+def leave_one_out(rows: list[dict]) -> list[tuple[dict, float]]:
+    """(row, predicted peak) for each completed row, from a model calibrated and fitted on the others."""
+    out = []
+    for i, row in enumerate(rows):
+        if row["status"] != COMPLETED:
+            continue
+        others = rows[:i] + rows[i + 1 :]
+        model = MemoryModel.fit(others, GPU, prior_values=MemoryModel.calibrate(others, GPU))
+        out.append((row, model.predict(spec_of(row)).peak_gib))
+    return out
+
+
+def main() -> None:
+    raw = load()
+    round1, round2 = trial_rows(raw, 1), trial_rows(raw, 2)
+
+    calibrated = MemoryModel.calibrate(round1, GPU)
+    print("calibrated on round 1 (coefficient; _terms.CALIBRATED):")
+    for name, (value, _) in calibrated.items():
+        print(f"  {name:16} {value:6.3f}  ({CALIBRATED[name]:.3f})")
+
+    print("\nleave-one-out on round 1 (calibrated and fitted on the other round-1 rows):")
+    print(f"  {'trial':36} {'measured':>8} {'predicted':>9} {'error':>7} {'prior then':>10}")
+    errors = []
+    for row, peak in leave_one_out(round1):
+        error = (peak - row[PEAK]) / row[PEAK]
+        errors.append(error)
+        then = (row["prior_predicted_gib"] - row[PEAK]) / row[PEAK]
+        print(f"  {label(row):36} {row[PEAK]:8.2f} {peak:9.2f} {error:+7.1%} {then:+10.1%}")
+    print(f"  mean abs {sum(map(abs, errors)) / len(errors):.1%}, worst {max(map(abs, errors)):.1%}")
+
+    model = MemoryModel.fit(round1, GPU)
+    print("\nheld out: round 2, from the model fitted on round 1 (verdict against the trial's budget):")
+    print(
+        f"  {'trial':36} {'status':9} {'measured':>8} {'predicted (interval)':>22} {'error':>7} {'verdict':>12}"
+    )
+    held = []
+    for row in round2:
+        p = model.predict(spec_of(row))
+        interval = f"{p.peak_gib:.2f} ({p.low_gib:.2f}-{p.high_gib:.2f})"
+        measured = row[PEAK]
+        if row["status"] == COMPLETED:
+            error = (p.peak_gib - measured) / measured
+            held.append(error)
+            shown = f"{error:+7.1%}"
+        elif row["status"] == OOM:
+            shown = "   >=" if p.peak_gib >= row["memory_budget_gib"] else "  under"
+            measured = row["memory_budget_gib"]
+        else:  # TIMEOUT: killed before its first step; the peak is a lower bound
+            assert row["status"] == TIMEOUT
+            shown = "   >=" if p.peak_gib >= measured else "  under"
+        print(
+            f"  {label(row):36} {row['status']:9} {measured:8.2f} {interval:>22} {shown:>7} "
+            f"{p.verdict(row['memory_budget_gib']):>12}"
+        )
+    print(f"  completed: mean abs {sum(map(abs, held)) / len(held):.1%}, worst {max(map(abs, held)):.1%}")
+
+
+if __name__ == "__main__":
+    main()
