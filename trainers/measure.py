@@ -72,6 +72,9 @@ class StepCounters:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.completions = 0
+        self.decode_steps = 0  # each generation call's longest completion, summed
+        self.gen_t_start: float | None = None  # wall clock of the first generation call's start
+        self.gen_t_end: float | None = None  # and of the last one's end
         self.vllm_min_tokens: int | None = None  # min_tokens of the SamplingParams colocated vLLM received
 
 
@@ -105,7 +108,7 @@ def measured(trainer_cls):
                 # SamplingParams of every call (colocate) and sends them to the server (server mode).
                 kept = {k: v for k, v in vllm.generation_kwargs.items() if k != "min_tokens"}
                 vllm.generation_kwargs = kept | ({"min_tokens": forced} if forced else {})
-            start = time.perf_counter()
+            start, wall_start = time.perf_counter(), time.time()
             out = super()._generate(prompts)
             refresh_allocator_cap()  # generation loads kernels (cuBLAS, Triton) outside torch's allocator
             counters = getattr(self, "counters", None)
@@ -115,6 +118,11 @@ def measured(trainer_cls):
                 counters.prompt_tokens += sum(len(ids) for ids in prompt_ids)
                 counters.completion_tokens += sum(len(ids) for ids in completion_ids)
                 counters.completions += len(completion_ids)
+                # Every sequence of the batch waits for the longest: the decoding steps the call ran.
+                counters.decode_steps += max((len(ids) for ids in completion_ids), default=0)
+                if counters.gen_t_start is None:
+                    counters.gen_t_start = wall_start
+                counters.gen_t_end = time.time()
             return out
 
     Measured.__name__ = Measured.__qualname__ = f"Measured{trainer_cls.__name__}"
@@ -282,6 +290,11 @@ class StepMeter(TrainerCallback):
             F.prompt_tokens: c.prompt_tokens if generated else None,
             F.completion_tokens: c.completion_tokens if generated else None,
             F.completions: c.completions if generated else None,
+            F.decode_steps: c.decode_steps if generated else None,
+            F.ms_per_token: 1000 * c.gen_s / c.decode_steps if generated and c.decode_steps else None,
+            F.gen_share: c.gen_s / step_s if generated and step_s > 0 else None,
+            F.gen_t_start: c.gen_t_start if generated else None,
+            F.gen_t_end: c.gen_t_end if generated else None,
             F.cycle_steps: cycle.steps if closes else None,
             F.tokens_per_s: cycle.tokens / cycle.seconds
             if closes and cycle.tokens and cycle.seconds

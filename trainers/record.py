@@ -84,6 +84,17 @@ STEP_FIELDS: tuple[Field, ...] = (
        "(counted, not estimated); null when the step generated nothing"),
     Field("completions", INT64, COUNT, TRAINER, "completions generated in the step (K x the prompts this rank "
        "generated for); null when the step did not generate"),
+    Field("decode_steps", FLOAT64, TOKENS, TRAINER, "decoding steps generation ran in the step: each generation "
+       "call's longest completion (every sequence of a batch waits for it), summed over the step's calls; "
+       "null when the step generated nothing"),
+    Field("ms_per_token", FLOAT64, "ms", TRAINER, "milliseconds per decoding step: gen_s x 1000 / decode_steps, "
+       "the time to add one token to every sequence decoded together; null when the step generated nothing"),
+    Field("gen_share", FLOAT64, FRACTION, TRAINER, "generation's share of the step: gen_s / step_s; null when the "
+       "step generated nothing"),
+    Field("gen_t_start", FLOAT64, EPOCH_S, TRAINER, "wall clock at the step's first generation call's start "
+       "(the sampler joins its samples to generation by it); null when the step generated nothing"),
+    Field("gen_t_end", FLOAT64, EPOCH_S, TRAINER, "wall clock at the step's last generation call's end; null when "
+       "the step generated nothing"),
     Field("tokens_per_s", FLOAT64, "tokens/s", TRAINER, "throughput of a generation cycle: (prompt + completion "
        "tokens generated in the cycle) / wall time of all the cycle's steps (its generation and every "
        "optimisation pass over those completions). Reported on the step that closes the cycle, null on the "
@@ -112,7 +123,17 @@ STEP_FIELDS: tuple[Field, ...] = (
        "without NVML"),
     Field("rank_rss_peak_gib", STRING, JSON_TEXT, SAMPLER, "a trial over several ranks: each rank's RSS peak "
        "within the step, a list by rank (rss_peak_gib is their max); null for one rank"),
-    Field("gpu_util_pct", FLOAT64, "%", SAMPLER, "NVML utilisation (mean in the step)"),
+    Field("gpu_util_pct", FLOAT64, "%", SAMPLER, "NVML utilisation, mean in the step: the trainer's own (SM "
+       "utilisation of its processes) where NVML reports it per process, else the whole GPU's "
+       "(gpu_util_source); null without NVML, never 0 for unmeasured"),
+    Field("gen_util_pct", FLOAT64, "%", SAMPLER, "gpu_util_pct over the step's generation (gen_t_start to "
+       "gen_t_end); null when the step generated nothing, no sample fell inside its generation, or without "
+       "NVML"),
+    Field("train_util_pct", FLOAT64, "%", SAMPLER, "gpu_util_pct over the rest of the step (its samples outside "
+       "generation); null when none fell there or without NVML"),
+    Field("gpu_util_source", STRING, CHOICE, SAMPLER, "what the step's utilisation figures measured: `process` "
+       "(NVML's nvmlDeviceGetProcessUtilization for the trainer's PIDs) or `device` (nvmlDeviceGetUtilizationRates: "
+       "the whole GPU, its neighbours' kernels included when trials share it); null without NVML"),
     Field("power_w", FLOAT64, "W", SAMPLER, "NVML power (mean in the step)"),
     Field("energy_j", FLOAT64, "J", SAMPLER, "power integrated over the step"),
     Field("samples", INT64, COUNT, SAMPLER, "memory samples taken within the step; 0: none fell inside it (a step "
@@ -229,6 +250,14 @@ TRIAL_FIELDS: tuple[Field, ...] = (
        "(intervals.TIGHT_SPREAD of the peak, measured in docs/benchmarks.md): another seed may not fit; "
        "null without a margin"),
     Field("trainer_s", FLOAT64, SECONDS, RECORDER, "sum of step_s (time inside optimizer steps)"),
+    Field("median_gen_share", FLOAT64, FRACTION, RECORDER, "median of the steps' gen_share over the non-probe "
+       "steps that generated (all generating steps if only probes); null when none generated"),
+    Field("median_ms_per_token", FLOAT64, "ms", RECORDER, "median of the steps' ms_per_token over the same steps; "
+       "null when none generated"),
+    Field("median_gen_util_pct", FLOAT64, "%", RECORDER, "median of the steps' gen_util_pct over the same steps; "
+       "null where it was not measured (a CPU host, no sample inside generation)"),
+    Field("gpu_util_source", STRING, CHOICE, RECORDER, "`process` when any step's utilisation was the trainer's "
+       "own, else `device` (the whole GPU's), null without NVML (the steps' gpu_util_source)"),
     Field("time_to_first_step_s", FLOAT64, SECONDS, RECORDER, "from the trainer's start (started_at: imports, "
        "model load, the trainer's construction) to the end of its first step (that step's t_end); null when "
        "no step ended"),
@@ -371,6 +400,47 @@ def startup_figures(steps: Iterable[Mapping[str, Any]], started_at: Any) -> dict
     return {
         TRIAL.time_to_first_step_s: end - start if end is not None and start else None,
         TRIAL.warmup_s: first_s - statistics.median(alike) if alike and first_s is not None else None,
+    }
+
+
+def step_ms_per_token(row: Mapping[str, Any]) -> float | None:
+    """A step's ms_per_token; for a step recorded before decode_steps was counted, gen_s over its longest
+    completion (completion_len_max: the same for one generation call per step). None when it generated
+    nothing."""
+    recorded = finite_or_none(row.get(STEP.ms_per_token))
+    if recorded is not None:
+        return recorded
+    gen_s, longest = finite_or_none(row.get(STEP.gen_s)), finite_or_none(row.get(STEP.completion_len_max))
+    return 1000 * gen_s / longest if gen_s is not None and longest else None
+
+
+def step_gen_share(row: Mapping[str, Any]) -> float | None:
+    """A step's gen_share, from gen_s / step_s where it was not recorded."""
+    recorded = finite_or_none(row.get(STEP.gen_share))
+    if recorded is not None:
+        return recorded
+    gen_s, step_s = finite_or_none(row.get(STEP.gen_s)), finite_or_none(row.get(STEP.step_s))
+    return gen_s / step_s if gen_s is not None and step_s else None
+
+
+def time_split_figures(steps: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """A trial's median_gen_share, median_ms_per_token, median_gen_util_pct and gpu_util_source
+    (TRIAL_FIELDS) from its step rows: the non-probe steps that generated, else every generating step.
+    A figure not measured is None, never 0."""
+    rows = list(steps)
+    generating = [r for r in rows if step_ms_per_token(r) is not None]
+    steady = [r for r in generating if not r.get(STEP.probe)] or generating
+
+    def median(values: Iterable[float | None]) -> float | None:
+        present = [v for v in values if v is not None]
+        return statistics.median(present) if present else None
+
+    sources = {r.get(STEP.gpu_util_source) for r in rows} - {None}
+    return {
+        TRIAL.median_gen_share: median(step_gen_share(r) for r in steady),
+        TRIAL.median_ms_per_token: median(step_ms_per_token(r) for r in steady),
+        TRIAL.median_gen_util_pct: median(finite_or_none(r.get(STEP.gen_util_pct)) for r in steady),
+        TRIAL.gpu_util_source: "process" if "process" in sources else ("device" if sources else None),
     }
 
 

@@ -170,6 +170,7 @@ def trial_row(
         wall_s=result.wall_s if result else None,
         trainer_s=sum(_float(r.get(record.STEP.step_s)) or 0.0 for r in steps) if steps else None,
         **record.startup_figures(steps, result.started_at if result else None),
+        **record.time_split_figures(steps),
         exit_code=result.exit_code if result else None,
         cuda_visible_devices=result.cuda_visible_devices if result else None,
         started_at=_ms(result.started_at) if result else None,

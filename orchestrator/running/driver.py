@@ -144,7 +144,8 @@ def _run_locked(
             if mlflow_start is not None:
                 mlflow_start.join()
             try:
-                runs = stages(sweep, ray.cluster_resources().get("GPU", 0) > 0, console.print)
+                cluster_gpus = ray.cluster_resources().get("GPU", 0)
+                runs = stages(sweep, cluster_gpus > 0, console.print, plan.trials, max(1, int(cluster_gpus)))
             except ValueError as exc:
                 raise SweepError([str(exc)], "phases") from None
             for which, phases, gpus in runs:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -79,9 +79,12 @@ def packing(
     headroom_gib: float,
     per_process: bool,
     asked: int | None,
+    host: HostRoom | None = None,
 ) -> Packing:
-    """Memory-phase trials per GPU: `asked`, else as many budgets (plus headroom each) as the card holds.
-    Raises ValueError for an `asked` packing the card cannot hold."""
+    """Memory-phase trials per GPU: `asked`, else as many budgets (plus headroom each) as the card holds;
+    with `host`, no more than the host's RAM holds (each trial's predicted RSS, every GPU of the host
+    packed alike), and the reason says which of the two bounds it. Raises ValueError for an `asked`
+    packing the card cannot hold."""
     if card_gib is None:
         return Packing(1, "the GPU's memory is unknown (set resources.gpu_memory_gib to pack trials)")
     each = budget_gib + headroom_gib
@@ -99,11 +102,40 @@ def packing(
             "memory-phase trials do not share a GPU: the driver reports only device-wide memory (no "
             "per-process readings in NVML), so the guard could not tell the trials apart",
         )
+    if per_gpu > 1 and host is not None and host.per_gpu < per_gpu:
+        return Packing(host.per_gpu, f"{host.why(per_gpu)}; {card_gib:g} GiB GPU memory would hold {per_gpu}")
     if per_gpu == 1:
         return Packing(1, f"one {each:g} GiB trial (budget + headroom) per {card_gib:g} GiB GPU")
     return Packing(
         per_gpu, f"{per_gpu} memory-phase trials per {card_gib:g} GiB GPU ({each:g} GiB each with headroom)"
     )
+
+
+@dataclass(frozen=True)
+class HostRoom:
+    """The host's RAM against the trials' predicted RSS (orchestrator/running/host_memory.py): every
+    packed trial's trainer holds its RSS on the host at once, on each of the host's `gpus`."""
+
+    ram_gib: float  # available now
+    rss_gib: float  # one trial's predicted RSS (the largest of the sweep's)
+    how: str  # how the RSS was predicted
+    gpus: int = 1
+
+    @property
+    def trials(self) -> int:
+        return math.floor(self.ram_gib / self.rss_gib) if self.rss_gib > 0 else 0
+
+    @property
+    def per_gpu(self) -> int:
+        return max(1, self.trials // max(1, self.gpus))
+
+    def why(self, asked: int) -> str:
+        across = f" across {self.gpus} GPUs" if self.gpus > 1 else ""
+        return (
+            f"{self.per_gpu} memory-phase trial{'s' if self.per_gpu > 1 else ''} per GPU: the host's "
+            f"{self.ram_gib:.1f} GiB of available RAM holds {self.trials} trainer{'s' if self.trials != 1 else ''}"
+            f"{across} of {self.rss_gib:.1f} GiB RSS each (predicted: {self.how}), not {asked}"
+        )
 
 
 # A child that creates a CUDA context and says whether NVML lists its own PID on its device.
@@ -156,6 +188,18 @@ def host_gpu() -> tuple[float | None, bool]:
     return total, answer.endswith("True")
 
 
+def host_room(trials: Sequence[Any], gpus: int, ram_gib: float | None = None) -> HostRoom | None:
+    """The host's RAM against the largest predicted RSS of these trials; None when no trial's RSS can
+    be predicted (packing then goes by GPU memory alone)."""
+    from orchestrator.running.host_memory import host_available_gib, largest_rss
+
+    predicted, model = largest_rss(trials)
+    if predicted is None:
+        return None
+    ram = host_available_gib() if ram_gib is None else ram_gib
+    return HostRoom(ram, predicted.gib, f"{model}: {predicted.how}", max(1, gpus))
+
+
 def speed_pending(row: Mapping[str, Any] | None) -> bool:
     """A trial whose memory phase fitted (or whose fit was implied, orchestrator/judging/frontier.py)
     and whose speed phase has not run yet."""
@@ -172,11 +216,19 @@ def unfinished(row: Mapping[str, Any] | None) -> bool:
 Stage = tuple[Callable[[Mapping[str, Any] | None], bool], TrialPhases, float]
 
 
-def stages(sweep: Any, has_gpu: bool, say: Callable[[str], None] = print) -> list[Stage]:
+def stages(
+    sweep: Any,
+    has_gpu: bool,
+    say: Callable[[str], None] = print,
+    trials: Sequence[Any] = (),
+    gpu_count: int = 1,
+    host_ram_gib: float | None = None,
+) -> list[Stage]:
     """The Tune runs of a sweep's phases, in order: (which trials run, by their ledger row; what each
     trial does; the GPUs each holds). `sweep`: an orchestrator.spec.sweep.SweepSpec; `has_gpu`: the cluster
-    has GPUs; `say`: where the packing decision is told. Raises ValueError for a packing the card
-    cannot hold."""
+    has GPUs; `say`: where the packing decision is told; `trials`: the sweep's TrialSpecs, whose largest
+    predicted RSS bounds the packing by the host's RAM (`host_ram_gib`, default what is available now,
+    shared by the host's `gpu_count` GPUs). Raises ValueError for a packing the card cannot hold."""
     run = sweep.phases_to_run()
     settle = sweep.stop.settings()
     gpus = sweep.resources.gpus_per_trial
@@ -192,6 +244,7 @@ def stages(sweep: Any, has_gpu: bool, say: Callable[[str], None] = print) -> lis
             sweep.resources.memory_phase_headroom_gib,
             per_process,
             sweep.resources.memory_phase_per_gpu,
+            host_room(trials, gpu_count, host_ram_gib),
         )
         say(f"memory phase: {packed.reason}")
         per_gpu = packed.per_gpu

@@ -157,12 +157,17 @@ def step_row(event: dict[str, Any], sampler: Any = None) -> dict[str, Any]:
 
 
 def merge_sampler(row: dict[str, Any], sampler: Any) -> dict[str, Any]:
-    """Overlay the sampler's peak between the step's wall times; NVML sees what torch cannot."""
+    """Overlay the sampler's peak between the step's wall times; NVML sees what torch cannot. Where the
+    step generated, its utilisation is split at its generation's wall times."""
     t0, t1 = row.get(F.t_start), row.get(F.t_end)
     if sampler is None or t0 is None or t1 is None:
         return row
+    g0, g1 = row.get(F.gen_t_start), row.get(F.gen_t_end)
     try:
-        peaks = sampler.peak_between(t0, t1) or {}
+        if g0 is not None and g1 is not None:
+            peaks = sampler.peak_between(t0, t1, gen=(g0, g1)) or {}
+        else:
+            peaks = sampler.peak_between(t0, t1) or {}
     except Exception:  # a sampler failure never kills a trial
         return row
     for key, value in peaks.items():

@@ -7,7 +7,11 @@
 - with NVML (nvidia-ml-py's `pynvml`, when a driver is present and CUDA_VISIBLE_DEVICES names a
   GPU): the device's used memory, the trainer's own used memory where NVML lists its processes
   (containers often list host PIDs only: then the device's used memory stands in), utilization and
-  power. Without a driver (or with CUDA_VISIBLE_DEVICES hiding every GPU) the GPU fields are None,
+  power. Utilization is the trainer's own where NVML reports it per process
+  (nvmlDeviceGetProcessUtilization: the SM utilisation of the trainer's PIDs), else the whole GPU's
+  (nvmlDeviceGetUtilizationRates, which counts every process's kernels: the neighbours' too when trials
+  share the GPU); each step says which (gpu_util_source), and splits it between generation
+  (gen_t_start to gen_t_end, the trainer's wall times) and the rest of the step. Without a driver (or with CUDA_VISIBLE_DEVICES hiding every GPU) the GPU fields are None,
   never 0; a GPU that is there but cannot be found from CUDA_VISIBLE_DEVICES is a sampler error,
   not a silent switch to RSS.
 
@@ -94,9 +98,22 @@ class Sample:
     host_available_gib: float
     device_used_gib: float | None = None  # whole device, NVML
     process_used_gib: float | None = None  # the trainer (and children) as NVML lists them
-    gpu_util_pct: float | None = None
+    gpu_util_pct: float | None = None  # the whole GPU's (nvmlDeviceGetUtilizationRates)
     power_w: float | None = None
     device_baseline_gib: float | None = None  # device memory in use before the trial (first sample)
+    process_util_pct: float | None = None  # the trainer's own SM utilisation (per-process NVML)
+
+    @property
+    def util_source(self) -> str | None:
+        """Where util_pct comes from: "process", "device" or None (not measured)."""
+        if self.process_util_pct is not None:
+            return "process"
+        return "device" if self.gpu_util_pct is not None else None
+
+    @property
+    def util_pct(self) -> float | None:
+        """The trainer's utilisation where NVML reports it per process, else the whole GPU's."""
+        return self.process_util_pct if self.process_util_pct is not None else self.gpu_util_pct
 
     @property
     def gpu_source(self) -> str | None:
@@ -220,6 +237,9 @@ class _NvmlReader:
         # Utilization and power are unsupported on MIG instances and some boards: ask once, then
         # leave them None instead of paying a failing call 20 times a second.
         self.unsupported: set[str] = set()
+        self._util_seen = 0  # NVML's timestamp (us) of the newest per-process utilisation sample read
+        self._own_util: float | None = None  # the pids' latest per-process utilisation
+        self._listed = False  # NVML's per-process utilisation has listed the pids once
 
     def _optional(self, name: str, call: Callable[[], float]) -> float | None:
         if name in self.unsupported:
@@ -230,11 +250,41 @@ class _NvmlReader:
             self.unsupported.add(name)
             return None
 
+    def process_util(self, pids: set[int]) -> float | None:
+        """The pids' SM utilisation (summed over them, mean over NVML's samples since the last call);
+        None where NVML cannot say it per process or has never listed them (a container's own PID
+        namespace), so the device's figure stands in. Once listed, a pid absent from NVML's new
+        samples ran no kernel in them: 0."""
+        if "process_utilization" in self.unsupported:
+            return None
+        nvml = self.nvml
+        try:
+            samples = nvml.nvmlDeviceGetProcessUtilization(self.handle, self._util_seen)
+        except nvml.NVMLError as exc:
+            if isinstance(exc, getattr(nvml, "NVMLError_NotFound", ())):
+                return self._own_util  # no sample newer than the last read: the last one holds
+            self.unsupported.add("process_utilization")
+            return None
+        if not samples:
+            return self._own_util
+        self._util_seen = max(self._util_seen, *(int(s.timeStamp) for s in samples))
+        by_time: dict[int, float] = {}
+        for s in samples:
+            if s.pid in pids:
+                by_time[int(s.timeStamp)] = by_time.get(int(s.timeStamp), 0.0) + float(s.smUtil)
+        if by_time:
+            self._listed = True
+            self._own_util = sum(by_time.values()) / len(by_time)
+        elif self._listed:
+            self._own_util = 0.0
+        return self._own_util
+
     def read(
         self, pids: set[int], per_process: bool
-    ) -> tuple[float, float | None, float | None, float | None]:
-        """(device used, the pids' own, utilization, power). per_process: the pids' own memory is
-        always read (an NVML failure raises) and a PID NVML does not list holds 0."""
+    ) -> tuple[float, float | None, float | None, float | None, float | None]:
+        """(device used, the pids' own, the device's utilization, power, the pids' own utilization).
+        per_process: the pids' own memory is always read (an NVML failure raises) and a PID NVML does
+        not list holds 0."""
         nvml, handle = self.nvml, self.handle
         used = nvml.nvmlDeviceGetMemoryInfo(handle).used / GIB
         if per_process:
@@ -243,7 +293,7 @@ class _NvmlReader:
             own = self._optional("processes", lambda: _gib(process_used_bytes(nvml, handle, pids)))
         util = self._optional("utilization", lambda: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
         power = self._optional("power", lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)  # mW
-        return used, own, util, power
+        return used, own, util, power, self.process_util(pids)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -284,8 +334,31 @@ def energy_between(samples: Sequence[Sample], t0: float, t1: float) -> tuple[flo
     return energy, hi - lo
 
 
-def summarize_window(samples: Sequence[Sample], t0: float, t1: float) -> dict[str, Any]:
-    """Per-step figures for [t0, t1] from time-ordered samples.
+def utilisation(inside: Sequence[Sample], gen: tuple[float, float] | None = None) -> dict[str, Any]:
+    """A step's utilisation from its samples: the trainer's own where any sample has it, else the
+    whole GPU's; split between the samples within generation `gen` = (start, end) and the rest. A
+    figure no sample measured is None, never 0."""
+    process = [s for s in inside if s.process_util_pct is not None]
+    chosen = process or [s for s in inside if s.gpu_util_pct is not None]
+    values = [(s.t, s.util_pct if process else s.gpu_util_pct) for s in chosen]
+    in_gen = [v for t, v in values if gen is not None and gen[0] <= t <= gen[1]]
+    rest = [v for t, v in values if gen is None or not gen[0] <= t <= gen[1]]
+    return {
+        F.gpu_util_pct: _mean([v for _, v in values]),
+        F.gen_util_pct: _mean(in_gen),
+        F.train_util_pct: _mean(rest),
+        F.gpu_util_source: ("process" if process else "device") if chosen else None,
+    }
+
+
+_UNSPLIT = {F.gen_util_pct: None, F.train_util_pct: None}
+
+
+def summarize_window(
+    samples: Sequence[Sample], t0: float, t1: float, gen: tuple[float, float] | None = None
+) -> dict[str, Any]:
+    """Per-step figures for [t0, t1] from time-ordered samples; `gen`, the step's generation's wall
+    times, splits its utilisation (utilisation).
 
     A window with no sample in it (a step shorter than the sampling interval) reports the latest
     sample before t1: the state the step ended in. The trainer's VmHWM counts too: when it rose
@@ -312,7 +385,8 @@ def summarize_window(samples: Sequence[Sample], t0: float, t1: float) -> dict[st
         F.rss_peak_gib: rss_peak,
         F.rank_device_peak_gib: None,  # one process: RankSamplers fills these for a trial over ranks
         F.rank_rss_peak_gib: None,
-        F.gpu_util_pct: _mean([s.gpu_util_pct for s in inside if s.gpu_util_pct is not None]),
+        # a window without a sample of its own: the state it ended in, not split by phase
+        **(utilisation(inside, gen) if inside[0].t >= t0 else utilisation(inside) | _UNSPLIT),
         # time-weighted where the window is covered by power samples, else their plain mean
         F.power_w: energy / covered if energy is not None and covered > 0 else _mean(powers),
         F.energy_j: energy,
@@ -442,7 +516,7 @@ class MemorySampler:
         fields: dict[str, Any] = {}
         if self._gpu is not None:
             pids = {p.pid for p in self._host.family()}
-            used, own, util, power = self._gpu.read(pids, self.per_process)
+            used, own, util, power, own_util = self._gpu.read(pids, self.per_process)
             if self._device_baseline_gib is None and not self.per_process:
                 self._device_baseline_gib = used
             fields = {
@@ -451,6 +525,7 @@ class MemorySampler:
                 "gpu_util_pct": util,
                 "power_w": power,
                 "device_baseline_gib": self._device_baseline_gib,
+                "process_util_pct": own_util,
             }
         sample = Sample(t=t, rss_gib=rss, hwm_gib=hwm, host_available_gib=available, **fields)
         self._record(sample)
@@ -464,9 +539,10 @@ class MemorySampler:
         with self._lock:
             return self._samples[-1] if self._samples else None
 
-    def peak_between(self, t0: float, t1: float) -> dict[str, Any]:
-        """Figures for one step window [t0, t1] (wall clock): see summarize_window."""
-        return summarize_window(self.samples(), t0, t1)
+    def peak_between(self, t0: float, t1: float, gen: tuple[float, float] | None = None) -> dict[str, Any]:
+        """Figures for one step window [t0, t1] (wall clock), its generation within gen: see
+        summarize_window."""
+        return summarize_window(self.samples(), t0, t1, gen)
 
     def peak(self) -> dict[str, Any]:
         """The trial's figures so far: peaks over every sample, VmHWM included, and total energy."""
@@ -637,9 +713,9 @@ class RankSamplers:
             samplers = dict(self.samplers)
         return [read(samplers[r]) if r in samplers else None for r in range(self.ranks)]
 
-    def peak_between(self, t0: float, t1: float) -> dict[str, Any]:
+    def peak_between(self, t0: float, t1: float, gen: tuple[float, float] | None = None) -> dict[str, Any]:
         return combine_ranks(
-            self._by_rank(lambda s: s.peak_between(t0, t1)), "device_peak_gib", "rss_peak_gib"
+            self._by_rank(lambda s: s.peak_between(t0, t1, gen)), "device_peak_gib", "rss_peak_gib"
         )
 
     def peak(self) -> dict[str, Any]:
@@ -683,6 +759,9 @@ def combine_ranks(per_rank: list[dict[str, Any] | None], device_key: str, rss_ke
         "rank_device_peak_gib": by_rank(device_key),
         "rank_rss_peak_gib": by_rank(rss_key),
         "gpu_util_pct": _mean(values("gpu_util_pct")),
+        "gen_util_pct": _mean(values("gen_util_pct")),
+        "train_util_pct": _mean(values("train_util_pct")),
+        "gpu_util_source": next((p["gpu_util_source"] for p in present if p.get("gpu_util_source")), None),
         "power_w": total("power_w"),
         "energy_j": total("energy_j"),
         "samples": sum(p.get("samples") or 0 for p in present),

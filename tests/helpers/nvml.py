@@ -19,6 +19,9 @@ class FakeNvml:
     class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801
         pass
 
+    class NVMLError_NotFound(NVMLError):  # noqa: N801
+        pass
+
     def __init__(self, devices: list[dict], cuda_driver_version: int = 12080):
         self.devices = devices
         self.cuda_driver_version = cuda_driver_version  # the CUDA version the driver supports, 12080 = 12.8
@@ -74,6 +77,21 @@ class FakeNvml:
         if "util" not in handle:
             raise self.NVMLError_NotSupported("Not Supported")
         return SimpleNamespace(gpu=handle["util"], memory=0)
+
+    def nvmlDeviceGetProcessUtilization(self, handle, last_seen_us):
+        """handle["process_util"]: a list of (pid, SM %, timestamp in us); samples newer than last_seen_us
+        come back, none raise NotFound (as NVML does); no such key: not supported."""
+        self._count("process_utilization")
+        if "process_util" not in handle:
+            raise self.NVMLError_NotSupported("Not Supported")
+        newer = [
+            SimpleNamespace(pid=pid, smUtil=sm, memUtil=0, encUtil=0, decUtil=0, timeStamp=t)
+            for pid, sm, t in handle["process_util"]
+            if t > last_seen_us
+        ]
+        if not newer:
+            raise self.NVMLError_NotFound("Not Found")
+        return newer
 
     def nvmlDeviceGetPowerUsage(self, handle):
         self._count("power")

@@ -57,11 +57,13 @@ def test_the_sampler_measures_exactly_the_records_sampler_fields():
     assert set(window) == set(SAMPLER_FIELDS) and window["samples"] == 1
     assert SAMPLER_FIELDS == ("device_used_gib", "device_peak_gib", "rss_gib", "rss_peak_gib",
                               "rank_device_peak_gib", "rank_rss_peak_gib",
-                              "gpu_util_pct", "power_w", "energy_j", "samples")  # fmt: skip
+                              "gpu_util_pct", "gen_util_pct", "train_util_pct", "gpu_util_source",
+                              "power_w", "energy_j", "samples")  # fmt: skip
 
 
 def test_mlflow_step_metrics_are_the_records_numeric_fields_and_nothing_else():
-    numbers = [f.name for f in STEP_RECORD if f.type == "float64" and f.name not in ("t_start", "t_end")]
+    clocks = ("t_start", "t_end", "gen_t_start", "gen_t_end")
+    numbers = [f.name for f in STEP_RECORD if f.type == "float64" and f.name not in clocks]
     assert {name: f"step/{name}" for name in numbers} == STEP_METRICS
     row = normalize_step("k", {"step": 2, "loss": 0.25, "tokens_per_s": 90, "completions": 4, "kl": None,
                                "grad_norm": float("nan"), "t_end": 1001.0})  # fmt: skip

@@ -25,6 +25,7 @@ from orchestrator.views.report._feasibility import (
 )
 from orchestrator.views.report._outputs import SweepOutputs, column, parse_json, plain
 from orchestrator.views.report._stacks import comparison_view, stack_pairs
+from orchestrator.views.report._time import time_paragraphs
 from orchestrator.views.report._vllm import share_answers, share_table
 from trainers import stacks
 from trainers.record import TRIAL
@@ -429,6 +430,12 @@ def speed_section(data: ReportData) -> list[Block]:
     return [*blocks, Block("p", "No completed trial measured tokens/s.")]
 
 
+def time_section(data: ReportData) -> list[Block]:
+    """Where the time goes (report._time); nothing when no trial generated."""
+    words = time_paragraphs(data.outputs.trials, data.outputs.steps)
+    return [Block("h2", "Where the time goes"), *(Block("p", w) for w in words)] if words else []
+
+
 def memory_section(data: ReportData) -> list[Block]:
     blocks = [Block("h2", "Memory")]
     if data.plot_paths.get("memory"):
@@ -486,6 +493,7 @@ SECTIONS = (
     heatmap_section,
     verdict_section,
     speed_section,
+    time_section,
     memory_section,
     predictions_section,
     not_completed_section,

@@ -1,0 +1,114 @@
+"""A trainer's host memory (RSS), predicted before it runs, so that packing several trials on one GPU
+also fits the host's RAM (orchestrator/running/phases.py).
+
+The mechanism: RSS = a stack's baseline (Python, torch, the CUDA libraries, the trainer and its
+stack's imports) + the model's checkpoint as it lies on disk. Loading reads every shard through
+safetensors' memory map, and quantized loading (bitsandbytes nf4) reads the bf16/fp32 weights on the
+host before quantizing them on the GPU: the pages read stay resident in the trainer's RSS (its
+VmHWM), whatever the GPU then holds.
+
+Calibrated on the H100 rows of bench/data/h100-2026-11-26/trials.csv (peak_rss_gib, the sampler's
+VmHWM), random-weight Qwen2.5 checkpoints stored in bf16:
+
+  - TRL, Qwen2.5-3B nf4 (round 1, w1/w2 K 2..8): 6.88 GiB; checkpoint 3.09 B params x 2 B = 5.75 GiB,
+    baseline 1.13 GiB;
+  - Unsloth, Qwen2.5-3B nf4 (round 1 w1/w2, completion 128): 7.06 GiB: baseline 1.31 GiB; at completion
+    512 and 1024 (round 2) 7.11 and 7.41 GiB;
+  - Unsloth, Qwen2.5-1.5B nf4 (round 1 alone): 4.19 GiB; checkpoint 1.54 B x 2 B = 2.87 GiB: baseline
+    1.32 GiB, the 3B's within 0.01 GiB.
+
+TRL's 1.5B gspo row (2.18 GiB) held less than its checkpoint: there the prediction (4.0 GiB) is an
+upper bound, which is the safe side for packing. Unsloth's RSS grows a little with completion length
+(0.35 GiB from 128 to 1024): HEADROOM_FRACTION covers it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+# Per stack: GiB a trainer holds besides its checkpoint (see the module's docstring for the rows).
+BASELINE_GIB = {"trl": 1.13, "unsloth": 1.32}
+# A stack not calibrated: the largest baseline measured.
+DEFAULT_BASELINE_GIB = max(BASELINE_GIB.values())
+# Over the prediction, for what grows with the run (Unsloth at completion 1024: +5% over 128).
+HEADROOM_FRACTION = 0.05
+# Bytes per parameter of a checkpoint by its config's torch_dtype; bf16 when it does not say.
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class HostPrediction:
+    """A trial's predicted RSS and how it was reached."""
+
+    gib: float
+    how: str
+
+
+def checkpoint_gib(model: str) -> tuple[float | None, str]:
+    """(GiB of the model's checkpoint on disk, in its stored dtype; how), None when the model's config
+    is not known here."""
+    from orchestrator.judging.memory._model import model_shape
+
+    shape, why = model_shape(model)
+    if shape is None:
+        return None, why or "no config"
+    dtype = _stored_dtype(model)
+    size = shape.parameters * DTYPE_BYTES.get(dtype, 2) / GIB
+    return size, f"{shape.parameters / 1e9:.2f} B params x {DTYPE_BYTES.get(dtype, 2)} B ({dtype})"
+
+
+def _stored_dtype(model: str) -> str:
+    import json
+
+    from trainers.models import bundled_models, parse_model
+
+    try:
+        source = parse_model(model)
+    except ValueError:
+        return "bfloat16"
+    config = source.config
+    if config is None:
+        bundled = bundled_models().get(source.name)
+        config = json.loads(bundled.read_text()) if bundled is not None else {}
+    return str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+
+
+def predicted_rss_gib(framework: str, model: str) -> HostPrediction | None:
+    """A trainer's RSS: its stack's baseline plus its checkpoint, with HEADROOM_FRACTION; None when the
+    model's size is not known here."""
+    size, how = checkpoint_gib(model)
+    if size is None:
+        return None
+    baseline = BASELINE_GIB.get(framework, DEFAULT_BASELINE_GIB)
+    gib = (baseline + size) * (1 + HEADROOM_FRACTION)
+    return HostPrediction(
+        gib,
+        f"{framework} baseline {baseline:.2f} GiB + checkpoint {size:.2f} GiB ({how}), "
+        f"+{HEADROOM_FRACTION:.0%}",
+    )
+
+
+def largest_rss(specs: Iterable[Any]) -> tuple[HostPrediction | None, str | None]:
+    """The largest predicted RSS among trial specs (each with .framework and .model) and the model it is
+    for; (None, None) when none could be predicted."""
+    best: tuple[HostPrediction | None, str | None] = (None, None)
+    seen: set[tuple[str, str]] = set()
+    for spec in specs:
+        key = (spec.framework, spec.model)
+        if key in seen:
+            continue
+        seen.add(key)
+        found = predicted_rss_gib(*key)
+        if found is not None and (best[0] is None or found.gib > best[0].gib):
+            best = (found, spec.model)
+    return best
+
+
+def host_available_gib() -> float:
+    """The host's memory available now (psutil's `available`: free plus what the kernel can reclaim)."""
+    import psutil
+
+    return psutil.virtual_memory().available / GIB
