@@ -146,6 +146,7 @@ class FitMap:
     lengths: tuple[int, int] = LENGTHS
     stacks: list[str] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
+    model: MemoryModel | None = None  # the memory model the map was predicted by
 
     def boundary(self, framework: str, model: str, k: int, b: int) -> Boundary:
         key = (framework, model, k, b)
@@ -344,7 +345,7 @@ def fit_map(
         )  # fmt: skip
     return FitMap(
         budget_gib, model.measure, boundaries, partings, measured, basis, not_drawn, card, lengths,
-        list(frameworks), models,
+        list(frameworks), models, model,
     )  # fmt: skip
 
 
