@@ -13,6 +13,7 @@ import tomllib
 from pathlib import Path
 
 from orchestrator.cli.compare import add_compare
+from orchestrator.cli.fitmap import add_fitmap
 from orchestrator.cli.gpu_check import add_gpu_check
 from orchestrator.cli.models import add_models
 from orchestrator.cli.predict import add_predict
@@ -30,6 +31,7 @@ COMMANDS = [
     add_run,
     add_validate,
     add_predict,
+    add_fitmap,
     add_trial,
     add_sync_mlflow,
     add_report,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from orchestrator.cli._common import add_set, out
+from orchestrator.cli.fitmap import add_card, card_budget
 from orchestrator.recording.outcome import GPU, peak_memory
 
 VERDICT_STYLES = {"fits": "green", "does not fit": "red", "uncertain": "yellow", "unknown": "dim"}
@@ -35,11 +36,18 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return 2
     ledger = output_dir / "trials.parquet"
     rows = TrialsTable(ledger).rows if ledger.exists() else {}
-    # A sweep with a budget and GPUs per trial asks whether its trials fit a GPU, even on this host
-    # without one, until its trials measured something else.
-    gpu_question = sweep.resources.gpus_per_trial and sweep.memory.budget_gib is not None
+    try:
+        budget, card_words = card_budget(args)
+    except ValueError as exc:
+        out.print(str(exc), markup=False)
+        return 2
+    # A sweep with a budget and GPUs per trial (or a --card: a GPU) asks whether its trials fit a GPU,
+    # even on this host without one, until its trials measured something else.
+    gpu_question = args.card is not None or (
+        sweep.resources.gpus_per_trial and sweep.memory.budget_gib is not None
+    )
     model = MemoryModel.fit(rows.values(), args.measure, unmeasured=GPU if gpu_question else None)
-    budget = args.budget_gib if args.budget_gib is not None else sweep.memory.budget_gib
+    budget = budget if budget is not None else sweep.memory.budget_gib
     source = f"{len(rows)} trial(s) of {ledger}" if rows else "no trials.parquet yet: the prior"
     if args.explain:
         return explain(args.sweep, result.trials, args.trial, model, budget, source)
@@ -47,6 +55,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         out.print("--trial selects the trial --explain explains; add --explain", markup=False)
         return 2
     out.print(f"{args.sweep}: {len(result.trials)} trials; peak {model.measure} predicted from {source}")
+    if card_words is not None:
+        out.print(f"card: {card_words}", markup=False)
     table = Table(show_edge=False)
     for column in ("trial", "predicted GiB", "interval", "verdict", "basis", "measured GiB"):
         table.add_column(column, justify="right" if "GiB" in column else "left")
@@ -132,6 +142,7 @@ def add_predict(sub) -> None:
     p.add_argument("sweep", help="sweep YAML file")
     add_set(p)
     p.add_argument("--budget-gib", type=float, help="the budget to judge against; default memory.budget_gib")
+    add_card(p)
     p.add_argument(
         "--output-dir", help="where the sweep's trials.parquet is read from; default its output dir"
     )

@@ -91,6 +91,7 @@ def test_every_argument_of_every_verb_has_help():
         ["report", "{missing}"],
         ["sync-mlflow", "{missing}"],
         ["compare", "{missing}", "{missing}"],
+        ["fitmap", "--card", "l4", "--trials", "{missing}"],
     ],
 )
 def test_a_missing_file_or_folder_exits_2_whatever_the_verb(argv, tmp_path):

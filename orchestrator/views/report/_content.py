@@ -5,7 +5,7 @@ configurations; the details follow. A new section is one function appended to SE
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -249,6 +249,7 @@ class ReportData:
     budget_gib: float | None
     predictions: list[Block]  # prediction_blocks
     base: str = stacks.BASE  # the stack the others are compared against
+    fit_map: list[Block] = field(default_factory=list)  # _fitmap.fitmap_blocks: empty without a budget
 
 
 def _budget_words(budget_gib: float | None) -> str:
@@ -286,6 +287,10 @@ def matrix_section(data: ReportData) -> list[Block]:
     for view in matrix_views(data.grids):
         blocks += [Block("h3", view.model), Block("p", view.caption), Block("table", table=view.table)]
     return blocks
+
+
+def fitmap_section(data: ReportData) -> list[Block]:
+    return data.fit_map
 
 
 def stacks_section(data: ReportData) -> list[Block]:
@@ -486,6 +491,7 @@ SECTIONS = (
     title_section,
     frontier_section,
     matrix_section,
+    fitmap_section,
     stacks_section,
     fastest_section,
     vllm_share_section,

@@ -27,6 +27,7 @@ from orchestrator.views.report._feasibility import (
     infer_budget_gib,
     matrix_views,
 )
+from orchestrator.views.report._fitmap import fitmap_blocks, report_fit_map
 from orchestrator.views.report._html import render_html
 from orchestrator.views.report._outputs import (
     SweepOutputs,
@@ -40,7 +41,14 @@ from orchestrator.views.report._stacks import comparison_view, stack_comparison,
 from orchestrator.views.report._terminal import frontier_table, rich_table
 from trainers import stacks
 
-PLOT_PREFIXES = ("feasibility_", "curves_", "throughput", "memory_vs_completions", "predicted_vs_measured")
+PLOT_PREFIXES = (
+    "feasibility_",
+    "fitmap_",
+    "curves_",
+    "throughput",
+    "memory_vs_completions",
+    "predicted_vs_measured",
+)
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 # Fewer figures than this are drawn in this process: forking the workers costs more than they save.
 PARALLEL_FROM = 4
@@ -124,6 +132,7 @@ def write_report(
     # matplotlib is imported only when a report is written
     from orchestrator.views.report._plots import (
         feasibility_heatmap,
+        fit_map_plot,
         memory_plot,
         prediction_plot,
         throughput_plot,
@@ -153,6 +162,10 @@ def write_report(
     for grid in grids:
         path = plot_dir / f"feasibility_{_slug(grid.framework)}_{_slug(grid.mode)}_{_slug(grid.model)}.png"
         figures.append(("feasibility", grid.title, path, partial(feasibility_heatmap, grid, path)))
+    fit_map = report_fit_map(outputs.trials, budget)
+    for model in fit_map.models if fit_map is not None else []:
+        path = plot_dir / f"fitmap_{_slug(model)}.png"
+        figures.append(("fitmap", model, path, partial(fit_map_plot, fit_map, model, path)))
     ranked = aggregate_repeats(outputs, budget, headroom)
     path = plot_dir / "throughput.png"
     figures.append(("throughput", None, path, partial(throughput_plot, ranked, path)))
@@ -174,7 +187,7 @@ def write_report(
             figures.append(
                 ("curves", str(trial["trial_key"]), path, partial(trial_curves, trial, steps, path))
             )
-    plot_paths: dict[str, Any] = {"feasibility": {}, "curves": {}}
+    plot_paths: dict[str, Any] = {"feasibility": {}, "fitmap": {}, "curves": {}}
     drawn = _draw([(path, draw) for _, _, path, draw in figures], out)
     for (kind, name, _, _), result in zip(figures, drawn, strict=True):
         if name is None:
@@ -188,8 +201,9 @@ def write_report(
     comparison = stack_comparison(ranked, outputs.trials, base)
     predictions = prediction_blocks(pairs, errors, terms_table(outputs.trials), plot_paths["predictions"])
     data = ReportData(
-        outputs, summary, ranked, grids, fits, comparison, plot_paths, budget, predictions, base
-    )
+        outputs, summary, ranked, grids, fits, comparison, plot_paths, budget, predictions, base,
+        fitmap_blocks(fit_map, plot_paths["fitmap"]),
+    )  # fmt: skip
     blocks = build_blocks(data)
     report_md = out / "report.md"
     with _space_for(report_md, out):
@@ -203,8 +217,9 @@ def write_report(
     else:
         _print_answer(console, fits, grids, comparison)
     console.print(f"Report: {report_html}")
-    all_plots = [p for p in [*plot_paths["feasibility"].values(), plot_paths["throughput"], plot_paths["memory"],
-                             plot_paths["predictions"], *plot_paths["curves"].values()] if p]  # fmt: skip
+    all_plots = [p for p in [*plot_paths["feasibility"].values(), *plot_paths["fitmap"].values(),
+                             plot_paths["throughput"], plot_paths["memory"], plot_paths["predictions"],
+                             *plot_paths["curves"].values()] if p]  # fmt: skip
     return {
         "summary_csv": summary_csv,
         "report_md": report_md,

@@ -1,0 +1,215 @@
+"""`rlsweep fitmap`: where each stack stops fitting a card, predicted in seconds; nothing runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from pathlib import Path
+
+from orchestrator.cli._common import add_set, out, stack_name
+from orchestrator.judging.cards import CARDS, Card, UnknownCard, card
+
+# The models a map shows unless --model names others: 1.5B to 14B, the sizes people plan GRPO runs with.
+DEFAULT_MODELS = (
+    "Qwen/Qwen2.5-1.5B-Instruct",
+    "Qwen/Qwen2.5-3B-Instruct",
+    "Qwen/Qwen2.5-7B-Instruct",
+    "Qwen/Qwen2.5-14B-Instruct",
+)
+
+
+def card_arg(value: str) -> Card:
+    """A registered card (argparse type), else the error naming the value, the cards and the fix."""
+    try:
+        return card(value)
+    except UnknownCard as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_card(parser: argparse.ArgumentParser, budget_flag: str = "--budget-gib") -> None:
+    """--card NAME: a card's usable memory as the budget (orchestrator/judging/cards.py)."""
+    parser.add_argument(
+        "--card",
+        type=card_arg,
+        metavar="NAME",
+        help=f"judge against this card's usable memory instead of {budget_flag}: "
+        f"{', '.join(CARDS)} (case-insensitive; aliases like 24gb, rtx4090, l4, a100-80gb, h100)",
+    )
+
+
+def card_budget(args: argparse.Namespace) -> tuple[float | None, str | None]:
+    """(budget GiB, the card's words) of --card or --budget-gib (None, None: neither); ValueError when
+    both are given."""
+    chosen = getattr(args, "card", None)
+    if chosen is not None:
+        if getattr(args, "budget_gib", None) is not None:
+            raise ValueError(
+                f"--card {chosen.name} and --budget-gib {args.budget_gib:g}: give one (the card is "
+                f"{chosen.usable_gib:.2f} GiB)"
+            )
+        return chosen.usable_gib, chosen.describe()
+    return getattr(args, "budget_gib", None), None
+
+
+def measured_rows(path: Path) -> list[dict]:
+    """The measured trials at `path`: a trials.parquet, a sweep's output dir (its trials.parquet), or a
+    folder of trial folders each with a trial.json (as bench/data/h100-2026-11-26 keeps them)."""
+    from orchestrator.recording.sinks import TrialsTable
+
+    ledger = path if path.suffix == ".parquet" else path / "trials.parquet"
+    if ledger.is_file():
+        return list(TrialsTable(ledger).rows.values())
+    rows = []
+    for trial in sorted(path.rglob("trial.json")):
+        record = json.loads(trial.read_text())
+        config = record.get("config") or {}
+        rows.append(
+            {
+                **record.get("outcome", {}),
+                "config": json.dumps(config),
+                "memory_budget_gib": config.get("memory_budget_gib"),
+                "trial_key": config.get("trial_key"),
+            }
+        )
+    return rows
+
+
+def base_spec(sets: list[str]):
+    """The TrialSpec every configuration of the map shares: TrialSpec's defaults with --set's knobs."""
+    from orchestrator.spec.load import apply_overrides
+    from orchestrator.spec.sweep import SweepError
+    from trainers.spec import TrialSpec
+
+    raw = apply_overrides({"fixed": {}}, sets)
+    others = sorted(set(raw) - {"fixed", "grid"})
+    if others:
+        raise SweepError([f"--set {', '.join(others)}: fitmap takes trial knobs only (e.g. --set lora_r=32)"])
+    return TrialSpec(**raw["fixed"])
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:80] or "x"
+
+
+def cmd_fitmap(args: argparse.Namespace) -> int:
+    """Per model and stack, the longest completion that fits the card at each K and B, from the memory
+    model alone (fitted on --trials where given); a table, and one PNG per model."""
+    from rich.table import Table
+
+    from orchestrator.judging.fitmap import fit_map
+    from orchestrator.recording.outcome import GPU
+    from orchestrator.spec.sweep import SweepError
+
+    started = time.monotonic()
+    try:
+        budget, card_words = card_budget(args)
+    except ValueError as exc:
+        out.print(str(exc), markup=False)
+        return 2
+    if budget is None:
+        out.print("fitmap: name the card (--card 24GB; rlsweep fitmap --help lists them) or --budget-gib GIB")
+        return 2
+    try:
+        base = base_spec(args.set)
+    except (SweepError, TypeError) as exc:
+        out.print(str(exc), markup=False)
+        return 2
+    rows = []
+    if args.trials is not None:
+        if not args.trials.exists():
+            out.print(f"--trials {args.trials}: no such file or folder", markup=False)
+            return 2
+        rows = measured_rows(args.trials)
+    ks = [int(k) for k in args.k.split(",")]
+    bs = [int(b) for b in args.b.split(",")]
+    frameworks = args.stacks.split(",")
+    for framework in frameworks:
+        try:
+            stack_name(framework)
+        except argparse.ArgumentTypeError as exc:
+            out.print(f"--stacks: {exc}", markup=False)
+            return 2
+    models = args.model or list(DEFAULT_MODELS)
+    fm = fit_map(
+        rows, base, models, frameworks, budget, ks, bs, (args.min_length, args.max_length),
+        measure=args.measure or (GPU if args.card is not None or not rows else None), unmeasured=GPU,
+        card=args.card.name if args.card is not None else None,
+    )  # fmt: skip
+    source = f"{len(rows)} trial(s) of {args.trials}" if rows else "the prior (no measured trials)"
+    where = card_words or f"a {budget:g} GiB budget"
+    out.print(f"Fit map on {where}; peak {fm.measure} predicted from {source}", markup=False)
+    table = Table(show_edge=False)
+    frame = fm.table()
+    for column in frame.columns:
+        table.add_column(str(column), justify="right" if column in ("K", "B") else "left")
+    for values in frame.itertuples(index=False):
+        table.add_row(*(str(v) for v in values))
+    out.print(table)
+    out.print(
+        "Each cell: the longest completion (tokens) whose predicted peak fits, then (surely fits up to – "
+        "surely out of memory above), the prediction interval's high and low ends against the budget. "
+        f"Lengths {args.min_length}-{args.max_length} searched.",
+        markup=False,
+    )
+    for (framework, model), basis in fm.basis.items():
+        if basis == "prior":
+            out.print(
+                f"{framework} {model}: no measured trial of its family; the prior predicts", markup=False
+            )
+    if fm.measured:
+        out.print(f"Measured ({len(fm.measured)} trial(s) of these settings; the rest is predicted):")
+        measured = Table(show_edge=False)
+        frame = fm.measured_table()
+        for column in frame.columns:
+            measured.add_column(str(column))
+        for values in frame.itertuples(index=False):
+            measured.add_row(
+                *("-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v) for v in values)
+            )
+        out.print(measured)
+    if fm.not_drawn:
+        out.print(f"{fm.not_drawn} measured trial(s) of other models, stacks or settings are not on this map")
+    if not args.no_plot:
+        from orchestrator.views.report._plots import fit_map_plot
+
+        args.out.mkdir(parents=True, exist_ok=True)
+        tag = _slug(fm.card or f"{budget:g}GiB")
+        for model in fm.models:
+            path = fit_map_plot(fm, model, args.out / f"fitmap_{tag}_{_slug(model)}.png")
+            out.print(f"Map: {path}", markup=False)
+    out.print(f"({time.monotonic() - started:.1f} s, nothing ran)")
+    return 0
+
+
+def add_fitmap(sub) -> None:
+    from orchestrator.judging.fitmap import BS, KS, LENGTHS
+    from orchestrator.judging.memory import MEASURES
+
+    p = sub.add_parser(
+        "fitmap",
+        help="where each stack stops fitting a card: the longest completion per model, K and B, predicted; "
+        "nothing runs",
+    )
+    add_card(p)
+    p.add_argument("--budget-gib", type=float, help="the memory to fit in, GiB (instead of --card)")
+    p.add_argument(
+        "--model", action="append", help=f"a model (repeatable); default {', '.join(DEFAULT_MODELS)}"
+    )
+    p.add_argument("--stacks", default="trl,unsloth", help="stacks, comma-separated; the first is the base")
+    p.add_argument("--k", default=",".join(map(str, KS)), help="K values, comma-separated")
+    p.add_argument("--b", default=",".join(map(str, BS)), help="B values, comma-separated")
+    p.add_argument("--min-length", type=int, default=LENGTHS[0], help="shortest completion searched")
+    p.add_argument("--max-length", type=int, default=LENGTHS[1], help="longest completion searched")
+    add_set(p)
+    p.add_argument(
+        "--trials",
+        type=Path,
+        help="measured trials to fit the model on and draw: a trials.parquet, a sweep's output dir, or a "
+        "folder of trial folders with trial.json (bench/data/h100-2026-11-26)",
+    )
+    p.add_argument("--measure", choices=MEASURES, help="which peak; default GPU with --card")
+    p.add_argument("--out", type=Path, default=Path("fitmap"), help="where the PNGs go (default ./fitmap)")
+    p.add_argument("--no-plot", action="store_true", help="print the table only")
+    p.set_defaults(func=cmd_fitmap)
