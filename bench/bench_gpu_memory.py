@@ -3,7 +3,8 @@
 The CSV is the single source: one row a trial of the two H100 runs of November 26 2026 (round 1: the
 16 GiB matrix, TRL and Unsloth, Qwen2.5-3B K 2/4/8 x B 1/2 at completion 128, and gpu-check's 1.5B
 trials; round 2: the 16 GiB frontier at completion 256-1024 and gpu-check), with the NVML peak of
-the trainer process, its status (an `oom` trial's peak was at least its budget; a `timeout` one's at
+the trainer process, the longest prompt its task held (trial.json's effective_config: 34 tokens, under a
+max_prompt_length of 256; the model counts a batch's prompts at it), its status (an `oom` trial's peak was at least its budget; a `timeout` one's at
 least the peak it measured) and the prior's prediction made then without measured rows
 (prior_predicted_gib). Every trial's events, steps and trial.json lie beside it in round1/ and round2/.
 load() reads it; trial_rows() turns it into trials.parquet rows (the knobs as the trial's config)
@@ -46,7 +47,7 @@ def load(path: Path = DATA) -> list[dict]:
 def trial_rows(raw: list[dict], round_: int | None = None) -> list[dict]:
     """trials.parquet rows of the CSV's trials (of one round where given): the knobs the CSV records
     as the config (the rest at TrialSpec's defaults, as the trials ran), the NVML peak, the status,
-    and the budget an `oom` trial passed."""
+    the budget an `oom` trial passed and the longest prompt (effective_config)."""
     rows = []
     for i, r in enumerate(raw):
         if round_ is not None and int(r["round"]) != round_:
@@ -77,6 +78,7 @@ def trial_rows(raw: list[dict], round_: int | None = None) -> list[dict]:
                 "round": int(r["round"]),
                 "run": r["run"],
                 "prior_predicted_gib": float(r["prior_predicted_gib"]),
+                "effective_config": json.dumps({"longest_prompt_tokens": int(r["longest_prompt_tokens"])}),
             }
         )
     return rows

@@ -338,8 +338,49 @@ def test_the_gpu_prior_is_what_calibrating_on_round_1s_h100_trials_gives():
 
 def test_the_prior_predicts_trls_logits_growth_from_the_vocabulary_and_completion_length():
     # Round 1 on an H100: TRL 3B at completion 128 grew 6.92 - 4.986 GiB from 8 to 16 completions,
-    # 0.24 GiB a completion (the old prior: 0.18).
+    # 0.24 GiB a completion (the old prior: 0.18); its prompts were 34 tokens.
     model = MemoryModel("GPU")
-    knobs = dict(framework="trl", model="random:Qwen/Qwen2.5-3B-Instruct", num_generations=4)
+    knobs = dict(
+        framework="trl", model="random:Qwen/Qwen2.5-3B-Instruct", num_generations=4, max_prompt_length=34
+    )
     small, large = (model.predict(trial(batch_size=b, **knobs)).peak_gib for b in (2, 4))
     assert (large - small) / 8 == pytest.approx((6.92 - 4.986) / 8, rel=0.1)
+
+
+def _h100_row(peak: float, longest: int | None, **knobs) -> dict:
+    spec = trial(framework="unsloth", model="random:Qwen/Qwen2.5-3B-Instruct", quantization="nf4", **knobs)
+    config = {"longest_prompt_tokens": longest} if longest is not None else {}
+    return {
+        "status": "completed",
+        "config": json.dumps(spec.to_dict()),
+        "peak_device_gib": peak,
+        "effective_config": json.dumps(config),
+    }
+
+
+def test_the_terms_count_prompts_at_the_longest_one_the_tasks_trials_measured_not_at_max_prompt_length():
+    # A batch is padded to its longest prompt: round 1's arithmetic prompts were 34 tokens under a
+    # max_prompt_length of 256, and counting 256 made the activations and KV cache grow too slowly
+    # with the completion (Unsloth at completion 1024 predicted 13% under).
+    knobs = dict(num_generations=8, batch_size=2, max_prompt_length=256, max_completion_length=1024)
+    model = MemoryModel.fit([_h100_row(4.22, 34, **(knobs | {"max_completion_length": 128}))], "GPU")
+    spec = trial(framework="unsloth", model="random:Qwen/Qwen2.5-3B-Instruct", **knobs)
+    assert model.counted(spec).max_prompt_length == 34
+    words = {line.term: line.formula for line in model.explain(spec)}
+    assert "1058 tokens" in words["activations"]
+    # without a measured prompt (or another task's) the bound is counted
+    unmeasured = MemoryModel.fit([_h100_row(4.22, None, **knobs)], "GPU")
+    assert unmeasured.counted(spec).max_prompt_length == 256
+    other_task = trial(framework="unsloth", model="random:Qwen/Qwen2.5-3B-Instruct", task="gsm8k", **knobs)
+    assert model.counted(other_task).max_prompt_length == 256
+
+
+def test_calibrating_keeps_the_face_value_of_a_term_the_rows_do_not_pin():
+    # Round 1 ran NF4 weights only: it cannot tell bf16 weights (AgileRL's A100 rows) from the
+    # baseline, so their coefficient stays at its face value; TRL's logits it pins.
+    from bench.bench_gpu_memory import load, trial_rows
+
+    calibrated = MemoryModel.calibrate(trial_rows(load(), 1), "GPU")
+    for name in ("weights", "lora", "kv_cache", "activations"):
+        assert calibrated[name][0] == pytest.approx(1.0, abs=1e-3)
+    assert calibrated["logits"][0] != pytest.approx(1.0, abs=0.05)

@@ -4,6 +4,7 @@ peak with its interval, or the reason there is none."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections.abc import Iterable, Mapping
@@ -62,6 +63,12 @@ LOO_MAX = 40
 # does not know: no term sizes its pool, so such a family is predicted only from this many measured
 # trials of its own.
 FAST_INFERENCE_TRIALS = 2
+# MemoryModel.calibrate calibrates a term where the rows pin it: its coefficient's standard deviation after
+# the pooled fit at most this fraction of its face spread (round 1's H100 rows: the baseline 0.28, TRL's
+# logits 0.13, Unsloth's logit chunk 0.36; the weights, LoRA, KV cache and activations 0.84 or more); the
+# others are held at their face values by a spread of HELD_SPREAD.
+PINNED = 0.5
+HELD_SPREAD = 1e-6
 
 
 @dataclass(frozen=True)
@@ -188,6 +195,24 @@ def model_shape(model: str) -> tuple[Shape | None, str | None]:
         return None, f"model: {model!r}'s config lacks a decoder-only transformer's field {exc}"
 
 
+def prompt_key(spec: TrialSpec) -> tuple:
+    """What a prompt's length in tokens depends on: the task, its settings and the model's tokenizer."""
+    return spec.task, json.dumps(spec.task_args, sort_keys=True, default=str), spec.model
+
+
+def longest_prompt(row: Mapping[str, Any]) -> int | None:
+    """The longest prompt in tokens a trial's task held (effective_config's longest_prompt_tokens,
+    trainers/stacks/_base.py), or None where the row does not say."""
+    config = row.get("effective_config")
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except ValueError:
+            return None
+    value = finite_or_none(config.get("longest_prompt_tokens")) if isinstance(config, Mapping) else None
+    return int(value) if value is not None and value > 0 else None
+
+
 def measured_peak(row: Mapping[str, Any], measure: str) -> float | None:
     """The row's peak of `measure`; RSS counts only for a CPU run (on a GPU run it is host memory)."""
     if measure == RSS:
@@ -226,16 +251,24 @@ class MemoryModel:
         self.device = device_of(measure)
         self._families: dict[tuple, _Family] = {}
         self._prior = dict(prior_values) if prior_values is not None else prior(self.device)
+        # (task, its settings, model) -> the longest prompt its trials measured, in tokens (prompt_key)
+        self._prompts: dict[tuple, int] = {}
 
     @classmethod
     def calibrate(cls, rows: Iterable[Mapping[str, Any]], measure: str) -> dict[str, tuple[float, float]]:
         """A prior calibrated on measured rows of every family at once: one coefficient a term fitted
         on all of them (as a family's fit, pulled towards the terms' face values, _terms.FACE), each
-        with its face value's spread. _terms.CALIBRATED holds the GPU prior this gives on round 1's
-        H100 trials (bench/bench_gpu_memory.py)."""
+        with its face value's spread. Only the terms the rows pin are calibrated: those whose
+        coefficient's standard deviation after the pooled fit is at most PINNED of its face spread;
+        the others keep their face values (rows of one quantization say nothing of another's weights,
+        rows of one generation length little of the KV cache), and the pinned ones are refitted with
+        them held there. _terms.CALIBRATED holds the GPU prior this gives on round 1's H100 trials
+        (bench/bench_gpu_memory.py)."""
         pooled = cls(measure, face(device_of(measure)))
         family = _Family()
-        for one in cls.fit(rows, measure, prior_values=pooled._prior)._families.values():
+        fitted = cls.fit(rows, measure, prior_values=pooled._prior)
+        pooled._prompts = fitted._prompts
+        for one in fitted._families.values():
             shape, _ = model_shape((one.specs or one.oom_specs)[0].model)
             if shape is None:
                 continue
@@ -245,12 +278,20 @@ class MemoryModel:
             family.budgets.extend(one.budgets)
         if not family.peaks:
             return pooled._prior
-        coefficients, _ = pooled._solve(
+        data = (
             np.vstack(family.specs),
             np.array(family.peaks),
             np.vstack(family.oom_specs),
             np.array(family.budgets),
         )
+        _, covariance = pooled._solve(*data)
+        spreads = np.array([spread for _, spread in pooled._prior.values()])
+        pinned = np.sqrt(np.diag(covariance)) <= PINNED * spreads
+        held = cls(measure, {
+            name: (value, spread if pin else HELD_SPREAD)
+            for (name, (value, spread)), pin in zip(pooled._prior.items(), pinned, strict=True)
+        })  # fmt: skip
+        coefficients, _ = held._solve(*data)
         return {
             name: (float(c), spread)
             for c, (name, (_, spread)) in zip(coefficients, pooled._prior.items(), strict=True)
@@ -275,6 +316,11 @@ class MemoryModel:
         measure = measure or _default_measure(rows, unmeasured)
         model = cls(measure, prior_values)
         for row in rows:
+            longest = longest_prompt(row)
+            if longest is not None:
+                key = prompt_key(_row_spec(row))
+                model._prompts[key] = max(model._prompts.get(key, 0), longest)
+        for row in rows:
             if row.get("status") == COMPLETED:
                 peak = measured_peak(row, measure)
                 if peak is not None:
@@ -294,8 +340,20 @@ class MemoryModel:
             model._fit_family(family)
         return model
 
+    def counted(self, spec: TrialSpec) -> TrialSpec:
+        """The spec as the terms count it: its prompts at the longest one its task's trials measured on
+        its model (the trainers pad a batch's prompts to its longest, not to max_prompt_length, which
+        only bounds them: round 1's arithmetic prompts were 34 tokens under a max_prompt_length of 256);
+        at max_prompt_length before any trial of the task measured one."""
+        longest = self._prompts.get(prompt_key(spec))
+        if longest is None or longest >= spec.max_prompt_length:
+            return spec
+        return dataclasses.replace(spec, max_prompt_length=longest)
+
     def _design(self, specs: list[TrialSpec], shape: Shape) -> np.ndarray:
-        return np.array([list(terms(s, shape, self.device).values()) for s in specs]).reshape(-1, len(TERMS))
+        return np.array([list(terms(self.counted(s), shape, self.device).values()) for s in specs]).reshape(
+            -1, len(TERMS)
+        )
 
     def _solve(self, measured, peaks, censored, budgets) -> tuple[np.ndarray, np.ndarray]:
         coefficient, spread = (np.array(v) for v in zip(*self._prior.values(), strict=True))
@@ -332,7 +390,7 @@ class MemoryModel:
                 f"of the card up front and no memory_budget_gib sizes it; set memory_budget_gib (the pool is "
                 f"then that share of it) or measure {FAST_INFERENCE_TRIALS} trials of this family first ({n} so far)",
             )  # fmt: skip
-        sizes = terms(spec, shape, self.device)
+        sizes = terms(self.counted(spec), shape, self.device)
         coefficients = self._coefficients(family)
         parts = dict.fromkeys(PARTS, 0.0)
         for name, part in TERMS.items():
@@ -348,7 +406,8 @@ class MemoryModel:
         if shape is None or self.predict(spec).unknown is not None:
             return []
         coefficients = self._coefficients(self._families.get(family_of(spec), _Family()))
-        sizes, words = terms(spec, shape, self.device), formulas(spec, shape, self.device)
+        counted = self.counted(spec)
+        sizes, words = terms(counted, shape, self.device), formulas(counted, shape, self.device)
         return [
             TermLine(name, part, words[name], sizes[name], coefficients[name]) for name, part in TERMS.items()
         ]

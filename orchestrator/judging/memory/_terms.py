@@ -42,6 +42,10 @@ one part of the peak:
     rows x vocabulary x (4 + w) bytes, however long the completions.
   On a CPU both stacks are counted as fp32 logits (no Triton, no chunking: `logits`).
 
+The KV cache and the activations count a trial's prompts at the longest one its task's trials
+measured (MemoryModel.counted: a batch is padded to its longest prompt, max_prompt_length only bounds
+it), at max_prompt_length before any trial of the task ran.
+
 The prior's coefficients (PRIOR) are the terms' face values (FACE) calibrated once on the H100
 trials of round 1 (bench/data/h100-2026-11-26/trials.csv; `python bench/bench_gpu_memory.py` fits them
 with MemoryModel.calibrate and prints them); a family's own trials then refit them.
@@ -90,19 +94,21 @@ FACE = {
 }
 # The GPU prior: the face values calibrated on round 1's H100 trials (module docstring; the spreads
 # stay the face values'). `python bench/bench_gpu_memory.py` prints these from the CSV, and a unit test
-# holds them to it. activations under 1: the terms count max_prompt_length (256 there) where the
-# arithmetic prompts were 34 tokens; logits over 1: the caching allocator's blocks kept between the
-# fp32 logits, their gradient and the slice's gradient.
+# holds them to it. Round 1 (NF4, two models, completion 128) pins only the baseline, TRL's logits and
+# Unsloth's logit chunk (MemoryModel.calibrate); the other terms keep their face values (bf16 weights,
+# say, it never ran). logits and logit_chunk over 1: at their peak more than the fp32 logits (or chunk)
+# and their gradient are held, sized like them (the allocator's blocks between them, the loss's own
+# copies: not itemised; at completion 256 TRL's needs about 1.2, so part of it does not grow).
 CALIBRATED = {
-    "baseline": 0.831,
-    "weights": 0.982,
-    "lora": 0.907,
-    "kv_cache": 0.742,
-    "sampling_logits": 0.966,
+    "baseline": 0.748,
+    "weights": 1.0,
+    "lora": 1.0,
+    "kv_cache": 1.0,
+    "sampling_logits": 1.0,
     "vllm_pool": 1.0,
-    "activations": 0.982,
-    "logits": 0.995,
-    "logit_chunk": 0.83,
+    "activations": 1.0,
+    "logits": 1.351,
+    "logit_chunk": 1.358,
 }
 DEFAULT_PRIOR = (1.0, 0.5)
 # Unsloth's GRPO log-probs (unsloth_zoo fused_losses/chunked_logprob.py): a chunk's logits near
