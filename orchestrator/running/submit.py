@@ -22,6 +22,7 @@ from pathlib import Path
 from rich.console import Console
 
 from orchestrator.recording.storage import URI
+from orchestrator.running.slurm import SlurmError, submit_slurm
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXCLUDES = [
@@ -175,7 +176,7 @@ def report_status(jobs, job_id: str) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     try:
         return _submit(args)
-    except SubmitError as exc:
+    except (SubmitError, SlurmError) as exc:
         console.print(f"error: {exc}", markup=False)
         return 2
 
@@ -185,7 +186,11 @@ def _submit(args: argparse.Namespace) -> int:
     from orchestrator.spec.plan import plan
     from orchestrator.spec.sweep import SweepError
 
+    if args.dry_run and not args.slurm:
+        raise SubmitError("--dry-run: prints the sbatch script of --slurm; add --slurm")
     job = args.status or args.stop or args.attach
+    if job and args.slurm:
+        return submit_slurm(args, None, console)
     if job:
         jobs = client(args.address)
         address = args.address or os.environ["RAY_ADDRESS"]
@@ -211,6 +216,8 @@ def _submit(args: argparse.Namespace) -> int:
     if problems:
         console.print(f"{args.sweep}: {len(problems)} impossible combination(s):\n  " + "\n  ".join(problems))
         return 2
+    if args.slurm:
+        return submit_slurm(args, sweep, console)
     output_dir = job_output_dir(args.output_dir, sweep.output_dir)
     tracking = job_tracking_uri(args.tracking_uri, sweep.tracking.mlflow_uri, sweep.tracking.enabled)
     jobs = client(args.address)
@@ -236,12 +243,17 @@ def _submit(args: argparse.Namespace) -> int:
 def add_submit(sub) -> None:
     p = sub.add_parser(
         "submit",
-        help="run a sweep on a Ray cluster as a Ray job; follow, status, stop (README: Running on a Ray cluster)",
+        help="run a sweep on a Ray cluster as a Ray job, or with --slurm as a Slurm batch job that starts its "
+        "own Ray; follow, status, stop (README: Running on a Ray cluster / on a Slurm cluster)",
     )
     p.add_argument("sweep", nargs="?", help="sweep YAML file")
     p.add_argument("--address", help="the head's dashboard, e.g. http://HEAD:8265 (default: RAY_ADDRESS)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="as for `rlsweep run`")
-    p.add_argument("--output-dir", help="a URI (s3://, gs://) or an absolute path every node mounts")
+    p.add_argument(
+        "--output-dir",
+        help="a URI (s3://, gs://) or an absolute path every node mounts (--slurm: a relative path is made "
+        "absolute here; default the sweep's output_dir, else outputs/<name>)",
+    )
     p.add_argument(
         "--tracking-uri", help="the MLflow server (default: the sweep's, else MLFLOW_TRACKING_URI)"
     )
@@ -250,4 +262,31 @@ def add_submit(sub) -> None:
     job.add_argument("--status", metavar="JOB", help="print a job's status; exit code as for a finished job")
     job.add_argument("--stop", metavar="JOB", help="stop a job")
     job.add_argument("--attach", metavar="JOB", help="follow a job's logs until it ends")
+    slurm = p.add_argument_group(
+        "Slurm (README: Running on a Slurm cluster)",
+        "--slurm submits an sbatch script instead: Ray's head on the allocation's first node, a worker on "
+        "every other node, the sweep as the driver, Ray stopped when it ends. The project and its .venv "
+        "must be on a filesystem every node mounts at the same path; --status/--stop then take a Slurm job id.",
+    )
+    slurm.add_argument(
+        "--slurm", action="store_true", help="submit to Slurm with sbatch, not to a Ray cluster"
+    )
+    slurm.add_argument("--partition", help="#SBATCH --partition")
+    slurm.add_argument("--nodes", type=int, default=1, help="nodes of the allocation (default 1)")
+    slurm.add_argument("--gpus-per-node", type=int, default=0, help="#SBATCH --gpus-per-node (default none)")
+    slurm.add_argument(
+        "--cpus-per-node",
+        type=int,
+        help="CPUs for Ray on each node (default: cpus_per_trial x the trials a node hosts)",
+    )
+    slurm.add_argument("--time", help="#SBATCH --time, e.g. 04:00:00; the sweep stops 2 min before it")
+    slurm.add_argument("--account", help="#SBATCH --account")
+    slurm.add_argument(
+        "--sbatch",
+        action="append",
+        default=[],
+        metavar="LINE",
+        help="an extra #SBATCH line, e.g. --sbatch=--mem=0 --sbatch='--constraint=a100' (repeatable)",
+    )
+    slurm.add_argument("--dry-run", action="store_true", help="print the sbatch script; submit nothing")
     p.set_defaults(func=cmd_submit)

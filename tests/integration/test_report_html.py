@@ -8,7 +8,6 @@ says why.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 
@@ -19,34 +18,16 @@ from rich.console import Console
 
 from orchestrator.views.report import frontier, write_report
 from orchestrator.views.report._feasibility import frontier_view
+from tests.helpers.debian import debian_package
 from tests.helpers.html_outline import outline
 from tests.helpers.synthetic_sweep import write_synthetic_sweep
 
-INSTALL_TIMEOUT_S = 600
 RENDER_TIMEOUT_S = 120
 
 
 def _chromium() -> str:
-    found = shutil.which("chromium")
-    if found:
-        return found
-    if os.environ.get("RLSWEEP_INSTALL_CHROMIUM") == "0":
-        pytest.skip(
-            "chromium not found and RLSWEEP_INSTALL_CHROMIUM=0 forbids installing it (apt-get install chromium)"
-        )
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.skip("chromium not found; install Debian's package: sudo apt-get install -y chromium")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    try:
-        for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
-            subprocess.run(command, check=True, capture_output=True, timeout=INSTALL_TIMEOUT_S, env=env)
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-        tail = getattr(exc, "stderr", b"") or b""
-        pytest.skip(f"could not install chromium with apt-get: {exc}; {tail.decode(errors='replace')[-300:]}")
-    found = shutil.which("chromium")
-    if not found:
-        pytest.skip("apt-get installed chromium but no `chromium` is on PATH")
-    return found
+    debian_package("chromium", ["chromium"], "RLSWEEP_INSTALL_CHROMIUM")
+    return shutil.which("chromium")
 
 
 @pytest.mark.slow
