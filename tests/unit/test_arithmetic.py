@@ -1,3 +1,4 @@
+import re
 import time
 
 import pytest
@@ -123,3 +124,39 @@ def test_the_original_16gb_sweep_scores_with_the_original_rule():
 
     sweep = load_sweep(Path(__file__).resolve().parents[2] / "sweeps" / "original-16gb.yaml")
     assert sweep.task_args["answer_rule"] == "original"
+
+
+def test_answer_rule_last_reads_the_answer_after_a_restated_question():
+    from tasks.arithmetic import last_integer
+
+    task = load_task("arithmetic", {"num_samples": 4, "answer_rule": "last"}, seed=1)
+    reward, _ = task.rewards["accuracy"]
+    said = ["3 + 4 = 7", "The answer is 7.", "What is 3 + 4? 7", "7 or 8", "no number", "-7"]
+    assert reward(completions=said, answer=[7] * 6) == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    assert last_integer("3 + 4 = \u22127") == -7 and last_integer("9" * 20) is None
+    assert task.is_correct("So 3 + 4 = 7", {"answer": 7}) and not task.is_correct("7, no, 8", {"answer": 7})
+
+
+def test_one_digit_sums_as_one_question_under_the_models_own_system_prompt():
+    task = load_task(
+        "arithmetic", {"num_samples": 64, "operand_digits": 1, "prompt_style": "question"}, seed=2
+    )
+    pairs = make_problems(200, seed=2, digits=1)
+    assert {x for pair in pairs for x in pair} == set(range(10))
+    row = task.train[0]
+    assert len(row["prompt"]) == 1 and row["prompt"][0]["role"] == "user"
+    a, b = re.fullmatch(
+        r"What is (\d) \+ (\d)\? Give the answer as a number\.", row["prompt"][0]["content"]
+    ).groups()
+    assert int(a) + int(b) == row["answer"]
+
+
+def test_operand_digits_and_a_question_prompt_with_format_rewards_are_refused():
+    from tasks import task_problems
+
+    assert (
+        "task_args.operand_digits: 0 is not 1 to 6" in task_problems("arithmetic", {"operand_digits": 0})[0]
+    )
+    assert task_problems("arithmetic", {"prompt_style": "question", "rewards": {"format": 1.0}})[
+        0
+    ].startswith("task_args.prompt_style: question asks for the number only")
