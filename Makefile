@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 # pip install, less the conflict block of unsloth's undeclared dependencies (tools/pip_install.py)
 PIP_INSTALL := $(PY) tools/pip_install.py
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
-SWEEP ?= $(if $(HAS_GPU),sweeps/workstation-16gb.yaml,sweeps/cpu-smoke.yaml)
+SWEEP ?= $(if $(HAS_GPU),sweeps/frontier-16gb.yaml,sweeps/cpu-smoke.yaml)
 UNSLOTH_VERSION := 2026.10.9
 # What `import unsloth` needs when its declared dependencies are skipped (CPU hosts).
 UNSLOTH_LIGHT_DEPS := requests msgspec einops sentencepiece protobuf pillow tyro wheel
