@@ -32,6 +32,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     logging.getLogger("ray.tune.utils.util").setLevel(logging.ERROR)
     try:
         sweep = load_sweep(args.sweep, args.set)
+        _estimate(sweep, args.output_dir)
         outcome = run_sweep(
             sweep, output_dir=args.output_dir, console=console, report_to=None if args.no_report else out
         )
@@ -60,6 +61,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         return 130
     return 0
+
+
+def _estimate(sweep, output_dir: str | None) -> None:
+    """The H100 estimate (orchestrator.judging.duration) before any trial starts; a sweep the plan refuses
+    is left to run_sweep to report."""
+    from orchestrator.cli.validate import print_estimate
+    from orchestrator.spec.plan import plan
+
+    planned = plan(sweep)
+    if not planned.problems:
+        print_estimate(sweep, planned.trials, sweep.resolved_output_dir(output_dir), to=console)
 
 
 def add_run(sub) -> None:

@@ -42,6 +42,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             out.print(f"  warning: {warning}", markup=False)
         if args.list:
             print_plan(result.trials, output_dir)
+            print_estimate(sweep, result.trials, output_dir)
     return 2 if refused else 1 if failed else 0
 
 
@@ -90,6 +91,21 @@ def print_plan(trials: list[TrialSpec], output_dir) -> None:
         )
     else:
         out.print("estimated total: unknown (no trial of this sweep has run in its output dir yet)")
+
+
+def print_estimate(sweep, trials: list[TrialSpec], output_dir, to=None) -> None:
+    """The sweep's H100 estimate (orchestrator.judging.duration), worst case and expected, before anything
+    runs; nothing for a sweep with no H100-measured stack and model (a CPU sweep)."""
+    from orchestrator.judging.duration import estimate_sweep
+    from orchestrator.recording.sinks import TrialsTable
+    from orchestrator.recording.storage import is_remote
+
+    path = None if is_remote(output_dir) else output_dir / "trials.parquet"
+    rows = list(TrialsTable(path).rows.values()) if path is not None and path.exists() else []
+    estimate = estimate_sweep(sweep, trials, rows)
+    if estimate is not None:
+        for line in estimate.lines():
+            (to or out).print(line, markup=False, highlight=False)
 
 
 def add_validate(sub) -> None:

@@ -1,0 +1,90 @@
+"""The default GPU sweep searches the frontier, and says how long it will take before it starts
+(orchestrator/judging/duration.py, issue 39 item 3)."""
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cli import main
+from orchestrator.judging.duration import SOURCE, derive_times, estimate_sweep, expected_probes, load_times
+from orchestrator.spec.load import load_sweep
+from orchestrator.spec.plan import plan
+
+ROOT = Path(__file__).resolve().parents[2]
+FRONTIER = ROOT / "sweeps" / "frontier-16gb.yaml"
+
+
+def test_the_default_gpu_sweep_is_a_frontier_search_to_8k_tokens_and_k_64_and_validates():
+    assert "sweeps/frontier-16gb.yaml" in (ROOT / "Makefile").read_text().split("SWEEP ?=")[1].splitlines()[0]
+    sweep = load_sweep(FRONTIER)
+    axes = sweep.axes()
+    assert max(axes["max_completion_length"]) == 8192 and max(axes["num_generations"]) == 64
+    assert set(axes["framework"]) == {"trl", "unsloth"}
+    assert sweep.oom.frontier and sweep.oom.predict and sweep.phases_to_run() == ("memory",)
+    assert sweep.memory.budget_gib == 16
+    result = plan(sweep)
+    assert result.problems == [] and len(result.trials) == 168
+    assert {t.max_steps for t in result.trials} == {1} and {t.probe_steps for t in result.trials} == {1}
+    assert (ROOT / "sweeps" / "original-16gb.yaml").is_file()
+
+
+def test_the_estimate_figures_trace_to_the_h100_rows():
+    assert load_times() == derive_times(ROOT / SOURCE)
+    times = load_times()["times"]
+    # a generation's wall time over its decode steps, medians of round 1's steady rows
+    assert times["trl|Qwen/Qwen2.5-3B-Instruct"]["ms_per_token"] == pytest.approx(107, abs=2)
+    assert times["unsloth|Qwen/Qwen2.5-3B-Instruct"]["ms_per_token"] == pytest.approx(75, abs=5)
+    assert (
+        times["unsloth|Qwen/Qwen2.5-1.5B-Instruct"]["ms_per_token"]
+        < times["trl|Qwen/Qwen2.5-1.5B-Instruct"]["ms_per_token"]
+    )
+
+
+def test_run_prints_the_estimate_before_any_trial_starts(capsys, monkeypatch, tmp_path):
+    import orchestrator.running.driver as driver
+
+    def no_run(*args, **kwargs):
+        printed = capsys.readouterr()
+        raise SystemExit(printed.out + printed.err)
+
+    monkeypatch.setattr(driver, "run_sweep", no_run)
+    with pytest.raises(SystemExit) as ended:
+        main(["run", str(FRONTIER), "--output-dir", str(tmp_path / "out"), "--no-report"])
+    said = str(ended.value)
+    assert "estimated time on an H100" in said and "worst case, every trial run: 14 h" in said
+    assert "expected, were the memory model's verdicts right" in said and "ms per token" in said
+    assert not (tmp_path / "out").exists()
+
+
+def test_dry_run_prints_the_estimate_and_a_cpu_sweep_gets_none(capsys):
+    assert main(["run", "--dry-run", str(FRONTIER)]) == 0
+    said = capsys.readouterr().out
+    assert "worst case, every trial run" in said and "bench/data/h100-2026-11-26/trials.csv" in said
+    assert main(["run", "--dry-run", str(ROOT / "sweeps" / "cpu-smoke.yaml")]) == 0
+    assert "estimated time on an H100" not in capsys.readouterr().out
+
+
+def test_a_sweep_whose_trials_the_model_calls_sure_fits_or_ooms_expects_less_than_the_worst_case():
+    sweep = load_sweep(FRONTIER)
+    estimate = estimate_sweep(sweep, plan(sweep).trials)
+    assert estimate.search.count("probed") < 168 / 3
+    assert estimate.search.count("pruned") > 0 and estimate.search.count("implied") > 0
+    assert estimate.expected_s < estimate.worst_s / 3
+    # probing everything (no frontier, no prediction) expects the worst case
+    every = load_sweep(FRONTIER, ["oom.frontier=false", "oom.predict=false", "oom.prune_dominated=false"])
+    flat = estimate_sweep(every, plan(every).trials)
+    assert flat.search.count("probed") == 168 and flat.expected_s == pytest.approx(flat.worst_s)
+
+
+def test_the_played_out_search_probes_a_line_by_bisection():
+    specs = [
+        {"trial_key": f"L{n}", "max_completion_length": n, "num_generations": 2, "batch_size": 1}
+        for n in range(1, 17)
+    ]
+
+    class Spec(dict):
+        trial_key = property(lambda self: self["trial_key"])
+
+    specs = [Spec(s) for s in specs]
+    search = expected_probes(specs, lambda s: s["max_completion_length"] <= 9)
+    assert search.count("probed") <= 5 and len(search.outcome) == 16
