@@ -4,7 +4,7 @@ supervisor with its memory sampler, the Recorder and its sinks (trials.parquet, 
 MLflow on sqlite, the progress lines). Then `rlsweep validate` and `rlsweep run --dry-run` of a
 100,000-trial grid, each in a fresh process as a user runs them.
 
-Prints, against the targets of issue 31 (item 4):
+Prints, against its targets:
     driver RSS at trial 100 and at the last trial (the driver is this process): growth <= 100 MB
     dispatch overhead per trial, in slot-seconds: (wall x slots - trainers' wall_s) / trials, over the
     trials that ended between the 100th and the last (steady state) and over the whole run: <= 0.5

@@ -13,10 +13,11 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from trainers.units import GIB
+
 if TYPE_CHECKING:
     from trainers.spec import TrialSpec
 
-GIB = 1024**3
 SERVER_HOST = "127.0.0.1"  # server mode: the trial's vLLM server listens on loopback only
 
 

@@ -32,8 +32,7 @@ from trainers.control import closes_steady_cycle
 from trainers.device import refresh_allocator_cap
 from trainers.events import STEP, EventWriter
 from trainers.record import STEP as F  # the step record's field names, defined once
-
-GIB = 1024**3
+from trainers.units import GIB
 
 # TRL's log keys → our column names (docs/schema.md). Keys TRL omits on some steps stay null.
 TRL_SIGNALS = {

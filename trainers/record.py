@@ -34,7 +34,7 @@ SEARCH = "frontier search"  # orchestrator/judging/frontier.py, before the trial
 MEASURERS = (SPEC, TRAINER, SAMPLER, SUPERVISOR, RECORDER, MEMORY_MODEL, VERDICT, SEARCH)
 
 # Units: what a number counts; a word for a field that is not a number.
-GIB = "GiB"  # 2^30 bytes
+GIB_UNIT = "GiB"  # 2^30 bytes
 SECONDS = "s"
 EPOCH_S = "s since the epoch"
 TOKENS = "tokens"
@@ -104,20 +104,20 @@ STEP_FIELDS: tuple[Field, ...] = (
        "per_device_train_batch_size, from configured limits (see metrics.csv below)"),
     Field("estimated_tokens_per_sec", FLOAT64, "tokens/s", TRAINER, "estimated_tokens_per_step / step_s, the "
        "original benchmark's throughput estimate"),
-    Field("torch_allocated_gib", FLOAT64, GIB, TRAINER, "torch allocated at step end (CUDA only)"),
-    Field("torch_reserved_gib", FLOAT64, GIB, TRAINER, "torch reserved at step end (CUDA only)"),
-    Field("torch_peak_allocated_gib", FLOAT64, GIB, TRAINER, "torch peak allocated within the step (reset at step "
+    Field("torch_allocated_gib", FLOAT64, GIB_UNIT, TRAINER, "torch allocated at step end (CUDA only)"),
+    Field("torch_reserved_gib", FLOAT64, GIB_UNIT, TRAINER, "torch reserved at step end (CUDA only)"),
+    Field("torch_peak_allocated_gib", FLOAT64, GIB_UNIT, TRAINER, "torch peak allocated within the step (reset at step "
        "start; CUDA only)"),
-    Field("torch_peak_reserved_gib", FLOAT64, GIB, TRAINER, "torch peak reserved within the step (reset at step "
+    Field("torch_peak_reserved_gib", FLOAT64, GIB_UNIT, TRAINER, "torch peak reserved within the step (reset at step "
        "start; CUDA only)"),
-    Field("torch_peak_allocated_since_start_gib", FLOAT64, GIB, TRAINER, "peak allocated since training began, "
+    Field("torch_peak_allocated_since_start_gib", FLOAT64, GIB_UNIT, TRAINER, "peak allocated since training began, "
        "running over the steps (CUDA only; null on CPU)"),
-    Field("device_used_gib", FLOAT64, GIB, SAMPLER, "NVML at step end (process memory where listed, else device used "
+    Field("device_used_gib", FLOAT64, GIB_UNIT, SAMPLER, "NVML at step end (process memory where listed, else device used "
        "memory less what was in use before the trial)"),
-    Field("device_peak_gib", FLOAT64, GIB, SAMPLER, "NVML peak within the step (process memory where listed, else "
+    Field("device_peak_gib", FLOAT64, GIB_UNIT, SAMPLER, "NVML peak within the step (process memory where listed, else "
        "device used memory less what was in use before the trial)"),
-    Field("rss_gib", FLOAT64, GIB, SAMPLER, "trainer process RSS at step end"),
-    Field("rss_peak_gib", FLOAT64, GIB, SAMPLER, "trainer process RSS peak within the step"),
+    Field("rss_gib", FLOAT64, GIB_UNIT, SAMPLER, "trainer process RSS at step end"),
+    Field("rss_peak_gib", FLOAT64, GIB_UNIT, SAMPLER, "trainer process RSS peak within the step"),
     Field("rank_device_peak_gib", STRING, JSON_TEXT, SAMPLER, "a trial over several ranks: each rank's NVML peak "
        "within the step on its own GPU, a list by rank (device_peak_gib is their max); null for one rank or "
        "without NVML"),
@@ -206,11 +206,11 @@ TRIAL_FIELDS: tuple[Field, ...] = (
        "`killed at the wall-clock limit of 1200 s with 5 of 10 steps measured (kept); to finish, raise the "
        "limit ...`)"),
     Field("steps_completed", INT64, COUNT, RECORDER, "distinct optimizer steps reported"),
-    Field("peak_device_gib", FLOAT64, GIB, SAMPLER, "NVML peak of the trainer over the trial: its process memory, else "
+    Field("peak_device_gib", FLOAT64, GIB_UNIT, SAMPLER, "NVML peak of the trainer over the trial: its process memory, else "
        "the device's less what was in use before the trial (gpu_memory_source); null without NVML"),
-    Field("peak_torch_reserved_gib", FLOAT64, GIB, RECORDER, "max of the steps' torch peak reserved"),
-    Field("peak_rss_gib", FLOAT64, GIB, SAMPLER, "trainer process resident memory peak (sampler VmHWM or steps)"),
-    Field("vllm_server_peak_gib", FLOAT64, GIB, SUPERVISOR, "vllm_mode server: the vLLM server's peak (its process's "
+    Field("peak_torch_reserved_gib", FLOAT64, GIB_UNIT, RECORDER, "max of the steps' torch peak reserved"),
+    Field("peak_rss_gib", FLOAT64, GIB_UNIT, SAMPLER, "trainer process resident memory peak (sampler VmHWM or steps)"),
+    Field("vllm_server_peak_gib", FLOAT64, GIB_UNIT, SUPERVISOR, "vllm_mode server: the vLLM server's peak (its process's "
        "GPU memory as NVML lists it on a GPU, the RSS of its process tree on a CPU), not in the trainer's peaks; "
        "null in other modes"),
     Field("median_step_s", FLOAT64, SECONDS, RECORDER, "median step time over non-probe steps (all steps if only "
@@ -226,7 +226,7 @@ TRIAL_FIELDS: tuple[Field, ...] = (
        "(non-probe steps that reported tokens_per_s)"),
     Field("wall_s", FLOAT64, SECONDS, SUPERVISOR, "from trainer start to its exit, imports and model load included"),
     Field("gpu_name", STRING, TEXT, TRAINER, "from the trainer's `started` event; null on CPU"),
-    Field("gpu_total_gib", FLOAT64, GIB, TRAINER, "the GPU's memory; null on CPU"),
+    Field("gpu_total_gib", FLOAT64, GIB_UNIT, TRAINER, "the GPU's memory; null on CPU"),
     Field("versions", STRING, JSON_TEXT, TRAINER, "torch, transformers, trl, peft, accelerate, bitsandbytes, datasets, "
        "unsloth..."),
     Field("effective_config", STRING, JSON_TEXT, TRAINER, "the configuration the constructed trainer actually held; "
@@ -241,8 +241,8 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("loss_type", STRING, CHOICE, SPEC, "TRL loss_type"),
     Field("gradient_checkpointing", BOOL, FLAG, SPEC, "requested (ignored on CPU)"),
     Field("probe_steps", INT64, COUNT, SPEC, "leading worst-case steps"),
-    Field("memory_budget_gib", FLOAT64, GIB, SPEC, "emulated card size; null = the device's total"),
-    Field("budget_margin_gib", FLOAT64, GIB, RECORDER, "the budget (memory_budget_gib, else the GPU's total) less the "
+    Field("memory_budget_gib", FLOAT64, GIB_UNIT, SPEC, "emulated card size; null = the device's total"),
+    Field("budget_margin_gib", FLOAT64, GIB_UNIT, RECORDER, "the budget (memory_budget_gib, else the GPU's total) less the "
        "trial's peak (the record's peak: GPU, else torch reserved, else RSS); negative when the peak passed "
        "it; null without a budget or a peak"),
     Field("budget_margin_pct", FLOAT64, "%", RECORDER, "budget_margin_gib as a share of the budget, in percent"),
@@ -270,7 +270,7 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("started_at", TIMESTAMP, TIME, SUPERVISOR, "trainer start"),
     Field("ended_at", TIMESTAMP, TIME, SUPERVISOR, "trainer end"),
     Field("config", STRING, JSON_TEXT, SPEC, "the full TrialSpec (every knob)"),
-    Field("context_gib", FLOAT64, GIB, TRAINER, "the trainer's CUDA context measured right after it was created; "
+    Field("context_gib", FLOAT64, GIB_UNIT, TRAINER, "the trainer's CUDA context measured right after it was created; "
        "counted within memory_budget_gib (docs/oom.md); null on CPU or without NVML"),
     Field("context_source", STRING, CHOICE, TRAINER, "how context_gib was measured: `process` (NVML's figure for the "
        "trainer's PID) or `device` (device memory used after minus before: NVML cannot see the PID, e.g. a "
@@ -286,14 +286,14 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("training_verdict_detail", STRING, TEXT, VERDICT, "every verdict that holds, `; `-joined, each with the "
        "steps and figures that triggered it (e.g. `no_signal: frac_reward_zero_std >= 0.95 for 5 steps in a "
        "row (steps 1-5: 1.00, ...)`)"),
-    Field("predicted_peak_gib", FLOAT64, GIB, MEMORY_MODEL, "the memory model's prediction of the trial's peak "
+    Field("predicted_peak_gib", FLOAT64, GIB_UNIT, MEMORY_MODEL, "the memory model's prediction of the trial's peak "
        "(orchestrator/judging/memory; the measure its sweep's trials are measured in: GPU, torch reserved or "
        "RSS), made just before the trial ran (or was skipped) from the trials finished before it; null when "
        "no prediction was made or none could be (an unknown model config, vLLM's pool without measured "
        "trials)"),
-    Field("predicted_low_gib", FLOAT64, GIB, MEMORY_MODEL, "the low end of the prediction's interval; null when no "
+    Field("predicted_low_gib", FLOAT64, GIB_UNIT, MEMORY_MODEL, "the low end of the prediction's interval; null when no "
        "prediction"),
-    Field("predicted_high_gib", FLOAT64, GIB, MEMORY_MODEL, "the high end of the prediction's interval; null when no "
+    Field("predicted_high_gib", FLOAT64, GIB_UNIT, MEMORY_MODEL, "the high end of the prediction's interval; null when no "
        "prediction"),
     Field("predicted_from_trials", INT64, COUNT, MEMORY_MODEL, "measured trials of the trial's family the prediction "
        "was fitted on; 0 = the prior (no trial measured yet); null when no prediction"),

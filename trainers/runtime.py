@@ -11,8 +11,6 @@ from trainers.models import total_params
 if TYPE_CHECKING:  # the type only: trainers.spec imports the stacks, which import this module
     from trainers.spec import TrialSpec
 
-GIB = 1024**3
-
 
 class UnavailableError(RuntimeError):
     """The trial cannot run on this machine (a stack is missing or cannot start): not a failure."""

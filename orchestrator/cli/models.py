@@ -21,8 +21,8 @@ from trainers.models import (
     model_facts,
     smollm2_problems,
 )
+from trainers.units import GIB
 
-GIB = 1024**3
 WEIGHTS_RULE = (
     f"weights: bf16 = 2 bytes a parameter; nf4 = bitsandbytes 4-bit with double quantization, as the trainers "
     f"load it: each nn.Linear weight but the output head at {NF4_BYTES_PER_WEIGHT:.5f} bytes (4 bits, an 8-bit "

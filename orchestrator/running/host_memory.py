@@ -28,6 +28,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from trainers.units import GIB
+
 # Per stack: GiB a trainer holds besides its checkpoint (see the module's docstring for the rows).
 BASELINE_GIB = {"trl": 1.13, "unsloth": 1.32}
 # A stack not calibrated: the largest baseline measured.
@@ -36,7 +38,6 @@ DEFAULT_BASELINE_GIB = max(BASELINE_GIB.values())
 HEADROOM_FRACTION = 0.05
 # Bytes per parameter of a checkpoint by its config's torch_dtype; bf16 when it does not say.
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
-GIB = 1024**3
 
 
 @dataclass(frozen=True)

@@ -68,10 +68,6 @@ class Packing:
     per_gpu: int
     reason: str
 
-    @property
-    def gpu_fraction(self) -> float:
-        return 1.0 / self.per_gpu
-
 
 def packing(
     budget_gib: float,

@@ -77,8 +77,8 @@ from trainers.nvml import (
 )
 from trainers.record import SAMPLER_FIELDS
 from trainers.record import STEP as F  # the step record's field names
+from trainers.units import GIB
 
-GIB = 1024**3
 DEFAULT_HZ = 20.0
 DEFAULT_GUARD_MARGIN_GIB = 0.0
 # How often the list of the trainer's child processes, and their unique memory, is refreshed: scanning
@@ -563,13 +563,6 @@ class MemorySampler:
             "backend": self.backend,
             "error": self.error,
         }
-
-    def discard_before(self, t: float) -> None:
-        """Drop samples older than t, keeping the last one before it (a window starting at t needs
-        it for VmHWM). The supervisor may call it once a step's window is summarized."""
-        with self._lock:
-            while len(self._samples) > 1 and self._samples[1].t < t:
-                self._samples.popleft()
 
     @property
     def gpu_memory_source(self) -> str | None:

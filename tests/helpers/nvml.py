@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-GIB = 1024**3
+from trainers.units import GIB
 
 
 class FakeNvml:

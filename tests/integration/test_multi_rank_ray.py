@@ -1,4 +1,4 @@
-"""Trials over several GPUs placed by Ray (issue 29): on a local Ray with 4 fake GPUs, two 2-GPU trials
+"""Trials over several GPUs placed by Ray: on a local Ray with 4 fake GPUs, two 2-GPU trials
 run side by side, each rank of each trial on a device of its own."""
 
 import json

@@ -1,4 +1,4 @@
-"""A worker node lost mid-sweep (issue 29): a two-node Ray cluster on loopback (ray.cluster_utils), the
+"""A worker node lost mid-sweep: a two-node Ray cluster on loopback (ray.cluster_utils), the
 worker's raylet killed while a trial runs there; its trials run again on the head, and trials.parquet,
 the steps and MLflow hold each trial once."""
 

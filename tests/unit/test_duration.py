@@ -1,5 +1,5 @@
 """The default GPU sweep searches the frontier, and says how long it will take before it starts
-(orchestrator/judging/duration.py, issue 39 item 3)."""
+(orchestrator/judging/duration.py)."""
 
 from pathlib import Path
 

@@ -13,8 +13,7 @@ from orchestrator.judging.memory._architecture import Shape
 from orchestrator.judging.memory._terms import terms
 from trainers.models import _without_meta, bundled_models, model_facts
 from trainers.spec import TrialSpec
-
-GIB = 1024**3
+from trainers.units import GIB
 
 
 def config_of(hub: str) -> dict:

@@ -21,8 +21,8 @@ from orchestrator.judging.memory._terms import CALIBRATED
 from tests.helpers.stacks import registered
 from trainers.models import TINY_CONFIG
 from trainers.spec import TrialSpec
+from trainers.units import GIB
 
-GIB = 1024**3
 V, L, H = TINY_CONFIG["vocab_size"], TINY_CONFIG["num_hidden_layers"], TINY_CONFIG["hidden_size"]
 KV_WIDTH = TINY_CONFIG["num_key_value_heads"] * H // TINY_CONFIG["num_attention_heads"]
 I = TINY_CONFIG["intermediate_size"]  # noqa: E741

@@ -1,4 +1,4 @@
-"""The memory model over several ranks (issue 29): a family per strategy and rank count, and one rank's
+"""The memory model over several ranks: a family per strategy and rank count, and one rank's
 share of the weights, the LoRA state and the completions."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""A trial over several ranks: its knobs, its checks and the batch semantics across ranks (issue 29)."""
+"""A trial over several ranks: its knobs, its checks and the batch semantics across ranks."""
 
 import sys
 

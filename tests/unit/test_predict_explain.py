@@ -11,8 +11,7 @@ from orchestrator.judging.memory._terms import CALIBRATED, TERMS
 from orchestrator.judging.solve import make_request, predicted_guess
 from trainers.models import bundled_models
 from trainers.spec import TrialSpec
-
-GIB = 1024**3
+from trainers.units import GIB
 
 
 def sweep_file(tmp_path, body: str) -> str:

@@ -94,7 +94,7 @@ def test_the_record_imports_nothing_but_the_standard_library():
 
 # -- a trial's start-up: its time to its first step and the warm-up that step paid ----------------
 
-# Shaped like the Unsloth trials on the H100 of issue 37: 43 s of imports and model load, a first step
+# Shaped like the Unsloth trials on the H100 (bench/data/h100-2026-11-26): 43 s of imports and model load, a first step
 # of 54 s that compiled each decoder block, then steps of about 2 s.
 STARTED_AT = 1_000_000.0
 UNSLOTH_H100_STEPS = [

@@ -1,4 +1,4 @@
-"""The answer's GPU axis (issue 29): the frontier and the matrices per GPU count and strategy, and the
+"""The answer's GPU axis: the frontier and the matrices per GPU count and strategy, and the
 fewest GPUs each configuration fits on."""
 
 import pandas as pd

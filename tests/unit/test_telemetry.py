@@ -211,14 +211,6 @@ def test_overall_peak_and_energy_and_bounded_buffer(nvml):
     assert len(sampler.samples()) == 16  # retention_s x hz
 
 
-def test_discard_before_keeps_the_sample_a_window_needs():
-    sampler = MemorySampler(os.getpid(), backend="psutil")
-    sampler._open()
-    taken = [sampler.sample_once() for _ in range(5)]
-    sampler.discard_before(taken[3].t)
-    assert sampler.samples() == taken[2:]
-
-
 # --- guard -----------------------------------------------------------------------------------------
 
 

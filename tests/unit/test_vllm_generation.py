@@ -11,8 +11,7 @@ from trainers.runtime import UnavailableError
 from trainers.spec import TrialSpec
 from trainers.stacks import _vllm_cpu
 from trainers.stacks.unsloth import fast_inference_kwargs
-
-GIB = 1024**3
+from trainers.units import GIB
 
 
 def test_trl_gets_the_share_of_the_budget_not_of_the_card_and_the_server_on_loopback():

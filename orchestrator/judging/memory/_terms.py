@@ -55,8 +55,8 @@ from __future__ import annotations
 
 from orchestrator.judging.memory._architecture import Shape
 from trainers.spec import TrialSpec
+from trainers.units import GIB
 
-GIB = 1024**3
 STATIC, GENERATION, TRAINING = "static", "generation", "training"
 PARTS = (STATIC, GENERATION, TRAINING)
 # term -> its part

@@ -164,7 +164,7 @@ def _cell(cell: pd.DataFrame, kind: str | None) -> tuple[str, float, str]:
 # ----------------------------------------------------------------------------------------------
 # Frontier
 # ----------------------------------------------------------------------------------------------
-# The GPU axis: a configuration fits or not per GPU count and strategy (issue 29). Rows from before the
+# The GPU axis: a configuration fits or not per GPU count and strategy. Rows from before the
 # axis existed ran on one GPU, strategy none.
 GPU_AXIS = {"num_processes": 1, "distributed": "none"}
 FRONTIER_GROUP = ("framework", "mode", "model", "quantization", *GPU_AXIS)
