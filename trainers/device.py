@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from trainers.distributed import world_size
 from trainers.nvml import NvmlUnavailable, import_pynvml, open_visible_device, process_used_bytes, text
-from trainers.runtime import GIB, UnavailableError
+from trainers.runtime import UnavailableError
+from trainers.units import GIB
 
 if TYPE_CHECKING:
     from trainers.spec import TrialSpec

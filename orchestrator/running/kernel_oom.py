@@ -8,7 +8,8 @@ from pathlib import Path
 
 import psutil
 
-from orchestrator.running.telemetry import GIB, Sample
+from orchestrator.running.telemetry import Sample
+from trainers.units import GIB
 
 
 def oom_kill_counts(pid: int | str = "self") -> dict[str, int]:

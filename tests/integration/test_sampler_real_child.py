@@ -14,7 +14,8 @@ import psutil
 import pytest
 
 from orchestrator.running.kernel_oom import classify_kernel_oom, oom_kill_counts
-from orchestrator.running.telemetry import GIB, MemorySampler, read_vm_hwm_gib
+from orchestrator.running.telemetry import MemorySampler, read_vm_hwm_gib
+from trainers.units import GIB
 
 pytestmark = pytest.mark.slow
 MIB = 1024**2

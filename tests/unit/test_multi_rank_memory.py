@@ -4,8 +4,9 @@ share of the weights, the LoRA state and the completions."""
 import pytest
 
 from orchestrator.judging.memory._model import family_label, family_of
-from orchestrator.judging.memory._terms import GIB, Shape, terms
+from orchestrator.judging.memory._terms import Shape, terms
 from trainers.spec import TrialSpec
+from trainers.units import GIB
 
 # A small decoder: 2 layers, hidden 64, 4 heads of 16 (2 for k/v), MLP 128, vocabulary 1000, untied.
 SHAPE = Shape(layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=128, vocab=1000, tied=False)

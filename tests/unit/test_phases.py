@@ -280,7 +280,8 @@ def test_the_packing_probe_reads_the_gpu_the_driver_was_given_not_nvml_device_0(
 
     import trainers.nvml
     from orchestrator.running.phases import host_gpu
-    from tests.helpers.nvml import GIB, FakeNvml, fake_gpu
+    from tests.helpers.nvml import FakeNvml, fake_gpu
+    from trainers.units import GIB
 
     nvml = FakeNvml([fake_gpu(0, total=80 * GIB), fake_gpu(1, total=24 * GIB), fake_gpu(2)])
     monkeypatch.setattr(trainers.nvml, "import_pynvml", lambda: nvml)

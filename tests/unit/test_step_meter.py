@@ -4,7 +4,8 @@ from types import SimpleNamespace
 
 import torch
 
-from trainers.measure import GIB, StepMeter
+from trainers.measure import StepMeter
+from trainers.units import GIB
 
 
 class FakeAllocator:

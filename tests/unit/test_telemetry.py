@@ -10,7 +10,6 @@ import psutil
 import pytest
 
 from orchestrator.running.telemetry import (
-    GIB,
     BudgetBreach,
     MemorySampler,
     Sample,
@@ -19,6 +18,7 @@ from orchestrator.running.telemetry import (
 )
 from tests.helpers.nvml import FakeNvml, fake_gpu
 from trainers.nvml import NvmlUnavailable, first_visible_device, resolve_nvml_handle
+from trainers.units import GIB
 
 MIG = {
     "uuid": "MIG-5c1b2f3e-aaaa-bbbb-cccc-000000000001",
