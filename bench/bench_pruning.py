@@ -9,7 +9,7 @@ included), then the ratio on/off (lower is better; 1.0 means pruning saved nothi
 On a shared machine the load moves trainer-seconds by tens of percent between runs: --repeat N runs
 the pair N times, alternating which goes first, and sums them.
 Usage: python bench/bench_pruning.py [SWEEP.yaml] [--repeat N] [--set k=v ...]
-Default: sweeps/cpu-smoke.yaml --set memory.budget_gib=0.72 (the README's budget demo).
+Default: sweeps/cpu-smoke.yaml --set memory.budget_gib=0.72 (the budget demo of docs/memory.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Addition: two-digit sums by default, the smallest task that gives a tiny model a non-zero reward now
 and then; one-digit sums (`operand_digits: 1`) with the last-integer rule (`answer_rule: last`) are what
-the real model `smollm2` gets right about a quarter of the time, a signal GRPO can raise (README)."""
+the real model `smollm2` gets right about a quarter of the time, a signal GRPO can raise (docs/results.md, "Watch a model learn on CPU")."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def first_integer(text: str, require_tags: bool = False) -> int | None:
 def original_integer(text: str) -> int | None:
     """answer_rule "original": the first integer of the completion text as written, tags or not (an
     `<answer>` tag is not looked into, a Unicode minus is not a sign). The original benchmark's README
-    says only "exact integer match"; this is rlsweep's reading of it (README, "Reward rules")."""
+    says only "exact integer match"; this is rlsweep's reading of it (docs/original-benchmark.md, "Reward rules")."""
     match = _FIRST_INT.search(text[:_SCAN_CHARS])
     return int(match.group()) if match else None
 

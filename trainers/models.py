@@ -521,7 +521,7 @@ def smollm2_tokenizer(tokenizer):
 def _build_smollm2(folder: Path) -> None:
     """The GGUF file dequantised (transformers' GGUF loader, through the gguf package) into a
     save_pretrained folder of float32 weights: Q4_1's 4-bit values times their block scale plus offset,
-    exactly, so the folder holds the GGUF file's weights, not the original bf16 checkpoint's (README)."""
+    exactly, so the folder holds the GGUF file's weights, not the original bf16 checkpoint's (docs/models.md)."""
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 

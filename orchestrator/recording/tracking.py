@@ -8,7 +8,7 @@ log_batch call per step. A run gets the tag `rlsweep.complete=true` as its last 
 is an interrupted attempt and is deleted before the trial's run is made again, so every trial_key has
 exactly one run.
 
-Metric names, one per figure (README: MLflow):
+Metric names, one per figure (docs/results.md: MLflow):
   trial run  step/<step field>            a curve over steps, one per numeric field of the record's step
                                           rows but the wall-clock bounds (STEP_METRICS: step/tokens_per_s, ...)
              <figure>                     the trial's figures, logged once at its end:

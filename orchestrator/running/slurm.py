@@ -95,7 +95,7 @@ def batch_script(
     lines = [
         "#!/bin/bash",
         *[f"#SBATCH {d}" for d in directives + extra],
-        "# Written by `rlsweep submit --slurm` (README: Running on a Slurm cluster). Ray's head runs on this,",
+        "# Written by `rlsweep submit --slurm` (docs/cluster.md: Running on a Slurm cluster). Ray's head runs on this,",
         "# the first node, a Ray worker on every other node, the sweep as Ray's driver; Ray stops with it.",
         "set -u",
         f"cd {shlex.quote(str(PROJECT_ROOT))}",

@@ -70,7 +70,7 @@ def job_tracking_uri(given: str | None, sweep_uri: str | None, enabled: bool) ->
         return uri
     raise SubmitError(
         f"--tracking-uri: {f'{uri!r} is a local sqlite file' if uri else 'not set'}; the job's default "
-        "sqlite store would live in a temporary copy of the project. Start an MLflow server (README: Running on a Ray cluster) "
+        "sqlite store would live in a temporary copy of the project. Start an MLflow server (docs/cluster.md: Running on a Ray cluster) "
         "and pass --tracking-uri http://HOST:5000 (or set MLFLOW_TRACKING_URI, or tracking.mlflow_uri in "
         "the sweep), or --set tracking.enabled=false for Parquet only"
     )
@@ -244,7 +244,7 @@ def add_submit(sub) -> None:
     p = sub.add_parser(
         "submit",
         help="run a sweep on a Ray cluster as a Ray job, or with --slurm as a Slurm batch job that starts its "
-        "own Ray; follow, status, stop (README: Running on a Ray cluster / on a Slurm cluster)",
+        "own Ray; follow, status, stop (docs/cluster.md)",
     )
     p.add_argument("sweep", nargs="?", help="sweep YAML file")
     p.add_argument("--address", help="the head's dashboard, e.g. http://HEAD:8265 (default: RAY_ADDRESS)")
@@ -263,7 +263,7 @@ def add_submit(sub) -> None:
     job.add_argument("--stop", metavar="JOB", help="stop a job")
     job.add_argument("--attach", metavar="JOB", help="follow a job's logs until it ends")
     slurm = p.add_argument_group(
-        "Slurm (README: Running on a Slurm cluster)",
+        "Slurm (docs/cluster.md: Running on a Slurm cluster)",
         "--slurm submits an sbatch script instead: Ray's head on the allocation's first node, a worker on "
         "every other node, the sweep as the driver, Ray stopped when it ends. The project and its .venv "
         "must be on a filesystem every node mounts at the same path; --status/--stop then take a Slurm job id.",

@@ -18,7 +18,7 @@ The environment holds PATH, LANG and HOME only. Each worker thread keeps one san
 grace (50 ms) has its sandbox killed whole, and the next run gets a fresh one. The verdict comes only
 from a pipe only the harness holds (see the harness's docstring). Where the kernel refuses user
 namespaces, sandboxes run with rlimits, the cgroup and uid nobody only, in a temporary directory, one
-sandbox per run: setup() says which mode holds; README "Code task sandbox" lists what each covers.
+sandbox per run: setup() says which mode holds; docs/tasks.md, "Code task sandbox", lists what each covers.
 """
 
 from __future__ import annotations

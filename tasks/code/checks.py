@@ -5,7 +5,7 @@ evaluated in the sandbox, and the expected LITERAL, kept here: the completion's 
 expected value, so it cannot forge a pass; the reply, repr(value), is read back with
 ast.literal_eval and compared here. Any other assert becomes a truth check: the probe is the whole
 condition (`not X` probes X and expects a false value). A truth check's probe holds everything it
-compares, so a hostile completion could forge it: README says so; the shipped set uses `==` only.
+compares, so a hostile completion could forge it: docs/tasks.md says so; the shipped set uses `==` only.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A real Ray cluster on loopback (`ray start --head`, fake GPUs), a real MLflow server, a real S3 server (moto):
 `rlsweep submit` runs a small sweep as a Ray job, outputs go to s3://, runs to the server. The commands are
-the ones README: Running on a Ray cluster gives; every service binds 127.0.0.1 and is stopped by the PID started here."""
+the ones docs/cluster.md: Running on a Ray cluster gives; every service binds 127.0.0.1 and is stopped by the PID started here."""
 
 import os
 import secrets

@@ -352,6 +352,6 @@ def test_when_the_scoring_process_is_killed_its_sandboxes_end(tmp_path):
     while running() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert running() == []
-    for folder in cgroups:  # what a SIGKILLed owner leaves (README): an empty cgroup folder
+    for folder in cgroups:  # what a SIGKILLed owner leaves (docs/tasks.md): an empty cgroup folder
         assert Path(folder, "cgroup.procs").read_text() == ""
         Path(folder).rmdir()

@@ -6,7 +6,7 @@ the trainer seed and the loss type stayed TRL's defaults; the TRL runner trained
 default), the Unsloth runner in bf16 where the GPU supports it and passed a generation batch rounded
 up to whole groups of K. Each expectation below is built from those flags with the real GRPOConfig,
 independently of rlsweep's knobs. (On a GPU the Unsloth runner's GRPOConfig was Unsloth's, whose own
-defaults — seed 3407, 8-bit AdamW, warmup — rlsweep deliberately does not take: see README.)
+defaults — seed 3407, 8-bit AdamW, warmup — rlsweep deliberately does not take: see docs/original-benchmark.md.)
 """
 
 import dataclasses

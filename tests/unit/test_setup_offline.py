@@ -44,7 +44,7 @@ def test_an_unreachable_index_stops_setup_with_the_wheel_kit_instructions():
     assert done.stdout.splitlines() == [
         f"setup: pip cannot reach its package index ({url}) or any other source it is configured with, "
         "so it cannot install here.",
-        '  Build a wheel kit on a machine with network and the same Python and platform (README, "Offline GPU host"),',
+        "  Build a wheel kit on a machine with network and the same Python and platform (docs/offline.md),",
         "  copy it here, then: make setup WHEELS=/path/to/wheelkit",
     ]
 
