@@ -156,13 +156,14 @@ def test_the_budget_is_per_rank_and_a_rank_passing_it_ends_the_whole_trial_as_oo
 
 def test_a_rank_hung_outside_the_collective_is_ended_by_the_timeout_and_named(tmp_path):
     spec = fake_spec(fake="hang", rank=1, at_step=2)
-    thread, box = run_in_thread(spec, tmp_path, GuardSettings(sample_hz=5, timeout_s=12, probe_steps=0))
+    # 25 s: both ranks must have started and stepped before the limit (12 s was missed under load).
+    thread, box = run_in_thread(spec, tmp_path, GuardSettings(sample_hz=5, timeout_s=25, probe_steps=0))
     pids = rank_pids(tmp_path)
     thread.join(90)
     result = box["result"]
     assert result.status == TIMEOUT
     detail = result.status_detail
-    assert detail.startswith("killed at the wall-clock limit of 12 s with 1 of ")
+    assert detail.startswith("killed at the wall-clock limit of 25 s with 1 of ")
     assert "steps measured (kept); rank 1 (at " in detail
     assert "fake_ranks.py:" in detail and "hung outside the collective rank(s) 0 waited in" in detail
     assert "(last steps: rank 0 step 1, rank 1 step 1); to finish, raise the limit" in detail
