@@ -7,6 +7,7 @@ CUDA_VISIBLE_DEVICES, so the entry (an index, GPU-<uuid> or MIG-<uuid>) is looke
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 # CUDA numbers devices fastest-first unless told otherwise, NVML by PCI bus: set in the environment of
@@ -118,3 +119,21 @@ def process_used_bytes(nvml: Any, handle: Any, pids: set[int]) -> int | None:
         if p.pid in pids and p.usedGpuMemory is not None
     ]
     return sum(listed) if listed else None
+
+
+def local_gpus() -> int:
+    """The GPUs a local Ray (and the memory model's default measure) would see: CUDA_VISIBLE_DEVICES
+    when set, else what NVML counts (0 without it)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip()])
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlDeviceGetCount()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no driver, no library: no GPU Ray could use
+        return 0

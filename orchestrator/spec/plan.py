@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.spec.sweep import Resources, SweepError, SweepSpec
+from trainers.nvml import local_gpus
 from trainers.spec import (
     BOOKKEEPING,
     EXECUTION,
@@ -201,23 +202,6 @@ def config_mismatches(rows: Iterable[dict[str, Any]], trials: list[TrialSpec]) -
 def local_cpus() -> int:
     """The CPUs a local Ray counts (it uses the machine's count too)."""
     return os.cpu_count() or 1
-
-
-def local_gpus() -> int:
-    """The GPUs a local Ray would see: CUDA_VISIBLE_DEVICES when set, else what NVML counts (0 without it)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return len([d for d in visible.split(",") if d.strip()])
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return pynvml.nvmlDeviceGetCount()
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no driver, no library: no GPU Ray could use
-        return 0
 
 
 def resource_problems(resources: Resources, cpus: int, gpus: int) -> list[str]:

@@ -87,8 +87,10 @@ WORKSTATION = str(Path(__file__).parents[2] / "sweeps" / "workstation-16gb.yaml"
 
 def test_a_gpu_sweep_is_predicted_in_gpu_memory_on_a_host_without_a_gpu(tmp_path, capsys, monkeypatch):
     import orchestrator.spec.plan as plan_module
+    import trainers.nvml
 
     monkeypatch.setattr(plan_module, "local_gpus", lambda: 0)  # this host: no GPU
+    monkeypatch.setattr(trainers.nvml, "local_gpus", lambda: 0)
     assert main(["predict", WORKSTATION, "--output-dir", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "peak GPU predicted from no trials.parquet yet: the prior" in printed

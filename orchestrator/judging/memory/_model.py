@@ -454,6 +454,6 @@ def _default_measure(rows: list[Mapping[str, Any]], unmeasured: str | None) -> s
         return max(MEASURES, key=kinds.count)
     if unmeasured is not None:
         return unmeasured
-    from orchestrator.spec.plan import local_gpus
+    from trainers.nvml import local_gpus
 
     return GPU if local_gpus() else RSS
