@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 from tasks.names import did_you_mean
 
-MIB = 1 / 1024  # GiB per MiB
+GIB_PER_MIB = 1 / 1024
 # The H100's nvidia-smi total (81559 MiB) less torch's total_memory on it (79.18 GiB): what torch does not
 # see of nvidia-smi's figure, measured there and taken for the H200 (whose torch figure is not measured).
-H100_SMI_GIB = 81559 * MIB
+H100_SMI_GIB = 81559 * GIB_PER_MIB
 H100_TORCH_GIB = 79.1787109375  # gpu_total_gib of every H100 trial in bench/data/h100-2026-11-26
 SMI_TO_TORCH_GIB = H100_SMI_GIB - H100_TORCH_GIB
 
@@ -87,7 +87,7 @@ _card("A100-80GB", 80.0, f"{_NOMINAL} (A100 80 GB)", aliases=("a10080", "a10080g
 _card("H100-80GB", H100_TORCH_GIB,
       "torch's total_memory on an H100 80GB HBM3 (nvidia-smi: 81559 MiB), bench/data/h100-2026-11-26",
       measured=True, aliases=("h100", "h10080", "h100sxm", "h10080gbhbm3", "80gb", "80gib"))  # fmt: skip
-_card("H200", 143771 * MIB - SMI_TO_TORCH_GIB,
+_card("H200", 143771 * GIB_PER_MIB - SMI_TO_TORCH_GIB,
       f"nvidia-smi's 143771 MiB less what torch did not see of the H100's nvidia-smi total "
       f"({SMI_TO_TORCH_GIB:.2f} GiB); torch's own figure not measured",
       aliases=("h200141gb", "h200sxm", "141gb"))  # fmt: skip
