@@ -1,6 +1,6 @@
 """A trial's seconds outside its training steps, by part, started cold and forked from the fork server.
 
-    .venv/bin/python bench/bench_startup.py [--rounds 3] [--steps 3] [--model tiny]
+    .venv/bin/python bench/bench_startup.py [--rounds 3] [--steps 3] [--model tiny] [--framework trl]
 
 Runs the same tiny trial through the supervisor (run_trial, with its memory sampler) `rounds` times
 cold (RLSWEEP_COLD_START=1: `python -m trainers`) and `rounds` times forked (the first forked trial
@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from orchestrator.running.guard import GuardSettings  # noqa: E402
 from orchestrator.running.launcher import COLD_START_ENV, stop_servers  # noqa: E402
 from orchestrator.running.supervisor import run_trial  # noqa: E402
+from trainers.record import TRIAL, startup_figures  # noqa: E402
 from trainers.spec import TrialSpec  # noqa: E402
 
 PARTS = ("launch", "imports", "model", "trainer", "train_setup", "between", "exit", "outside")
@@ -63,6 +64,7 @@ def parts(result) -> dict[str, float]:
 
 def one_trial(workdir: Path, name: str, args, cold: bool) -> dict[str, float]:
     spec = TrialSpec(
+        framework=args.framework,
         model=args.model,
         max_steps=args.steps,
         num_generations=2,
@@ -82,7 +84,19 @@ def one_trial(workdir: Path, name: str, args, cold: bool) -> dict[str, float]:
     row["peak_rss_gib"] = result.peak.get("rss_peak_gib") or result.peak.get("rss_gib")
     row["hwm_gib"] = result.peak.get("hwm_gib")
     row["tokens_per_s"] = statistics.median(s["tokens_per_s"] for s in result.steps)
+    figures = startup_figures(result.steps, result.started_at)
+    first_step = result.steps[0]["step_s"]
+    print(  # as it goes: a run cut at its limit keeps the trials it finished
+        f"  {name}: wall {result.wall_s:.1f} s, outside the steps {row['outside']:.1f} s (imports "
+        f"{row['imports']:.1f}, model {row['model']:.1f}), first step {first_step:.1f} s, warm-up "
+        f"{_seconds(figures[TRIAL.warmup_s])}, time to first step {_seconds(figures[TRIAL.time_to_first_step_s])}",
+        flush=True,
+    )
     return row
+
+
+def _seconds(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f} s"
 
 
 def show(label: str, rows: list[dict[str, float]]) -> dict[str, float]:
@@ -99,6 +113,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--model", default="tiny")
+    parser.add_argument("--framework", default="trl", help="trl or unsloth (Unsloth's first step compiles)")
     args = parser.parse_args()
     cold: list[dict[str, float]] = []
     forked: list[dict[str, float]] = []
@@ -111,7 +126,7 @@ def main() -> None:
                 row = one_trial(workdir, f"{mode}-{i}", args, cold=mode == "cold")
                 (cold if mode == "cold" else forked).append(row)
         stop_servers()
-    print(f"{args.model}, {args.steps} steps, {args.rounds} rounds each; medians, seconds")
+    print(f"{args.framework}, {args.model}, {args.steps} steps, {args.rounds} rounds each; medians, seconds")
     c = show("cold", cold)
     show("forked, first (server start)", [first])
     f = show("forked", forked)
