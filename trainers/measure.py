@@ -332,6 +332,8 @@ class StepMeter(TrainerCallback):
             row |= self.evaluator.run(self.trainer)
         # Scoring calls stopped at task_args.reward_timeout_s (tasks/bounded.py), evaluation's included.
         row[F.reward_timeouts] = SCORING.timeouts if SCORING.calls else None
+        # Training completions the code task's sandbox killed; null where no sandbox scored any.
+        row[F.sandbox_kills] = SCORING.sandbox_kills if SCORING.sandboxed else None
         self.pending = row
 
     def _forced_min_tokens(self) -> int | None:

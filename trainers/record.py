@@ -145,6 +145,11 @@ STEP_FIELDS: tuple[Field, ...] = (
     Field("reward_timeouts", FLOAT64, COUNT, TRAINER, "scoring calls (training rewards, and held-out accuracy checks "
        "when the step evaluates) stopped at `task_args.reward_timeout_s` and scored 0 in the step; null when "
        "no scoring ran in the step (a step that reuses its cycle's completions)"),
+    Field("sandbox_kills", FLOAT64, COUNT, TRAINER, "the step's training completions whose run the task's sandbox "
+       "killed (time, memory, file size or process limit, a forbidden call, a signal), each scored 0 in every "
+       "reward (format too, unless `task_args.pay_format_when_killed`): a reward-hacking signal, a policy "
+       "learning that hangs or bombs pay; null when the task runs no sandbox (every task but code) or the step "
+       "scored nothing (it reuses its cycle's completions)"),
     Field("reward_mean", FLOAT64, "reward", TRAINER, "TRL's reward mean (weighted sum of the task's rewards)"),
     Field("reward_std", FLOAT64, "reward", TRAINER, "TRL's reward standard deviation"),
     Field("frac_reward_zero_std", FLOAT64, FRACTION, TRAINER, "groups whose rewards are all equal (no learning "

@@ -1,5 +1,6 @@
 """Training verdicts in the report: recomputed from the steps files for a sweep that predates the
-columns, in summary.csv, as a mark in the feasibility matrix, and in their own section."""
+columns, in summary.csv, as a mark in the feasibility matrix, and in their own section; beside them, the
+completions a sandbox killed, a reward-hacking signal."""
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -81,3 +82,44 @@ def test_no_mark_and_no_note_when_every_completed_trial_is_ok(tmp_path):
     assert all(g.verdict_note == "" for g in grids)
     assert not any("⚠" in str(label) for g in grids for label in g.labels.to_numpy().ravel())
     assert all("⚠" not in view.caption for view in matrix_views(grids))
+
+
+def with_sandbox_kills(out, kills: dict[str, list[float]]) -> None:
+    """Give these trials' steps a sandbox_kills column (the code task's), per step in step order."""
+    for key, values in kills.items():
+        path = next(out.glob(f"steps/framework=*/mode=*/{key}.parquet"))
+        table = pq.read_table(path).to_pandas().sort_values("step")
+        table["sandbox_kills"] = values[: len(table)]
+        pq.write_table(pq.read_table(path).from_pandas(table, preserve_index=False), path)
+
+
+def test_the_report_says_which_trials_the_sandbox_killed_completions_of(tmp_path):
+    write_synthetic_sweep(tmp_path)
+    steps = load_outputs(tmp_path).steps
+    hacking, clean = FLAT, "trl-grpo-k4-b1-s1"
+    counts = steps.groupby("trial_key").size()
+    with_sandbox_kills(tmp_path, {hacking: [0.0, 1.0] + [3.0] * (counts[hacking] - 2),
+                                  clean: [0.0] * counts[clean]})  # fmt: skip
+    paths = write_report(tmp_path, console=Console(record=True, width=200))
+    summary = pd.read_csv(paths["summary_csv"]).set_index("run_name")
+    total = 1 + 3 * (counts[hacking] - 2)
+    assert summary.loc[hacking, "sandbox_kills"] == total
+    assert summary.loc[clean, "sandbox_kills"] == 0
+    assert summary.drop([hacking, clean])["sandbox_kills"].isna().all()  # no sandbox: not measured, not 0
+    markdown = paths["report_md"].read_text()
+    section = markdown.split("### Reward hacking: completions the sandbox killed")[1].split("\n## ")[0]
+    assert f"The sandbox killed {total} training completions in 1 of the 2 trials that ran one" in section
+    assert f"| {hacking} |" in section and f"| {clean} |" not in section
+    assert "Reward hacking: completions the sandbox killed" in paths["report_html"].read_text()
+
+
+def test_the_report_says_the_sandbox_killed_nothing_and_is_silent_without_a_sandbox(tmp_path):
+    write_synthetic_sweep(tmp_path)
+    paths = write_report(tmp_path, console=Console(record=True, width=200))
+    assert "Reward hacking" not in paths["report_md"].read_text()
+    counts = load_outputs(tmp_path).steps.groupby("trial_key").size()
+    with_sandbox_kills(tmp_path, {FLAT: [0.0] * counts[FLAT]})
+    paths = write_report(tmp_path, console=Console(record=True, width=200))
+    assert "The sandbox killed no training completion in the 1 trial that ran one." in (
+        paths["report_md"].read_text()
+    )

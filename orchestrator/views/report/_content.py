@@ -235,6 +235,48 @@ def verdict_blocks(summary: pd.DataFrame, curves: dict[str, Any]) -> list[Block]
     return blocks
 
 
+def sandbox_kill_blocks(summary: pd.DataFrame) -> list[Block]:
+    """Reward hacking: the training completions each trial's sandbox killed (summary's sandbox_kills,
+    from the steps' field); nothing when no trial ran a task with a sandbox."""
+    if "sandbox_kills" not in summary:
+        return []
+    kills = pd.to_numeric(summary["sandbox_kills"], errors="coerce")
+    measured = summary[kills.notna()]
+    if measured.empty:
+        return []
+    blocks = [Block("h3", "Reward hacking: completions the sandbox killed")]
+    killed = measured[kills[kills.notna()] > 0]
+    trials = f"{len(measured)} trial{'s' if len(measured) != 1 else ''} that ran one"
+    if killed.empty:
+        return [*blocks, Block("p", f"The sandbox killed no training completion in the {trials}.")]
+    total = int(kills[killed.index].sum())
+    blocks.append(
+        Block(
+            "p",
+            f"The sandbox killed {total} training completion{'s' if total != 1 else ''} in {len(killed)} of "
+            f"the {trials}: runs stopped at the time, memory, file size or process limit, or by a forbidden "
+            "call. Each scored 0 in every reward (format too, unless task_args.pay_format_when_killed). A "
+            "policy that probes the sandbox writes them; kills that rise over the steps (the steps' "
+            "sandbox_kills) are one learning that they pay.",
+        )
+    )
+    ordered = killed.assign(_kills=kills[killed.index]).sort_values(
+        ["_kills", "run_name"], ascending=[False, True]
+    )
+    table = pd.DataFrame(
+        {
+            "Trial": ordered["run_name"],
+            "Framework": ordered["framework"],
+            "Mode": ordered["mode"],
+            "K": ordered["num_generations"],
+            "B": ordered["batch_size"],
+            "Completions killed": [int(k) for k in ordered["_kills"]],
+            "Final reward": [fmt(r, 3) for r in ordered["final_reward"]],
+        }
+    )
+    return [*blocks, Block("table", table=table)]
+
+
 @dataclass
 class ReportData:
     """What the sections read: the sweep's outputs and the figures write_report computed from them."""
@@ -422,7 +464,7 @@ def heatmap_section(data: ReportData) -> list[Block]:
 
 
 def verdict_section(data: ReportData) -> list[Block]:
-    return verdict_blocks(data.summary, data.plot_paths.get("curves", {}))
+    return verdict_blocks(data.summary, data.plot_paths.get("curves", {})) + sandbox_kill_blocks(data.summary)
 
 
 def speed_section(data: ReportData) -> list[Block]:
