@@ -264,8 +264,12 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("gpu_util_source", STRING, CHOICE, RECORDER, "`process` when any step's utilisation was the trainer's "
        "own, else `device` (the whole GPU's), null without NVML (the steps' gpu_util_source)"),
     Field("time_to_first_step_s", FLOAT64, SECONDS, RECORDER, "from the trainer's start (started_at: imports, "
-       "model load, the trainer's construction) to the end of its first step (that step's t_end); null when "
-       "no step ended"),
+       "model load, the trainer's construction, the held-out evaluation before training where one was asked) "
+       "to the end of its first step (that step's t_end); null when no step ended"),
+    Field("eval_before_pass_at_1", FLOAT64, FRACTION, TRAINER, "held-out accuracy (pass@1, as the steps' "
+       "eval_pass_at_1) of the model before its first step: the baseline a learning trial is judged against; "
+       "null when the trial evaluated nothing (eval_every 0 and no eval_at_end)"),
+    Field("eval_before_prompts", FLOAT64, COUNT, TRAINER, "held-out prompts of that evaluation"),
     Field("warmup_s", FLOAT64, SECONDS, RECORDER, "what the first step paid once (Unsloth's and Inductor's "
        "compilation, Triton's kernels, CUDA's first calls): its step_s less the median step_s of the later "
        "steps like it (the same probe and generated flags); null when no later step is like it. Slightly "

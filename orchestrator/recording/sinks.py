@@ -206,6 +206,8 @@ def trial_row(
         if started.get("effective_config") is not None
         else None,
         config=json.dumps(config, sort_keys=True),
+        eval_before_pass_at_1=_float((started.get("eval_before") or {}).get("eval_pass_at_1")),
+        eval_before_prompts=_float((started.get("eval_before") or {}).get("eval_prompts")),
         context_gib=_float(started.get("context_gib")),
         context_source=started.get("context_source"),
         alloc_conf=started.get("alloc_conf"),
