@@ -162,6 +162,10 @@ STEP_FIELDS: tuple[Field, ...] = (
     Field("completion_len_mean", FLOAT64, TOKENS, TRAINER, "mean completion length"),
     Field("completion_len_max", FLOAT64, TOKENS, TRAINER, "longest completion"),
     Field("clipped_ratio", FLOAT64, FRACTION, TRAINER, "completions cut at max_completion_length"),
+    Field("distinct_completion_share", FLOAT64, FRACTION, TRAINER, "distinct completion texts / completions "
+       "generated in the step (texts compared by their token ids): 1 when every completion differs, "
+       "1/completions when all are one text (a policy collapsing onto one answer); null when the step "
+       "generated nothing, never 0 for not measured"),
     Field("learning_rate", FLOAT64, "rate", TRAINER, "the scheduler's learning rate at the step"),
     Field("t_start", FLOAT64, EPOCH_S, TRAINER, "wall clock at the step's start"),
     Field("t_end", FLOAT64, EPOCH_S, TRAINER, "wall clock at the step's end"),
@@ -290,8 +294,9 @@ TRIAL_FIELDS: tuple[Field, ...] = (
        "device_*) came from: `process` (NVML lists the trainer) or `device` (device used memory less what was "
        "in use before the trial started); null without NVML"),
     Field("training_verdict", STRING, CHOICE, VERDICT, "a completed trial's training verdict (null for other "
-       "statuses): `diverged` · `memory_creep` · `no_signal` · `truncated` · `ok` · `too_short`; the first "
-       "that holds in that order (see Training verdicts below)"),
+       "statuses): `diverged` · `memory_creep` · `no_signal` · `truncated` · `collapsed` (the problems) · "
+       "`learning` · `ok` (nothing wrong, no evidence of learning) · `too_short`; the first that holds in that "
+       "order (see Training verdicts below)"),
     Field("training_verdict_detail", STRING, TEXT, VERDICT, "every verdict that holds, `; `-joined, each with the "
        "steps and figures that triggered it (e.g. `no_signal: frac_reward_zero_std >= 0.95 for 5 steps in a "
        "row (steps 1-5: 1.00, ...)`)"),
@@ -324,6 +329,20 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("settled_step", INT64, COUNT, SUPERVISOR, "the step at which the settled stop (`stop.when_settled`) ended "
        "the speed phase: peak memory had not grown for `stop.settle_steps` steps and the median tokens/s was "
        "known within `stop.settle_half_width`; null when it ran to max_steps or the stop was off"),
+    Field("accuracy_target", FLOAT64, FRACTION, RECORDER, "the held-out accuracy (eval_pass_at_1) the to-target "
+       "figures count to: the sweep's `verdict.accuracy_target`"),
+    Field("steps_to_accuracy_target", INT64, COUNT, RECORDER, "the first step whose held-out accuracy "
+       "(eval_pass_at_1) reached accuracy_target; null when it never did or was never measured"),
+    Field("seconds_to_accuracy_target", FLOAT64, SECONDS, RECORDER, "training time to that step: the sum of "
+       "step_s through it (evaluation and start-up left out); null when the target was not reached"),
+    Field("gpu_seconds_to_accuracy_target", FLOAT64, "GPU-s", RECORDER, "seconds_to_accuracy_target x the GPUs the "
+       "trial ran on (its ranks); null on CPU or when the target was not reached"),
+    Field("best_eval_pass_at_1", FLOAT64, FRACTION, RECORDER, "the highest held-out accuracy (eval_pass_at_1) of "
+       "the trial's evaluations (the best of several noisy readings leans high); null when none was measured"),
+    Field("best_eval_pass_at_1_lo", FLOAT64, FRACTION, RECORDER, "low end of its 95% Wilson interval over the "
+       "evaluation's eval_prompts (prompts, not samples, count: a prompt's k samples are not independent)"),
+    Field("best_eval_pass_at_1_hi", FLOAT64, FRACTION, RECORDER, "high end of that interval"),
+    Field("best_eval_step", INT64, COUNT, RECORDER, "the step of that evaluation (the first, on a tie)"),
     Field("implied_by", STRING, KEY, SEARCH, "status `implied`: the key of the measured trial that fits its budget "
        "and dominates this one (every size knob >=, the rest equal), so this one fits without a probe of its "
        "own; its predicted_* columns hold the memory model's figure and every measured column is null. Null "
@@ -409,6 +428,54 @@ def startup_figures(steps: Iterable[Mapping[str, Any]], started_at: Any) -> dict
     return {
         TRIAL.time_to_first_step_s: end - start if end is not None and start else None,
         TRIAL.warmup_s: first_s - statistics.median(alike) if alike and first_s is not None else None,
+    }
+
+
+def wilson_interval(share: float, n: float, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson's score interval of a proportion `share` observed over n trials, at `confidence`."""
+    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+    centre = (share + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def held_out_evals(steps: Iterable[Mapping[str, Any]]) -> list[tuple[int, float, float]]:
+    """(step, eval_pass_at_1, eval_prompts) of each step that measured held-out accuracy over at least one
+    prompt, in step order (a repeated report of a step counts once)."""
+    found: dict[int, tuple[int, float, float]] = {}
+    for row in steps:
+        step = row.get(STEP.step)
+        share, prompts = (
+            finite_or_none(row.get(STEP.eval_pass_at_1)),
+            finite_or_none(row.get(STEP.eval_prompts)),
+        )
+        if step is not None and share is not None and prompts:
+            found[int(step)] = (int(step), share, prompts)
+    return [found[s] for s in sorted(found)]
+
+
+def accuracy_figures(steps: Iterable[Mapping[str, Any]], target: float, gpus: int = 0) -> dict[str, Any]:
+    """A trial's to-target and best held-out accuracy figures (TRIAL_FIELDS, accuracy_target to
+    best_eval_step) from its step rows; gpus: the GPUs it ran on (0 on CPU). What was not reached or not
+    measured is None, never 0."""
+    by_step = {int(r[STEP.step]): r for r in steps if r.get(STEP.step) is not None}  # a repeat counts once
+    rows = [by_step[s] for s in sorted(by_step)]
+    evals = held_out_evals(rows)
+    reached = next((step for step, share, _ in evals if share >= target), None)
+    seconds = None
+    if reached is not None:
+        seconds = sum(finite_or_none(r.get(STEP.step_s)) or 0.0 for r in rows if int(r[STEP.step]) <= reached)
+    best = max(evals, key=lambda e: e[1], default=None)  # max keeps the first of equal readings
+    low, high = wilson_interval(best[1], best[2]) if best else (None, None)
+    return {
+        TRIAL.accuracy_target: target,
+        TRIAL.steps_to_accuracy_target: reached,
+        TRIAL.seconds_to_accuracy_target: seconds,
+        TRIAL.gpu_seconds_to_accuracy_target: seconds * gpus if seconds is not None and gpus else None,
+        TRIAL.best_eval_pass_at_1: best[1] if best else None,
+        TRIAL.best_eval_pass_at_1_lo: low,
+        TRIAL.best_eval_pass_at_1_hi: high,
+        TRIAL.best_eval_step: best[0] if best else None,
     }
 
 

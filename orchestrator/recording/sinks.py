@@ -195,6 +195,7 @@ def trial_row(
         trainer_s=sum(_float(r.get(record.STEP.step_s)) or 0.0 for r in steps) if steps else None,
         **record.startup_figures(steps, result.started_at if result else None),
         **record.time_split_figures(steps),
+        **record.accuracy_figures(steps, verdict.accuracy_target, spec.num_processes if gpu_name else 0),
         exit_code=result.exit_code if result else None,
         cuda_visible_devices=result.cuda_visible_devices if result else None,
         started_at=_ms(result.started_at) if result else None,

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.judging.intervals import MIN_CYCLES, TIGHT, TIGHT_SPREAD, Estimate, Margin, tie_ranks
-from orchestrator.judging.verdict import PRECEDENCE, VERDICT_WORDS, VERDICTS
+from orchestrator.judging.verdict import LEARNING, PROBLEMS, VERDICT_WORDS, VERDICTS
 from orchestrator.recording import outcome
 from orchestrator.recording.outcome import COMPLETED, STATUS_WORDS, STATUSES
 from orchestrator.views.report._configs import CONFIG_WORDS, varying_config_columns
@@ -23,6 +23,7 @@ from orchestrator.views.report._feasibility import (
     matrix_views,
     memory_words,
 )
+from orchestrator.views.report._learning import learning_blocks
 from orchestrator.views.report._outputs import SweepOutputs, column, parse_json, plain
 from orchestrator.views.report._stacks import comparison_view, stack_pairs
 from orchestrator.views.report._time import time_paragraphs
@@ -191,10 +192,19 @@ def not_completed_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def flagged_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Completed trials whose training verdict flags them, worst first (orchestrator.judging.verdict.PRECEDENCE)."""
-    flagged = summary[summary["training_verdict"].isin(PRECEDENCE)].copy()
-    flagged["_rank"] = [PRECEDENCE.index(v) for v in flagged["training_verdict"]]
+    """Completed trials whose training verdict flags them, worst first (orchestrator.judging.verdict.PROBLEMS)."""
+    flagged = summary[summary["training_verdict"].isin(PROBLEMS)].copy()
+    flagged["_rank"] = [PROBLEMS.index(v) for v in flagged["training_verdict"]]
     flagged = flagged.sort_values(["_rank", "run_name"])
+    return _verdict_rows(flagged)
+
+
+def learning_verdict_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Completed trials whose verdict is `learning` (a positive, not a flag), with the evidence."""
+    return _verdict_rows(summary[summary["training_verdict"] == LEARNING].sort_values("run_name"))
+
+
+def _verdict_rows(flagged: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "Trial": flagged["run_name"],
@@ -219,16 +229,24 @@ def verdict_blocks(summary: pd.DataFrame, curves: dict[str, Any]) -> list[Block]
     blocks.append(
         Block(
             "p",
-            f"{len(verdicts)} completed trials judged from their steps: {', '.join(parts)}. diverged: a NaN "
-            "or a spike in loss, grad_norm or kl; memory creep: peak memory rising towards the budget; no "
-            "signal: groups whose rewards are all equal (no advantage, nothing learned from the reward); "
-            "truncated: completions cut at max_completion_length. Thresholds: the sweep's verdict section.",
+            f"{len(verdicts)} completed trials judged from their steps: {', '.join(parts)}. learning: the "
+            "reward's trend rises (its 95% interval above zero) and, where held-out accuracy was measured "
+            "twice or more, its last reading beats its first (the difference's 95% interval above zero); "
+            "ok: nothing wrong, and no evidence of learning. The problems: diverged: a NaN or a spike in "
+            "loss, grad_norm or kl; memory creep: peak memory rising towards the budget; no signal: groups "
+            "whose rewards are all equal (no advantage, nothing learned from the reward); truncated: "
+            "completions cut at max_completion_length; collapsed: the reward rises while held-out accuracy "
+            "or completion entropy falls, or the completions converge to one text. Thresholds: the sweep's "
+            "verdict section.",
         )
     )
+    learned = learning_verdict_table(summary)
+    if not learned.empty:
+        blocks += [Block("h3", "Trials that learn"), Block("table", table=learned)]
     table = flagged_table(summary)
     if table.empty:
         return blocks
-    blocks.append(Block("table", table=table))
+    blocks += [Block("h3", "Trials flagged"), Block("table", table=table)]
     for key, verdict in zip(table["Trial"], table["Verdict"], strict=True):
         if curves.get(str(key)):
             blocks.append(Block("image", f"Curves {key} ({verdict})", path=curves[str(key)]))
@@ -379,6 +397,11 @@ def fastest_section(data: ReportData) -> list[Block]:
             f"peaks ({TIGHT_SPREAD:.1%} of the peak, docs/benchmarks.md).",
         ),
     ]
+
+
+def learning_section(data: ReportData) -> list[Block]:
+    """Which configuration learns fastest (report._learning); the ranking by held-out accuracy."""
+    return learning_blocks(data.outputs.trials)
 
 
 def vllm_share_section(data: ReportData) -> list[Block]:
@@ -536,6 +559,7 @@ SECTIONS = (
     fitmap_section,
     stacks_section,
     fastest_section,
+    learning_section,
     vllm_share_section,
     setup_section,
     heatmap_section,
