@@ -327,9 +327,13 @@ def reward_trend(steps: list[Mapping[str, Any]], s: VerdictSettings) -> Trend | 
     return Trend(float(slope), float(low), float(high), xs[0], xs[-1], s.learning_confidence)
 
 
-def accuracy_change(steps: list[Mapping[str, Any]], s: VerdictSettings) -> AccuracyChange | None:
-    """Held-out accuracy at the first evaluation against the last; None under two evaluations."""
-    evals = held_out_evals(steps)
+def accuracy_change(
+    steps: list[Mapping[str, Any]], s: VerdictSettings, before: tuple[float, float] | None = None
+) -> AccuracyChange | None:
+    """Held-out accuracy at the first evaluation against the last; None under two evaluations. before:
+    (pass@1, prompts) of the evaluation before the first step (trials.parquet's eval_before_*), which is
+    then the first, at step 0."""
+    evals = ([(0, *before)] if before is not None else []) + held_out_evals(steps)
     if len(evals) < 2:
         return None
     (step1, p1, n1), (step2, p2, n2) = evals[0], evals[-1]
@@ -402,9 +406,10 @@ def _judged(
     s: VerdictSettings,
     max_steps: int | None = None,
     limit: tuple[float | None, str] = (None, ""),
+    before: tuple[float, float] | None = None,
 ) -> tuple[list[Finding], list[str]]:
     """Every verdict that holds, and the notes on learning where it does not."""
-    trend, change = reward_trend(steps, s), accuracy_change(steps, s)
+    trend, change = reward_trend(steps, s), accuracy_change(steps, s, before)
     learning, notes = _learning(steps, trend, change)
     found = [
         _diverged(steps, s),
@@ -444,11 +449,15 @@ def judge(
     max_steps: int | None = None,
     budget_gib: float | None = None,
     device_total_gib: float | None = None,
+    eval_before: tuple[float | None, float | None] = (None, None),
 ) -> TrainingVerdict:
     """The verdict of a trial from its step rows. max_steps: the steps it was asked for (memory_creep's
-    horizon unless settings.creep_horizon_steps); budget_gib / device_total_gib: what memory creeps to."""
+    horizon unless settings.creep_horizon_steps); budget_gib / device_total_gib: what memory creeps to;
+    eval_before: held-out (pass@1, prompts) before the first step, where measured (the baseline)."""
     steps = _steps(rows)
-    findings, notes = _judged(steps, settings, max_steps, memory_limit(budget_gib, device_total_gib))
+    accuracy, prompts = eval_before
+    before = (accuracy, prompts) if accuracy is not None and prompts is not None else None
+    findings, notes = _judged(steps, settings, max_steps, memory_limit(budget_gib, device_total_gib), before)
     findings.sort(key=lambda f: PRECEDENCE.index(f.verdict))
     judged = sum(1 for r in steps if not r.get("probe"))
     if findings:

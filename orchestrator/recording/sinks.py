@@ -228,7 +228,8 @@ def trial_row(
     row.update(speed_columns(steps), **margin_columns(row))
     if row["status"] == COMPLETED:
         judged = judge(steps, verdict, max_steps=spec.max_steps, budget_gib=spec.memory_budget_gib,
-                       device_total_gib=gpu_total)  # fmt: skip
+                       device_total_gib=gpu_total,
+                       eval_before=(row["eval_before_pass_at_1"], row["eval_before_prompts"]))  # fmt: skip
         row.update(training_verdict=judged.verdict, training_verdict_detail=judged.detail)
     return row
 

@@ -277,6 +277,19 @@ def test_a_rising_reward_and_held_out_accuracy_that_rises_beyond_its_interval_re
     )
 
 
+def test_the_evaluation_before_the_first_step_is_the_baseline_of_the_held_out_change():
+    """One evaluation during the run and the one before it (trials.parquet's eval_before_*) make a
+    change: before training, step 0."""
+    verdict = judge(run(evals={30: 0.55}), eval_before=(0.20, 64))
+    assert verdict.verdict == LEARNING
+    low, high = newcombe_interval(0.20, 64, 0.55, 64)
+    assert verdict.detail.endswith(
+        f"held-out accuracy 0.20 -> 0.55 (steps 0 -> 30, 64 prompts each), +0.35 (95% interval "
+        f"{low:+.2f} to {high:+.2f})"
+    )
+    assert judge(run(evals={30: 0.55}), eval_before=(None, None)).detail.endswith("judged on the reward alone")
+
+
 def test_a_flat_noisy_reward_is_not_learning_and_the_ok_detail_says_what_was_measured():
     verdict = judge(run(rise=0.0))
     assert verdict.verdict == OK

@@ -170,6 +170,10 @@ def _with_verdicts(
                 max_steps=int(row["max_steps"]) if finite_or_none(row.get("max_steps")) else None,
                 budget_gib=finite_or_none(row.get("memory_budget_gib")),
                 device_total_gib=finite_or_none(row.get("gpu_total_gib")),
+                eval_before=(
+                    finite_or_none(row.get("eval_before_pass_at_1")),
+                    finite_or_none(row.get("eval_before_prompts")),
+                ),
             )
             trials.at[i, "training_verdict"] = verdict.verdict
             trials.at[i, "training_verdict_detail"] = verdict.detail
