@@ -79,7 +79,12 @@ check-index:
 sweep: setup
 	$(VENV)/bin/rlsweep run $(SWEEP)
 
+# make test leaves out the tests marked heavy (each a minute or more: Slurm's daemons, vLLM's server, a lost
+# node, a cluster, resumes after SIGKILL); make test-all runs every test.
 test: setup
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 -m "not heavy" $(PYTEST_ARGS)
+
+test-all: setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS)
 
 # make ui MLFLOW_STORE=sqlite:////abs/path/mlflow.db for a sweep whose output dir is elsewhere

@@ -3,11 +3,13 @@
 A trace's file name starts with the verdict it must read, then `-` and what ran: e.g.
 `learning-smollm2-sums.parquet` (a SmolLM2 run that learns), `diverged-smollm2-lr1e-2.parquet`. Each file
 holds one trial's steps parquet rows (the steps/framework=<f>/mode=<m>/<trial_key>.parquet the sweep wrote),
-copied as they are.
+copied as they are; beside it, `<name>.json` holds the trial's eval_before_pass_at_1 and eval_before_prompts
+(its held-out accuracy before the first step). bench/bench_learning.py --record writes both.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -34,3 +36,10 @@ def load_learning_trace(path: Path | str) -> list[dict[str, Any]]:
         path = LEARNING_TRACES / path.name
     rows = pq.read_table(path).to_pylist()
     return sorted(rows, key=lambda r: r.get("step") or 0)
+
+
+def trace_eval_before(path: Path) -> tuple[float | None, float | None]:
+    """The trace's held-out (pass@1, prompts) before its first step; (None, None) where not measured."""
+    side = path.with_suffix(".json")
+    before = json.loads(side.read_text()) if side.exists() else {}
+    return before.get("eval_before_pass_at_1"), before.get("eval_before_prompts")

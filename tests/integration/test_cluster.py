@@ -126,6 +126,7 @@ def services(tmp_path_factory):
         assert not leftovers, f"processes survived teardown: {leftovers}"
 
 
+@pytest.mark.heavy
 def test_submit_runs_sweep_on_cluster_to_s3_and_mlflow_server(services):
     output = f"s3://{services['bucket']}/cluster-test"
     args = [

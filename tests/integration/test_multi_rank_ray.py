@@ -27,6 +27,7 @@ def ray_four_fake_gpus():
         shutil.rmtree(temp.parent, ignore_errors=True)
 
 
+@pytest.mark.heavy
 def test_two_two_gpu_trials_run_side_by_side_on_distinct_devices(ray_four_fake_gpus, tmp_path):
     path = tiny_sweep(
         tmp_path / "s.yaml",

@@ -59,6 +59,7 @@ def kill_worker_when_a_trial_runs_there(cluster, worker, trials_dir, killed: dic
         time.sleep(0.2)
 
 
+@pytest.mark.heavy
 def test_a_worker_node_lost_mid_sweep_runs_its_trials_again_elsewhere_and_records_each_once(
     two_nodes, tmp_path
 ):

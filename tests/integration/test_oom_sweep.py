@@ -23,6 +23,7 @@ pytestmark = pytest.mark.slow
 BUDGET_GIB = 0.85
 
 
+@pytest.mark.heavy
 def test_budget_ooms_prunes_and_resume_keeps_the_decisions(ray_fake_gpus, tmp_path, capsys):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     path = tiny_sweep(

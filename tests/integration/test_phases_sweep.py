@@ -16,6 +16,7 @@ def overlapping(rows: list[dict]) -> list[tuple[dict, dict]]:
     return [(a, b) for i, a in enumerate(rows) for b in rows[i + 1 :] if b["started_at"] < a["ended_at"]]
 
 
+@pytest.mark.heavy
 def test_memory_phase_trials_share_a_fake_gpu_and_speed_phase_trials_never_do(ray_fake_gpus, tmp_path):
     # A 5 GiB card holds two 2 GiB budgets with 0.5 GiB headroom each: two memory-phase trials per GPU.
     path = tiny_sweep(

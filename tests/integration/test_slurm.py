@@ -68,6 +68,7 @@ def trials(out: Path):
     return pq.read_table(path).to_pandas() if path.exists() else None
 
 
+@pytest.mark.heavy
 def test_a_sweep_through_sbatch_cancelled_mid_sweep_resumes_when_resubmitted(slurm, tmp_path):
     out = tmp_path / "shared" / "cpu-smoke"
     first = submit(out, slurm)

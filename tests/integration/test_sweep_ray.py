@@ -231,6 +231,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.heavy
 def test_sigkill_driver_then_resume(ray_fake_gpus, tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     out = tmp_path / "out"

@@ -15,6 +15,7 @@ from trainers.spec import TrialSpec
 pytestmark = [pytest.mark.slow, needs_vllm]
 
 
+@pytest.mark.heavy
 def test_the_supervisor_starts_trl_vllm_serve_on_loopback_generates_samples_it_and_stops_it_by_pid(tmp_path):
     from trl.generation.vllm_client import VLLMClient
 
@@ -63,6 +64,7 @@ def test_server_mode_trains_on_all_gpus_but_the_last_which_serves():
         split_gpus("0")
 
 
+@pytest.mark.heavy
 def test_a_server_mode_trial_on_a_cpu_fails_at_the_weight_sync_with_the_server_peak_kept_and_the_server_stopped(
     tmp_path,
 ):

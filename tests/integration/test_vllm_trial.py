@@ -8,6 +8,7 @@ from tests.helpers.trainer_child import needs_vllm, run_child
 pytestmark = [pytest.mark.slow, needs_vllm]
 
 
+@pytest.mark.heavy
 def test_a_trl_trial_trains_two_steps_generating_with_colocated_vllm_and_probes_through_min_tokens(tmp_path):
     proc, events = run_child(
         tmp_path,

@@ -25,7 +25,12 @@ from orchestrator.recording.outcome import COMPLETED, TrialResult
 from orchestrator.recording.sinks import normalize_step, trial_row
 from orchestrator.spec.load import parse_sweep
 from orchestrator.spec.sweep import SweepError
-from tests.helpers.learning_traces import expected_verdict, learning_trace_files, load_learning_trace
+from tests.helpers.learning_traces import (
+    expected_verdict,
+    learning_trace_files,
+    load_learning_trace,
+    trace_eval_before,
+)
 from trainers.spec import TrialSpec
 
 SETTINGS = VerdictSettings()
@@ -287,7 +292,9 @@ def test_the_evaluation_before_the_first_step_is_the_baseline_of_the_held_out_ch
         f"held-out accuracy 0.20 -> 0.55 (steps 0 -> 30, 64 prompts each), +0.35 (95% interval "
         f"{low:+.2f} to {high:+.2f})"
     )
-    assert judge(run(evals={30: 0.55}), eval_before=(None, None)).detail.endswith("judged on the reward alone")
+    assert judge(run(evals={30: 0.55}), eval_before=(None, None)).detail.endswith(
+        "judged on the reward alone"
+    )
 
 
 def test_a_flat_noisy_reward_is_not_learning_and_the_ok_detail_says_what_was_measured():
@@ -409,8 +416,8 @@ def test_newcombes_interval_matches_its_published_example():
 
 @pytest.mark.parametrize("path", learning_trace_files(), ids=lambda p: p.stem)
 def test_each_recorded_real_trace_reads_the_verdict_its_name_gives(path):
-    rows = load_learning_trace(path)
-    assert judge(rows).verdict == expected_verdict(path), judge(rows).detail
+    verdict = judge(load_learning_trace(path), eval_before=trace_eval_before(path))
+    assert verdict.verdict == expected_verdict(path), verdict.detail
 
 
 def test_the_trainer_counts_distinct_completions_by_their_token_ids():
