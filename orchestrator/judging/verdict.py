@@ -28,47 +28,24 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.words.settings import VERDICT as DEFAULTS
+from orchestrator.words.settings import VerdictSettings
+from orchestrator.words.verdicts import (  # noqa: F401  (the names verdicts are judged by, defined below every job)
+    DIVERGED,
+    MARK,
+    MEMORY_CREEP,
+    NO_SIGNAL,
+    OK,
+    PRECEDENCE,
+    STOPPABLE,
+    TOO_SHORT,
+    TRUNCATED,
+    VERDICT_WORDS,
+    VERDICTS,
+)
 from trainers.record import STEP, first_kind, peak_memory
 
-DIVERGED, MEMORY_CREEP, NO_SIGNAL, TRUNCATED = "diverged", "memory_creep", "no_signal", "truncated"
-OK, TOO_SHORT = "ok", "too_short"
-PRECEDENCE = (DIVERGED, MEMORY_CREEP, NO_SIGNAL, TRUNCATED)
-VERDICTS = (*PRECEDENCE, OK, TOO_SHORT)
-# Verdicts certain the step they hold, so a trial may end there (memory_creep is a projection).
-STOPPABLE = (DIVERGED, NO_SIGNAL, TRUNCATED)
-# A verdict in a table cell.
-VERDICT_WORDS = {
-    DIVERGED: "diverged",
-    MEMORY_CREEP: "memory creep",
-    NO_SIGNAL: "no signal",
-    TRUNCATED: "truncated",
-    OK: "ok",
-    TOO_SHORT: "too short",
-}
-MARK = "⚠"
 MIB_PER_GIB = 1024.0
-
-
-@dataclass(frozen=True)
-class VerdictSettings:
-    """The thresholds of the verdicts (the sweep's `verdict:` section; orchestrator/spec/sweep.py describes
-    each field)."""
-
-    min_steps: int = 5
-    no_signal_share: float = 0.95
-    no_signal_steps: int = 5
-    truncated_share: float = 0.95
-    truncated_steps: int = 5
-    spike_k: float = 10.0
-    spike_min_history: int = 5
-    spike_floor: float = 0.1
-    creep_min_steps: int = 5
-    creep_horizon_steps: int | None = None
-    creep_confidence: float = 0.95
-    stop_on: tuple[str, ...] = ()
-
-
-DEFAULTS = VerdictSettings()
 
 
 @dataclass(frozen=True)

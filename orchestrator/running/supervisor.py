@@ -1,7 +1,7 @@
 """Run one trial as a child process (`python -m trainers spec.json`) and turn what happens into a status.
 
 No Ray here: the Ray trainable (driver.py), `rlsweep trial` and gpu-check call `run_trial` with the
-trial's GuardSettings (orchestrator/running/guard.py). It hands each event to `on_event(kind, row)` as a clean
+trial's GuardSettings (orchestrator/words/settings.py). It hands each event to `on_event(kind, row)` as a clean
 row (`step_row`: the one place an event's payload becomes a row). The child runs in
 its own process group so a kill reaches everything it started; it also gets PR_SET_PDEATHSIG, so if the
 supervisor's process dies (SIGKILL of a Ray worker, or of the whole driver) the kernel kills the
@@ -26,14 +26,14 @@ from typing import Any
 import psutil
 
 import trainers
-from orchestrator.recording.outcome import COMPLETED, FAILED, OOM, STOPPED, TIMEOUT, UNAVAILABLE, TrialResult
-from orchestrator.running.guard import GuardSettings
 from orchestrator.running.kernel_oom import cgroup_memory_limit_gib, classify_kernel_oom, oom_kill_counts
 from orchestrator.running.launcher import ForkedChild, start_trainer
-from orchestrator.running.phases import MEMORY, SPEED, SPEED_ONLY, TrialPhases
 from orchestrator.running.settle import settled, warm_up
 from orchestrator.running.telemetry import MemorySampler, RankSamplers, Sample
 from orchestrator.running.vllm_server import run_served
+from orchestrator.words.outcome import COMPLETED, FAILED, OOM, STOPPED, TIMEOUT, UNAVAILABLE, TrialResult
+from orchestrator.words.phases import MEMORY, SPEED, SPEED_ONLY, TrialPhases
+from orchestrator.words.settings import GuardSettings
 from trainers.control import CONTINUE, STOP, closes_steady_cycle, holds_here
 from trainers.distributed import (
     STACK_SIGNAL,

@@ -68,6 +68,7 @@ from typing import Any
 
 import psutil
 
+from orchestrator.words.settings import DEFAULT_GUARD_MARGIN_GIB, DEFAULT_HZ
 from trainers.nvml import (
     NvmlUnavailable,
     import_pynvml,
@@ -79,8 +80,6 @@ from trainers.record import SAMPLER_FIELDS
 from trainers.record import STEP as F  # the step record's field names
 from trainers.units import GIB
 
-DEFAULT_HZ = 20.0
-DEFAULT_GUARD_MARGIN_GIB = 0.0
 # How often the list of the trainer's child processes, and their unique memory, is refreshed: scanning
 # /proc for children takes ~5 ms, and a child's unique set size (the kernel walks its page tables for
 # /proc/<pid>/smaps) ~30 ms for a forked copy of a trainer: at DEFAULT_HZ that alone would keep most of a

@@ -2,9 +2,9 @@
 
 import json
 
-from orchestrator.running.guard import GuardSettings
 from orchestrator.running.supervisor import rank_sampler_factory
 from orchestrator.running.telemetry import combine_ranks
+from orchestrator.words.settings import GuardSettings
 
 
 def test_a_step_row_holds_each_ranks_peak_and_their_max_with_power_summed():

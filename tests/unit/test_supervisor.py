@@ -9,9 +9,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestrator.running.guard import GuardSettings
 from orchestrator.running.supervisor import default_sampler_factory, run_trial
 from orchestrator.running.telemetry import Sample
+from orchestrator.words.settings import GuardSettings
 from trainers.spec import TrialSpec
 
 FAKE = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "fake_trainer.py")]
@@ -330,7 +330,7 @@ def test_a_breach_read_after_the_trainer_exited_is_not_oom(tmp_path):
 
 def test_a_packed_trial_reads_its_own_process_memory_only(tmp_path, monkeypatch):
     import orchestrator.running.supervisor as supervisor
-    from orchestrator.running.phases import TrialPhases
+    from orchestrator.words.phases import TrialPhases
 
     made = []
 

@@ -16,10 +16,10 @@ from orchestrator.judging.verdict import (
     judge,
     stop_check,
 )
-from orchestrator.recording.outcome import COMPLETED, TrialResult
 from orchestrator.recording.sinks import normalize_step, trial_row
 from orchestrator.spec.load import parse_sweep
 from orchestrator.spec.sweep import SweepError
+from orchestrator.words.outcome import COMPLETED, TrialResult
 from trainers.spec import TrialSpec
 
 SETTINGS = VerdictSettings()

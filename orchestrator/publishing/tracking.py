@@ -32,9 +32,10 @@ from typing import Any
 
 import yaml
 
-from orchestrator.recording.outcome import COMPLETED, IMPLIED, NO_GPU, PRUNED, STOPPED, UNAVAILABLE
 from orchestrator.recording.sinks import STEP_RECORD, steps_path
-from orchestrator.recording.storage import StoragePath
+from orchestrator.words.names import NAMED, name_parts
+from orchestrator.words.outcome import COMPLETED, IMPLIED, NO_GPU, PRUNED, STOPPED, UNAVAILABLE
+from orchestrator.words.storage import StoragePath
 from trainers.record import EPOCH_S, FLOAT64, STEP, finite_or_none
 from trainers.spec import BOOKKEEPING, TrialSpec
 
@@ -56,7 +57,6 @@ EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 KILLED_STATUSES = (PRUNED, IMPLIED, UNAVAILABLE, STOPPED)
 SKIPPED_TAG = "rlsweep.skipped"
 # The axes a run name always shows (run_name); other grid axes appear when they vary.
-NAMED_AXES = ("framework", "mode", "model", "num_generations", "batch_size")
 # best/<figure> on the sweep's run: the figure and whether higher is better.
 BEST = {"median_tokens_per_s": True, "median_step_s": False, "peak_memory_gib": False, "final_reward": True}
 
@@ -111,19 +111,12 @@ def varying_axes(resolved_yaml: str) -> list[str]:
     return [k for k, v in grid.items() if isinstance(v, list) and len(v) > 1]
 
 
-def _short_model(model: str) -> str:
-    return model.removeprefix("random:").rstrip("/").rsplit("/", 1)[-1]
-
-
 def run_name(spec: TrialSpec, varying: list[str]) -> str:
     """A trial run's short name: stack, mode, K and B always (`unsloth·gspo·k8·b2`); the model when the
     sweep has several; `axis=value` for each other grid axis that varies, so names stay distinct."""
-    parts = [spec.framework, spec.mode]
-    if "model" in varying:
-        parts.append(_short_model(spec.model))
-    parts += [f"k{spec.num_generations}", f"b{spec.batch_size}"]
+    parts = name_parts(spec, model="model" in varying)
     for axis in varying:
-        if axis not in NAMED_AXES:
+        if axis not in NAMED:
             value = getattr(spec, axis)
             parts.append(f"{axis}={json.dumps(value) if isinstance(value, (dict, list)) else value}")
     return "·".join(parts)
