@@ -254,7 +254,7 @@ def _without_meta(config: dict) -> dict:
 
 def cache_home(explicit: str = "") -> Path:
     """rlsweep's cache folder: `explicit`, else RLSWEEP_CACHE, else ~/.cache/rlsweep. Built models live in
-    its models/ (cache_root), the trainers' compile caches in its compile/ (the supervisor's child_env)."""
+    its models/ (cache_root), the trainers' compile caches in its compile/ (orchestrator/running/child_env.py)."""
     return Path(explicit or os.environ.get("RLSWEEP_CACHE", "~/.cache/rlsweep")).expanduser()
 
 
