@@ -1,7 +1,7 @@
 """The trainer child's environment: the allocator setting both stacks run with, the compile caches every
-trial on the host shares, thread counts, and the switches that keep TRL and Unsloth from reaching for
-MLflow or the network at start-up. The supervisor, the launcher's fork server and the vLLM server start
-their children with it.
+trial on the host shares, thread counts, the switch that keeps TRL from importing MLflow, and what each
+registered stack says its children need (trainers.stacks.StackEntry's env and compile_caches). The
+supervisor, the launcher's fork server and the vLLM server start their children with it.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 import trainers
 from trainers.models import cache_home
 from trainers.nvml import CUDA_DEVICE_ORDER
+from trainers.stacks import STACKS
 
 PROJECT_ROOT = str(Path(trainers.__file__).resolve().parent.parent)
 
@@ -22,9 +23,9 @@ PROJECT_ROOT = str(Path(trainers.__file__).resolve().parent.parent)
 ALLOC_CONF = "expandable_segments:True"
 
 # The compilers' caches, shared by every trial on the host (a sweep's, gpu-check's, `rlsweep trial`'s)
-# under <rlsweep cache>/compile/: each variable and its folder there. On an H100 Unsloth compiled each
-# decoder block at the first step, 50-54 s of every trial. Unsloth (unsloth_zoo/compiler.py) writes the
-# source of its patched modules into UNSLOTH_COMPILE_LOCATION, by default `unsloth_compiled_cache`
+# under <rlsweep cache>/compile/: each variable and its folder there, the stacks' own first (Unsloth's,
+# registered in trainers/stacks/__init__.py). On an H100 Unsloth compiled each decoder block at the
+# first step, 50-54 s of every trial. Unsloth (unsloth_zoo/compiler.py) writes the source of its patched modules into UNSLOTH_COMPILE_LOCATION, by default `unsloth_compiled_cache`
 # relative to the working directory: the trial's own folder, so no trial saw another's. It regenerates
 # that source in every process and rewrites a file only when its bytes differ (a header names the
 # unsloth, unsloth_zoo, transformers and TRL versions), under a per-file lock (filelock), and imports the
@@ -34,15 +35,16 @@ ALLOC_CONF = "expandable_segments:True"
 # kernels (TRITON_CACHE_DIR) are reused across processes and written atomically (a temporary file, then a
 # rename), so concurrent trials share them too; here they outlive /tmp and move with RLSWEEP_CACHE.
 COMPILE_CACHES = (
-    ("UNSLOTH_COMPILE_LOCATION", "unsloth"),
     ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
     ("TRITON_CACHE_DIR", "triton"),
 )
 
 
 def compile_cache_env() -> dict[str, str]:
-    """Each compile cache's variable and its folder under rlsweep's cache (RLSWEEP_CACHE)."""
-    return {name: str(cache_home() / "compile" / folder) for name, folder in COMPILE_CACHES}
+    """Each compile cache's variable (the registered stacks', then torch's) and its folder under rlsweep's
+    cache (RLSWEEP_CACHE)."""
+    caches = [*(cache for entry in STACKS.values() for cache in entry.compile_caches), *COMPILE_CACHES]
+    return {name: str(cache_home() / "compile" / folder) for name, folder in caches}
 
 
 def child_env(cuda_visible_devices: str | None, cpus: int | None) -> dict[str, str]:
@@ -61,9 +63,8 @@ def child_env(cuda_visible_devices: str | None, cpus: int | None) -> dict[str, s
     # The trainer reports to no tracker (report_to "none"; the driver logs to MLflow): without this, TRL
     # imports mlflow anyway because it is installed (trl.extras.profiling), ~2 s of every trial's start.
     env["DISABLE_MLFLOW_INTEGRATION"] = "TRUE"
-    # Unsloth's from_pretrained otherwise checks for a network and downloads a statistics repo (up to
-    # 120 s) on every model load (unsloth/models/_utils.py get_statistics: any value switches it off).
-    env["UNSLOTH_DISABLE_STATISTICS"] = "1"
+    for entry in STACKS.values():  # what each stack's children need (Unsloth: no statistics download)
+        env.update(entry.env)
     # One value per host (the fork server is keyed by the environment): a user's own folder wins.
     for name, folder in compile_cache_env().items():
         env.setdefault(name, folder)
