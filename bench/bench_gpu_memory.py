@@ -2,20 +2,23 @@
 
 The CSV is the single source: one row a trial of the two H100 runs of November 26 2026 (round 1: the
 16 GiB matrix, TRL and Unsloth, Qwen2.5-3B K 2/4/8 x B 1/2 at completion 128, and gpu-check's 1.5B
-trials; round 2: the 16 GiB frontier at completion 256-1024 and gpu-check), with the NVML peak of
+trials; round 2: the 16 GiB frontier at completion 256-1024 and gpu-check; round 3: gpu-check alone and the
+frontier at 1024-2048), with the NVML peak of
 the trainer process, the longest prompt its task held (trial.json's effective_config: 34 tokens, under a
 max_prompt_length of 256; the model counts a batch's prompts at it), its status (an `oom` trial's peak was at least its budget; a `timeout` one's at
 least the peak it measured) and the prior's prediction made then without measured rows
-(prior_predicted_gib). Every trial's events, steps and trial.json lie beside it in round1/ and round2/.
+(prior_predicted_gib). Every trial's events, steps and trial.json lie beside it in round1/, round2/ and round3/.
 load() reads it; trial_rows() turns it into trials.parquet rows (the knobs as the trial's config)
 that MemoryModel.fit and MemoryModel.calibrate read.
 
-Round 1 calibrates; round 2 is held out (GPU measurements the model has not seen):
+Round 1 calibrates; rounds 2 and 3 are held out (GPU measurements the model has not seen):
 - the calibrated prior: MemoryModel.calibrate on round 1 (_terms.CALIBRATED holds what it prints);
 - leave-one-out on round 1: each row predicted by a model calibrated and fitted on the other round-1
   rows only (the calibration is redone without it);
 - round 2: each row predicted by the model fitted on round 1 (the calibrated prior, then each
-  family's round-1 trials), with its verdict against the trial's budget (16 GiB).
+  family's round-1 trials), with its verdict against the trial's budget (16 GiB);
+- round 3 (gpu-check alone, the frontier at completion 1024 and 2048): the same, and by the model
+  fitted on rounds 1 and 2.
 
 Usage: python bench/bench_gpu_memory.py
 """
@@ -123,13 +126,22 @@ def main() -> None:
         print(f"  {label(row):36} {row[PEAK]:8.2f} {peak:9.2f} {error:+7.1%} {then:+10.1%}")
     print(f"  mean abs {sum(map(abs, errors)) / len(errors):.1%}, worst {max(map(abs, errors)):.1%}")
 
-    model = MemoryModel.fit(round1, GPU)
-    print("\nheld out: round 2, from the model fitted on round 1 (verdict against the trial's budget):")
+    round3 = trial_rows(raw, 3)
+    held_out(MemoryModel.fit(round1, GPU), round2, "round 2, from the model fitted on round 1")
+    held_out(MemoryModel.fit(round1, GPU), round3, "round 3, from the model fitted on round 1")
+    held_out(
+        MemoryModel.fit(round1 + round2, GPU), round3, "round 3, from the model fitted on rounds 1 and 2"
+    )
+
+
+def held_out(model: MemoryModel, rows: list[dict], title: str) -> None:
+    """Each row's prediction by a model that has not seen it, with its verdict against the trial's budget."""
+    print(f"\nheld out: {title} (verdict against the trial's budget):")
     print(
         f"  {'trial':36} {'status':9} {'measured':>8} {'predicted (interval)':>22} {'error':>7} {'verdict':>12}"
     )
     held = []
-    for row in round2:
+    for row in rows:
         p = model.predict(spec_of(row))
         interval = f"{p.peak_gib:.2f} ({p.low_gib:.2f}-{p.high_gib:.2f})"
         measured = row[PEAK]

@@ -24,6 +24,9 @@ class Task:
     # why each reward of a completion is zero, reward name -> reason (`rlsweep score`); a task without
     # it reports a zero as "scored 0"
     explain: Callable[[str, dict], dict[str, str]] | None = None
+    # why the task's sandbox killed a completion's run (completion text, row -> reason, None when it did
+    # not; `rlsweep score`); None on a task that runs no sandbox
+    killed: Callable[[str, dict], str | None] | None = None
 
 
 def to_dataset(columns: dict[str, list]) -> Dataset:

@@ -33,7 +33,9 @@ _LOCK = threading.Lock()
 
 
 class ScoringCounter:
-    """Scoring calls and the ones killed at their time limit since the last reset (the step meter's)."""
+    """Since the last reset (the step meter's): scoring calls and the ones killed at their time limit;
+    training completions a sandboxing task (the code task) scored, and the ones whose run its sandbox
+    killed."""
 
     def __init__(self):
         self.reset()
@@ -41,6 +43,8 @@ class ScoringCounter:
     def reset(self) -> None:
         self.calls = 0
         self.timeouts = 0
+        self.sandboxed = 0
+        self.sandbox_kills = 0
 
 
 SCORING = ScoringCounter()

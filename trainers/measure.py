@@ -71,10 +71,16 @@ class StepCounters:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.completions = 0
+        self.texts: set[tuple[int, ...]] = set()  # the step's distinct completions, by their token ids
         self.decode_steps = 0  # each generation call's longest completion, summed
         self.gen_t_start: float | None = None  # wall clock of the first generation call's start
         self.gen_t_end: float | None = None  # and of the last one's end
         self.vllm_min_tokens: int | None = None  # min_tokens of the SamplingParams colocated vLLM received
+
+
+def _token_tuple(ids: Any) -> tuple[int, ...]:
+    """A completion's token ids as a hashable tuple (a list or a tensor of them)."""
+    return tuple(ids.tolist() if hasattr(ids, "tolist") else ids)
 
 
 def _reading_min_tokens(generate, counters: StepCounters):
@@ -117,6 +123,7 @@ def measured(trainer_cls):
                 counters.prompt_tokens += sum(len(ids) for ids in prompt_ids)
                 counters.completion_tokens += sum(len(ids) for ids in completion_ids)
                 counters.completions += len(completion_ids)
+                counters.texts.update(_token_tuple(ids) for ids in completion_ids)
                 # Every sequence of the batch waits for the longest: the decoding steps the call ran.
                 counters.decode_steps += max((len(ids) for ids in completion_ids), default=0)
                 if counters.gen_t_start is None:
@@ -290,6 +297,7 @@ class StepMeter(TrainerCallback):
             F.completion_tokens: c.completion_tokens if generated else None,
             F.completions: c.completions if generated else None,
             F.decode_steps: c.decode_steps if generated else None,
+            F.distinct_completion_share: len(c.texts) / c.completions if generated else None,
             F.ms_per_token: 1000 * c.gen_s / c.decode_steps if generated and c.decode_steps else None,
             F.gen_share: c.gen_s / step_s if generated and step_s > 0 else None,
             F.gen_t_start: c.gen_t_start if generated else None,
@@ -332,6 +340,8 @@ class StepMeter(TrainerCallback):
             row |= self.evaluator.run(self.trainer)
         # Scoring calls stopped at task_args.reward_timeout_s (tasks/bounded.py), evaluation's included.
         row[F.reward_timeouts] = SCORING.timeouts if SCORING.calls else None
+        # Training completions the code task's sandbox killed; null where no sandbox scored any.
+        row[F.sandbox_kills] = SCORING.sandbox_kills if SCORING.sandboxed else None
         self.pending = row
 
     def _forced_min_tokens(self) -> int | None:

@@ -145,6 +145,11 @@ STEP_FIELDS: tuple[Field, ...] = (
     Field("reward_timeouts", FLOAT64, COUNT, TRAINER, "scoring calls (training rewards, and held-out accuracy checks "
        "when the step evaluates) stopped at `task_args.reward_timeout_s` and scored 0 in the step; null when "
        "no scoring ran in the step (a step that reuses its cycle's completions)"),
+    Field("sandbox_kills", FLOAT64, COUNT, TRAINER, "the step's training completions whose run the task's sandbox "
+       "killed (time, memory, file size or process limit, a forbidden call, a signal), each scored 0 in every "
+       "reward (format too, unless `task_args.pay_format_when_killed`): a reward-hacking signal, a policy "
+       "learning that hangs or bombs pay; null when the task runs no sandbox (every task but code) or the step "
+       "scored nothing (it reuses its cycle's completions)"),
     Field("reward_mean", FLOAT64, "reward", TRAINER, "TRL's reward mean (weighted sum of the task's rewards)"),
     Field("reward_std", FLOAT64, "reward", TRAINER, "TRL's reward standard deviation"),
     Field("frac_reward_zero_std", FLOAT64, FRACTION, TRAINER, "groups whose rewards are all equal (no learning "
@@ -157,6 +162,10 @@ STEP_FIELDS: tuple[Field, ...] = (
     Field("completion_len_mean", FLOAT64, TOKENS, TRAINER, "mean completion length"),
     Field("completion_len_max", FLOAT64, TOKENS, TRAINER, "longest completion"),
     Field("clipped_ratio", FLOAT64, FRACTION, TRAINER, "completions cut at max_completion_length"),
+    Field("distinct_completion_share", FLOAT64, FRACTION, TRAINER, "distinct completion texts / completions "
+       "generated in the step (texts compared by their token ids): 1 when every completion differs, "
+       "1/completions when all are one text (a policy collapsing onto one answer); null when the step "
+       "generated nothing, never 0 for not measured"),
     Field("learning_rate", FLOAT64, "rate", TRAINER, "the scheduler's learning rate at the step"),
     Field("t_start", FLOAT64, EPOCH_S, TRAINER, "wall clock at the step's start"),
     Field("t_end", FLOAT64, EPOCH_S, TRAINER, "wall clock at the step's end"),
@@ -259,8 +268,12 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("gpu_util_source", STRING, CHOICE, RECORDER, "`process` when any step's utilisation was the trainer's "
        "own, else `device` (the whole GPU's), null without NVML (the steps' gpu_util_source)"),
     Field("time_to_first_step_s", FLOAT64, SECONDS, RECORDER, "from the trainer's start (started_at: imports, "
-       "model load, the trainer's construction) to the end of its first step (that step's t_end); null when "
-       "no step ended"),
+       "model load, the trainer's construction, the held-out evaluation before training where one was asked) "
+       "to the end of its first step (that step's t_end); null when no step ended"),
+    Field("eval_before_pass_at_1", FLOAT64, FRACTION, TRAINER, "held-out accuracy (pass@1, as the steps' "
+       "eval_pass_at_1) of the model before its first step: the baseline a learning trial is judged against; "
+       "null when the trial evaluated nothing (eval_every 0 and no eval_at_end)"),
+    Field("eval_before_prompts", FLOAT64, COUNT, TRAINER, "held-out prompts of that evaluation"),
     Field("warmup_s", FLOAT64, SECONDS, RECORDER, "what the first step paid once (Unsloth's and Inductor's "
        "compilation, Triton's kernels, CUDA's first calls): its step_s less the median step_s of the later "
        "steps like it (the same probe and generated flags); null when no later step is like it. Slightly "
@@ -281,8 +294,9 @@ TRIAL_FIELDS: tuple[Field, ...] = (
        "device_*) came from: `process` (NVML lists the trainer) or `device` (device used memory less what was "
        "in use before the trial started); null without NVML"),
     Field("training_verdict", STRING, CHOICE, VERDICT, "a completed trial's training verdict (null for other "
-       "statuses): `diverged` · `memory_creep` · `no_signal` · `truncated` · `ok` · `too_short`; the first "
-       "that holds in that order (see Training verdicts below)"),
+       "statuses): `diverged` · `memory_creep` · `no_signal` · `truncated` · `collapsed` (the problems) · "
+       "`learning` · `ok` (nothing wrong, no evidence of learning) · `too_short`; the first that holds in that "
+       "order (see Training verdicts below)"),
     Field("training_verdict_detail", STRING, TEXT, VERDICT, "every verdict that holds, `; `-joined, each with the "
        "steps and figures that triggered it (e.g. `no_signal: frac_reward_zero_std >= 0.95 for 5 steps in a "
        "row (steps 1-5: 1.00, ...)`)"),
@@ -315,6 +329,20 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("settled_step", INT64, COUNT, SUPERVISOR, "the step at which the settled stop (`stop.when_settled`) ended "
        "the speed phase: peak memory had not grown for `stop.settle_steps` steps and the median tokens/s was "
        "known within `stop.settle_half_width`; null when it ran to max_steps or the stop was off"),
+    Field("accuracy_target", FLOAT64, FRACTION, RECORDER, "the held-out accuracy (eval_pass_at_1) the to-target "
+       "figures count to: the sweep's `verdict.accuracy_target`"),
+    Field("steps_to_accuracy_target", INT64, COUNT, RECORDER, "the first step whose held-out accuracy "
+       "(eval_pass_at_1) reached accuracy_target; null when it never did or was never measured"),
+    Field("seconds_to_accuracy_target", FLOAT64, SECONDS, RECORDER, "training time to that step: the sum of "
+       "step_s through it (evaluation and start-up left out); null when the target was not reached"),
+    Field("gpu_seconds_to_accuracy_target", FLOAT64, "GPU-s", RECORDER, "seconds_to_accuracy_target x the GPUs the "
+       "trial ran on (its ranks); null on CPU or when the target was not reached"),
+    Field("best_eval_pass_at_1", FLOAT64, FRACTION, RECORDER, "the highest held-out accuracy (eval_pass_at_1) of "
+       "the trial's evaluations (the best of several noisy readings leans high); null when none was measured"),
+    Field("best_eval_pass_at_1_lo", FLOAT64, FRACTION, RECORDER, "low end of its 95% Wilson interval over the "
+       "evaluation's eval_prompts (prompts, not samples, count: a prompt's k samples are not independent)"),
+    Field("best_eval_pass_at_1_hi", FLOAT64, FRACTION, RECORDER, "high end of that interval"),
+    Field("best_eval_step", INT64, COUNT, RECORDER, "the step of that evaluation (the first, on a tie)"),
     Field("implied_by", STRING, KEY, SEARCH, "status `implied`: the key of the measured trial that fits its budget "
        "and dominates this one (every size knob >=, the rest equal), so this one fits without a probe of its "
        "own; its predicted_* columns hold the memory model's figure and every measured column is null. Null "
@@ -400,6 +428,54 @@ def startup_figures(steps: Iterable[Mapping[str, Any]], started_at: Any) -> dict
     return {
         TRIAL.time_to_first_step_s: end - start if end is not None and start else None,
         TRIAL.warmup_s: first_s - statistics.median(alike) if alike and first_s is not None else None,
+    }
+
+
+def wilson_interval(share: float, n: float, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson's score interval of a proportion `share` observed over n trials, at `confidence`."""
+    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+    centre = (share + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def held_out_evals(steps: Iterable[Mapping[str, Any]]) -> list[tuple[int, float, float]]:
+    """(step, eval_pass_at_1, eval_prompts) of each step that measured held-out accuracy over at least one
+    prompt, in step order (a repeated report of a step counts once)."""
+    found: dict[int, tuple[int, float, float]] = {}
+    for row in steps:
+        step = row.get(STEP.step)
+        share, prompts = (
+            finite_or_none(row.get(STEP.eval_pass_at_1)),
+            finite_or_none(row.get(STEP.eval_prompts)),
+        )
+        if step is not None and share is not None and prompts:
+            found[int(step)] = (int(step), share, prompts)
+    return [found[s] for s in sorted(found)]
+
+
+def accuracy_figures(steps: Iterable[Mapping[str, Any]], target: float, gpus: int = 0) -> dict[str, Any]:
+    """A trial's to-target and best held-out accuracy figures (TRIAL_FIELDS, accuracy_target to
+    best_eval_step) from its step rows; gpus: the GPUs it ran on (0 on CPU). What was not reached or not
+    measured is None, never 0."""
+    by_step = {int(r[STEP.step]): r for r in steps if r.get(STEP.step) is not None}  # a repeat counts once
+    rows = [by_step[s] for s in sorted(by_step)]
+    evals = held_out_evals(rows)
+    reached = next((step for step, share, _ in evals if share >= target), None)
+    seconds = None
+    if reached is not None:
+        seconds = sum(finite_or_none(r.get(STEP.step_s)) or 0.0 for r in rows if int(r[STEP.step]) <= reached)
+    best = max(evals, key=lambda e: e[1], default=None)  # max keeps the first of equal readings
+    low, high = wilson_interval(best[1], best[2]) if best else (None, None)
+    return {
+        TRIAL.accuracy_target: target,
+        TRIAL.steps_to_accuracy_target: reached,
+        TRIAL.seconds_to_accuracy_target: seconds,
+        TRIAL.gpu_seconds_to_accuracy_target: seconds * gpus if seconds is not None and gpus else None,
+        TRIAL.best_eval_pass_at_1: best[1] if best else None,
+        TRIAL.best_eval_pass_at_1_lo: low,
+        TRIAL.best_eval_pass_at_1_hi: high,
+        TRIAL.best_eval_step: best[0] if best else None,
     }
 
 

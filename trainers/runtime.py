@@ -41,6 +41,16 @@ def encode_prompt(tokenizer, prompt, **kwargs):
     return tokenizer.apply_chat_template(prompt, add_generation_prompt=True, return_dict=True, **kwargs)
 
 
+def encode_prompts(tokenizer, prompts: list, **kwargs):
+    """A batch of prompts' model inputs as tensors, padded on the tokenizer's padding side: conversations
+    through the chat template, plain text as it is (encode_prompt's rule, one prompt kind a batch)."""
+    if all(isinstance(prompt, str) for prompt in prompts):
+        return tokenizer(prompts, padding=True, return_tensors="pt", **kwargs)
+    return tokenizer.apply_chat_template(
+        prompts, add_generation_prompt=True, return_dict=True, padding=True, return_tensors="pt", **kwargs
+    )
+
+
 def check_prompt_lengths(dataset, tokenizer, max_prompt_length: int) -> int:
     """Longest prompt in tokens; refuses a dataset whose prompts exceed max_prompt_length.
 

@@ -4,7 +4,10 @@ Each input line is {"row": N, "completion": "..."}: N indexes the task's trainin
 the same task_args and seed builds it. Each output line (JSONL, stdout or --output) gives every
 reward, the weighted total (as TRL sums them), the seconds scoring took, and why each zero reward is
 zero: the task's own reason where it has one (task code: timeout, no code block, test failed,
-killed), else "timeout" (over task_args.reward_timeout_s) or "scored 0".
+killed), else "timeout" (over task_args.reward_timeout_s) or "scored 0". A task that runs completions
+in a sandbox (code) adds "killed": why its sandbox killed the completion's run ("time limit",
+"memory limit (MemoryError)", "forbidden call (SIGSYS)", ...), which scores 0 in every reward, or null
+when it did not.
 """
 
 from __future__ import annotations
@@ -87,12 +90,15 @@ def score_one(task, row: dict, completion: str) -> dict:
     if task.explain is not None:
         reasons = task.explain(completion, row)
         why_zero = {name: reasons.get(name, why) for name, why in why_zero.items()}
-    return {
+    line = {
         "rewards": rewards,
         "total": sum(weight * rewards[name] for name, (_, weight) in task.rewards.items()),
         "seconds": round(time.perf_counter() - start, 4),
         "why_zero": why_zero,
     }
+    if task.killed is not None:
+        line["killed"] = task.killed(completion, row)
+    return line
 
 
 def cmd_score(args: argparse.Namespace) -> int:

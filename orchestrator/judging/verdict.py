@@ -14,10 +14,32 @@ Verdicts, each a Finding with the steps and figures that triggered it:
                 no advantage, no gradient from the reward
   truncated     clipped_ratio at or above a threshold for N steps in a row: the length limit, not the
                 model, decides the reward
-The one-word verdict is the first that holds in PRECEDENCE; `ok` when none does, `too_short` when
-fewer than min_steps steps followed the probe steps. Reward and length signals are judged over the
-non-probe steps that carry them (a step that reuses completions has none; a probe step's completions
-were forced to the length limit).
+  collapsed     the reward rises (as `learning` judges it) while held-out accuracy falls (the interval
+                of last minus first lies below zero) or completion entropy falls sharply (the median
+                entropy of the last collapse_window_steps judged steps at most (1 - collapse_entropy_drop)
+                x that of the first ones); or, rising reward or not, the completions converge to one
+                text: distinct_completion_share at or below collapse_distinct_share for
+                collapse_distinct_steps steps in a row
+  learning      the positive verdict: the reward's trend over the judged steps rises, its interval
+                wholly above zero, and where held-out accuracy was measured at least twice its last
+                reading minus its first, with its interval, lies wholly above zero too (a reward that
+                rises while held-out accuracy does not is not evidence the model learns the task)
+The one-word verdict is the first that holds in PRECEDENCE: the problems (PROBLEMS) first, then
+`learning`; `ok` when none holds (nothing wrong, and no evidence of learning), `too_short` when fewer
+than min_steps steps followed the probe steps. Reward and length signals are judged over the non-probe
+steps that carry them (a step that reuses completions has none; a probe step's completions were forced
+to the length limit).
+
+The reward's trend is a Theil-Sen slope (scipy.stats.theilslopes) with its confidence interval at
+learning_confidence, fitted over at least learning_min_steps steps: a step's mean reward is a mean of
+few 0/1-like rewards, heavy-tailed and prone to single-step jumps, and the median of pairwise slopes
+is not moved by a few outlying steps the way an OLS slope and its t-interval (which assume normal
+residuals) are. Its interval, like Sen's, treats the steps as independent. Held-out accuracy is a
+proportion over eval_prompts prompts (prompts, not samples, are counted: a prompt's k samples are not
+independent); the difference of the last and the first reading has Newcombe's hybrid score interval
+(method 10: from the two readings' Wilson intervals), which treats them as independent samples: the
+same prompts are evaluated each time, and with the positive correlation that brings the interval is
+wider than a paired one, so the verdict errs towards not claiming a change.
 """
 
 from __future__ import annotations
@@ -31,19 +53,22 @@ from typing import Any
 from orchestrator.words.settings import VERDICT as DEFAULTS
 from orchestrator.words.settings import VerdictSettings
 from orchestrator.words.verdicts import (  # noqa: F401  (the names verdicts are judged by, defined below every job)
+    COLLAPSED,
     DIVERGED,
+    LEARNING,
     MARK,
     MEMORY_CREEP,
     NO_SIGNAL,
     OK,
     PRECEDENCE,
+    PROBLEMS,
     STOPPABLE,
     TOO_SHORT,
     TRUNCATED,
     VERDICT_WORDS,
     VERDICTS,
 )
-from trainers.record import STEP, first_kind, peak_memory
+from trainers.record import STEP, first_kind, held_out_evals, peak_memory, wilson_interval
 
 MIB_PER_GIB = 1024.0
 
@@ -60,14 +85,22 @@ class TrainingVerdict:
     verdict: str
     findings: list[Finding] = field(default_factory=list)
     judged_steps: int = 0
+    # What was measured towards `learning` where it does not hold (e.g. a reward that rises while
+    # held-out accuracy does not show it): said after an `ok` or `too_short`.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def detail(self) -> str:
         if self.findings:
             return "; ".join(f"{f.verdict}: {f.detail}" for f in self.findings)
         if self.verdict == TOO_SHORT:
-            return f"too_short: {self.judged_steps} step(s) after the probe steps, too few to judge"
-        return f"ok: {self.judged_steps} steps judged; none of {', '.join(PRECEDENCE)} holds"
+            said = f"too_short: {self.judged_steps} step(s) after the probe steps, too few to judge"
+        else:
+            said = (
+                f"ok: {self.judged_steps} steps judged; none of {', '.join(PROBLEMS)} holds, and "
+                f"{LEARNING} is not shown"
+            )
+        return "; ".join([said, *self.notes])
 
 
 def _number(value: Any) -> float | None:
@@ -93,21 +126,28 @@ def _fmt(value: float) -> str:
 # The detectors: each returns its Finding, or None
 # ----------------------------------------------------------------------------------------------
 def _sustained(
-    steps: list[Mapping[str, Any]], column: str, share: float, n: int, verdict: str, what: str
+    steps: list[Mapping[str, Any]],
+    column: str,
+    share: float,
+    n: int,
+    verdict: str,
+    what: str,
+    at_most: bool = False,
 ) -> Finding | None:
-    """The first run of n consecutive non-probe steps carrying `column` with a value >= share."""
+    """The first run of n consecutive non-probe steps carrying `column` with a value >= share (<= share
+    when at_most)."""
     run: list[tuple[int, float]] = []
     for row in steps:
         value = _number(row.get(column))
         if row.get("probe") or value is None or math.isnan(value):
             continue
-        run = [*run, (int(row["step"]), value)] if value >= share else []
+        run = [*run, (int(row["step"]), value)] if (value <= share if at_most else value >= share) else []
         if len(run) >= n:
             first, last = run[0][0], run[-1][0]
             values = ", ".join(f"{v:.2f}" for _, v in run)
             return Finding(
-                verdict, last, f"{column} >= {share:g} for {n} steps in a row (steps {first}-{last}: "
-                f"{values}): {what}",
+                verdict, last, f"{column} {'<=' if at_most else '>='} {share:g} for {n} steps in a row "
+                f"(steps {first}-{last}: {values}): {what}",
             )  # fmt: skip
     return None
 
@@ -174,12 +214,166 @@ def _memory_creep(
     )  # fmt: skip
 
 
-def _findings(
+@dataclass(frozen=True)
+class Trend:
+    """The reward's Theil-Sen slope per step over the judged steps, with its interval."""
+
+    slope: float
+    low: float
+    high: float
+    first: int  # the steps it was fitted over
+    last: int
+    confidence: float
+
+    @property
+    def rises(self) -> bool:
+        return self.low > 0
+
+    def words(self) -> str:
+        return (
+            f"reward {10 * self.slope:+.3g} per 10 steps ({self.confidence:.0%} interval {10 * self.low:+.3g} "
+            f"to {10 * self.high:+.3g}; Theil-Sen over steps {self.first}-{self.last})"
+        )
+
+
+@dataclass(frozen=True)
+class AccuracyChange:
+    """Held-out accuracy at the first and the last evaluation, and the difference's interval."""
+
+    before: float
+    after: float
+    before_step: int
+    after_step: int
+    prompts: tuple[float, float]
+    low: float
+    high: float
+    confidence: float
+
+    @property
+    def difference(self) -> float:
+        return self.after - self.before
+
+    def words(self) -> str:
+        n1, n2 = self.prompts
+        prompts = f"{n1:g} prompts each" if n1 == n2 else f"{n1:g} and {n2:g} prompts"
+        return (
+            f"held-out accuracy {self.before:.2f} -> {self.after:.2f} (steps {self.before_step} -> "
+            f"{self.after_step}, {prompts}), {self.difference:+.2f} ({self.confidence:.0%} interval "
+            f"{self.low:+.2f} to {self.high:+.2f})"
+        )
+
+
+def newcombe_interval(
+    before: float, n_before: float, after: float, n_after: float, confidence: float = 0.95
+) -> tuple[float, float]:
+    """Newcombe's hybrid score interval (method 10) of after - before, two proportions over n_before and
+    n_after independent trials, from each one's Wilson interval."""
+    low1, high1 = wilson_interval(before, n_before, confidence)
+    low2, high2 = wilson_interval(after, n_after, confidence)
+    difference = after - before
+    return (
+        difference - math.sqrt((after - low2) ** 2 + (high1 - before) ** 2),
+        difference + math.sqrt((high2 - after) ** 2 + (before - low1) ** 2),
+    )
+
+
+def reward_trend(steps: list[Mapping[str, Any]], s: VerdictSettings) -> Trend | None:
+    """The reward's trend over the non-probe steps that carry a reward; None under learning_min_steps."""
+    points = [
+        (int(r["step"]), value)
+        for r in steps
+        if not r.get("probe")
+        and (value := _number(r.get(STEP.reward_mean))) is not None
+        and math.isfinite(value)
+    ]
+    if len(points) < s.learning_min_steps:
+        return None
+    from scipy.stats import theilslopes
+
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    slope, _, low, high = theilslopes(ys, xs, alpha=s.learning_confidence)
+    return Trend(float(slope), float(low), float(high), xs[0], xs[-1], s.learning_confidence)
+
+
+def accuracy_change(steps: list[Mapping[str, Any]], s: VerdictSettings) -> AccuracyChange | None:
+    """Held-out accuracy at the first evaluation against the last; None under two evaluations."""
+    evals = held_out_evals(steps)
+    if len(evals) < 2:
+        return None
+    (step1, p1, n1), (step2, p2, n2) = evals[0], evals[-1]
+    low, high = newcombe_interval(p1, n1, p2, n2, s.learning_confidence)
+    return AccuracyChange(p1, p2, step1, step2, (n1, n2), low, high, s.learning_confidence)
+
+
+def _learning(
+    steps: list[Mapping[str, Any]], trend: Trend | None, change: AccuracyChange | None
+) -> tuple[Finding | None, list[str]]:
+    """`learning`'s Finding, or None with notes on what was measured towards it."""
+    if trend is None:
+        return None, []
+    if not trend.rises:
+        return None, [f"{trend.words()}: no rising reward shown"]
+    if change is None:
+        evaluated = len(held_out_evals(steps))
+        return Finding(
+            LEARNING, trend.last, f"{trend.words()}; held-out accuracy measured {evaluated} time(s), under the two "
+            "a change needs, so judged on the reward alone",
+        ), []  # fmt: skip
+    if change.low > 0:
+        return Finding(LEARNING, max(trend.last, change.after_step), f"{trend.words()}; {change.words()}"), []
+    return None, [f"{trend.words()}, but {change.words()}: held-out accuracy does not show it"]
+
+
+def _entropy_drop(steps: list[Mapping[str, Any]], s: VerdictSettings) -> tuple[str, int] | None:
+    """Words and step for completion entropy falling by collapse_entropy_drop or more: the median of the
+    last collapse_window_steps judged steps against that of the first ones."""
+    points = [
+        (int(r["step"]), value)
+        for r in steps
+        if not r.get("probe") and (value := _number(r.get(STEP.entropy))) is not None and math.isfinite(value)
+    ]
+    w = s.collapse_window_steps
+    if len(points) < 2 * w:
+        return None
+    early, late = points[:w], points[-w:]
+    before, after = statistics.median(v for _, v in early), statistics.median(v for _, v in late)
+    if not (before > 0 and after <= (1 - s.collapse_entropy_drop) * before):
+        return None
+    return (
+        f"entropy {before:.3g} -> {after:.3g} nats (medians of steps {early[0][0]}-{early[-1][0]} and "
+        f"{late[0][0]}-{late[-1][0]}), {after / before - 1:+.0%}, a fall of {s.collapse_entropy_drop:.0%} or more",
+        late[-1][0],
+    )
+
+
+def _collapsed(
+    steps: list[Mapping[str, Any]], s: VerdictSettings, trend: Trend | None, change: AccuracyChange | None
+) -> list[Finding | None]:
+    found: list[Finding | None] = []
+    if trend is not None and trend.rises:
+        if change is not None and change.high < 0:
+            step = max(trend.last, change.after_step)
+            found.append(Finding(COLLAPSED, step, f"{trend.words()} while {change.words()}"))
+        dropped = _entropy_drop(steps, s)
+        if dropped is not None:
+            words, step = dropped
+            found.append(Finding(COLLAPSED, max(trend.last, step), f"{trend.words()} while {words}"))
+    found.append(
+        _sustained(steps, STEP.distinct_completion_share, s.collapse_distinct_share, s.collapse_distinct_steps,
+                   COLLAPSED, "the completions converge to one text", at_most=True)
+    )  # fmt: skip
+    return found
+
+
+def _judged(
     steps: list[Mapping[str, Any]],
     s: VerdictSettings,
     max_steps: int | None = None,
     limit: tuple[float | None, str] = (None, ""),
-) -> list[Finding]:
+) -> tuple[list[Finding], list[str]]:
+    """Every verdict that holds, and the notes on learning where it does not."""
+    trend, change = reward_trend(steps, s), accuracy_change(steps, s)
+    learning, notes = _learning(steps, trend, change)
     found = [
         _diverged(steps, s),
         _memory_creep(steps, s, max_steps, *limit),
@@ -187,8 +381,19 @@ def _findings(
                    "no reward variance in the groups, so no advantage and no gradient from the reward"),
         _sustained(steps, STEP.clipped_ratio, s.truncated_share, s.truncated_steps, TRUNCATED,
                    "completions are cut at max_completion_length, so the length limit decides the reward"),
+        *_collapsed(steps, s, trend, change),
+        learning,
     ]  # fmt: skip
-    return [f for f in found if f is not None]
+    return [f for f in found if f is not None], notes
+
+
+def _findings(
+    steps: list[Mapping[str, Any]],
+    s: VerdictSettings,
+    max_steps: int | None = None,
+    limit: tuple[float | None, str] = (None, ""),
+) -> list[Finding]:
+    return _judged(steps, s, max_steps, limit)[0]
 
 
 def memory_limit(budget_gib: float | None, device_total_gib: float | None) -> tuple[float | None, str]:
@@ -211,12 +416,12 @@ def judge(
     """The verdict of a trial from its step rows. max_steps: the steps it was asked for (memory_creep's
     horizon unless settings.creep_horizon_steps); budget_gib / device_total_gib: what memory creeps to."""
     steps = _steps(rows)
-    findings = _findings(steps, settings, max_steps, memory_limit(budget_gib, device_total_gib))
+    findings, notes = _judged(steps, settings, max_steps, memory_limit(budget_gib, device_total_gib))
     findings.sort(key=lambda f: PRECEDENCE.index(f.verdict))
     judged = sum(1 for r in steps if not r.get("probe"))
     if findings:
         return TrainingVerdict(findings[0].verdict, findings, judged)
-    return TrainingVerdict(TOO_SHORT if judged < settings.min_steps else OK, [], judged)
+    return TrainingVerdict(TOO_SHORT if judged < settings.min_steps else OK, [], judged, notes)
 
 
 def stop_check(settings: VerdictSettings) -> Callable[[Sequence[Mapping[str, Any]]], str | None] | None:

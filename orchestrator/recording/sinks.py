@@ -6,6 +6,7 @@ same folder (pyarrow.dataset skips dot-files), then os.replace. Columns and unit
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import tempfile
@@ -43,8 +44,12 @@ def arrow_schema(fields: tuple[record.Field, ...]) -> pa.Schema:
 STEP_RECORD = record.step_fields(RECORDED_REWARDS)  # the record's step fields, a reward curve per reward
 STEP_SCHEMA = arrow_schema(STEP_RECORD)
 STEP_COLUMNS = STEP_SCHEMA.names
-# The step columns a normalised row holds as numbers (the others: the key, step, flags and `extra`).
-STEP_NUMBERS = tuple(f.name for f in STEP_RECORD if f.type == record.FLOAT64)
+# The step columns a normalised row holds by their type (the others: the key, step, flags and `extra`).
+STEP_VALUES = tuple(
+    (f.name, f.type)
+    for f in STEP_RECORD
+    if f.name not in ("trial_key", "step", "probe", "generated", "extra")
+)
 TRIAL_SCHEMA = arrow_schema(record.TRIAL_FIELDS)
 TRIAL_COLUMNS = TRIAL_SCHEMA.names
 # A trial's `config` holds every knob but the bookkeeping files of one attempt (its key and sweep name stay).
@@ -87,6 +92,25 @@ def _float(value: Any) -> float | None:
         return None
 
 
+def _int(value: Any) -> int | None:
+    number = _float(value)
+    return int(number) if number is not None and math.isfinite(number) else None
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True)  # a list or mapping (the rank peaks) as its JSON text
+
+
+def _flag(value: Any) -> bool | None:
+    return None if value is None else bool(value)
+
+
+# How a step value of each of the record's types becomes its column's (None stays None: not measured).
+_CONVERT = {record.FLOAT64: _float, record.INT64: _int, record.STRING: _text, record.BOOL: _flag}
+
+
 def normalize_step(trial_key: str, row: dict[str, Any]) -> dict[str, Any]:
     """A step event's payload as a row of STEP_SCHEMA: the record's fields (trainers/record.py), numbers
     as floats, a missing one null; any other key kept as JSON in `extra`. The Recorder calls it once per
@@ -97,8 +121,8 @@ def normalize_step(trial_key: str, row: dict[str, Any]) -> dict[str, Any]:
         "probe": bool(row.get("probe")),
         "generated": row.get("generated"),
     }
-    for name in STEP_NUMBERS:
-        out[name] = _float(row.get(name))
+    for name, kind in STEP_VALUES:
+        out[name] = _CONVERT[kind](row.get(name))
     extra = {k: v for k, v in row.items() if k not in STEP_SCHEMA.names}
     out["extra"] = json.dumps(extra, sort_keys=True) if extra else None
     return out
@@ -171,6 +195,7 @@ def trial_row(
         trainer_s=sum(_float(r.get(record.STEP.step_s)) or 0.0 for r in steps) if steps else None,
         **record.startup_figures(steps, result.started_at if result else None),
         **record.time_split_figures(steps),
+        **record.accuracy_figures(steps, verdict.accuracy_target, spec.num_processes if gpu_name else 0),
         exit_code=result.exit_code if result else None,
         cuda_visible_devices=result.cuda_visible_devices if result else None,
         started_at=_ms(result.started_at) if result else None,
@@ -182,6 +207,8 @@ def trial_row(
         if started.get("effective_config") is not None
         else None,
         config=json.dumps(config, sort_keys=True),
+        eval_before_pass_at_1=_float((started.get("eval_before") or {}).get("eval_pass_at_1")),
+        eval_before_prompts=_float((started.get("eval_before") or {}).get("eval_prompts")),
         context_gib=_float(started.get("context_gib")),
         context_source=started.get("context_source"),
         alloc_conf=started.get("alloc_conf"),

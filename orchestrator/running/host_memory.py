@@ -18,8 +18,14 @@ VmHWM), random-weight Qwen2.5 checkpoints stored in bf16:
     1.32 GiB, the 3B's within 0.01 GiB.
 
 TRL's 1.5B gspo row (2.18 GiB) held less than its checkpoint: there the prediction (4.0 GiB) is an
-upper bound, which is the safe side for packing. Unsloth's RSS grows a little with completion length
-(0.35 GiB from 128 to 1024): HEADROOM_FRACTION covers it.
+upper bound, which is the safe side for packing.
+
+Unsloth offloads each layer's input to host memory for backward (its gradient checkpointing,
+unsloth_zoo's Unsloth_Offloaded_Gradient_Checkpointer): layers x micro-batch x (prompt + completion)
+x hidden x 2 bytes, added here on top. The H100 rows bound it rather than pin it: at completion 2048
+(round 3, K=8 B=2) RSS reached 11.93 GiB, 4.52 GiB over completion 1024's 7.41 (the offload at 2048:
+5.06 GiB at max_prompt_length), but from 128 to 1024 it rose 0.35 GiB where the offload grows 1.97.
+So the prediction is an upper bound for Unsloth (+6% at 2048, +38% at 1024), the safe side for packing.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ BASELINE_GIB = {"trl": 1.13, "unsloth": 1.32}
 DEFAULT_BASELINE_GIB = max(BASELINE_GIB.values())
 # Over the prediction, for what grows with the run (Unsloth at completion 1024: +5% over 128).
 HEADROOM_FRACTION = 0.05
+# Bytes per element of an offloaded layer input (the compute dtype, bf16).
+OFFLOAD_BYTES = 2
 # Bytes per parameter of a checkpoint by its config's torch_dtype; bf16 when it does not say.
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
@@ -77,32 +85,42 @@ def _stored_dtype(model: str) -> str:
     return str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
 
 
-def predicted_rss_gib(framework: str, model: str) -> HostPrediction | None:
-    """A trainer's RSS: its stack's baseline plus its checkpoint, with HEADROOM_FRACTION; None when the
-    model's size is not known here."""
-    size, how = checkpoint_gib(model)
+def offloaded_checkpoints_gib(spec: Any) -> float:
+    """GiB of the layer inputs Unsloth's gradient checkpointing keeps in host memory (module docstring):
+    0 for another stack or without checkpointing, or where the model's shape is not known here."""
+    from orchestrator.judging.memory._model import model_shape
+
+    if spec.framework != "unsloth" or not spec.gradient_checkpointing:
+        return 0.0
+    shape, _ = model_shape(spec.model)
+    if shape is None:
+        return 0.0
+    tokens = spec.max_prompt_length + spec.max_completion_length
+    return shape.layers * spec.effective_micro_batch_size * tokens * shape.hidden * OFFLOAD_BYTES / GIB
+
+
+def predicted_rss_gib(spec: Any) -> HostPrediction | None:
+    """A trainer's RSS (spec: a TrialSpec): its stack's baseline plus its checkpoint, with
+    HEADROOM_FRACTION, plus Unsloth's offloaded checkpoints; None when the model's size is not known here."""
+    size, how = checkpoint_gib(spec.model)
     if size is None:
         return None
-    baseline = BASELINE_GIB.get(framework, DEFAULT_BASELINE_GIB)
-    gib = (baseline + size) * (1 + HEADROOM_FRACTION)
+    baseline = BASELINE_GIB.get(spec.framework, DEFAULT_BASELINE_GIB)
+    offload = offloaded_checkpoints_gib(spec)
+    gib = (baseline + size) * (1 + HEADROOM_FRACTION) + offload
     return HostPrediction(
         gib,
-        f"{framework} baseline {baseline:.2f} GiB + checkpoint {size:.2f} GiB ({how}), "
-        f"+{HEADROOM_FRACTION:.0%}",
+        f"{spec.framework} baseline {baseline:.2f} GiB + checkpoint {size:.2f} GiB ({how}), "
+        f"+{HEADROOM_FRACTION:.0%}" + (f", + offloaded checkpoints {offload:.2f} GiB" if offload else ""),
     )
 
 
 def largest_rss(specs: Iterable[Any]) -> tuple[HostPrediction | None, str | None]:
-    """The largest predicted RSS among trial specs (each with .framework and .model) and the model it is
-    for; (None, None) when none could be predicted."""
+    """The largest predicted RSS among trial specs (TrialSpecs) and the model it is for; (None, None)
+    when none could be predicted."""
     best: tuple[HostPrediction | None, str | None] = (None, None)
-    seen: set[tuple[str, str]] = set()
     for spec in specs:
-        key = (spec.framework, spec.model)
-        if key in seen:
-            continue
-        seen.add(key)
-        found = predicted_rss_gib(*key)
+        found = predicted_rss_gib(spec)
         if found is not None and (best[0] is None or found.gib > best[0].gib):
             best = (found, spec.model)
     return best

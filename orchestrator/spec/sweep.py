@@ -275,6 +275,51 @@ class Verdict(_Section):
         lt=1,
         description="memory_creep: the slope's confidence interval at this level must lie above zero.",
     )
+    learning_min_steps: int = Field(
+        VERDICT.learning_min_steps,
+        ge=3,
+        le=INT_MAX,
+        description="learning and collapsed: steps after the probe steps that carry a reward, at least, for the "
+        "reward's trend (a Theil-Sen slope) to be judged.",
+    )
+    learning_confidence: float = Field(
+        VERDICT.learning_confidence,
+        gt=0,
+        lt=1,
+        description="learning: the reward trend's interval and held-out accuracy's change (last minus first "
+        "evaluation) at this level must lie above zero; collapsed: the change's below zero.",
+    )
+    collapse_window_steps: int = Field(
+        VERDICT.collapse_window_steps,
+        ge=1,
+        le=INT_MAX,
+        description="collapsed: completion entropy is compared as the median of this many first and last "
+        "steps after the probe steps ...",
+    )
+    collapse_entropy_drop: float = Field(
+        VERDICT.collapse_entropy_drop,
+        gt=0,
+        lt=1,
+        description="... and the reward rising while the last ones' median is at most (1 - this) x the "
+        "first ones' is collapsed.",
+    )
+    collapse_distinct_share: float = Field(
+        VERDICT.collapse_distinct_share,
+        gt=0,
+        lt=1,
+        description="collapsed: distinct_completion_share (distinct completion texts / completions in the "
+        "step) at or below this ...",
+    )
+    collapse_distinct_steps: int = Field(
+        VERDICT.collapse_distinct_steps, ge=1, le=INT_MAX, description="... for this many steps in a row."
+    )
+    accuracy_target: float = Field(
+        VERDICT.accuracy_target,
+        gt=0,
+        le=1,
+        description="The held-out accuracy (eval_pass_at_1) each trial's steps_to_accuracy_target and "
+        "seconds_to_accuracy_target count to; the report ranks configurations by the time to it.",
+    )
     stop_on: list[Literal[STOPPABLE]] = Field(
         list(VERDICT.stop_on),
         description="End a trial as soon as one of these verdicts holds (it stays `completed`, its detail "

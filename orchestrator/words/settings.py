@@ -65,6 +65,13 @@ class VerdictSettings:
     creep_horizon_steps: int | None = None
     creep_confidence: float = 0.95
     stop_on: tuple[str, ...] = ()
+    learning_min_steps: int = 8
+    learning_confidence: float = 0.95
+    collapse_window_steps: int = 5
+    collapse_entropy_drop: float = 0.75
+    collapse_distinct_share: float = 0.1
+    collapse_distinct_steps: int = 5
+    accuracy_target: float = 0.5
 
 
 VERDICT = VerdictSettings()

@@ -13,6 +13,11 @@ Rewards (task_args.rewards, name -> weight):
   <reasoning>...</reasoning><answer>...</answer> whose answer parses, fenced or not).
 pass@1 and pass@k count a completion correct when every test passes, through the same sandbox.
 A completion's tests run once: the rewards of one completion share a cached run.
+
+A completion whose run the sandbox killed (its time limit, memory limit, file size or process limit, a
+forbidden call, any signal: killed_by) scores 0 in every reward, format included: a policy must not
+learn that a tidy hang pays. `pay_format_when_killed: true` pays its format reward back. Each scoring
+of training completions counts them and the killed ones (the step row's sandbox_kills).
 """
 
 from __future__ import annotations
@@ -101,6 +106,37 @@ def _problem(row, where: str) -> dict:
 # ------------------------------------------------------------------------------------------------
 # scoring
 # ------------------------------------------------------------------------------------------------
+# The signal a test's process died of -> the limit it means (tasks/code/_harness.py: SIGXFSZ and the
+# seccomp filter's SIGSYS kill by default; the memory cgroup kills with SIGKILL).
+_SIGNAL_LIMITS = {
+    "SIGXCPU": "CPU time limit",
+    "SIGXFSZ": "file size limit",
+    "SIGSYS": "forbidden call",
+    "SIGKILL": "memory limit or a kill",
+}
+# The exceptions by which Python reports a limit it ran into: the address space, the pids cgroup.
+_ERROR_LIMITS = {"MemoryError": "memory limit", "BlockingIOError": "process limit"}
+
+
+def killed_by(run: _sandbox.Run) -> str | None:
+    """Why the sandbox killed a completion's run ('time limit', 'memory limit (MemoryError)',
+    'forbidden call (SIGSYS)', ...), or None when every test ran to an answer or an ordinary exception.
+    A sandbox that failed to start is not the completion's doing: None."""
+    if run.failure == "timeout":
+        return "time limit"
+    if run.failure == "killed":
+        return "killed whole (the harness died or its reply overran)"
+    for outcome in run.probes:
+        status, detail = outcome.get("status"), outcome.get("detail")
+        if status == "timeout":
+            return "time limit"
+        if status == "killed":
+            return f"{_SIGNAL_LIMITS.get(detail, 'a signal')} ({detail})"
+        if status == "error" and detail in _ERROR_LIMITS:
+            return f"{_ERROR_LIMITS[detail]} ({detail})"
+    return None
+
+
 def _answer(text: str) -> str | None:
     """The <answer> content of exactly '<reasoning>...</reasoning> <answer>...</answer>' (each tag once,
     in order, nothing around them), else None. String operations, no regex: linear on any input."""
@@ -145,20 +181,30 @@ def format_problem(text: str, reasoning_format: bool) -> str | None:
 
 @dataclass
 class Scored:
-    """One completion against its tests: each reward, why each zero one is zero, seconds taken."""
+    """One completion against its tests: each reward, why each zero one is zero, seconds taken, and why
+    the sandbox killed its run (killed_by; None when it did not)."""
 
     rewards: dict[str, float]
     why_zero: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    killed: str | None = None
 
 
 class Grader:
-    """Runs completions against tests in the sandbox, `workers` at a time, each completion once."""
+    """Runs completions against tests in the sandbox, `workers` at a time, each completion once. A run
+    the sandbox killed scores 0 in every reward; with `pay_format_when_killed`, all but format."""
 
-    def __init__(self, limits: _sandbox.Limits, workers: int, reasoning_format: bool):
+    def __init__(
+        self,
+        limits: _sandbox.Limits,
+        workers: int,
+        reasoning_format: bool,
+        pay_format_when_killed: bool = False,
+    ):
         self.limits = limits
         self.workers = workers
         self.reasoning_format = reasoning_format
+        self.pay_format_when_killed = pay_format_when_killed
         self._pool: ThreadPoolExecutor | None = None
         self._cache: OrderedDict[tuple, Scored] = OrderedDict()
         self._lock = threading.Lock()
@@ -198,6 +244,15 @@ class Grader:
         with self._lock:  # the step row's reward_timeouts counts runs stopped at reward_timeout_s
             SCORING.calls += 1
             SCORING.timeouts += timed_out
+        scored.killed = killed_by(run)
+        if scored.killed is not None:
+            why = f"sandbox killed it: {scored.killed}"
+            scored.rewards["tests"] = scored.rewards["perfect"] = 0.0
+            scored.why_zero["tests"] = scored.why_zero["perfect"] = why
+            if not self.pay_format_when_killed and not bad_format:
+                scored.rewards["format"] = 0.0
+                scored.why_zero["format"] = f"{why} (task_args.pay_format_when_killed: true pays it)"
+            return scored
         if run.failure is not None:
             scored.why_zero["tests"] = scored.why_zero["perfect"] = run.failure
             return scored
@@ -220,12 +275,19 @@ class Grader:
         return scored
 
 
-def _reward(grader: Grader, name: str) -> RewardFunc:
+def _reward(grader: Grader, name: str, counts: bool) -> RewardFunc:
+    """The reward `name`; the one that `counts` (one per task) adds the completions it scored, and
+    those whose run the sandbox killed, to the step's SCORING counters."""
+
     def reward(prompts=None, completions=None, tests=None, **_columns) -> list[float]:
         completions = [completion_text(c) for c in completions or []]
-        if name == "format":
+        if name == "format" and grader.pay_format_when_killed and not counts:  # no run needed
             return [0.0 if format_problem(text, grader.reasoning_format) else 1.0 for text in completions]
-        return [s.rewards[name] for s in grader.many(list(zip(completions, tests, strict=True)))]
+        scored = grader.many(list(zip(completions, tests, strict=True)))
+        if counts:
+            SCORING.sandboxed += len(scored)
+            SCORING.sandbox_kills += sum(s.killed is not None for s in scored)
+        return [s.rewards[name] for s in scored]
 
     reward.__name__ = reward.__qualname__ = name  # TRL names the logged metrics after __name__
     return reward
@@ -241,6 +303,13 @@ def default_workers() -> int:
 def code_problems(settings: dict) -> list[str]:
     """Why the code task's settings cannot build it, as 'task_args.<field>: ...' lines."""
     errors = []
+    rewards = settings["rewards"]
+    if settings["pay_format_when_killed"] and isinstance(rewards, dict) and "format" not in rewards:
+        errors.append(
+            "task_args.pay_format_when_killed: true pays the format reward to completions the sandbox "
+            f"killed, but task_args.rewards has no format ({sorted(rewards)}); add format to rewards "
+            "or leave pay_format_when_killed out"
+        )
     for key, low in (("num_eval", 0), ("max_tests_per_problem", 1), ("memory_mb", 64)):
         if settings[key] < low:
             errors.append(f"task_args.{key}: must be >= {low}, got {settings[key]}; give {low} or more")
@@ -272,6 +341,7 @@ def build_code(
     reward_workers: int | None = None,
     reward_timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_mb: int = 512,
+    pay_format_when_killed: bool = False,
 ) -> Task:
     _sandbox.setup()  # no Python the sandbox can run: refused now, with the fix, not at the first reward
     rows = read_problems(path or SHIPPED)
@@ -296,8 +366,9 @@ def build_code(
         )
 
     limits = _sandbox.Limits(timeout_s=reward_timeout_s, memory_mb=memory_mb)
-    grader = Grader(limits, reward_workers or default_workers(), reasoning_format)
+    grader = Grader(limits, reward_workers or default_workers(), reasoning_format, pay_format_when_killed)
     weights = DEFAULT_REWARDS if rewards is None else rewards
+    counting = next(iter(weights))  # one reward per scoring counts the completions and the kills
 
     def is_correct(text: str, row: dict) -> bool:
         return grader.one(completion_text(text), list(row["tests"])).rewards["perfect"] == 1.0
@@ -305,11 +376,18 @@ def build_code(
     def explain(text: str, row: dict) -> dict[str, str]:
         return grader.one(completion_text(text), list(row["tests"])).why_zero
 
+    def killed(text: str, row: dict) -> str | None:
+        return grader.one(completion_text(text), list(row["tests"])).killed
+
     return Task(
         name="code",
         train=dataset(train),
         eval=dataset(held_out) if held_out else None,
-        rewards={name: (_reward(grader, name), float(weight)) for name, weight in weights.items()},
+        rewards={
+            name: (_reward(grader, name, counts=name == counting), float(weight))
+            for name, weight in weights.items()
+        },
         is_correct=is_correct,
         explain=explain,
+        killed=killed,
     )

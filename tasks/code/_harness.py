@@ -36,8 +36,9 @@ def _limit(limits: dict) -> None:
         resource.setrlimit(getattr(resource, name), (value, value))
 
 
-# seccomp: (AUDIT_ARCH, __NR_socket) per machine; socket() then fails with EPERM (x32 syscalls and
-# other ABIs are refused too). For sandboxes without a network namespace.
+# seccomp: (AUDIT_ARCH, __NR_socket) per machine; socket() then kills the process with SIGSYS, a forbidden
+# call the parent reads as a kill (x32 syscalls fail with EPERM; another ABI kills too). Installed in every
+# mode where it can be; required where there is no network namespace.
 _SOCKET_SYSCALL = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 
@@ -49,9 +50,10 @@ def _refuse_sockets() -> None:
         (0x15, 1, 0, arch),  # ours: go on
         (0x06, 0, 0, 0x80000000),  # another ABI: kill the process
         (0x20, 0, 0, 0),  # load the syscall number
-        (0x35, 2, 0, 0x40000000),  # an x32 syscall: refuse
-        (0x15, 1, 0, socket_nr),  # socket(): refuse
+        (0x35, 3, 0, 0x40000000),  # an x32 syscall: refuse
+        (0x15, 1, 0, socket_nr),  # socket(): kill
         (0x06, 0, 0, 0x7FFF0000),  # allow
+        (0x06, 0, 0, 0x80000000),  # kill the process (SIGSYS)
         (0x06, 0, 0, 0x00050000 | 1),  # refuse with EPERM
     ]
     code = b"".join(struct.pack("HBBI", *line) for line in program)
@@ -76,10 +78,13 @@ def _child(job: dict, probe: str, write_fd: int, out_path: str) -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     _limit(job["limits"])
-    if job["refuse_sockets"]:
-        try:
-            _refuse_sockets()
-        except (OSError, KeyError):  # no way to keep it off the network: the test does not run
+    # Python ignores SIGXFSZ, so a write past RLIMIT_FSIZE would fail with an OSError a completion can
+    # catch; by default the signal kills it, and the parent reads the file size limit's kill.
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+    try:
+        _refuse_sockets()
+    except (OSError, KeyError):
+        if job["refuse_sockets"]:  # no way to keep it off the network: the test does not run
             os.write(write_fd, b"error NoNetworkIsolation\n")
             os._exit(0)
     try:

@@ -11,8 +11,9 @@ A sandbox is the harness (tasks/code/_harness.py, trusted, stdlib only) under, f
   parent is killed (--kill-child), the kernel kills them all; a tmpfs over /tmp (where each run gets
   a fresh working directory, `work_mb` in all), /dev/shm, /root and /home; / remounted read-only;
 - setpriv again inside: no capabilities, no_new_privs;
-- per test, in the forked child: rlimits on CPU seconds, address space, file size, open files (and
-  processes where no pids cgroup could be made).
+- per test, in the forked child: rlimits on CPU seconds, address space, file size (SIGXFSZ restored, so
+  a write past it kills), open files (and processes where no pids cgroup could be made); a seccomp
+  filter under which socket() kills (SIGSYS), the only network isolation without namespaces.
 The environment holds PATH, LANG and HOME only. Each worker thread keeps one sandbox up between runs
 (a run costs forks, not a new interpreter); a run that overruns its timeout by the harness's report
 grace (50 ms) has its sandbox killed whole, and the next run gets a fresh one. The verdict comes only

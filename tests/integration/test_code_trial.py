@@ -1,5 +1,5 @@
 """A 2-step trial with the code task completes on both stacks on CPU: per-reward columns (tests,
-perfect, format) in every step row, pass@1 and pass@k at the end."""
+perfect, format) and the completions the sandbox killed in every step row, pass@1 and pass@k at the end."""
 
 import json
 
@@ -38,6 +38,8 @@ def test_a_code_trial_records_each_reward_and_pass_at_k(framework, tmp_path, cap
         assert steps[f"rewards/{name}/mean"].notna().all(), name
         assert steps[f"rewards/{name}/mean"].between(0, 1).all(), name
     assert steps["rewards/accuracy/mean"].isna().all()  # not a reward of this task: null, not 0
+    # every step scored its completions in the sandbox, and the sandbox killed none of them: 0, not null
+    assert list(steps.sandbox_kills) == [0.0, 0.0]
     last = steps.iloc[-1]
     assert last.eval_k == 2 and last.eval_prompts == 2
     # a random tiny model writes no fenced block that passes a problem's tests

@@ -69,3 +69,5 @@ def test_sweep_over_tasks_logs_each_reward_and_evaluation(ray_fake_gpus, tmp_pat
         assert list(evaluated.step) == [2, 3], task  # every 2 steps and at the end
         assert evaluated.eval_pass_at_1.between(0, 1).all() and (evaluated.eval_k == 2).all(), task
         assert (evaluated.eval_pass_at_k >= evaluated.eval_pass_at_1).all(), task
+    # Each trial evaluated its held-out prompts once before its first step too: the baseline.
+    assert trials.eval_before_pass_at_1.between(0, 1).all() and (trials.eval_before_prompts == 3).all()

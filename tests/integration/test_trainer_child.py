@@ -103,6 +103,8 @@ def test_throughput_is_per_generation_cycle_when_completions_are_reused(tmp_path
         assert second["gen_s"] is None and first["tokens_per_s"] is None
         # Rewards ran (in the scoring worker) only on the step that generated; none was over its limit.
         assert first["reward_timeouts"] == 0 and second["reward_timeouts"] is None
+        # The task runs no sandbox: the completions it killed are not measured, null, never 0.
+        assert first["sandbox_kills"] is None and second["sandbox_kills"] is None
         tokens = first["prompt_tokens"] + first["completion_tokens"]
         assert second["tokens_per_s"] == pytest.approx(tokens / (first["step_s"] + second["step_s"]))
         assert second["cycle_steps"] == 2

@@ -90,9 +90,10 @@ def test_an_endless_loop_scores_zero_at_its_timeout(grader):
     SCORING.reset()
     scored = grader.one(fenced(LOOP), TESTS)
     assert (SCORING.calls, SCORING.timeouts) == (1, 1)  # the step row's reward_timeouts counts it
-    assert scored.rewards["tests"] == 0.0
+    assert scored.rewards == {"format": 0.0, "tests": 0.0, "perfect": 0.0}  # a tidy hang pays nothing
     # the harness reports the timed-out tests, or when it cannot within 50 ms the run is killed whole
-    assert scored.why_zero["tests"] in ("test failed: 3 of 3 (first: timeout)", "timeout")
+    assert scored.killed == "time limit"
+    assert scored.why_zero["tests"] == "sandbox killed it: time limit"
     assert_nothing_left(scored)
 
 
@@ -100,6 +101,7 @@ def test_an_endless_loop_scores_zero_at_its_timeout(grader):
 def test_a_fork_bomb_scores_zero_and_leaves_no_process(grader):
     scored = grader.one(fenced(FORK_BOMB), TESTS)
     assert scored.rewards["tests"] == 0.0
+    assert scored.killed == "process limit (BlockingIOError)"
     assert_nothing_left(scored)
 
 
@@ -109,8 +111,10 @@ def test_a_memory_bomb_scores_zero(grader, bomb):
     # stopped by memory, not time: 128 MiB per test's process and time to spare on a loaded machine
     grader.limits = Limits(timeout_s=3.0, memory_mb=128)
     scored = grader.one(fenced(bomb), TESTS)
-    assert scored.rewards["tests"] == 0.0
-    assert scored.why_zero["tests"] == "test failed: 3 of 3 (first: MemoryError)"
+    assert scored.rewards == {"format": 0.0, "tests": 0.0, "perfect": 0.0}
+    # the address space limit's MemoryError, or the memory cgroup's SIGKILL
+    assert scored.killed in ("memory limit (MemoryError)", "memory limit or a kill (SIGKILL)")
+    assert scored.why_zero["tests"] == f"sandbox killed it: {scored.killed}"
     assert_nothing_left(scored)
 
 
@@ -120,6 +124,8 @@ def test_a_10_gb_write_scores_zero_and_leaves_no_file(grader):
     code = BIG_WRITE.format(marker=marker)
     scored = grader.one(fenced(code), TESTS)
     assert scored.rewards["tests"] == 0.0
+    # it catches the OSError of a write past 8 MiB, but SIGXFSZ kills it first
+    assert scored.killed == "file size limit (SIGXFSZ)"
     assert_nothing_left(scored, marker)
 
 
@@ -200,6 +206,7 @@ def test_a_socket_reaches_nothing(grader):
     """
     scored = grader.one(fenced(code), TESTS)
     assert scored.rewards["tests"] == 0.0
+    assert scored.killed == "forbidden call (SIGSYS)"  # socket() is one, network namespace or not
     with pytest.raises(BlockingIOError):
         server.accept()
     server.close()
@@ -282,16 +289,15 @@ def without_namespaces(monkeypatch):
     _sandbox.close_all()
 
 
-def test_without_namespaces_sockets_are_refused_and_the_workdir_is_removed(without_namespaces):
+def test_without_namespaces_a_socket_is_a_forbidden_call_and_the_workdir_is_removed(without_namespaces):
     code = "import socket\ntry:\n    socket.socket()\n    seen = 'socket'\nexcept OSError as exc:\n    seen = type(exc).__name__"
     sandbox = _sandbox.Sandbox(LIMITS)
     workdir = Path(sandbox.workdir)
-    run = sandbox.run(code, ["seen", "__import__('os').getuid()"])
+    killed = sandbox.run(code, ["seen"])
+    run = sandbox.run("import os", ["os.getuid()"])
     sandbox.close()
-    assert run.probes == [
-        {"status": "value", "value": "'PermissionError'"},
-        {"status": "value", "value": "65534"},
-    ]
+    assert killed.probes == [{"status": "killed", "detail": "SIGSYS"}]  # the seccomp filter, uncatchable
+    assert run.probes == [{"status": "value", "value": "65534"}]
     assert not workdir.exists()
 
 

@@ -1,6 +1,7 @@
 """The code task: its shipped problems are right, a user's MBPP-like or HumanEval-like JSONL reads into
 the same rows, code is found in the asked format, tests become checks whose expected value never
-reaches the sandbox, and its settings are checked with a fix."""
+reaches the sandbox, its settings are checked with a fix, and a completion whose run the sandbox killed
+scores 0 in total and is counted in the step row."""
 
 import json
 import os
@@ -12,6 +13,7 @@ from orchestrator.recording.sinks import STEP_COLUMNS
 from tasks import RECORDED_REWARDS, load_task, task_problems
 from tasks.code import SHIPPED, Grader, _sandbox, extract_code, format_problem, read_problems
 from tasks.code.checks import FALSE, TRUE, Check, parse_check, passed
+from tests.helpers.hostile_code import BIG_WRITE, LOOP, MEMORY_BOMB, SOCKET
 
 
 @pytest.fixture(scope="module")
@@ -192,3 +194,107 @@ def test_bad_settings_name_the_field_the_value_and_the_fix(tmp_path):
 def test_the_step_rows_record_the_code_rewards():
     assert RECORDED_REWARDS == ("accuracy", "format", "format_partial", "digits", "tests", "perfect")
     assert {"rewards/tests/mean", "rewards/perfect/mean", "rewards/format/mean"} <= set(STEP_COLUMNS)
+
+
+# ------------------------------------------------------------------------------------------------
+# a run the sandbox killed pays nothing
+# ------------------------------------------------------------------------------------------------
+KILLED = {
+    "endless loop": (LOOP, "time limit"),
+    "memory bomb": (MEMORY_BOMB, "memory limit (MemoryError)"),
+    "disk fill": (BIG_WRITE.format(marker="fill"), "file size limit (SIGXFSZ)"),
+    "forbidden call": (SOCKET, "forbidden call (SIGSYS)"),
+}
+RIGHT = "def double(x):\n    return x * 2"
+
+
+def double_task(tmp_path, **settings):
+    """The code task on one problem, double(x), with short sandbox limits: 0.5 s, 128 MiB."""
+    path = tmp_path / "double.jsonl"
+    tests = ["assert double(3) == 6", "assert double(4) == 8"]
+    path.write_text(json.dumps({"text": "Write double(x).", "test_list": tests}) + "\n")
+    args = {"path": str(path), "num_eval": 0, "reward_timeout_s": 0.5, "memory_mb": 128, "reward_workers": 1}
+    return load_task("code", args | settings)
+
+
+def totals(task, codes: list[str]) -> list[float]:
+    """Each completion's total reward, summed over the task's rewards as TRL weighs them."""
+    completions = [f"```python\n{code}\n```" for code in codes]
+    tests = [task.train[0]["tests"]] * len(codes)
+    columns = {"prompts": [task.train[0]["prompt"]] * len(codes), "completions": completions, "tests": tests}
+    scores = [(reward(**columns), weight) for reward, weight in task.rewards.values()]
+    return [sum(weight * values[i] for values, weight in scores) for i in range(len(codes))]
+
+
+@pytest.mark.parametrize("hostile", list(KILLED))
+def test_a_well_formatted_completion_the_sandbox_killed_scores_zero_in_total(tmp_path, hostile):
+    code, reason = KILLED[hostile]
+    task = double_task(tmp_path)
+    assert totals(task, [code, RIGHT]) == [0.0, pytest.approx(1.6)]
+    completion = f"```python\n{code}\n```"
+    assert task.killed(completion, task.train[0]) == reason
+    assert task.explain(completion, task.train[0]) == {
+        "tests": f"sandbox killed it: {reason}",
+        "perfect": f"sandbox killed it: {reason}",
+        "format": f"sandbox killed it: {reason} (task_args.pay_format_when_killed: true pays it)",
+    }
+    _sandbox.close_all()
+
+
+def test_with_pay_format_when_killed_a_killed_completion_gets_its_format_reward_back(tmp_path):
+    task = double_task(tmp_path, pay_format_when_killed=True)
+    codes = [code for code, _ in KILLED.values()]
+    assert totals(task, codes) == [pytest.approx(0.1)] * len(codes)  # format's weight, tests and perfect 0
+    _sandbox.close_all()
+
+
+def test_an_ordinary_wrong_answer_is_not_a_kill_and_keeps_its_format_reward(tmp_path):
+    task = double_task(tmp_path)
+    wrong = "def double(x):\n    raise ValueError(x)"
+    assert totals(task, [wrong]) == [pytest.approx(0.1)]
+    assert task.killed(f"```python\n{wrong}\n```", task.train[0]) is None
+    _sandbox.close_all()
+
+
+def test_the_step_row_counts_the_completions_the_sandbox_killed_and_null_without_a_sandbox(tmp_path):
+    from types import SimpleNamespace
+
+    from tasks.rewards import reward_function
+    from trainers.events import EventWriter
+    from trainers.measure import StepMeter
+
+    task = double_task(tmp_path)
+    meter = StepMeter(EventWriter(""), max_prompt_length=16)
+    state = SimpleNamespace(global_step=0, max_steps=3)
+    trl_args = SimpleNamespace(max_completion_length=8, num_generations=2, per_device_train_batch_size=2)
+
+    def step(score) -> None:
+        meter.on_step_begin(None, state, None)
+        score()
+        state.global_step += 1
+        meter.on_step_end(trl_args, state, None)
+
+    step(lambda: totals(task, [LOOP, RIGHT, MEMORY_BOMB, "no code"]))
+    assert meter.pending["sandbox_kills"] == 2  # each completion once, whatever the rewards that read it
+    step(lambda: totals(task, [RIGHT, RIGHT]))
+    assert meter.pending["sandbox_kills"] == 0
+    step(lambda: None)  # a step that reuses its cycle's completions scores nothing: not measured
+    assert meter.pending["sandbox_kills"] is None
+    accuracy = reward_function(lambda text, row: 1.0, "accuracy")
+    step(lambda: accuracy(completions=["7"]))  # a task without a sandbox: not measured, never 0
+    assert meter.pending["sandbox_kills"] is None
+    _sandbox.close_all()
+
+
+def test_pay_format_when_killed_is_refused_with_the_fix_when_it_is_not_a_flag_or_there_is_no_format():
+    (problem,) = task_problems("code", {"pay_format_when_killed": "yes"})
+    assert problem.startswith("task_args.pay_format_when_killed: must be bool, got 'yes'")
+    assert problem.endswith(
+        "give a bool (true or false, unquoted in YAML) or leave it out for the default False"
+    )
+    assert task_problems("code", {"pay_format_when_killed": True, "rewards": {"tests": 1.0}}) == [
+        "task_args.pay_format_when_killed: true pays the format reward to completions the sandbox killed, "
+        "but task_args.rewards has no format (['tests']); add format to rewards or leave "
+        "pay_format_when_killed out"
+    ]
+    assert task_problems("code", {"pay_format_when_killed": True}) == []

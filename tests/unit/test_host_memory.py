@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.running.host_memory import largest_rss, predicted_rss_gib
+from orchestrator.running.host_memory import largest_rss, offloaded_checkpoints_gib, predicted_rss_gib
 from orchestrator.running.phases import HostRoom, host_room, packing, stages
 from orchestrator.spec.load import parse_sweep
 from trainers.spec import TrialSpec
@@ -19,13 +19,23 @@ def h100_rows() -> list[dict]:
         return [r for r in csv.DictReader(f) if r["peak_rss_gib"]]
 
 
-def test_the_predicted_rss_holds_every_measured_3b_trainer_within_a_tenth():
+def row_spec(row: dict) -> TrialSpec:
+    return TrialSpec(
+        framework=row["stack"], model=row["model"], num_generations=int(row["K"]), batch_size=int(row["B"]),
+        max_prompt_length=int(row["max_prompt"]), max_completion_length=int(row["max_completion"]),
+    )  # fmt: skip
+
+
+def test_the_predicted_rss_holds_every_measured_3b_trainer_trl_within_a_tenth_unsloth_as_an_upper_bound():
+    """TRL's RSS is its baseline and checkpoint; Unsloth's adds the checkpoints it offloads to the host,
+    counted in full (at completion 2048 within a tenth, shorter ones over: the safe side for packing)."""
     rows = [r for r in h100_rows() if r["model"].endswith("3B-Instruct")]
-    assert len(rows) == 13
+    assert len(rows) == 16
     for row in rows:
-        predicted = predicted_rss_gib(row["stack"], row["model"]).gib
+        predicted = predicted_rss_gib(row_spec(row)).gib
         measured = float(row["peak_rss_gib"])
-        assert measured <= predicted <= measured * 1.1, (
+        over = 1.1 if row["stack"] == "trl" or int(row["max_completion"]) >= 2048 else 1.4
+        assert measured <= predicted <= measured * over, (
             row["stack"],
             row["max_completion"],
             measured,
@@ -36,7 +46,7 @@ def test_the_predicted_rss_holds_every_measured_3b_trainer_within_a_tenth():
 def test_the_predicted_rss_of_a_1_5b_trainer_is_at_or_above_what_it_held():
     for row in (r for r in h100_rows() if r["model"].endswith("1.5B-Instruct")):
         measured = float(row["peak_rss_gib"])
-        predicted = predicted_rss_gib(row["stack"], row["model"]).gib
+        predicted = predicted_rss_gib(row_spec(row)).gib
         assert measured <= predicted <= measured * 2, (row["stack"], measured, predicted)
 
 
@@ -46,7 +56,12 @@ def test_the_largest_trainer_of_a_sweep_bounds_the_packing():
         TrialSpec(framework="unsloth", model="random:Qwen/Qwen2.5-3B-Instruct"),
     ]
     predicted, model = largest_rss(specs)
-    assert model == "random:Qwen/Qwen2.5-3B-Instruct" and predicted.gib == pytest.approx(7.42, abs=0.01)
+    offload = offloaded_checkpoints_gib(specs[1])  # 36 layers x 2048 hidden x its tokens, bf16
+    assert offload == pytest.approx(36 * 2048 * 2 * specs[1].effective_micro_batch_size * 384 / 2**30)
+    assert model == "random:Qwen/Qwen2.5-3B-Instruct" and predicted.gib == pytest.approx(
+        7.42 + offload, abs=0.01
+    )
+    assert predicted.how.endswith(f"+ offloaded checkpoints {offload:.2f} GiB")
 
 
 def test_a_packing_that_fits_the_gpu_but_not_the_host_ram_packs_fewer_trials_and_says_why():

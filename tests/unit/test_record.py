@@ -140,3 +140,63 @@ def test_the_trial_row_in_trials_parquet_carries_the_start_up_figures(tmp_path):
     assert rows["k"]["time_to_first_step_s"] == pytest.approx(97.0)
     assert rows["k"]["warmup_s"] == pytest.approx(52.0)
     assert (rows["pruned"]["time_to_first_step_s"], rows["pruned"]["warmup_s"]) == (None, None)
+
+
+def accuracy_steps(
+    evals: dict[int, float], n: int = 30, step_s: float = 2.0, prompts: float = 64
+) -> list[dict]:
+    rows = [{"step": i + 1, "step_s": step_s} for i in range(n)]
+    for step, share in evals.items():
+        rows[step - 1] |= {"eval_pass_at_1": share, "eval_prompts": prompts}
+    return rows
+
+
+def test_wilson_interval_matches_its_textbook_values():
+    low, high = record.wilson_interval(0.5, 100)
+    assert (round(low, 4), round(high, 4)) == (0.4038, 0.5962)
+    assert record.wilson_interval(0.0, 10)[0] == pytest.approx(0.0, abs=1e-12)
+    assert record.wilson_interval(1.0, 10)[1] == pytest.approx(1.0)
+
+
+def test_time_to_target_counts_training_seconds_to_the_first_evaluation_that_reaches_it():
+    rows = accuracy_steps({10: 0.3, 20: 0.5, 30: 0.45})
+    figures = record.accuracy_figures([*rows, rows[3]], target=0.5)  # a repeated step counts once
+    assert figures == {
+        "accuracy_target": 0.5,
+        "steps_to_accuracy_target": 20,
+        "seconds_to_accuracy_target": 40.0,
+        "gpu_seconds_to_accuracy_target": None,  # on CPU
+        "best_eval_pass_at_1": 0.5,
+        "best_eval_pass_at_1_lo": pytest.approx(record.wilson_interval(0.5, 64)[0]),
+        "best_eval_pass_at_1_hi": pytest.approx(record.wilson_interval(0.5, 64)[1]),
+        "best_eval_step": 20,
+    }
+    assert record.accuracy_figures(rows, 0.5, gpus=2)["gpu_seconds_to_accuracy_target"] == 80.0
+
+
+def test_a_target_never_reached_or_never_measured_is_null_never_zero():
+    never = record.accuracy_figures(accuracy_steps({10: 0.3, 20: 0.3}), target=0.5)
+    assert never["steps_to_accuracy_target"] is None and never["seconds_to_accuracy_target"] is None
+    assert never["best_eval_pass_at_1"] == 0.3 and never["best_eval_step"] == 10  # the first of a tie
+    unmeasured = record.accuracy_figures(accuracy_steps({}), target=0.5)
+    assert {k: v for k, v in unmeasured.items() if k != "accuracy_target"} == dict.fromkeys(
+        [k for k in unmeasured if k != "accuracy_target"]
+    )
+    no_prompts = record.accuracy_figures(accuracy_steps({10: 0.9}, prompts=0), target=0.5)
+    assert no_prompts["best_eval_pass_at_1"] is None
+
+
+def test_trial_row_writes_the_accuracy_figures_under_the_sweeps_target():
+    from orchestrator.judging.verdict import VerdictSettings
+    from orchestrator.recording.sinks import trial_row
+    from orchestrator.words.outcome import COMPLETED, TrialResult
+    from trainers.spec import TrialSpec
+
+    spec = TrialSpec(trial_key="t", max_steps=30)
+    rows = [normalize_step("t", r) for r in accuracy_steps({10: 0.3, 20: 0.5})]
+    row = trial_row(
+        spec, TrialResult(COMPLETED, "30 steps"), rows, verdict=VerdictSettings(accuracy_target=0.3)
+    )
+    assert row["accuracy_target"] == 0.3 and row["steps_to_accuracy_target"] == 10
+    assert row["seconds_to_accuracy_target"] == 20.0 and row["gpu_seconds_to_accuracy_target"] is None
+    assert set(TRIAL_SCHEMA.names) >= set(row)

@@ -245,3 +245,31 @@ def test_a_trial_row_has_every_column_null_where_nothing_was_measured():
         None,
         None,
     )
+
+
+def test_a_steps_utilisation_source_counts_and_rank_peaks_survive_into_steps_parquet(tmp_path):
+    """The sampler's text and count figures (which NVML the utilisation came from, the samples, each
+    rank's peak) are kept by their type like the numbers; on the H100 the source was lost, so every
+    trial's gpu_util_source read null beside a measured utilisation."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from orchestrator.recording.sinks import TRIAL_COLUMNS, normalize_step, steps_table, trial_row
+    from orchestrator.running.telemetry import Sample, summarize_window
+
+    samples = [Sample(t=1000.0 + i, rss_gib=11.9, hwm_gib=None, host_available_gib=100.0, device_used_gib=11.5,
+                      gpu_util_pct=31.5, power_w=206.8) for i in range(6)]  # fmt: skip
+    event = {"step": 1, "probe": True, "t_start": 1000.0, "t_end": 1005.0, "gen_t_start": 1000.0,
+             "gen_t_end": 1003.5, "completions": 16, "min_new_tokens": None}  # fmt: skip
+    row = event | summarize_window(samples, 1000.0, 1005.0, (1000.0, 1003.5))
+    row["rank_device_peak_gib"] = json.dumps([10.5, 12.25])
+    normalized = normalize_step("k", row)
+    path = tmp_path / "steps.parquet"
+    pq.write_table(steps_table([normalized]), path)
+    back = pq.read_table(path).to_pylist()[0]
+    assert back["gpu_util_source"] == "device"
+    assert back["samples"] == 6 and back["completions"] == 16 and back["min_new_tokens"] is None
+    assert json.loads(back["rank_device_peak_gib"]) == [10.5, 12.25]
+    trial = trial_row(TrialSpec(trial_key="k", sweep="s"), result(COMPLETED, [row], "1 steps"), [normalized])
+    assert set(trial) == set(TRIAL_COLUMNS) and trial["gpu_util_source"] == "device"

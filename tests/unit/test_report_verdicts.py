@@ -1,5 +1,6 @@
 """Training verdicts in the report: recomputed from the steps files for a sweep that predates the
-columns, in summary.csv, as a mark in the feasibility matrix, and in their own section."""
+columns, in summary.csv, as a mark in the feasibility matrix, and in their own section; beside them, the
+completions a sandbox killed, a reward-hacking signal."""
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -38,12 +39,17 @@ def test_an_old_sweeps_completed_trials_get_verdicts_from_their_steps_under_its_
     assert trials[trials["status"] != "completed"]["training_verdict"].isna().all()
 
 
+def synthetic_sweep_whose_completed_trials_read(out, verdict: str, detail: str) -> None:
+    """A synthetic sweep whose trials.parquet records this verdict for every completed trial."""
+    write_synthetic_sweep(out)
+    table = pq.read_table(out / "trials.parquet").to_pandas()
+    table["training_verdict"] = [verdict if s == "completed" else None for s in table["status"]]
+    table["training_verdict_detail"] = detail
+    table.to_parquet(out / "trials.parquet")
+
+
 def test_a_verdict_stored_in_trials_parquet_is_taken_as_it_is(tmp_path):
-    write_synthetic_sweep(tmp_path)
-    table = pq.read_table(tmp_path / "trials.parquet").to_pandas()
-    table["training_verdict"] = ["diverged" if s == "completed" else None for s in table["status"]]
-    table["training_verdict_detail"] = "as recorded"
-    table.to_parquet(tmp_path / "trials.parquet")
+    synthetic_sweep_whose_completed_trials_read(tmp_path, "diverged", "as recorded")
     trials = load_outputs(tmp_path).trials
     assert set(trials.loc[trials["status"] == "completed", "training_verdict"]) == {"diverged"}
 
@@ -81,3 +87,109 @@ def test_no_mark_and_no_note_when_every_completed_trial_is_ok(tmp_path):
     assert all(g.verdict_note == "" for g in grids)
     assert not any("⚠" in str(label) for g in grids for label in g.labels.to_numpy().ravel())
     assert all("⚠" not in view.caption for view in matrix_views(grids))
+
+
+def with_sandbox_kills(out, kills: dict[str, list[float]]) -> None:
+    """Give these trials' steps a sandbox_kills column (the code task's), per step in step order."""
+    for key, values in kills.items():
+        path = next(out.glob(f"steps/framework=*/mode=*/{key}.parquet"))
+        table = pq.read_table(path).to_pandas().sort_values("step")
+        table["sandbox_kills"] = values[: len(table)]
+        pq.write_table(pq.read_table(path).from_pandas(table, preserve_index=False), path)
+
+
+def test_the_report_says_which_trials_the_sandbox_killed_completions_of(tmp_path):
+    write_synthetic_sweep(tmp_path)
+    steps = load_outputs(tmp_path).steps
+    hacking, clean = FLAT, "trl-grpo-k4-b1-s1"
+    counts = steps.groupby("trial_key").size()
+    with_sandbox_kills(tmp_path, {hacking: [0.0, 1.0] + [3.0] * (counts[hacking] - 2),
+                                  clean: [0.0] * counts[clean]})  # fmt: skip
+    paths = write_report(tmp_path, console=Console(record=True, width=200))
+    summary = pd.read_csv(paths["summary_csv"]).set_index("run_name")
+    total = 1 + 3 * (counts[hacking] - 2)
+    assert summary.loc[hacking, "sandbox_kills"] == total
+    assert summary.loc[clean, "sandbox_kills"] == 0
+    assert summary.drop([hacking, clean])["sandbox_kills"].isna().all()  # no sandbox: not measured, not 0
+    markdown = paths["report_md"].read_text()
+    section = markdown.split("### Reward hacking: completions the sandbox killed")[1].split("\n## ")[0]
+    assert f"The sandbox killed {total} training completions in 1 of the 2 trials that ran one" in section
+    assert f"| {hacking} |" in section and f"| {clean} |" not in section
+    assert "Reward hacking: completions the sandbox killed" in paths["report_html"].read_text()
+
+
+def test_the_report_says_the_sandbox_killed_nothing_and_is_silent_without_a_sandbox(tmp_path):
+    write_synthetic_sweep(tmp_path)
+    paths = write_report(tmp_path, console=Console(record=True, width=200))
+    assert "Reward hacking" not in paths["report_md"].read_text()
+    counts = load_outputs(tmp_path).steps.groupby("trial_key").size()
+    with_sandbox_kills(tmp_path, {FLAT: [0.0] * counts[FLAT]})
+    paths = write_report(tmp_path, console=Console(record=True, width=200))
+    assert "The sandbox killed no training completion in the 1 trial that ran one." in (
+        paths["report_md"].read_text()
+    )
+
+
+def learning_trials() -> pd.DataFrame:
+    """Completed trials with held-out accuracy figures: TRL and Unsloth on a GPU, Unsloth's CPU fallback."""
+    base = {"status": "completed", "mode": "grpo", "num_generations": 4, "batch_size": 2, "seed": 1,
+            "accuracy_target": 0.5, "median_tokens_per_s": 100.0, "peak_device_gib": 4.0}  # fmt: skip
+    rows = [
+        base | {"trial_key": "trl-slow", "framework": "trl", "learning_rate": 1e-5,
+                "steps_to_accuracy_target": 40, "seconds_to_accuracy_target": 80.0,
+                "gpu_seconds_to_accuracy_target": 80.0, "best_eval_pass_at_1": 0.6,
+                "best_eval_pass_at_1_lo": 0.48, "best_eval_pass_at_1_hi": 0.71, "best_eval_step": 50},
+        base | {"trial_key": "unsloth-fast", "framework": "unsloth", "learning_rate": 1e-5,
+                "effective_config": '{"unsloth_backend": "gpu"}',
+                "steps_to_accuracy_target": 20, "seconds_to_accuracy_target": 30.0,
+                "gpu_seconds_to_accuracy_target": 30.0, "best_eval_pass_at_1": 0.7,
+                "best_eval_pass_at_1_lo": 0.58, "best_eval_pass_at_1_hi": 0.8, "best_eval_step": 40},
+        base | {"trial_key": "trl-never", "framework": "trl", "learning_rate": 1e-6,
+                "best_eval_pass_at_1": 0.3, "best_eval_pass_at_1_lo": 0.2, "best_eval_pass_at_1_hi": 0.42,
+                "best_eval_step": 10},
+        base | {"trial_key": "unsloth-cpu", "framework": "unsloth", "learning_rate": 1e-6,
+                "effective_config": '{"unsloth_backend": "cpu"}', "best_eval_pass_at_1": 0.35,
+                "best_eval_pass_at_1_lo": 0.25, "best_eval_pass_at_1_hi": 0.46, "best_eval_step": 10},
+    ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_configurations_rank_by_time_to_the_accuracy_target_then_by_best_accuracy():
+    from orchestrator.views.report._learning import learning_table
+
+    table = learning_table(learning_trials())
+    assert list(table["Trial"]) == ["unsloth-fast", "trl-slow", "unsloth-cpu", "trl-never"]
+    fast = table.iloc[0]
+    assert fast["Best held-out accuracy (95%)"] == "0.70 (0.58–0.80) at step 40"
+    assert fast["Time to accuracy 0.5"] == "step 20, 30.0 s (30.0 GPU-s)"
+    assert table.iloc[3]["Time to accuracy 0.5"] == "not reached"
+    assert table.iloc[2]["Stack"] == "Unsloth (its TRL fallback on CPU)"
+    assert fast["Peak memory"] == "4.00 GiB GPU (NVML)"
+
+
+def test_the_stacks_sit_side_by_side_and_unslothss_cpu_fallback_is_not_compared():
+    from orchestrator.views.report._learning import learning_blocks, side_by_side
+
+    pairs = side_by_side(learning_trials()).set_index("Seed")
+    assert len(pairs) == 2  # the two learning rates, each run by both stacks
+    gpu, cpu = pairs.iloc[0], pairs.iloc[1]
+    assert gpu["TRL: time to accuracy 0.5"] == "step 40, 80.0 s (80.0 GPU-s)"
+    assert gpu["Unsloth: time to accuracy 0.5"] == "step 20, 30.0 s (30.0 GPU-s)"
+    assert cpu["TRL: best accuracy"] == "0.30 (0.20–0.42) at step 10"
+    assert cpu["Unsloth: best accuracy"] == "not compared (its TRL fallback on CPU)"
+    blocks = learning_blocks(learning_trials())
+    text = " ".join(b.text for b in blocks if b.kind == "p")
+    assert "1 Unsloth trial(s) ran without a GPU, so Unsloth ran its TRL fallback on CPU" in text
+    assert "not compared with TRL's" in text
+
+
+def test_a_learning_trial_is_listed_as_learning_and_carries_no_warning_mark(tmp_path):
+    synthetic_sweep_whose_completed_trials_read(tmp_path, "learning", "learning: reward +0.1 per 10 steps")
+    grids = feasibility_matrix(load_outputs(tmp_path).trials)
+    assert not any("⚠" in str(label) for g in grids for label in g.labels.to_numpy().ravel())
+    markdown = write_report(tmp_path, console=Console(record=True, width=200))["report_md"].read_text()
+    section = markdown.split("## Does it learn: training verdicts")[1].split("\n## ")[0]
+    assert "6 completed trials judged from their steps: 6 learning." in section
+    assert "### Trials that learn" in section and "### Trials flagged" not in section
+    assert "## Which configuration learns: held-out accuracy" in markdown
+    assert "No completed trial measured held-out accuracy" in markdown

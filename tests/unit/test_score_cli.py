@@ -102,21 +102,38 @@ def test_every_task_scores_a_right_and_an_empty_completion(task, capsys, tmp_pat
         else dict.fromkeys(weights, "scored 0")
     )
     assert lines[1]["why_zero"] == expected_why
+    # only a task that runs completions in a sandbox says whether it killed them
+    assert [line.get("killed", "no sandbox") for line in lines] == (
+        [None, None] if task == "code" else ["no sandbox"] * 2
+    )
     assert all(0 <= line["seconds"] < 30 for line in lines)
 
 
-def test_a_timed_out_code_completion_says_timeout_and_costs_its_timeout(capsys, tmp_path):
-    lines = score(
-        capsys,
-        tmp_path,
-        "code",
-        [{"row": 3, "completion": "```python\nwhile True:\n    pass\n```"}],
-        "reward_timeout_s=1",
+LOOP_COMPLETION = {"row": 3, "completion": "```python\nwhile True:\n    pass\n```"}
+
+
+def test_a_timed_out_code_completion_says_the_sandbox_killed_it_scores_0_and_costs_its_timeout(
+    capsys, tmp_path
+):
+    (line,) = score(capsys, tmp_path, "code", [LOOP_COMPLETION], "reward_timeout_s=1")
+    assert line["killed"] == "time limit"
+    assert line["rewards"] == {"tests": 0.0, "perfect": 0.0, "format": 0.0}  # well formatted, yet 0
+    assert line["total"] == 0.0
+    assert line["why_zero"]["tests"] == "sandbox killed it: time limit"
+    assert line["why_zero"]["format"] == (
+        "sandbox killed it: time limit (task_args.pay_format_when_killed: true pays it)"
     )
-    assert lines[0]["rewards"] == {"tests": 0.0, "perfect": 0.0, "format": 1.0}
-    assert lines[0]["total"] == pytest.approx(0.1)
-    assert lines[0]["why_zero"]["tests"] in ("test failed: 3 of 3 (first: timeout)", "timeout")
-    assert 1.0 <= lines[0]["seconds"] < 3.0
+    assert 1.0 <= line["seconds"] < 3.0
+
+
+def test_with_pay_format_when_killed_a_killed_code_completion_scores_its_format_and_still_says_killed(
+    capsys, tmp_path
+):
+    sets = ("reward_timeout_s=0.5", "pay_format_when_killed=true")
+    (line,) = score(capsys, tmp_path, "code", [LOOP_COMPLETION], *sets)
+    assert line["killed"] == "time limit"
+    assert line["rewards"] == {"tests": 0.0, "perfect": 0.0, "format": 1.0}
+    assert line["total"] == pytest.approx(0.1)
 
 
 def test_task_args_given_with_set_shape_the_rows_as_a_sweep_would(capsys, tmp_path):
@@ -181,6 +198,16 @@ def test_the_hostile_set_scores_zero_and_the_scoring_process_carries_on(tmp_path
     assert [s["row"] for s in scored] == list(range(len(HOSTILE)))
     assert [s["total"] for s in scored] == [0.0] * len(HOSTILE)
     assert all(set(s["why_zero"]) == {"tests", "perfect"} for s in scored)
+    killed = dict(zip(HOSTILE, (s["killed"] for s in scored), strict=True))
+    assert killed == {
+        "endless loop": "time limit",
+        "fork bomb": "process limit (BlockingIOError)",
+        "memory bomb": killed["memory bomb"],  # MemoryError (address space) or SIGKILL (cgroup)
+        "10 GB write": "file size limit (SIGXFSZ)",
+        "detached daemon": None,  # it forks and returns a wrong value: an ordinary failure
+        "socket": "forbidden call (SIGSYS)",
+    }
+    assert killed["memory bomb"].startswith("memory limit")
     assert secret not in done.stdout + done.stderr
     owner = _sandbox.owner_tag(proc.pid)
     assert [p.pid for p in psutil.process_iter(["cmdline"]) if owner in (p.info["cmdline"] or [])] == []

@@ -6,20 +6,26 @@ import numpy as np
 import pytest
 
 from orchestrator.judging.verdict import (
+    COLLAPSED,
     DIVERGED,
+    LEARNING,
     MEMORY_CREEP,
     NO_SIGNAL,
     OK,
+    PRECEDENCE,
+    PROBLEMS,
     TOO_SHORT,
     TRUNCATED,
     VerdictSettings,
     judge,
+    newcombe_interval,
     stop_check,
 )
 from orchestrator.recording.sinks import normalize_step, trial_row
 from orchestrator.spec.load import parse_sweep
 from orchestrator.spec.sweep import SweepError
 from orchestrator.words.outcome import COMPLETED, TrialResult
+from tests.helpers.learning_traces import expected_verdict, learning_trace_files, load_learning_trace
 from trainers.spec import TrialSpec
 
 SETTINGS = VerdictSettings()
@@ -49,7 +55,10 @@ def steps(n=10, **columns):
 def test_healthy_steps_are_ok_and_say_what_was_judged():
     verdict = judge(steps(), max_steps=10, budget_gib=16)
     assert verdict.verdict == OK
-    assert verdict.detail == "ok: 10 steps judged; none of diverged, memory_creep, no_signal, truncated holds"
+    assert verdict.detail == (
+        "ok: 10 steps judged; none of diverged, memory_creep, no_signal, truncated, collapsed holds, and "
+        "learning is not shown"
+    )
 
 
 def test_fewer_steps_than_min_steps_after_the_probes_is_too_short():
@@ -230,3 +239,179 @@ def test_the_sweeps_verdict_section_sets_the_thresholds_and_refuses_bad_ones():
     assert "verdict.stop_on: value error, memory_creep is a projection, not certain" in text
     assert "give some of diverged, no_signal, truncated" in text
     assert "verdict.no_signal_share: input should be less than or equal to 1, got 1.5" in text
+
+
+# ----------------------------------------------------------------------------------------------
+# learning and collapsed: synthetic rows shaped like a real run's (a noisy mean of 0/1 rewards per step,
+# an evaluation every 10 steps over 64 prompts)
+# ----------------------------------------------------------------------------------------------
+NOISE = [0.04, -0.03, 0.05, -0.05, 0.01, -0.02, 0.03, -0.04, 0.02, -0.01]
+
+
+def run(n=30, rise=0.01, evals=None, prompts=64, **columns):
+    """n steps whose reward_mean rises by `rise` a step (around a fixed noise); evals: {step: pass@1}."""
+    rows = steps(n, **columns)
+    for i, row in enumerate(rows):
+        row.setdefault("reward_mean", 0.2 + rise * i + NOISE[i % len(NOISE)])
+        row.setdefault("entropy", 0.9 + 0.02 * (i % 3))
+        row.setdefault("distinct_completion_share", 0.8)
+        row.setdefault("step_s", 2.0)
+    for step, share in (evals or {}).items():
+        rows[step - 1] |= {"eval_pass_at_1": share, "eval_prompts": prompts, "eval_k": 4}
+    return rows
+
+
+def test_a_rising_reward_and_held_out_accuracy_that_rises_beyond_its_interval_read_learning():
+    verdict = judge(run(evals={10: 0.20, 20: 0.40, 30: 0.55}))
+    assert verdict.verdict == LEARNING
+    assert [f.verdict for f in verdict.findings] == [LEARNING]
+    assert verdict.findings[0].step == 30
+    detail = verdict.detail
+    assert detail.startswith("learning: reward +0.1 per 10 steps (95% interval +")
+    assert "Theil-Sen over steps 1-30)" in detail
+    low, high = newcombe_interval(0.20, 64, 0.55, 64)
+    assert low > 0
+    assert detail.endswith(
+        f"held-out accuracy 0.20 -> 0.55 (steps 10 -> 30, 64 prompts each), +0.35 (95% interval "
+        f"{low:+.2f} to {high:+.2f})"
+    )
+
+
+def test_a_flat_noisy_reward_is_not_learning_and_the_ok_detail_says_what_was_measured():
+    verdict = judge(run(rise=0.0))
+    assert verdict.verdict == OK
+    assert verdict.detail.endswith(
+        "learning is not shown; reward +0 per 10 steps (95% interval -0.0167 to +0.0158; Theil-Sen over "
+        "steps 1-30): no rising reward shown"
+    )
+
+
+def test_fewer_reward_steps_than_learning_min_steps_judge_no_trend():
+    rows = run(n=7, rise=0.05)
+    assert judge(rows).verdict == OK
+    assert judge(rows, VerdictSettings(learning_min_steps=7)).verdict == LEARNING
+
+
+def test_probe_steps_and_steps_without_a_reward_are_left_out_of_the_trend():
+    rows = run(n=12, rise=0.02, probe=[True, True] + [False] * 10)
+    rows[0]["reward_mean"] = rows[1]["reward_mean"] = 5.0  # forced full length: not the policy's reward
+    rows[5]["reward_mean"] = None  # a step that reused its cycle's completions
+    verdict = judge(rows)
+    assert verdict.verdict == LEARNING
+    assert "Theil-Sen over steps 3-12" in verdict.detail
+
+
+def test_a_rising_reward_with_one_held_out_evaluation_is_judged_on_the_reward_alone():
+    verdict = judge(run(evals={30: 0.5}))
+    assert verdict.verdict == LEARNING
+    assert verdict.detail.endswith(
+        "held-out accuracy measured 1 time(s), under the two a change needs, so judged on the reward alone"
+    )
+
+
+def test_a_rising_reward_whose_held_out_accuracy_change_covers_zero_is_ok_not_learning():
+    verdict = judge(run(evals={10: 0.30, 30: 0.40}))
+    low, high = newcombe_interval(0.30, 64, 0.40, 64)
+    assert low < 0 < high
+    assert verdict.verdict == OK
+    assert verdict.detail.endswith(": held-out accuracy does not show it")
+    assert "held-out accuracy 0.30 -> 0.40" in verdict.detail
+
+
+def test_a_rising_reward_while_held_out_accuracy_falls_beyond_its_interval_is_collapsed_not_learning():
+    verdict = judge(run(evals={10: 0.50, 30: 0.20}))
+    assert verdict.verdict == COLLAPSED
+    assert [f.verdict for f in verdict.findings] == [COLLAPSED]
+    assert "while held-out accuracy 0.50 -> 0.20" in verdict.detail
+
+
+def test_a_falling_held_out_accuracy_without_a_rising_reward_is_not_collapsed():
+    assert judge(run(rise=0.0, evals={10: 0.50, 30: 0.20})).verdict == OK
+
+
+def test_entropy_falling_by_the_drop_while_the_reward_rises_is_collapsed_and_just_short_is_not():
+    entropy = [1.0] * 5 + [0.6] * 20 + [0.25] * 5  # the last five's median is 0.25 x the first five's
+    verdict = judge(run(entropy=entropy))
+    assert verdict.verdict == COLLAPSED
+    assert [f.verdict for f in verdict.findings] == [COLLAPSED, LEARNING]  # both listed, the problem first
+    assert "while entropy 1 -> 0.25 nats (medians of steps 1-5 and 26-30), -75%" in verdict.detail
+    assert judge(run(entropy=[1.0] * 5 + [0.6] * 20 + [0.26] * 5)).verdict == LEARNING
+    assert judge(run(rise=0.0, entropy=entropy)).verdict == OK  # no rising reward: a sharpening policy
+
+
+def test_completions_converging_to_one_text_for_n_steps_are_collapsed_and_four_steps_are_not():
+    share = [0.8] * 20 + [0.06] * 5 + [0.8] * 5
+    verdict = judge(run(rise=0.0, distinct_completion_share=share))
+    assert verdict.verdict == COLLAPSED
+    assert verdict.findings[0].step == 25
+    assert verdict.detail.startswith(
+        "collapsed: distinct_completion_share <= 0.1 for 5 steps in a row (steps 21-25: 0.06, "
+    )
+    assert verdict.detail.endswith("the completions converge to one text")
+    four = [0.8] * 20 + [0.06] * 4 + [0.8] * 6
+    assert judge(run(rise=0.0, distinct_completion_share=four)).verdict == OK
+    unmeasured = judge(run(rise=0.0, distinct_completion_share=[None] * 30))  # null: not measured, never 0
+    assert unmeasured.verdict == OK
+
+
+def test_the_problems_come_before_learning_in_the_precedence():
+    assert (*PROBLEMS, LEARNING) == PRECEDENCE
+    assert PROBLEMS[-1] == COLLAPSED
+    rows = run(frac_reward_zero_std=[1.0] * 30)
+    verdict = judge(rows)
+    assert verdict.verdict == NO_SIGNAL
+    assert [f.verdict for f in verdict.findings] == [NO_SIGNAL, LEARNING]
+
+
+def test_stop_check_can_end_a_trial_whose_completions_converge_to_one_text():
+    check = stop_check(VerdictSettings(stop_on=(COLLAPSED,), collapse_distinct_steps=2))
+    rows = run(rise=0.0, distinct_completion_share=[0.8] * 5 + [0.05] * 25)
+    assert check(rows[:6]) is None
+    assert check(rows[:7]).startswith("collapsed: distinct_completion_share <= 0.1 for 2 steps")
+
+
+def test_the_sweeps_verdict_section_sets_the_learning_and_collapse_thresholds_and_refuses_bad_ones():
+    sweep = parse_sweep(
+        {"name": "s", "verdict": {"learning_min_steps": 10, "collapse_entropy_drop": 0.5,
+                                  "accuracy_target": 0.7, "stop_on": ["collapsed"]}}
+    )  # fmt: skip
+    assert sweep.verdict.settings() == VerdictSettings(
+        learning_min_steps=10, collapse_entropy_drop=0.5, accuracy_target=0.7, stop_on=(COLLAPSED,)
+    )
+    with pytest.raises(SweepError) as err:
+        parse_sweep({"name": "s", "verdict": {"collapse_entropy_drop": 1.0, "accuracy_target": 0,
+                                              "learning_min_steps": 2, "learning_confidence": 1}})  # fmt: skip
+    text = str(err.value)
+    assert "verdict.collapse_entropy_drop: input should be less than 1" in text
+    assert "verdict.accuracy_target: input should be greater than 0" in text
+    assert "verdict.learning_min_steps: input should be greater than or equal to 3" in text
+    assert "verdict.learning_confidence: input should be less than 1" in text
+
+
+def test_newcombes_interval_matches_its_published_example():
+    # Newcombe (1998), Statistics in Medicine 17:873, table II example (a): 56/70 - 48/80, method 10
+    low, high = newcombe_interval(48 / 80, 80, 56 / 70, 70)
+    assert (round(low, 4), round(high, 4)) == (0.0524, 0.3339)
+
+
+@pytest.mark.parametrize("path", learning_trace_files(), ids=lambda p: p.stem)
+def test_each_recorded_real_trace_reads_the_verdict_its_name_gives(path):
+    rows = load_learning_trace(path)
+    assert judge(rows).verdict == expected_verdict(path), judge(rows).detail
+
+
+def test_the_trainer_counts_distinct_completions_by_their_token_ids():
+    from types import SimpleNamespace
+
+    from trainers.measure import StepCounters, measured
+
+    class Base:
+        def _generate(self, prompts):
+            return [[1]] * 4, [[5, 6], [5, 6], [7], [5, 6, 0]]
+
+    trainer = measured(Base)()
+    trainer.args = SimpleNamespace(max_completion_length=8)
+    trainer.model = SimpleNamespace(training=True)
+    trainer.counters = StepCounters()
+    trainer._generate(["p"] * 4)
+    assert trainer.counters.completions == 4 and len(trainer.counters.texts) == 3  # a share of 0.75

@@ -101,6 +101,9 @@ class Stack(ABC):
         mark("trainer")
         effective = self.effective_knobs(built, spec)
         check_strategy(spec, effective.get("distributed_type"))
+        # Held-out accuracy before any training: the baseline against which the trial's learning is judged.
+        evaluator = built.meter.evaluator
+        before = evaluator.run(built.trainer) if evaluator is not None else None
         events.emit(
             STARTED,
             framework=self.name,
@@ -108,6 +111,7 @@ class Stack(ABC):
             **device_info(),
             effective_config=effective,
             startup=marks(),  # where the start-up went (trainers/startup.py)
+            eval_before=before,
         )
         built.trainer.train()
         events.emit(

@@ -14,7 +14,7 @@ from orchestrator.judging.intervals import TIGHT, TIGHT_SPREAD, Margin, margin
 from orchestrator.views.report._outputs import TRIAL_NUMERIC, column, numeric, parse_json
 from orchestrator.words import outcome
 from orchestrator.words.outcome import COMPLETED, MEMORY_LABELS, OOM, PRUNED, STATUS_LABELS, STATUS_WORDS
-from orchestrator.words.verdicts import MARK, PRECEDENCE, VERDICT_WORDS
+from orchestrator.words.verdicts import MARK, PROBLEMS, VERDICT_WORDS
 from trainers.record import finite_or_none, first_kind
 
 
@@ -61,7 +61,7 @@ class FeasibilityGrid:
         """What the training-verdict mark means, when a cell carries it; else ""."""
         if not any(MARK in str(label) for label in self.labels.to_numpy().ravel()):
             return ""
-        words = ", ".join(VERDICT_WORDS[v] for v in PRECEDENCE)
+        words = ", ".join(VERDICT_WORDS[v] for v in PROBLEMS)
         return (
             f"{MARK}: a completed trial of the cell ran but its training verdict flags it ({words}; the "
             "first that holds is shown): it fits, but check that it learns"
@@ -150,7 +150,7 @@ def _cell(cell: pd.DataFrame, kind: str | None) -> tuple[str, float, str]:
         value = float(peaks.max()) if len(peaks) else np.nan
         label = f"{value:.2f} GiB" if len(peaks) else STATUS_LABELS[COMPLETED]
         verdicts = set(completed.get("training_verdict", pd.Series(dtype=object)).dropna())
-        flagged = [v for v in PRECEDENCE if v in verdicts]
+        flagged = [v for v in PROBLEMS if v in verdicts]
         if flagged:
             label += f" {MARK} {VERDICT_WORDS[flagged[0]]}"
         if outcomes:

@@ -69,6 +69,7 @@ EXTRA_COLUMNS = [
     "peak_rss_gib",
     "median_step_s",
     "final_reward",
+    "sandbox_kills",
     "wall_s",
     *STARTUP_COLUMNS,
     "training_verdict",
@@ -262,6 +263,13 @@ def final_reward(steps: pd.DataFrame) -> float | None:
     return finite_or_none(rewards.iloc[-1]) if len(rewards) else None
 
 
+def sandbox_kills(steps: pd.DataFrame) -> float | None:
+    """Training completions the task's sandbox killed, over the trial's steps (a reward-hacking signal);
+    None when no step measured it (a task without a sandbox), never 0 for that."""
+    kills = column(steps, STEP.sandbox_kills)
+    return float(kills.sum()) if len(kills) else None
+
+
 def summary_metrics(trial_row: pd.Series | dict, steps_df: pd.DataFrame | None) -> dict[str, float]:
     """Numbers for a trial's MLflow run, so its run table and compare view sort and chart by them.
 
@@ -293,6 +301,7 @@ def summary_metrics(trial_row: pd.Series | dict, steps_df: pd.DataFrame | None) 
         "budget_margin_pct": finite_or_none(trial_row.get("budget_margin_pct")),
         "tight": float(tight) if isinstance(tight, (bool, np.bool_)) else None,
         "final_reward": final_reward(steps),
+        "sandbox_kills": sandbox_kills(steps),
         "steps_completed": finite_or_none(trial_row.get("steps_completed")),
         **{name: finite_or_none(trial_row.get(name)) for name in STARTUP_COLUMNS},
     }
@@ -344,6 +353,7 @@ def summary_table(outputs: SweepOutputs) -> pd.DataFrame:
                 if len(speed)
                 else trial.get("median_step_s"),
                 "final_reward": final_reward(steps),
+                "sandbox_kills": sandbox_kills(steps),
                 "wall_s": trial.get("wall_s"),
                 **{name: trial.get(name) for name in STARTUP_COLUMNS},
                 "training_verdict": trial.get("training_verdict"),

@@ -1,0 +1,178 @@
+"""Which configuration learns: the figure users optimise. Each completed trial's best held-out accuracy
+with its Wilson interval and the time until held-out accuracy reached the sweep's target
+(trials.parquet's accuracy fields, trainers/record.accuracy_figures), ranked beside its speed and
+memory, then the stacks side by side per configuration. Unsloth on a host without a GPU runs its TRL
+fallback (effective_config's `unsloth_backend` reads `cpu`): its figures are shown, never compared."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from orchestrator.views.report._document import Block, fmt
+from orchestrator.views.report._outputs import parse_json, plain
+from orchestrator.words.outcome import COMPLETED
+from trainers import stacks
+from trainers.record import MEMORY_LABELS, SPEC, TRIAL, TRIAL_FIELDS, finite_or_none, peak_memory
+
+UNSLOTH = "unsloth"
+FALLBACK = "its TRL fallback on CPU"
+NOT_COMPARED = f"not compared ({FALLBACK})"
+# What two stacks' trials must share to sit side by side: every setting but the stack (and the key and
+# the JSON of all settings, which name it).
+SETTINGS = [f.name for f in TRIAL_FIELDS if f.measured_by == SPEC and f.name not in
+            {TRIAL.framework, TRIAL.trial_key, TRIAL.config, TRIAL.sweep}]  # fmt: skip
+
+
+def cpu_fallback(trial: pd.Series) -> bool:
+    """An Unsloth trial that ran Unsloth's TRL fallback (no GPU): not Unsloth's own kernels."""
+    backend = parse_json(trial.get(TRIAL.effective_config)).get("unsloth_backend")
+    return trial.get(TRIAL.framework) == UNSLOTH and backend == "cpu"
+
+
+def stack_words(trial: pd.Series) -> str:
+    name = str(trial.get(TRIAL.framework))
+    return f"{stacks.label(name)} ({FALLBACK})" if cpu_fallback(trial) else stacks.label(name)
+
+
+def _measured(trials: pd.DataFrame) -> pd.DataFrame:
+    """Completed trials that measured held-out accuracy (a sweep that predates the fields has none)."""
+    if TRIAL.best_eval_pass_at_1 not in trials or trials.empty:
+        return trials.iloc[0:0]
+    best = pd.to_numeric(trials[TRIAL.best_eval_pass_at_1], errors="coerce")
+    return trials[(trials[TRIAL.status] == COMPLETED) & best.notna()]
+
+
+def accuracy_words(trial: pd.Series) -> str:
+    """'0.78 (0.66–0.86) at step 30'."""
+    best = finite_or_none(trial.get(TRIAL.best_eval_pass_at_1))
+    if best is None:
+        return "not measured"
+    low, high = trial.get(TRIAL.best_eval_pass_at_1_lo), trial.get(TRIAL.best_eval_pass_at_1_hi)
+    return f"{best:.2f} ({fmt(low, 2)}–{fmt(high, 2)}) at step {plain(trial.get(TRIAL.best_eval_step))}"
+
+
+def target_words(trial: pd.Series) -> str:
+    """'step 20, 40.0 s' (and GPU-seconds where a GPU ran), or 'not reached'."""
+    steps = finite_or_none(trial.get(TRIAL.steps_to_accuracy_target))
+    if steps is None:
+        return "not reached"
+    words = f"step {int(steps)}, {fmt(trial.get(TRIAL.seconds_to_accuracy_target))} s"
+    gpu_s = finite_or_none(trial.get(TRIAL.gpu_seconds_to_accuracy_target))
+    return f"{words} ({fmt(gpu_s)} GPU-s)" if gpu_s is not None else words
+
+
+def _peak_words(trial: pd.Series) -> str:
+    peak, kind = peak_memory(trial.to_dict())
+    return "—" if peak is None else f"{peak:.2f} GiB {MEMORY_LABELS[kind]}"
+
+
+def ranked_learning(trials: pd.DataFrame) -> pd.DataFrame:
+    """Completed trials that measured held-out accuracy, those that reached the target first, sooner
+    first (GPU-seconds where every one of them ran on a GPU, else seconds), then the rest, the best
+    accuracy first."""
+    measured = _measured(trials).copy()
+    if measured.empty:
+        return measured
+    gpu_s = pd.to_numeric(measured.get(TRIAL.gpu_seconds_to_accuracy_target), errors="coerce")
+    seconds = pd.to_numeric(measured[TRIAL.seconds_to_accuracy_target], errors="coerce")
+    reached = seconds.notna()
+    time = gpu_s if reached.any() and gpu_s[reached].notna().all() else seconds
+    measured["_reached"] = ~reached
+    measured["_time"] = time
+    measured["_best"] = -pd.to_numeric(measured[TRIAL.best_eval_pass_at_1], errors="coerce")
+    return measured.sort_values(["_reached", "_time", "_best", TRIAL.trial_key])
+
+
+def learning_table(trials: pd.DataFrame) -> pd.DataFrame:
+    ranked = ranked_learning(trials)
+    target = _target(ranked)
+    return pd.DataFrame(
+        {
+            "Rank": range(1, len(ranked) + 1),
+            "Trial": ranked[TRIAL.trial_key],
+            "Stack": [stack_words(t) for _, t in ranked.iterrows()],
+            "Mode": ranked[TRIAL.mode],
+            "K": ranked[TRIAL.num_generations],
+            "B": ranked[TRIAL.batch_size],
+            "Best held-out accuracy (95%)": [accuracy_words(t) for _, t in ranked.iterrows()],
+            f"Time to {target}": [target_words(t) for _, t in ranked.iterrows()],
+            "Tokens/s": [
+                fmt(v) for v in ranked.get(TRIAL.median_tokens_per_s, pd.Series(index=ranked.index))
+            ],
+            "Peak memory": [_peak_words(t) for _, t in ranked.iterrows()],
+        }
+    )
+
+
+def _target(trials: pd.DataFrame) -> str:
+    targets = pd.to_numeric(trials.get(TRIAL.accuracy_target), errors="coerce").dropna().unique()
+    return f"accuracy {targets[0]:g}" if len(targets) == 1 else "the target"
+
+
+def side_by_side(trials: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration and seed that more than one stack ran, each stack's best accuracy and
+    time to the target side by side; Unsloth's TRL fallback on CPU reads NOT_COMPARED."""
+    measured = _measured(trials)
+    if measured.empty:
+        return pd.DataFrame()
+    names = [n for n in stacks.names() if n in set(measured[TRIAL.framework])]
+    names += sorted(set(measured[TRIAL.framework]) - set(names))
+    target = _target(measured)
+    cells: dict[tuple, dict[str, Any]] = {}
+    for _, trial in measured.iterrows():
+        key = tuple(plain(trial.get(c)) for c in SETTINGS)
+        row = cells.setdefault(key, {"Mode": trial.get(TRIAL.mode), "K": trial.get(TRIAL.num_generations),
+                                     "B": trial.get(TRIAL.batch_size), "Seed": trial.get(TRIAL.seed)})  # fmt: skip
+        label = stacks.label(str(trial[TRIAL.framework]))
+        if cpu_fallback(trial):
+            row[f"{label}: best accuracy"] = row[f"{label}: time to {target}"] = NOT_COMPARED
+        else:
+            row[f"{label}: best accuracy"] = accuracy_words(trial)
+            row[f"{label}: time to {target}"] = target_words(trial)
+    rows = [r for r in cells.values() if sum(k.endswith("best accuracy") for k in r) > 1]
+    order = ["Mode", "K", "B", "Seed"]
+    for name in names:
+        label = stacks.label(name)
+        order += [f"{label}: best accuracy", f"{label}: time to {target}"]
+    return pd.DataFrame(rows, columns=order).fillna("—") if rows else pd.DataFrame()
+
+
+def learning_blocks(trials: pd.DataFrame) -> list[Block]:
+    """The section: the ranking, what it is, and the stacks side by side."""
+    blocks = [Block("h2", "Which configuration learns: held-out accuracy")]
+    table = learning_table(trials)
+    if table.empty:
+        return [
+            *blocks,
+            Block("p", "No completed trial measured held-out accuracy (eval_pass_at_1), so none is ranked."),
+        ]
+    target = _target(ranked_learning(trials))
+    blocks += [
+        Block("table", table=table),
+        Block(
+            "p",
+            f"Ranked by the training time until held-out accuracy (pass@1) first reached {target} (the "
+            "sweep's verdict.accuracy_target): the sum of step times to that evaluation, start-up and "
+            "evaluation left out; GPU-seconds (seconds x GPUs) where a GPU ran. Trials that never reached "
+            "it follow, best accuracy first. Best held-out accuracy: the highest of the trial's evaluations "
+            "with its 95% Wilson interval over the evaluated prompts (the best of several noisy readings "
+            "leans high). Tokens/s and peak memory as in the sections on speed and memory.",
+        ),
+    ]
+    fallback = _measured(trials)
+    fallback = fallback[[cpu_fallback(t) for _, t in fallback.iterrows()]]
+    if not fallback.empty:
+        blocks.append(
+            Block(
+                "p",
+                f"{len(fallback)} Unsloth trial(s) ran without a GPU, so Unsloth ran {FALLBACK} (its own "
+                "kernels need a GPU): their figures are TRL's on this host, not Unsloth's, and are not "
+                "compared with TRL's.",
+            )
+        )
+    pairs = side_by_side(trials)
+    if not pairs.empty:
+        blocks += [Block("h3", "The stacks side by side"), Block("table", table=pairs)]
+    return blocks

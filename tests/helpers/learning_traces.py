@@ -1,0 +1,36 @@
+"""Recorded step rows of real training runs (tests/fixtures/learning/*.parquet), for the verdict tests.
+
+A trace's file name starts with the verdict it must read, then `-` and what ran: e.g.
+`learning-smollm2-sums.parquet` (a SmolLM2 run that learns), `diverged-smollm2-lr1e-2.parquet`. Each file
+holds one trial's steps parquet rows (the steps/framework=<f>/mode=<m>/<trial_key>.parquet the sweep wrote),
+copied as they are.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+LEARNING_TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "learning"
+
+
+def learning_trace_files() -> list[Path]:
+    """Every recorded trace, by name (none until real runs are recorded)."""
+    return sorted(LEARNING_TRACES.glob("*.parquet"))
+
+
+def expected_verdict(path: Path) -> str:
+    """The verdict a trace must read: its file name up to the first `-`."""
+    return path.stem.split("-", 1)[0]
+
+
+def load_learning_trace(path: Path | str) -> list[dict[str, Any]]:
+    """A trace's step rows as dicts (the shape judge() and the recorder take), in step order; a bare name
+    is looked up in tests/fixtures/learning/."""
+    path = Path(path)
+    if not path.is_absolute() and not path.exists():
+        path = LEARNING_TRACES / path.name
+    rows = pq.read_table(path).to_pylist()
+    return sorted(rows, key=lambda r: r.get("step") or 0)
