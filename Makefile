@@ -90,7 +90,7 @@ test-all: setup
 # make ui MLFLOW_STORE=sqlite:////abs/path/mlflow.db for a sweep whose output dir is elsewhere
 ui: setup
 	@echo "MLflow UI at http://127.0.0.1:5000 (store: $(MLFLOW_STORE)); Ctrl-C stops it. Runs of each sweep:"
-	@$(PY) -c "from orchestrator.recording.tracking import print_runs_urls; print_runs_urls('$(MLFLOW_STORE)')"
+	@$(PY) -c "from orchestrator.publishing.tracking import print_runs_urls; print_runs_urls('$(MLFLOW_STORE)')"
 	MLFLOW_DISABLE_TELEMETRY=true MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false \
 	  $(VENV)/bin/mlflow ui --host 127.0.0.1 --port 5000 --workers 1 --backend-store-uri $(MLFLOW_STORE)
 

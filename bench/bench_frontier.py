@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.recording.outcome import COMPLETED, IMPLIED, OOM, PRUNED  # noqa: E402
+from orchestrator.words.outcome import COMPLETED, IMPLIED, OOM, PRUNED  # noqa: E402
 
 DEFAULTS = ["tracking.enabled=false", "phases=[memory]"]
 PROBE_ALL = ["oom.frontier=false", "oom.prune_dominated=false"]

@@ -36,11 +36,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_predictor import evaluate  # noqa: E402
 
-from orchestrator.recording.outcome import peak_memory  # noqa: E402
 from orchestrator.recording.sinks import TRIAL_SCHEMA, normalize_step, trial_row  # noqa: E402
-from orchestrator.running.guard import GuardSettings  # noqa: E402
 from orchestrator.running.supervisor import run_trial  # noqa: E402
 from orchestrator.spec.plan import trial_key  # noqa: E402
+from orchestrator.words.outcome import peak_memory  # noqa: E402
+from orchestrator.words.settings import GuardSettings  # noqa: E402
 from trainers.models import _build, bundled_models  # noqa: E402
 from trainers.spec import TrialSpec  # noqa: E402
 

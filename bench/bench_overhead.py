@@ -36,9 +36,10 @@ sys.path.insert(0, str(ROOT))
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from orchestrator.recording import recorder, tracking  # noqa: E402
+from orchestrator.publishing import tracking  # noqa: E402
+from orchestrator.recording import recorder  # noqa: E402
 from orchestrator.running import _tune, driver  # noqa: E402
-from orchestrator.running.supervisor import child_env  # noqa: E402
+from orchestrator.running.child_env import child_env  # noqa: E402
 from orchestrator.spec.load import load_sweep  # noqa: E402
 from orchestrator.views import report  # noqa: E402
 

@@ -32,11 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from orchestrator.judging.memory import MemoryModel, family_label, informative_order, spec_of  # noqa: E402
-from orchestrator.recording.outcome import COMPLETED, peak_memory  # noqa: E402
 from orchestrator.recording.sinks import TRIAL_SCHEMA, normalize_step, trial_row  # noqa: E402
 from orchestrator.running.supervisor import run_trial  # noqa: E402
 from orchestrator.spec.load import load_sweep  # noqa: E402
 from orchestrator.spec.plan import plan  # noqa: E402
+from orchestrator.words.outcome import COMPLETED, peak_memory  # noqa: E402
 
 DATA = ROOT / "bench" / "data"
 GRID = DATA / "predictor-grid.parquet"

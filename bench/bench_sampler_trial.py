@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's code, not an installed copy
-from orchestrator.running.guard import GuardSettings  # noqa: E402
 from orchestrator.running.supervisor import run_trial  # noqa: E402
+from orchestrator.words.settings import GuardSettings  # noqa: E402
 from trainers.record import STEP  # noqa: E402
 from trainers.spec import TrialSpec  # noqa: E402
 

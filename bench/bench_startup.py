@@ -33,9 +33,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from orchestrator.running.guard import GuardSettings  # noqa: E402
 from orchestrator.running.launcher import COLD_START_ENV, stop_servers  # noqa: E402
 from orchestrator.running.supervisor import run_trial  # noqa: E402
+from orchestrator.words.settings import GuardSettings  # noqa: E402
 from trainers.record import TRIAL, startup_figures  # noqa: E402
 from trainers.spec import TrialSpec  # noqa: E402
 

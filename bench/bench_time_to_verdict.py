@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.recording.outcome import COMPLETED, OOM, PRUNED  # noqa: E402
+from orchestrator.words.outcome import COMPLETED, OOM, PRUNED  # noqa: E402
 
 DEFAULTS = ["memory.budget_gib=0.72", "max_steps=60", "tracking.enabled=false"]
 PHASED = ["stop.when_settled=true"]

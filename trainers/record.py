@@ -3,7 +3,7 @@ measures it and what it means, and which memory reading is "the peak" where seve
 
 The trainer owns the names of what it logs (as TRL's trainers do); the orchestrator derives from this
 module the Parquet schemas (orchestrator/recording/sinks.py), the sampler's window fields
-(orchestrator/running/telemetry.py), MLflow's metric names (orchestrator/recording/tracking.py) and the
+(orchestrator/running/telemetry.py), MLflow's metric names (orchestrator/publishing/tracking.py) and the
 tables of docs/schema.md (tests/unit/test_schema_doc.py holds the doc to them). Standard library only:
 the trainer child and the orchestrator both import it.
 """

@@ -2,7 +2,9 @@
 
 A TrialSpec is plain data (JSON in, JSON out) so the orchestrator can write it to a file and the
 trainer child (`python -m trainers spec.json`) can read it back without importing Ray or MLflow.
-Cross-field rules live in `problems()`, one place, each message naming the value, the rule and a fix.
+Cross-field rules live in `problems()`, one place, each message naming the value, the rule and a fix;
+the allowed values and the rules of a trial's shape (ranks, batches, adapters) are in _trial_rules.py.
+Not the sweep file's spec: that is orchestrator/spec (SweepSpec), which plans many TrialSpecs.
 """
 
 from __future__ import annotations
@@ -16,25 +18,26 @@ from typing import Any
 
 from tasks import task_problems
 from tasks.names import did_you_mean
+from trainers._trial_rules import (  # noqa: F401  (the allowed values and mode_warnings are part of this face)
+    ADAPTERS,
+    DISTRIBUTED,
+    DTYPES,
+    GENERATIONS,
+    LOSS_TYPES,
+    LR_SCHEDULERS,
+    MODES,
+    QUANTIZATIONS,
+    VLLM_KNOBS,
+    VLLM_MAX_SHARE,
+    VLLM_MODES,
+    _adapter_errors,
+    _batch_errors,
+    _framework_dtype_errors,
+    _rank_errors,
+    mode_warnings,
+)
 from trainers.models import model_problems, parse_model
 from trainers.stacks import STACKS
-
-MODES = ("grpo", "gspo")
-QUANTIZATIONS = ("nf4", "none")
-DTYPES = ("auto", "bf16", "fp16", "fp32")
-LR_SCHEDULERS = ("constant", "linear", "cosine")
-# How a trial's ranks share the model: none (one process), ddp (a replica per rank), fsdp (PyTorch FSDP:
-# weights, gradients and optimizer state sharded), zero2 / zero3 (DeepSpeed ZeRO stage 2: optimizer
-# state and gradients sharded; stage 3: the weights too).
-DISTRIBUTED = ("none", "ddp", "fsdp", "zero2", "zero3")
-ADAPTERS = ("lora", "none")
-GENERATIONS = ("transformers", "vllm")
-VLLM_MODES = ("colocate", "server")
-# The vLLM knobs: set with generation: transformers they would do nothing, so they are refused.
-VLLM_KNOBS = ("vllm_mode", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode")
-# A colocated pool at or past this share of the budget leaves training too little to be a trial.
-VLLM_MAX_SHARE = 0.9
-LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 
 
 def _knob(default: Any, help: str, **meta: Any) -> Any:
@@ -401,53 +404,6 @@ def _cross_field_errors(spec: TrialSpec, checked: bool = False) -> list[str]:
     return errors
 
 
-def _adapter_errors(spec: TrialSpec) -> list[str]:
-    if spec.adapter != "none":
-        return []
-    if spec.quantization != "none":
-        return [
-            f"adapter: none (full fine-tuning) with quantization {spec.quantization}: 4-bit weights cannot be "
-            "trained; set quantization: none, or adapter: lora (QLoRA)"
-        ]
-    if spec.framework != "trl":
-        return [
-            f"adapter: none with framework {spec.framework}: full fine-tuning runs on trl; set framework: trl"
-        ]
-    return []
-
-
-def _rank_errors(spec: TrialSpec) -> list[str]:
-    """The strategy that goes with the rank count, the stack that can run ranks, and B x K split
-    evenly over the ranks (B prompts per optimizer step over all of them)."""
-    n = spec.num_processes
-    if n == 1 and spec.distributed != "none":
-        return [
-            f"distributed: {spec.distributed} with num_processes 1: a strategy shares the model between "
-            "ranks; set num_processes (sweep: resources.gpus_per_trial) to 2 or more, or distributed: none"
-        ]
-    if n > 1 and spec.distributed == "none":
-        return [
-            f"distributed: none with num_processes {n}: say how the {n} ranks share the model; set "
-            f"distributed to one of {', '.join(d for d in DISTRIBUTED if d != 'none')}, or num_processes: 1"
-        ]
-    if n > 1 and spec.framework != "trl":
-        return [
-            f"framework: {spec.framework} with num_processes {n}: only trl runs a trial over several "
-            "ranks (accelerate's launcher); set framework: trl or num_processes: 1"
-        ]
-    if spec.grad_accum or spec.completions_per_step % n == 0:
-        return []
-    bk = spec.completions_per_step
-    batches = [b for b in range(1, 4 * n * spec.batch_size + 1) if b * spec.num_generations % n == 0]
-    nearest_b = sorted(batches, key=lambda b: (abs(b - spec.batch_size), b))[:2]
-    nearest_n = sorted((d for d in range(1, bk + 1) if bk % d == 0), key=lambda d: (abs(d - n), d))[:2]
-    return [
-        f"num_processes: batch_size x num_generations = {spec.batch_size} x {spec.num_generations} = {bk} "
-        f"completions per optimizer step do not split evenly over {n} ranks; choose batch_size "
-        f"{' or '.join(map(str, sorted(nearest_b)))}, or num_processes {' or '.join(map(str, sorted(nearest_n)))}"
-    ]
-
-
 def _generation_errors(spec: TrialSpec) -> list[str]:
     """vLLM settings that do nothing or cannot work, each with its fix."""
     if spec.generation == "transformers":
@@ -496,79 +452,3 @@ def _generation_errors(spec: TrialSpec) -> list[str]:
             "generation: transformers"
         )
     return errors
-
-
-def _batch_errors(spec: TrialSpec) -> list[str]:
-    if spec.grad_accum:
-        if spec.micro_batch_size is not None:
-            return [
-                f"micro_batch_size: {spec.micro_batch_size} with grad_accum {spec.grad_accum}: with "
-                "grad_accum set, batch_size is the micro-batch; leave micro_batch_size unset"
-            ]
-        generation = spec.generation_batch_size
-        n = spec.num_processes
-        if generation % (spec.batch_size * n):
-            over = f" x num_processes {n}" if n > 1 else ""
-            ranks = f" on each of {n} ranks" if n > 1 else ""
-            return [
-                f"grad_accum: a generation of {generation} completions (whole groups of "
-                f"num_generations {spec.num_generations} covering batch_size x grad_accum{over} = "
-                f"{spec.completions_per_step}) does not split into micro-batches of batch_size "
-                f"{spec.batch_size}{ranks}; TRL needs it to: choose a batch_size dividing {generation // n}"
-            ]
-        return []
-    bk = spec.completions_per_step
-    per_rank = spec.completions_per_rank
-    if per_rank % spec.effective_micro_batch_size:
-        if spec.num_processes > 1:
-            return [
-                f"micro_batch_size: {spec.micro_batch_size} does not divide the {per_rank} completions each "
-                f"rank trains on per step (batch_size x num_generations = {spec.batch_size} x "
-                f"{spec.num_generations} = {bk} over num_processes {spec.num_processes}); choose a divisor "
-                f"of {per_rank} (e.g. {_divisor_hint(per_rank, spec.micro_batch_size)}) or leave it unset"
-            ]
-        return [
-            f"micro_batch_size: {spec.micro_batch_size} does not divide batch_size x num_generations = "
-            f"{spec.batch_size} x {spec.num_generations} = {bk}; choose a divisor of {bk} "
-            f"(e.g. {_divisor_hint(bk, spec.micro_batch_size)}) or leave it unset"
-        ]
-    return []
-
-
-def _framework_dtype_errors(mapping: dict) -> list[str]:
-    errors = []
-    for framework, dtype in mapping.items():
-        if framework not in STACKS:
-            errors.append(
-                f"framework_dtype: unknown framework {framework!r}; {did_you_mean(str(framework), STACKS)}"
-            )
-        elif dtype not in DTYPES:
-            errors.append(
-                f"framework_dtype.{framework}: unknown dtype {dtype!r}; {did_you_mean(str(dtype), DTYPES)}"
-            )
-    return errors
-
-
-def _divisor_hint(n: int, near: int | None) -> int:
-    divisors = [d for d in range(1, n + 1) if n % d == 0]
-    return min(divisors, key=lambda d: abs(d - (near or n)))
-
-
-def mode_warnings(spec: TrialSpec) -> list[str]:
-    """Settings that are legal but probably not what the user meant."""
-    warnings = []
-    # TRL reuses a generation off-policy when an optimizer step does not consume it whole.
-    steps_per_generation = spec.generation_batch_size // (
-        spec.effective_micro_batch_size * spec.num_processes
-    )
-    off_policy = spec.gradient_accumulation_steps % (steps_per_generation * spec.num_iterations) != 0
-    if spec.mode == "gspo" and spec.loss_type != "grpo":
-        warnings.append(
-            f"loss_type: {spec.loss_type!r} with gspo weights sequences by length; the GSPO paper uses 'grpo'"
-        )
-    if not off_policy:
-        warnings.append(
-            "mode: grpo and gspo differ only off-policy; with num_iterations=1 and each generation used "
-            "within one optimizer step they compute the same gradient, so a grpo/gspo comparison measures noise. Set num_iterations >= 2 to compare them."
-        )
-    return warnings

@@ -7,8 +7,8 @@ import sys
 
 from rich.console import Console
 
-from orchestrator.running.guard import DEFAULTS as GUARD
-from orchestrator.running.guard import GuardSettings
+from orchestrator.words.settings import GUARD as GUARD
+from orchestrator.words.settings import GuardSettings
 from tasks.names import did_you_mean
 from trainers import stacks
 

@@ -99,8 +99,8 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from orchestrator.judging.fitmap import fit_map
-    from orchestrator.recording.outcome import GPU
     from orchestrator.spec.sweep import SweepError
+    from orchestrator.words.outcome import GPU
 
     started = time.monotonic()
     try:

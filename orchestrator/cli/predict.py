@@ -6,7 +6,7 @@ import argparse
 
 from orchestrator.cli._common import add_set, out
 from orchestrator.cli.fitmap import add_card, card_budget
-from orchestrator.recording.outcome import GPU, peak_memory
+from orchestrator.words.outcome import GPU, peak_memory
 
 VERDICT_STYLES = {"fits": "green", "does not fit": "red", "uncertain": "yellow", "unknown": "dim"}
 

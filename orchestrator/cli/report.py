@@ -10,8 +10,8 @@ from trainers import stacks
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from orchestrator.recording.finish import finish_sweep
-    from orchestrator.recording.tracking import MlflowSink
+    from orchestrator.publishing.finish import finish_sweep
+    from orchestrator.publishing.tracking import MlflowSink
     from orchestrator.views.report import ReportDiskFull
 
     output_dir = Path(args.output_dir)

@@ -21,11 +21,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         return cmd_validate(
             argparse.Namespace(files=[args.sweep], set=args.set, output_dir=args.output_dir, list=True)
         )
-    from orchestrator.recording.runlock import OutputDirBusy
     from orchestrator.running.driver import run_sweep
     from orchestrator.spec.load import load_sweep
     from orchestrator.spec.sweep import SweepError
     from orchestrator.views.report import ReportDiskFull
+    from orchestrator.words.runlock import OutputDirBusy
 
     # Tune's notices that a callback was slow (the recorder writes Parquet and MLflow as a trial ends)
     # speak of Tune's internals, not of the sweep.

@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 
 from orchestrator.cli._common import add_guard_flags, console, out
-from orchestrator.running.guard import DEFAULTS as GUARD
-from orchestrator.running.guard import GuardSettings
+from orchestrator.words.settings import GUARD as GUARD
+from orchestrator.words.settings import GuardSettings
 from trainers.spec import KNOBS
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    from orchestrator.judging.solve import SolveError, make_request, run_solve
-    from orchestrator.recording.runlock import OutputDirBusy
+    from orchestrator.judging.solve import SolveError, make_request
+    from orchestrator.running.solve import run_solve
+    from orchestrator.words.runlock import OutputDirBusy
 
     settings = {k: getattr(args, k) for k in ("model", "framework", "mode") if getattr(args, k) is not None}
     guard = GuardSettings(

@@ -13,8 +13,8 @@ from trainers.spec import TrialSpec
 def cmd_sync_mlflow(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
+    from orchestrator.publishing.tracking import MlflowSink
     from orchestrator.recording.sinks import steps_path
-    from orchestrator.recording.tracking import MlflowSink
     from orchestrator.spec.load import load_sweep
 
     output = Path(args.output_dir).resolve()

@@ -11,8 +11,8 @@ import yaml
 
 from orchestrator.cli._common import add_guard_flags, console, out, trial_guard
 from orchestrator.judging.verdict import STOPPABLE, VerdictSettings, stop_check
-from orchestrator.recording.outcome import MEMORY_LABELS, peak_memory
-from orchestrator.running.guard import DEFAULTS as GUARD
+from orchestrator.words.outcome import MEMORY_LABELS, peak_memory
+from orchestrator.words.settings import GUARD as GUARD
 from trainers.events import STARTED, STEP
 from trainers.spec import BOOKKEEPING, KNOBS, TrialSpec
 
@@ -91,10 +91,10 @@ class _StepLines:
 
 
 def cmd_trial(args: argparse.Namespace) -> int:
-    from orchestrator.recording.outcome import COMPLETED
     from orchestrator.recording.recorder import Recorder, TrialFolder
     from orchestrator.running.supervisor import run_trial
     from orchestrator.spec.plan import trial_key
+    from orchestrator.words.outcome import COMPLETED
 
     values = {k: v for k, v in vars(args).items() if k in KNOBS and v is not None}
     spec = TrialSpec(**values)

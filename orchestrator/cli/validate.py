@@ -98,7 +98,7 @@ def print_estimate(sweep, trials: list[TrialSpec], output_dir, to=None) -> None:
     runs; nothing for a sweep with no H100-measured stack and model (a CPU sweep)."""
     from orchestrator.judging.duration import estimate_sweep
     from orchestrator.recording.sinks import TrialsTable
-    from orchestrator.recording.storage import is_remote
+    from orchestrator.words.storage import is_remote
 
     path = None if is_remote(output_dir) else output_dir / "trials.parquet"
     rows = list(TrialsTable(path).rows.values()) if path is not None and path.exists() else []

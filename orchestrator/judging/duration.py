@@ -185,7 +185,7 @@ class Estimate:
     used: set[str] = field(default_factory=set)  # the stack|model keys of h100_times.json the sweep uses
 
     def lines(self) -> list[str]:
-        from orchestrator.views.progress import duration
+        from orchestrator.words.text import duration
 
         known = sum(1 for s in self.seconds.values() if s is not None)
         n = len(self.seconds)
@@ -220,7 +220,7 @@ def estimate_sweep(
     sweep). rows: the trials.parquet rows already in its output dir (the memory model fits on them; the
     trials they finished take no time)."""
     from orchestrator.judging.memory import DOES_NOT_FIT, MemoryModel
-    from orchestrator.recording.outcome import FINAL_STATUSES
+    from orchestrator.words.outcome import FINAL_STATUSES
     from trainers.record import GPU
 
     times = times or load_times()

@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.judging.memory import DOES_NOT_FIT, FITS, UNCERTAIN, MemoryModel, Prediction, spec_of
-from orchestrator.recording.outcome import COMPLETED, IMPLIED, OOM, TIMEOUT
+from orchestrator.words.outcome import COMPLETED, IMPLIED, OOM, TIMEOUT
 from trainers import stacks
 from trainers.record import finite_or_none, peak_memory
 from trainers.spec import BOOKKEEPING, EXECUTION, TrialSpec

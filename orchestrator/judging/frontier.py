@@ -36,7 +36,7 @@ from typing import Any
 from orchestrator.judging.memory import FITTED, Prediction
 from orchestrator.judging.memory._model import Z
 from orchestrator.judging.pruning import OomGate, _as_dict, dominates
-from orchestrator.recording.outcome import COMPLETED, FINAL_STATUSES, IMPLIED, PRUNED
+from orchestrator.words.outcome import COMPLETED, FINAL_STATUSES, IMPLIED, PRUNED
 from trainers.record import finite_or_none, peak_memory
 
 # Measured trials of a family before its fitted model steers the order (fit_chance).

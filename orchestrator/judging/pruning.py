@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.judging.memory import DOES_NOT_FIT, Forecast
-from orchestrator.recording.outcome import FINAL_STATUSES, OOM
-from orchestrator.recording.storage import RemotePath, is_remote
+from orchestrator.words.outcome import FINAL_STATUSES, OOM
+from orchestrator.words.storage import RemotePath, is_remote
 from trainers.record import finite_or_none, peak_memory
 from trainers.spec import BOOKKEEPING, EXECUTION
 

@@ -11,32 +11,28 @@ the search starts in the middle.
 Each probe is a trial run through the same supervised path as `rlsweep trial` (no Ray) under the
 budget's guard, recorded like a sweep's (trials.parquet, steps/, one folder per trial under trials/),
 so a second run on the same output dir measures no value twice. The pure search (`next_probe`,
-`search`, `certify`) takes any measure function; `run_solve` gives it real trials.
+`search`, `certify`) takes any measure function; orchestrator/running/solve.py's `run_solve` gives it
+real trials.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestrator.judging.intervals import Margin, margin
-from orchestrator.judging.memory import Forecast, Prediction
-from orchestrator.recording.outcome import COMPLETED, OOM, STATUS_WORDS, STOPPED, TIMEOUT, peak_memory
-from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
-from orchestrator.recording.runlock import output_dir_lock
-from orchestrator.recording.sinks import TrialsTable
-from orchestrator.recording.storage import output_dir_problems, output_location
-from orchestrator.running.guard import DEFAULTS as GUARD_DEFAULTS
-from orchestrator.running.guard import GuardSettings
-from orchestrator.running.supervisor import run_trial
+from orchestrator.judging.memory import Prediction
 from orchestrator.spec.load import bound_problem, yaml_data
-from orchestrator.spec.plan import model_short, trial_key
+from orchestrator.spec.plan import trial_key
 from orchestrator.spec.sweep import SWEEP_KNOBS, SweepError
+from orchestrator.words.names import model_short
+from orchestrator.words.outcome import COMPLETED, OOM, STATUS_WORDS, TIMEOUT, peak_memory
+from orchestrator.words.settings import GUARD as GUARD_DEFAULTS
+from orchestrator.words.settings import GuardSettings
+from orchestrator.words.storage import output_dir_problems, output_location
 from tasks.names import did_you_mean
-from trainers.events import STEP
 from trainers.spec import BOOKKEEPING, KNOBS, TrialSpec, check_value
 
 SOLVABLE = ("num_generations", "batch_size", "max_completion_length", "num_processes")
@@ -203,13 +199,13 @@ class Answer:
         }
 
 
-def _gib(value: float | None) -> str:
+def gib_text(value: float | None) -> str:
     return "unmeasured" if value is None else f"{value:.2f} GiB"
 
 
 def _peak_words(m: Measured) -> str:
     """'0.81 GiB RSS peak'; the kind (outcome.peak_memory's) left out when nothing was measured."""
-    return " ".join(p for p in (_gib(m.peak_gib), m.memory_kind, "peak") if p)
+    return " ".join(p for p in (gib_text(m.peak_gib), m.memory_kind, "peak") if p)
 
 
 def _first_line(text: str) -> str:
@@ -228,7 +224,7 @@ def certify(knob: str, values: list[int], measured: dict[int, Measured], budget_
     """The answer the measurements certify (search's end, or a resumed search's start)."""
     lo, hi = bounds(values, measured)
     contradictions = [
-        f"{SYMBOLS[knob]}={values[i]} fits ({_gib(measured[values[i]].peak_gib)}) above "
+        f"{SYMBOLS[knob]}={values[i]} fits ({gib_text(measured[values[i]].peak_gib)}) above "
         f"{SYMBOLS[knob]}={values[hi]}, which does not: memory is not monotone in {knob} here, so the "
         f"bisection's answer is a lower bound"
         for i in range(hi + 1, len(values))
@@ -443,7 +439,7 @@ def _output_dir(knob: str, budget_gib: float, base: dict, output_dir: str | None
 
 
 # ------------------------------------------------------------------------------------------------
-# Real probe trials
+# The first guess: the memory model's prediction
 # ------------------------------------------------------------------------------------------------
 def predicted_guess(predictions: list[Prediction], budget_gib: float) -> int | None:
     """The index of the largest candidate whose predicted peak is within the budget (0 when every
@@ -452,74 +448,3 @@ def predicted_guess(predictions: list[Prediction], budget_gib: float) -> int | N
     if not known:
         return None
     return max((i for i in known if predictions[i].peak_gib <= budget_gib), default=0)
-
-
-def run_solve(request: SolveRequest, *, say: Callable[[str], None] = print) -> Answer:
-    """Search request.values with real probe trials, recorded in request.output_dir (its lock held
-    throughout); writes solve.json with the answer. The first probe is the candidate the memory model
-    (fitted on the output dir's trials; the prior before any) predicts as the largest that fits, and
-    each trial's row records the prediction made just before it ran."""
-    out = request.output_dir
-    out.mkdir(parents=True, exist_ok=True)
-    budget = request.guard.budget_gib
-    symbol = SYMBOLS[request.knob]
-    specs = {v: request.spec(v) for v in request.values}
-    with output_dir_lock(out):
-        ledger = TrialsTable(out / "trials.parquet")
-        known = {
-            v: measured_from_row(v, ledger.rows[s.trial_key], budget, request.headroom_gib)
-            for v, s in specs.items()
-            if s.trial_key in ledger.rows and ledger.rows[s.trial_key]["status"] != STOPPED
-        }
-        if known:
-            say(f"resuming {out}: already measured {', '.join(f'{symbol}={v}' for v in sorted(known))}")
-        forecast = Forecast(ledger.rows)
-        predictions = [forecast.model().predict(specs[v]) for v in request.values]
-        for value, prediction in zip(request.values, predictions, strict=True):
-            say(
-                f"{symbol}={value}: {prediction.describe()}, {prediction.verdict(budget)} ({prediction.basis})"
-            )
-        guess = predicted_guess(predictions, budget - request.headroom_gib)
-        recorder = Recorder(specs.values(), [StepsFiles(out), TrialsFile(ledger)], predictions=forecast.made)
-
-        def measure(value: int) -> Measured:
-            spec = specs[value]
-            say(f"probe {symbol}={value}: trial {spec.trial_key}, {forecast.before(spec).describe()}")
-            recorder.start(spec.trial_key)
-            try:
-                result = run_trial(
-                    spec,
-                    trial_dir=out / "trials" / spec.trial_key,
-                    guard=request.guard,
-                    on_event=lambda kind, row: recorder.step(spec.trial_key, row) if kind == STEP else None,
-                    cpus=spec.num_threads,
-                )
-            except KeyboardInterrupt:
-                recorder.stop_running("interrupted (Ctrl-C); a resumed solve runs it again")
-                raise
-            recorder.end(spec.trial_key, result)
-            found = measured_from_row(value, ledger.rows[spec.trial_key], budget, request.headroom_gib)
-            verdict = {True: "fits", False: "does not fit", None: "no memory answer"}[found.fits]
-            say(f"  {found.status}, peak {_gib(found.peak_gib)}: {verdict}")
-            return found
-
-        answer = search(request.knob, request.values, measure, budget, known, guess)
-        answer.headroom_gib = request.headroom_gib
-        if answer.fit is not None and answer.above is None:
-            answer.beyond = _beyond(request, forecast, budget)
-        (out / "solve.json").write_text(json.dumps(answer.to_dict(), indent=2))
-    return answer
-
-
-def _beyond(request: SolveRequest, forecast: Forecast, budget_gib: float) -> str | None:
-    """The next doubling above the last candidate, predicted with its interval (None when no trial
-    could hold it)."""
-    value = request.values[-1] * 2
-    spec = request.spec(value)
-    if spec.problems():
-        return None
-    prediction = forecast.model().predict(spec)
-    return (
-        f"{SYMBOLS[request.knob]}={value}, not measured: {prediction.describe()} from "
-        f"{prediction.n_fitted} measured trial(s), {prediction.verdict(budget_gib)} in {budget_gib:g} GiB"
-    )

@@ -50,59 +50,27 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.words.settings import VERDICT as DEFAULTS
+from orchestrator.words.settings import VerdictSettings
+from orchestrator.words.verdicts import (  # noqa: F401  (the names verdicts are judged by, defined below every job)
+    COLLAPSED,
+    DIVERGED,
+    LEARNING,
+    MARK,
+    MEMORY_CREEP,
+    NO_SIGNAL,
+    OK,
+    PRECEDENCE,
+    PROBLEMS,
+    STOPPABLE,
+    TOO_SHORT,
+    TRUNCATED,
+    VERDICT_WORDS,
+    VERDICTS,
+)
 from trainers.record import STEP, first_kind, held_out_evals, peak_memory, wilson_interval
 
-DIVERGED, MEMORY_CREEP, NO_SIGNAL, TRUNCATED = "diverged", "memory_creep", "no_signal", "truncated"
-COLLAPSED, LEARNING = "collapsed", "learning"
-OK, TOO_SHORT = "ok", "too_short"
-# The verdicts that flag a trial: something went wrong.
-PROBLEMS = (DIVERGED, MEMORY_CREEP, NO_SIGNAL, TRUNCATED, COLLAPSED)
-PRECEDENCE = (*PROBLEMS, LEARNING)
-VERDICTS = (*PRECEDENCE, OK, TOO_SHORT)
-# Verdicts certain the step they hold, so a trial may end there (memory_creep is a projection).
-STOPPABLE = (DIVERGED, NO_SIGNAL, TRUNCATED, COLLAPSED)
-# A verdict in a table cell.
-VERDICT_WORDS = {
-    DIVERGED: "diverged",
-    MEMORY_CREEP: "memory creep",
-    NO_SIGNAL: "no signal",
-    TRUNCATED: "truncated",
-    COLLAPSED: "collapsed",
-    LEARNING: "learning",
-    OK: "ok",
-    TOO_SHORT: "too short",
-}
-MARK = "⚠"
 MIB_PER_GIB = 1024.0
-
-
-@dataclass(frozen=True)
-class VerdictSettings:
-    """The thresholds of the verdicts (the sweep's `verdict:` section; orchestrator/spec/sweep.py describes
-    each field)."""
-
-    min_steps: int = 5
-    no_signal_share: float = 0.95
-    no_signal_steps: int = 5
-    truncated_share: float = 0.95
-    truncated_steps: int = 5
-    spike_k: float = 10.0
-    spike_min_history: int = 5
-    spike_floor: float = 0.1
-    creep_min_steps: int = 5
-    creep_horizon_steps: int | None = None
-    creep_confidence: float = 0.95
-    stop_on: tuple[str, ...] = ()
-    learning_min_steps: int = 8
-    learning_confidence: float = 0.95
-    collapse_window_steps: int = 5
-    collapse_entropy_drop: float = 0.75
-    collapse_distinct_share: float = 0.1
-    collapse_distinct_steps: int = 5
-    accuracy_target: float = 0.5
-
-
-DEFAULTS = VerdictSettings()
 
 
 @dataclass(frozen=True)

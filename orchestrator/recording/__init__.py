@@ -1,1 +1,1 @@
-"""Recording trials: the trial outcome, the recorder and its sinks (Parquet, MLflow), storage, the output-dir lock, the sweep's finish."""
+"""Recording trials: the recorder and its Parquet sinks (the MLflow sink is orchestrator/publishing)."""

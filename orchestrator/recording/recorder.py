@@ -19,9 +19,6 @@ from typing import Any, Protocol
 
 from orchestrator.judging.memory import Prediction
 from orchestrator.judging.pruning import OomGate
-from orchestrator.judging.verdict import DEFAULTS as VERDICT_DEFAULTS
-from orchestrator.judging.verdict import VerdictSettings
-from orchestrator.recording.outcome import PRUNED, STOPPED, TrialResult
 from orchestrator.recording.sinks import (
     TRIAL_COLUMNS,
     TrialsTable,
@@ -32,7 +29,10 @@ from orchestrator.recording.sinks import (
     write_steps,
     write_table_atomic,
 )
-from orchestrator.running.phases import speed_pending
+from orchestrator.words.outcome import PRUNED, STOPPED, TrialResult
+from orchestrator.words.phases import speed_pending
+from orchestrator.words.settings import VERDICT as VERDICT_DEFAULTS
+from orchestrator.words.settings import VerdictSettings
 from trainers.spec import KNOBS, TrialSpec
 
 

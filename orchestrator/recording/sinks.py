@@ -18,10 +18,10 @@ import pyarrow.parquet as pq
 
 from orchestrator.judging.intervals import margin, median_interval
 from orchestrator.judging.memory import Prediction
-from orchestrator.judging.verdict import DEFAULTS as VERDICT_DEFAULTS
 from orchestrator.judging.verdict import VerdictSettings, judge
-from orchestrator.recording.outcome import COMPLETED, FINAL_STATUSES, TrialResult
-from orchestrator.recording.storage import StoragePath, filesystem_and_path, is_remote
+from orchestrator.words.outcome import COMPLETED, FINAL_STATUSES, TrialResult
+from orchestrator.words.settings import VERDICT as VERDICT_DEFAULTS
+from orchestrator.words.storage import StoragePath, filesystem_and_path, is_remote
 from tasks import RECORDED_REWARDS
 from trainers import record
 from trainers.spec import BOOKKEEPING, TrialSpec

@@ -32,9 +32,9 @@ from ray.tune.search import Searcher
 from orchestrator.judging.frontier import skip_status
 from orchestrator.judging.pruning import HOLD, RUN
 from orchestrator.judging.verdict import stop_check
-from orchestrator.recording.outcome import FAILED, UNAVAILABLE, TrialResult
 from orchestrator.recording.recorder import Recorder
 from orchestrator.running.supervisor import run_trial
+from orchestrator.words.outcome import FAILED, UNAVAILABLE, TrialResult
 from trainers.events import STEP
 from trainers.spec import TrialSpec
 

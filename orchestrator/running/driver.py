@@ -36,12 +36,10 @@ from rich.console import Console
 from orchestrator.judging.frontier import FrontierGate
 from orchestrator.judging.memory import Forecast, informative_order
 from orchestrator.judging.pruning import OomGate
-from orchestrator.recording.finish import finish_sweep
+from orchestrator.publishing.finish import finish_sweep
+from orchestrator.publishing.tracking import MlflowSink
 from orchestrator.recording.recorder import PruningGate, Recorder, StepsFiles, TrialsFile
-from orchestrator.recording.runlock import output_dir_lock
 from orchestrator.recording.sinks import TrialsTable
-from orchestrator.recording.storage import filesystem_and_path, local_dir
-from orchestrator.recording.tracking import MlflowSink
 from orchestrator.running._tune import (
     PLACEMENT_PATIENCE_S,
     Decider,
@@ -52,7 +50,7 @@ from orchestrator.running._tune import (
     trial_placement,
     trial_request,
 )
-from orchestrator.running.phases import MEMORY, SPEED, TrialPhases, speed_pending, stages
+from orchestrator.running.phases import stages
 from orchestrator.running.ray_env import credentials_kept_from_runtime_env, init_ray
 from orchestrator.spec.load import resolved_yaml
 from orchestrator.spec.plan import config_mismatches
@@ -60,6 +58,9 @@ from orchestrator.spec.plan import plan as make_plan
 from orchestrator.spec.sweep import SweepError, SweepSpec
 from orchestrator.views.progress import Progress
 from orchestrator.views.report import frontier, frontier_table
+from orchestrator.words.phases import MEMORY, SPEED, TrialPhases, speed_pending
+from orchestrator.words.runlock import output_dir_lock
+from orchestrator.words.storage import filesystem_and_path, local_dir
 
 
 @dataclass
@@ -80,9 +81,9 @@ def run_sweep(
     report_to: Console | None = None,
     trainer_cmd: list[str] | None = None,
 ) -> SweepOutcome:
-    """Run the sweep's unfinished trials, then end it (orchestrator.recording.finish.finish_sweep); with
+    """Run the sweep's unfinished trials, then end it (orchestrator.publishing.finish.finish_sweep); with
     report_to, the end writes the report and prints its matrix there. Holds the output dir's lock
-    (orchestrator.recording.runlock) throughout: a second run on it raises OutputDirBusy naming this one.
+    (orchestrator.words.runlock) throughout: a second run on it raises OutputDirBusy naming this one.
     trainer_cmd: the program each trial's supervisor starts instead of `python -m trainers` (a stand-in
     trainer, for benchmarks of the driver: bench/bench_driver_scaling.py)."""
     console = console or Console(stderr=True)

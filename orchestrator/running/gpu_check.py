@@ -27,8 +27,8 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.judging.intervals import memory_ratio_interval, ratio_interval
-from orchestrator.recording.outcome import COMPLETED
-from orchestrator.running.guard import GuardSettings
+from orchestrator.words.outcome import COMPLETED
+from orchestrator.words.settings import GuardSettings
 from trainers import stacks
 from trainers.record import STEP, startup_figures
 from trainers.spec import TrialSpec

@@ -13,7 +13,7 @@ from pathlib import Path
 import ray
 from ray.tune.execution import class_cache
 
-from orchestrator.running.supervisor import PROJECT_ROOT
+from orchestrator.running.child_env import PROJECT_ROOT
 
 SOCKET_PATH_MAX = 107  # AF_UNIX sun_path
 RAY_SESSION_SUFFIX = 64  # len("/session_2026-11-05_12-34-56_123456_12345/sockets/plasma_store")

@@ -16,25 +16,12 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.judging.intervals import median_interval
-from orchestrator.recording.outcome import peak_memory
+from orchestrator.words.outcome import peak_memory
+from orchestrator.words.settings import SettleSettings
 from trainers.record import STEP, finite_or_none
-
-
-@dataclass(frozen=True)
-class SettleSettings:
-    """The settled stop's thresholds (the sweep's `stop:` section; orchestrator/spec/sweep.py describes each)."""
-
-    steps: int = 5
-    half_width: float = 0.1
-    confidence: float = 0.9
-    growth_tolerance: float = 0.01
-
-
-DEFAULTS = SettleSettings()
 
 
 def warm_up() -> None:

@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from orchestrator.recording.storage import URI
+from orchestrator.words.storage import URI
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 STOP_WARNING_S = 120  # --signal=B:TERM@120: the sweep's time to stop before the time limit

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from orchestrator.recording.storage import URI
 from orchestrator.running.slurm import SlurmError, submit_slurm
+from orchestrator.words.storage import URI
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXCLUDES = [

@@ -1,7 +1,7 @@
 """Run one trial as a child process (`python -m trainers spec.json`) and turn what happens into a status.
 
 No Ray here: the Ray trainable (driver.py), `rlsweep trial` and gpu-check call `run_trial` with the
-trial's GuardSettings (orchestrator/running/guard.py). It hands each event to `on_event(kind, row)` as a clean
+trial's GuardSettings (orchestrator/words/settings.py). It hands each event to `on_event(kind, row)` as a clean
 row (`step_row`: the one place an event's payload becomes a row). The child runs in
 its own process group so a kill reaches everything it started; it also gets PR_SET_PDEATHSIG, so if the
 supervisor's process dies (SIGKILL of a Ray worker, or of the whole driver) the kernel kills the
@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,116 +22,35 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
-
-import trainers
-from orchestrator.recording.outcome import COMPLETED, FAILED, OOM, STOPPED, TIMEOUT, UNAVAILABLE, TrialResult
-from orchestrator.running.guard import GuardSettings
+from orchestrator.running.child_env import child_env
 from orchestrator.running.kernel_oom import cgroup_memory_limit_gib, classify_kernel_oom, oom_kill_counts
 from orchestrator.running.launcher import ForkedChild, start_trainer
-from orchestrator.running.phases import MEMORY, SPEED, SPEED_ONLY, TrialPhases
+from orchestrator.running.process_group import POLL_S, kill_group, kill_leftovers
+from orchestrator.running.ranks import (
+    RankWatch,
+    free_port,
+    is_unavailable,
+    rank_program,
+    rank_sampler_factory,
+)
 from orchestrator.running.settle import settled, warm_up
-from orchestrator.running.telemetry import MemorySampler, RankSamplers, Sample
+from orchestrator.running.telemetry import MemorySampler, Sample
 from orchestrator.running.vllm_server import run_served
+from orchestrator.words.outcome import COMPLETED, FAILED, OOM, STOPPED, TIMEOUT, UNAVAILABLE, TrialResult
+from orchestrator.words.phases import MEMORY, SPEED, SPEED_ONLY, TrialPhases
+from orchestrator.words.settings import GuardSettings
 from trainers.control import CONTINUE, STOP, closes_steady_cycle, holds_here
 from trainers.distributed import (
-    STACK_SIGNAL,
     die_with_parent,
     launch_command,
-    rank_events_path,
-    stack_path,
     strategy_unavailable,
 )
 from trainers.events import ERROR, FINISHED, STARTED, STEP, is_oom, read_events
 from trainers.events import OOM as OOM_EVENT
-from trainers.models import cache_home
-from trainers.nvml import CUDA_DEVICE_ORDER
 from trainers.record import STEP as F  # the step record's field names
 from trainers.spec import TrialSpec
 
-POLL_S = 0.1
-# A rank that ended without finishing: how long the launcher has to end the other ranks itself (torch's
-# elastic agent notices within a tenth of a second) before the supervisor ends them.
-RANK_FAILURE_GRACE_S = 2.0
-TERM_GRACE_S = 5.0
 STDERR_TAIL_CHARS = 2000
-PROJECT_ROOT = str(Path(trainers.__file__).resolve().parent.parent)
-
-# torch's caching allocator setting for both stacks. Unsloth sets expandable_segments:True in its own
-# process at import (unsloth_zoo/__init__.py: PYTORCH_ALLOC_CONF on torch >= 2.10, else
-# PYTORCH_CUDA_ALLOC_CONF), unless the variable is already set; it changes reserved memory and what
-# NVML reads. Set before the child starts, both stacks run with it; a user's own setting wins.
-ALLOC_CONF = "expandable_segments:True"
-
-# The compilers' caches, shared by every trial on the host (a sweep's, gpu-check's, `rlsweep trial`'s)
-# under <rlsweep cache>/compile/: each variable and its folder there. On an H100 Unsloth compiled each
-# decoder block at the first step, 50-54 s of every trial. Unsloth (unsloth_zoo/compiler.py) writes the
-# source of its patched modules into UNSLOTH_COMPILE_LOCATION, by default `unsloth_compiled_cache`
-# relative to the working directory: the trial's own folder, so no trial saw another's. It regenerates
-# that source in every process and rewrites a file only when its bytes differ (a header names the
-# unsloth, unsloth_zoo, transformers and TRL versions), under a per-file lock (filelock), and imports the
-# bytes it verified under the same lock: trials sharing the folder are safe. The compiling itself
-# (Dynamo, AOTAutograd, Inductor, Triton) is torch's: Dynamo traces in every process; Inductor's FX graph
-# and AOTAutograd caches (TORCHINDUCTOR_CACHE_DIR, default /tmp/torchinductor_<user>) and Triton's
-# kernels (TRITON_CACHE_DIR) are reused across processes and written atomically (a temporary file, then a
-# rename), so concurrent trials share them too; here they outlive /tmp and move with RLSWEEP_CACHE.
-COMPILE_CACHES = (
-    ("UNSLOTH_COMPILE_LOCATION", "unsloth"),
-    ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
-    ("TRITON_CACHE_DIR", "triton"),
-)
-
-
-def compile_cache_env() -> dict[str, str]:
-    """Each compile cache's variable and its folder under rlsweep's cache (RLSWEEP_CACHE)."""
-    return {name: str(cache_home() / "compile" / folder) for name, folder in COMPILE_CACHES}
-
-
-def child_env(cuda_visible_devices: str | None, cpus: int | None) -> dict[str, str]:
-    env = dict(os.environ)
-    # torch >= 2.10 reads PYTORCH_ALLOC_CONF, older torch PYTORCH_CUDA_ALLOC_CONF: one value in both.
-    alloc_conf = env.get("PYTORCH_ALLOC_CONF") or env.get("PYTORCH_CUDA_ALLOC_CONF") or ALLOC_CONF
-    env["PYTORCH_ALLOC_CONF"] = env["PYTORCH_CUDA_ALLOC_CONF"] = alloc_conf
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT_ROOT, env.get("PYTHONPATH", "")) if p)
-    if cuda_visible_devices is not None:
-        env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
-    env.update(CUDA_DEVICE_ORDER)  # an index means the GPU NVML (the sampler) means by it
-    if cpus:
-        # Two busy torch threads per process on a 2-core host stall for seconds.
-        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(cpus)
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    # The trainer reports to no tracker (report_to "none"; the driver logs to MLflow): without this, TRL
-    # imports mlflow anyway because it is installed (trl.extras.profiling), ~2 s of every trial's start.
-    env["DISABLE_MLFLOW_INTEGRATION"] = "TRUE"
-    # Unsloth's from_pretrained otherwise checks for a network and downloads a statistics repo (up to
-    # 120 s) on every model load (unsloth/models/_utils.py get_statistics: any value switches it off).
-    env["UNSLOTH_DISABLE_STATISTICS"] = "1"
-    # One value per host (the fork server is keyed by the environment): a user's own folder wins.
-    for name, folder in compile_cache_env().items():
-        env.setdefault(name, folder)
-    return env
-
-
-def kill_group(proc: subprocess.Popen | ForkedChild, grace_s: float = TERM_GRACE_S) -> None:
-    """SIGTERM the child's whole process group, then SIGKILL what is still there after grace_s."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            proc.wait(timeout=wait_s)
-            kill_leftovers(proc)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def kill_leftovers(proc: subprocess.Popen | ForkedChild) -> None:
-    """The leader has exited: SIGKILL any helper it left in its process group (a scorer, a compile
-    worker)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _tail(path: Path, chars: int = STDERR_TAIL_CHARS) -> str:
@@ -143,10 +61,6 @@ def _tail(path: Path, chars: int = STDERR_TAIL_CHARS) -> str:
             return f.read().decode("utf-8", "replace").strip()
     except OSError:
         return ""
-
-
-def _is_unavailable(event: dict[str, Any]) -> bool:
-    return bool(event.get("unavailable")) or event.get("type") in ("UnavailableError", "Unavailable")
 
 
 def step_row(event: dict[str, Any], sampler: Any = None) -> dict[str, Any]:
@@ -445,7 +359,7 @@ def classify(run: _Run, log_path: Path) -> tuple[str, str]:
             return COMPLETED, f"{len(run.result.steps)} steps{tail}"
         if kind == OOM_EVENT:
             return OOM, message
-        if _is_unavailable(final):
+        if is_unavailable(final):
             return UNAVAILABLE, final.get("message") or message
         if is_oom(message):
             return OOM, message
@@ -513,201 +427,5 @@ def default_sampler_factory(
             on_budget_exceeded=lambda breach: on_exceed(breach.detail),
             per_process=per_process,
         )
-
-    return factory
-
-
-# ------------------------------------------------------------------------------------------------
-# A trial over several ranks (accelerate's launcher; trainers/distributed.py)
-# ------------------------------------------------------------------------------------------------
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now, for the ranks' rendezvous."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def rank_program(trainer_cmd: list[str] | None) -> tuple[str, ...]:
-    """What each rank runs under the launcher: `-m trainers`, or a python trainer_cmd's script (tests'
-    stand-in trainers: [python, script])."""
-    if trainer_cmd is None:
-        return ("--module", "trainers")
-    if len(trainer_cmd) != 2 or trainer_cmd[0] != sys.executable:
-        raise ValueError(
-            f"a trial over several ranks runs a python script under accelerate: got {trainer_cmd}"
-        )
-    return (trainer_cmd[1],)
-
-
-class RankWatch:
-    """The ranks accelerate's launcher started: the launcher's children with RANK in their environment
-    (torch's elastic agent runs inside the launcher and starts each rank in a session of its own). It
-    hands each rank to the sampler as it appears, notes the first rank to end without its `finished`
-    event (the trial fails there, naming it; the others are stopped at once), and kills every rank's
-    process group at the end."""
-
-    def __init__(self, spec: TrialSpec, events_path: Path):
-        self.n = spec.num_processes
-        self.events_path = str(events_path)
-        self.launcher: psutil.Process | None = None
-        self.pids: dict[int, int] = {}
-        self.failed: int | None = None  # the first rank that ended without finishing
-        self.failed_at = 0.0
-
-    def attach(self, launcher_pid: int) -> None:
-        with contextlib.suppress(psutil.Error):
-            self.launcher = psutil.Process(launcher_pid)
-
-    def _discover(self, sampler: Any) -> None:
-        if self.launcher is None or len(self.pids) == self.n:
-            return
-        with contextlib.suppress(psutil.Error):
-            for child in self.launcher.children():
-                with contextlib.suppress(psutil.Error):
-                    rank = child.environ().get("RANK")
-                    if rank is not None and int(rank) not in self.pids:
-                        self.pids[int(rank)] = child.pid
-                        if isinstance(sampler, RankSamplers):
-                            sampler.add(int(rank), child.pid)
-
-    def watch(self, sampler: Any = None) -> int | None:
-        """The rank that ended first without finishing (once one has), else None; finds new ranks
-        first. Ranks found gone in the same look: one that ran out of memory, then one killed without a
-        final event, then one that raised (a rank whose peer died raises in its collective), lowest
-        first."""
-        self._discover(sampler)
-        if self.failed is None:
-            gone = [r for r, pid in sorted(self.pids.items()) if not _running(pid) and not self._finished(r)]
-            if gone:
-                self.failed = min(gone, key=self._blame_order)
-                self.failed_at = time.monotonic()
-        return self.failed
-
-    def _finished(self, rank: int) -> bool:
-        final = self.final(rank)
-        return final is not None and final.get("event") == FINISHED
-
-    def _blame_order(self, rank: int) -> tuple[int, int]:
-        final = self.final(rank)
-        kind = final.get("event") if final else None
-        return ({OOM_EVENT: 0, None: 1}.get(kind, 2), rank)
-
-    def settled(self, grace_s: float = RANK_FAILURE_GRACE_S) -> bool:
-        """A rank failed grace_s ago: the launcher had its time to end the others itself."""
-        return self.failed is not None and time.monotonic() - self.failed_at >= grace_s
-
-    def events(self, rank: int) -> list[dict[str, Any]]:
-        events, _ = read_events(rank_events_path(self.events_path, rank))
-        return events
-
-    def final(self, rank: int) -> dict[str, Any] | None:
-        return next((e for e in self.events(rank) if e.get("event") in (FINISHED, OOM_EVENT, ERROR)), None)
-
-    def blamed(self) -> int | None:
-        """The rank the trial's end is put on: a rank that ran out of memory where one did, even when a
-        peer was found gone first (a rank whose peer died raises in its collective and can exit before
-        the rank that ran out of memory is seen gone); else the first rank found ended (watch)."""
-        oom = [r for r in sorted(self.pids) if (self.final(r) or {}).get("event") == OOM_EVENT]
-        return oom[0] if oom and self.failed is not None else self.failed
-
-    def failure(self) -> tuple[str, str]:
-        """(status, detail) of a trial ended by its blamed rank: its own final event when it wrote one."""
-        rank = self.blamed()
-        pid = self.pids.get(rank)
-        final = self.final(rank)
-        others = "the other ranks were stopped"
-        if final is not None and final.get("event") == OOM_EVENT:
-            return OOM, f"rank {rank}: {final.get('type', 'Error')}: {final.get('message', '')}; {others}"
-        if final is not None:
-            message = f"{final.get('type', 'Error')}: {final.get('message', '')}".strip()
-            if _is_unavailable(final):  # every rank finds the same: the trial cannot run here
-                return UNAVAILABLE, str(final.get("message", ""))
-            if is_oom(message):
-                return OOM, f"rank {rank}: {message}; {others}"
-            return FAILED, f"rank {rank} failed: {message}; {others}"
-        return FAILED, f"rank {rank} (pid {pid}) ended without a final event (killed or crashed); {others}"
-
-    def behind(self) -> str:
-        """Which rank hung, for a timeout's detail: each rank's Python stack (STACK_SIGNAL, written by
-        faulthandler even inside a collective) says whether it waits in torch.distributed; a rank that
-        does not, while others do, is the one they wait for. Each rank's last reported step too."""
-        steps = {r: max((e.get(F.step) or 0 for e in self.events(r) if e.get("event") == STEP), default=0)
-                 for r in range(self.n)}  # fmt: skip
-        listed = ", ".join(f"rank {r} step {step}" for r, step in steps.items())
-        where = self.stacks()
-        waiting = [r for r, frames in where.items() if any("torch/distributed" in f for f in frames)]
-        hung = [r for r, frames in where.items() if frames and r not in waiting]
-        if waiting and hung:
-            ranks = ", ".join(f"rank {r} (at {where[r][0]})" for r in hung)
-            return (
-                f"; {ranks} hung outside the collective rank(s) {', '.join(map(str, waiting))} waited in "
-                f"(last steps: {listed})"
-            )
-        lowest = min(steps.values())
-        if lowest == max(steps.values()):
-            return f"; no rank named: every rank at step {lowest}"
-        behind = [r for r, step in steps.items() if step == lowest]
-        return f"; rank(s) {', '.join(map(str, behind))} behind the others (last steps: {listed})"
-
-    def stacks(self, wait_s: float = 1.0) -> dict[int, list[str]]:
-        """Each running rank's innermost-first Python frames ('file:line in function'), by rank."""
-        signum = getattr(signal, STACK_SIGNAL)
-        for pid in self.pids.values():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signum)
-        time.sleep(wait_s)  # faulthandler writes at once; a rank's scheduler slot may not come at once
-        out: dict[int, list[str]] = {}
-        for rank in self.pids:
-            try:
-                text = Path(stack_path(self.events_path, rank)).read_text()
-            except OSError:
-                continue
-            out[rank] = [
-                line.strip().removeprefix('File "').replace('", line ', ":")
-                for line in text.splitlines()
-                if line.strip().startswith("File ")
-            ]
-        return out
-
-    def kill(self, grace_s: float = TERM_GRACE_S) -> None:
-        """SIGTERM each rank's process group, SIGKILL what is left after grace_s."""
-        groups = list(self.pids.values())
-        for pgid in groups:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        while any(_running(pid) for pid in groups) and time.monotonic() < deadline:
-            time.sleep(POLL_S)
-        for pgid in groups:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, signal.SIGKILL)
-
-
-def _running(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def rank_sampler_factory(guard: GuardSettings, cuda_visible_devices: str | None, ranks: int):
-    """A factory of RankSamplers (orchestrator/running/telemetry.py): one MemorySampler per rank on the
-    rank's own GPU (its LOCAL_RANK's entry of cuda_visible_devices), the per-GPU budget guard naming
-    the rank whose reading passed it."""
-
-    def factory(pid: int, on_exceed):
-        devices = cuda_visible_devices.split(",") if cuda_visible_devices else None
-
-        def make(rank_pid: int, rank: int) -> MemorySampler:
-            return MemorySampler(
-                rank_pid,
-                hz=guard.sample_hz,
-                cuda_visible_devices=devices[rank] if devices else cuda_visible_devices,
-                budget_gib=guard.budget_gib,
-                margin_gib=guard.margin_gib,
-                on_budget_exceeded=lambda breach: on_exceed(f"rank {rank}: {breach.detail}"),
-            )
-
-        return RankSamplers(ranks, make)
 
     return factory

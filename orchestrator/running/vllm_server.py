@@ -164,8 +164,8 @@ def run_served(
     (run_trainer, the supervisor's) on the others, pointed at the server's port; the server's peak goes
     into the result's peak as vllm_server_peak_gib. A server that does not start fails the trial.
     launch: vllm_server's env, stop and preexec_fn, from the supervisor."""
-    from orchestrator.recording.outcome import FAILED, TrialResult
     from orchestrator.running.telemetry import MemorySampler
+    from orchestrator.words.outcome import FAILED, TrialResult
     from trainers.models import resolve_model
 
     gpus = kwargs.pop("cuda_visible_devices", None)

@@ -14,7 +14,6 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from orchestrator.running.phases import packing
 from orchestrator.spec.sweep import (
     INT_MAX,
     INT_MAXIMA,
@@ -23,6 +22,7 @@ from orchestrator.spec.sweep import (
     SweepSpec,
     unknown_name_hint,
 )
+from orchestrator.words.phases import packing
 from tasks.names import did_you_mean
 from trainers.spec import BOOKKEEPING, KNOBS, check_value
 

@@ -12,12 +12,12 @@ import hashlib
 import itertools
 import json
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.spec.sweep import Resources, SweepError, SweepSpec
+from orchestrator.words.names import NAMED, name_parts
 from trainers.nvml import local_gpus
 from trainers.spec import (
     BOOKKEEPING,
@@ -30,8 +30,8 @@ from trainers.spec import (
     mode_warnings,
 )
 
-# Knobs named in the readable part of a key; the hash covers everything else that defines the trial.
-NAMED = ("framework", "mode", "model", "num_generations", "batch_size")
+# The knobs named in the readable part of a key (words/names.py); the hash covers everything else that
+# defines the trial.
 # Bookkeeping and execution knobs (trainers.spec roles) do not define the trial either.
 NOT_HASHED = NAMED + BOOKKEEPING + EXECUTION
 # Knobs renamed since keys were published: hashed under their published name and value, so keys stay.
@@ -39,24 +39,6 @@ PUBLISHED_AS = {
     "generation": ("fast_inference", lambda value: {"transformers": False, "vllm": True}.get(value, value)),
     "vllm_gpu_memory_utilization": ("gpu_memory_utilization", lambda value: value),
 }
-_MODEL_SUFFIXES = re.compile(r"-(instruct|chat|it|hf|base)$")
-
-
-def model_short(model: str) -> str:
-    """tiny -> tiny; random:Qwen/Qwen2.5-3B-Instruct -> rand-qwen2.5-3b; /x/My_Model -> my-model."""
-    prefix = ""
-    if model.startswith("random:"):
-        prefix, model = "rand-", model[len("random:") :]
-    name = model.rstrip("/").split("/")[-1].lower()
-    while True:
-        stripped = _MODEL_SUFFIXES.sub("", name)
-        if stripped == name:
-            break
-        name = stripped
-    name = re.sub(r"[^a-z0-9.]+", "-", name).strip("-") or "model"
-    return prefix + name
-
-
 # The knobs a key hashes, and the defaults of those hashed only when set (read once, not per trial).
 _HASHED = tuple(k for k in KNOBS if k not in NOT_HASHED)
 _WHEN_SET = {k: knob_default(k) for k in KEYED_WHEN_SET if k not in NOT_HASHED}
@@ -95,7 +77,7 @@ def trial_key(spec: TrialSpec) -> str:
         rest[published] = value(rest.pop(name))
     rest["model"] = spec.model  # model_short drops the organisation and suffixes: hash the full name
     digest = hashlib.sha1(canonical_json(rest).encode()).hexdigest()[:12]
-    return f"{spec.framework}-{spec.mode}-{model_short(spec.model)}-k{spec.num_generations}-b{spec.batch_size}-{digest}"
+    return "-".join([*name_parts(spec), digest])
 
 
 def size_key(spec: TrialSpec, model_rank: dict[str, int]) -> tuple:

@@ -41,17 +41,16 @@ from pydantic import (
     model_validator,
 )
 
-from orchestrator.judging.verdict import DEFAULTS as VERDICT
-from orchestrator.judging.verdict import MEMORY_CREEP, STOPPABLE, VerdictSettings
-from orchestrator.running.guard import DEFAULTS, GuardSettings
-from orchestrator.running.phases import MEMORY, PHASES, SPEED
-from orchestrator.running.settle import DEFAULTS as SETTLE
-from orchestrator.running.settle import SettleSettings
+from orchestrator.words.phases import MEMORY, PHASES, SPEED
+from orchestrator.words.settings import GUARD as DEFAULTS
+from orchestrator.words.settings import SETTLE, GuardSettings, SettleSettings, VerdictSettings
+from orchestrator.words.settings import VERDICT as VERDICT
+from orchestrator.words.verdicts import MEMORY_CREEP, STOPPABLE
 from tasks.names import did_you_mean
 from trainers.spec import BOOKKEEPING, KNOBS
 
 if TYPE_CHECKING:
-    from orchestrator.recording.storage import StoragePath
+    from orchestrator.words.storage import StoragePath
 
 # A sweep file sets every knob but the bookkeeping ones, which the orchestrator fills in per trial.
 SWEEP_KNOBS = [k for k in KNOBS if k not in BOOKKEEPING]
@@ -470,9 +469,9 @@ class SweepSpec(_Section):
         return {**task_args, **self.task_settings.get(task, {})}
 
     def resolved_output_dir(self, override: str | None = None):
-        """An absolute Path, or a RemotePath for a URI (s3://, gs://): see orchestrator/recording/storage.py.
+        """An absolute Path, or a RemotePath for a URI (s3://, gs://): see orchestrator/words/storage.py.
         Raises SweepError, before anything is written, for a place a sweep must not write to."""
-        from orchestrator.recording.storage import output_dir_problems, output_location
+        from orchestrator.words.storage import output_dir_problems, output_location
 
         place = "--output-dir" if override else "output_dir" if self.output_dir else "output_dir (default)"
         text = str(override or self.output_dir or Path("outputs") / self.name)
@@ -486,7 +485,7 @@ class SweepSpec(_Section):
         """tracking.mlflow_uri, else MLFLOW_TRACKING_URI, else mlflow.db next to the output dir (in its
         parent folder: outputs/<name> -> outputs/mlflow.db, whatever the working directory); a remote
         output dir has no such place, so its default is outputs/mlflow.db under the working directory."""
-        from orchestrator.recording.storage import is_remote
+        from orchestrator.words.storage import is_remote
 
         beside = Path("outputs").resolve() if is_remote(output_dir) else Path(output_dir).resolve().parent
         return (

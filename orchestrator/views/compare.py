@@ -18,10 +18,10 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.judging.intervals import MemoryRatio, median_interval, memory_ratio_interval, ratio_interval
-from orchestrator.recording.outcome import STATUS_LABELS, peak_memory
 from orchestrator.spec.plan import configuration
 from orchestrator.views.report import load_outputs, summary_table
 from orchestrator.views.report._outputs import column, measured_steps, trial_steps
+from orchestrator.words.outcome import STATUS_LABELS, peak_memory
 from trainers.record import STEP
 from trainers.spec import KNOBS, TrialSpec
 

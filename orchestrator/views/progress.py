@@ -20,7 +20,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from orchestrator.recording.outcome import peak_memory
+from orchestrator.words.outcome import peak_memory
+from orchestrator.words.text import duration
 from trainers.record import STEP
 from trainers.spec import TrialSpec
 
@@ -33,16 +34,6 @@ def heartbeat_s() -> float:
 
 def _fmt(value: Any, spec: str = ".2f") -> str:
     return "-" if value is None else format(value, spec)
-
-
-def duration(seconds: float) -> str:
-    """'45 s', '3 min 20 s', '1 h 05 min'."""
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
 def eta(info: dict[str, Any]) -> str:
@@ -197,9 +188,9 @@ def estimate_durations(trials: list[TrialSpec], output_dir: Any) -> dict[str, tu
     step time per completion scaled to the trial's B x K, over recorded trials of the same framework and
     model where there are some, else all of them. A trial already recorded gets its own wall time; with
     nothing recorded, (None, "unknown")."""
-    from orchestrator.recording.outcome import COMPLETED
     from orchestrator.recording.sinks import TrialsTable
-    from orchestrator.recording.storage import is_remote
+    from orchestrator.words.outcome import COMPLETED
+    from orchestrator.words.storage import is_remote
 
     path = None if is_remote(output_dir) else output_dir / "trials.parquet"
     rows = list(TrialsTable(path).rows.values()) if path is not None and path.exists() else []

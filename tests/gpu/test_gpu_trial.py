@@ -6,8 +6,8 @@ Skipped on hosts without one (CI has none); run on a GPU host with `make test PY
 import pytest
 import torch
 
-from orchestrator.running.guard import GuardSettings
 from orchestrator.running.supervisor import run_trial
+from orchestrator.words.settings import GuardSettings
 from trainers.spec import TrialSpec
 
 pytestmark = [

@@ -15,8 +15,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from orchestrator.recording.storage import output_location
 from orchestrator.running.submit import PROJECT_ROOT
+from orchestrator.words.storage import output_location
 from tests.helpers.services import free_port, http_answers, http_ok, start, stop, wait_for
 
 pytestmark = pytest.mark.slow

@@ -7,10 +7,10 @@ import statistics
 import pytest
 
 from orchestrator.running import launcher
-from orchestrator.running.guard import GuardSettings
 from orchestrator.running.launcher import COLD_START_ENV, ForkedChild
-from orchestrator.running.phases import TrialPhases
 from orchestrator.running.supervisor import run_trial
+from orchestrator.words.phases import TrialPhases
+from orchestrator.words.settings import GuardSettings
 from tests.helpers.trainer_child import ROOT
 from trainers.forkserver import vllm_installed
 from trainers.spec import TrialSpec

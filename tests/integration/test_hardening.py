@@ -16,9 +16,9 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
-from orchestrator.recording.outcome import UNAVAILABLE
 from orchestrator.running.driver import run_sweep
 from orchestrator.spec.load import load_sweep
+from orchestrator.words.outcome import UNAVAILABLE
 from tests.helpers.processes import descendants, kill_trees
 from tests.helpers.sweeps import tiny_sweep
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from orchestrator.recording.finish import finish_sweep
-from orchestrator.recording.outcome import COMPLETED, TrialResult
+from orchestrator.publishing.finish import finish_sweep
+from orchestrator.publishing.tracking import MlflowSink
 from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
 from orchestrator.recording.sinks import TrialsTable
-from orchestrator.recording.tracking import MlflowSink
 from orchestrator.spec.load import parse_sweep, resolved_yaml
 from orchestrator.spec.plan import plan
+from orchestrator.words.outcome import COMPLETED, TrialResult
 from tests.helpers.services import free_port, http_ok, start, stop, wait_for
 
 pytestmark = pytest.mark.slow

@@ -14,10 +14,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestrator.recording.outcome import COMPLETED, FAILED, OOM, TIMEOUT, UNAVAILABLE
-from orchestrator.running.guard import GuardSettings
 from orchestrator.running.launcher import stop_servers
 from orchestrator.running.supervisor import run_trial
+from orchestrator.words.outcome import COMPLETED, FAILED, OOM, TIMEOUT, UNAVAILABLE
+from orchestrator.words.settings import GuardSettings
 from trainers.events import read_events
 from trainers.spec import TrialSpec
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.running.guard import GuardSettings
 from orchestrator.running.supervisor import run_trial
+from orchestrator.words.settings import GuardSettings
 from tasks import available_tasks, task_problems
 from trainers.spec import TrialSpec
 

@@ -4,7 +4,9 @@ sampled and stopped by its PID (vLLM's CPU build; training against it needs NCCL
 import psutil
 import pytest
 
-from orchestrator.running.supervisor import child_env, kill_group, run_trial
+from orchestrator.running.child_env import child_env
+from orchestrator.running.process_group import kill_group
+from orchestrator.running.supervisor import run_trial
 from orchestrator.running.telemetry import MemorySampler
 from orchestrator.running.vllm_server import HOST, split_gpus, vllm_server
 from tests.helpers.trainer_child import ROOT, needs_vllm

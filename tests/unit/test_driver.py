@@ -11,11 +11,11 @@ from orchestrator.judging.pruning import HOLD, RUN
 from orchestrator.recording.sinks import TrialsTable, trial_row
 from orchestrator.running._tune import _Relay, payload_row, placement_verdict
 from orchestrator.running.driver import _phase_name, run_sweep
-from orchestrator.running.phases import TrialPhases
 from orchestrator.running.ray_env import _job_worker_env
 from orchestrator.spec.load import parse_sweep
 from orchestrator.spec.plan import expand
 from orchestrator.spec.sweep import SweepError
+from orchestrator.words.phases import TrialPhases
 from trainers.events import STEP
 
 
@@ -104,9 +104,9 @@ def test_each_step_row_crosses_the_ray_boundary_once_and_the_recorder_keeps_the_
     monkeypatch, tmp_path
 ):
     from orchestrator.judging.verdict import VerdictSettings
-    from orchestrator.recording.outcome import COMPLETED, TrialResult
     from orchestrator.recording.recorder import Recorder
     from orchestrator.running import _tune as driver
+    from orchestrator.words.outcome import COMPLETED, TrialResult
     from trainers.spec import TrialSpec
 
     rows = [{"step": n, "step_s": 1.0 + n, "t_start": 10.0 * n, "t_end": 10.0 * n + 1} for n in (1, 2, 3)]
@@ -180,7 +180,7 @@ def test_a_trial_the_wall_clock_limit_ends_reaches_the_ledger_and_its_steps_file
     from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
     from orchestrator.recording.sinks import steps_path
     from orchestrator.running import _tune as driver
-    from orchestrator.running.guard import GuardSettings
+    from orchestrator.words.settings import GuardSettings
     from trainers.spec import TrialSpec
 
     fake = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "fake_trainer.py")]

@@ -14,14 +14,14 @@ from orchestrator.judging.memory import Forecast
 from orchestrator.judging.memory import _model as memory_model
 from orchestrator.judging.memory._model import LOO_MAX, loo_indices
 from orchestrator.judging.pruning import HOLD, RUN, OomGate, Pruner
-from orchestrator.recording.outcome import COMPLETED, STOPPED, TrialResult
+from orchestrator.publishing.tracking import COMPLETE_TAG, TRIAL_KEY_TAG, MlflowSink
 from orchestrator.recording.recorder import PruningGate, Recorder, StepsFiles, TrialsFile
 from orchestrator.recording.sinks import TRIAL_SCHEMA, TrialsTable
-from orchestrator.recording.tracking import COMPLETE_TAG, TRIAL_KEY_TAG, MlflowSink
 from orchestrator.running._tune import FINAL, final_payload, payload_row, step_payload
 from orchestrator.running.driver import TUNE_BATCH, tune_batches
 from orchestrator.spec.load import parse_sweep
 from orchestrator.spec.plan import canonical_json, expand, plan, trial_key
+from orchestrator.words.outcome import COMPLETED, STOPPED, TrialResult
 from trainers.events import STEP
 from trainers.spec import TrialSpec, check_value
 

@@ -9,8 +9,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 from rich.console import Console
 
-from orchestrator.recording.finish import finish_sweep
-from orchestrator.recording.tracking import MlflowSink
+from orchestrator.publishing.finish import finish_sweep
+from orchestrator.publishing.tracking import MlflowSink
 from tests.helpers.synthetic_sweep import write_synthetic_sweep
 from trainers.spec import TrialSpec
 

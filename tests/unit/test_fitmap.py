@@ -19,9 +19,9 @@ from orchestrator.judging.fitmap import (
     fit_map,
 )
 from orchestrator.judging.memory import DOES_NOT_FIT, FITS
-from orchestrator.recording.outcome import GPU, RSS
 from orchestrator.recording.sinks import TrialsTable, trial_row
 from orchestrator.views.report import write_report
+from orchestrator.words.outcome import GPU, RSS
 from tests.helpers.images import assert_varied_png
 from trainers.spec import TrialSpec
 

@@ -21,8 +21,8 @@ from orchestrator.judging.frontier import (
 )
 from orchestrator.judging.memory import Prediction
 from orchestrator.judging.pruning import HOLD, RUN, Pruner
-from orchestrator.recording.outcome import COMPLETED, IMPLIED, OOM, PRUNED
 from orchestrator.recording.sinks import trial_row
+from orchestrator.words.outcome import COMPLETED, IMPLIED, OOM, PRUNED
 from trainers.record import PEAK_SOURCES
 from trainers.spec import TrialSpec
 

@@ -322,8 +322,8 @@ def test_the_started_event_names_the_allocator_setting_the_child_ran_with(monkey
 
 
 def test_a_trial_row_carries_the_context_the_allocator_setting_and_the_gpu_figures_source():
-    from orchestrator.recording.outcome import COMPLETED, TrialResult
     from orchestrator.recording.sinks import TRIAL_SCHEMA, trial_row
+    from orchestrator.words.outcome import COMPLETED, TrialResult
 
     result = TrialResult(status=COMPLETED, status_detail="")
     result.started = {

@@ -2,9 +2,9 @@
 
 from orchestrator.cli import build_parser
 from orchestrator.cli._common import trial_guard
-from orchestrator.running.guard import GuardSettings
-from orchestrator.running.telemetry import DEFAULT_GUARD_MARGIN_GIB, MemorySampler
+from orchestrator.running.telemetry import MemorySampler
 from orchestrator.spec.load import parse_sweep
+from orchestrator.words.settings import DEFAULT_GUARD_MARGIN_GIB, GuardSettings
 
 
 def test_the_trial_cli_defaults_equal_a_sweeps_defaults():

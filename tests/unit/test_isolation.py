@@ -1,5 +1,8 @@
 """Layers run one way, orchestrator -> trainers -> tasks, and each import pulls in only what its layer needs.
 
+Inside the orchestrator its subpackages are floors, each importing only the floors below it (FLOORS),
+and it imports from the trainer child only the modules trainers.FACE names.
+
 Importing Unsloth patches transformers and TRL for the whole process, so it may only happen inside an
 Unsloth trainer child. The trainer child and the tasks run on a GPU host that has the training stack
 only, without Ray or MLflow. Each import check runs in a fresh interpreter, so modules other tests loaded
@@ -17,6 +20,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = ("tasks", "trainers", "orchestrator")  # bottom to top: a layer imports only layers before it
+# The orchestrator's subpackages, bottom to top: each imports only the floors before it (and its own
+# modules). words: the shared words; spec: the sweep file; judging: verdicts, pruning, the memory model,
+# solve's search; recording: the recorder and its Parquet sinks; views: the report, compare, progress;
+# publishing: MLflow and a sweep's finish; running: the driver, supervisor, sampler; cli: the commands.
+FLOORS = ("words", "spec", "judging", "recording", "views", "publishing", "running", "cli")
 
 
 def loaded_top_level_packages(modules: list[str], of: tuple[str, ...]) -> list[str]:
@@ -136,6 +144,67 @@ def test_no_layer_imports_a_layer_above_it():
         if layer_of(target) > layer_of(module)
     )
     assert upward == []
+
+
+def floor_of(module: str) -> int | None:
+    """The floor of an orchestrator module (FLOORS' index); None outside the orchestrator's subpackages."""
+    parts = module.split(".")
+    if parts[0] != "orchestrator" or len(parts) < 2:
+        return None
+    return FLOORS.index(parts[1]) if parts[1] in FLOORS else -1
+
+
+def imports_up_a_floor(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{module} imports {target}"
+        for module, targets in graph.items()
+        for target in targets
+        if floor_of(module) is not None
+        and floor_of(target) is not None
+        and floor_of(target) > floor_of(module)
+    )
+
+
+def test_every_orchestrator_subpackage_has_a_floor():
+    subpackages = {p.name for p in (ROOT / "orchestrator").iterdir() if (p / "__init__.py").exists()}
+    assert subpackages == set(FLOORS)
+
+
+def test_no_orchestrator_floor_imports_one_above_it():
+    assert imports_up_a_floor(import_graph()) == []
+
+
+def test_an_import_up_a_floor_is_caught(tmp_path):
+    """The check reads a tree's source, so a words module that imports the CLI (inside a function too)
+    is reported."""
+    for layer in LAYERS:
+        (tmp_path / layer).mkdir()
+    words, cli = tmp_path / "orchestrator" / "words", tmp_path / "orchestrator" / "cli"
+    for folder in (words, cli):
+        folder.mkdir()
+        (folder / "__init__.py").write_text("")
+    (cli / "run.py").write_text("from orchestrator.words.outcome import OOM\n")
+    (words / "outcome.py").write_text("OOM = 'oom'\n\ndef late():\n    from orchestrator.cli import run\n")
+    assert imports_up_a_floor(import_graph(tmp_path)) == [
+        "orchestrator.words.outcome imports orchestrator.cli",
+        "orchestrator.words.outcome imports orchestrator.cli.run",
+    ]
+
+
+def test_the_orchestrator_imports_only_the_trainer_childs_face():
+    import trainers
+
+    outside = sorted(
+        f"{module} imports {target}"
+        for module, targets in import_graph().items()
+        if module.startswith("orchestrator")
+        for target in targets
+        if target.startswith("trainers.")
+        and not any(target == f or target.startswith(f + ".") for f in trainers.FACE)
+    )
+    assert outside == []
+    named = {module_name(p) for p in (ROOT / "trainers").rglob("*.py")}
+    assert set(trainers.FACE) <= named, "every module FACE names exists"
 
 
 def test_the_project_modules_import_one_another_without_a_cycle():

@@ -10,6 +10,7 @@ import psutil
 import pytest
 
 from orchestrator.running import launcher
+from orchestrator.running.child_env import child_env
 from orchestrator.running.launcher import (
     COLD_START_ENV,
     ForkedChild,
@@ -18,7 +19,7 @@ from orchestrator.running.launcher import (
     server_for,
     start_trainer,
 )
-from orchestrator.running.supervisor import child_env, kill_group
+from orchestrator.running.process_group import kill_group
 from trainers.events import read_events
 from trainers.spec import TrialSpec
 

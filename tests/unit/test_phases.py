@@ -11,7 +11,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from orchestrator.judging.intervals import MIN_CYCLES
-from orchestrator.recording.outcome import COMPLETED, STOPPED, TrialResult
 from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
 from orchestrator.recording.sinks import TrialsTable, steps_path
 from orchestrator.running.phases import (
@@ -27,6 +26,7 @@ from orchestrator.running.settle import SettleSettings, median_half_width, settl
 from orchestrator.running.supervisor import run_trial
 from orchestrator.spec.load import parse_sweep
 from orchestrator.spec.sweep import SweepError
+from orchestrator.words.outcome import COMPLETED, STOPPED, TrialResult
 from trainers.control import CONTINUE, STOP, SupervisorChannel, closes_steady_cycle, holds_here
 from trainers.spec import TrialSpec
 

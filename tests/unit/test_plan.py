@@ -9,8 +9,9 @@ import pytest
 
 from orchestrator.spec import plan as plan_module
 from orchestrator.spec.load import load_sweep, parse_sweep
-from orchestrator.spec.plan import config_mismatches, expand, model_short, plan, trial_key
+from orchestrator.spec.plan import config_mismatches, expand, plan, trial_key
 from orchestrator.spec.sweep import SweepError
+from orchestrator.words.names import model_short
 from trainers.spec import BOOKKEEPING, EXECUTION, KEYED_WHEN_SET, KNOBS, TrialSpec
 
 

@@ -274,7 +274,7 @@ def test_pruner_state_round_trips_through_an_object_store_path(tmp_path):
     import pyarrow.fs as pafs
 
     from orchestrator.judging.pruning import Pruner
-    from orchestrator.recording.storage import RemotePath
+    from orchestrator.words.storage import RemotePath
 
     remote = RemotePath(pafs.LocalFileSystem(), str(tmp_path / "bucket"), "s3") / "pruning.json"
     pruner = Pruner()

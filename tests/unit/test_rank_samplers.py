@@ -1,10 +1,9 @@
-"""Several ranks' memory read as one trial's (orchestrator/running/telemetry.py RankSamplers)."""
+"""Several ranks' memory read as one trial's (orchestrator/running/ranks.py RankSamplers)."""
 
 import json
 
-from orchestrator.running.guard import GuardSettings
-from orchestrator.running.supervisor import rank_sampler_factory
-from orchestrator.running.telemetry import combine_ranks
+from orchestrator.running.ranks import combine_ranks, rank_sampler_factory
+from orchestrator.words.settings import GuardSettings
 
 
 def test_a_step_row_holds_each_ranks_peak_and_their_max_with_power_summed():
@@ -47,9 +46,9 @@ class FakeSampler:
 
 
 def test_each_rank_is_sampled_on_its_own_gpu_and_the_guard_names_the_rank(monkeypatch):
-    import orchestrator.running.supervisor as supervisor
+    import orchestrator.running.ranks as ranks
 
-    monkeypatch.setattr(supervisor, "MemorySampler", FakeSampler)
+    monkeypatch.setattr(ranks, "MemorySampler", FakeSampler)
     said = []
     factory = rank_sampler_factory(GuardSettings(budget_gib=24.0), "3,5", ranks=2)
     samplers = factory(100, on_exceed=said.append)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from orchestrator.publishing.tracking import STEP_METRICS, step_metrics
 from orchestrator.recording.sinks import STEP_RECORD, STEP_SCHEMA, TRIAL_SCHEMA, normalize_step
-from orchestrator.recording.tracking import STEP_METRICS, step_metrics
 from orchestrator.running.telemetry import Sample, summarize_window
 from tasks import RECORDED_REWARDS
 from trainers import record
@@ -126,8 +126,8 @@ def test_a_probe_first_step_is_weighed_against_the_later_probe_steps_only():
 
 
 def test_the_trial_row_in_trials_parquet_carries_the_start_up_figures(tmp_path):
-    from orchestrator.recording.outcome import TrialResult
     from orchestrator.recording.sinks import TrialsTable, trial_row
+    from orchestrator.words.outcome import TrialResult
     from trainers.spec import TrialSpec
 
     result = TrialResult(status="completed", status_detail="4 steps", started_at=STARTED_AT)
@@ -188,8 +188,8 @@ def test_a_target_never_reached_or_never_measured_is_null_never_zero():
 
 def test_trial_row_writes_the_accuracy_figures_under_the_sweeps_target():
     from orchestrator.judging.verdict import VerdictSettings
-    from orchestrator.recording.outcome import COMPLETED, TrialResult
     from orchestrator.recording.sinks import trial_row
+    from orchestrator.words.outcome import COMPLETED, TrialResult
     from trainers.spec import TrialSpec
 
     spec = TrialSpec(trial_key="t", max_steps=30)

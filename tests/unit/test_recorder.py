@@ -12,11 +12,11 @@ from rich.console import Console
 
 from orchestrator.judging.pruning import RUN, OomGate, Pruner
 from orchestrator.judging.verdict import VerdictSettings, judge
-from orchestrator.recording.outcome import COMPLETED, OOM, PRUNED, STOPPED, TrialResult
+from orchestrator.publishing.tracking import MlflowSink
 from orchestrator.recording.recorder import PruningGate, Recorder, StepsFiles, TrialsFile
 from orchestrator.recording.sinks import TrialsTable, steps_path
-from orchestrator.recording.tracking import MlflowSink
 from orchestrator.views.progress import Progress
+from orchestrator.words.outcome import COMPLETED, OOM, PRUNED, STOPPED, TrialResult
 from trainers.spec import TrialSpec
 
 GUARD_DETAIL = "guard: RSS 1.52 GiB passed budget 1.00 GiB (+0.00 GiB margin)"

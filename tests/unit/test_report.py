@@ -485,7 +485,9 @@ def test_the_fastest_table_names_seeds_in_words_and_no_setting_that_follows_from
 
 
 def test_a_timeout_has_its_words_label_and_colour_and_its_cells_are_styled_in_html_and_the_terminal():
-    from orchestrator.recording.outcome import (
+    from orchestrator.views.report._html import HTML_STYLE, _status_css
+    from orchestrator.views.report._terminal import _cell
+    from orchestrator.words.outcome import (
         COMPLETED,
         STATUS_COLOURS,
         STATUS_LABELS,
@@ -493,8 +495,6 @@ def test_a_timeout_has_its_words_label_and_colour_and_its_cells_are_styled_in_ht
         STATUSES,
         TIMEOUT,
     )
-    from orchestrator.views.report._html import HTML_STYLE, _status_css
-    from orchestrator.views.report._terminal import _cell
 
     assert all(s in STATUS_WORDS and s in STATUS_LABELS for s in STATUSES)
     assert set(STATUS_COLOURS) == set(STATUSES) - {COMPLETED}

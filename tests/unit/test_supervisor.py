@@ -9,9 +9,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestrator.running.guard import GuardSettings
 from orchestrator.running.supervisor import default_sampler_factory, run_trial
 from orchestrator.running.telemetry import Sample
+from orchestrator.words.settings import GuardSettings
 from trainers.spec import TrialSpec
 
 FAKE = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "fake_trainer.py")]
@@ -160,7 +160,7 @@ def test_sigkill_near_host_limit_is_oom_by_kernel(tmp_path):
 
 
 def test_child_env(tmp_path):
-    from orchestrator.running.supervisor import PROJECT_ROOT, child_env
+    from orchestrator.running.child_env import PROJECT_ROOT, child_env
 
     env = child_env("3", 2)
     assert env["CUDA_VISIBLE_DEVICES"] == "3" and env["OMP_NUM_THREADS"] == "2"
@@ -170,7 +170,7 @@ def test_child_env(tmp_path):
 def test_the_trainer_child_does_not_import_mlflow_which_it_never_reports_to():
     import subprocess
 
-    from orchestrator.running.supervisor import child_env
+    from orchestrator.running.child_env import child_env
 
     # Without the switch TRL's profiling module imports mlflow (installed here): `python -X importtime`
     # shows it, 1.8 s of the trainer's start (docs/benchmarks.md).
@@ -184,7 +184,7 @@ def test_the_trainer_child_does_not_import_mlflow_which_it_never_reports_to():
 def test_the_trainer_child_has_unsloths_statistics_download_switched_off(monkeypatch):
     import importlib.util
 
-    from orchestrator.running.supervisor import child_env
+    from orchestrator.running.child_env import child_env
 
     monkeypatch.delenv("UNSLOTH_DISABLE_STATISTICS", raising=False)
     env = child_env("0", 1)
@@ -199,7 +199,7 @@ COMPILE_CACHE_VARIABLES = {"UNSLOTH_COMPILE_LOCATION": "unsloth", "TORCHINDUCTOR
 
 
 def test_every_trainer_child_shares_the_compile_caches_under_rlsweeps_cache(monkeypatch, tmp_path):
-    from orchestrator.running.supervisor import child_env
+    from orchestrator.running.child_env import child_env
 
     monkeypatch.setenv("RLSWEEP_CACHE", str(tmp_path))
     for name in COMPILE_CACHE_VARIABLES:
@@ -213,7 +213,7 @@ def test_every_trainer_child_shares_the_compile_caches_under_rlsweeps_cache(monk
 
 
 def test_a_users_own_compile_cache_folders_win(monkeypatch, tmp_path):
-    from orchestrator.running.supervisor import child_env
+    from orchestrator.running.child_env import child_env
 
     monkeypatch.setenv("RLSWEEP_CACHE", str(tmp_path / "rlsweep"))
     for name in COMPILE_CACHE_VARIABLES:
@@ -233,7 +233,7 @@ def test_the_compile_cache_variables_are_the_names_unsloth_and_torch_read():
 
 
 def test_both_stacks_get_one_allocator_setting_before_torch_starts(monkeypatch):
-    from orchestrator.running.supervisor import child_env
+    from orchestrator.running.child_env import child_env
 
     monkeypatch.delenv("PYTORCH_ALLOC_CONF", raising=False)
     monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
@@ -282,7 +282,7 @@ def test_a_stop_check_that_never_answers_leaves_the_trial_as_it_was(tmp_path):
 
 
 def test_the_trainer_child_numbers_gpus_in_pci_bus_order_as_nvml_does(monkeypatch):
-    from orchestrator.running.supervisor import child_env
+    from orchestrator.running.child_env import child_env
 
     monkeypatch.setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST")  # CUDA's default, spelled out
     assert child_env("1", 1)["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
@@ -330,7 +330,7 @@ def test_a_breach_read_after_the_trainer_exited_is_not_oom(tmp_path):
 
 def test_a_packed_trial_reads_its_own_process_memory_only(tmp_path, monkeypatch):
     import orchestrator.running.supervisor as supervisor
-    from orchestrator.running.phases import TrialPhases
+    from orchestrator.words.phases import TrialPhases
 
     made = []
 
@@ -351,7 +351,7 @@ def test_a_rank_that_ran_out_of_memory_is_blamed_even_when_its_peer_was_found_go
     # and rank 0 is seen gone first. The trial is rank 1's oom, not rank 0's failure.
     import json
 
-    from orchestrator.running.supervisor import RankWatch
+    from orchestrator.running.ranks import RankWatch
     from trainers.distributed import rank_events_path
 
     events = tmp_path / "events.jsonl"

@@ -4,12 +4,12 @@ Parquet files (real sqlite stores)."""
 from mlflow.tracking import MlflowClient
 
 from orchestrator.cli import main
-from orchestrator.recording.outcome import COMPLETED, TrialResult
+from orchestrator.publishing.tracking import MlflowSink
 from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
 from orchestrator.recording.sinks import TrialsTable
-from orchestrator.recording.tracking import MlflowSink
 from orchestrator.spec.load import parse_sweep, resolved_yaml
 from orchestrator.spec.plan import expand
+from orchestrator.words.outcome import COMPLETED, TrialResult
 
 
 def trainer_step(n: int) -> dict:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import json
 
-from orchestrator.recording.outcome import COMPLETED, FAILED, OOM, PRUNED, STOPPED, UNAVAILABLE
-from orchestrator.recording.tracking import (
+from orchestrator.publishing.tracking import (
     run_name,
     run_status,
     runs_url,
@@ -16,6 +15,7 @@ from orchestrator.recording.tracking import (
 )
 from orchestrator.spec.load import parse_sweep, resolved_yaml
 from orchestrator.spec.plan import plan
+from orchestrator.words.outcome import COMPLETED, FAILED, OOM, PRUNED, STOPPED, UNAVAILABLE
 from trainers.spec import TrialSpec
 
 
@@ -30,8 +30,8 @@ def test_run_names_are_short_distinct_and_keep_k_and_b():
     varying = varying_axes(resolved_yaml(sweep))
     names = [run_name(t, varying) for t in trials]
     assert len(set(names)) == len(trials) == 16
-    assert "unsloth·gspo·Qwen2.5-0.5B-Instruct·k8·b2·seed=2" in names
-    assert "trl·gspo·Qwen3-0.6B·k2·b2·seed=1" in names
+    assert "unsloth·gspo·qwen2.5-0.5b·k8·b2·seed=2" in names
+    assert "trl·gspo·rand-qwen3-0.6b·k2·b2·seed=1" in names
 
 
 def test_a_sweep_of_one_model_leaves_the_model_out_of_run_names():

@@ -11,11 +11,11 @@ import pytest
 import yaml
 
 from orchestrator.cli import main
-from orchestrator.recording.storage import output_dir_problems, output_location
 from orchestrator.spec import plan as plan_module
 from orchestrator.spec.load import MAX_FILE_BYTES, MAX_NODES, apply_overrides, load_sweep, parse_sweep
 from orchestrator.spec.plan import plan, resource_problems
 from orchestrator.spec.sweep import INT_MAX, Resources, SweepError
+from orchestrator.words.storage import output_dir_problems, output_location
 
 SMOKE = str(Path(__file__).parents[2] / "sweeps" / "cpu-smoke.yaml")
 

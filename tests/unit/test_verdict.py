@@ -21,10 +21,10 @@ from orchestrator.judging.verdict import (
     newcombe_interval,
     stop_check,
 )
-from orchestrator.recording.outcome import COMPLETED, TrialResult
 from orchestrator.recording.sinks import normalize_step, trial_row
 from orchestrator.spec.load import parse_sweep
 from orchestrator.spec.sweep import SweepError
+from orchestrator.words.outcome import COMPLETED, TrialResult
 from tests.helpers.learning_traces import (
     expected_verdict,
     learning_trace_files,

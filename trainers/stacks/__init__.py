@@ -29,6 +29,11 @@ class StackEntry:
     label: str  # how the report and gpu-check write it
     target: str
     vllm_modes: tuple[str, ...] = ()  # the vllm_mode values it generates with (generation: vllm)
+    # The environment every trainer child gets for this stack (orchestrator/running/child_env.py sets
+    # every registered stack's, so one fork server serves them all): variables set outright, and
+    # compile caches (variable, folder under rlsweep's cache/compile/) a user's own setting overrides.
+    env: tuple[tuple[str, str], ...] = ()
+    compile_caches: tuple[tuple[str, str], ...] = ()
 
 
 STACKS: dict[str, StackEntry] = {}
@@ -81,5 +86,17 @@ def label(name: str) -> str:
 
 
 register(StackEntry("trl", "TRL", "trainers.stacks.trl:TrlStack", vllm_modes=("colocate", "server")))
-# Unsloth's fast_inference: vLLM inside the trainer's process.
-register(StackEntry("unsloth", "Unsloth", "trainers.stacks.unsloth:UnslothStack", vllm_modes=("colocate",)))
+# Unsloth's fast_inference: vLLM inside the trainer's process. Its from_pretrained otherwise checks for a
+# network and downloads a statistics repo (up to 120 s) on every model load (unsloth/models/_utils.py
+# get_statistics: any value switches it off). It writes the source of its patched modules into
+# UNSLOTH_COMPILE_LOCATION (unsloth_zoo/compiler.py; child_env.py says why trials share it).
+register(
+    StackEntry(
+        "unsloth",
+        "Unsloth",
+        "trainers.stacks.unsloth:UnslothStack",
+        vllm_modes=("colocate",),
+        env=(("UNSLOTH_DISABLE_STATISTICS", "1"),),
+        compile_caches=(("UNSLOTH_COMPILE_LOCATION", "unsloth"),),
+    )
+)

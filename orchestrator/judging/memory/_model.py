@@ -28,7 +28,7 @@ from orchestrator.judging.memory._terms import (
     terms,
     unsized_vllm_pool,
 )
-from orchestrator.recording.outcome import COMPLETED, GPU, OOM, PEAK_SOURCES, RSS, TIMEOUT, TORCH, peak_memory
+from orchestrator.words.outcome import COMPLETED, GPU, OOM, PEAK_SOURCES, RSS, TIMEOUT, TORCH, peak_memory
 from trainers.models import bundled_models, parse_model
 from trainers.record import finite_or_none
 from trainers.spec import KNOBS, TrialSpec

@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.judging.intervals import margin, median_interval
-from orchestrator.recording import outcome
 from orchestrator.views.report._outputs import (
     SweepOutputs,
     column,
@@ -21,6 +20,7 @@ from orchestrator.views.report._outputs import (
     trial_peak,
     trial_steps,
 )
+from orchestrator.words import outcome
 from trainers.record import STEP, first_kind
 from trainers.spec import BOOKKEEPING, EXECUTION
 

@@ -11,9 +11,6 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.judging.intervals import MIN_CYCLES, TIGHT, TIGHT_SPREAD, Estimate, Margin, tie_ranks
-from orchestrator.judging.verdict import LEARNING, PROBLEMS, VERDICT_WORDS, VERDICTS
-from orchestrator.recording import outcome
-from orchestrator.recording.outcome import COMPLETED, STATUS_WORDS, STATUSES
 from orchestrator.views.report._configs import CONFIG_WORDS, varying_config_columns
 from orchestrator.views.report._document import Block, fmt, shorten
 from orchestrator.views.report._feasibility import (
@@ -28,6 +25,9 @@ from orchestrator.views.report._outputs import SweepOutputs, column, parse_json,
 from orchestrator.views.report._stacks import comparison_view, stack_pairs
 from orchestrator.views.report._time import time_paragraphs
 from orchestrator.views.report._vllm import share_answers, share_table
+from orchestrator.words import outcome
+from orchestrator.words.outcome import COMPLETED, STATUS_WORDS, STATUSES
+from orchestrator.words.verdicts import LEARNING, PROBLEMS, VERDICT_WORDS, VERDICTS
 from trainers import stacks
 from trainers.record import TRIAL
 

@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.judging.intervals import TIGHT, TIGHT_SPREAD, Margin, margin
-from orchestrator.judging.verdict import MARK, PROBLEMS, VERDICT_WORDS
-from orchestrator.recording import outcome
-from orchestrator.recording.outcome import COMPLETED, MEMORY_LABELS, OOM, PRUNED, STATUS_LABELS, STATUS_WORDS
 from orchestrator.views.report._outputs import TRIAL_NUMERIC, column, numeric, parse_json
+from orchestrator.words import outcome
+from orchestrator.words.outcome import COMPLETED, MEMORY_LABELS, OOM, PRUNED, STATUS_LABELS, STATUS_WORDS
+from orchestrator.words.verdicts import MARK, PROBLEMS, VERDICT_WORDS
 from trainers.record import finite_or_none, first_kind
 
 

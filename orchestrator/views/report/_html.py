@@ -8,9 +8,9 @@ import re
 
 import pandas as pd
 
-from orchestrator.recording.outcome import FAILED, IMPLIED, OOM, PRUNED, STATUS_LABELS, STATUS_WORDS, TIMEOUT
 from orchestrator.views.report._document import Block, fmt
 from orchestrator.views.report._feasibility import OVER_BUDGET
+from orchestrator.words.outcome import FAILED, IMPLIED, OOM, PRUNED, STATUS_LABELS, STATUS_WORDS, TIMEOUT
 
 # Numbers, ranges ("72.9–90.0"), sizes ("4.3 GiB"), ratios ("0.62×"), counts ("3 / 1 / 0") and "—" align
 # right; words left.

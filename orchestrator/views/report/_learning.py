@@ -10,9 +10,9 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.recording.outcome import COMPLETED
 from orchestrator.views.report._document import Block, fmt
 from orchestrator.views.report._outputs import parse_json, plain
+from orchestrator.words.outcome import COMPLETED
 from trainers import stacks
 from trainers.record import MEMORY_LABELS, SPEC, TRIAL, TRIAL_FIELDS, finite_or_none, peak_memory
 

@@ -20,8 +20,8 @@ import yaml
 
 from orchestrator.judging.intervals import median_interval
 from orchestrator.judging.verdict import VerdictSettings, judge
-from orchestrator.recording import outcome
 from orchestrator.recording.sinks import STEP_SCHEMA, TRIAL_SCHEMA
+from orchestrator.words import outcome
 from trainers.record import STEP, TRIAL, finite_or_none
 
 

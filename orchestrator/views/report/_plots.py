@@ -16,8 +16,10 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator, ScalarFormatter
 
 from orchestrator.judging.intervals import MIN_CYCLES
-from orchestrator.judging.verdict import MARK
-from orchestrator.recording.outcome import (
+from orchestrator.views.report._configs import varying_config_columns
+from orchestrator.views.report._feasibility import OVER_BUDGET, FeasibilityGrid, memory_words
+from orchestrator.views.report._outputs import SweepOutputs, trial_peak, trial_steps
+from orchestrator.words.outcome import (
     COMPLETED,
     FAILED,
     MEMORY_LABELS,
@@ -26,9 +28,7 @@ from orchestrator.recording.outcome import (
     STATUS_WORDS,
     TIMEOUT,
 )
-from orchestrator.views.report._configs import varying_config_columns
-from orchestrator.views.report._feasibility import OVER_BUDGET, FeasibilityGrid, memory_words
-from orchestrator.views.report._outputs import SweepOutputs, trial_peak, trial_steps
+from orchestrator.words.verdicts import MARK
 from trainers.record import STEP
 from trainers.stacks import label as stacks_label
 

@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.judging.memory import PARTS, MemoryModel, family_label, spec_of
-from orchestrator.recording import outcome
 from orchestrator.views.report._outputs import trial_peak, trial_steps
+from orchestrator.words import outcome
 from trainers.record import finite_or_none
 
 PREDICTED_COLUMNS = (

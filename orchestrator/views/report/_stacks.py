@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.judging.intervals import Estimate, MemoryRatio, memory_ratio_interval, ratio_interval
-from orchestrator.recording.outcome import COMPLETED, MEMORY_LABELS, OOM, STATUS_WORDS
 from orchestrator.views.report._configs import CONFIG_COLUMNS, CONFIG_WORDS, varying_config_columns
 from orchestrator.views.report._document import fmt
 from orchestrator.views.report._outputs import plain
+from orchestrator.words.outcome import COMPLETED, MEMORY_LABELS, OOM, STATUS_WORDS
 from trainers import stacks
 
 # A configuration less its framework: what two stacks must share to be compared.

@@ -7,7 +7,9 @@ import pandas as pd
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.recording.outcome import (
+from orchestrator.views.report._document import fmt
+from orchestrator.views.report._feasibility import OVER_BUDGET, frontier_view
+from orchestrator.words.outcome import (
     FAILED,
     IMPLIED,
     OOM,
@@ -18,8 +20,6 @@ from orchestrator.recording.outcome import (
     TIMEOUT,
     UNAVAILABLE,
 )
-from orchestrator.views.report._document import fmt
-from orchestrator.views.report._feasibility import OVER_BUDGET, frontier_view
 
 # A cell that names an outcome gets its style; "over budget" reads as not fitting, like out of memory.
 CELL_STYLES = (

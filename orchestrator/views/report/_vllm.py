@@ -8,9 +8,9 @@ import math
 
 import pandas as pd
 
-from orchestrator.recording.outcome import COMPLETED
 from orchestrator.views.report._document import fmt
 from orchestrator.views.report._outputs import parse_json
+from orchestrator.words.outcome import COMPLETED
 
 COLUMNS = ["Stack", "K", "Generation", "vLLM share", "Status", "Peak GiB", "Tokens/s"]
 

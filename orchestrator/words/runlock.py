@@ -29,7 +29,7 @@ from pathlib import Path
 
 import psutil
 
-from orchestrator.recording.storage import RemotePath, StoragePath
+from orchestrator.words.storage import RemotePath, StoragePath
 
 LOCK_NAME = ".rlsweep.lock"
 LEASE_S = 60.0  # an object-store lease lasts this long unless renewed

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from orchestrator.recording.storage import StoragePath, is_remote
+from orchestrator.words.storage import StoragePath, is_remote
 
 if TYPE_CHECKING:
-    from orchestrator.recording.tracking import MlflowSink
+    from orchestrator.publishing.tracking import MlflowSink
 
 
 def finish_sweep(

@@ -22,7 +22,6 @@ of truth and `rlsweep sync-mlflow OUTPUT_DIR` logs what is missing.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -30,38 +29,33 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from orchestrator.recording.outcome import COMPLETED, IMPLIED, NO_GPU, PRUNED, STOPPED, UNAVAILABLE
-from orchestrator.recording.sinks import STEP_RECORD, steps_path
-from orchestrator.recording.storage import StoragePath
-from trainers.record import EPOCH_S, FLOAT64, STEP, finite_or_none
-from trainers.spec import BOOKKEEPING, TrialSpec
-
-TRIAL_KEY_TAG = "rlsweep.trial_key"
-COMPLETE_TAG = "rlsweep.complete"
-ROLE_TAG = "rlsweep.role"
-OUTPUT_TAG = "rlsweep.output_dir"
-# Bookkeeping knobs and the model cache are not run parameters, except the sweep's name (a run filter).
-PARAM_SKIP = (*(k for k in BOOKKEEPING if k != "sweep"), "model_cache_dir")
-STEP_PREFIX = "step/"
-# Each step field (trainers/record.py) MLflow draws as a curve -> its metric name: the numbers, not the
-# wall-clock bounds (MLflow stamps each point with t_end).
-STEP_METRICS = {f.name: STEP_PREFIX + f.name for f in STEP_RECORD if f.type == FLOAT64 and f.unit != EPOCH_S}
-# MLflow's UI opens an experiment of this kind on its runs table, not on the GenAI overview.
-EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
-# Trials that never ran (pruned, implied by a measured fit, no node could host them) or were cut short:
-# MLflow's KILLED, read as "skipped" with the tag SKIPPED_TAG; FAILED stays for trials that ran and broke
-# (oom, failed) or ran out of time (timeout: its figures are logged).
-KILLED_STATUSES = (PRUNED, IMPLIED, UNAVAILABLE, STOPPED)
-SKIPPED_TAG = "rlsweep.skipped"
-# The axes a run name always shows (run_name); other grid axes appear when they vary.
-NAMED_AXES = ("framework", "mode", "model", "num_generations", "batch_size")
-# best/<figure> on the sweep's run: the figure and whether higher is better.
-BEST = {"median_tokens_per_s": True, "median_step_s": False, "peak_memory_gib": False, "final_reward": True}
-
-VERDICT_TAGS = ("training_verdict", "training_verdict_detail")
-SEARCH_PAGE = 1000  # runs per page of a search (MLflow's largest page for a SQL store is 50,000)
+from orchestrator.publishing._runs import (
+    COMPLETE_TAG,
+    EXPERIMENT_KIND,
+    KILLED_STATUSES,
+    OUTPUT_TAG,
+    ROLE_TAG,
+    SEARCH_PAGE,
+    SKIPPED_TAG,
+    STEP_METRICS,  # noqa: F401  (the step metrics' names: this module's docstring lists them)
+    TRIAL_KEY_TAG,
+    VERDICT_TAGS,
+    best_figures,
+    run_name,
+    run_status,
+    runs_url,
+    step_metrics,
+    sweep_params,
+    trial_figures,
+    trial_params,
+    varying_axes,
+    version_tags,
+)
+from orchestrator.recording.sinks import steps_path
+from orchestrator.words.outcome import NO_GPU
+from orchestrator.words.storage import StoragePath
+from trainers.record import STEP
+from trainers.spec import TrialSpec
 
 
 def _quiet_mlflow_env() -> None:
@@ -81,93 +75,6 @@ def _artifact_location(uri: str) -> str | None:
     if uri.startswith("sqlite:///"):
         return (Path(uri[len("sqlite:///") :]).parent / "mlartifacts").resolve().as_uri()
     return None
-
-
-def step_metrics(row: dict[str, Any]) -> dict[str, float]:
-    """A step's MLflow metrics (STEP_METRICS' names) from its normalised row (a steps-file row): a run
-    logged live and one logged by sync-mlflow get the same. A field not measured is not logged."""
-    values = {metric: finite_or_none(row.get(name)) for name, metric in STEP_METRICS.items()}
-    return {metric: value for metric, value in values.items() if value is not None}
-
-
-def trial_figures(row: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, float]:
-    """A trial's figures for its run: orchestrator.views.report.summary_metrics of its row and normalised
-    step rows (so the run and summary.csv agree), and its wall time."""
-    import pandas as pd
-
-    from orchestrator.views.report import summary_metrics
-
-    frame = pd.DataFrame(steps) if steps else None
-    figures = summary_metrics(row, frame)
-    if row.get("wall_s") is not None:
-        figures["wall_s"] = float(row["wall_s"])
-    return figures
-
-
-def varying_axes(resolved_yaml: str) -> list[str]:
-    """The grid axes of a sweep (its resolved YAML) that take more than one value."""
-    data = yaml.safe_load(resolved_yaml) or {}
-    grid = data.get("grid") if isinstance(data, dict) and isinstance(data.get("grid"), dict) else {}
-    return [k for k, v in grid.items() if isinstance(v, list) and len(v) > 1]
-
-
-def _short_model(model: str) -> str:
-    return model.removeprefix("random:").rstrip("/").rsplit("/", 1)[-1]
-
-
-def run_name(spec: TrialSpec, varying: list[str]) -> str:
-    """A trial run's short name: stack, mode, K and B always (`unsloth·gspo·k8·b2`); the model when the
-    sweep has several; `axis=value` for each other grid axis that varies, so names stay distinct."""
-    parts = [spec.framework, spec.mode]
-    if "model" in varying:
-        parts.append(_short_model(spec.model))
-    parts += [f"k{spec.num_generations}", f"b{spec.batch_size}"]
-    for axis in varying:
-        if axis not in NAMED_AXES:
-            value = getattr(spec, axis)
-            parts.append(f"{axis}={json.dumps(value) if isinstance(value, (dict, list)) else value}")
-    return "·".join(parts)
-
-
-def trial_params(spec: TrialSpec) -> dict[str, str]:
-    """A trial run's params: its knobs (not bookkeeping, not unset ones) and BxK, completions per step
-    (absent with grad_accum, where batch_size counts completions, not prompts)."""
-    params = {
-        k: json.dumps(v) if isinstance(v, (dict, list)) else str(v)
-        for k, v in spec.to_dict().items()
-        if k not in PARAM_SKIP and v is not None
-    }
-    if spec.grad_accum is None:
-        params["BxK"] = str(spec.batch_size * spec.num_generations)
-    return params
-
-
-def sweep_params(resolved_yaml: str) -> dict[str, str]:
-    """The sweep's settings as params of its run: dotted keys (grid.num_generations, memory.budget_gib),
-    lists and mappings of values as JSON, unset settings left out."""
-    params: dict[str, str] = {}
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, dict) and value and prefix not in ("task_args", "fixed.task_args"):
-            for key, inner in value.items():
-                walk(f"{prefix}.{key}" if prefix else str(key), inner)
-        elif value is not None and value != {}:
-            params[prefix] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
-
-    walk("", yaml.safe_load(resolved_yaml) or {})
-    return params
-
-
-def version_tags(row: dict[str, Any]) -> dict[str, str]:
-    """version.<package> tags from a trial row's `versions` (the trainer's stack)."""
-    versions = json.loads(row.get("versions") or "null") or {}
-    return {f"version.{name}": str(v) for name, v in versions.items() if v is not None}
-
-
-def runs_url(uri: str, experiment_id: str) -> str:
-    """Where the experiment's runs table is: on the tracking server, or on `make ui` for a sqlite store."""
-    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
-    return f"{base}/#/experiments/{experiment_id}/runs"
 
 
 class MlflowSink:
@@ -465,25 +372,6 @@ class MlflowSink:
             self._trial_finished(run_id, row, steps, steps_file)
 
         self._guard(f"sync of {spec.trial_key}", log)
-
-
-def run_status(status: str) -> str:
-    """MLflow's run status for a trial's: FINISHED, KILLED (skipped or cut short) or FAILED."""
-    return "FINISHED" if status == COMPLETED else "KILLED" if status in KILLED_STATUSES else "FAILED"
-
-
-def best_figures(outputs: Any) -> dict[str, float]:
-    """best/<figure> of the sweep's run: over completed trials, the highest or lowest of each figure (BEST)."""
-    from orchestrator.views.report import summary_metrics
-
-    done = outputs.trials[outputs.trials["status"] == COMPLETED]
-    figures = [summary_metrics(trial, outputs.steps) for _, trial in done.iterrows()]
-    best = {}
-    for name, higher in BEST.items():
-        values = [f[name] for f in figures if f.get(name) is not None]
-        if values:
-            best[name] = max(values) if higher else min(values)
-    return best
 
 
 def _metric(key: str, value: float, step: int = 0, stamp: int | None = None):

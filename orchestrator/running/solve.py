@@ -1,0 +1,99 @@
+"""`rlsweep solve`'s probe trials: orchestrator/judging/solve.py's search given real trials, each run
+through the same supervised path as `rlsweep trial` (no Ray) under the budget's guard and recorded like
+a sweep's (trials.parquet, steps/, one folder per trial under trials/), so a second run on the same
+output dir measures no value twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from orchestrator.judging.memory import Forecast
+from orchestrator.judging.solve import (
+    SYMBOLS,
+    Answer,
+    Measured,
+    SolveRequest,
+    gib_text,
+    measured_from_row,
+    predicted_guess,
+    search,
+)
+from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
+from orchestrator.recording.sinks import TrialsTable
+from orchestrator.running.supervisor import run_trial
+from orchestrator.words.outcome import STOPPED
+from orchestrator.words.runlock import output_dir_lock
+from trainers.events import STEP
+
+
+def run_solve(request: SolveRequest, *, say: Callable[[str], None] = print) -> Answer:
+    """Search request.values with real probe trials, recorded in request.output_dir (its lock held
+    throughout); writes solve.json with the answer. The first probe is the candidate the memory model
+    (fitted on the output dir's trials; the prior before any) predicts as the largest that fits, and
+    each trial's row records the prediction made just before it ran."""
+    out = request.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+    budget = request.guard.budget_gib
+    symbol = SYMBOLS[request.knob]
+    specs = {v: request.spec(v) for v in request.values}
+    with output_dir_lock(out):
+        ledger = TrialsTable(out / "trials.parquet")
+        known = {
+            v: measured_from_row(v, ledger.rows[s.trial_key], budget, request.headroom_gib)
+            for v, s in specs.items()
+            if s.trial_key in ledger.rows and ledger.rows[s.trial_key]["status"] != STOPPED
+        }
+        if known:
+            say(f"resuming {out}: already measured {', '.join(f'{symbol}={v}' for v in sorted(known))}")
+        forecast = Forecast(ledger.rows)
+        predictions = [forecast.model().predict(specs[v]) for v in request.values]
+        for value, prediction in zip(request.values, predictions, strict=True):
+            say(
+                f"{symbol}={value}: {prediction.describe()}, {prediction.verdict(budget)} ({prediction.basis})"
+            )
+        guess = predicted_guess(predictions, budget - request.headroom_gib)
+        recorder = Recorder(specs.values(), [StepsFiles(out), TrialsFile(ledger)], predictions=forecast.made)
+
+        def measure(value: int) -> Measured:
+            spec = specs[value]
+            say(f"probe {symbol}={value}: trial {spec.trial_key}, {forecast.before(spec).describe()}")
+            recorder.start(spec.trial_key)
+            try:
+                result = run_trial(
+                    spec,
+                    trial_dir=out / "trials" / spec.trial_key,
+                    guard=request.guard,
+                    on_event=lambda kind, row: recorder.step(spec.trial_key, row) if kind == STEP else None,
+                    cpus=spec.num_threads,
+                )
+            except KeyboardInterrupt:
+                recorder.stop_running("interrupted (Ctrl-C); a resumed solve runs it again")
+                raise
+            recorder.end(spec.trial_key, result)
+            found = measured_from_row(value, ledger.rows[spec.trial_key], budget, request.headroom_gib)
+            verdict = {True: "fits", False: "does not fit", None: "no memory answer"}[found.fits]
+            say(f"  {found.status}, peak {gib_text(found.peak_gib)}: {verdict}")
+            return found
+
+        answer = search(request.knob, request.values, measure, budget, known, guess)
+        answer.headroom_gib = request.headroom_gib
+        if answer.fit is not None and answer.above is None:
+            answer.beyond = _beyond(request, forecast, budget)
+        (out / "solve.json").write_text(json.dumps(answer.to_dict(), indent=2))
+    return answer
+
+
+def _beyond(request: SolveRequest, forecast: Forecast, budget_gib: float) -> str | None:
+    """The next doubling above the last candidate, predicted with its interval (None when no trial
+    could hold it)."""
+    value = request.values[-1] * 2
+    spec = request.spec(value)
+    if spec.problems():
+        return None
+    prediction = forecast.model().predict(spec)
+    return (
+        f"{SYMBOLS[request.knob]}={value}, not measured: {prediction.describe()} from "
+        f"{prediction.n_fitted} measured trial(s), {prediction.verdict(budget_gib)} in {budget_gib:g} GiB"
+    )

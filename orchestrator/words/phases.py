@@ -1,0 +1,133 @@
+"""The phases' words and the packing rule, shared by the sweep file, the driver, the supervisor and the
+recorder: a trial's phases (memory, then speed; orchestrator/running/phases.py tells the whole story),
+what the supervisor does with one trial (TrialPhases), how many memory-phase trials share a GPU
+(packing), and which ledger rows each phase runs. Pure: the machine is asked in running/phases.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from orchestrator.words.outcome import COMPLETED, FINAL_STATUSES, IMPLIED
+from orchestrator.words.settings import SettleSettings
+
+MEMORY, SPEED = "memory", "speed"
+PHASES = (MEMORY, SPEED)
+
+
+@dataclass(frozen=True)
+class TrialPhases:
+    """What the supervisor does with one trial. hold_at_step: the memory phase's last step (None: no
+    memory phase in this run); then_speed: at it, go on into the speed phase (else stop there);
+    settle: end the speed phase once settled (orchestrator/running/settle.py), None: run to max_steps;
+    shared_gpu: packed beside other trials on one GPU, so its memory is read per process only."""
+
+    hold_at_step: int | None = None
+    then_speed: bool = True
+    settle: SettleSettings | None = None
+    shared_gpu: bool = False
+
+    def for_trial(self, max_steps: int) -> TrialPhases:
+        """These phases for a trial of max_steps: one whose memory phase would be its whole run has none
+        (it runs as a speed-phase trial, and its figures are the speed phase's)."""
+        if self.hold_at_step is not None and self.hold_at_step >= max_steps:
+            return replace(self, hold_at_step=None)
+        return self
+
+
+SPEED_ONLY = TrialPhases()
+
+
+def memory_phase_steps(probe_steps: int) -> int:
+    """The memory phase's first possible hold step: after the probe steps (worst case), one steady
+    step; the phase holds where the steady generation cycle that step is in ends (holds_here)."""
+    return probe_steps + 1
+
+
+@dataclass(frozen=True)
+class Packing:
+    """How many memory-phase trials share one GPU (1: none share) and why."""
+
+    per_gpu: int
+    reason: str
+
+
+def packing(
+    budget_gib: float,
+    card_gib: float | None,
+    headroom_gib: float,
+    per_process: bool,
+    asked: int | None,
+    host: HostRoom | None = None,
+) -> Packing:
+    """Memory-phase trials per GPU: `asked`, else as many budgets (plus headroom each) as the card holds;
+    with `host`, no more than the host's RAM holds (each trial's predicted RSS, every GPU of the host
+    packed alike), and the reason says which of the two bounds it. Raises ValueError for an `asked`
+    packing the card cannot hold."""
+    if card_gib is None:
+        return Packing(1, "the GPU's memory is unknown (set resources.gpu_memory_gib to pack trials)")
+    each = budget_gib + headroom_gib
+    fits = max(1, math.floor(card_gib / each))
+    if asked is not None and asked > 1 and asked * each > card_gib:
+        raise ValueError(
+            f"resources.memory_phase_per_gpu: {asked} trials x ({budget_gib:g} GiB budget + "
+            f"{headroom_gib:g} GiB headroom) = {asked * each:g} GiB, over the card's {card_gib:g} GiB; "
+            f"give at most {fits}, or leave it unset to pack as many as fit"
+        )
+    per_gpu = asked or fits
+    if per_gpu > 1 and not per_process:
+        return Packing(
+            1,
+            "memory-phase trials do not share a GPU: the driver reports only device-wide memory (no "
+            "per-process readings in NVML), so the guard could not tell the trials apart",
+        )
+    if per_gpu > 1 and host is not None and host.per_gpu < per_gpu:
+        return Packing(host.per_gpu, f"{host.why(per_gpu)}; {card_gib:g} GiB GPU memory would hold {per_gpu}")
+    if per_gpu == 1:
+        return Packing(1, f"one {each:g} GiB trial (budget + headroom) per {card_gib:g} GiB GPU")
+    return Packing(
+        per_gpu, f"{per_gpu} memory-phase trials per {card_gib:g} GiB GPU ({each:g} GiB each with headroom)"
+    )
+
+
+@dataclass(frozen=True)
+class HostRoom:
+    """The host's RAM against the trials' predicted RSS (orchestrator/running/host_memory.py): every
+    packed trial's trainer holds its RSS on the host at once, on each of the host's `gpus`."""
+
+    ram_gib: float  # available now
+    rss_gib: float  # one trial's predicted RSS (the largest of the sweep's)
+    how: str  # how the RSS was predicted
+    gpus: int = 1
+
+    @property
+    def trials(self) -> int:
+        return math.floor(self.ram_gib / self.rss_gib) if self.rss_gib > 0 else 0
+
+    @property
+    def per_gpu(self) -> int:
+        return max(1, self.trials // max(1, self.gpus))
+
+    def why(self, asked: int) -> str:
+        across = f" across {self.gpus} GPUs" if self.gpus > 1 else ""
+        return (
+            f"{self.per_gpu} memory-phase trial{'s' if self.per_gpu > 1 else ''} per GPU: the host's "
+            f"{self.ram_gib:.1f} GiB of available RAM holds {self.trials} trainer{'s' if self.trials != 1 else ''}"
+            f"{across} of {self.rss_gib:.1f} GiB RSS each (predicted: {self.how}), not {asked}"
+        )
+
+
+def speed_pending(row: Mapping[str, Any] | None) -> bool:
+    """A trial whose memory phase fitted (or whose fit was implied, orchestrator/judging/frontier.py)
+    and whose speed phase has not run yet."""
+    if not row:
+        return False
+    return row.get("status") == IMPLIED or (row.get("status") == COMPLETED and row.get("phase") == MEMORY)
+
+
+def unfinished(row: Mapping[str, Any] | None) -> bool:
+    """A trial with no final row yet (never ran, or `stopped`)."""
+    return row is None or row.get("status") not in FINAL_STATUSES
