@@ -8,11 +8,13 @@ Trains SmolLM2-135M-Instruct (model `smollm2`, the GGUF `make setup` installs) w
 detail, its reward per step, and held-out accuracy before training and at each evaluation (the trial's
 eval_before_* and the steps' eval_pass_at_1, 64 one-digit sums):
 
-  learning   one-digit sums, the answer read as the last integer: the run that should learn. Target: held-out
-             accuracy +15 points or more, its 95% interval excluding zero, within 100 steps.
+  learning   one-digit sums, the answer read as the last integer, rewarded for the right answer (1.0) and
+             its digits (0.5), completions of up to 8 tokens: the run that should learn (sweeps/cpu-learn.yaml's
+             settings). Target: held-out accuracy +15 points or more, its 95% interval excluding zero,
+             within 100 steps.
   diverged   the same at a learning rate far too high (1.0)
   no_signal  four-digit sums the model never gets right: no reward variance in any group
-  truncated  one-digit sums cut at 3 tokens, scored by digit overlap (rewards: digits), which still varies
+  truncated  one-digit sums cut at 1 token, scored by digit overlap (rewards: digits), which still varies
 
 With --record, a run whose verdict is the one it stands for has its steps written to
 tests/fixtures/learning/<verdict>-smollm2-<run>.parquet (and its before-training evaluation beside it,
@@ -47,15 +49,15 @@ COMMON = ["--framework", "trl", "--mode", "grpo", "--model-name", "smollm2", "--
           "--num-threads", "2", "--probe-steps", "0"]  # fmt: skip
 # run -> (the verdict it stands for, its own arguments)
 RUNS = {
-    "learning": ("learning", {"task_args": SUMS, "args": ["--num-generations", "8", "--batch-size", "2",
-                 "--max-completion-length", "32", "--learning-rate", "3e-4", "--eval-every", "10",
-                 "--eval-samples", "64"]}),
+    "learning": ("learning", {"task_args": SUMS | {"rewards": {"accuracy": 1.0, "digits": 0.5}}, "args": [
+                 "--num-generations", "4", "--batch-size", "2", "--max-completion-length", "8",
+                 "--learning-rate", "3e-4", "--eval-every", "10", "--eval-samples", "64"]}),
     "diverged": ("diverged", {"task_args": SUMS, "args": ["--num-generations", "4", "--batch-size", "2",
                  "--max-completion-length", "16", "--learning-rate", "1.0"]}),
     "no_signal": ("no_signal", {"task_args": SUMS | {"operand_digits": 4}, "args": ["--num-generations", "4",
                   "--batch-size", "2", "--max-completion-length", "16", "--learning-rate", "3e-4"]}),
     "truncated": ("truncated", {"task_args": SUMS | {"rewards": {"digits": 1.0}}, "args": ["--num-generations",
-                  "4", "--batch-size", "2", "--max-completion-length", "3", "--learning-rate", "3e-4"]}),
+                  "4", "--batch-size", "2", "--max-completion-length", "1", "--learning-rate", "1e-4"]}),
 }  # fmt: skip
 
 

@@ -202,6 +202,39 @@ def wait_for_device() -> None:
         torch.cuda.synchronize()
 
 
+# Trainable weights copied at each step's start to measure its update; above this many, none (a copy of a
+# full fine-tuning's weights every step would cost more than the measurement is worth).
+UPDATE_RATIO_MAX_PARAMS = 200_000_000
+
+
+def _trainable(trainer) -> list:
+    model = getattr(trainer, "model", None)
+    return [p for p in model.parameters() if p.requires_grad] if model is not None else []
+
+
+def trainable_snapshot(trainer) -> list | None:
+    """A copy of the trainer's trainable weights (None: no trainer, none trainable, or too many)."""
+    params = _trainable(trainer)
+    if not params or sum(p.numel() for p in params) > UPDATE_RATIO_MAX_PARAMS:
+        return None
+    return [p.detach().clone() for p in params]
+
+
+def update_ratio(before: list | None, trainer) -> float | None:
+    """norm(after - before) / norm(before) over the trainable weights (record.py's update_ratio); None where
+    nothing was copied or the weights are empty (sharded)."""
+    if before is None:
+        return None
+    after = _trainable(trainer)
+    if len(after) != len(before):
+        return None
+    change = sum(
+        float((a.detach().float() - b.float()).pow(2).sum()) for a, b in zip(after, before, strict=True)
+    )
+    size = sum(float(b.float().pow(2).sum()) for b in before)
+    return math.sqrt(change / size) if size > 0 else None
+
+
 class StepMeter(TrainerCallback):
     """Brackets each optimizer step and emits its `step` event once TRL has logged the step."""
 
@@ -254,6 +287,7 @@ class StepMeter(TrainerCallback):
             self._fold_cuda_peak()  # what ran between steps (logging, evaluation) counts too
             torch.cuda.reset_peak_memory_stats()
         self.alloc_start = _alloc_counters()
+        self.weights_before = trainable_snapshot(self.trainer)
         refresh_allocator_cap()
         wait_for_device()  # work queued before the step (logging, evaluation) is not the step's
         self.t_start = time.time()
@@ -336,6 +370,8 @@ class StepMeter(TrainerCallback):
         alloc_end = _alloc_counters()
         for key, column in ALLOC_COUNTERS.items():
             row[column] = alloc_end[key] - self.alloc_start[key] if alloc_end and self.alloc_start else None
+        row[F.update_ratio] = update_ratio(self.weights_before, self.trainer)
+        self.weights_before = None
         if self.evaluator is not None and self.evaluator.due(state.global_step, state.max_steps):
             row |= self.evaluator.run(self.trainer)
         # Scoring calls stopped at task_args.reward_timeout_s (tasks/bounded.py), evaluation's included.

@@ -156,6 +156,10 @@ STEP_FIELDS: tuple[Field, ...] = (
        "signal)"),
     Field("loss", FLOAT64, "loss", TRAINER, "TRL's training loss"),
     Field("grad_norm", FLOAT64, "norm", TRAINER, "TRL's gradient norm"),
+    Field("update_ratio", FLOAT64, "ratio", TRAINER, "the step's change of the trainable weights over their size "
+       "before it, norm(after - before) / norm(before) (LoRA's A and B; every weight in full fine-tuning): at 1 or "
+       "more the step changed them by their own size; null above "
+       f"{200_000_000:,} trainable parameters (not copied) or where the weights are sharded"),
     Field("kl", FLOAT64, "nats", TRAINER, "TRL's KL to the reference model (only when beta > 0)"),
     Field("entropy", FLOAT64, "nats", TRAINER, "TRL's mean token entropy"),
     Field("clip_ratio", FLOAT64, FRACTION, TRAINER, "TRL's clipped importance ratios"),

@@ -5,7 +5,8 @@ the supervisor's early stop and `rlsweep report` (for sweeps that predate the co
 Imports nothing of the project but outcome.py.
 
 Verdicts, each a Finding with the steps and figures that triggered it:
-  diverged      a NaN or infinite loss or grad_norm; or a kl / grad_norm above median + k x MAD of the
+  diverged      a NaN or infinite loss, grad_norm or update_ratio; an update_ratio at update_ratio_max or
+                more (the step rewrote the weights it trains); or a kl / grad_norm above median + k x MAD of the
                 trial's own preceding steps (with a minimum history)
   memory_creep  after the probe steps, a Theil-Sen slope of per-step peak memory (outcome.peak_memory)
                 whose projection reaches the budget (else the GPU's total; nothing on CPU without a
@@ -158,10 +159,16 @@ def _diverged(steps: list[Mapping[str, Any]], s: VerdictSettings) -> Finding | N
     history: dict[str, list[float]] = {STEP.kl: [], STEP.grad_norm: []}
     for row in steps:
         step = int(row["step"])
-        for column in (STEP.loss, STEP.grad_norm):
+        for column in (STEP.loss, STEP.grad_norm, STEP.update_ratio):
             value = _number(row.get(column))
             if value is not None and not math.isfinite(value):
                 return Finding(DIVERGED, step, f"{column} is {value} at step {step}")
+        ratio = _number(row.get(STEP.update_ratio))
+        if ratio is not None and ratio >= s.update_ratio_max:
+            return Finding(
+                DIVERGED, step, f"update_ratio {_fmt(ratio)} at step {step}: the step changed the trained weights by "
+                f"{ratio:.0%} of their size (limit {s.update_ratio_max:g}); the learning rate is far too high",
+            )  # fmt: skip
         for column, seen in history.items():
             value = _number(row.get(column))
             if value is None or not math.isfinite(value):

@@ -255,6 +255,12 @@ class Verdict(_Section):
         description="The spread (MAD) counts as at least this fraction of the median, so a flat history "
         "does not call every rise a spike.",
     )
+    update_ratio_max: float = Field(
+        VERDICT.update_ratio_max,
+        gt=0,
+        description="diverged: a step whose update_ratio (the change of the trained weights over their size) "
+        "reaches this; 1 means the step rewrote them.",
+    )
     creep_min_steps: int = Field(
         VERDICT.creep_min_steps,
         ge=2,

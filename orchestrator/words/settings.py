@@ -61,6 +61,7 @@ class VerdictSettings:
     spike_k: float = 10.0
     spike_min_history: int = 5
     spike_floor: float = 0.1
+    update_ratio_max: float = 1.0
     creep_min_steps: int = 5
     creep_horizon_steps: int | None = None
     creep_confidence: float = 0.95

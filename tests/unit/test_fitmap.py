@@ -109,7 +109,7 @@ def test_the_h100_trials_are_drawn_on_the_16gb_map_as_measured_fits_ooms_and_und
     assert points[("trl", 8, 2, 2048)].on_card == MEASURED_UNDECIDED  # timed out while generating
     assert points[("unsloth", 8, 2, 1024)].on_card == MEASURED_FITS
     assert points[("unsloth", 8, 2, 2048)].on_card == MEASURED_FITS
-    assert len(points) == 15 and h100_map.not_drawn == 1  # the 1.5B trials are another model's
+    assert len(points) == 15 and h100_map.not_drawn == 2  # the 1.5B and 0.5B trials are other models'
     assert h100_map.basis[("trl", QWEN_3B)].startswith("fitted on")
 
 
@@ -149,7 +149,7 @@ def test_fitmap_draws_the_h100_trials_said_to_be_measured(tmp_path, capsys):
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "Measured (16 trial(s)" in printed and "the rest is predicted" in printed
-    assert "1 measured trial(s) of other models" in printed
+    assert "2 measured trial(s) of other models" in printed
 
 
 def test_fitmap_refuses_an_unknown_card_and_no_card_at_all(tmp_path, capsys):

@@ -2,6 +2,7 @@
 
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from trainers.measure import StepMeter
@@ -104,3 +105,22 @@ def test_step_time_on_a_gpu_waits_for_the_work_queued_on_the_device_and_not_for_
     meter.on_step_end(args, state, None)
     meter.on_log(args, state, None, logs={})
     assert events.rows[0]["step_s"] == 0.125 + 0.5
+
+
+def test_the_trainer_measures_a_steps_update_against_the_weights_before_it():
+    from types import SimpleNamespace
+
+    import torch
+
+    from trainers.measure import trainable_snapshot, update_ratio
+
+    a, b = (
+        torch.nn.Parameter(torch.tensor([3.0, 4.0])),
+        torch.nn.Parameter(torch.zeros(2), requires_grad=False),
+    )
+    trainer = SimpleNamespace(model=SimpleNamespace(parameters=lambda: [a, b]))
+    before = trainable_snapshot(trainer)  # only what trains: a, norm 5
+    with torch.no_grad():
+        a += torch.tensor([0.3, 0.4])  # a change of norm 0.5
+    assert update_ratio(before, trainer) == pytest.approx(0.1, rel=1e-6)
+    assert update_ratio(None, trainer) is None and trainable_snapshot(SimpleNamespace(model=None)) is None

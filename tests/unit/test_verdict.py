@@ -435,3 +435,16 @@ def test_the_trainer_counts_distinct_completions_by_their_token_ids():
     trainer.counters = StepCounters()
     trainer._generate(["p"] * 4)
     assert trainer.counters.completions == 4 and len(trainer.counters.texts) == 3  # a share of 0.75
+
+
+def test_a_step_that_changes_the_trained_weights_by_their_own_size_is_diverged():
+    """A learning rate far too high rewrites the weights in one step; the reward may then just stop varying
+    (no_signal), but the update says why."""
+    rows = steps(update_ratio=[0.002] * 3 + [2.5] + [0.0] * 6)
+    verdict = judge(rows)
+    assert verdict.verdict == DIVERGED and verdict.findings[0].step == 4
+    assert verdict.detail.startswith(
+        "diverged: update_ratio 2.5 at step 4: the step changed the trained weights"
+    )
+    assert judge(steps(update_ratio=[0.9] * 10)).verdict != DIVERGED  # under the limit of 1
+    assert judge(steps(update_ratio=[0.9] * 10), VerdictSettings(update_ratio_max=0.5)).verdict == DIVERGED
