@@ -63,8 +63,6 @@ RUNS = {
 
 def run(name: str, steps: int, out: Path, timeout_s: int) -> dict:
     """One `rlsweep trial` of RUNS[name]; its trial.json outcome and its steps."""
-    import pyarrow.parquet as pq
-
     _, how = RUNS[name]
     folder = out / name
     shutil.rmtree(folder, ignore_errors=True)
@@ -72,9 +70,16 @@ def run(name: str, steps: int, out: Path, timeout_s: int) -> dict:
             "--task-args", json.dumps(how["task_args"]), "--timeout-s", str(timeout_s), "--output-dir", str(folder)]  # fmt: skip
     started = time.monotonic()
     subprocess.run(args, cwd=ROOT, check=False)
+    return finished(folder) | {"wall_s": time.monotonic() - started}
+
+
+def finished(folder: Path) -> dict:
+    """A run already in its folder: its trial.json outcome and its steps (wall time: the trial's)."""
+    import pyarrow.parquet as pq
+
     outcome = json.loads((folder / "trial.json").read_text())["outcome"]
-    rows = pq.read_table(folder / "steps.parquet").to_pylist() if (folder / "steps.parquet").exists() else []
-    return {"outcome": outcome, "rows": sorted(rows, key=lambda r: r["step"]), "wall_s": time.monotonic() - started,
+    rows = pq.read_table(folder / "steps.parquet").to_pylist()
+    return {"outcome": outcome, "rows": sorted(rows, key=lambda r: r["step"]), "wall_s": outcome["wall_s"],
             "steps_file": folder / "steps.parquet"}  # fmt: skip
 
 
@@ -95,13 +100,18 @@ def show(name: str, result: dict) -> None:
 
 
 def record(name: str, result: dict) -> Path | None:
+    """The run's steps as a fixture, when the verdict code as it is now reads the verdict the run stands
+    for (judged again here: the trial's own verdict is the code's of when it ran)."""
+    from orchestrator.judging.verdict import judge
+
     verdict, _ = RUNS[name]
-    if result["outcome"].get("training_verdict") != verdict:
-        print(f"   not recorded: it reads {result['outcome'].get('training_verdict')}, not {verdict}")
+    o = result["outcome"]
+    now = judge(result["rows"], eval_before=(o.get("eval_before_pass_at_1"), o.get("eval_before_prompts")))
+    if now.verdict != verdict:
+        print(f"   not recorded: it reads {now.verdict}, not {verdict}")
         return None
     target = LEARNING_TRACES / f"{verdict}-smollm2-{name.replace('_', '')}.parquet"
     shutil.copyfile(result["steps_file"], target)
-    o = result["outcome"]
     before = {
         "eval_before_pass_at_1": o.get("eval_before_pass_at_1"),
         "eval_before_prompts": o.get("eval_before_prompts"),
@@ -118,11 +128,15 @@ def main() -> None:
     parser.add_argument("--timeout-s", type=int, default=3600, help="each trial's wall-clock limit")
     parser.add_argument("--record", action="store_true", help="write the traces to tests/fixtures/learning")
     parser.add_argument("--out", type=Path, default=Path("/tmp/bench-learning"))
+    parser.add_argument("--from-out", action="store_true", help="judge and record the runs already in --out")
     args = parser.parse_args()
     for name in args.runs.split(","):
         if name not in RUNS:
             raise SystemExit(f"--runs: {name!r} is not one of {', '.join(RUNS)}")
-        result = run(name, args.steps if name == "learning" else 8, args.out, args.timeout_s)
+        if args.from_out:
+            result = finished(args.out / name)
+        else:
+            result = run(name, args.steps if name == "learning" else 8, args.out, args.timeout_s)
         show(name, result)
         if args.record:
             record(name, result)
