@@ -1,9 +1,8 @@
 """Prompt datasets and reward functions. A task is a function (seed, **settings) -> Task.
 
-TASKS maps each name to its builder; a dict and a function, no plugin system. Builders take
-keyword-only settings with defaults; every builder takes `rewards` (tasks/rewards.py) and
-`reward_timeout_s`, the time limit of each scoring call (tasks/bounded.py). CHECKS holds
-each task's cheap value checks, run by task_problems() before anything is built. Rewards follow
+TASKS maps each name to its entry (builder, value checks, reward names); a dict, no plugin system.
+Builders take keyword-only settings with defaults; every builder takes `rewards` (tasks/rewards.py) and
+`reward_timeout_s`, the time limit of each scoring call (tasks/bounded.py). Rewards follow
 TRL's reward-function signature: f(prompts, completions, **dataset_columns) -> list[float], and never
 raise.
 """
@@ -13,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -26,24 +26,26 @@ from tasks.names import did_you_mean
 from tasks.reasoning_gym import build_reasoning_gym, reasoning_gym_problems
 from tasks.rewards import REWARD_NAMES, reward_problems
 
-TASKS: dict[str, Callable[..., Task]] = {
-    "arithmetic": build_arithmetic,
-    "code": build_code,
-    "countdown": build_countdown,
-    "gsm8k": build_gsm8k,
-    "reasoning_gym": build_reasoning_gym,
-}
-CHECKS: dict[str, Callable[[dict], list[str]]] = {
-    "arithmetic": arithmetic_problems,
-    "code": code_problems,
-    "countdown": countdown_problems,
-    "gsm8k": gsm8k_problems,
-    "reasoning_gym": reasoning_gym_problems,
-}
 
-# Reward names per task where they differ from tasks/rewards.py's, and every name a step row records.
-TASK_REWARDS: dict[str, tuple[str, ...]] = {"code": CODE_REWARD_NAMES}
-RECORDED_REWARDS = REWARD_NAMES + tuple(n for n in CODE_REWARD_NAMES if n not in REWARD_NAMES)
+@dataclass(frozen=True)
+class TaskEntry:
+    """One task: its builder, its cheap value checks (run by task_problems() before anything is built)
+    and the reward names its `rewards` setting may weigh."""
+
+    build: Callable[..., Task]
+    check: Callable[[dict], list[str]]
+    rewards: tuple[str, ...] = REWARD_NAMES
+
+
+TASKS: dict[str, TaskEntry] = {
+    "arithmetic": TaskEntry(build_arithmetic, arithmetic_problems),
+    "code": TaskEntry(build_code, code_problems, CODE_REWARD_NAMES),
+    "countdown": TaskEntry(build_countdown, countdown_problems),
+    "gsm8k": TaskEntry(build_gsm8k, gsm8k_problems),
+    "reasoning_gym": TaskEntry(build_reasoning_gym, reasoning_gym_problems),
+}
+# Every reward name a step row records (a column each).
+RECORDED_REWARDS = tuple(dict.fromkeys(name for entry in TASKS.values() for name in entry.rewards))
 
 
 def available_tasks() -> list[str]:
@@ -53,7 +55,7 @@ def available_tasks() -> list[str]:
 @functools.cache
 def _parameters(name: str) -> Mapping[str, inspect.Parameter]:
     """A task builder's settings (its signature, read once: a 100,000-trial plan checks each trial)."""
-    return inspect.signature(TASKS[name], eval_str=True).parameters
+    return inspect.signature(TASKS[name].build, eval_str=True).parameters
 
 
 def task_problems(name: str, args: dict) -> list[str]:
@@ -76,9 +78,9 @@ def task_problems(name: str, args: dict) -> list[str]:
         return errors  # value checks need well-typed settings
     settings = {key: args.get(key, params[key].default) for key in accepted}
     return (
-        reward_problems(settings["rewards"], TASK_REWARDS.get(name, REWARD_NAMES))
+        reward_problems(settings["rewards"], TASKS[name].rewards)
         + timeout_problems(settings["reward_timeout_s"])
-        + CHECKS[name](settings)
+        + TASKS[name].check(settings)
     )
 
 
@@ -106,13 +108,13 @@ def load_task(name: str, args: dict | None = None, seed: int = 42) -> Task:
     problems = task_problems(name, args or {})
     if problems:
         raise ValueError("; ".join(problems))
-    return TASKS[name](seed=seed, **(args or {}))
+    return TASKS[name].build(seed=seed, **(args or {}))
 
 
 __all__ = [
-    "CHECKS",
     "RECORDED_REWARDS",
     "TASKS",
+    "TaskEntry",
     "Task",
     "available_tasks",
     "completion_text",

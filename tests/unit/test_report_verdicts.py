@@ -71,6 +71,9 @@ def test_the_report_marks_the_flat_trials_cell_lists_it_and_shows_its_curves(tmp
     )
     terminal = console.export_text()
     assert "⚠ no signal" in terminal and "check that it learns" in terminal
+    assert (
+        "Training: 5 ok, 1 no_signal" in terminal and f"{FLAT}: no_signal: frac_reward_zero_std" in terminal
+    )
 
     markdown = paths["report_md"].read_text()
     section = markdown.split("## Does it learn: training verdicts")[1].split("\n## ")[0]
@@ -187,7 +190,11 @@ def test_a_learning_trial_is_listed_as_learning_and_carries_no_warning_mark(tmp_
     synthetic_sweep_whose_completed_trials_read(tmp_path, "learning", "learning: reward +0.1 per 10 steps")
     grids = feasibility_matrix(load_outputs(tmp_path).trials)
     assert not any("⚠" in str(label) for g in grids for label in g.labels.to_numpy().ravel())
-    markdown = write_report(tmp_path, console=Console(record=True, width=200))["report_md"].read_text()
+    console = Console(record=True, width=200)
+    markdown = write_report(tmp_path, console=console)["report_md"].read_text()
+    terminal = console.export_text()  # the answer on the terminal: how many learn, and the first ones' detail
+    assert "Training: 6 learning" in terminal
+    assert terminal.count(": learning: reward +0.1 per 10 steps") == 3
     section = markdown.split("## Does it learn: training verdicts")[1].split("\n## ")[0]
     assert "6 completed trials judged from their steps: 6 learning." in section
     assert "### Trials that learn" in section and "### Trials flagged" not in section

@@ -216,6 +216,7 @@ def write_report(
         console.print(f"No trials in {out / 'trials.parquet'}.")
     else:
         _print_answer(console, fits, grids, comparison)
+        _print_verdicts(console, outputs.trials)
     console.print(f"Report: {report_html}")
     all_plots = [p for p in [*plot_paths["feasibility"].values(), *plot_paths["fitmap"].values(),
                              plot_paths["throughput"], plot_paths["memory"], plot_paths["predictions"],
@@ -227,6 +228,26 @@ def write_report(
         "prediction_errors_csv": prediction_errors_csv if len(errors) else None,
         "plots": all_plots,
     }
+
+
+# Trials whose verdict the terminal spells out, per verdict (the report lists them all).
+SHOWN_VERDICTS = 3
+
+
+def _print_verdicts(console: Console, trials: pd.DataFrame) -> None:
+    """Does it train: each verdict's count, and the details of the first trials that learn or went wrong."""
+    if "training_verdict" not in trials:
+        return
+    judged = trials[trials["training_verdict"].notna()]
+    if judged.empty:
+        return
+    counts = judged["training_verdict"].value_counts()
+    console.print("Training: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items()), markup=False)
+    for verdict, group in judged.groupby("training_verdict", sort=False):
+        if verdict in ("ok", "too_short"):
+            continue
+        for _, row in group.head(SHOWN_VERDICTS).iterrows():
+            console.print(f"  {row['trial_key']}: {row['training_verdict_detail']}", markup=False)
 
 
 def _print_answer(console: Console, fits, grids, comparison) -> None:
