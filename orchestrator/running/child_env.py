@@ -7,14 +7,11 @@ supervisor, the launcher's fork server and the vLLM server start their children 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-import trainers
+from orchestrator.words.storage import PROJECT_ROOT
 from trainers.models import cache_home
 from trainers.nvml import CUDA_DEVICE_ORDER
 from trainers.stacks import STACKS
-
-PROJECT_ROOT = str(Path(trainers.__file__).resolve().parent.parent)
 
 # torch's caching allocator setting for both stacks. Unsloth sets expandable_segments:True in its own
 # process at import (unsloth_zoo/__init__.py: PYTORCH_ALLOC_CONF on torch >= 2.10, else
@@ -52,7 +49,7 @@ def child_env(cuda_visible_devices: str | None, cpus: int | None) -> dict[str, s
     # torch >= 2.10 reads PYTORCH_ALLOC_CONF, older torch PYTORCH_CUDA_ALLOC_CONF: one value in both.
     alloc_conf = env.get("PYTORCH_ALLOC_CONF") or env.get("PYTORCH_CUDA_ALLOC_CONF") or ALLOC_CONF
     env["PYTORCH_ALLOC_CONF"] = env["PYTORCH_CUDA_ALLOC_CONF"] = alloc_conf
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT_ROOT, env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
     if cuda_visible_devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
     env.update(CUDA_DEVICE_ORDER)  # an index means the GPU NVML (the sampler) means by it

@@ -13,7 +13,7 @@ from pathlib import Path
 import ray
 from ray.tune.execution import class_cache
 
-from orchestrator.running.child_env import PROJECT_ROOT
+from orchestrator.words.storage import PROJECT_ROOT
 
 SOCKET_PATH_MAX = 107  # AF_UNIX sun_path
 RAY_SESSION_SUFFIX = 64  # len("/session_2026-11-05_12-34-56_123456_12345/sockets/plasma_store")
@@ -48,8 +48,8 @@ def quiet_ray_env() -> None:
     logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
     # Workers import orchestrator/trainers from this checkout, installed or not.
     path = os.environ.get("PYTHONPATH", "")
-    if PROJECT_ROOT not in path.split(os.pathsep):
-        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT_ROOT, path) if p)
+    if str(PROJECT_ROOT) not in path.split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), path) if p)
 
 
 class _NotTunesResumeAdvice(logging.Filter):

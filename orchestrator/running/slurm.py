@@ -27,9 +27,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from orchestrator.words.storage import URI
+from orchestrator.words.storage import PROJECT_ROOT, URI
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 STOP_WARNING_S = 120  # --signal=B:TERM@120: the sweep's time to stop before the time limit
 SLURM_EXIT = {"COMPLETED": 0, "FAILED": 1, "TIMEOUT": 1, "NODE_FAIL": 1, "OUT_OF_MEMORY": 1, "CANCELLED": 3}
 

@@ -22,9 +22,8 @@ from pathlib import Path
 from rich.console import Console
 
 from orchestrator.running.slurm import SlurmError, submit_slurm
-from orchestrator.words.storage import URI
+from orchestrator.words.storage import PROJECT_ROOT, URI
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXCLUDES = [
     "outputs/",
     ".venv/",

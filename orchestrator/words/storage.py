@@ -20,6 +20,9 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+# The checkout rlsweep runs from: what trainer children import, Ray ships to a cluster and sbatch cd's to.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
 URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 # MLflow's run filters and Ray's agents take the path inside quoted strings and command lines.
 UNSAFE_CHARS = re.compile(r"[\s'\"`\\\x00-\x1f]")

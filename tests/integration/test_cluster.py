@@ -15,8 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from orchestrator.running.submit import PROJECT_ROOT
-from orchestrator.words.storage import output_location
+from orchestrator.words.storage import PROJECT_ROOT, output_location
 from tests.helpers.services import free_port, http_answers, http_ok, start, stop, wait_for
 
 pytestmark = pytest.mark.slow

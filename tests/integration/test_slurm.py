@@ -13,7 +13,7 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
-from orchestrator.running.submit import PROJECT_ROOT
+from orchestrator.words.storage import PROJECT_ROOT
 from tests.helpers.slurm import job_state, loopback_slurm, wait_for_job_end
 
 pytestmark = pytest.mark.slow

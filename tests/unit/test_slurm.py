@@ -8,7 +8,7 @@ import pytest
 
 from orchestrator.cli import main
 from orchestrator.running.slurm import cpus_per_node, slurm_output_dir
-from orchestrator.running.submit import PROJECT_ROOT
+from orchestrator.words.storage import PROJECT_ROOT
 
 SWEEP = str(PROJECT_ROOT / "sweeps" / "cpu-smoke.yaml")
 

@@ -160,11 +160,12 @@ def test_sigkill_near_host_limit_is_oom_by_kernel(tmp_path):
 
 
 def test_child_env(tmp_path):
-    from orchestrator.running.child_env import PROJECT_ROOT, child_env
+    from orchestrator.running.child_env import child_env
+    from orchestrator.words.storage import PROJECT_ROOT
 
     env = child_env("3", 2)
     assert env["CUDA_VISIBLE_DEVICES"] == "3" and env["OMP_NUM_THREADS"] == "2"
-    assert env["PYTHONPATH"].split(os.pathsep)[0] == PROJECT_ROOT
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(PROJECT_ROOT)
 
 
 def test_the_trainer_child_does_not_import_mlflow_which_it_never_reports_to():
