@@ -24,10 +24,10 @@ from orchestrator.views.report._learning import learning_blocks
 from orchestrator.views.report._outputs import SweepOutputs, column, parse_json, plain
 from orchestrator.views.report._stacks import comparison_view, stack_pairs
 from orchestrator.views.report._time import time_paragraphs
+from orchestrator.views.report._verdicts import sandbox_kill_blocks, verdict_blocks
 from orchestrator.views.report._vllm import share_answers, share_table
 from orchestrator.words import outcome
 from orchestrator.words.outcome import COMPLETED, STATUS_WORDS, STATUSES
-from orchestrator.words.verdicts import LEARNING, PROBLEMS, VERDICT_WORDS, VERDICTS
 from trainers import stacks
 from trainers.record import TRIAL
 
@@ -189,110 +189,6 @@ def not_completed_table(summary: pd.DataFrame) -> pd.DataFrame:
             "What happened": [shorten(d) for d in others["status_detail"]],
         }
     )
-
-
-def flagged_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Completed trials whose training verdict flags them, worst first (orchestrator.judging.verdict.PROBLEMS)."""
-    flagged = summary[summary["training_verdict"].isin(PROBLEMS)].copy()
-    flagged["_rank"] = [PROBLEMS.index(v) for v in flagged["training_verdict"]]
-    flagged = flagged.sort_values(["_rank", "run_name"])
-    return _verdict_rows(flagged)
-
-
-def learning_verdict_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Completed trials whose verdict is `learning` (a positive, not a flag), with the evidence."""
-    return _verdict_rows(summary[summary["training_verdict"] == LEARNING].sort_values("run_name"))
-
-
-def _verdict_rows(flagged: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "Trial": flagged["run_name"],
-            "Framework": flagged["framework"],
-            "Mode": flagged["mode"],
-            "K": flagged["num_generations"],
-            "B": flagged["batch_size"],
-            "Verdict": [VERDICT_WORDS[v] for v in flagged["training_verdict"]],
-            "Why": list(flagged["training_verdict_detail"]),
-        }
-    )
-
-
-def verdict_blocks(summary: pd.DataFrame, curves: dict[str, Any]) -> list[Block]:
-    """The training verdicts: how many of each, the flagged trials with why, and their curves."""
-    blocks = [Block("h2", "Does it learn: training verdicts")]
-    verdicts = summary["training_verdict"].dropna()
-    if verdicts.empty:
-        return [*blocks, Block("p", "No trial completed, so none was judged.")]
-    counts = verdicts.value_counts()
-    parts = [f"{counts[v]} {VERDICT_WORDS[v]}" for v in VERDICTS if v in counts]
-    blocks.append(
-        Block(
-            "p",
-            f"{len(verdicts)} completed trials judged from their steps: {', '.join(parts)}. learning: the "
-            "reward's trend rises (its 95% interval above zero) and, where held-out accuracy was measured "
-            "twice or more, its last reading beats its first (the difference's 95% interval above zero); "
-            "ok: nothing wrong, and no evidence of learning. The problems: diverged: a NaN or a spike in "
-            "loss, grad_norm or kl; memory creep: peak memory rising towards the budget; no signal: groups "
-            "whose rewards are all equal (no advantage, nothing learned from the reward); truncated: "
-            "completions cut at max_completion_length; collapsed: the reward rises while held-out accuracy "
-            "or completion entropy falls, or the completions converge to one text. Thresholds: the sweep's "
-            "verdict section.",
-        )
-    )
-    learned = learning_verdict_table(summary)
-    if not learned.empty:
-        blocks += [Block("h3", "Trials that learn"), Block("table", table=learned)]
-    table = flagged_table(summary)
-    if table.empty:
-        return blocks
-    blocks += [Block("h3", "Trials flagged"), Block("table", table=table)]
-    for key, verdict in zip(table["Trial"], table["Verdict"], strict=True):
-        if curves.get(str(key)):
-            blocks.append(Block("image", f"Curves {key} ({verdict})", path=curves[str(key)]))
-    return blocks
-
-
-def sandbox_kill_blocks(summary: pd.DataFrame) -> list[Block]:
-    """Reward hacking: the training completions each trial's sandbox killed (summary's sandbox_kills,
-    from the steps' field); nothing when no trial ran a task with a sandbox."""
-    if "sandbox_kills" not in summary:
-        return []
-    kills = pd.to_numeric(summary["sandbox_kills"], errors="coerce")
-    measured = summary[kills.notna()]
-    if measured.empty:
-        return []
-    blocks = [Block("h3", "Reward hacking: completions the sandbox killed")]
-    killed = measured[kills[kills.notna()] > 0]
-    trials = f"{len(measured)} trial{'s' if len(measured) != 1 else ''} that ran one"
-    if killed.empty:
-        return [*blocks, Block("p", f"The sandbox killed no training completion in the {trials}.")]
-    total = int(kills[killed.index].sum())
-    blocks.append(
-        Block(
-            "p",
-            f"The sandbox killed {total} training completion{'s' if total != 1 else ''} in {len(killed)} of "
-            f"the {trials}: runs stopped at the time, memory, file size or process limit, or by a forbidden "
-            "call. Each scored 0 in every reward (format too, unless task_args.pay_format_when_killed). A "
-            "policy that probes the sandbox writes them; kills that rise over the steps (the steps' "
-            "sandbox_kills) are one learning that they pay.",
-        )
-    )
-    ordered = killed.assign(_kills=kills[killed.index]).sort_values(
-        ["_kills", "run_name"], ascending=[False, True]
-    )
-    table = pd.DataFrame(
-        {
-            "Trial": ordered["run_name"],
-            "Framework": ordered["framework"],
-            "Mode": ordered["mode"],
-            "K": ordered["num_generations"],
-            "B": ordered["batch_size"],
-            "Completions killed": [int(k) for k in ordered["_kills"]],
-            "Final reward": [fmt(r, 3) for r in ordered["final_reward"]],
-        }
-    )
-    return [*blocks, Block("table", table=table)]
 
 
 @dataclass
