@@ -20,7 +20,7 @@ from pathlib import Path
 from orchestrator.judging.cards import H100_TORCH_GIB
 from orchestrator.judging.memory import DOES_NOT_FIT, FITS, MemoryModel
 from orchestrator.words.outcome import GPU
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 DATA = Path(__file__).resolve().parent / "data" / "h100-2026-11-26" / "trials.csv"
 MEASURED = {"completed": FITS, "oom": DOES_NOT_FIT}

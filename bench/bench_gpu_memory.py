@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from orchestrator.judging.memory import MemoryModel, spec_of  # noqa: E402
 from orchestrator.judging.memory._terms import CALIBRATED  # noqa: E402
 from orchestrator.words.outcome import COMPLETED, GPU, OOM, TIMEOUT  # noqa: E402
-from trainers.spec import TrialSpec  # noqa: E402
+from trainers.trial import TrialSpec  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "h100-2026-11-26" / "trials.csv"
 PEAK = "peak_device_gib"  # the trials.parquet column of the GPU (NVML) peak

@@ -42,7 +42,7 @@ from orchestrator.spec.plan import trial_key  # noqa: E402
 from orchestrator.words.outcome import peak_memory  # noqa: E402
 from orchestrator.words.settings import GuardSettings  # noqa: E402
 from trainers.models import _build, bundled_models  # noqa: E402
-from trainers.spec import TrialSpec  # noqa: E402
+from trainers.trial import TrialSpec  # noqa: E402
 
 DATA = ROOT / "bench" / "data"
 ROWS = DATA / "memory-families.parquet"

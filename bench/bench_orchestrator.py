@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.spec.load import load_sweep  # noqa: E402
 from orchestrator.spec.plan import plan  # noqa: E402
-from trainers.spec import BOOKKEEPING  # noqa: E402
+from trainers.trial import BOOKKEEPING  # noqa: E402
 
 SKIP = (*BOOKKEEPING, "model_cache_dir")  # the harness sets these per trial
 

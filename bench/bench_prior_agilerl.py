@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 from orchestrator.judging.memory._fit import predictive_sd  # noqa: E402
 from orchestrator.judging.memory._model import Z, model_shape  # noqa: E402
 from orchestrator.judging.memory._terms import face, prior, terms  # noqa: E402
-from trainers.spec import TrialSpec  # noqa: E402
+from trainers.trial import TrialSpec  # noqa: E402
 from trainers.units import GIB  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "agilerl-grpo-training-peaks.csv"

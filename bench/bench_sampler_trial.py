@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 from orchestrator.running.supervisor import run_trial  # noqa: E402
 from orchestrator.words.settings import GuardSettings  # noqa: E402
 from trainers.record import STEP  # noqa: E402
-from trainers.spec import TrialSpec  # noqa: E402
+from trainers.trial import TrialSpec  # noqa: E402
 
 OFF_HZ = 0.01  # one sample at start-up, none after: the sampler's thread sleeps through the trial
 

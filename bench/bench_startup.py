@@ -37,7 +37,7 @@ from orchestrator.running.launcher import COLD_START_ENV, stop_servers  # noqa: 
 from orchestrator.running.supervisor import run_trial  # noqa: E402
 from orchestrator.words.settings import GuardSettings  # noqa: E402
 from trainers.record import TRIAL, startup_figures  # noqa: E402
-from trainers.spec import TrialSpec  # noqa: E402
+from trainers.trial import TrialSpec  # noqa: E402
 
 PARTS = ("launch", "imports", "model", "trainer", "train_setup", "between", "exit", "outside")
 

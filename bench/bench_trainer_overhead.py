@@ -32,7 +32,7 @@ from trainers.events import EventWriter
 from trainers.measure import StepMeter, measured
 from trainers.models import load_tokenizer, resolve_model
 from trainers.runtime import grpo_config_kwargs
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 
 class TimedMeter(StepMeter):

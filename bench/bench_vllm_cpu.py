@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from trainers.events import read_events  # noqa: E402
-from trainers.spec import TrialSpec  # noqa: E402
+from trainers.trial import TrialSpec  # noqa: E402
 
 
 def run(generation: str, args: argparse.Namespace, scratch: Path) -> dict:

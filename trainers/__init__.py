@@ -15,7 +15,7 @@ FACE = (
     "trainers.models",  # model names, sizes and the model cache
     "trainers.nvml",  # NVML readings, the visible devices
     "trainers.record",  # the names, units and meaning of what a trainer records
-    "trainers.spec",  # a trial's settings (TrialSpec) and their rules
+    "trainers.trial",  # a trial's settings (TrialSpec) and their rules
     "trainers.stacks",  # the stack registry: which stacks exist, each one's settings and needs
     "trainers.units",  # GIB
 )

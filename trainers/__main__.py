@@ -17,8 +17,8 @@ from trainers.distributed import die_with_parent, dump_stack_on_signal, rank, ra
 from trainers.events import ERROR, OOM, EventWriter, oom_cause
 from trainers.generation import hide_vllm_unless_used
 from trainers.runtime import RefusedError, UnavailableError
-from trainers.spec import TrialSpec
 from trainers.startup import mark
+from trainers.trial import TrialSpec
 
 
 def main(argv: list[str]) -> int:

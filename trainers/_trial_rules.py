@@ -1,6 +1,6 @@
 """A trial's allowed values and the cross-field rules of its shape: adapters, ranks and their sharing,
 batches, dtypes per framework, and the warnings of legal settings that are probably not meant.
-trainers/spec.py's TrialSpec.problems() runs them; each `spec` here is a TrialSpec.
+trainers/trial.py's TrialSpec.problems() runs them; each `spec` here is a TrialSpec.
 """
 
 from __future__ import annotations

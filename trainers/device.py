@@ -20,7 +20,7 @@ from trainers.runtime import UnavailableError
 from trainers.units import GIB
 
 if TYPE_CHECKING:
-    from trainers.spec import TrialSpec
+    from trainers.trial import TrialSpec
 
 
 @dataclass(frozen=True)

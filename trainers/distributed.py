@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from trainers.spec import TrialSpec
+    from trainers.trial import TrialSpec
 
 # accelerate's launcher flags for each strategy beyond --multi_gpu (DDP). FSDP 2 shards weights,
 # gradients and optimizer state, wrapping each transformer block; ZeRO through DeepSpeed.

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from trainers.units import GIB
 
 if TYPE_CHECKING:
-    from trainers.spec import TrialSpec
+    from trainers.trial import TrialSpec
 
 SERVER_HOST = "127.0.0.1"  # server mode: the trial's vLLM server listens on loopback only
 

@@ -21,7 +21,7 @@ STRING, INT64, FLOAT64, BOOL, TIMESTAMP = "string", "int64", "float64", "bool", 
 TYPES = (STRING, INT64, FLOAT64, BOOL, TIMESTAMP)
 
 # Who measures or sets a field.
-SPEC = "trial spec"  # the trial's settings (trainers/spec.py)
+SPEC = "trial spec"  # the trial's settings (trainers/trial.py)
 TRAINER = "trainer"  # the trainer child's events (trainers/measure.py)
 SAMPLER = "sampler"  # the supervisor's memory sampler over the step's wall times (orchestrator/running/telemetry.py)
 SUPERVISOR = "supervisor"  # the trial's supervisor (orchestrator/running/supervisor.py)

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from trainers.models import total_params
 
-if TYPE_CHECKING:  # the type only: trainers.spec imports the stacks, which import this module
-    from trainers.spec import TrialSpec
+if TYPE_CHECKING:  # the type only: trainers.trial imports the stacks, which import this module
+    from trainers.trial import TrialSpec
 
 
 class UnavailableError(RuntimeError):

@@ -80,7 +80,7 @@ def base_spec(sets: list[str]):
     """The TrialSpec every configuration of the map shares: TrialSpec's defaults with --set's knobs."""
     from orchestrator.spec.load import apply_overrides
     from orchestrator.spec.sweep import SweepError
-    from trainers.spec import TrialSpec
+    from trainers.trial import TrialSpec
 
     raw = apply_overrides({"fixed": {}}, sets)
     others = sorted(set(raw) - {"fixed", "grid"})

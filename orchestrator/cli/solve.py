@@ -7,7 +7,7 @@ import argparse
 from orchestrator.cli._common import add_guard_flags, console, out
 from orchestrator.words.settings import GUARD as GUARD
 from orchestrator.words.settings import GuardSettings
-from trainers.spec import KNOBS
+from trainers.trial import KNOBS
 
 
 def cmd_solve(args: argparse.Namespace) -> int:

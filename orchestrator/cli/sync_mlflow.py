@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from orchestrator.cli._common import out
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 
 def cmd_sync_mlflow(args: argparse.Namespace) -> int:

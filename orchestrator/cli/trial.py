@@ -14,7 +14,7 @@ from orchestrator.judging.verdict import STOPPABLE, VerdictSettings, stop_check
 from orchestrator.words.outcome import MEMORY_LABELS, peak_memory
 from orchestrator.words.settings import GUARD as GUARD
 from trainers.events import STARTED, STEP
-from trainers.spec import BOOKKEEPING, KNOBS, TrialSpec
+from trainers.trial import BOOKKEEPING, KNOBS, TrialSpec
 
 ALIASES = {"model": ["--model-name"]}
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from orchestrator.cli._common import add_set, out
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

@@ -33,7 +33,7 @@ from orchestrator.judging.memory import DOES_NOT_FIT, FITS, UNCERTAIN, MemoryMod
 from orchestrator.words.outcome import COMPLETED, IMPLIED, OOM, TIMEOUT
 from trainers import stacks
 from trainers.record import finite_or_none, peak_memory
-from trainers.spec import BOOKKEEPING, EXECUTION, TrialSpec
+from trainers.trial import BOOKKEEPING, EXECUTION, TrialSpec
 
 KS = (2, 4, 8, 16, 32, 64)
 BS = (1, 2)

@@ -42,7 +42,7 @@ from orchestrator.judging.memory import DOES_NOT_FIT, Forecast
 from orchestrator.words.outcome import FINAL_STATUSES, OOM
 from orchestrator.words.storage import RemotePath, is_remote
 from trainers.record import finite_or_none, peak_memory
-from trainers.spec import BOOKKEEPING, EXECUTION
+from trainers.trial import BOOKKEEPING, EXECUTION
 
 DOMINANCE_KNOBS = (
     "num_generations",
@@ -54,7 +54,7 @@ DOMINANCE_KNOBS = (
     "max_steps",
     "probe_steps",
 )
-# Bookkeeping and execution knobs (trainers.spec roles) are ignored, except num_threads: a trial's
+# Bookkeeping and execution knobs (trainers.trial roles) are ignored, except num_threads: a trial's
 # thread count sizes per-thread buffers (RSS), so trials differing in it are compared as different.
 IGNORED_KNOBS = frozenset(
     {"seed", "learning_rate", "lora_alpha", *BOOKKEEPING, *(k for k in EXECUTION if k != "num_threads")}

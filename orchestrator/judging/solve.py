@@ -33,7 +33,7 @@ from orchestrator.words.settings import GUARD as GUARD_DEFAULTS
 from orchestrator.words.settings import GuardSettings
 from orchestrator.words.storage import output_dir_problems, output_location
 from tasks.names import did_you_mean
-from trainers.spec import BOOKKEEPING, KNOBS, TrialSpec, check_value
+from trainers.trial import BOOKKEEPING, KNOBS, TrialSpec, check_value
 
 SOLVABLE = ("num_generations", "batch_size", "max_completion_length", "num_processes")
 # A knob's doubling ladder when no --values are given: (first, last) candidate.

@@ -13,7 +13,7 @@ from orchestrator.recording.sinks import STEP_RECORD
 from orchestrator.words.names import NAMED, name_parts
 from orchestrator.words.outcome import COMPLETED, IMPLIED, PRUNED, STOPPED, UNAVAILABLE
 from trainers.record import EPOCH_S, FLOAT64, finite_or_none
-from trainers.spec import BOOKKEEPING, TrialSpec
+from trainers.trial import BOOKKEEPING, TrialSpec
 
 TRIAL_KEY_TAG = "rlsweep.trial_key"
 COMPLETE_TAG = "rlsweep.complete"

@@ -55,7 +55,7 @@ from orchestrator.recording.sinks import steps_path
 from orchestrator.words.outcome import NO_GPU
 from orchestrator.words.storage import StoragePath
 from trainers.record import STEP
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 
 def _quiet_mlflow_env() -> None:

@@ -33,7 +33,7 @@ from orchestrator.words.outcome import PRUNED, STOPPED, TrialResult
 from orchestrator.words.phases import speed_pending
 from orchestrator.words.settings import VERDICT as VERDICT_DEFAULTS
 from orchestrator.words.settings import VerdictSettings
-from trainers.spec import KNOBS, TrialSpec
+from trainers.trial import KNOBS, TrialSpec
 
 
 class Sink(Protocol):

@@ -24,7 +24,7 @@ from orchestrator.words.settings import VERDICT as VERDICT_DEFAULTS
 from orchestrator.words.storage import StoragePath, filesystem_and_path, is_remote
 from tasks import RECORDED_REWARDS
 from trainers import record
-from trainers.spec import BOOKKEEPING, TrialSpec
+from trainers.trial import BOOKKEEPING, TrialSpec
 
 # Parquet's type of each of the record's types (trainers/record.py).
 ARROW_TYPES = {

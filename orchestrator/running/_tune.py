@@ -36,7 +36,7 @@ from orchestrator.recording.recorder import Recorder
 from orchestrator.running.supervisor import run_trial
 from orchestrator.words.outcome import FAILED, UNAVAILABLE, TrialResult
 from trainers.events import STEP
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 # How long a trial no node can host waits for the cluster to grow (an autoscaler) before it ends
 # `unavailable`; a local Ray does not grow, so it does not wait.

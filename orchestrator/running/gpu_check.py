@@ -31,7 +31,7 @@ from orchestrator.words.outcome import COMPLETED
 from orchestrator.words.settings import GuardSettings
 from trainers import stacks
 from trainers.record import STEP, startup_figures
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 MODES = ("grpo", "gspo")
 DEFAULT_MODES = ("grpo",)
@@ -42,7 +42,7 @@ CHECK = {
     "batch_size": 2,
     "max_steps": 5,
 }
-# Passes per generation when modes are compared: GRPO and GSPO differ only off-policy (trainers/spec.py).
+# Passes per generation when modes are compared: GRPO and GSPO differ only off-policy (trainers/trial.py).
 COMPARED_MODES_ITERATIONS = 2
 TRIAL_TIMEOUT_S = 600.0
 

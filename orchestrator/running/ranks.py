@@ -28,7 +28,7 @@ from trainers.distributed import STACK_SIGNAL, rank_events_path, stack_path
 from trainers.events import ERROR, FINISHED, STEP, is_oom, read_events
 from trainers.events import OOM as OOM_EVENT
 from trainers.record import STEP as F  # the step record's field names
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 # A rank that ended without finishing: how long the launcher has to end the other ranks itself (torch's
 # elastic agent notices within a tenth of a second) before the supervisor ends them.

@@ -48,7 +48,7 @@ from trainers.distributed import (
 from trainers.events import ERROR, FINISHED, STARTED, STEP, is_oom, read_events
 from trainers.events import OOM as OOM_EVENT
 from trainers.record import STEP as F  # the step record's field names
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 STDERR_TAIL_CHARS = 2000
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from trainers.generation import SERVER_HOST as HOST
 from trainers.generation import cpu_kvcache_space_gib
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 HEALTH_TIMEOUT_S = 600.0  # engine start on a 2-core CPU host takes about a minute; a large model longer
 HEALTH_POLL_S = 1.0

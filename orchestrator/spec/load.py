@@ -1,6 +1,6 @@
 """Reading a sweep file into a SweepSpec: small UTF-8 YAML whose aliases do not multiply it, `--set`
 overrides, and every error at once, named by its place in the file (the sections' pydantic errors,
-each knob by trainers.spec's rules, grid size, prediction and packing settings)."""
+each knob by trainers.trial's rules, grid size, prediction and packing settings)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from orchestrator.spec.sweep import (
 )
 from orchestrator.words.phases import packing
 from tasks.names import did_you_mean
-from trainers.spec import BOOKKEEPING, KNOBS, check_value
+from trainers.trial import BOOKKEEPING, KNOBS, check_value
 
 MAX_FILE_BYTES = 1 << 20  # a sweep file is a page of settings; 1 MiB is far past any real one
 MAX_NODES = 100_000  # values a file's aliases may expand it to

@@ -19,7 +19,7 @@ from typing import Any
 from orchestrator.spec.sweep import Resources, SweepError, SweepSpec
 from orchestrator.words.names import NAMED, name_parts
 from trainers.nvml import local_gpus
-from trainers.spec import (
+from trainers.trial import (
     BOOKKEEPING,
     EXECUTION,
     KEYED_WHEN_SET,
@@ -32,7 +32,7 @@ from trainers.spec import (
 
 # The knobs named in the readable part of a key (words/names.py); the hash covers everything else that
 # defines the trial.
-# Bookkeeping and execution knobs (trainers.spec roles) do not define the trial either.
+# Bookkeeping and execution knobs (trainers.trial roles) do not define the trial either.
 NOT_HASHED = NAMED + BOOKKEEPING + EXECUTION
 # Knobs renamed since keys were published: hashed under their published name and value, so keys stay.
 PUBLISHED_AS = {

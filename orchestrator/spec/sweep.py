@@ -20,7 +20,7 @@ A sweep file is YAML:
     max_trials: 10000           # the largest grid accepted (the product of the list lengths)
 
 The sections are pydantic models (types, ranges, unknown keys); trial knobs are checked by
-trainers.spec (the same rules the trainer applies), element by element for grid lists, and here for
+trainers.trial (the same rules the trainer applies), element by element for grid lists, and here for
 what no trial can hold (NaN, infinity, integers past 32 bits). A file is read only when it is small
 UTF-8 text whose aliases do not multiply it (a "billion laughs" file is refused before it expands).
 """
@@ -47,7 +47,7 @@ from orchestrator.words.settings import SETTLE, GuardSettings, SettleSettings, V
 from orchestrator.words.settings import VERDICT as VERDICT
 from orchestrator.words.verdicts import MEMORY_CREEP, STOPPABLE
 from tasks.names import did_you_mean
-from trainers.spec import BOOKKEEPING, KNOBS
+from trainers.trial import BOOKKEEPING, KNOBS
 
 if TYPE_CHECKING:
     from orchestrator.words.storage import StoragePath

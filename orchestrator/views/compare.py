@@ -23,7 +23,7 @@ from orchestrator.views.report import load_outputs, summary_table
 from orchestrator.views.report._outputs import column, measured_steps, trial_steps
 from orchestrator.words.outcome import STATUS_LABELS, peak_memory
 from trainers.record import STEP
-from trainers.spec import KNOBS, TrialSpec
+from trainers.trial import KNOBS, TrialSpec
 
 COMPARED = {  # measurement -> summary.csv column
     STEP.tokens_per_s: "median_tokens_per_s",

@@ -23,7 +23,7 @@ from rich.table import Table
 from orchestrator.words.outcome import peak_memory
 from orchestrator.words.text import duration
 from trainers.record import STEP
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 HEARTBEAT_S = 60.0
 

@@ -31,7 +31,7 @@ def model_short(model: str) -> str:
 
 def name_parts(spec: Any, *, model: bool = True) -> list[str]:
     """A trial's NAMED knobs as its name shows them: [framework, mode, model_short, kK, bB]; without
-    the model when `model` is false (a sweep of one model). `spec`: a trainers.spec.TrialSpec."""
+    the model when `model` is false (a sweep of one model). `spec`: a trainers.trial.TrialSpec."""
     parts = [spec.framework, spec.mode]
     if model:
         parts.append(model_short(spec.model))

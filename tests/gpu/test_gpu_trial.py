@@ -8,7 +8,7 @@ import torch
 
 from orchestrator.running.supervisor import run_trial
 from orchestrator.words.settings import GuardSettings
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 pytestmark = [
     pytest.mark.gpu,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from trainers.events import read_events
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 STEP_COLUMNS = [

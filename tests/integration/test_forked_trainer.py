@@ -13,7 +13,7 @@ from orchestrator.words.phases import TrialPhases
 from orchestrator.words.settings import GuardSettings
 from tests.helpers.trainer_child import ROOT
 from trainers.forkserver import vllm_installed
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 pytestmark = [
     pytest.mark.slow,

@@ -19,7 +19,7 @@ from orchestrator.running.supervisor import run_trial
 from orchestrator.words.outcome import COMPLETED, FAILED, OOM, TIMEOUT, UNAVAILABLE
 from orchestrator.words.settings import GuardSettings
 from trainers.events import read_events
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import pytest
 from orchestrator.running.supervisor import run_trial
 from orchestrator.words.settings import GuardSettings
 from tasks import available_tasks, task_problems
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -91,7 +91,7 @@ def test_no_trainer_survives_a_sigkill_of_its_supervisor(tmp_path):
     script = f"""
 import sys; sys.path.insert(0, {str(ROOT)!r})
 from orchestrator.running.supervisor import run_trial
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 run_trial(TrialSpec(model="tiny", max_steps=500, num_generations=2, batch_size=1, max_prompt_length=96,
                     max_completion_length=8, quantization="none", trial_key="k"), trial_dir={str(tmp_path)!r})
 """

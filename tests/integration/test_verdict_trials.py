@@ -9,7 +9,7 @@ import pytest
 from orchestrator.judging.verdict import NO_SIGNAL, TRUNCATED, VerdictSettings, judge, stop_check
 from orchestrator.recording.sinks import normalize_step, trial_row
 from orchestrator.running.supervisor import run_trial
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from orchestrator.running.vllm_server import HOST, split_gpus, vllm_server
 from tests.helpers.trainer_child import ROOT, needs_vllm
 from trainers.distributed import die_with_parent
 from trainers.models import resolve_model
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 pytestmark = [pytest.mark.slow, needs_vllm]
 

@@ -107,7 +107,7 @@ def test_each_step_row_crosses_the_ray_boundary_once_and_the_recorder_keeps_the_
     from orchestrator.recording.recorder import Recorder
     from orchestrator.running import _tune as driver
     from orchestrator.words.outcome import COMPLETED, TrialResult
-    from trainers.spec import TrialSpec
+    from trainers.trial import TrialSpec
 
     rows = [{"step": n, "step_s": 1.0 + n, "t_start": 10.0 * n, "t_end": 10.0 * n + 1} for n in (1, 2, 3)]
 
@@ -156,7 +156,7 @@ def test_the_searcher_and_callback_hold_their_live_objects_and_pickle_without_th
     import cloudpickle
 
     from orchestrator.running._tune import PlanSearcher, RecorderCallback
-    from trainers.spec import TrialSpec
+    from trainers.trial import TrialSpec
 
     live = threading.Lock()  # stands for the recorder's locks: not picklable
     spec = TrialSpec(max_steps=1, trial_key="k", sweep="s")
@@ -181,7 +181,7 @@ def test_a_trial_the_wall_clock_limit_ends_reaches_the_ledger_and_its_steps_file
     from orchestrator.recording.sinks import steps_path
     from orchestrator.running import _tune as driver
     from orchestrator.words.settings import GuardSettings
-    from trainers.spec import TrialSpec
+    from trainers.trial import TrialSpec
 
     fake = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "fake_trainer.py")]
     reports = []

@@ -23,7 +23,7 @@ from orchestrator.spec.load import parse_sweep
 from orchestrator.spec.plan import canonical_json, expand, plan, trial_key
 from orchestrator.words.outcome import COMPLETED, STOPPED, TrialResult
 from trainers.events import STEP
-from trainers.spec import TrialSpec, check_value
+from trainers.trial import TrialSpec, check_value
 
 N = 30
 

@@ -12,7 +12,7 @@ from rich.console import Console
 from orchestrator.publishing.finish import finish_sweep
 from orchestrator.publishing.tracking import MlflowSink
 from tests.helpers.synthetic_sweep import write_synthetic_sweep
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 
 def test_a_sweeps_end_closes_its_run_and_puts_the_report_and_best_figures_on_mlflow(tmp_path):

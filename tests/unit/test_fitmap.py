@@ -23,7 +23,7 @@ from orchestrator.recording.sinks import TrialsTable, trial_row
 from orchestrator.views.report import write_report
 from orchestrator.words.outcome import GPU, RSS
 from tests.helpers.images import assert_varied_png
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 H100 = Path(__file__).parents[2] / "bench" / "data" / "h100-2026-11-26"
 QWEN_3B = "Qwen/Qwen2.5-3B-Instruct"

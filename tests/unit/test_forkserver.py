@@ -9,7 +9,7 @@ import pytest
 
 from trainers import forkserver
 from trainers.forkserver import profile_for
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 ROOT = Path(__file__).parents[2]
 

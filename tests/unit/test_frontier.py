@@ -24,7 +24,7 @@ from orchestrator.judging.pruning import HOLD, RUN, Pruner
 from orchestrator.recording.sinks import trial_row
 from orchestrator.words.outcome import COMPLETED, IMPLIED, OOM, PRUNED
 from trainers.record import PEAK_SOURCES
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 
 def trial(key: str, **changes) -> TrialSpec:

@@ -19,7 +19,7 @@ from trainers.device import budget_mem_get_info, device_info, real_card, setup_p
 from trainers.events import EventWriter, is_oom
 from trainers.generation import pool_utilization
 from trainers.measure import StepMeter
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 from trainers.units import GIB
 
 OTHER_PID = 999_999

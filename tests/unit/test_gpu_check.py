@@ -12,7 +12,7 @@ from orchestrator.judging.intervals import ratio_interval
 from orchestrator.running import gpu_check, supervisor
 from orchestrator.running.gpu_check import build_table, check_specs, markdown_table, notes, ratios, summarize
 from tests.helpers.stacks import registered
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 FAKE = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "fake_trainer.py")]
 

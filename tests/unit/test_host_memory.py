@@ -9,7 +9,7 @@ import pytest
 from orchestrator.running.host_memory import largest_rss, offloaded_checkpoints_gib, predicted_rss_gib
 from orchestrator.running.phases import HostRoom, host_room, packing, stages
 from orchestrator.spec.load import parse_sweep
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 H100 = Path(__file__).parents[2] / "bench" / "data" / "h100-2026-11-26" / "trials.csv"
 

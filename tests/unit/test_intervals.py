@@ -19,7 +19,7 @@ from orchestrator.judging.intervals import (
     tie_ranks,
 )
 from orchestrator.recording.sinks import trial_row
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 REPETITIONS = 100
 TOKENS_PER_CYCLE = 1000.0

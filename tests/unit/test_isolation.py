@@ -68,7 +68,7 @@ def test_trainer_child_modules_load_neither_ray_mlflow_nor_orchestrator(module):
 
 def test_importing_the_stack_registry_loads_no_training_library():
     loaded = loaded_top_level_packages(
-        ["trainers.stacks", "trainers.spec"], ("torch", "transformers", "trl", "peft")
+        ["trainers.stacks", "trainers.trial"], ("torch", "transformers", "trl", "peft")
     )
     assert loaded == []
 
@@ -131,9 +131,9 @@ def test_the_import_graph_sees_function_level_imports():
     )
     assert "trainers.stacks" in graph["trainers.__main__"], "__main__ picks its stack from the registry"
     assert "trainers.evaluate" in graph["trainers.stacks._base"], "the assembly imports it inside assemble()"
-    assert {"tasks.names", "trainers.models", "tasks"} <= graph["trainers.spec"]
+    assert {"tasks.names", "trainers.models", "tasks"} <= graph["trainers.trial"]
     # An import for annotations only never runs, but the module still depends on the one it names.
-    assert "trainers.spec" in graph["trainers.runtime"], "runtime names TrialSpec under `if TYPE_CHECKING:`"
+    assert "trainers.trial" in graph["trainers.runtime"], "runtime names TrialSpec under `if TYPE_CHECKING:`"
 
 
 def test_no_layer_imports_a_layer_above_it():

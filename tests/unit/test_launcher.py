@@ -21,7 +21,7 @@ from orchestrator.running.launcher import (
 )
 from orchestrator.running.process_group import kill_group
 from trainers.events import read_events
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 
 @pytest.fixture

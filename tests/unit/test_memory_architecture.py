@@ -12,7 +12,7 @@ from orchestrator.judging.memory import MemoryModel
 from orchestrator.judging.memory._architecture import Shape
 from orchestrator.judging.memory._terms import terms
 from trainers.models import _without_meta, bundled_models, model_facts
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 from trainers.units import GIB
 
 

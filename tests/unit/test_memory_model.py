@@ -20,7 +20,7 @@ from orchestrator.judging.memory import (
 from orchestrator.judging.memory._terms import CALIBRATED
 from tests.helpers.stacks import registered
 from trainers.models import TINY_CONFIG
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 from trainers.units import GIB
 
 V, L, H = TINY_CONFIG["vocab_size"], TINY_CONFIG["num_hidden_layers"], TINY_CONFIG["hidden_size"]

@@ -162,7 +162,7 @@ def test_every_shipped_task_fits_the_default_prompt_limit_with_tinys_tokenizer(t
     from tasks import available_tasks, load_task, task_problems
     from trainers.models import TINY_CONFIG, build_tokenizer
     from trainers.runtime import RefusedError, check_prompt_lengths
-    from trainers.spec import TrialSpec
+    from trainers.trial import TrialSpec
 
     gsm8k = tmp_path / "gsm8k.jsonl"  # no hub here: a local file of GSM8K-sized questions
     question = (
@@ -426,7 +426,7 @@ def test_models_doc_lists_exactly_the_bundled_models():
 
 def test_every_shipped_sweep_that_downloads_names_its_random_twin():
     from orchestrator.spec.load import load_sweep
-    from trainers.spec import TrialSpec
+    from trainers.trial import TrialSpec
 
     sweeps = sorted((Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml"))
     downloading = 0

@@ -5,7 +5,7 @@ import pytest
 
 from orchestrator.judging.memory._model import family_label, family_of
 from orchestrator.judging.memory._terms import Shape, terms
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 from trainers.units import GIB
 
 # A small decoder: 2 layers, hidden 64, 4 heads of 16 (2 for k/v), MLP 128, vocabulary 1000, untied.

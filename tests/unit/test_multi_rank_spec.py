@@ -5,7 +5,7 @@ import sys
 from orchestrator.spec.plan import expand
 from trainers.distributed import launch_command, rank_events_path
 from trainers.runtime import grpo_config_kwargs
-from trainers.spec import TrialSpec, mode_warnings
+from trainers.trial import TrialSpec, mode_warnings
 
 
 def problems(**overrides):

@@ -78,7 +78,7 @@ def test_the_trainer_child_reports_a_wrapped_out_of_memory_error_as_an_oom_event
 
     from trainers import stacks
     from trainers.__main__ import main
-    from trainers.spec import TrialSpec
+    from trainers.trial import TrialSpec
 
     def run(spec, events):  # the TRL stack's run, failing as a library re-raising an OOM does
         _raise_wrapped(

@@ -28,7 +28,7 @@ from orchestrator.spec.load import parse_sweep
 from orchestrator.spec.sweep import SweepError
 from orchestrator.words.outcome import COMPLETED, STOPPED, TrialResult
 from trainers.control import CONTINUE, STOP, SupervisorChannel, closes_steady_cycle, holds_here
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 FAKE = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "fake_trainer.py")]
 

@@ -12,7 +12,7 @@ from orchestrator.spec.load import load_sweep, parse_sweep
 from orchestrator.spec.plan import config_mismatches, expand, plan, trial_key
 from orchestrator.spec.sweep import SweepError
 from orchestrator.words.names import model_short
-from trainers.spec import BOOKKEEPING, EXECUTION, KEYED_WHEN_SET, KNOBS, TrialSpec
+from trainers.trial import BOOKKEEPING, EXECUTION, KEYED_WHEN_SET, KNOBS, TrialSpec
 
 
 @pytest.mark.parametrize(

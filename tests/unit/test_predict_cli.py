@@ -14,7 +14,7 @@ from orchestrator.judging.memory._terms import CALIBRATED
 from orchestrator.recording.sinks import TrialsTable, trial_row
 from orchestrator.spec.load import load_sweep, parse_sweep
 from orchestrator.spec.plan import plan
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 CPU_SMOKE = str(Path(__file__).parents[2] / "sweeps" / "cpu-smoke.yaml")
 

@@ -10,7 +10,7 @@ from orchestrator.judging.memory import Forecast, MemoryModel
 from orchestrator.judging.memory._terms import CALIBRATED, TERMS
 from orchestrator.judging.solve import make_request, predicted_guess
 from trainers.models import bundled_models
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 from trainers.units import GIB
 
 

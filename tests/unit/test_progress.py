@@ -10,7 +10,7 @@ import time
 from rich.console import Console
 
 from orchestrator.views.progress import Progress, duration
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 
 def test_a_long_trial_gets_heartbeats_with_steps_done_and_an_eta():

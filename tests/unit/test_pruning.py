@@ -19,7 +19,7 @@ from orchestrator.judging.pruning import (
     predict_verdict,
     should_wait,
 )
-from trainers.spec import KNOBS, TrialSpec
+from trainers.trial import KNOBS, TrialSpec
 
 
 def spec(**changes) -> dict:

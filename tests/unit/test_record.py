@@ -128,7 +128,7 @@ def test_a_probe_first_step_is_weighed_against_the_later_probe_steps_only():
 def test_the_trial_row_in_trials_parquet_carries_the_start_up_figures(tmp_path):
     from orchestrator.recording.sinks import TrialsTable, trial_row
     from orchestrator.words.outcome import TrialResult
-    from trainers.spec import TrialSpec
+    from trainers.trial import TrialSpec
 
     result = TrialResult(status="completed", status_detail="4 steps", started_at=STARTED_AT)
     table = TrialsTable(tmp_path / "trials.parquet")
@@ -190,7 +190,7 @@ def test_trial_row_writes_the_accuracy_figures_under_the_sweeps_target():
     from orchestrator.judging.verdict import VerdictSettings
     from orchestrator.recording.sinks import trial_row
     from orchestrator.words.outcome import COMPLETED, TrialResult
-    from trainers.spec import TrialSpec
+    from trainers.trial import TrialSpec
 
     spec = TrialSpec(trial_key="t", max_steps=30)
     rows = [normalize_step("t", r) for r in accuracy_steps({10: 0.3, 20: 0.5})]

@@ -17,7 +17,7 @@ from orchestrator.recording.recorder import PruningGate, Recorder, StepsFiles, T
 from orchestrator.recording.sinks import TrialsTable, steps_path
 from orchestrator.views.progress import Progress
 from orchestrator.words.outcome import COMPLETED, OOM, PRUNED, STOPPED, TrialResult
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 GUARD_DETAIL = "guard: RSS 1.52 GiB passed budget 1.00 GiB (+0.00 GiB margin)"
 
@@ -236,7 +236,7 @@ def test_a_trial_row_has_every_column_null_where_nothing_was_measured():
     """A trial that did not complete has no training verdict: its row still has the column, null, so every
     sink (the trial folder's trial.json among them) reads one shape."""
     from orchestrator.recording.sinks import TRIAL_COLUMNS, trial_row
-    from trainers.spec import TrialSpec
+    from trainers.trial import TrialSpec
 
     row = trial_row(TrialSpec(trial_key="k", sweep="s"), None, [], status="unavailable", detail="no unsloth")
     assert set(row) == set(TRIAL_COLUMNS)

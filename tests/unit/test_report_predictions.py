@@ -11,7 +11,7 @@ from orchestrator.views.report import load_outputs, prediction_metrics, predicti
 from orchestrator.views.report._predictions import error_table, terms_table
 from tests.helpers.images import assert_varied_png
 from tests.helpers.synthetic_sweep import add_predictions, write_synthetic_sweep
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 # Predicted = measured x factor: the error is (factor - 1) as % of the measured peak.
 TRL = {

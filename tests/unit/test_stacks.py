@@ -20,7 +20,7 @@ from tests.helpers.stacks import THIRD_UNAVAILABLE, ThirdStack, registered
 from tests.helpers.synthetic_sweep import GRID, trial_key, write_synthetic_sweep
 from trainers import stacks
 from trainers.__main__ import main
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 THIRD_GRID = [
     ("third", "grpo", 2, 1, 1, "completed", 5),  # TRL completed it too (seeds 1 and 2)
@@ -60,7 +60,7 @@ def test_the_registry_imports_no_stack_module_until_a_stack_is_loaded():
     import sys
 
     code = (
-        "import sys; from trainers.spec import TrialSpec; TrialSpec(framework='unsloth').validate(); "
+        "import sys; from trainers.trial import TrialSpec; TrialSpec(framework='unsloth').validate(); "
         "print(sorted(m for m in sys.modules if m.startswith('trainers.stacks.'))); "
         "from trainers import stacks; stacks.load('trl'); "
         "print(sorted(m for m in sys.modules if m.startswith('trainers.stacks.')))"

@@ -12,7 +12,7 @@ import pytest
 from orchestrator.running.supervisor import default_sampler_factory, run_trial
 from orchestrator.running.telemetry import Sample
 from orchestrator.words.settings import GuardSettings
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 FAKE = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "fake_trainer.py")]
 

@@ -16,7 +16,7 @@ from orchestrator.publishing.tracking import (
 from orchestrator.spec.load import parse_sweep, resolved_yaml
 from orchestrator.spec.plan import plan
 from orchestrator.words.outcome import COMPLETED, FAILED, OOM, PRUNED, STOPPED, UNAVAILABLE
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 
 def test_run_names_are_short_distinct_and_keep_k_and_b():

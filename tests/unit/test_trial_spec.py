@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from trainers.spec import TrialSpec, TrialSpecError, mode_warnings
+from trainers.trial import TrialSpec, TrialSpecError, mode_warnings
 
 
 def problems(**overrides):

@@ -1,7 +1,7 @@
 """`rlsweep trial`'s per-step line names the memory its peak is."""
 
 from orchestrator.cli.trial import _step_line
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 
 def test_the_step_line_labels_the_peak_with_the_memory_it_measured():

@@ -64,8 +64,8 @@ class _Loaded(Exception):
 def test_unsloth_loads_the_exact_hub_model_named_not_its_own_prequantized_copy(monkeypatch, tmp_path):
     from trainers import stacks
     from trainers.events import EventWriter
-    from trainers.spec import TrialSpec
     from trainers.stacks import unsloth as unsloth_stack
+    from trainers.trial import TrialSpec
 
     calls = []
 
@@ -90,7 +90,7 @@ def test_the_effective_config_names_the_checkpoint_loaded_and_the_linear_layers_
     from transformers import BitsAndBytesConfig
 
     from trainers.runtime import effective_config
-    from trainers.spec import TrialSpec
+    from trainers.trial import TrialSpec
 
     class Layer(torch.nn.Module):
         def __init__(self):

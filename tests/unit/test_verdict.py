@@ -31,7 +31,7 @@ from tests.helpers.learning_traces import (
     load_learning_trace,
     trace_eval_before,
 )
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 SETTINGS = VerdictSettings()
 

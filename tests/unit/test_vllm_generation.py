@@ -8,9 +8,9 @@ import pytest
 
 from trainers.generation import cpu_kvcache_space_gib, prepare_vllm, trl_vllm_kwargs
 from trainers.runtime import UnavailableError
-from trainers.spec import TrialSpec
 from trainers.stacks import _vllm_cpu
 from trainers.stacks.unsloth import fast_inference_kwargs
+from trainers.trial import TrialSpec
 from trainers.units import GIB
 
 
@@ -104,7 +104,7 @@ def test_a_transformers_trial_keeps_vllm_out_of_the_trainer_and_a_vllm_trial_doe
     code = (
         "import sys, importlib.util\n"
         "from trainers.generation import hide_vllm_unless_used\n"
-        "from trainers.spec import TrialSpec\n"
+        "from trainers.trial import TrialSpec\n"
         "hide_vllm_unless_used(TrialSpec(generation=sys.argv[1]))\n"
         "from trl.import_utils import is_vllm_available\n"
         "print(sys.modules.get('vllm', 'absent') is None, importlib.util.find_spec('vllm') is None, is_vllm_available())\n"

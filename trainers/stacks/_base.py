@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from trainers.events import FINISHED, STARTED, EventWriter
 
 if TYPE_CHECKING:
-    from trainers.spec import TrialSpec
     from trainers.stacks import StackEntry
+    from trainers.trial import TrialSpec
 
 # The packages every stack trains with: their versions go into each trial's `started` event.
 SHARED_PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "bitsandbytes", "datasets")

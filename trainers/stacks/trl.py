@@ -16,7 +16,7 @@ from trainers.events import EventWriter
 from trainers.stacks._base import Built, Stack, assemble, grpo_config, prepare
 
 if TYPE_CHECKING:
-    from trainers.spec import TrialSpec
+    from trainers.trial import TrialSpec
 
 
 class TrlStack(Stack):

@@ -21,7 +21,7 @@ from trainers.runtime import EFFECTIVE_KNOBS, UnavailableError
 from trainers.stacks._base import Built, Stack, assemble, grpo_config, prepare
 
 if TYPE_CHECKING:
-    from trainers.spec import TrialSpec
+    from trainers.trial import TrialSpec
 
 INSTALL_FIX = (
     "install it with `make setup` (on a GPU host it installs unsloth normally; without a GPU it installs "

@@ -17,7 +17,7 @@ from orchestrator.judging.memory._terms import (
     sharded,
     unsloth_chunk_rows,
 )
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from orchestrator.judging.memory._model import MemoryModel, Prediction, family_of
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 
 
 class Forecast:

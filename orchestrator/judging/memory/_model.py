@@ -31,7 +31,7 @@ from orchestrator.judging.memory._terms import (
 from orchestrator.words.outcome import COMPLETED, GPU, OOM, PEAK_SOURCES, RSS, TIMEOUT, TORCH, peak_memory
 from trainers.models import bundled_models, parse_model
 from trainers.record import finite_or_none
-from trainers.spec import KNOBS, TrialSpec
+from trainers.trial import KNOBS, TrialSpec
 
 MEASURES = tuple(kind for kind, _, _ in PEAK_SOURCES)
 MEASURE_COLUMNS = {kind: column for kind, column, _ in PEAK_SOURCES}

@@ -54,7 +54,7 @@ with MemoryModel.calibrate and prints them); a family's own trials then refit th
 from __future__ import annotations
 
 from orchestrator.judging.memory._architecture import Shape
-from trainers.spec import TrialSpec
+from trainers.trial import TrialSpec
 from trainers.units import GIB
 
 STATIC, GENERATION, TRAINING = "static", "generation", "training"

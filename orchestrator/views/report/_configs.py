@@ -22,7 +22,7 @@ from orchestrator.views.report._outputs import (
 )
 from orchestrator.words import outcome
 from trainers.record import STEP, first_kind
-from trainers.spec import BOOKKEEPING, EXECUTION
+from trainers.trial import BOOKKEEPING, EXECUTION
 
 # Columns that define a configuration; trials equal on all of them (and on effective_config, less
 # per-trial bookkeeping) differ only in seed and are aggregated as repeats.
