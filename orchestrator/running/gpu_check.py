@@ -311,7 +311,7 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         console.print(
             f"gpu-check compares the stacks on an NVIDIA GPU: {problem}. Run it on a GPU host; "
-            "on this one, `make sweep` runs the CPU smoke sweep (sweeps/cpu-smoke.yaml)."
+            "on this one, `make sweep` trains a real model on CPU (sweeps/cpu-learn.yaml)."
         )
         return 2
     output_dir = Path(args.output_dir)
