@@ -31,6 +31,16 @@ from tasks.bounded import SCORING
 from trainers.control import closes_steady_cycle
 from trainers.device import refresh_allocator_cap
 from trainers.events import STEP, EventWriter
+from trainers.probe import (
+    DECODE,
+    SYNTHETIC,
+    WINDOW_TOKENS,
+    GenerationProbe,
+    probe_generation,
+    random_completions,
+    random_rewards,
+    vocabulary,
+)
 from trainers.record import STEP as F  # the step record's field names, defined once
 from trainers.units import GIB
 
@@ -76,6 +86,10 @@ class StepCounters:
         self.gen_t_start: float | None = None  # wall clock of the first generation call's start
         self.gen_t_end: float | None = None  # and of the last one's end
         self.vllm_min_tokens: int | None = None  # min_tokens of the SamplingParams colocated vLLM received
+        self.probe: GenerationProbe | None = (
+            None  # a synthetic probe's generation phase, when the step had one
+        )
+        self.gen_peak_bytes: int | None = None  # the step's memory peak up to the end of its generation
 
 
 def _token_tuple(ids: Any) -> tuple[int, ...]:
@@ -100,9 +114,76 @@ def measured(trainer_cls):
     class Measured(trainer_cls):
         counters: StepCounters
         force_max_length: bool = False
+        probe_kind: str = DECODE  # how a forced step reaches max length: decode every token, or synthetic
+        probe_measured: GenerationProbe | None = None  # a synthetic probe's generation phase, this step
+
+        @property
+        def synthetic_now(self) -> bool:
+            return self.force_max_length and self.probe_kind == SYNTHETIC
+
+        def _generate_single_turn(self, prompt_ids, *args, **kwargs):
+            if not self.synthetic_now or not self.model.training:
+                return super()._generate_single_turn(prompt_ids, *args, **kwargs)
+            return self._synthetic_turn(prompt_ids, *args, **kwargs)
+
+        def _synthetic_turn(self, prompt_ids, *args, **kwargs):
+            """A synthetic probe's generation (trainers/probe.py): the stack's generation measured at full
+            length without decoding every token; returns completions of exactly max_completion_length."""
+            length = self.args.max_completion_length
+            vocab, special = vocabulary(self.model, self.processing_class)
+            if getattr(self, "vllm_generation", None) is not None:
+                self.probe_measured = self._vllm_window(prompt_ids, *args, **kwargs)
+            else:
+                self.probe_measured = self._transformers_probe(prompt_ids, length, special)
+            return random_completions(len(prompt_ids), length, vocab, special), None
+
+        def _transformers_probe(self, prompt_ids, length, special):
+            import contextlib
+
+            import torch
+            from trl.models.utils import unwrap_model_for_generation
+
+            with contextlib.ExitStack() as stack:
+                model = stack.enter_context(
+                    unwrap_model_for_generation(
+                        self.model_wrapped,
+                        self.accelerator,
+                        gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                        generation_kwargs=getattr(self, "generation_kwargs", None),
+                    )
+                )
+                stack.enter_context(torch.no_grad())
+                dist = getattr(self, "_dist", None)
+                if dist is not None:
+                    stack.enter_context(dist.summon_full_params(self.model_wrapped, recurse=False))
+                return probe_generation(
+                    model, prompt_ids, length, self._tokenizer.pad_token_id, self.generation_config, special
+                )
+
+        def _vllm_window(self, prompt_ids, *args, **kwargs):
+            """vLLM's pool is allocated whole when vLLM starts, so its memory does not grow with the
+            completions: one short window through the stack's own vLLM path, timed per token (its prefill
+            included); no reading at full length."""
+            vllm = self.vllm_generation
+            saved = vllm.generation_kwargs
+            window = WINDOW_TOKENS
+            vllm.generation_kwargs = saved | {"max_tokens": window, "min_tokens": window}
+            start = time.perf_counter()
+            try:
+                super()._generate_single_turn(prompt_ids, *args, **kwargs)
+            finally:
+                vllm.generation_kwargs = saved
+            return GenerationProbe(ms_per_token_at_prompt=1000 * (time.perf_counter() - start) / window)
+
+        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+            if not self.synthetic_now or not self.model.training:
+                return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            return random_rewards(len(prompts), len(self.reward_funcs), self.accelerator.device)
 
         def _generate(self, prompts):
-            forced = self.args.max_completion_length if self.force_max_length else None
+            forced = (
+                self.args.max_completion_length if self.force_max_length and not self.synthetic_now else None
+            )
             config = getattr(self, "generation_config", None)
             if config is not None:
                 # min_new_tokens masks EOS until max length: the worst-case memory of this shape.
@@ -124,8 +205,13 @@ def measured(trainer_cls):
                 counters.completion_tokens += sum(len(ids) for ids in completion_ids)
                 counters.completions += len(completion_ids)
                 counters.texts.update(_token_tuple(ids) for ids in completion_ids)
-                # Every sequence of the batch waits for the longest: the decoding steps the call ran.
-                counters.decode_steps += max((len(ids) for ids in completion_ids), default=0)
+                if (
+                    self.synthetic_now
+                ):  # nothing was decoded to these lengths: the probe's windows say the speed
+                    counters.probe = self.probe_measured
+                else:  # every sequence of the batch waits for the longest: the decoding steps the call ran
+                    counters.decode_steps += max((len(ids) for ids in completion_ids), default=0)
+                counters.gen_peak_bytes = max(counters.gen_peak_bytes or 0, _peak_so_far())
                 if counters.gen_t_start is None:
                     counters.gen_t_start = wall_start
                 counters.gen_t_end = time.time()
@@ -133,6 +219,16 @@ def measured(trainer_cls):
 
     Measured.__name__ = Measured.__qualname__ = f"Measured{trainer_cls.__name__}"
     return Measured
+
+
+def _peak_so_far() -> int:
+    """The step's memory peak so far: torch's peak allocated on a GPU (reset at the step's start), else the
+    process's RSS high-water mark (reset at the step's start where the kernel allows)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return int(torch.cuda.max_memory_allocated())
+    return _vm_hwm_bytes() or psutil.Process().memory_info().rss
 
 
 def _vm_hwm_bytes() -> int | None:
@@ -162,6 +258,7 @@ class Cycle:
         self.seconds = 0.0
         self.steps = 0
         self.probe = False
+        self.synthetic = False  # its completions came from a synthetic probe (trainers/probe.py)
 
 
 def closes_cycle(trainer, state) -> bool:
@@ -239,12 +336,19 @@ class StepMeter(TrainerCallback):
     """Brackets each optimizer step and emits its `step` event once TRL has logged the step."""
 
     def __init__(
-        self, events: EventWriter, max_prompt_length: int, probe_steps: int = 0, evaluator=None, channel=None
+        self,
+        events: EventWriter,
+        max_prompt_length: int,
+        probe_steps: int = 0,
+        evaluator=None,
+        channel=None,
+        probe_kind: str = DECODE,
     ):
         self.events = events
         self.channel = channel  # trainers.control.SupervisorChannel: asked after each step's event
         self.max_prompt_length = max_prompt_length
         self.probe_steps = probe_steps
+        self.probe_kind = probe_kind
         self.evaluator = evaluator
         self.cuda_peak_since_start = 0
         self.trainer = None
@@ -257,6 +361,7 @@ class StepMeter(TrainerCallback):
     def attach(self, trainer) -> None:
         self.trainer = trainer
         trainer.counters = self.counters
+        trainer.probe_kind = self.probe_kind
         llm = getattr(getattr(trainer, "vllm_generation", None), "llm", None)
         if llm is not None:
             llm.generate = _reading_min_tokens(llm.generate, self.counters)
@@ -304,6 +409,7 @@ class StepMeter(TrainerCallback):
         cycle = self.cycle
         if generated:
             cycle.probe = self.probe
+            cycle.synthetic = c.probe is not None
         cycle.tokens += c.prompt_tokens + c.completion_tokens
         cycle.seconds += step_s
         cycle.steps += 1
@@ -330,22 +436,23 @@ class StepMeter(TrainerCallback):
             F.prompt_tokens: c.prompt_tokens if generated else None,
             F.completion_tokens: c.completion_tokens if generated else None,
             F.completions: c.completions if generated else None,
-            F.decode_steps: c.decode_steps if generated else None,
+            F.decode_steps: c.decode_steps if generated and c.probe is None else None,
             F.distinct_completion_share: len(c.texts) / c.completions if generated else None,
             F.ms_per_token: 1000 * c.gen_s / c.decode_steps if generated and c.decode_steps else None,
             F.gen_share: c.gen_s / step_s if generated and step_s > 0 else None,
             F.gen_t_start: c.gen_t_start if generated else None,
             F.gen_t_end: c.gen_t_end if generated else None,
             F.cycle_steps: cycle.steps if closes else None,
+            # A synthetic probe's completions were not generated: its cycle has no throughput.
             F.tokens_per_s: cycle.tokens / cycle.seconds
-            if closes and cycle.tokens and cycle.seconds
+            if closes and cycle.tokens and cycle.seconds and not cycle.synthetic
             else None,
             F.estimated_tokens_per_step: estimate,
             F.estimated_tokens_per_sec: estimate / step_s if step_s > 0 else None,
             F.rss_gib: rss / GIB,
             # Without a resettable mark the process-lifetime peak is the honest upper bound.
             F.rss_peak_gib: max(hwm, rss) / GIB if hwm else None,
-        }
+        } | self._probe_fields(cycle, c, generated)
         if torch.cuda.is_available():
             self._fold_cuda_peak()
             row |= {
@@ -379,6 +486,24 @@ class StepMeter(TrainerCallback):
         # Training completions the code task's sandbox killed; null where no sandbox scored any.
         row[F.sandbox_kills] = SCORING.sandbox_kills if SCORING.sandboxed else None
         self.pending = row
+
+    def _probe_fields(self, cycle: Cycle, c: StepCounters, generated: bool) -> dict[str, Any]:
+        """How a probe step measured (probe_kind), which phase set its peak, and a synthetic probe's decode
+        windows; null where the step was no probe or did not generate."""
+        probe = c.probe
+        phase = None
+        if generated and c.gen_peak_bytes is not None:
+            # The step's peak so far equals generation's unless training went above it.
+            phase = "training" if _peak_so_far() > c.gen_peak_bytes else "generation"
+        return {
+            F.probe_kind: (SYNTHETIC if cycle.synthetic else DECODE) if cycle.probe else None,
+            F.gen_peak_gib: c.gen_peak_bytes / GIB if generated and c.gen_peak_bytes is not None else None,
+            F.peak_phase: phase,
+            F.decode_ms_per_token_at_prompt: probe.ms_per_token_at_prompt if probe else None,
+            F.decode_ms_per_token_at_full: probe.ms_per_token_at_full if probe else None,
+            F.decode_window_tokens: probe.window_tokens if probe else None,
+            F.prefill_chunk_tokens: probe.chunk_tokens if probe else None,
+        }
 
     def _forced_min_tokens(self) -> int | None:
         """The minimum completion length generation was held to in this step: what vLLM's SamplingParams

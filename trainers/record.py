@@ -70,6 +70,24 @@ STEP_FIELDS: tuple[Field, ...] = (
     Field("min_new_tokens", INT64, TOKENS, TRAINER, "the completion length generation was held to at least in the "
        "step (a probe's forced max_completion_length: transformers' min_new_tokens or vLLM's min_tokens, as the "
        "generator received it); null when not forced"),
+    Field("probe_kind", STRING, CHOICE, TRAINER, "how a probe step reached max_completion_length: `decode` (every token "
+       "decoded, EOS masked) or `synthetic` (trainers/probe.py: the KV cache filled by chunked prefill, two short "
+       "decode windows, and the training step on random full-length completions); null on steps that are no probe"),
+    Field("gen_peak_gib", FLOAT64, GIB_UNIT, TRAINER, "the step's memory peak up to the end of its generation (torch's "
+       "peak allocated on a GPU, else the trainer's RSS high-water mark); null when the step generated nothing"),
+    Field("peak_phase", STRING, CHOICE, TRAINER, "which phase set the step's peak in the trainer's own reading: "
+       "`generation` (nothing after generation went above gen_peak_gib) or `training`; null when the step "
+       "generated nothing"),
+    Field("decode_ms_per_token_at_prompt", FLOAT64, "ms", TRAINER, "a synthetic probe's decode window right after the "
+       "prompt: ms per decoding step of the whole batch (its prefill left out; with vLLM, included); null "
+       "on other steps"),
+    Field("decode_ms_per_token_at_full", FLOAT64, "ms", TRAINER, "the same with the context at max_prompt_length + "
+       "max_completion_length; null on other steps and with vLLM (its pool does not grow with the context)"),
+    Field("decode_window_tokens", INT64, TOKENS, TRAINER, "tokens decoded in each of a synthetic probe's windows; null "
+       "on other steps"),
+    Field("prefill_chunk_tokens", INT64, TOKENS, TRAINER, "tokens per chunk a synthetic probe prefilled its KV cache "
+       "in; null on other steps, and where the stack's generate keeps no cache (it then decodes on the whole "
+       "context, as that path does)"),
     Field("generated", BOOL, FLAG, TRAINER, "the step generated completions; false when it optimised over completions "
        "generated earlier (num_iterations > 1, or steps_per_generation > gradient accumulation)"),
     Field("step_s", FLOAT64, SECONDS, TRAINER, "the whole optimizer step"),
@@ -254,6 +272,8 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("loss_type", STRING, CHOICE, SPEC, "TRL loss_type"),
     Field("gradient_checkpointing", BOOL, FLAG, SPEC, "requested (ignored on CPU)"),
     Field("probe_steps", INT64, COUNT, SPEC, "leading worst-case steps"),
+    Field("probe_kind", STRING, CHOICE, SPEC, "how probe steps reach max_completion_length: `synthetic` (default) or "
+       "`decode` (steps.parquet's probe_kind says what each step did)"),
     Field("memory_budget_gib", FLOAT64, GIB_UNIT, SPEC, "emulated card size; null = the device's total"),
     Field("budget_margin_gib", FLOAT64, GIB_UNIT, RECORDER, "the budget (memory_budget_gib, else the GPU's total) less the "
        "trial's peak (the record's peak: GPU, else torch reserved, else RSS); negative when the peak passed "

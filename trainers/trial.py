@@ -37,6 +37,7 @@ from trainers._trial_rules import (  # noqa: F401  (the allowed values and mode_
     mode_warnings,
 )
 from trainers.models import model_problems, parse_model
+from trainers.probe import PROBE_KINDS, SYNTHETIC
 from trainers.stacks import STACKS
 
 
@@ -157,6 +158,14 @@ class TrialSpec:
     # --- measurement -----------------------------------------------------------------------
     probe_steps: int = _knob(
         0, "Leading steps whose completions are forced to max_completion_length (worst-case memory).", min=0
+    )
+    probe_kind: str = _knob(
+        SYNTHETIC,
+        "How probe steps reach max_completion_length: synthetic (KV cache filled by chunked prefill, two short "
+        "decode windows, the training step on random full-length completions: seconds) or decode (every token "
+        "decoded with EOS masked: minutes at long lengths). Both measure the same peak (trainers/probe.py).",
+        choices=PROBE_KINDS,
+        keyed="when_set",
     )
     memory_budget_gib: float | None = _knob(
         None, "Emulate a smaller GPU: cap this process's CUDA memory at this many GiB.", gt=0.0

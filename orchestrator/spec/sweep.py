@@ -47,7 +47,8 @@ from orchestrator.words.settings import SETTLE, GuardSettings, SettleSettings, V
 from orchestrator.words.settings import VERDICT as VERDICT
 from orchestrator.words.verdicts import MEMORY_CREEP, STOPPABLE
 from tasks.names import did_you_mean
-from trainers.trial import BOOKKEEPING, KNOBS
+from trainers.probe import PROBE_KINDS
+from trainers.trial import BOOKKEEPING, KNOBS, knob_default
 
 if TYPE_CHECKING:
     from orchestrator.words.storage import StoragePath
@@ -179,6 +180,13 @@ class Oom(_Section):
         ge=0,
         le=INT_MAX,
         description="Leading worst-case steps (completions forced to max length).",
+    )
+    probe_kind: Literal[PROBE_KINDS] = Field(  # type: ignore[valid-type]
+        knob_default("probe_kind"),
+        description="How probe steps reach max_completion_length: `synthetic` (the default: the KV cache "
+        "filled by chunked prefill, two short decode windows, the training step on random full-length "
+        "completions; seconds a probe) or `decode` (every token decoded with EOS masked; minutes at long "
+        "lengths on a GPU). Both measure the same peak (trainers/probe.py); decode stays for a final check.",
     )
     prune_dominated: bool = Field(True, description="Skip trials that dominate one that ran out of memory.")
     wait_for_smaller: bool = Field(True, description="Hold a trial while a smaller sibling is still running.")
@@ -456,6 +464,7 @@ class SweepSpec(_Section):
         if self.memory.budget_gib is not None:
             base["memory_budget_gib"] = self.memory.budget_gib
         base["probe_steps"] = self.oom.probe_steps
+        base["probe_kind"] = self.oom.probe_kind
         base["num_threads"] = self.resources.cpus_per_trial
         if self.resources.gpus_per_trial > 1:
             base["num_processes"] = int(self.resources.gpus_per_trial)

@@ -167,6 +167,7 @@ def assemble(
         events,
         spec.max_prompt_length,
         probe_steps=spec.probe_steps,
+        probe_kind=spec.probe_kind,
         evaluator=Evaluator.for_trial(task, tokenizer, spec),
         channel=SupervisorChannel(spec.hold_at_step),
     )
