@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tasks.names import did_you_mean
-from trainers.stacks import STACKS
+from trainers.stacks import STACKS, label, supporting
 
 MODES = ("grpo", "gspo")
 QUANTIZATIONS = ("nf4", "none")
@@ -28,6 +28,25 @@ VLLM_MAX_SHARE = 0.9
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 
 
+def either(names: tuple[str, ...]) -> str:
+    """Stack names as a fix offers them: 'trl', 'trl or third'."""
+    return " or ".join(names)
+
+
+def or_framework(names: tuple[str, ...]) -> str:
+    """A fix's other way out, ' or framework trl' (names: the stacks that can), or '' where none can."""
+    return f" or framework {either(names)}" if names else ""
+
+
+def only(names: tuple[str, ...], verb: str, labels: bool = False) -> str:
+    """Who can, in a message: 'only trl runs', 'only trl, third run' ('only TRL exposes' with labels, as
+    the report writes them), or 'no registered stack runs'; verb in the singular."""
+    if not names:
+        return f"no registered stack {verb}"
+    who = ", ".join(map(label, names) if labels else names)
+    return f"only {who} {verb if len(names) == 1 else verb.removesuffix('s')}"
+
+
 def _adapter_errors(spec: Any) -> list[str]:
     if spec.adapter != "none":
         return []
@@ -36,10 +55,14 @@ def _adapter_errors(spec: Any) -> list[str]:
             f"adapter: none (full fine-tuning) with quantization {spec.quantization}: 4-bit weights cannot be "
             "trained; set quantization: none, or adapter: lora (QLoRA)"
         ]
-    if spec.framework != "trl":
-        return [
-            f"adapter: none with framework {spec.framework}: full fine-tuning runs on trl; set framework: trl"
-        ]
+    if not STACKS[spec.framework].full_finetune:
+        able = supporting("full_finetune")
+        fix = (
+            f"runs on {', '.join(able)}; set framework: {either(able)} or"
+            if able
+            else "runs on no stack; set"
+        )
+        return [f"adapter: none with framework {spec.framework}: full fine-tuning {fix} adapter: lora"]
     return []
 
 
@@ -57,10 +80,12 @@ def _rank_errors(spec: Any) -> list[str]:
             f"distributed: none with num_processes {n}: say how the {n} ranks share the model; set "
             f"distributed to one of {', '.join(d for d in DISTRIBUTED if d != 'none')}, or num_processes: 1"
         ]
-    if n > 1 and spec.framework != "trl":
+    if n > 1 and not STACKS[spec.framework].multi_rank:
+        able = supporting("multi_rank")
+        fix = f"framework: {either(able)} or num_processes: 1" if able else "num_processes: 1"
         return [
-            f"framework: {spec.framework} with num_processes {n}: only trl runs a trial over several "
-            "ranks (accelerate's launcher); set framework: trl or num_processes: 1"
+            f"framework: {spec.framework} with num_processes {n}: {only(able, 'runs')} a trial over several "
+            f"ranks (accelerate's launcher); set {fix}"
         ]
     if spec.grad_accum or spec.completions_per_step % n == 0:
         return []

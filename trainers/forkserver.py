@@ -14,13 +14,13 @@ the file system. Messages are one JSON object each:
   and stderr); the server answers {"pid": n} or {"error": why};
 - server → launcher: {"exit": pid, "status": waitstatus} when a child ends (the server reaps them).
 
-What is preloaded (PROFILES) is what every trial of the profile imports anyway, with the environment
-the trial itself gets (the launcher keys a server by that environment), so a forked trainer holds the
-same modules, in the same state, as a cold one, and maps the server's resident library pages again
-before it starts (map_resident): its RSS and VmHWM mean what a cold trainer's do (docs/benchmarks.md,
-"Start-up"). Unsloth patches
-transformers and TRL when it is imported: its profile preloads torch alone and the child imports
-Unsloth after the fork, as a cold child does.
+A profile is a registered stack: what its server preloads (its StackEntry.preload, trainers/stacks) is
+what every trial of that stack imports anyway, with the environment the trial itself gets (the launcher
+keys a server by that environment), so a forked trainer holds the same modules, in the same state, as a
+cold one, and maps the server's resident library pages again before it starts (map_resident): its RSS
+and VmHWM mean what a cold trainer's do (docs/benchmarks.md, "Start-up"). A stack that patches other
+libraries when imported (Unsloth) preloads none of them, and its child imports them after the fork, as
+a cold child does.
 
 Nothing here touches CUDA: CUDA does not survive a fork. While preloading, torch.cuda.is_available()
 is answered from NVML (PYTORCH_NVML_BASED_CUDA_CHECK), and so is torch.cuda.get_device_capability():
@@ -53,37 +53,11 @@ import time
 import traceback
 from typing import Any, NoReturn
 
-# What each profile imports before any fork: torch, transformers, TRL and PEFT as a trial of that stack
-# imports them (`from trl import GRPOTrainer` loads trl.trainer.grpo_trainer), and the trainer's own
-# modules.
-PROFILES: dict[str, tuple[str, ...]] = {
-    "trl": (
-        "torch",
-        "transformers",
-        "transformers.models.auto.modeling_auto",
-        "transformers.models.qwen2.modeling_qwen2",
-        "accelerate",
-        "datasets",
-        "bitsandbytes",
-        "peft",
-        "trl",
-        "trl.trainer.grpo_config",
-        "trl.trainer.grpo_trainer",
-        "tasks",
-        "trainers.__main__",
-        "trainers.device",
-        "trainers.evaluate",
-        "trainers.measure",
-        "trainers.models",
-        "trainers.runtime",
-        "trainers.stacks.trl",
-    ),
-    # Unsloth patches transformers and TRL at import: nothing of them before the fork.
-    "unsloth": ("torch", "trainers.__main__", "trainers.device", "trainers.stacks.unsloth"),
-    # Nothing beyond the trainer's entry: the fork's mechanics alone, in seconds (tests).
-    "bare": ("trainers.__main__",),
-}
-STACK_PROFILES = ("trl", "unsloth")
+# A profile is a registered stack's name (its fork server imports the entry's preload: trainers.stacks) or
+# one of these. Nothing beyond the trainer's entry for "bare": the fork's mechanics alone, in seconds
+# (tests), and the server of a stack that names no preload.
+BARE = ("trainers.__main__",)
+PROFILES: dict[str, tuple[str, ...]] = {"bare": BARE}
 NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
 MAX_MESSAGE = 1 << 20
 POLL_S = 0.05
@@ -101,9 +75,22 @@ def profile_for(spec: Any) -> str | None:
     """The profile a trial forks from, or None: it starts cold (vLLM generation, whose hiding or import
     is the trial's own; trials over several ranks, which accelerate's launcher starts; and every trial
     on a host where vLLM is installed, below)."""
+    from trainers import stacks
+
     if spec.generation == "vllm" or spec.num_processes > 1 or vllm_installed():
         return None
-    return spec.framework if spec.framework in STACK_PROFILES else None
+    return spec.framework if spec.framework in stacks.STACKS else None
+
+
+def profile_modules(profile: str) -> tuple[str, ...]:
+    """What a profile's server imports before any fork: a stack's preload (BARE where it names none),
+    else PROFILES' own. KeyError for neither. The registry is imported here, as the preload starts: the
+    server imports nothing of the trainer's (tasks and its pydantic included) before it."""
+    from trainers import stacks
+
+    if profile in stacks.STACKS:
+        return stacks.STACKS[profile].preload or BARE
+    return PROFILES[profile]
 
 
 @functools.cache
@@ -200,7 +187,7 @@ def preload(profile: str) -> str | None:
     os.environ[NVML_CHECK] = "1"
     try:
         with capability_from_nvml() if gpu_visible() else contextlib.nullcontext():
-            for name in PROFILES[profile]:
+            for name in profile_modules(profile):
                 importlib.import_module(name)
                 if cuda_touched():
                     return f"importing {name} initialized CUDA"

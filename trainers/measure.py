@@ -116,6 +116,9 @@ def measured(trainer_cls):
         force_max_length: bool = False
         probe_kind: str = DECODE  # how a forced step reaches max length: decode every token, or synthetic
         probe_measured: GenerationProbe | None = None  # a synthetic probe's generation phase, this step
+        # The stack's way to measure its generation at full length (Stack.generation_probe): by default
+        # trainers.probe.probe_generation, through the model's own generate.
+        generation_probe = staticmethod(probe_generation)
 
         @property
         def synthetic_now(self) -> bool:
@@ -156,7 +159,7 @@ def measured(trainer_cls):
                 dist = getattr(self, "_dist", None)
                 if dist is not None:
                     stack.enter_context(dist.summon_full_params(self.model_wrapped, recurse=False))
-                return probe_generation(
+                return self.generation_probe(
                     model, prompt_ids, length, self._tokenizer.pad_token_id, self.generation_config, special
                 )
 

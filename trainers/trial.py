@@ -35,10 +35,12 @@ from trainers._trial_rules import (  # noqa: F401  (the allowed values and mode_
     _framework_dtype_errors,
     _rank_errors,
     mode_warnings,
+    only,
+    or_framework,
 )
 from trainers.models import model_problems, parse_model
 from trainers.probe import PROBE_KINDS, SYNTHETIC
-from trainers.stacks import STACKS
+from trainers.stacks import BASE, STACKS, supporting
 
 
 def _knob(default: Any, help: str, **meta: Any) -> Any:
@@ -54,7 +56,7 @@ def _knob(default: Any, help: str, **meta: Any) -> Any:
 class TrialSpec:
     # --- what runs -------------------------------------------------------------------------
     framework: str = _knob(
-        "trl", "Training stack: trl (Hugging Face TRL) or unsloth; see trainers.stacks.", choices=STACKS
+        BASE, "Training stack: a registered one (trainers.stacks: TRL, Unsloth, ...).", choices=STACKS
     )
     mode: str = _knob(
         "grpo",
@@ -433,19 +435,21 @@ def _generation_errors(spec: TrialSpec) -> list[str]:
     elif spec.vllm_mode not in modes:
         errors.append(
             f"vllm_mode: {spec.vllm_mode} with framework {spec.framework}, which runs vLLM only as "
-            f"{', '.join(modes)}; set vllm_mode: {modes[0]} or framework trl"
+            f"{', '.join(modes)}; set vllm_mode: {modes[0]}"
+            + or_framework(tuple(n for n, st in STACKS.items() if spec.vllm_mode in st.vllm_modes))
         )
-    if spec.probe_steps and spec.framework == "unsloth":
+    if spec.probe_steps and not STACKS[spec.framework].vllm_min_tokens:
         errors.append(
-            f"probe_steps: {spec.probe_steps} with generation: vllm on unsloth; probe steps force full-length "
-            "completions through vLLM's min_tokens as TRL passes its sampling parameters, which Unsloth's "
-            "own vLLM path (fast_inference) is not shown to read, so they would not be the worst case they "
-            "claim; set probe_steps: 0 (oom.probe_steps: 0 in a sweep) or framework trl"
+            f"probe_steps: {spec.probe_steps} with generation: vllm on {spec.framework}; probe steps force "
+            "full-length completions through vLLM's min_tokens, which this stack's vLLM path is not shown "
+            "to read, so they would not be the worst case they claim; set probe_steps: 0 (oom.probe_steps: "
+            "0 in a sweep)" + or_framework(supporting("vllm_min_tokens"))
         )
-    if spec.vllm_enable_sleep_mode and spec.framework != "trl":
+    if spec.vllm_enable_sleep_mode and not STACKS[spec.framework].vllm_sleep_mode:
+        able = supporting("vllm_sleep_mode")
         errors.append(
-            f"vllm_enable_sleep_mode: true with framework {spec.framework}; only TRL exposes vLLM's sleep "
-            "mode: set vllm_enable_sleep_mode: false or framework trl"
+            f"vllm_enable_sleep_mode: true with framework {spec.framework}; {only(able, 'exposes', labels=True)} "
+            "vLLM's sleep mode: set vllm_enable_sleep_mode: false" + or_framework(able)
         )
     if spec.vllm_mode == "colocate" and spec.vllm_gpu_memory_utilization >= VLLM_MAX_SHARE:
         budget = f"{spec.memory_budget_gib:g} GiB budget" if spec.memory_budget_gib else "card"

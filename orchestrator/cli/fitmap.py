@@ -10,6 +10,7 @@ from pathlib import Path
 
 from orchestrator.cli._common import add_set, out, stack_name
 from orchestrator.judging.cards import CARDS, Card, UnknownCard, card
+from trainers import stacks
 
 # The models a map shows unless --model names others: 1.5B to 14B, the sizes people plan GRPO runs with.
 DEFAULT_MODELS = (
@@ -197,7 +198,11 @@ def add_fitmap(sub) -> None:
     p.add_argument(
         "--model", action="append", help=f"a model (repeatable); default {', '.join(DEFAULT_MODELS)}"
     )
-    p.add_argument("--stacks", default="trl,unsloth", help="stacks, comma-separated; the first is the base")
+    p.add_argument(
+        "--stacks",
+        default=",".join(sorted(stacks.names(), key=lambda name: name != stacks.BASE)),
+        help="stacks, comma-separated; the first is the base (default: every registered stack, %(default)s)",
+    )
     p.add_argument("--k", default=",".join(map(str, KS)), help="K values, comma-separated")
     p.add_argument("--b", default=",".join(map(str, BS)), help="B values, comma-separated")
     p.add_argument("--min-length", type=int, default=LENGTHS[0], help="shortest completion searched")

@@ -12,7 +12,7 @@ between are `uncertain` (Prediction.verdict). None: not even the shortest length
 longest length: it fits at least that far.
 
     rows = TrialsTable(path).rows.values()           # measured trials (may be none)
-    fm = fit_map(rows, TrialSpec(), ["Qwen/Qwen2.5-3B-Instruct"], ["trl", "unsloth"], 15.6)
+    fm = fit_map(rows, TrialSpec(), ["Qwen/Qwen2.5-3B-Instruct"], list(stacks.names()), 15.6)
     fm.boundaries, fm.partings, fm.measured, fm.table()
 
 A `random:` model has its hub twin's architecture and so its memory: the map writes both as the hub id,

@@ -18,6 +18,19 @@ class ThirdStack(Stack):
 
 
 THIRD = StackEntry("third", "Third", "tests.helpers.stacks:ThirdStack")
+# A stub that claims every capability a StackEntry can (tests/unit/test_stack_registry.py): rules that
+# refuse a stack name the stacks that can, read from the registry.
+CAPABLE = StackEntry(
+    "capable",
+    "Capable",
+    "tests.helpers.stacks:ThirdStack",
+    vllm_modes=("colocate", "server"),
+    full_finetune=True,
+    multi_rank=True,
+    vllm_min_tokens=True,
+    vllm_sleep_mode=True,
+    preload=("trainers.__main__", "tests.helpers.stacks"),
+)
 
 
 @contextmanager

@@ -149,7 +149,9 @@ def test_full_fine_tuning_needs_unquantized_weights_and_trl():
         "quantization: none, or adapter: lora (QLoRA)"
     )
     (msg,) = problems(adapter="none", quantization="none", framework="unsloth")
-    assert msg == "adapter: none with framework unsloth: full fine-tuning runs on trl; set framework: trl"
+    assert msg == (
+        "adapter: none with framework unsloth: full fine-tuning runs on trl; set framework: trl or adapter: lora"
+    )
 
 
 def test_solve_answers_the_fewest_gpus_that_fit_searching_from_the_most_down():

@@ -88,9 +88,8 @@ def test_probe_steps_with_vllm_generation_are_refused_only_on_unsloth_whose_vllm
     spec = TrialSpec(framework="unsloth", generation="vllm", probe_steps=2)
     assert spec.problems() == [
         "probe_steps: 2 with generation: vllm on unsloth; probe steps force full-length completions through "
-        "vLLM's min_tokens as TRL passes its sampling parameters, which Unsloth's own vLLM path "
-        "(fast_inference) is not shown to read, so they would not be the worst case they claim; set "
-        "probe_steps: 0 (oom.probe_steps: 0 in a sweep) or framework trl"
+        "vLLM's min_tokens, which this stack's vLLM path is not shown to read, so they would not be the worst "
+        "case they claim; set probe_steps: 0 (oom.probe_steps: 0 in a sweep) or framework trl"
     ]
     assert not TrialSpec(framework="unsloth", generation="vllm", probe_steps=0).problems()
     assert not TrialSpec(framework="trl", generation="vllm", probe_steps=2).problems()

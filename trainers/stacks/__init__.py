@@ -7,7 +7,9 @@ without depending on the stacks that consume it. Stack modules stay light too (e
 transformers and its own packages inside build()).
 
 Add a stack: subclass trainers.stacks._base.Stack in one module (build; packages where it needs more than
-the shared ones) and register its entry below.
+the shared ones) and register its entry below. Nothing outside this package names a stack: what one does
+differently is its module's or its entry's (tests/unit/test_stack_registry.py registers a stub stack and
+checks that no code elsewhere names trl or unsloth).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from tasks.names import did_you_mean
 
-__all__ = ["BASE", "STACKS", "StackEntry", "get", "label", "load", "names", "register"]
+__all__ = ["BASE", "STACKS", "StackEntry", "get", "label", "load", "names", "register", "supporting"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,15 @@ class StackEntry:
     # compile caches (variable, folder under rlsweep's cache/compile/) a user's own setting overrides.
     env: tuple[tuple[str, str], ...] = ()
     compile_caches: tuple[tuple[str, str], ...] = ()
+    # --- what it can run, and how its trainers start (capabilities: a new stack claims none) ----------
+    # Validation (trainers/trial.py, trainers/_trial_rules.py) refuses a setting the stack cannot run and
+    # names the registered stacks that can. preload: the modules its fork server imports before forking
+    # a trainer (trainers/forkserver.py); () forks from a server that imported the trainer's entry alone.
+    full_finetune: bool = False  # adapter: none (every weight trains)
+    multi_rank: bool = False  # num_processes > 1 (accelerate's launcher, a distributed strategy)
+    vllm_min_tokens: bool = False  # its vLLM path reads min_tokens, so probe_steps force full length
+    vllm_sleep_mode: bool = False  # vllm_enable_sleep_mode
+    preload: tuple[str, ...] = ()
 
 
 STACKS: dict[str, StackEntry] = {}
@@ -79,17 +90,60 @@ def names() -> tuple[str, ...]:
     return tuple(STACKS)
 
 
+def supporting(capability: str) -> tuple[str, ...]:
+    """The registered stacks whose entry has `capability` (a StackEntry field: true or non-empty), in
+    registration order: what an error names as the framework to pick."""
+    return tuple(name for name, entry in STACKS.items() if getattr(entry, capability))
+
+
 def label(name: str) -> str:
     """How reports write a stack: its label, or the name itself for one not registered here (a sweep
     recorded where another stack was installed)."""
     return STACKS[name].label if name in STACKS else name
 
 
-register(StackEntry("trl", "TRL", "trainers.stacks.trl:TrlStack", vllm_modes=("colocate", "server")))
-# Unsloth's fast_inference: vLLM inside the trainer's process. Its from_pretrained otherwise checks for a
-# network and downloads a statistics repo (up to 120 s) on every model load (unsloth/models/_utils.py
-# get_statistics: any value switches it off). It writes the source of its patched modules into
-# UNSLOTH_COMPILE_LOCATION (unsloth_zoo/compiler.py; child_env.py says why trials share it).
+# What a trial of each stack imports anyway (`from trl import GRPOTrainer` loads trl.trainer.grpo_trainer),
+# and the trainer's own modules: its fork server imports them once.
+register(
+    StackEntry(
+        "trl",
+        "TRL",
+        "trainers.stacks.trl:TrlStack",
+        vllm_modes=("colocate", "server"),
+        full_finetune=True,
+        multi_rank=True,
+        vllm_min_tokens=True,  # TRL passes min_tokens in vLLM's sampling parameters
+        vllm_sleep_mode=True,
+        preload=(
+            "torch",
+            "transformers",
+            "transformers.models.auto.modeling_auto",
+            "transformers.models.qwen2.modeling_qwen2",
+            "accelerate",
+            "datasets",
+            "bitsandbytes",
+            "peft",
+            "trl",
+            "trl.trainer.grpo_config",
+            "trl.trainer.grpo_trainer",
+            "tasks",
+            "trainers.__main__",
+            "trainers.device",
+            "trainers.evaluate",
+            "trainers.measure",
+            "trainers.models",
+            "trainers.runtime",
+            "trainers.stacks.trl",
+        ),
+    )
+)
+# Unsloth's fast_inference: vLLM inside the trainer's process, colocated, without sleep mode; its own vLLM
+# path is not shown to read min_tokens (so probe steps would not force full-length completions there).
+# Its from_pretrained otherwise checks for a network and downloads a statistics repo (up to 120 s) on
+# every model load (unsloth/models/_utils.py get_statistics: any value switches it off). It writes the
+# source of its patched modules into UNSLOTH_COMPILE_LOCATION (unsloth_zoo/compiler.py; child_env.py
+# says why trials share it). It patches transformers and TRL when imported: its fork server preloads
+# torch alone and the child imports Unsloth after the fork, as a cold child does.
 register(
     StackEntry(
         "unsloth",
@@ -98,5 +152,6 @@ register(
         vllm_modes=("colocate",),
         env=(("UNSLOTH_DISABLE_STATISTICS", "1"),),
         compile_caches=(("UNSLOTH_COMPILE_LOCATION", "unsloth"),),
+        preload=("torch", "trainers.__main__", "trainers.device", "trainers.stacks.unsloth"),
     )
 )

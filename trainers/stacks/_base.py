@@ -78,6 +78,15 @@ class Stack(ABC):
     def build(self, spec: TrialSpec, events: EventWriter) -> Built:
         """Load the task, the model and its adapters, and return the measured trainer (assemble())."""
 
+    def generation_probe(self):
+        """How a synthetic probe (trainers/probe.py) measures this stack's generation at full length: a
+        callable with trainers.probe.probe_generation's signature. The default goes through the model's
+        own generate (transformers', or the one the stack patched in); a stack whose generation works
+        otherwise returns its own."""
+        from trainers.probe import probe_generation
+
+        return probe_generation
+
     def effective_knobs(self, built: Built, spec: TrialSpec) -> dict[str, Any]:
         """The knobs as the built trainer holds them (what the library read back), plus the stack's own."""
         from trainers.runtime import effective_config
@@ -155,6 +164,7 @@ def assemble(
     task: Any,
     tokenizer: Any,
     meter_class: type | None = None,
+    generation_probe: Any = None,
     **trainer_kwargs: Any,
 ) -> tuple[Any, Any]:
     """The measured trainer and its step meter: the evaluator, the meter (with the supervisor's
@@ -180,5 +190,7 @@ def assemble(
         callbacks=[meter],
         **trainer_kwargs,
     )
+    if generation_probe is not None:
+        trainer.generation_probe = generation_probe
     meter.attach(trainer)
     return trainer, meter

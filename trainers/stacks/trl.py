@@ -76,6 +76,7 @@ class TrlStack(Stack):
             config=config,
             task=ready.task,
             tokenizer=tokenizer,
+            generation_probe=self.generation_probe(),
             peft_config=lora if spec.adapter == "lora" else None,  # none: every weight trains
         )
         if spec.generation == "vllm":

@@ -188,6 +188,7 @@ class UnslothStack(Stack):
             config=config,
             task=ready.task,
             tokenizer=tokenizer,
+            generation_probe=self.generation_probe(),
             meter_class=checked_step_meter(),
         )
         read_back = {

@@ -1,0 +1,188 @@
+"""Adding a stack is one module and one registry line (issue 45, item 6): a stub stack registered with one
+StackEntry (tests/helpers/stacks.py) is accepted by validation, the trial CLI, the fork server, the plan,
+the report's base and gpu-check with no other code changed, and no code outside trainers/stacks/ names
+a stack. test_stacks.py takes the same stub through the report and compare."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cli import build_parser
+from orchestrator.running.gpu_check import check_specs
+from orchestrator.spec.load import parse_sweep
+from orchestrator.spec.plan import expand, plan
+from tests.helpers.stacks import CAPABLE, THIRD, registered
+from trainers import forkserver, stacks
+from trainers.trial import TrialSpec
+
+ROOT = Path(__file__).parents[2]
+
+# The settings each capability lets a stack run, and the rule a stack without it breaks.
+NEEDS = {
+    "multi_rank": {"num_processes": 2, "distributed": "ddp"},
+    "full_finetune": {"adapter": "none", "quantization": "none"},
+    "vllm_sleep_mode": {"generation": "vllm", "vllm_enable_sleep_mode": True, "probe_steps": 0},
+    "vllm_min_tokens": {"generation": "vllm", "probe_steps": 2},
+}
+
+
+@pytest.fixture
+def third():
+    with registered(THIRD):
+        yield THIRD
+
+
+@pytest.mark.parametrize("capability", NEEDS)
+def test_a_capable_stub_stack_runs_what_its_entry_claims_and_a_bare_one_is_refused(capability):
+    settings = NEEDS[capability] | ({"vllm_mode": "colocate"} if "generation" in NEEDS[capability] else {})
+    with registered(THIRD), registered(CAPABLE):
+        assert TrialSpec(framework="capable", **settings).problems() == []
+        refused = TrialSpec(framework="third", **settings).problems()
+        assert refused, f"third claims no {capability}: its settings {settings} must be refused"
+        # the fix names every registered stack that can, read from the registry
+        assert all(re.search(r"\btrl\b.*\bcapable\b", problem) for problem in refused), refused
+        assert not any(re.search(r"\bthird\b.*\bthird\b", problem) for problem in refused), refused
+
+
+def test_a_refusal_names_the_stacks_that_can_as_the_fix():
+    with registered(CAPABLE):
+        assert TrialSpec(framework="unsloth", num_processes=2, distributed="ddp").problems() == [
+            "framework: unsloth with num_processes 2: only trl, capable run a trial over several ranks "
+            "(accelerate's launcher); set framework: trl or capable or num_processes: 1"
+        ]
+        assert TrialSpec(framework="unsloth", generation="vllm", vllm_enable_sleep_mode=True).problems()[
+            -1
+        ] == (
+            "vllm_enable_sleep_mode: true with framework unsloth; only TRL, Capable expose vLLM's sleep mode: "
+            "set vllm_enable_sleep_mode: false or framework trl or capable"
+        )
+    assert TrialSpec(framework="unsloth", adapter="none", quantization="none").problems() == [
+        "adapter: none with framework unsloth: full fine-tuning runs on trl; set framework: trl or adapter: lora"
+    ]
+
+
+def test_the_trial_cli_offers_a_registered_stack_and_builds_its_trial(third):
+    parser = build_parser()
+    trial = next(
+        a for a in parser._subparsers._group_actions[0].choices["trial"]._actions if a.dest == "framework"
+    )
+    assert trial.help.endswith("[trl|unsloth|third]")
+    args = parser.parse_args(["trial", "--framework", "third"])
+    assert TrialSpec(framework=args.framework).problems() == []
+    report = parser.parse_args(["report", "out", "--base-stack", "third"])
+    assert report.base_stack == "third"
+
+
+def test_a_registered_stack_forks_from_its_own_profile(third, monkeypatch):
+    monkeypatch.setattr(forkserver, "vllm_installed", lambda: False)
+    assert forkserver.profile_for(TrialSpec(framework="third")) == "third"
+    assert forkserver.profile_modules("third") == forkserver.BARE  # no preload named: the trainer's entry
+    with registered(CAPABLE):
+        assert forkserver.profile_modules("capable") == CAPABLE.preload
+    with pytest.raises(KeyError):
+        forkserver.profile_modules("third-gone")
+
+
+PRELOAD_STUB = """
+import json, sys
+from tests.helpers.stacks import CAPABLE, registered
+from trainers import forkserver
+with registered(CAPABLE):
+    why = forkserver.preload("capable")
+print(json.dumps({"refused": why, "stub_loaded": "tests.helpers.stacks" in sys.modules}))
+"""
+
+
+def test_a_fork_server_preloads_a_registered_stub_stacks_modules():
+    out = subprocess.run(
+        [sys.executable, "-c", PRELOAD_STUB], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"refused": None, "stub_loaded": True}
+
+
+def test_a_sweep_over_a_registered_stack_plans_its_trials(third):
+    sweep = parse_sweep(
+        {
+            "name": "s",
+            "grid": {"framework": ["trl", "third"], "num_generations": [2, 4]},
+            "fixed": {"model": "tiny"},
+        }
+    )
+    assert sorted((t.framework, t.num_generations) for t in expand(sweep)) == [
+        ("third", 2), ("third", 4), ("trl", 2), ("trl", 4)
+    ]  # fmt: skip
+    planned = plan(sweep)
+    assert planned.problems == []
+    assert sorted({t.framework for t in planned.trials}) == ["third", "trl"]
+
+
+def test_gpu_check_runs_every_registered_stack(third, tmp_path):
+    assert [s.framework for s in check_specs(tmp_path, ("grpo",))] == ["trl", "unsloth", "third"]
+    assert stacks.label("third") == "Third"
+
+
+# ------------------------------------------------------------------------------------------------
+# No code outside trainers/stacks/ names a stack
+# ------------------------------------------------------------------------------------------------
+CHECKED = ("orchestrator", "trainers", "tasks")
+# (path, the string) that may name a stack outside trainers/stacks/, and why. An entry that no longer
+# matches fails the test: take it out.
+ALLOWED = {
+    # The memory model's and host memory's per-stack terms (issue 45's memory work moves them to a
+    # StackEntry field); the report's CPU-fallback label (the report's own work).
+    ("orchestrator/judging/memory/_explain.py", "unsloth"): "memory model: Unsloth's offloaded checkpointing",
+    ("orchestrator/judging/memory/_terms.py", "unsloth"): "memory model: Unsloth's terms",
+    ("orchestrator/running/host_memory.py", "trl"): "host memory baseline per stack",
+    ("orchestrator/running/host_memory.py", "unsloth"): "host memory: Unsloth's offloaded checkpoints",
+    ("orchestrator/views/report/_learning.py", "unsloth"): "report: Unsloth's CPU fallback",
+}
+
+
+def _strings(path: Path):
+    """Every string constant in a module's code, f-strings' literal parts included, with its line;
+    docstrings (prose, where an example may name a stack) left out, as comments are."""
+    tree = ast.parse(path.read_text(), str(path))
+    docs = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            yield node.lineno, node.value
+
+
+def test_no_code_outside_the_stacks_package_names_a_stack():
+    names = stacks.names()
+    assert names == ("trl", "unsloth"), "the check reads the registered names: run it without stubs"
+    # A stack's name as a value ("trl"), or as a setting's value in a message's fix ("framework trl").
+    named = re.compile(rf"\bframework:? ({'|'.join(names)})\b")
+    found: dict[tuple[str, str], list[int]] = {}
+    for package in CHECKED:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            relative = path.relative_to(ROOT).as_posix()
+            if relative.startswith("trainers/stacks/"):
+                continue
+            for line, text in _strings(path):
+                if text in names:
+                    found.setdefault((relative, text), []).append(line)
+                elif match := named.search(text):
+                    found.setdefault((relative, match.group(0)), []).append(line)
+    unexpected = {key: lines for key, lines in found.items() if key not in ALLOWED}
+    assert unexpected == {}, (
+        "a stack named outside trainers/stacks/: put what the stack does differently in its module or "
+        "its StackEntry (trainers/stacks/__init__.py) and read it from there"
+    )
+    stale = sorted(set(ALLOWED) - set(found))
+    assert stale == [], "these allowed names are gone from the code: take them out of ALLOWED"
