@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -257,19 +256,6 @@ class SpeedModel:
             )
         train = self.train_s(stack, shape, seqs * (prompt + length))
         return ProbeCost(kind, self.startup_s[stack], self.warmup_s[stack], generation, train)
-
-    def trial_seconds(self, spec: Any, steps: int, prompt_tokens: int | None = None) -> float:
-        """A trial of `steps` steps at worst-case length, decoded (start-up, warm-up, generations and
-        training steps)."""
-        stack, shape = self._stack(spec.framework), shape_of(spec.model)
-        seqs = spec.batch_size * spec.num_generations
-        prompt = spec.max_prompt_length if prompt_tokens is None else prompt_tokens
-        generations = math.ceil(steps / (spec.num_iterations or 1))
-        return (
-            self.startup_s[stack] + self.warmup_s[stack]
-            + generations * self.gen_s(stack, shape, seqs, prompt, spec.max_completion_length)
-            + steps * self.train_s(stack, shape, seqs * (prompt + spec.max_completion_length))
-        )  # fmt: skip
 
     # -- storage ---------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
