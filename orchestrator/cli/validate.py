@@ -41,8 +41,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for warning in result.warnings:
             out.print(f"  warning: {warning}", markup=False)
         if args.list:
-            print_plan(result.trials, output_dir)
-            print_estimate(sweep, result.trials, output_dir)
+            estimate = sweep_estimate(sweep, result.trials, output_dir)
+            print_plan(result.trials, output_dir, estimate)
+            print_estimate(sweep, result.trials, output_dir, estimate=estimate)
     return 2 if refused else 1 if failed else 0
 
 
@@ -59,14 +60,21 @@ def listed(count: int) -> list[int]:
     return [*range(LIST_HEAD), *range(count - LIST_TAIL, count)]
 
 
-def print_plan(trials: list[TrialSpec], output_dir) -> None:
-    """The planned trials in order, each with its estimated duration (orchestrator.spec.plan.estimate_durations);
-    a long plan by its first and last trials (listed)."""
+def print_plan(trials: list[TrialSpec], output_dir, h100=None) -> None:
+    """The planned trials in order, each with its estimated duration (orchestrator.views.progress.
+    estimate_durations: from the trials recorded in the output dir); a trial those cannot time gets its
+    H100 estimate (`h100`, an orchestrator.judging.duration.Estimate) labelled by where its figures come
+    from (H100 rows measured, or the speed model's prediction); a long plan by its first and last trials
+    (listed)."""
     from rich.table import Table
 
     from orchestrator.views.progress import duration, estimate_durations
 
     estimates = estimate_durations(trials, output_dir)
+    if h100 is not None:
+        for key, (seconds, _) in estimates.items():
+            if seconds is None and h100.seconds.get(key) is not None:
+                estimates[key] = (h100.seconds[key], f"H100, {h100.basis[key]}")
     shown = listed(len(trials))
     title = f"{len(trials)} planned trials"
     if len(shown) < len(trials):
@@ -88,21 +96,29 @@ def print_plan(trials: list[TrialSpec], output_dir) -> None:
     if known:
         out.print(
             f"estimated total: {duration(sum(known))} for {len(known)} of {len(trials)} trials, run one at a time"
-        )
+            + (" (H100 figures: measured from its rows, or predicted by the speed model, as each trial says)"
+               if any(b.startswith("H100") for _, b in estimates.values()) else "")
+        )  # fmt: skip
     else:
         out.print("estimated total: unknown (no trial of this sweep has run in its output dir yet)")
 
 
-def print_estimate(sweep, trials: list[TrialSpec], output_dir, to=None) -> None:
-    """The sweep's H100 estimate (orchestrator.judging.duration), worst case and expected, before anything
-    runs; nothing for a sweep with no H100-measured stack and model (a CPU sweep)."""
+def sweep_estimate(sweep, trials: list[TrialSpec], output_dir):
+    """The sweep's H100 estimate (orchestrator.judging.duration.estimate_sweep) with the rows already in
+    its output dir, or None (no trial asks for a GPU, or none has figures)."""
     from orchestrator.judging.duration import estimate_sweep
     from orchestrator.recording.sinks import TrialsTable
     from orchestrator.words.storage import is_remote
 
     path = None if is_remote(output_dir) else output_dir / "trials.parquet"
     rows = list(TrialsTable(path).rows.values()) if path is not None and path.exists() else []
-    estimate = estimate_sweep(sweep, trials, rows)
+    return estimate_sweep(sweep, trials, rows)
+
+
+def print_estimate(sweep, trials: list[TrialSpec], output_dir, to=None, estimate=None) -> None:
+    """The sweep's H100 estimate (orchestrator.judging.duration), worst case and expected, before anything
+    runs (`estimate`, else worked out here); nothing where there is none (a CPU sweep)."""
+    estimate = estimate or sweep_estimate(sweep, trials, output_dir)
     if estimate is not None:
         for line in estimate.lines():
             (to or out).print(line, markup=False, highlight=False)

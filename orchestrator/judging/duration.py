@@ -17,7 +17,17 @@ Two totals, one trial at a time (`estimate_sweep`):
   right (`expected_probes`): sure OOMs pruned by prediction (oom.predict), and of the rest, probed in
   bisection order, a predicted fit implies what it dominates and a predicted OOM prunes what dominates
   it; only the probed trials take time.
-A trial of a stack or model with no H100 row gets no estimate (said so); a CPU sweep gets none.
+A trial of a stack and model with no H100 row is predicted by the per-stack speed model
+(orchestrator/judging/speed_model.py, h100_speed.json: the mechanism fitted on the same rows, from the
+model's bundled architecture) and labelled `predicted`; one whose model has no known architecture gets
+no estimate (said so). A sweep none of whose trials asks for a GPU, or whose models none has a speed,
+gets none.
+
+By probe kind (`probe`; the sweep's `oom.probe` once it exists, see `sweep_probe_kind`): a `decode`
+probe step generates to max_completion_length; a `synthetic` one (the default) prefills the full length
+in chunks, decodes two short windows and runs one training step at full length
+(orchestrator/judging/speed.py), so a memory probe costs about its start-up and warm-up. Its generation
+part is extrapolated from the measured ms per token and the speed model's forward cost per token.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.judging.pruning import dominates
+from orchestrator.judging.speed import DEFAULT_PROBE, WINDOW_TOKENS, check_probe_kind, prefill_chunks
 
 TIMES_FILE = Path(__file__).with_name("h100_times.json")
 SOURCE = "bench/data/h100-2026-11-26/trials.csv"
@@ -98,19 +109,79 @@ def steps_run(spec: Any, phases: Sequence[str]) -> int:
     return min(spec.max_steps, spec.probe_steps + (spec.num_iterations or 1))
 
 
-def trial_seconds(spec: Any, steps: int, times: dict[str, Any]) -> float | None:
-    """The trial's H100 seconds for `steps` steps at worst-case length (every generation runs to
-    max_completion_length), or None without an H100 row of its stack and model."""
+def sweep_probe_kind(sweep: Any) -> str:
+    """The sweep's memory probe kind: its `oom.probe` setting (synthetic | decode) where the sweep has
+    it, else DEFAULT_PROBE. The hook where the setting is wired."""
+    return check_probe_kind(getattr(sweep.oom, "probe", None) or DEFAULT_PROBE)
+
+
+MEASURED, PREDICTED = "measured", "predicted"
+
+
+@dataclass(frozen=True)
+class Rates:
+    """One trial's parts at its full length on an H100, and where they come from (`basis`):
+    `measured` (h100_times.json: this stack and model's H100 rows; lengths beyond them extrapolated) or
+    `predicted` (the speed model, from the model's architecture)."""
+
+    basis: str
+    startup_s: float
+    warmup_s: float
+    gen_s: float  # one generation decoded to max_completion_length
+    train_s: float  # one training step at full length
+    synthetic_gen_s: float  # a synthetic probe's chunked prefill and two decode windows
+
+
+def trial_rates(spec: Any, times: dict[str, Any], speed: Any = None) -> Rates | None:
+    """The trial's Rates: measured where h100_times.json has its stack and model, else predicted by
+    `speed` (a SpeedModel; default h100_speed.json); None where neither can say (an unknown stack or
+    architecture)."""
+    from orchestrator.judging.speed_model import TRAIN_FORWARDS, load_speed_model, shape_of
+
+    speed = speed or load_speed_model()
     figures = times["times"].get(f"{spec.framework}|{_hub(spec.model)}")
+    seqs = spec.batch_size * spec.num_generations
+    length = spec.max_completion_length
+    try:
+        shape = shape_of(spec.model)
+    except ValueError:
+        shape = None
     if figures is None:
+        if shape is None or spec.framework not in speed.ms_per_launch:
+            return None
+        probe = speed.probe(spec, "synthetic")
+        return Rates(
+            PREDICTED, probe.startup_s, probe.warmup_s,
+            speed.gen_s(spec.framework, shape, seqs, spec.max_prompt_length, length), probe.train_s,
+            probe.generation_s,
+        )  # fmt: skip
+    grow = max(1.0, seqs * length / figures["train_completion_tokens"])
+    ms = figures["ms_per_token"]
+    synthetic = None
+    if shape is not None:
+        chunks = prefill_chunks(spec.max_prompt_length, length)
+        tokens = seqs * (spec.max_prompt_length + length)
+        forward = speed.train_s_per_token_billion / TRAIN_FORWARDS * tokens * shape.parameters / 1e9
+        synthetic = chunks * ms / 1000 + forward + 2 * WINDOW_TOKENS * ms / 1000
+    return Rates(
+        MEASURED, figures["startup_s"], figures["first_step_extra_s"], length * ms / 1000,
+        figures["train_s"] * grow, synthetic if synthetic is not None else length * ms / 1000,
+    )  # fmt: skip
+
+
+def trial_seconds(spec: Any, steps: int, rates: Rates | None, probe: str = DEFAULT_PROBE) -> float | None:
+    """The trial's H100 seconds for `steps` steps at worst-case length (every generation runs to
+    max_completion_length), its first probe_steps steps synthetic with a synthetic probe; None without
+    rates."""
+    if rates is None:
         return None
-    generations = math.ceil(steps / (spec.num_iterations or 1))
-    completions = spec.batch_size * spec.num_generations
-    grow = max(1.0, completions * spec.max_completion_length / figures["train_completion_tokens"])
+    synthetic = min(steps, spec.probe_steps) if check_probe_kind(probe) == "synthetic" else 0
+    decoded = steps - synthetic
+    generations = math.ceil(decoded / (spec.num_iterations or 1))
     return (
-        figures["startup_s"] + figures["first_step_extra_s"]
-        + generations * spec.max_completion_length * figures["ms_per_token"] / 1000
-        + steps * figures["train_s"] * grow
+        rates.startup_s + rates.warmup_s
+        + synthetic * (rates.synthetic_gen_s + rates.train_s)
+        + generations * rates.gen_s + decoded * rates.train_s
     )  # fmt: skip
 
 
@@ -174,7 +245,8 @@ def expected_probes(
 
 @dataclass
 class Estimate:
-    """A sweep's H100 estimate: seconds per trial (None: no H100 row), the worst case and the expected."""
+    """A sweep's H100 estimate: seconds per trial (None: no figures), the worst case and the expected,
+    one trial at a time, and the expected memory phase packed (`packed_s`, `per_gpu` at once)."""
 
     seconds: dict[str, float | None]
     worst_s: float
@@ -183,61 +255,105 @@ class Estimate:
     missing: list[str]
     times: dict[str, Any]
     used: set[str] = field(default_factory=set)  # the stack|model keys of h100_times.json the sweep uses
+    basis: dict[str, str] = field(default_factory=dict)  # trial_key -> MEASURED | PREDICTED
+    probe: str = DEFAULT_PROBE
+    packed_s: float | None = None
+    per_gpu: int = 1
+    predicted_models: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         from orchestrator.words.text import duration
 
         known = sum(1 for s in self.seconds.values() if s is not None)
         n = len(self.seconds)
+        predicted = sum(1 for b in self.basis.values() if b == PREDICTED)
         probed, implied = self.search.count("probed"), self.search.count("implied")
         pruned = self.search.count("pruned")
+        how = (
+            "synthetic probes: chunked prefill to full length, two 8-token decode windows, one training step"
+            if self.probe == "synthetic" else "decode probes: each probe step generates to max_completion_length"
+        )  # fmt: skip
         lines = [
-            f"estimated time on an {self.times['card']}, one trial at a time ({known} of {n} trials; "
-            f"figures from {self.times['source']}):",
+            f"estimated time on an {self.times['card']}, one trial at a time ({known} of {n} trials; {how}):",
             f"  worst case, every trial run: {duration(self.worst_s)}",
             f"  expected, were the memory model's verdicts right: {duration(self.expected_s)} "
             f"({probed} probed, {implied} implied by a fit, {pruned} pruned as OOM)",
-            "  what scales it: generation is completion length x ms per token ("
-            + ", ".join(
-                f"{k.split('|')[0]} {k.split('|')[1].split('/')[-1]} {v['ms_per_token']:g} ms"
-                for k, v in self.times["times"].items()
-                if k in self.used
-            )  # fmt: skip
-            + "); a slower card or a bigger model decodes slower, a GPU that packs memory-phase trials "
-            "runs several at once",
         ]
+        if self.packed_s is not None and self.per_gpu > 1:
+            lines.append(
+                f"  expected memory phase packed {self.per_gpu} to the card: {duration(self.packed_s)} at best "
+                "(if no probe waited for another's verdict and sharing slowed none; measured packed/alone 1.0-1.65)"
+            )
+        lines.append(
+            f"  figures: {known - predicted} trials from measured H100 rows ({self.times['source']}"
+            + (": " + ", ".join(
+                f"{k.split('|')[0]} {k.split('|')[1].split('/')[-1]} {v['ms_per_token']:g} ms per token"
+                for k, v in self.times["times"].items() if k in self.used
+            ) if self.used else "")
+            + f"), {predicted} predicted by the speed model"
+            + (f" ({', '.join(sorted(set(self.predicted_models)))})" if self.predicted_models else "")
+            + "; lengths beyond the rows' are extrapolated"
+            + ("; a synthetic probe's prefill and windows are extrapolated from ms per token" if self.probe == "synthetic" else "")
+        )  # fmt: skip
         if self.missing:
             lines.append(
-                f"  no H100 row for {', '.join(sorted(set(self.missing)))}: those trials are not counted"
+                f"  no speed for {', '.join(sorted(set(self.missing)))} (no H100 row, no known architecture): "
+                "those trials are not counted"
             )
         return lines
 
 
 def estimate_sweep(
-    sweep: Any, specs: Sequence[Any], rows: Sequence[dict] = (), times: dict | None = None
+    sweep: Any,
+    specs: Sequence[Any],
+    rows: Sequence[dict] = (),
+    times: dict | None = None,
+    probe: str | None = None,
+    speed: Any = None,
 ) -> Estimate | None:
-    """The sweep's H100 estimate (module docstring), or None when no trial has an H100 row (a CPU
-    sweep). rows: the trials.parquet rows already in its output dir (the memory model fits on them; the
-    trials they finished take no time)."""
+    """The sweep's H100 estimate (module docstring), or None when no trial asks for a GPU or none has
+    figures. rows: the trials.parquet rows already in its output dir (the memory model fits on them;
+    the trials they finished take no time). probe: the memory probe kind (default the sweep's,
+    sweep_probe_kind). speed: a SpeedModel (default h100_speed.json)."""
+    from orchestrator.judging.cards import H100_TORCH_GIB
     from orchestrator.judging.memory import DOES_NOT_FIT, MemoryModel
     from orchestrator.words.outcome import FINAL_STATUSES
+    from orchestrator.words.phases import packing
     from trainers.record import GPU
 
+    if not getattr(sweep.resources, "gpus_per_trial", 1):
+        return None
     times = times or load_times()
+    probe = check_probe_kind(probe or sweep_probe_kind(sweep))
     phases = sweep.phases_to_run()
-    done = {r["trial_key"] for r in rows if r.get("status") in FINAL_STATUSES}
-    seconds = {s.trial_key: trial_seconds(s, steps_run(s, phases), times) for s in specs}
+    rates: dict[tuple[str, str], Rates | None] = {}
+    seconds, memory_steps, basis = {}, {}, {}
+    for s in specs:
+        # rates depend on the shape, not on the trial: computed once per distinct shape
+        shape_key = (s.framework, s.model, s.batch_size * s.num_generations, s.max_prompt_length,
+                     s.max_completion_length)  # fmt: skip
+        if shape_key not in rates:
+            rates[shape_key] = trial_rates(s, times, speed)
+        r = rates[shape_key]
+        seconds[s.trial_key] = trial_seconds(s, steps_run(s, phases), r, probe)
+        memory_steps[s.trial_key] = trial_seconds(s, steps_run(s, ("memory",)), r, probe) or 0.0
+        if r is not None:
+            basis[s.trial_key] = r.basis
     if all(v is None for v in seconds.values()):
         return None
     missing = [f"{s.framework} {_hub(s.model)}" for s in specs if seconds[s.trial_key] is None]
+    predicted_models = [
+        f"{s.framework} {_hub(s.model).split('/')[-1]}" for s in specs if basis.get(s.trial_key) == PREDICTED
+    ]
     used = {f"{s.framework}|{_hub(s.model)}" for s in specs} & set(times["times"])
+    done = {r["trial_key"] for r in rows if r.get("status") in FINAL_STATUSES}
     todo = [s for s in specs if s.trial_key not in done]
     worst = sum(seconds[s.trial_key] or 0.0 for s in todo)
+    extra = {"basis": basis, "probe": probe, "predicted_models": predicted_models}
     budget = sweep.memory.budget_gib
     if budget is None or "memory" not in phases:
-        return Estimate(
-            seconds, worst, worst, Search({s.trial_key: "probed" for s in todo}), missing, times, used
-        )
+        search = Search({s.trial_key: "probed" for s in todo})
+        return Estimate(seconds, worst, worst, search, missing, times, used, **extra)
     model = MemoryModel.fit(list(rows), None if rows else GPU, unmeasured=GPU)
 
     def fits(spec: Any) -> bool | None:
@@ -249,9 +365,16 @@ def estimate_sweep(
         return prediction.peak_gib <= budget
 
     search = expected_probes(todo, fits, sweep.oom.frontier, sweep.oom.prune_dominated)
-    memory_steps = {s.trial_key: trial_seconds(s, steps_run(s, ("memory",)), times) or 0.0 for s in todo}
     # With a speed phase every fit (probed or implied) runs its full steps, its memory phase included.
     fit_keys = {s.trial_key for s in todo if fits(s)} if "speed" in phases else set()
-    expected = sum(memory_steps[k] for k, v in search.outcome.items() if v == "probed" and k not in fit_keys)
-    expected += sum(seconds[k] or 0.0 for k in fit_keys)
-    return Estimate(seconds, worst, expected, search, missing, times, used)
+    probed = [k for k, v in search.outcome.items() if v == "probed" and k not in fit_keys]
+    memory = sum(memory_steps[k] for k in probed)
+    expected = memory + sum(seconds[k] or 0.0 for k in fit_keys)
+    per_gpu = packing(
+        budget, H100_TORCH_GIB, sweep.resources.memory_phase_headroom_gib, True,
+        sweep.resources.memory_phase_per_gpu,
+    ).per_gpu  # fmt: skip
+    packed = memory / per_gpu + sum(seconds[k] or 0.0 for k in fit_keys)
+    return Estimate(
+        seconds, worst, expected, search, missing, times, used, packed_s=packed, per_gpu=per_gpu, **extra
+    )

@@ -51,7 +51,7 @@ def test_run_prints_the_estimate_before_any_trial_starts(capsys, monkeypatch, tm
     with pytest.raises(SystemExit) as ended:
         main(["run", str(FRONTIER), "--output-dir", str(tmp_path / "out"), "--no-report"])
     said = str(ended.value)
-    assert "estimated time on an H100" in said and "worst case, every trial run: 14 h" in said
+    assert "estimated time on an H100" in said and "synthetic probes" in said
     assert "expected, were the memory model's verdicts right" in said and "ms per token" in said
     assert not (tmp_path / "out").exists()
 
@@ -76,6 +76,20 @@ def test_a_sweep_whose_trials_the_model_calls_sure_fits_or_ooms_expects_less_tha
     assert flat.search.count("probed") == 168 and flat.expected_s == pytest.approx(flat.worst_s)
 
 
+def test_synthetic_probes_expect_less_time_than_decoded_ones_for_the_same_probes():
+    sweep = load_sweep(FRONTIER)
+    synthetic = estimate_sweep(sweep, plan(sweep).trials, probe="synthetic")
+    decoded = estimate_sweep(sweep, plan(sweep).trials, probe="decode")
+    assert synthetic.search.outcome == decoded.search.outcome
+    assert synthetic.expected_s < decoded.expected_s and synthetic.worst_s < decoded.worst_s
+    # packing four 16 GiB probes on the 79 GiB H100 divides the memory phase, no more
+    assert synthetic.per_gpu == 4 and synthetic.packed_s == pytest.approx(synthetic.expected_s / 4)
+    assert "synthetic probes" in "\n".join(synthetic.lines())
+    assert "decode probes" in "\n".join(decoded.lines())
+    with pytest.raises(ValueError, match="oom.probe: 'sampled' is not a probe kind"):
+        estimate_sweep(sweep, plan(sweep).trials, probe="sampled")
+
+
 def test_the_played_out_search_probes_a_line_by_bisection():
     specs = [
         {"trial_key": f"L{n}", "max_completion_length": n, "num_generations": 2, "batch_size": 1}
@@ -88,3 +102,28 @@ def test_the_played_out_search_probes_a_line_by_bisection():
     specs = [Spec(s) for s in specs]
     search = expected_probes(specs, lambda s: s["max_completion_length"] <= 9)
     assert search.count("probed") <= 5 and len(search.outcome) == 16
+
+
+def test_dry_run_of_models_with_no_h100_row_prints_predicted_times_not_unknown(capsys, tmp_path):
+    sweep = tmp_path / "families.yaml"
+    sweep.write_text(
+        "name: families\ntask: arithmetic\n"
+        "grid:\n  framework: [unsloth, trl]\n"
+        "  model: [random:meta-llama/Llama-3.2-1B-Instruct, random:google/gemma-3-1b-it, random:Qwen/Qwen3-1.7B]\n"
+        "fixed:\n  num_generations: 16\n  batch_size: 1\n  max_steps: 1\n  max_prompt_length: 256\n"
+        "  max_completion_length: 512\n  quantization: nf4\n"
+        "resources:\n  gpus_per_trial: 1\nmemory:\n  budget_gib: 16\nphases: [memory]\noom:\n  probe_steps: 1\n"
+    )
+    assert main(["run", "--dry-run", str(sweep), "--output-dir", str(tmp_path / "out")]) == 0
+    said = capsys.readouterr().out
+    assert "unknown" not in said
+    assert said.count("H100, predicted") == 6
+    assert "0 trials from measured H100 rows" in said and "6 predicted by the speed model" in said
+    assert "trl gemma-3-1b-it" in said and "synthetic probes" in said
+
+
+def test_dry_run_of_the_frontier_says_its_times_come_from_measured_rows(capsys):
+    assert main(["run", "--dry-run", str(FRONTIER)]) == 0
+    said = capsys.readouterr().out
+    assert "H100, measured" in said and "H100, predicted" not in said
+    assert "168 trials from measured H100 rows" in said and "0 predicted by the speed model" in said

@@ -1,0 +1,81 @@
+"""Fits the per-stack speed model (orchestrator/judging/speed_model.py) on the H100 rows of
+bench/data/h100-2026-11-26, writes it to orchestrator/judging/h100_speed.json, prints its errors on rows
+it was not fitted on (leave one row out, leave one round out), its predictions for models with no row,
+and the estimate of the default GPU sweep (sweeps/frontier-16gb.yaml) by probe kind.
+
+    python bench/bench_speed_model.py
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from orchestrator.judging.duration import estimate_sweep, load_times
+from orchestrator.judging.speed_model import (
+    SPEED_FILE,
+    fit,
+    h100_observations,
+    held_out_errors,
+    launches,
+    shape_of,
+)
+from orchestrator.spec.load import load_sweep
+from orchestrator.spec.plan import plan
+from orchestrator.words.text import duration
+
+ROOT = Path(__file__).resolve().parent.parent
+UNMEASURED = ["meta-llama/Llama-3.2-1B-Instruct", "google/gemma-3-1b-it", "Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B",
+              "Qwen/Qwen3-4B", "Qwen/Qwen2.5-7B-Instruct"]  # fmt: skip
+
+
+def main() -> None:
+    times = load_times()
+    rows = h100_observations(ROOT)
+    model = fit(rows, times)
+    SPEED_FILE.write_text(json.dumps(model.to_json(), indent=1) + "\n")
+    print(f"{SPEED_FILE.relative_to(ROOT)} from {len(rows)} rows: {model.to_json()}\n")
+    for group in ("row", "round"):
+        errors = held_out_errors(rows, times, group)
+        print(f"held out by {group}:")
+        print(
+            "| stack | model | seqs | length | trials on card | steady | gen s | gen error | train s | train error |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for obs, gen, train in errors:
+            train_cells = f"{obs.train_s:.2f} | {train:+.1%}" if train is not None else "- | -"
+            print(
+                f"| {obs.stack} | {obs.model.split('/')[-1]} | {obs.sequences} | {obs.completion} | "
+                f"{obs.concurrent} | {'yes' if obs.steady else 'first step'} | {obs.gen_s:.1f} | {gen:+.1%} | {train_cells} |"
+            )
+        gens = [abs(g) for _, g, _ in errors]
+        trains = [abs(t) for _, _, t in errors if t is not None]
+        print(
+            f"generation: mean |error| {statistics.mean(gens):.1%}, worst {max(gens):.1%}, within 10%: "
+            f"{sum(g <= 0.10 for g in gens)} of {len(gens)}; training step: mean |error| "
+            f"{statistics.mean(trains):.1%}, worst {max(trains):.1%}, within 10%: "
+            f"{sum(t <= 0.10 for t in trains)} of {len(trains)}\n"
+        )
+    print("predicted for models with no row, alone on an H100, 16 sequences, prompt 256, completion 512:")
+    for hub in UNMEASURED:
+        shape = shape_of(hub)
+        parts = []
+        for stack in ("trl", "unsloth"):
+            ms = model.decode_ms(stack, shape, 16, 256 + 256)
+            parts.append(
+                f"{stack} {ms:.0f} ms/token, train step {model.train_s(stack, shape, 16 * 768):.2f} s"
+            )
+        print(
+            f"  {hub} ({shape.layers} layers, {launches(shape)} module calls per token): {'; '.join(parts)}"
+        )
+    sweep = load_sweep(ROOT / "sweeps/frontier-16gb.yaml", [])
+    for probe in ("decode", "synthetic"):
+        estimate = estimate_sweep(sweep, plan(sweep).trials, times=times, probe=probe, speed=model)
+        print(f"\nsweeps/frontier-16gb.yaml, {probe} probes:")
+        print("\n".join(estimate.lines()))
+        print(f"  (expected {duration(estimate.expected_s)}; packed: {duration(estimate.packed_s)})")
+
+
+if __name__ == "__main__":
+    main()
