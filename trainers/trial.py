@@ -39,7 +39,7 @@ from trainers._trial_rules import (  # noqa: F401  (the allowed values and mode_
     or_framework,
 )
 from trainers.models import model_problems, parse_model
-from trainers.probe import PROBE_KINDS, SYNTHETIC
+from trainers.probe import PROBE_KINDS, SYNTHETIC  # noqa: F401  (the probe kinds are part of this face)
 from trainers.stacks import BASE, STACKS, supporting
 
 

@@ -110,9 +110,8 @@ def steps_run(spec: Any, phases: Sequence[str]) -> int:
 
 
 def sweep_probe_kind(sweep: Any) -> str:
-    """The sweep's memory probe kind: its `oom.probe` setting (synthetic | decode) where the sweep has
-    it, else DEFAULT_PROBE. The hook where the setting is wired."""
-    return check_probe_kind(getattr(sweep.oom, "probe", None) or DEFAULT_PROBE)
+    """The sweep's memory probe kind: its `oom.probe_kind` setting (synthetic | decode)."""
+    return check_probe_kind(sweep.oom.probe_kind)
 
 
 MEASURED, PREDICTED = "measured", "predicted"

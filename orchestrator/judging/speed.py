@@ -34,8 +34,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-PROBE_KINDS = ("synthetic", "decode")
-DEFAULT_PROBE = "synthetic"
+from trainers.trial import PROBE_KINDS, SYNTHETIC
+
+DEFAULT_PROBE = SYNTHETIC
 CHUNK_TOKENS = 256  # the synthetic probe's chunked prefill: tokens per chunk and sequence
 WINDOW_TOKENS = 8  # each of its two decode windows
 EXTRAPOLATED = "extrapolated from a short decode window and the synthetic training step"
@@ -129,8 +130,8 @@ def predict_step_from_record(
 
 
 def check_probe_kind(kind: str) -> str:
-    """The probe kind, or ValueError naming the setting (oom.probe) and its choices."""
-    _check("oom.probe", kind, f"is not a probe kind ({' | '.join(PROBE_KINDS)})", kind in PROBE_KINDS,
+    """The probe kind, or ValueError naming the setting (oom.probe_kind) and its choices."""
+    _check("oom.probe_kind", kind, f"is not a probe kind ({' | '.join(PROBE_KINDS)})", kind in PROBE_KINDS,
            f"use {DEFAULT_PROBE} (no token-by-token decode) or decode (generation to the end)")  # fmt: skip
     return kind
 

@@ -58,7 +58,6 @@ RUNS = "bench/data/h100-2026-11-26"
 TRAIN_FORWARDS = 4  # a training step's passes in forwards: forward, recomputed forward, backward (2)
 KV_BYTES = 2  # bf16 KV cache
 RHO_GRID = [i / 100 for i in range(0, 101)]
-STACKS = ("trl", "unsloth")
 
 
 def launches(shape: Shape) -> int:
@@ -284,11 +283,13 @@ def _nnls_relative(rows: list[list[float]], targets: list[float]) -> np.ndarray:
     return nnls(a, np.ones(len(targets)))[0]
 
 
-def _decode_design(obs: Observation, shape: Shape, rho: float) -> tuple[list[float], float]:
+def _decode_design(
+    obs: Observation, shape: Shape, rho: float, stacks: Sequence[str]
+) -> tuple[list[float], float]:
     """One row's decode equation: [launch columns per stack..., KV column] x packing = ms per step."""
     packing = 1 + rho * (obs.concurrent - 1)
     kv = kv_gb(shape, obs.sequences, obs.prompt_tokens + obs.completion / 2)
-    stack_cols = [launches(shape) * packing * (obs.stack == s) for s in STACKS]
+    stack_cols = [launches(shape) * packing * (obs.stack == s) for s in stacks]
     return [*stack_cols, kv * packing], obs.gen_s / (obs.completion + 1) * 1000
 
 
@@ -296,9 +297,12 @@ def fit(observations: Sequence[Observation], times: dict[str, Any]) -> SpeedMode
     """The coefficients from `observations` (h100_observations); start-up and warm-up per stack from
     `times` (h100_times.json's per stack-and-model figures)."""
     shapes = {o.model: shape_of(o.model) for o in observations}
+    STACKS = tuple(sorted({o.stack for o in observations}))  # the stacks the rows measured  # noqa: N806
     best = None
     for rho in RHO_GRID:
-        rows, targets = zip(*(_decode_design(o, shapes[o.model], rho) for o in observations), strict=True)
+        rows, targets = zip(
+            *(_decode_design(o, shapes[o.model], rho, STACKS) for o in observations), strict=True
+        )
         coef = _nnls_relative(list(rows), list(targets))
         err = sum((np.dot(r, coef) / t - 1) ** 2 for r, t in zip(rows, targets, strict=True))
         if best is None or err < best[0] - 1e-12:

@@ -47,8 +47,7 @@ from orchestrator.words.settings import SETTLE, GuardSettings, SettleSettings, V
 from orchestrator.words.settings import VERDICT as VERDICT
 from orchestrator.words.verdicts import MEMORY_CREEP, STOPPABLE
 from tasks.names import did_you_mean
-from trainers.probe import PROBE_KINDS
-from trainers.trial import BOOKKEEPING, KNOBS, knob_default
+from trainers.trial import BOOKKEEPING, KNOBS, PROBE_KINDS, knob_default
 
 if TYPE_CHECKING:
     from orchestrator.words.storage import StoragePath

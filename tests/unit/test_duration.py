@@ -86,7 +86,7 @@ def test_synthetic_probes_expect_less_time_than_decoded_ones_for_the_same_probes
     assert synthetic.per_gpu == 4 and synthetic.packed_s == pytest.approx(synthetic.expected_s / 4)
     assert "synthetic probes" in "\n".join(synthetic.lines())
     assert "decode probes" in "\n".join(decoded.lines())
-    with pytest.raises(ValueError, match="oom.probe: 'sampled' is not a probe kind"):
+    with pytest.raises(ValueError, match="oom.probe_kind: 'sampled' is not a probe kind"):
         estimate_sweep(sweep, plan(sweep).trials, probe="sampled")
 
 

@@ -141,5 +141,5 @@ def test_a_synthetic_probe_costs_its_start_up_and_warm_up_and_little_more():
     assert synthetic.generation_s < decoded.generation_s / 10
     assert synthetic.total_s < decoded.total_s
     assert prefill_chunks(256, 4096) == 17  # (256 + 4096) / 256 rounded up
-    with pytest.raises(ValueError, match="oom.probe: 'fast' is not a probe kind"):
+    with pytest.raises(ValueError, match="oom.probe_kind: 'fast' is not a probe kind"):
         model.probe(spec, "fast")
