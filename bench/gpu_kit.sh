@@ -1,6 +1,8 @@
 # What every GPU round's script shares (bench/gpu_round2.sh, bench/gpu_round3.sh source it): the clock,
 # the log, packing $W's results into $OUT (every 20 s and at exit), the wheel kit's install, nvidia-smi's
-# monitors (their PIDs in BG) and trial(), one probe step of the 16 GiB frontier (random 3B, K=8 B=2).
+# monitors (their PIDs in BG), trial(), one probe step of the 16 GiB frontier (random 3B, K=8 B=2), and
+# sweep(), a sweep through `rlsweep run` as users run it (Ray Tune; the kit made with RAY=1 holds Ray).
+# Rounds from now on measure through sweep(); trial() stays for what a sweep cannot say.
 # OUT, W, PY, MODEL3B and SKIP_INSTALL may be set before; each has a default.
 START=$(date +%s)
 el() { echo $(($(date +%s) - START)); }
@@ -31,6 +33,8 @@ fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 \
     UNSLOTH_DISABLE_STATISTICS=1 RLSWEEP_CACHE=$W/cache PYTHONUNBUFFERED=1
 $PY -m orchestrator.cli --version
+$PY -c "import ray; print('ray', ray.__version__)" 2>/dev/null ||
+    echo "no Ray: sweep() (rlsweep run) needs the kit made with RAY=1 bash tools/wheelhouse.sh"
 echo "[$(el)] installed"
 
 BG=()
@@ -52,4 +56,13 @@ trial() {  # trial NAME FRAMEWORK LENGTH TIMEOUT
         --output-dir "$W/b/$1" >"$W/b-$1.log" 2>&1
     local rc=$?
     echo "[$(el)] $1 exit $rc: $(grep -E '^(completed|oom|failed|unavailable|timeout)' "$W/b-$1.log" | tail -1)"
+}
+
+sweep() {  # sweep NAME SWEEP_YAML TIMEOUT [--set KEY=VALUE ...]: `rlsweep run` into $W/s/NAME, MLflow off
+    local name=$1 file=$2 limit=$3
+    shift 3
+    timeout "$limit" $PY -m orchestrator.cli run "$file" --set tracking.enabled=false "$@" \
+        --output-dir "$W/s/$name" >"$W/s-$name.log" 2>&1
+    local rc=$?
+    echo "[$(el)] sweep $name exit $rc: $(grep -v '^\s*$' "$W/s-$name.log" | tail -1)"
 }

@@ -25,8 +25,16 @@
 # CLI imports it, never `import unsloth`). File names, versions and metadata are unchanged; RECORD
 # drops the removed files.
 #
+# RAY=1 adds Ray, so that `rlsweep run` (Ray Tune) runs on the host as users run it: Ray's wheel (76 MiB)
+# repacked by tools/ray_slim.py to 33 MiB (no Java jar, no dashboard web app, no rllib/serve/llm, binaries
+# stripped; RECORD rewritten and checked), with jsonschema, jsonschema-specifications, referencing and
+# rpds-py. Ray's other requirements (click, filelock, msgpack, packaging, protobuf, pyyaml, requests, attrs;
+# Tune's pandas, pyarrow, fsspec) are not in it: the host must have them (docs/offline.md has the check).
+# With SLIM=1 they join the one group in .whl/ (about 51 MiB in all); else they are a third group, .whl/c.
+#
 # Environment:
 #   SLIM=1            one repacked group in .whl/ (see above); default 0: stock wheels, .whl/a + .whl/b
+#   RAY=1             add the slim Ray and its missing requirements (see above); default 0
 #   BNB_KEEP="..."    bitsandbytes libraries kept by SLIM=1 (default "cpu cuda130 cuda132")
 #   PY_VERSION=3.11   download cp311 builds instead (pydantic-core, multiprocess differ): for a local
 #                     check on this project's Python 3.11 machines; the GPU host wants the default 3.12
@@ -38,6 +46,7 @@ set -euo pipefail
 DEST=.whl
 LIMIT_MIB=${LIMIT_MIB:-60}
 SLIM=${SLIM:-0}
+RAY=${RAY:-0}
 BNB_KEEP=${BNB_KEEP:-"cpu cuda130 cuda132"}
 PY_VERSION=${PY_VERSION:-3.12}
 PYTHON=${PYTHON:-python3}
@@ -63,6 +72,13 @@ GROUP_A=(
 GROUP_B=(
     "unsloth==2026.10.9 --hash=sha256:feb40b99bc4f8c543a36cbd0fe6e1410d6e4ac16bd4d0c731f607adce3d63bb0"
     "unsloth_zoo==2026.10.9 --hash=sha256:f68e0576b0e9bd2ef85f19bf665132c576b52ee4df923fbb16c81538a3cde676"
+)
+GROUP_RAY=(
+    "ray==2.60.0 --hash=sha256:b951b40965947a63615830916be04f26440d234de1e9a29dbf2155d03fa9ad2a --hash=sha256:e227f6b2af8ab4626dd9a35a5860b33864325ea137383d57f854d4637ee3fea2"
+    "jsonschema==4.26.0 --hash=sha256:d489f15263b8d200f8387e64b4c3a75f06629559fb73deb8fdfb525f2dab50ce"
+    "jsonschema-specifications==2025.9.1 --hash=sha256:98802fee3a11ee76ecaca44429fda8a41bff98b00a0f2838151b113f210cc6fe"
+    "referencing==0.37.0 --hash=sha256:381329a9f99628c9069361716891d34ad94af76e461dcb0335825aecc7692231"
+    "rpds-py==2026.9.1 --hash=sha256:addeda51556dac7c1a2f14cda62db8b621cd12afba3091d03a96c72932387eab --hash=sha256:136a1c3fe4402b7008bc81cb62ee538481795b61a7e83df88dff3b3f02b726ff"
 )
 
 tmp=$(mktemp -d)
@@ -125,6 +141,14 @@ print(f"  slimmed {name}: {dropped} files left out")
 PY
 }
 
+ray_group() {  # ray_group DIR: the Ray group, its wheel slimmed by tools/ray_slim.py, into DIR
+    local dir=$1
+    download ray "$tmp/ray" "${GROUP_RAY[@]}"
+    mkdir -p "$dir"
+    "$PYTHON" tools/ray_slim.py "$tmp"/ray/ray-*.whl "$dir" | sed 's/^/  slimmed /'
+    find "$tmp/ray" -maxdepth 1 -name '*.whl' ! -name 'ray-*' -exec mv {} "$dir" \;
+}
+
 report() {  # report DIR: list the wheels with sizes; fail when over LIMIT_MIB
     local dir=$1 total=0 size f
     echo "$dir:"
@@ -144,6 +168,7 @@ rm -rf "$DEST"
 if [[ $SLIM == 1 ]]; then
     download all "$DEST" "${GROUP_A[@]}" "${GROUP_B[@]}"
     for f in "$DEST"/bitsandbytes-*.whl "$DEST"/unsloth-*.whl; do slim "$f"; done
+    if [[ $RAY == 1 ]]; then ray_group "$DEST"; fi
     report "$DEST"
     echo "one group: python3 -m pip install ... $DEST/*.whl (see docs/gpu-results.md, 'Offline GPU host')"
 else
@@ -151,7 +176,13 @@ else
     download b "$DEST/b" "${GROUP_B[@]}"
     report "$DEST/a"
     report "$DEST/b"
-    awk -v s="$(cat "$DEST"/a/*.whl "$DEST"/b/*.whl | wc -c)" -v l="$LIMIT_MIB" 'BEGIN {
-        printf "all: %.2f MiB (%s one %d MiB transfer): two groups, install .whl/a then .whl/b into the same --target\n",
-            s / 1048576, (s > l * 1048576 ? "over" : "within"), l }'
+    groups=".whl/a then .whl/b"
+    if [[ $RAY == 1 ]]; then
+        ray_group "$DEST/c"
+        report "$DEST/c"
+        groups=".whl/a, .whl/b then .whl/c"
+    fi
+    awk -v s="$(cat "$DEST"/*/*.whl | wc -c)" -v l="$LIMIT_MIB" -v g="$groups" 'BEGIN {
+        printf "all: %.2f MiB (%s one %d MiB transfer): install %s into the same --target\n",
+            s / 1048576, (s > l * 1048576 ? "over" : "within"), l, g }'
 fi

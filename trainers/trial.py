@@ -349,27 +349,32 @@ def check_value(name: str, value: Any) -> str | None:
 
 
 def _check_value(name: str, value: Any) -> str | None:
+    """The rule `value` breaks, then its fix ("must be >= 2, got 0; give 2 or more"), or None."""
     meta = KNOBS[name].metadata
     default = knob_default(name)
     if value is None:
-        return None if default is None else f"must be set, got null (default {default!r})"
+        return (
+            None if default is None else f"must be set, got null; give a value, or leave it out ({default!r})"
+        )
     expected = type(default) if default is not None else (int if "int" in str(KNOBS[name].type) else float)
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if expected is bool and not isinstance(value, bool):
         return f"must be true or false, got {value!r}"
     if expected is not bool and isinstance(value, bool) or not isinstance(value, expected):
-        return f"must be {expected.__name__}, got {value!r} ({type(value).__name__})"
+        kind = {int: "a whole number", float: "a number", str: "text"}.get(expected, expected.__name__)
+        example = f", e.g. {default!r}" if default is not None else ""
+        return f"must be {expected.__name__}, got {value!r} ({type(value).__name__}); give {kind}{example}"
     if "choices" in meta and value not in meta["choices"]:
         return f"unknown value {value!r}; {did_you_mean(str(value), meta['choices'])}"
     if "min" in meta and value < meta["min"]:
-        return f"must be >= {meta['min']}, got {value!r}"
+        return f"must be >= {meta['min']}, got {value!r}; give {meta['min']} or more"
     if "gt" in meta and value <= meta["gt"]:
-        return f"must be > {meta['gt']}, got {value!r}"
+        return f"must be > {meta['gt']}, got {value!r}; give a number above {meta['gt']:g}"
     if "max" in meta and value > meta["max"]:
-        return f"must be <= {meta['max']}, got {value!r}"
+        return f"must be <= {meta['max']}, got {value!r}; give {meta['max']} or less"
     if "lt" in meta and value >= meta["lt"]:
-        return f"must be < {meta['lt']}, got {value!r}"
+        return f"must be < {meta['lt']}, got {value!r}; give a number below {meta['lt']:g}"
     return None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from rich.console import Console
@@ -11,6 +12,7 @@ from orchestrator.words.settings import GUARD as GUARD
 from orchestrator.words.settings import GuardSettings
 from tasks.names import did_you_mean
 from trainers import stacks
+from trainers.trial import check_value
 
 # Piped to a file or CI log, rich would assume 80 columns and fold the tables: give them room.
 _WIDTH = None if sys.stdout.isatty() else 150
@@ -71,3 +73,22 @@ def stack_name(value: str) -> str:
     if value not in stacks.STACKS:
         raise argparse.ArgumentTypeError(f"unknown stack {value!r}; {did_you_mean(value, stacks.STACKS)}")
     return value
+
+
+def budget_gib(value: str) -> float:
+    """A memory budget in GiB given on a command line (argparse type): a finite number above 0, by the
+    rule of the trial's own budget (memory_budget_gib); else the error naming the value, rule and fix."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a number; give the budget in GiB, e.g. 16"
+        ) from None
+    if not math.isfinite(number):
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number, got {value}; give the budget in GiB, e.g. 16"
+        )
+    problem = check_value("memory_budget_gib", number)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{problem} (GiB, e.g. 16)")
+    return number

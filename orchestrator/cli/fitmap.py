@@ -8,7 +8,7 @@ import re
 import time
 from pathlib import Path
 
-from orchestrator.cli._common import add_set, out, stack_name
+from orchestrator.cli._common import add_set, budget_gib, out, stack_name
 from orchestrator.judging.cards import CARDS, Card, UnknownCard, card
 from trainers import stacks
 
@@ -77,17 +77,83 @@ def measured_rows(path: Path) -> list[dict]:
     return rows
 
 
+# What the map's own flags set, and so no --set: each with the flag to use instead.
+TAKEN = {
+    "framework": "the stacks are --stacks: give them there (e.g. --stacks trl,unsloth)",
+    "model": "the models are --model: give each there (e.g. --model Qwen/Qwen2.5-3B-Instruct)",
+    "num_generations": "K is the map's axis --k: give its values there (e.g. --k 4,8,16)",
+    "batch_size": "B is the map's axis --b: give its values there (e.g. --b 1,2)",
+    "max_completion_length": "the map searches the completion length: bound it with --min-length and "
+    "--max-length",
+    "memory_budget_gib": "the budget is --budget-gib or --card: give it there",
+}
+
+
 def base_spec(sets: list[str]):
-    """The TrialSpec every configuration of the map shares: TrialSpec's defaults with --set's knobs."""
-    from orchestrator.spec.load import apply_overrides
+    """The TrialSpec every configuration of the map shares: TrialSpec's defaults with --set's knobs, each
+    checked by the trainer's own rules (SweepError with every problem, its rule and its fix)."""
+    from orchestrator.spec.load import trial_set_errors
     from orchestrator.spec.sweep import SweepError
     from trainers.trial import TrialSpec
 
-    raw = apply_overrides({"fixed": {}}, sets)
-    others = sorted(set(raw) - {"fixed", "grid"})
-    if others:
-        raise SweepError([f"--set {', '.join(others)}: fitmap takes trial knobs only (e.g. --set lora_r=32)"])
-    return TrialSpec(**raw["fixed"])
+    values: dict = {}
+    errors = trial_set_errors(sets, values, TAKEN)
+    if errors:
+        raise SweepError(errors)
+    return TrialSpec(**values)
+
+
+def axis_values(flag: str, text: str, knob: str) -> list[int]:
+    """--k / --b's comma-separated values, each checked by the rule of its knob (ValueError naming the
+    flag, the value, the rule and the fix)."""
+    from trainers.trial import check_value
+
+    values, errors = [], []
+    for item in text.split(","):
+        try:
+            value = int(item)
+        except ValueError:
+            errors.append(f"{flag} {text}: {item.strip()!r} is not a whole number; give e.g. {flag} 4,8")
+            continue
+        problem = check_value(knob, value)
+        if problem:
+            errors.append(f"{flag} {text}: {knob} {problem}")
+        values.append(value)
+    if errors:
+        raise ValueError("\n".join(errors))
+    return values
+
+
+def length_errors(lo: int, hi: int) -> list[str]:
+    """--min-length and --max-length: completion lengths by max_completion_length's rule, lo <= hi."""
+    from trainers.trial import check_value
+
+    errors = [
+        f"{flag} {value}: max_completion_length {problem}"
+        for flag, value in (("--min-length", lo), ("--max-length", hi))
+        if (problem := check_value("max_completion_length", value))
+    ]
+    if not errors and lo > hi:
+        errors.append(f"--min-length {lo} is above --max-length {hi}; give a range, e.g. --min-length 128")
+    return errors
+
+
+def known_models() -> list[str]:
+    """The models whose architecture is known here without a download: `tiny`, `smollm2` and the
+    bundled configs (`rlsweep models` lists them with their sizes)."""
+    from trainers.models import SMOLLM2, bundled_models
+
+    return ["tiny", SMOLLM2, *bundled_models()]
+
+
+def unknown_models(fm) -> dict[str, str]:
+    """The map's models it can say nothing of because of the model itself (no config here): why."""
+    why = {}
+    for model in fm.models:
+        cells = [x for x in fm.boundaries if x.model == model]
+        if cells and all(x.unknown is not None and x.unknown.startswith("model:") for x in cells):
+            why[model] = cells[0].unknown
+    return why
 
 
 def _slug(text: str) -> str:
@@ -112,32 +178,57 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
     if budget is None:
         out.print("fitmap: name the card (--card 24GB; rlsweep fitmap --help lists them) or --budget-gib GIB")
         return 2
+    errors: list[str] = []
     try:
         base = base_spec(args.set)
-    except (SweepError, TypeError) as exc:
-        out.print(str(exc), markup=False)
-        return 2
-    rows = []
-    if args.trials is not None:
-        if not args.trials.exists():
-            out.print(f"--trials {args.trials}: no such file or folder", markup=False)
-            return 2
-        rows = measured_rows(args.trials)
-    ks = [int(k) for k in args.k.split(",")]
-    bs = [int(b) for b in args.b.split(",")]
+    except SweepError as exc:
+        errors += exc.errors
+    ks = bs = []
+    for flag, text, knob in (("--k", args.k, "num_generations"), ("--b", args.b, "batch_size")):
+        try:
+            values = axis_values(flag, text, knob)
+        except ValueError as exc:
+            errors += str(exc).splitlines()
+        else:
+            ks, bs = (values, bs) if flag == "--k" else (ks, values)
+    errors += length_errors(args.min_length, args.max_length)
     frameworks = args.stacks.split(",")
     for framework in frameworks:
         try:
             stack_name(framework)
         except argparse.ArgumentTypeError as exc:
-            out.print(f"--stacks: {exc}", markup=False)
-            return 2
+            errors.append(f"--stacks {args.stacks}: {exc}")
+    if args.trials is not None and not args.trials.exists():
+        errors.append(
+            f"--trials {args.trials}: no such file or folder; give a trials.parquet or a sweep's folder"
+        )
+    if errors:
+        out.print(f"fitmap: {len(errors)} error(s), nothing drawn:", markup=False)
+        for error in errors:
+            out.print(f"  {error}", markup=False)
+        return 2
+    rows = measured_rows(args.trials) if args.trials is not None else []
     models = args.model or list(DEFAULT_MODELS)
     fm = fit_map(
         rows, base, models, frameworks, budget, ks, bs, (args.min_length, args.max_length),
         measure=args.measure or (GPU if args.card is not None or not rows else None), unmeasured=GPU,
         card=args.card.name if args.card is not None else None,
     )  # fmt: skip
+    unknown = unknown_models(fm)
+    if unknown:
+        from tasks.names import did_you_mean
+
+        out.print(f"fitmap: {len(unknown)} model(s) it knows nothing of, nothing drawn:", markup=False)
+        for model, why in unknown.items():
+            out.print(f"  --model {model}: {why}", markup=False)
+            out.print(f"    {did_you_mean(model, known_models())}", markup=False)
+        out.print("`rlsweep models` lists the models it knows, with their sizes", markup=False)
+        return 2
+    if all(x.unknown is not None for x in fm.boundaries):
+        out.print("fitmap: no cell of the map can be predicted, nothing drawn:", markup=False)
+        for reason in dict.fromkeys(x.unknown for x in fm.boundaries):
+            out.print(f"  {reason}", markup=False)
+        return 2
     source = f"{len(rows)} trial(s) of {args.trials}" if rows else "the prior (no measured trials)"
     where = card_words or f"a {budget:g} GiB budget"
     out.print(f"Fit map on {where}; peak {fm.measure} predicted from {source}", markup=False)
@@ -154,6 +245,17 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
         f"Lengths {args.min_length}-{args.max_length} searched.",
         markup=False,
     )
+    reasons: dict[str, list] = {}
+    for x in fm.boundaries:
+        if x.unknown is not None:
+            reasons.setdefault(x.unknown, []).append(x)
+    why = [
+        f"unknown ({len(cells)} cell(s), e.g. {cells[0].framework} {cells[0].model} K={cells[0].k} "
+        f"B={cells[0].b}): {reason}"
+        for reason, cells in reasons.items()
+    ]
+    for line in why:
+        out.print(line, markup=False)
     for (framework, model), basis in fm.basis.items():
         if basis == "prior":
             out.print(
@@ -194,7 +296,7 @@ def add_fitmap(sub) -> None:
         "nothing runs",
     )
     add_card(p)
-    p.add_argument("--budget-gib", type=float, help="the memory to fit in, GiB (instead of --card)")
+    p.add_argument("--budget-gib", type=budget_gib, help="the memory to fit in, GiB (instead of --card)")
     p.add_argument(
         "--model", action="append", help=f"a model (repeatable); default {', '.join(DEFAULT_MODELS)}"
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from orchestrator.cli._common import add_set, out
+from orchestrator.cli._common import add_set, budget_gib, out
 from orchestrator.cli.fitmap import add_card, card_budget
 from orchestrator.words.outcome import GPU, peak_memory
 
@@ -141,7 +141,9 @@ def add_predict(sub) -> None:
     )
     p.add_argument("sweep", help="sweep YAML file")
     add_set(p)
-    p.add_argument("--budget-gib", type=float, help="the budget to judge against; default memory.budget_gib")
+    p.add_argument(
+        "--budget-gib", type=budget_gib, help="the budget to judge against; default memory.budget_gib"
+    )
     add_card(p)
     p.add_argument(
         "--output-dir", help="where the sweep's trials.parquet is read from; default its output dir"

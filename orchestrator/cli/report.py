@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from orchestrator.cli._common import console, out, stack_name
+from orchestrator.cli._common import budget_gib, console, out, stack_name
 from trainers import stacks
 
 
@@ -40,7 +40,7 @@ def add_report(sub) -> None:
     p.add_argument("output_dir", help="a sweep's output dir (holds trials.parquet)")
     p.add_argument(
         "--budget-gib",
-        type=float,
+        type=budget_gib,
         default=None,
         help="memory budget in GiB to judge what fits: completed configurations whose peak passed it are "
         "marked over budget in the frontier, the matrices and the plots (default: the sweep's "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from orchestrator.cli._common import add_guard_flags, console, out
+from orchestrator.cli._common import add_guard_flags, budget_gib, console, out
 from orchestrator.words.settings import GUARD as GUARD
 from orchestrator.words.settings import GuardSettings
 from trainers.trial import KNOBS
@@ -56,7 +56,7 @@ def add_solve(sub) -> None:
         "solve",
         help="the largest K, B or completion length that fits a memory budget, certified by probe trials",
     )
-    p.add_argument("--budget-gib", type=float, required=True, help="the memory to fit in, GiB")
+    p.add_argument("--budget-gib", type=budget_gib, required=True, help="the memory to fit in, GiB")
     p.add_argument(
         "--headroom-gib", type=float, default=0.0, help="GiB a fit must leave free under the budget"
     )

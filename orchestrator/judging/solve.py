@@ -24,16 +24,15 @@ from typing import Any
 
 from orchestrator.judging.intervals import Margin, margin
 from orchestrator.judging.memory import Prediction
-from orchestrator.spec.load import bound_problem, yaml_data
+from orchestrator.spec.load import bound_problem, trial_set_errors
 from orchestrator.spec.plan import trial_key
-from orchestrator.spec.sweep import SWEEP_KNOBS, SweepError
 from orchestrator.words.names import model_short
 from orchestrator.words.outcome import COMPLETED, OOM, STATUS_WORDS, TIMEOUT, peak_memory
 from orchestrator.words.settings import GUARD as GUARD_DEFAULTS
 from orchestrator.words.settings import GuardSettings
 from orchestrator.words.storage import output_dir_problems, output_location
 from tasks.names import did_you_mean
-from trainers.trial import BOOKKEEPING, KNOBS, TrialSpec, check_value
+from trainers.trial import TrialSpec, check_value
 
 SOLVABLE = ("num_generations", "batch_size", "max_completion_length", "num_processes")
 # A knob's doubling ladder when no --values are given: (first, last) candidate.
@@ -343,35 +342,12 @@ def make_request(
 
 def _set_errors(knob: str, sets: list[str], base: dict[str, Any]) -> list[str]:
     """Errors of --set items; the good ones go into base."""
-    errors = []
-    for item in sets:
-        key, eq, text = item.partition("=")
-        key = key.strip()
-        if not eq:
-            errors.append(f"--set {item}: expected KNOB=VALUE (a YAML value), e.g. --set lora_r=8")
-        elif key == knob:
-            errors.append(
-                f"--set {item}: {knob} is the setting --maximize searches; give its candidates with "
-                "--values or --from/--to instead"
-            )
-        elif key == "memory_budget_gib":
-            errors.append(f"--set {item}: the budget is --budget-gib; give it there and drop this --set")
-        elif key in BOOKKEEPING:
-            errors.append(f"--set {item}: {key} is set by rlsweep for each trial; remove it")
-        elif key not in KNOBS:
-            errors.append(f"--set {item}: unknown trial setting {key!r}; {did_you_mean(key, SWEEP_KNOBS)}")
-        else:
-            try:
-                value = yaml_data(text, "--set") if text else None
-            except SweepError as exc:
-                errors += [f"--set {item}: {error}" for error in exc.errors]
-                continue
-            problem = bound_problem(key, value) or check_value(key, value)
-            if problem:
-                errors.append(f"--set {item}: {key} {problem}")
-            else:
-                base[key] = value
-    return errors
+    taken = {
+        knob: f"{knob} is the setting --maximize searches; give its candidates with --values or "
+        "--from/--to instead",
+        "memory_budget_gib": "the budget is --budget-gib; give it there and drop this --set",
+    }
+    return trial_set_errors(sets, base, taken)
 
 
 def _candidates(

@@ -76,6 +76,40 @@ def bound_problem(key: str, value: Any) -> str | None:
     return None
 
 
+def trial_set_errors(sets: list[str], base: dict[str, Any], taken: dict[str, str]) -> list[str]:
+    """Errors of a verb's --set KNOB=VALUE items (YAML values), each by the trainer's own rule and with
+    its fix; the good ones go into base. taken: knobs the verb sets by its own flags, each with what to
+    do instead (e.g. {"num_generations": "K is --k: give it there"})."""
+    errors = []
+    for item in sets:
+        key, eq, text = item.partition("=")
+        key = key.strip()
+        if not eq:
+            errors.append(f"--set {item}: expected KNOB=VALUE (a YAML value), e.g. --set lora_r=8")
+            continue
+        if key in BOOKKEEPING:
+            errors.append(f"--set {item}: {key} is set by rlsweep for each trial; remove it")
+            continue
+        if key not in KNOBS:
+            errors.append(
+                f"--set {item}: unknown trial setting {key!r}; {unknown_name_hint(key, SWEEP_KNOBS)}"
+            )
+            continue
+        try:
+            value = yaml_data(text, "--set") if text else None
+        except SweepError as exc:
+            errors += [f"--set {item}: {error}" for error in exc.errors]
+            continue
+        problem = bound_problem(key, value) or check_value(key, value)
+        if problem:
+            errors.append(f"--set {item}: {key} {problem}")
+        elif key in taken:
+            errors.append(f"--set {item}: {taken[key]}")
+        else:
+            base[key] = value
+    return errors
+
+
 def grid_size_errors(raw: dict[str, Any], spec: SweepSpec | None) -> list[str]:
     """The grid's size from its list lengths (without expanding it) against max_trials."""
     grid = raw.get("grid") if isinstance(raw.get("grid"), dict) else {}
@@ -119,6 +153,16 @@ def packing_errors(spec: SweepSpec | None) -> list[str]:
     return []
 
 
+# The fix of a section setting's broken rule, by pydantic's error type (its ctx fills the bound).
+_FIXES = {
+    "finite_number": "; give a finite number (YAML's .inf and .nan are not)",
+    "greater_than": "; give a number above {gt}",
+    "greater_than_equal": "; give {ge} or more",
+    "less_than": "; give a number below {lt}",
+    "less_than_equal": "; give {le} or less",
+}
+
+
 def _pydantic_errors(exc: ValidationError) -> list[str]:
     errors = []
     for err in exc.errors():
@@ -127,11 +171,8 @@ def _pydantic_errors(exc: ValidationError) -> list[str]:
             parent = _section_model(err["loc"][:-1])
             errors.append(f"{loc}: unknown key; {did_you_mean(str(err['loc'][-1]), parent.model_fields)}")
         else:
-            fix = (
-                "; give a finite number (YAML's .inf and .nan are not)"
-                if err["type"] == "finite_number"
-                else ""
-            )
+            bounds = {k: f"{v:g}" if isinstance(v, float) else v for k, v in err.get("ctx", {}).items()}
+            fix = _FIXES.get(err["type"], "").format(**bounds)
             errors.append(f"{loc or '(top level)'}: {err['msg'].lower()}, got {err.get('input')!r}{fix}")
     return errors
 

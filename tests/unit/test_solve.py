@@ -186,14 +186,13 @@ def test_solve_settings_errors_name_the_flag_the_value_and_the_rule(tmp_path):
         )
     assert caught.value.errors == [
         "--budget-gib: 0 is not a size; give the memory to fit in GiB, e.g. 16",
-        "--set lora_r=0: lora_r must be >= 1, got 0",
-        "--set lora_rank=8: unknown trial setting 'lora_rank'; did you mean 'lora_r' or 'lora_alpha' or "
-        "'lora_dropout'? available: " + caught.value.errors[2].split("available: ")[1],
+        "--set lora_r=0: lora_r must be >= 1, got 0; give 1 or more",
+        "--set lora_rank=8: unknown trial setting 'lora_rank'; lora_rank is TRL's name; rlsweep sets lora_r",
         "--set num_generations=4: num_generations is the setting --maximize searches; give its candidates "
         "with --values or --from/--to instead",
         "--set trial_key=x: trial_key is set by rlsweep for each trial; remove it",
         "--set memory_budget_gib=3: the budget is --budget-gib; give it there and drop this --set",
-        "--values 1: num_generations must be >= 2, got 1",
+        "--values 1: num_generations must be >= 2, got 1; give 2 or more",
     ]
 
 

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from trainers.trial import TrialSpec, TrialSpecError, mode_warnings
+from trainers.trial import TrialSpec, TrialSpecError, knob_default, mode_warnings
 
 
 def problems(**overrides):
@@ -15,9 +15,13 @@ def test_default_spec_is_valid_and_roundtrips():
     assert TrialSpec.from_dict(json.loads(spec.to_json())) == spec
 
 
-def test_k_of_one_is_refused_with_the_rule():
+def test_k_of_one_is_refused_with_the_rule_and_its_fix():
     (msg,) = problems(num_generations=1)
-    assert msg == "num_generations: must be >= 2, got 1"
+    assert msg == "num_generations: must be >= 2, got 1; give 2 or more"
+    (msg,) = problems(learning_rate=0.0)
+    assert msg == "learning_rate: must be > 0.0, got 0.0; give a number above 0"
+    (msg,) = problems(lora_dropout=1.0)
+    assert msg == "lora_dropout: must be < 1.0, got 1.0; give a number below 1"
 
 
 def test_micro_batch_must_divide_completions_per_step():
@@ -53,9 +57,12 @@ def test_every_error_reported_at_once():
     assert fields == ["batch_size", "learning_rate", "num_generations", "quantization"]
 
 
-def test_wrong_types_named():
+def test_wrong_types_named_with_an_example_of_the_right_one():
     (msg,) = problems(batch_size="2")
-    assert msg == "batch_size: must be int, got '2' (str)"
+    assert (
+        msg
+        == f"batch_size: must be int, got '2' (str); give a whole number, e.g. {knob_default('batch_size')}"
+    )
     assert problems(gradient_checkpointing="yes") == [
         "gradient_checkpointing: must be true or false, got 'yes'"
     ]
