@@ -54,6 +54,7 @@ with MemoryModel.calibrate and prints them); a family's own trials then refit th
 from __future__ import annotations
 
 from orchestrator.judging.memory._architecture import Shape
+from trainers.stacks import memory_of
 from trainers.trial import TrialSpec
 from trainers.units import GIB
 
@@ -172,10 +173,10 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
     # one layer at a time, which then holds its intermediates.
     checkpointed = spec.gradient_checkpointing and device == "gpu"
     layer = shape.layer_width()
-    offloaded = checkpointed and spec.framework == "unsloth"
+    offloaded = offloads_checkpoints(spec, device)
     kept = (0 if offloaded else shape.layers * shape.hidden) + layer if checkpointed else shape.layers * layer
     completion_rows = micro * spec.max_completion_length
-    chunked = device == "gpu" and spec.framework == "unsloth"
+    chunked = chunks_logprobs(spec, device)
     vllm = spec.generation == "vllm" and spec.vllm_mode == "colocate"
     sizes = {
         "baseline": float(GIB),
@@ -187,7 +188,7 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
         "sampling_logits": 0 if vllm else generation * shape.vocab * 4,
         "vllm_pool": vllm_pool_bytes(spec, shape, device, w) if vllm else 0,
         "activations": micro * tokens * kept * w,
-        "logits": 0 if chunked else logit_rows(spec, device) * shape.vocab * logit_bytes(device),
+        "logits": 0 if chunked else logit_rows(spec, device) * shape.vocab * logit_bytes(spec, device),
         "logit_chunk": unsloth_chunk_rows(completion_rows, shape.vocab) * shape.vocab * (4 + w)
         if chunked
         else 0,
@@ -218,10 +219,25 @@ def logit_rows(spec: TrialSpec, device: str) -> int:
     return spec.effective_micro_batch_size * (spec.max_completion_length + extra)
 
 
-def logit_bytes(device: str) -> int:
-    """Bytes a full-logits entry holds: on a GPU TRL's fp32 logits and their fp32 gradient (module
-    docstring), on a CPU the fp32 logits."""
-    return 4 if device == "cpu" else 4 + 4
+def logit_bytes(spec: TrialSpec, device: str) -> int:
+    """Bytes a full-logits entry holds: on a GPU the logits and their gradient, fp32 where the stack
+    casts them (StackMemory.fp32_logits: TRL's, module docstring), else in the compute dtype; on a CPU
+    the fp32 logits."""
+    if device == "cpu":
+        return 4
+    return 4 + 4 if memory_of(spec.framework).fp32_logits else 2 * dtype_bytes(spec, device)
+
+
+def chunks_logprobs(spec: TrialSpec, device: str) -> bool:
+    """Whether the trial's log-probs go through chunks of rows (StackMemory.chunked_logprobs), never
+    the full logits: on a GPU only."""
+    return device == "gpu" and memory_of(spec.framework).chunked_logprobs
+
+
+def offloads_checkpoints(spec: TrialSpec, device: str) -> bool:
+    """Whether the trial's checkpointed layer inputs live in host memory (StackMemory.offloads_checkpoints),
+    not on the GPU: with gradient checkpointing on a GPU only."""
+    return device == "gpu" and spec.gradient_checkpointing and memory_of(spec.framework).offloads_checkpoints
 
 
 def unsloth_chunk_rows(rows: int, vocab: int) -> int:
