@@ -101,15 +101,15 @@ FACE = {
 # and their gradient are held, sized like them (the allocator's blocks between them, the loss's own
 # copies: not itemised; at completion 256 TRL's needs about 1.2, so part of it does not grow).
 CALIBRATED = {
-    "baseline": 0.748,
+    "baseline": 0.75,
     "weights": 1.0,
     "lora": 1.0,
     "kv_cache": 1.0,
     "sampling_logits": 1.0,
     "vllm_pool": 1.0,
     "activations": 1.0,
-    "logits": 1.351,
-    "logit_chunk": 1.358,
+    "logits": 1.281,
+    "logit_chunk": 1.154,
 }
 DEFAULT_PRIOR = (1.0, 0.5)
 # Unsloth's GRPO log-probs (unsloth_zoo fused_losses/chunked_logprob.py): a chunk's logits near
@@ -187,13 +187,24 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
         else 2 * shape.kv_heads * shape.head_dim * w * generation * shape.cached_tokens(tokens),
         "sampling_logits": 0 if vllm else generation * shape.vocab * 4,
         "vllm_pool": vllm_pool_bytes(spec, shape, device, w) if vllm else 0,
-        "activations": micro * tokens * kept * w,
+        "activations": micro * tokens * (kept * w + dropout_copies(spec, shape, checkpointed, w)),
         "logits": 0 if chunked else logit_rows(spec, device) * shape.vocab * logit_bytes(spec, device),
         "logit_chunk": unsloth_chunk_rows(completion_rows, shape.vocab) * shape.vocab * (4 + w)
         if chunked
         else 0,
     }
     return {name: sizes[name] / GIB for name in TERMS}
+
+
+def dropout_copies(spec: TrialSpec, shape: Shape, checkpointed: bool, w: int) -> float:
+    """Bytes a token's LoRA dropout holds for backward (Shape.adapted_width): with lora_dropout > 0 a
+    dropped-out copy of each adapted input in the compute dtype and its bool mask, in every layer, or
+    with gradient checkpointing in the one layer recomputed; none without LoRA or dropout (PEFT's
+    adapter then takes its input as it is)."""
+    if spec.adapter != "lora" or not spec.lora_dropout:
+        return 0.0
+    layers = 1 if checkpointed else shape.layers
+    return layers * shape.adapted_width() * (w + 1)
 
 
 def unsized_vllm_pool(spec: TrialSpec) -> bool:
