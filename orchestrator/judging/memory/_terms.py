@@ -41,6 +41,10 @@ one part of the peak:
     each chunk's logits in fp32 and, in backward, their gradient in the compute dtype: one chunk's
     rows x vocabulary x (4 + w) bytes, however long the completions.
   On a CPU both stacks are counted as fp32 logits (no Triton, no chunking: `logits`).
+  - LoRA dropout (lora_dropout > 0): PEFT's lora_B(lora_A(dropout(x))) keeps a dropped-out copy of
+    each adapted input and its bool mask (Shape.adapted_width), in every layer, or with checkpointing
+    in the one recomputed (dropout_copies). What a stack does differently (offloaded checkpoints,
+    chunked log-probs, fp32 logits) is read from its registry entry (trainers.stacks.StackMemory).
 
 The KV cache and the activations count a trial's prompts at the longest one its task's trials
 measured (MemoryModel.counted: a batch is padded to its longest prompt, max_prompt_length only bounds
