@@ -4,7 +4,10 @@ Runs `rlsweep run sweeps/cpu-smoke.yaml --set memory.budget_gib=4 --set oom.pred
 resources.max_concurrent=1` (one trial at a time: every prediction is made from the trials finished
 before it; about 3 minutes on 2 cores), or reads a finished run's trials.parquet (`--from DIR`), and
 prints, per trial:
-  recorded   the prediction its row keeps (made before it ran, from the trials measured then);
+  recorded   the prediction its row keeps (made before it ran, from the trials measured then, by
+             the code that ran the sweep);
+  from one   each family's K=48 trial predicted by this code from its K=24 trial alone (what the live
+             frontier search predicts: it measures K=24 first);
   from two   each family's K=48 trial predicted from its K=2 and K=24 trials alone (the two a
              smallest-first order measures before it): a fit on two points extrapolated to twice the
              larger K, where the prior's slope matters most.
@@ -65,19 +68,28 @@ def main() -> None:
     print(
         f"recorded: mean abs {sum(map(abs, recorded)) / len(recorded):.1%}, worst {max(map(abs, recorded)):.1%}"
     )
-    print(f"\n{'K=48 from its K=2 and K=24':40} {'measured':>8} {'predicted (interval)':>26} {'error':>7}")
-    two = []
+    for title, measured_k in (("one", (24,)), ("two", (2, 24))):
+        from_k(rows, title, measured_k)
+
+
+def from_k(rows: list[dict], title: str, measured_k: tuple[int, ...]) -> None:
+    """Each family's K=48 trial predicted, with this code, from its trials at measured_k alone."""
+    heading = f"K=48 from its K={' and K='.join(map(str, measured_k))}"
+    print(f"\n{heading:40} {'measured':>8} {'predicted (interval)':>26} {'error':>7}")
+    errors = []
     for name in sorted({family(r) for r in rows}):
         by_k = {r["num_generations"]: r for r in rows if family(r) == name and r["peak_rss_gib"] is not None}
-        if not {2, 24, 48} <= set(by_k):
+        if not {*measured_k, 48} <= set(by_k):
             continue
-        p = MemoryModel.fit([by_k[2], by_k[24]], RSS).predict(spec_of(by_k[48]))
+        p = MemoryModel.fit([by_k[k] for k in measured_k], RSS).predict(spec_of(by_k[48]))
         peak = by_k[48]["peak_rss_gib"]
         error = (p.peak_gib - peak) / peak
-        two.append(error)
+        errors.append(error)
         print(f"{name:40} {peak:8.3f} {p.describe().removeprefix('predicted '):>26} {error:+7.1%}")
-    if two:
-        print(f"from two: mean abs {sum(map(abs, two)) / len(two):.1%}, worst {max(map(abs, two)):.1%}")
+    if errors:
+        print(
+            f"from {title}: mean abs {sum(map(abs, errors)) / len(errors):.1%}, worst {max(map(abs, errors)):.1%}"
+        )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from orchestrator.judging.memory._terms import (
     LORA_WEIGHT_BYTES,
     NF4_BYTES,
     chunks_logprobs,
+    dropout_copies,
     dtype_bytes,
     logit_bytes,
     logit_rows,
@@ -36,6 +37,17 @@ class TermLine:
     @property
     def counted_gib(self) -> float:
         return self.gib * self.coefficient
+
+
+def _dropout_words(spec: TrialSpec, shape: Shape, device: str, w: int) -> str:
+    """LoRA dropout's copies (_terms.dropout_copies) in words, or '' where it keeps none."""
+    checkpointed = spec.gradient_checkpointing and device == "gpu"
+    if not dropout_copies(spec, shape, checkpointed, w):
+        return ""
+    return (
+        f" + the same tokens x {shape.layers} layers x {shape.adapted_width():,.0f} adapted inputs x "
+        f"({w} B copy + 1 B mask) (LoRA dropout {spec.lora_dropout:g})"
+    )
 
 
 def formulas(spec: TrialSpec, shape: Shape, device: str) -> dict[str, str]:
@@ -114,7 +126,8 @@ def formulas(spec: TrialSpec, shape: Shape, device: str) -> dict[str, str]:
         f"{generation:g} sequences x {cached}",
         "sampling_logits": f"{generation:g} sequences x {shape.vocab:,} vocab x 4 B (fp32)",
         "vllm_pool": _vllm_pool_words(spec, device, dtype),
-        "activations": f"micro-batch {micro} x {tokens} tokens x {kept} x {dtype}",
+        "activations": f"micro-batch {micro} x {tokens} tokens x {kept} x {dtype}"
+        + _dropout_words(spec, shape, device, w),
         "logits": logits,
         "logit_chunk": logit_chunk,
     }

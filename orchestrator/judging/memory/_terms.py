@@ -42,8 +42,9 @@ one part of the peak:
     rows x vocabulary x (4 + w) bytes, however long the completions.
   On a CPU both stacks are counted as fp32 logits (no Triton, no chunking: `logits`).
   - LoRA dropout (lora_dropout > 0): PEFT's lora_B(lora_A(dropout(x))) keeps a dropped-out copy of
-    each adapted input and its bool mask (Shape.adapted_width), in every layer, or with checkpointing
-    in the one recomputed (dropout_copies). What a stack does differently (offloaded checkpoints,
+    each adapted input and its bool mask (Shape.adapted_width) in every layer that is not checkpointed
+    (dropout_copies); a checkpointed layer keeps none in forward, and the one recomputed holds its
+    copies only in backward, after the log-probs' peak. What a stack does differently (offloaded checkpoints,
     chunked log-probs, fp32 logits) is read from its registry entry (trainers.stacks.StackMemory).
 
 The KV cache and the activations count a trial's prompts at the longest one its task's trials
@@ -105,15 +106,15 @@ FACE = {
 # and their gradient are held, sized like them (the allocator's blocks between them, the loss's own
 # copies: not itemised; at completion 256 TRL's needs about 1.2, so part of it does not grow).
 CALIBRATED = {
-    "baseline": 0.75,
+    "baseline": 0.748,
     "weights": 1.0,
     "lora": 1.0,
     "kv_cache": 1.0,
     "sampling_logits": 1.0,
     "vllm_pool": 1.0,
     "activations": 1.0,
-    "logits": 1.281,
-    "logit_chunk": 1.154,
+    "logits": 1.351,
+    "logit_chunk": 1.358,
 }
 DEFAULT_PRIOR = (1.0, 0.5)
 # Unsloth's GRPO log-probs (unsloth_zoo fused_losses/chunked_logprob.py): a chunk's logits near
@@ -202,13 +203,14 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
 
 def dropout_copies(spec: TrialSpec, shape: Shape, checkpointed: bool, w: int) -> float:
     """Bytes a token's LoRA dropout holds for backward (Shape.adapted_width): with lora_dropout > 0 a
-    dropped-out copy of each adapted input in the compute dtype and its bool mask, in every layer, or
-    with gradient checkpointing in the one layer recomputed; none without LoRA or dropout (PEFT's
-    adapter then takes its input as it is)."""
-    if spec.adapter != "lora" or not spec.lora_dropout:
+    dropped-out copy of each adapted input in the compute dtype and its bool mask, in every layer.
+    None with gradient checkpointing: its forward keeps no layer's intermediates, and the one layer
+    backward recomputes holds its copies after the log-probs' peak, when TRL's fp32 logits are freed
+    (counting them there moved TRL 3B K8 c512, measured oom at 16 GiB, to a wrong `fits`:
+    docs/benchmarks.md). None without LoRA or dropout (PEFT's adapter then takes its input as it is)."""
+    if spec.adapter != "lora" or not spec.lora_dropout or checkpointed:
         return 0.0
-    layers = 1 if checkpointed else shape.layers
-    return layers * shape.adapted_width() * (w + 1)
+    return shape.layers * shape.adapted_width() * (w + 1)
 
 
 def unsized_vllm_pool(spec: TrialSpec) -> bool:
