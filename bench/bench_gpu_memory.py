@@ -18,7 +18,11 @@ Round 1 calibrates; rounds 2 and 3 are held out (GPU measurements the model has 
 - round 2: each row predicted by the model fitted on round 1 (the calibrated prior, then each
   family's round-1 trials), with its verdict against the trial's budget (16 GiB);
 - round 3 (gpu-check alone, the frontier at completion 1024 and 2048): the same, and by the model
-  fitted on rounds 1 and 2.
+  fitted on rounds 1 and 2;
+- leave one model size out, and leave one completion length out, over every round's rows: each
+  group's rows predicted by a model calibrated and fitted on the other groups only, with whether the
+  interval holds the measured peak (coverage) and its half-width. Every row is Qwen2.5 (1.5B, 3B), NF4,
+  on one H100: a family (architecture) left out cannot be tested from these rows.
 
 Usage: python bench/bench_gpu_memory.py
 """
@@ -107,6 +111,54 @@ def leave_one_out(rows: list[dict]) -> list[tuple[dict, float]]:
     return out
 
 
+def size_of(row: dict) -> str:
+    return spec_of(row).model.split("-")[-2]  # random:Qwen/Qwen2.5-3B-Instruct -> 3B
+
+
+def completion_of(row: dict) -> int:
+    return spec_of(row).max_completion_length
+
+
+def leave_group_out(rows: list[dict], group) -> list[tuple[dict, object, str]]:
+    """(row, prediction, its group) for each completed row, from a model calibrated and fitted on the
+    rows of the other groups only (group(row): a model size, a completion length)."""
+    out = []
+    for value in sorted({group(r) for r in rows}, key=str):
+        others = [r for r in rows if group(r) != value]
+        if not any(r["status"] == COMPLETED for r in others):
+            continue
+        model = MemoryModel.fit(others, GPU, prior_values=MemoryModel.calibrate(others, GPU))
+        for row in rows:
+            if group(row) == value and row["status"] == COMPLETED:
+                out.append((row, model.predict(spec_of(row)), str(value)))
+    return out
+
+
+def held_out_groups(rows: list[dict], group, title: str) -> None:
+    """Each group's completed rows predicted by a model that never saw the group: error, interval,
+    whether the interval holds the measured peak, and its half-width."""
+    print(f"\nleave one {title} out (calibrated and fitted on the other {title}s' rows, all rounds):")
+    print(
+        f"  {'trial':36} {'measured':>8} {'predicted (interval)':>22} {'error':>7} {'inside':>6} {'half':>6}"
+    )
+    errors, inside, halves = [], 0, []
+    for row, p, _ in leave_group_out(rows, group):
+        error = (p.peak_gib - row[PEAK]) / row[PEAK]
+        errors.append(error)
+        hit = p.low_gib <= row[PEAK] <= p.high_gib
+        inside += hit
+        half = (p.high_gib - p.low_gib) / 2 / p.peak_gib
+        halves.append(half)
+        interval = f"{p.peak_gib:.2f} ({p.low_gib:.2f}-{p.high_gib:.2f})"
+        print(
+            f"  {label(row):36} {row[PEAK]:8.2f} {interval:>22} {error:+7.1%} {'yes' if hit else 'no':>6} {half:6.1%}"
+        )
+    print(
+        f"  {len(errors)} rows: mean abs {sum(map(abs, errors)) / len(errors):.1%}, worst {max(map(abs, errors)):.1%}, "
+        f"inside the interval {inside}/{len(errors)}, half-width {min(halves):.1%}-{max(halves):.1%}"
+    )
+
+
 def main() -> None:
     raw = load()
     round1, round2 = trial_rows(raw, 1), trial_rows(raw, 2)
@@ -132,6 +184,9 @@ def main() -> None:
     held_out(
         MemoryModel.fit(round1 + round2, GPU), round3, "round 3, from the model fitted on rounds 1 and 2"
     )
+    every = trial_rows(raw)
+    held_out_groups(every, size_of, "model size")
+    held_out_groups(every, completion_of, "completion length")
 
 
 def held_out(model: MemoryModel, rows: list[dict], title: str) -> None:
@@ -140,7 +195,7 @@ def held_out(model: MemoryModel, rows: list[dict], title: str) -> None:
     print(
         f"  {'trial':36} {'status':9} {'measured':>8} {'predicted (interval)':>22} {'error':>7} {'verdict':>12}"
     )
-    held = []
+    held, inside = [], 0
     for row in rows:
         p = model.predict(spec_of(row))
         interval = f"{p.peak_gib:.2f} ({p.low_gib:.2f}-{p.high_gib:.2f})"
@@ -148,6 +203,7 @@ def held_out(model: MemoryModel, rows: list[dict], title: str) -> None:
         if row["status"] == COMPLETED:
             error = (p.peak_gib - measured) / measured
             held.append(error)
+            inside += p.low_gib <= measured <= p.high_gib
             shown = f"{error:+7.1%}"
         elif row["status"] == OOM:
             shown = "   >=" if p.peak_gib >= row["memory_budget_gib"] else "  under"
@@ -159,7 +215,10 @@ def held_out(model: MemoryModel, rows: list[dict], title: str) -> None:
             f"  {label(row):36} {row['status']:9} {measured:8.2f} {interval:>22} {shown:>7} "
             f"{p.verdict(row['memory_budget_gib']):>12}"
         )
-    print(f"  completed: mean abs {sum(map(abs, held)) / len(held):.1%}, worst {max(map(abs, held)):.1%}")
+    print(
+        f"  completed: mean abs {sum(map(abs, held)) / len(held):.1%}, worst {max(map(abs, held)):.1%}, "
+        f"inside the interval {inside}/{len(held)}"
+    )
 
 
 if __name__ == "__main__":

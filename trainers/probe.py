@@ -30,7 +30,7 @@ from typing import Any
 WINDOW_TOKENS = 8
 # A prefill chunk holds at most this many token rows (chunk tokens x sequences), at least MIN_CHUNK tokens:
 # small enough that a chunk's activations and attention scores stay a sliver of the full-length KV cache.
-CHUNK_ROWS = 2048
+CHUNK_ROWS = 512
 MIN_CHUNK, MAX_CHUNK = 16, 512
 SYNTHETIC, DECODE = "synthetic", "decode"
 PROBE_KINDS = (SYNTHETIC, DECODE)

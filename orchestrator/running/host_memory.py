@@ -34,12 +34,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from trainers.stacks import STACKS, memory_of
 from trainers.units import GIB
 
-# Per stack: GiB a trainer holds besides its checkpoint (see the module's docstring for the rows).
-BASELINE_GIB = {"trl": 1.13, "unsloth": 1.32}
-# A stack not calibrated: the largest baseline measured.
-DEFAULT_BASELINE_GIB = max(BASELINE_GIB.values())
+
+def baseline_gib(framework: str) -> float:
+    """GiB a trainer of `framework` holds besides its checkpoint: its registry entry's
+    StackMemory.host_baseline_gib (see the module's docstring for the rows); for a stack never
+    measured, the largest baseline measured."""
+    own = memory_of(framework).host_baseline_gib
+    if own is not None:
+        return own
+    return max(e.memory.host_baseline_gib for e in STACKS.values() if e.memory.host_baseline_gib is not None)
+
+
 # Over the prediction, for what grows with the run (Unsloth at completion 1024: +5% over 128).
 HEADROOM_FRACTION = 0.05
 # Bytes per element of an offloaded layer input (the compute dtype, bf16).
@@ -86,11 +94,12 @@ def _stored_dtype(model: str) -> str:
 
 
 def offloaded_checkpoints_gib(spec: Any) -> float:
-    """GiB of the layer inputs Unsloth's gradient checkpointing keeps in host memory (module docstring):
-    0 for another stack or without checkpointing, or where the model's shape is not known here."""
+    """GiB of the layer inputs a stack's gradient checkpointing keeps in host memory (module docstring;
+    StackMemory.offloads_checkpoints: Unsloth's): 0 for a stack that keeps them on the GPU or without
+    checkpointing, or where the model's shape is not known here."""
     from orchestrator.judging.memory._model import model_shape
 
-    if spec.framework != "unsloth" or not spec.gradient_checkpointing:
+    if not memory_of(spec.framework).offloads_checkpoints or not spec.gradient_checkpointing:
         return 0.0
     shape, _ = model_shape(spec.model)
     if shape is None:
@@ -101,11 +110,11 @@ def offloaded_checkpoints_gib(spec: Any) -> float:
 
 def predicted_rss_gib(spec: Any) -> HostPrediction | None:
     """A trainer's RSS (spec: a TrialSpec): its stack's baseline plus its checkpoint, with
-    HEADROOM_FRACTION, plus Unsloth's offloaded checkpoints; None when the model's size is not known here."""
+    HEADROOM_FRACTION, plus the checkpoints its stack offloads (Unsloth's); None when the model's size is not known here."""
     size, how = checkpoint_gib(spec.model)
     if size is None:
         return None
-    baseline = BASELINE_GIB.get(spec.framework, DEFAULT_BASELINE_GIB)
+    baseline = baseline_gib(spec.framework)
     offload = offloaded_checkpoints_gib(spec)
     gib = (baseline + size) * (1 + HEADROOM_FRACTION) + offload
     return HostPrediction(

@@ -124,13 +124,15 @@ def test_with_no_trials_the_prior_predicts_and_says_so():
     assert (small.basis, small.n_fitted, small.unknown, small.measure) == ("prior", 0, None, "RSS")
     # the prior's growth from K=2 to K=8 (B=2: 12 more completions of 256 + 128 tokens, fp32 on a
     # CPU), written out: the logits of the 128 completion tokens, the KV cache and sampled logits of
-    # a generation, the activations, each once
+    # a generation, the activations, each once, and LoRA dropout's copy of each adapted input (q, k, v,
+    # o, gate, up: hidden-sized in tiny; down: the MLP's) with its bool mask in every layer
     tokens, extra = 256 + 128, 12
     growth = (
         extra * 128 * V * 4
         + 2 * L * KV_WIDTH * 4 * extra * tokens
         + extra * V * 4
         + extra * tokens * L * (10 * H + 3 * I) * 4
+        + extra * tokens * L * (6 * H + I) * (4 + 1)
     ) / GIB
     assert large.peak_gib - small.peak_gib == pytest.approx(growth, rel=1e-9)
     assert small.low_gib < small.peak_gib < small.high_gib
@@ -163,6 +165,7 @@ def test_a_bundled_hub_id_is_predicted_from_its_bundled_config():
     # Checkpointed: each layer's input kept, plus the one layer backward recomputes (10 hidden-sized and
     # 3 MLP-sized tensors a token); TRL's completion + 1 rows of fp32 logits with their fp32 gradient.
     activations = 8 * 384 * (24 * 896 + 10 * 896 + 3 * 4864) * 2
+    # LoRA dropout (0.05) adds nothing: checkpointed layers keep no dropped-out copies at the peak
     training = (c["activations"] * activations + c["logits"] * 8 * 129 * 151936 * 8) / GIB
     assert (prediction.unknown, prediction.basis) == (None, "prior")
     assert prediction.terms == pytest.approx(

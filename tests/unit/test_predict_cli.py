@@ -99,12 +99,14 @@ def test_a_gpu_sweep_is_predicted_in_gpu_memory_on_a_host_without_a_gpu(tmp_path
     # linear modules, prompt 256 + completion 128, micro-batch 8, written out by hand:
     layers, hidden, kv, mlp, vocab, tokens, micro = 36, 2048, 256, 11008, 151936, 384, 8
     linear = layers * (2 * hidden * hidden + 2 * hidden * kv + 3 * hidden * mlp)
-    weights = linear * 0.5 + (vocab * hidden + hidden * (2 * layers + 1)) * 2
+    # bf16: the tied embeddings, the norms and Qwen2's q, k and v biases
+    weights = linear * 0.5 + (vocab * hidden + hidden * (2 * layers + 1) + layers * (hidden + 2 * kv)) * 2
     lora = layers * 16 * (2 * 2 * hidden + 2 * (hidden + kv) + 3 * (hidden + mlp)) * 16
     kv_cache = 2 * layers * kv * 2 * micro * tokens
     sampling_logits = micro * vocab * 4
     # checkpointed: one hidden state a layer, plus one layer's 10 hidden- and 3 MLP-sized tensors
     activations = micro * tokens * (layers * hidden + 10 * hidden + 3 * mlp) * 2
+    # and nothing for LoRA dropout (0.05): checkpointed layers keep no dropped-out copies at the peak
     logits = micro * (128 + 1) * vocab * 8  # TRL's fp32 completion + 1 rows of logits and their fp32 gradient
     c = CALIBRATED  # the GPU prior: the face values calibrated on round 1's H100 trials
     sizes = dict(

@@ -158,6 +158,12 @@ def test_the_words_follow_the_device_the_stack_and_the_architecture():
     assert cpu["baseline"].startswith("the Python process")
     # on a CPU checkpointing is ignored: every layer's 10 x 256 + 3 x 512 = 4,096 values a token
     assert "x 2 layers x 4,096 values x 4 B (fp32)" in cpu["activations"]
+    # and LoRA dropout's (0.05) copy of each layer's adapted inputs (q, k, v, o, gate, up: 256; down: 512)
+    assert cpu["activations"].endswith(
+        "x 2 layers x 2,048 adapted inputs x (4 B copy + 1 B mask) (LoRA dropout 0.05)"
+    )
+    gpu = formulas(TrialSpec(model="tiny"), tiny, "gpu")
+    assert "dropout" not in gpu["activations"]  # checkpointed: no copies at the peak
     unsloth = formulas(TrialSpec(model="tiny", framework="unsloth"), tiny, "gpu")
     assert unsloth["logits"].startswith("0 (Unsloth never builds the full logits")
     # 8 x 128 completion rows: one chunk of max(512, 1024 / 8) rows, fp32 logits and their bf16 gradient

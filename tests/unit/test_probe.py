@@ -55,7 +55,7 @@ def test_random_rewards_differ_within_a_group_so_advantages_are_not_zero():
 
 def test_a_prefill_chunk_shrinks_as_the_batch_grows_within_its_bounds():
     assert chunk_tokens(1) == 512
-    assert chunk_tokens(16) == 128
+    assert chunk_tokens(16) == 32
     assert chunk_tokens(1024) == 16
 
 
@@ -71,15 +71,15 @@ def test_the_kv_cache_is_filled_to_prompt_plus_completion_in_chunks_by_the_model
             probe = probe_generation(model, prompts, 1200, tokenizer.pad_token_id, config, {0})
     finally:
         del model.generate
-    assert probe.kept_cache and probe.chunk_tokens == 512
+    assert probe.kept_cache and probe.chunk_tokens == 256
     assert probe.ms_per_token_at_prompt > 0 and probe.ms_per_token_at_full > 0
     window = probe.window_tokens
     first, *chunks, last = calls.calls
     assert first == (5, None, 5 + window)  # the window right after the prompt, no cache given
     # Each chunk adds at most chunk_tokens to the cache, and none prefills the whole context at once.
     for length, cached, _ in chunks:
-        assert 0 < length - (cached or 0) <= 512
-    assert len(chunks) >= 1200 // 512
+        assert 0 < length - (cached or 0) <= 256
+    assert len(chunks) >= 1200 // 256
     # The last window starts from the cache filled to all but one token and ends at prompt + 1200.
     assert last[1] == last[0] - 1
     assert last[2] == 5 + 1200

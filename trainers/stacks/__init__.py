@@ -20,7 +20,45 @@ from typing import Any
 
 from tasks.names import did_you_mean
 
-__all__ = ["BASE", "STACKS", "StackEntry", "get", "label", "load", "names", "register", "supporting"]
+__all__ = [
+    "BASE",
+    "STACKS",
+    "StackEntry",
+    "StackMemory",
+    "get",
+    "label",
+    "load",
+    "memory_of",
+    "names",
+    "register",
+    "supporting",
+]
+
+
+# What a stack does with memory that the memory model (orchestrator/judging/memory) and the host-RAM
+# check for packing (orchestrator/running/host_memory.py) read from its entry, never by its name.
+@dataclass(frozen=True)
+class StackMemory:
+    """A stack's memory behaviour. The defaults are transformers' and TRL's plain path.
+
+    offloads_checkpoints: with gradient checkpointing on a GPU, each layer's input is kept in host
+        memory, not on the GPU (only the layer recomputed in backward stays there), and the host's
+        RSS holds them (Unsloth: unsloth_zoo's Unsloth_Offloaded_Gradient_Checkpointer).
+    chunked_logprobs: on a GPU the GRPO loss projects the completion rows to the vocabulary one
+        chunk of rows at a time and never builds the full logits (Unsloth: unsloth_zoo's
+        unsloth_chunked_logprobs; the chunk's size: orchestrator/judging/memory/_terms.py).
+    fp32_logits: where the full logits are built on a GPU, they reach the log-softmax in fp32 and
+        their gradient is fp32 too (TRL under accelerate's convert_outputs_to_fp32); False: both in
+        the compute dtype.
+    host_baseline_gib: the trainer's RSS besides the model's checkpoint (Python, torch, the CUDA
+        libraries, the stack's imports), measured on a GPU host; None where never measured (the
+        largest measured stack's is used).
+    """
+
+    offloads_checkpoints: bool = False
+    chunked_logprobs: bool = False
+    fp32_logits: bool = True
+    host_baseline_gib: float | None = None
 
 
 @dataclass(frozen=True)
@@ -45,6 +83,8 @@ class StackEntry:
     vllm_min_tokens: bool = False  # its vLLM path reads min_tokens, so probe_steps force full length
     vllm_sleep_mode: bool = False  # vllm_enable_sleep_mode
     preload: tuple[str, ...] = ()
+    # What it does with memory (StackMemory above): the memory model and packing read this.
+    memory: StackMemory = StackMemory()
 
 
 STACKS: dict[str, StackEntry] = {}
@@ -85,6 +125,12 @@ def load(name: str, field: str = "framework"):
     return _loaded[name]
 
 
+def memory_of(name: str) -> StackMemory:
+    """The memory behaviour of stack `name`; the default (transformers' and TRL's plain path) for a
+    stack not registered here (a sweep recorded where another stack was installed)."""
+    return STACKS[name].memory if name in STACKS else StackMemory()
+
+
 def names() -> tuple[str, ...]:
     """The registered stacks' names, in registration order."""
     return tuple(STACKS)
@@ -102,6 +148,8 @@ def label(name: str) -> str:
     return STACKS[name].label if name in STACKS else name
 
 
+# TRL 1.14: the whole micro-batch's completion logits at once, fp32 (accelerate), with an fp32 gradient;
+# transformers' checkpointing keeps each layer's input on the GPU. RSS baseline: bench/data/h100-2026-11-26.
 # What a trial of each stack imports anyway (`from trl import GRPOTrainer` loads trl.trainer.grpo_trainer),
 # and the trainer's own modules: its fork server imports them once.
 register(
@@ -135,6 +183,7 @@ register(
             "trainers.runtime",
             "trainers.stacks.trl",
         ),
+        memory=StackMemory(fp32_logits=True, host_baseline_gib=1.13),
     )
 )
 # Unsloth's fast_inference: vLLM inside the trainer's process, colocated, without sleep mode; its own vLLM
@@ -153,5 +202,7 @@ register(
         env=(("UNSLOTH_DISABLE_STATISTICS", "1"),),
         compile_caches=(("UNSLOTH_COMPILE_LOCATION", "unsloth"),),
         preload=("torch", "trainers.__main__", "trainers.device", "trainers.stacks.unsloth"),
+        # unsloth_zoo 2026.10.9: chunked GRPO log-probs, checkpoints offloaded to the host (StackMemory)
+        memory=StackMemory(offloads_checkpoints=True, chunked_logprobs=True, host_baseline_gib=1.32),
     )
 )

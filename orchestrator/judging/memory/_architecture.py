@@ -161,6 +161,18 @@ class Shape:
         routed = 10 * self.hidden + self.experts_per_token * (3 * self.expert_intermediate + 2 * self.hidden)
         return (self.dense_layers * dense + self.moe_layers * (routed + self.experts)) / self.layers
 
+    def adapted_width(self) -> float:
+        """The elements a layer's LoRA adapters take in per token, averaged over the layers: the input
+        of every adapted nn.Linear (q, k and v each the hidden state, o the attention output, gate and
+        up the hidden state, down the MLP's); in an MoE layer the router's and each routed expert's
+        (gate_up the hidden state, down its MLP's). With lora_dropout > 0 PEFT's adapter computes
+        lora_B(lora_A(dropout(x))): each of these inputs gets its own dropped-out copy, kept for
+        backward with its mask."""
+        attention = 3 * self.hidden + self.heads * self.head_dim
+        dense = attention + 2 * self.hidden + self.intermediate
+        routed = attention + self.hidden + self.experts_per_token * (self.hidden + self.expert_intermediate)
+        return (self.dense_layers * dense + self.moe_layers * routed) / self.layers
+
 
 def sliding_layer_count(config: dict, layers: int) -> int:
     """Layers with sliding-window attention (config has a sliding_window), as transformers builds them:

@@ -11,12 +11,16 @@ from orchestrator.judging.memory._terms import (
     LORA_STATE_BYTES,
     LORA_WEIGHT_BYTES,
     NF4_BYTES,
+    chunks_logprobs,
+    dropout_copies,
     dtype_bytes,
     logit_bytes,
     logit_rows,
+    offloads_checkpoints,
     sharded,
     unsloth_chunk_rows,
 )
+from trainers.stacks import label, memory_of
 from trainers.trial import TrialSpec
 
 
@@ -33,6 +37,17 @@ class TermLine:
     @property
     def counted_gib(self) -> float:
         return self.gib * self.coefficient
+
+
+def _dropout_words(spec: TrialSpec, shape: Shape, device: str, w: int) -> str:
+    """LoRA dropout's copies (_terms.dropout_copies) in words, or '' where it keeps none."""
+    checkpointed = spec.gradient_checkpointing and device == "gpu"
+    if not dropout_copies(spec, shape, checkpointed, w):
+        return ""
+    return (
+        f" + the same tokens x {shape.layers} layers x {shape.adapted_width():,.0f} adapted inputs x "
+        f"({w} B copy + 1 B mask) (LoRA dropout {spec.lora_dropout:g})"
+    )
 
 
 def formulas(spec: TrialSpec, shape: Shape, device: str) -> dict[str, str]:
@@ -57,8 +72,11 @@ def formulas(spec: TrialSpec, shape: Shape, device: str) -> dict[str, str]:
         window = min(tokens, shape.sliding_window)
         cached = f"({full} layers x {tokens} + {shape.sliding_layers} sliding layers x {window} tokens)"
     width = shape.layer_width()
-    if spec.gradient_checkpointing and device == "gpu" and spec.framework == "unsloth":
-        kept = f"(one layer's {width:,.0f} recomputed; Unsloth offloads the {shape.layers} kept hidden states to the host)"
+    if offloads_checkpoints(spec, device):
+        kept = (
+            f"(one layer's {width:,.0f} recomputed; {label(spec.framework)} offloads the {shape.layers} kept "
+            "hidden states to the host)"
+        )
     elif spec.gradient_checkpointing and device == "gpu":
         kept = f"({shape.layers} layers x {shape.hidden} kept + one layer's {width:,.0f} recomputed)"
     else:
@@ -67,21 +85,28 @@ def formulas(spec: TrialSpec, shape: Shape, device: str) -> dict[str, str]:
     if device == "cpu":
         logits = (
             f"{rows:,} rows (micro-batch {micro} x {spec.max_completion_length} completion tokens) x "
-            f"{shape.vocab:,} vocab x {logit_bytes(device)} B (fp32 logits, no Triton on a CPU)"
+            f"{shape.vocab:,} vocab x {logit_bytes(spec, device)} B (fp32 logits, no Triton on a CPU)"
         )
-    elif spec.framework == "unsloth":
-        logits = "0 (Unsloth never builds the full logits: logit_chunk)"
+    elif chunks_logprobs(spec, device):
+        logits = f"0 ({label(spec.framework)} never builds the full logits: logit_chunk)"
     else:
+        held = (
+            "fp32 logits, accelerate's cast of bf16 autocast, and their fp32 gradient"
+            if memory_of(spec.framework).fp32_logits
+            else f"logits and their gradient in {name}"
+        )
         logits = (
             f"{rows:,} rows (micro-batch {micro} x ({spec.max_completion_length} + 1)) x {shape.vocab:,} vocab x "
-            f"{logit_bytes(device)} B (TRL's fp32 logits, accelerate's cast of bf16 autocast, and their fp32 gradient)"
+            f"{logit_bytes(spec, device)} B ({label(spec.framework)}'s {held})"
         )
     chunk = unsloth_chunk_rows(micro * spec.max_completion_length, shape.vocab)
     logit_chunk = (
         f"{chunk:,} of the {micro * spec.max_completion_length:,} completion rows x {shape.vocab:,} vocab x (4 B fp32 "
-        f"logits + {dtype} gradient) (one chunk of Unsloth's chunked log-probs)"
-        if device == "gpu" and spec.framework == "unsloth"
-        else "0 (only Unsloth's GRPO on a GPU chunks its log-probs)"
+        f"logits + {dtype} gradient) (one chunk of {label(spec.framework)}'s chunked log-probs)"
+        if chunks_logprobs(spec, device)
+        else f"0 ({label(spec.framework)} builds the full logits)"
+        if device == "gpu"
+        else "0 (no chunked log-probs on a CPU)"
     )
     runtime = "the CUDA context and allocator" if device == "gpu" else "the Python process with torch and TRL"
     return {
@@ -101,7 +126,8 @@ def formulas(spec: TrialSpec, shape: Shape, device: str) -> dict[str, str]:
         f"{generation:g} sequences x {cached}",
         "sampling_logits": f"{generation:g} sequences x {shape.vocab:,} vocab x 4 B (fp32)",
         "vllm_pool": _vllm_pool_words(spec, device, dtype),
-        "activations": f"micro-batch {micro} x {tokens} tokens x {kept} x {dtype}",
+        "activations": f"micro-batch {micro} x {tokens} tokens x {kept} x {dtype}"
+        + _dropout_words(spec, shape, device, w),
         "logits": logits,
         "logit_chunk": logit_chunk,
     }

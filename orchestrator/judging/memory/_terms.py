@@ -41,6 +41,11 @@ one part of the peak:
     each chunk's logits in fp32 and, in backward, their gradient in the compute dtype: one chunk's
     rows x vocabulary x (4 + w) bytes, however long the completions.
   On a CPU both stacks are counted as fp32 logits (no Triton, no chunking: `logits`).
+  - LoRA dropout (lora_dropout > 0): PEFT's lora_B(lora_A(dropout(x))) keeps a dropped-out copy of
+    each adapted input and its bool mask (Shape.adapted_width) in every layer that is not checkpointed
+    (dropout_copies); a checkpointed layer keeps none in forward, and the one recomputed holds its
+    copies only in backward, after the log-probs' peak. What a stack does differently (offloaded checkpoints,
+    chunked log-probs, fp32 logits) is read from its registry entry (trainers.stacks.StackMemory).
 
 The KV cache and the activations count a trial's prompts at the longest one its task's trials
 measured (MemoryModel.counted: a batch is padded to its longest prompt, max_prompt_length only bounds
@@ -54,6 +59,7 @@ with MemoryModel.calibrate and prints them); a family's own trials then refit th
 from __future__ import annotations
 
 from orchestrator.judging.memory._architecture import Shape
+from trainers.stacks import memory_of
 from trainers.trial import TrialSpec
 from trainers.units import GIB
 
@@ -172,10 +178,10 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
     # one layer at a time, which then holds its intermediates.
     checkpointed = spec.gradient_checkpointing and device == "gpu"
     layer = shape.layer_width()
-    offloaded = checkpointed and spec.framework == "unsloth"
+    offloaded = offloads_checkpoints(spec, device)
     kept = (0 if offloaded else shape.layers * shape.hidden) + layer if checkpointed else shape.layers * layer
     completion_rows = micro * spec.max_completion_length
-    chunked = device == "gpu" and spec.framework == "unsloth"
+    chunked = chunks_logprobs(spec, device)
     vllm = spec.generation == "vllm" and spec.vllm_mode == "colocate"
     sizes = {
         "baseline": float(GIB),
@@ -186,13 +192,25 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
         else 2 * shape.kv_heads * shape.head_dim * w * generation * shape.cached_tokens(tokens),
         "sampling_logits": 0 if vllm else generation * shape.vocab * 4,
         "vllm_pool": vllm_pool_bytes(spec, shape, device, w) if vllm else 0,
-        "activations": micro * tokens * kept * w,
-        "logits": 0 if chunked else logit_rows(spec, device) * shape.vocab * logit_bytes(device),
+        "activations": micro * tokens * (kept * w + dropout_copies(spec, shape, checkpointed, w)),
+        "logits": 0 if chunked else logit_rows(spec, device) * shape.vocab * logit_bytes(spec, device),
         "logit_chunk": unsloth_chunk_rows(completion_rows, shape.vocab) * shape.vocab * (4 + w)
         if chunked
         else 0,
     }
     return {name: sizes[name] / GIB for name in TERMS}
+
+
+def dropout_copies(spec: TrialSpec, shape: Shape, checkpointed: bool, w: int) -> float:
+    """Bytes a token's LoRA dropout holds for backward (Shape.adapted_width): with lora_dropout > 0 a
+    dropped-out copy of each adapted input in the compute dtype and its bool mask, in every layer.
+    None with gradient checkpointing: its forward keeps no layer's intermediates, and the one layer
+    backward recomputes holds its copies after the log-probs' peak, when TRL's fp32 logits are freed
+    (counting them there moved TRL 3B K8 c512, measured oom at 16 GiB, to a wrong `fits`:
+    docs/benchmarks.md). None without LoRA or dropout (PEFT's adapter then takes its input as it is)."""
+    if spec.adapter != "lora" or not spec.lora_dropout or checkpointed:
+        return 0.0
+    return shape.layers * shape.adapted_width() * (w + 1)
 
 
 def unsized_vllm_pool(spec: TrialSpec) -> bool:
@@ -218,10 +236,25 @@ def logit_rows(spec: TrialSpec, device: str) -> int:
     return spec.effective_micro_batch_size * (spec.max_completion_length + extra)
 
 
-def logit_bytes(device: str) -> int:
-    """Bytes a full-logits entry holds: on a GPU TRL's fp32 logits and their fp32 gradient (module
-    docstring), on a CPU the fp32 logits."""
-    return 4 if device == "cpu" else 4 + 4
+def logit_bytes(spec: TrialSpec, device: str) -> int:
+    """Bytes a full-logits entry holds: on a GPU the logits and their gradient, fp32 where the stack
+    casts them (StackMemory.fp32_logits: TRL's, module docstring), else in the compute dtype; on a CPU
+    the fp32 logits."""
+    if device == "cpu":
+        return 4
+    return 4 + 4 if memory_of(spec.framework).fp32_logits else 2 * dtype_bytes(spec, device)
+
+
+def chunks_logprobs(spec: TrialSpec, device: str) -> bool:
+    """Whether the trial's log-probs go through chunks of rows (StackMemory.chunked_logprobs), never
+    the full logits: on a GPU only."""
+    return device == "gpu" and memory_of(spec.framework).chunked_logprobs
+
+
+def offloads_checkpoints(spec: TrialSpec, device: str) -> bool:
+    """Whether the trial's checkpointed layer inputs live in host memory (StackMemory.offloads_checkpoints),
+    not on the GPU: with gradient checkpointing on a GPU only."""
+    return device == "gpu" and spec.gradient_checkpointing and memory_of(spec.framework).offloads_checkpoints
 
 
 def unsloth_chunk_rows(rows: int, vocab: int) -> int:

@@ -1,0 +1,87 @@
+"""A synthetic probe measures the peak a decoded probe does (trainers/probe.py): the same configuration
+probed both ways, each trial in its own trainer process, on both stacks. The peaks must agree within the
+run-to-run spread measured here (at least TIGHT_SPREAD), and differ by more than that between a short and a
+long completion, so the agreement is not two baselines that ignore the length.
+
+make test runs `tiny` at 24 and 256 tokens; make test-all adds `smollm2` at three lengths
+(bench/bench_synthetic_probe.py prints the same comparison as a table, with seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+from orchestrator.judging.intervals import TIGHT_SPREAD
+from tests.helpers.trainer_child import ROOT
+from trainers.record import peak_memory
+
+pytestmark = pytest.mark.slow
+STACKS = ("trl", "unsloth")
+
+
+def probe(tmp_path, model: str, stack: str, length: int, kind: str, run: int) -> dict:
+    folder = tmp_path / f"{model}-{stack}-c{length}-{kind}{run}"
+    command = [sys.executable, "-m", "orchestrator.cli", "trial", "--framework", stack, "--model-name", model,
+               "--num-generations", "8", "--batch-size", "2", "--max-prompt-length", "96",
+               "--max-completion-length", str(length), "--max-steps", "1", "--probe-steps", "1",
+               "--probe-kind", kind, "--num-threads", "1", "--seed", str(run),
+               "--output-dir", str(folder)]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    outcome = json.loads((folder / "trial.json").read_text())["outcome"]
+    assert outcome["status"] == "completed", outcome
+    peak, _ = peak_memory(outcome)
+    return {"peak": peak, "folder": folder}
+
+
+def compare(tmp_path, model: str, stack: str, short: int, long: int) -> dict:
+    runs = {
+        (kind, length): [probe(tmp_path, model, stack, length, kind, i) for i in range(repeats)]
+        for kind in ("decode", "synthetic")
+        for length, repeats in ((long, 2), (short, 1))
+    }
+    return {key: [r["peak"] for r in value] for key, value in runs.items()} | {"runs": runs}
+
+
+def check(peaks: dict, short: int, long: int) -> None:
+    decoded, synthetic = peaks[("decode", long)], peaks[("synthetic", long)]
+    middle = statistics.median(decoded)
+    tolerance = max(max(decoded) - min(decoded), max(synthetic) - min(synthetic), TIGHT_SPREAD * middle)
+    assert abs(statistics.median(synthetic) - middle) <= tolerance, (decoded, synthetic, tolerance)
+    for kind in ("decode", "synthetic"):  # the length moves the peak by more than the tolerance
+        grown = statistics.median(peaks[(kind, long)]) - peaks[(kind, short)][0]
+        assert grown > 2 * tolerance, (kind, peaks, tolerance)
+
+
+@pytest.fixture(scope="module", params=STACKS)
+def tiny_peaks(request, tmp_path_factory):
+    return compare(tmp_path_factory.mktemp("synthetic"), "tiny", request.param, 24, 256)
+
+
+def test_a_synthetic_probe_peaks_where_a_decoded_one_does_on_tiny(tiny_peaks):
+    check(tiny_peaks, 24, 256)
+
+
+def test_a_synthetic_probe_records_its_kind_its_phase_and_its_decode_windows(tiny_peaks):
+    import pandas as pd
+
+    step = pd.read_parquet(tiny_peaks["runs"][("synthetic", 256)][0]["folder"] / "steps.parquet").iloc[0]
+    assert step["probe_kind"] == "synthetic" and bool(step["probe"])
+    assert step["peak_phase"] in ("generation", "training")
+    assert step["decode_ms_per_token_at_prompt"] > 0 and step["decode_ms_per_token_at_full"] > 0
+    assert step["completion_len_max"] == 256  # trained on completions of exactly max_completion_length
+    assert pd.isna(step["ms_per_token"]) and pd.isna(step["decode_steps"])  # nothing decoded to 256
+    decoded = pd.read_parquet(tiny_peaks["runs"][("decode", 256)][0]["folder"] / "steps.parquet").iloc[0]
+    assert decoded["probe_kind"] == "decode" and decoded["decode_steps"] == 256
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("short,long", [(32, 128), (32, 384)])
+def test_a_synthetic_probe_peaks_where_a_decoded_one_does_on_smollm2(tmp_path, stack, short, long):
+    check(compare(tmp_path, "smollm2", stack, short, long), short, long)
