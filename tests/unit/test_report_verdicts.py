@@ -200,3 +200,33 @@ def test_a_learning_trial_is_listed_as_learning_and_carries_no_warning_mark(tmp_
     assert "### Trials that learn" in section and "### Trials flagged" not in section
     assert "## Which configuration learns: held-out accuracy" in markdown
     assert "No completed trial measured held-out accuracy" in markdown
+
+
+def test_a_memory_sweeps_probes_are_said_to_be_not_judged_rather_than_too_short(tmp_path):
+    synthetic_sweep_whose_completed_trials_read(tmp_path, "too_short", "too_short: 1 step judged")
+    table = pq.read_table(tmp_path / "trials.parquet").to_pandas()
+    completed = table["status"] == "completed"
+    table.loc[completed, "phase"] = "memory"
+    table.to_parquet(tmp_path / "trials.parquet")
+    console = Console(record=True, width=200)
+    markdown = write_report(tmp_path, console=console)["report_md"].read_text()
+    terminal = console.export_text()
+    assert f"Training: not judged ({completed.sum()} memory probes: probe steps, not training)" in terminal
+    assert "too_short" not in terminal
+    section = markdown.split("## Does it learn: training verdicts")[1].split("\n## ")[0]
+    assert f"{completed.sum()} memory-phase probe(s) not judged" in section
+    assert "No training run completed, so none was judged." in section
+
+
+def test_a_sweep_with_training_runs_and_probes_counts_the_probes_apart(tmp_path):
+    synthetic_sweep_whose_completed_trials_read(tmp_path, "learning", "learning: reward +0.1 per 10 steps")
+    table = pq.read_table(tmp_path / "trials.parquet").to_pandas()
+    first = table.index[table["status"] == "completed"][0]
+    table.loc[first, "phase"] = "memory"
+    table.to_parquet(tmp_path / "trials.parquet")
+    console = Console(record=True, width=200)
+    write_report(tmp_path, console=console)
+    assert (
+        "Training: 5 learning; not judged (1 memory probe: probe steps, not training)"
+        in console.export_text()
+    )

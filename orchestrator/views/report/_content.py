@@ -24,7 +24,7 @@ from orchestrator.views.report._learning import learning_blocks
 from orchestrator.views.report._outputs import SweepOutputs, column, parse_json, plain
 from orchestrator.views.report._stacks import comparison_view, stack_pairs
 from orchestrator.views.report._time import time_paragraphs
-from orchestrator.views.report._verdicts import sandbox_kill_blocks, verdict_blocks
+from orchestrator.views.report._verdicts import memory_probes, sandbox_kill_blocks, verdict_blocks
 from orchestrator.views.report._vllm import share_answers, share_table
 from orchestrator.words import outcome
 from orchestrator.words.outcome import COMPLETED, STATUS_WORDS, STATUSES
@@ -383,7 +383,10 @@ def heatmap_section(data: ReportData) -> list[Block]:
 
 
 def verdict_section(data: ReportData) -> list[Block]:
-    return verdict_blocks(data.summary, data.plot_paths.get("curves", {})) + sandbox_kill_blocks(data.summary)
+    probes = memory_probes(data.outputs.trials)
+    return verdict_blocks(data.summary, data.plot_paths.get("curves", {}), probes) + sandbox_kill_blocks(
+        data.summary
+    )
 
 
 def speed_section(data: ReportData) -> list[Block]:

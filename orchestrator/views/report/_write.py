@@ -39,6 +39,7 @@ from orchestrator.views.report._outputs import (
 from orchestrator.views.report._predictions import error_table, prediction_pairs, terms_table
 from orchestrator.views.report._stacks import comparison_view, stack_comparison, stack_pairs
 from orchestrator.views.report._terminal import frontier_table, rich_table
+from orchestrator.views.report._verdicts import memory_probes
 from trainers import stacks
 
 PLOT_PREFIXES = (
@@ -235,14 +236,21 @@ SHOWN_VERDICTS = 3
 
 
 def _print_verdicts(console: Console, trials: pd.DataFrame) -> None:
-    """Does it train: each verdict's count, and the details of the first trials that learn or went wrong."""
+    """Does it train: each verdict's count, and the details of the first trials that learn or went wrong.
+    A memory-phase row (probe steps only, not a training run) is counted apart, as not judged."""
     if "training_verdict" not in trials:
         return
-    judged = trials[trials["training_verdict"].notna()]
+    verdicts = trials["training_verdict"].notna()
+    probe = trials["trial_key"].astype(str).isin(memory_probes(trials))
+    judged, probes = trials[verdicts & ~probe], int((verdicts & probe).sum())
+    not_judged = f"not judged ({probes} memory probe{'s' if probes != 1 else ''}: probe steps, not training)"
     if judged.empty:
+        if probes:
+            console.print(f"Training: {not_judged}", markup=False)
         return
     counts = judged["training_verdict"].value_counts()
-    console.print("Training: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items()), markup=False)
+    words = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+    console.print(f"Training: {words}" + (f"; {not_judged}" if probes else ""), markup=False)
     for verdict, group in judged.groupby("training_verdict", sort=False):
         if verdict in ("ok", "too_short"):
             continue
