@@ -117,3 +117,23 @@ def test_the_throughput_plot_draws_each_medians_95_percent_interval_and_none_und
     assert long["cycles"] == 11 and short["cycles"] == 2 < MIN_CYCLES
     assert (segments[0][0][1], segments[0][1][1]) == pytest.approx((long["tokens_low"], long["tokens_high"]))
     assert np.isnan(segments[1]).all()  # too few cycles: no whisker
+
+
+def test_the_prediction_plots_legend_lies_under_its_axes_and_within_the_figures_width(tmp_path, monkeypatch):
+    from orchestrator.views.report import prediction_pairs
+    from orchestrator.views.report._plots import prediction_plot
+    from tests.helpers.synthetic_sweep import add_predictions
+
+    trials = write_synthetic_sweep(tmp_path)
+    add_predictions(tmp_path, trials, dict.fromkeys(trials["trial_key"], 1.05), 0.05)
+    outputs = load_outputs(tmp_path)
+    figures = _keep_figures(monkeypatch)
+    prediction_plot(prediction_pairs(outputs.trials, outputs.steps), tmp_path / "predicted.png", 10.0)
+    fig = figures["predicted.png"]
+    renderer = fig.canvas.get_renderer()
+    (ax,) = fig.axes
+    legend, axes_box = ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert any("Qwen" in label for label in labels)  # the long family labels are in it
+    assert legend.y1 <= axes_box.y0  # under the axes: it covers no point
+    assert legend.width <= fig.bbox.width  # wrapped to the figure's width

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -344,7 +345,11 @@ def prediction_plot(pairs: pd.DataFrame, path: Path, budget_gib: float | None) -
     ax.set_aspect("equal")
     ax.set_title("Predicted vs measured peak")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=FONT_PT, loc="upper left")
+    # Below the axes, not on them: a family's label (stack, mode, model, settings) is longer than the
+    # plot is wide, and inside it covered the points; the saved figure's tight box takes the legend in.
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles, [textwrap.fill(label, 60) for label in labels], fontsize=FONT_PT, loc="upper center",
+              bbox_to_anchor=(0.5, -0.1), frameon=False)  # fmt: skip
     return _save(fig, path)
 
 
