@@ -34,6 +34,9 @@ class StackEntry:
     # compile caches (variable, folder under rlsweep's cache/compile/) a user's own setting overrides.
     env: tuple[tuple[str, str], ...] = ()
     compile_caches: tuple[tuple[str, str], ...] = ()
+    # The effective_config entry (key, value) a trial records when the stack ran a fallback rather than
+    # its own trainer (Unsloth without a GPU runs TRL's): the report shows its figures, never compares them.
+    fallback_when: tuple[str, str] | None = None
 
 
 STACKS: dict[str, StackEntry] = {}
@@ -98,5 +101,6 @@ register(
         vllm_modes=("colocate",),
         env=(("UNSLOTH_DISABLE_STATISTICS", "1"),),
         compile_caches=(("UNSLOTH_COMPILE_LOCATION", "unsloth"),),
+        fallback_when=("unsloth_backend", "cpu"),  # trainers/stacks/unsloth.py records it
     )
 )

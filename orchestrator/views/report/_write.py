@@ -49,6 +49,7 @@ PLOT_PREFIXES = (
     "throughput",
     "memory_vs_completions",
     "predicted_vs_measured",
+    "learning_curves",
 )
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 # Fewer figures than this are drawn in this process: forking the workers costs more than they save.
@@ -134,6 +135,7 @@ def write_report(
     from orchestrator.views.report._plots import (
         feasibility_heatmap,
         fit_map_plot,
+        learning_curves_plot,
         memory_plot,
         prediction_plot,
         throughput_plot,
@@ -175,6 +177,10 @@ def write_report(
     pairs = prediction_pairs(outputs.trials, outputs.steps)
     path = plot_dir / "predicted_vs_measured.png"
     figures.append(("predictions", None, path, partial(prediction_plot, pairs, path, budget)))
+    path = plot_dir / "learning_curves.png"
+    figures.append(
+        ("learning", None, path, partial(learning_curves_plot, outputs.trials, outputs.steps, path))
+    )
     errors = error_table(pairs)
     prediction_errors_csv = out / "prediction_errors.csv"
     with _space_for(prediction_errors_csv, out):
@@ -221,6 +227,7 @@ def write_report(
     console.print(f"Report: {report_html}")
     all_plots = [p for p in [*plot_paths["feasibility"].values(), *plot_paths["fitmap"].values(),
                              plot_paths["throughput"], plot_paths["memory"], plot_paths["predictions"],
+                             plot_paths["learning"],
                              *plot_paths["curves"].values()] if p]  # fmt: skip
     return {
         "summary_csv": summary_csv,
