@@ -249,7 +249,8 @@ def _headings(markdown: str) -> list[str]:
 def test_a_learning_sweeps_report_opens_on_which_configuration_learns(tmp_path):
     write_synthetic_sweep(tmp_path)
     _with_held_out_accuracy(tmp_path)
-    markdown = write_report(tmp_path, console=Console(quiet=True))["report_md"].read_text()
+    console = Console(record=True, width=200)
+    markdown = write_report(tmp_path, console=console)["report_md"].read_text()
     headings = _headings(markdown)
     assert headings[:2] == [
         "Which configuration learns: held-out accuracy",
@@ -257,6 +258,12 @@ def test_a_learning_sweeps_report_opens_on_which_configuration_learns(tmp_path):
     ]
     fits = headings.index("What fits: the feasibility frontier")
     assert fits > headings.index("Fastest configurations that completed")
+    terminal = console.export_text()  # the terminal in the report's order
+    order = [
+        terminal.index(words)
+        for words in ("Which configuration learns", "Training: ", "Feasibility frontier")
+    ]
+    assert order == sorted(order)
 
 
 def test_a_sweep_under_a_memory_budget_still_opens_on_what_fits(tmp_path):

@@ -251,14 +251,14 @@ def trial_curves(trial: pd.Series, steps: pd.DataFrame, path: Path) -> Path:
     accuracy = accuracy_series(trial, steps) is not None
     fig = Figure(figsize=(10, 8.6 if accuracy else 6))
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.07 if accuracy else 0.09, top=0.93 if accuracy else 0.91,
-                        wspace=0.22, hspace=0.14)  # fmt: skip
+                        wspace=0.22, hspace=0.3 if accuracy else 0.12)  # fmt: skip
     grid = fig.add_gridspec(3 if accuracy else 2, 2)
     first = fig.add_subplot(grid[0, 0])
     axes = [first, *(fig.add_subplot(grid[i // 2, i % 2], sharex=first) for i in range(1, 4))]
     if accuracy:
         axes.append(fig.add_subplot(grid[2, :], sharex=first))
         accuracy_panel(axes[4], trial, steps)
-    for ax in axes[:-1] if accuracy else axes[:2]:
+    for ax in axes[:2]:  # the panels beneath them carry the steps
         ax.tick_params(labelbottom=False)
     _series(axes[0], x, steps, [(STEP.reward_mean, "mean reward")], "reward", band=STEP.reward_std)
     _series(axes[1], x, steps, [(STEP.loss, "loss")], "loss")
@@ -279,7 +279,7 @@ def trial_curves(trial: pd.Series, steps: pd.DataFrame, path: Path) -> Path:
             ax.axvspan(step - 0.5, step + 0.5, color="#ff7f0e", alpha=0.18, linewidth=0)
         ax.grid(alpha=0.3)
     axes[2].xaxis.set_major_locator(MaxNLocator(integer=True))  # shared x: steps are whole numbers
-    for ax in axes[4:] if accuracy else axes[2:]:
+    for ax in axes[2:]:
         ax.set_xlabel("step")
     if probes.any():
         axes[0].legend(handles=[*axes[0].get_legend_handles_labels()[0],

@@ -18,7 +18,7 @@ import pandas as pd
 from rich.console import Console
 
 from orchestrator.views.report._configs import aggregate_repeats
-from orchestrator.views.report._content import ReportData, build_blocks, prediction_blocks
+from orchestrator.views.report._content import ReportData, build_blocks, learning_sweep, prediction_blocks
 from orchestrator.views.report._document import render_markdown
 from orchestrator.views.report._feasibility import (
     FRONTIER_COLUMNS,
@@ -29,6 +29,7 @@ from orchestrator.views.report._feasibility import (
 )
 from orchestrator.views.report._fitmap import fitmap_blocks, report_fit_map
 from orchestrator.views.report._html import render_html
+from orchestrator.views.report._learning import learning_table
 from orchestrator.views.report._outputs import (
     SweepOutputs,
     load_outputs,
@@ -221,6 +222,10 @@ def write_report(
 
     if not grids:
         console.print(f"No trials in {out / 'trials.parquet'}.")
+    elif learning_sweep(data):  # the answer it was run for first, as the report reads
+        console.print(rich_table(learning_table(outputs.trials), "Which configuration learns"))
+        _print_verdicts(console, outputs.trials)
+        _print_answer(console, fits, grids, comparison)
     else:
         _print_answer(console, fits, grids, comparison)
         _print_verdicts(console, outputs.trials)
