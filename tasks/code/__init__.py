@@ -16,7 +16,8 @@ A completion's tests run once: the rewards of one completion share a cached run.
 
 A completion whose run the sandbox killed (its time limit, memory limit, file size or process limit, a
 forbidden call, any signal: killed_by) scores 0 in every reward, format included: a policy must not
-learn that a tidy hang pays. `pay_format_when_killed: true` pays its format reward back. Each scoring
+learn that a tidy hang pays. A forbidden call the sandbox only blocks (a write or delete outside the
+working directory, a read of a private file: the harness's forbidden()) counts as a kill too. `pay_format_when_killed: true` pays its format reward back. Each scoring
 of training completions counts them and the killed ones (the step row's sandbox_kills).
 """
 
@@ -132,6 +133,8 @@ def killed_by(run: _sandbox.Run) -> str | None:
             return "time limit"
         if status == "killed":
             return f"{_SIGNAL_LIMITS.get(detail, 'a signal')} ({detail})"
+        if status == "forbidden":  # blocked, not killed, but the attempt pays nothing either
+            return f"forbidden call ({detail})"
         if status == "error" and detail in _ERROR_LIMITS:
             return f"{_ERROR_LIMITS[detail]} ({detail})"
     return None

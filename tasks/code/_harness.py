@@ -68,6 +68,113 @@ def _refuse_sockets() -> None:
         raise OSError(ctypes.get_errno(), "seccomp filter refused")
 
 
+# Forbidden calls, seen by Python's audit hooks (PEP 578) in the completion's own process: a write, delete,
+# rename, link or mode change outside its working directory, or a read of a private file (in an .ssh
+# folder, under /root or /home, /etc/shadow, a process's environ). The sandbox blocks these anyway
+# (read-only /, uid nobody, private mounts); the hook makes the attempt itself a kill: it replies
+# "forbidden WHAT" for the test and ends the process, so a blocked attempt scores like a killed run.
+# Detection, not the boundary: calls made outside Python (a program the completion starts, ctypes) are
+# not seen, and the sandbox still blocks them.
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+# event -> (what it does, the positions of its path arguments, the position of its dir_fd or None)
+_CHANGES = {
+    "os.remove": ("delete", (0,), 1),
+    "os.rmdir": ("delete", (0,), 1),
+    "shutil.rmtree": ("delete", (0,), None),
+    "os.rename": ("rename", (0, 1), 2),
+    "os.truncate": ("truncate", (0,), None),
+    "os.chmod": ("chmod", (0,), 2),
+    "os.chown": ("chown", (0,), 3),
+    "os.mkdir": ("mkdir", (0,), 2),
+    "os.symlink": ("link", (1,), 2),
+    "os.link": ("link", (1,), 3),
+    "os.utime": ("touch", (0,), 3),
+}
+_PRIVATE_PREFIXES = ("/root/", "/home/", "/etc/shadow", "/etc/gshadow", "/etc/sudoers")
+
+
+def _path(value) -> str | None:
+    """A path argument as text; None for a file descriptor (its open was checked) or anything else."""
+    if isinstance(value, int):
+        return None
+    try:
+        return os.fsdecode(os.fspath(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def _inside(path: str, workdir: str) -> bool:
+    """In `workdir` or the folder itself (tempfile's NamedTemporaryFile audits its open with the folder)."""
+    real = os.path.realpath(os.path.join(workdir, path))
+    return real == workdir or real.startswith(workdir + os.sep)
+
+
+def _private(path: str, workdir: str, trusted: tuple[str, ...]) -> bool:
+    real = os.path.realpath(os.path.join(workdir, path))
+    if real.startswith(trusted):  # Python's own files (imports read them)
+        return False
+    parts = real.split(os.sep)
+    return (
+        ".ssh" in parts
+        or (real + os.sep).startswith(_PRIVATE_PREFIXES)
+        or (len(parts) == 4 and parts[1] == "proc" and parts[3] == "environ")
+    )
+
+
+def forbidden(event: str, args: tuple, workdir: str, trusted: tuple[str, ...]) -> str | None:
+    """What the audit event `event(*args)` would do that a completion may not, in words; None when it
+    may (anything inside `workdir`, reading what is not private)."""
+    if event == "open":
+        path, mode, flags = (*args, None, None, None)[:3]
+        path = _path(path)
+        if path is None:
+            return None
+        writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
+            isinstance(flags, int) and flags & _WRITE_FLAGS
+        )
+        if writes and path != os.devnull and not _inside(path, workdir):
+            return f"write outside its directory: {path[:100]}"
+        if not writes and _private(path, workdir, trusted):
+            return f"read of a private file: {path[:100]}"
+        return None
+    if event not in _CHANGES:
+        return None
+    what, positions, dir_fd_at = _CHANGES[event]
+    dir_fd = args[dir_fd_at] if dir_fd_at is not None and dir_fd_at < len(args) else None
+    dir_fd = dir_fd if isinstance(dir_fd, int) and dir_fd >= 0 else None  # CPython passes -1 for none
+    for position in positions:
+        path = _path(args[position]) if position < len(args) else None
+        if path is None:
+            continue
+        relative_to_fd = dir_fd is not None and not os.path.isabs(path)  # its folder is not known here
+        if relative_to_fd or not _inside(path, workdir):
+            return f"{what} outside its directory: {path[:100]}"
+    return None
+
+
+def _watch(write_fd: int) -> None:
+    """From here on, a forbidden call (forbidden()) replies 'forbidden WHAT' and ends this process."""
+    workdir = os.path.realpath(os.getcwd())
+    trusted = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+    busy = []  # the hook's own calls (realpath) are not the completion's
+
+    def hook(event: str, args: tuple) -> None:
+        if busy or (event != "open" and event not in _CHANGES):
+            return
+        busy.append(event)
+        try:
+            what = forbidden(event, args, workdir, trusted)
+        except Exception:  # a path the real call will refuse as well
+            what = None
+        finally:
+            busy.clear()
+        if what is not None:
+            os.write(write_fd, ("forbidden " + what).encode("utf-8", "replace")[:REPLY_CAP] + b"\n")
+            os._exit(0)
+
+    sys.addaudithook(hook)
+
+
 def _child(job: dict, probe: str, write_fd: int, out_path: str) -> None:
     os.close(job["result_fd"])
     os.setpgid(0, 0)
@@ -87,6 +194,9 @@ def _child(job: dict, probe: str, write_fd: int, out_path: str) -> None:
         if job["refuse_sockets"]:  # no way to keep it off the network: the test does not run
             os.write(write_fd, b"error NoNetworkIsolation\n")
             os._exit(0)
+    tempfile.tempdir = os.getcwd()  # a completion's temporary files stay in its working directory
+    if job.get("watch_calls", True):
+        _watch(write_fd)
     try:
         namespace = {"__name__": "__completion__"}
         exec(compile(job["code"], "<completion>", "exec"), namespace)
@@ -166,6 +276,8 @@ def _run_probe(job: dict, probe: str, out_path: str, in_namespace: bool) -> dict
     kind, _, text = first.decode("utf-8", "replace").partition(" ")
     if kind == "value":
         return {"status": "value", "value": text[:REPLY_CAP]}
+    if kind == "forbidden":
+        return {"status": "forbidden", "detail": text[:200]}
     return {"status": "error", "detail": text[:200]}
 
 

@@ -71,6 +71,9 @@ class Limits:
     open_files: int = 64
     processes: int = 32  # the sandbox's pids cgroup; RLIMIT_NPROC where no cgroup can be made
     output_bytes: int = 4096  # the completion's stdout and stderr kept, together
+    # A forbidden call (a write or delete outside its directory, a read of a private file) ends the test
+    # as a kill (the harness's forbidden()); false leaves only the sandbox's own blocking (its tests)
+    watch_calls: bool = True
 
     def rlimits(self, cgroup: bool) -> dict[str, int]:
         cpu = int(self.timeout_s) + 1
@@ -281,6 +284,7 @@ class Sandbox:
             "limits": self.limits.rlimits(self.cgroup is not None),
             "output_cap": self.limits.output_bytes,
             "refuse_sockets": self.mode != "namespaces",
+            "watch_calls": self.limits.watch_calls,
         }
         result = Run()
         try:

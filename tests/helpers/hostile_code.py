@@ -40,6 +40,34 @@ except OSError:
 def double(x):
     return x * 2 if reached else None
 """
+# Blocked, not killed: the sandbox refuses each call (the completion catches the OSError), and the
+# attempt alone is a forbidden call that scores 0 (tasks/code/_harness.py, forbidden()).
+WRITE_OUTSIDE = """\
+try:
+    open("/rlsweep-no-such-folder/planted", "w").write("planted")
+except OSError:
+    pass
+def double(x):
+    return x + 2
+"""
+DELETE_OUTSIDE = """\
+import os
+try:
+    os.remove("/rlsweep-no-such-folder/victim")
+except OSError:
+    pass
+def double(x):
+    return x + 2
+"""
+READ_SECRET = """\
+import os
+try:
+    key = open(os.path.expanduser("~/.ssh/id_ed25519")).read()
+except OSError:
+    key = None
+def double(x):
+    return x + 2
+"""
 HOSTILE = {
     "endless loop": LOOP,
     "fork bomb": FORK_BOMB,

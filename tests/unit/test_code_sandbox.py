@@ -37,6 +37,16 @@ def grader(monkeypatch):
     _sandbox.close_all()
 
 
+@pytest.fixture
+def unwatched(monkeypatch):
+    """A grader whose harness does not end forbidden calls (watch_calls false): what the sandbox alone
+    blocks, one layer under the call watch."""
+    monkeypatch.setenv("RLSWEEP_TEST_TOKEN", SECRET)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://user:{SECRET}@example.invalid")
+    yield Grader(Limits(timeout_s=TIMEOUT_S, watch_calls=False), workers=1, reasoning_format=False)
+    _sandbox.close_all()
+
+
 def fenced(code: str) -> str:
     return f"```python\n{textwrap.dedent(code).strip()}\n```"
 
@@ -130,7 +140,8 @@ def test_a_10_gb_write_scores_zero_and_leaves_no_file(grader):
 
 
 @needs_cgroups
-def test_writing_or_deleting_outside_its_directory_changes_nothing(grader, tmp_path):
+@pytest.mark.parametrize("watched", [True, False], ids=["watched", "sandbox alone"])
+def test_writing_or_deleting_outside_its_directory_changes_nothing(grader, unwatched, tmp_path, watched):
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
     tmp_path.chmod(0o777)
@@ -150,8 +161,10 @@ def test_writing_or_deleting_outside_its_directory_changes_nothing(grader, tmp_p
         except OSError:
             pass
     """
-    scored = grader.one(fenced(code), TESTS)
+    scored = (grader if watched else unwatched).one(fenced(code), TESTS)
     assert scored.rewards["tests"] == 0.0
+    if watched:  # the first attempt ends the run: a forbidden call, scored as a kill
+        assert scored.killed == f"forbidden call (delete outside its directory: {victim})"
     assert victim.read_text() == "keep me"
     assert not (tmp_path / marker).exists()
     assert Path.cwd().is_dir()
@@ -159,7 +172,7 @@ def test_writing_or_deleting_outside_its_directory_changes_nothing(grader, tmp_p
 
 
 @needs_cgroups
-def test_environment_secrets_and_ssh_keys_reach_no_output(grader, tmp_path):
+def test_environment_secrets_and_ssh_keys_reach_no_output(grader, unwatched, tmp_path):
     key = tmp_path / ".ssh" / "id_ed25519"
     key.parent.mkdir()
     key.write_text(SECRET)
@@ -178,7 +191,10 @@ def test_environment_secrets_and_ssh_keys_reach_no_output(grader, tmp_path):
     """
     scored = grader.one(fenced(code), TESTS)
     assert scored.rewards["tests"] == 0.0
-    run = _sandbox.run(textwrap.dedent(code), ["double(1)"], LIMITS)
+    assert scored.killed == f"forbidden call (read of a private file: {key})"
+    assert unwatched.one(fenced(code), TESTS).rewards["tests"] == 0.0
+    # what the sandbox alone lets it see, with no call watch to end the run at its first read
+    run = _sandbox.run(textwrap.dedent(code), ["double(1)"], Limits(timeout_s=TIMEOUT_S, watch_calls=False))
     # the environment the completion saw: PATH, LANG, HOME (and what Python adds), no token
     assert SECRET not in run.output and SECRET not in repr(run.probes)
     seen = eval(run.probes[0]["value"])  # our own test's reply, a list of strings
@@ -361,3 +377,48 @@ def test_when_the_scoring_process_is_killed_its_sandboxes_end(tmp_path):
     for folder in cgroups:  # what a SIGKILLed owner leaves (docs/tasks.md): an empty cgroup folder
         assert Path(folder, "cgroup.procs").read_text() == ""
         Path(folder).rmdir()
+
+
+def test_its_own_files_temporary_files_and_dev_null_are_not_forbidden(grader):
+    code = """
+    import os, tempfile
+    with open("notes.txt", "w") as f:
+        f.write("x")
+    os.rename("notes.txt", "kept.txt")
+    os.remove("kept.txt")
+    with tempfile.NamedTemporaryFile("w") as f:
+        f.write("y")
+    with open(os.devnull, "w") as f:
+        f.write("z")
+    words = open("/etc/passwd").read()
+    def double(x):
+        return x * 2
+    """
+    scored = grader.one(fenced(code), TESTS)
+    assert scored.killed is None
+    assert scored.rewards["perfect"] == 1.0
+
+
+def test_a_forbidden_call_is_told_from_an_allowed_one_by_its_path_and_mode():
+    from tasks.code._harness import forbidden
+
+    work, python = "/tmp/work", ("/usr/lib/python3/",)
+    assert forbidden("open", ("out.txt", "w", 0), work, python) is None
+    assert forbidden("open", ("/etc/passwd", "r", 0), work, python) is None
+    assert forbidden("open", ("/etc/passwd", None, os.O_WRONLY), work, python) == (
+        "write outside its directory: /etc/passwd"
+    )
+    assert forbidden("open", ("../escape", "a", 0), work, python) == "write outside its directory: ../escape"
+    assert forbidden("open", ("/root/.netrc", "r", 0), work, python) == "read of a private file: /root/.netrc"
+    assert forbidden("open", ("/proc/1/environ", "rb", 0), work, python) == (
+        "read of a private file: /proc/1/environ"
+    )
+    assert forbidden("open", ("/home/u/.ssh/id_rsa", "r", 0), work, ("/home/u/",)) is None  # Python's own
+    assert forbidden("open", (3, "w", 0), work, python) is None  # a descriptor: its open was checked
+    assert forbidden("os.remove", ("victim", 5), work, python) == "delete outside its directory: victim"
+    assert forbidden("os.remove", ("victim", -1), work, python) is None  # CPython: -1 for no dir_fd
+    assert forbidden("os.rename", ("a", "/etc/b", None, None), work, python) == (
+        "rename outside its directory: /etc/b"
+    )
+    assert forbidden("shutil.rmtree", ("/tmp",), work, python) == "delete outside its directory: /tmp"
+    assert forbidden("os.listdir", ("/",), work, python) is None

@@ -13,7 +13,15 @@ from orchestrator.recording.sinks import STEP_COLUMNS
 from tasks import RECORDED_REWARDS, load_task, task_problems
 from tasks.code import SHIPPED, Grader, _sandbox, extract_code, format_problem, read_problems
 from tasks.code.checks import FALSE, TRUE, Check, parse_check, passed
-from tests.helpers.hostile_code import BIG_WRITE, LOOP, MEMORY_BOMB, SOCKET
+from tests.helpers.hostile_code import (
+    BIG_WRITE,
+    DELETE_OUTSIDE,
+    LOOP,
+    MEMORY_BOMB,
+    READ_SECRET,
+    SOCKET,
+    WRITE_OUTSIDE,
+)
 
 
 @pytest.fixture(scope="module")
@@ -204,6 +212,18 @@ KILLED = {
     "memory bomb": (MEMORY_BOMB, "memory limit (MemoryError)"),
     "disk fill": (BIG_WRITE.format(marker="fill"), "file size limit (SIGXFSZ)"),
     "forbidden call": (SOCKET, "forbidden call (SIGSYS)"),
+    "blocked write outside": (
+        WRITE_OUTSIDE,
+        "forbidden call (write outside its directory: /rlsweep-no-such-folder/planted)",
+    ),
+    "blocked delete outside": (
+        DELETE_OUTSIDE,
+        "forbidden call (delete outside its directory: /rlsweep-no-such-folder/victim)",
+    ),
+    "blocked read of a secret": (
+        READ_SECRET,
+        "forbidden call (read of a private file: /tmp/.ssh/id_ed25519)",
+    ),
 }
 RIGHT = "def double(x):\n    return x * 2"
 
@@ -274,8 +294,9 @@ def test_the_step_row_counts_the_completions_the_sandbox_killed_and_null_without
         state.global_step += 1
         meter.on_step_end(trl_args, state, None)
 
-    step(lambda: totals(task, [LOOP, RIGHT, MEMORY_BOMB, "no code"]))
-    assert meter.pending["sandbox_kills"] == 2  # each completion once, whatever the rewards that read it
+    step(lambda: totals(task, [LOOP, RIGHT, MEMORY_BOMB, "no code", WRITE_OUTSIDE]))
+    # each completion once, whatever the rewards that read it; a blocked forbidden call is a kill
+    assert meter.pending["sandbox_kills"] == 3
     step(lambda: totals(task, [RIGHT, RIGHT]))
     assert meter.pending["sandbox_kills"] == 0
     step(lambda: None)  # a step that reuses its cycle's completions scores nothing: not measured

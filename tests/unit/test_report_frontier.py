@@ -195,3 +195,15 @@ def test_a_fit_is_tight_against_the_budget_less_the_headroom_as_fits_is():
     frontiers = frontier(trials_frame(), budget_gib=0.80, headroom_gib=0.085)
     trl = frontiers.set_index(["framework", "model"]).loc[("trl", "tiny")]
     assert trl.largest_fit == "K=2 B=2 (4 completions/step)" and trl.fit_tight
+
+
+def test_a_narrow_terminal_tells_two_models_of_one_family_apart():
+    both = pd.concat(
+        [trials_frame().assign(model=model) for model in ("random:Qwen/Qwen3-1.7B", "random:Qwen/Qwen3-4B")]
+    )
+    both["trial_key"] = both["model"] + both["trial_key"]
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    console.print(frontier_table(frontier(both)))
+    text = console.file.getvalue()
+    assert "Qwen3-1.7B" in text and "Qwen3-4B" in text
+    assert "random:Qwen/Qwen3…" not in text

@@ -117,3 +117,92 @@ def test_the_throughput_plot_draws_each_medians_95_percent_interval_and_none_und
     assert long["cycles"] == 11 and short["cycles"] == 2 < MIN_CYCLES
     assert (segments[0][0][1], segments[0][1][1]) == pytest.approx((long["tokens_low"], long["tokens_high"]))
     assert np.isnan(segments[1]).all()  # too few cycles: no whisker
+
+
+def test_the_prediction_plots_legend_lies_under_its_axes_and_within_the_figures_width(tmp_path, monkeypatch):
+    from orchestrator.views.report import prediction_pairs
+    from orchestrator.views.report._plots import prediction_plot
+    from tests.helpers.synthetic_sweep import add_predictions
+
+    trials = write_synthetic_sweep(tmp_path)
+    add_predictions(tmp_path, trials, dict.fromkeys(trials["trial_key"], 1.05), 0.05)
+    outputs = load_outputs(tmp_path)
+    figures = _keep_figures(monkeypatch)
+    prediction_plot(prediction_pairs(outputs.trials, outputs.steps), tmp_path / "predicted.png", 10.0)
+    fig = figures["predicted.png"]
+    renderer = fig.canvas.get_renderer()
+    (ax,) = fig.axes
+    legend, axes_box = ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert any("Qwen" in label for label in labels)  # the long family labels are in it
+    assert legend.y1 <= axes_box.y0  # under the axes: it covers no point
+    assert legend.width <= fig.bbox.width  # wrapped to the figure's width
+
+
+def _learned(framework: str, mode: str, shift: float) -> tuple[dict, pd.DataFrame]:
+    """A trial of the real learning trace (smollm2, one-digit sums) with its held-out readings moved by
+    `shift`: its trials.parquet row (the accuracy figures from its steps) and its steps."""
+    import json
+
+    from tests.helpers.learning_traces import LEARNING_TRACES
+    from trainers.record import accuracy_figures
+
+    path = LEARNING_TRACES / "learning-smollm2-learning.parquet"
+    steps = pd.read_parquet(path).assign(trial_key=f"{framework}-{mode}")
+    steps["eval_pass_at_1"] = (steps["eval_pass_at_1"] + shift).clip(0, 1)
+    before = json.loads(path.with_suffix(".json").read_text())
+    row = {"trial_key": f"{framework}-{mode}", "framework": framework, "mode": mode, "status": "completed",
+           "num_generations": 4, "batch_size": 2, "seed": 42, **before,
+           **accuracy_figures(steps.to_dict("records"), 0.5)}  # fmt: skip
+    return row, steps
+
+
+def test_a_trials_curves_draw_its_held_out_accuracy_from_before_training_with_intervals(
+    tmp_path, monkeypatch
+):
+    row, steps = _learned("trl", "grpo", 0.0)
+    figures = _keep_figures(monkeypatch)
+    trial_curves(pd.Series(row), steps, tmp_path / "curves.png")
+    panel = figures["curves.png"].axes[4]
+    line = panel.lines[0]
+    measured = steps.dropna(subset=["eval_pass_at_1"])
+    assert list(line.get_xdata()) == [0, *measured["step"]]
+    assert list(line.get_ydata()) == [row["eval_before_pass_at_1"], *measured["eval_pass_at_1"]]
+    assert panel.get_ylabel() == "held-out accuracy (pass@1)"
+    assert len(panel.collections) == 1  # the interval band
+    assert [t.get_text() for t in panel.get_legend().get_texts()][1] == "target 0.5"
+
+
+def test_a_trial_that_measured_no_accuracy_keeps_four_panels(tmp_path, monkeypatch):
+    figures = _keep_figures(monkeypatch)
+    steps = pd.DataFrame({"step": [1, 2], "reward_mean": [0.1, 0.2]})
+    trial_curves(pd.Series({"trial_key": "t", "status": "completed"}), steps, tmp_path / "curves.png")
+    assert len(figures["curves.png"].axes) == 4
+
+
+def test_the_learning_plot_draws_every_stacks_trials_on_one_axis_a_colour_per_stack(tmp_path, monkeypatch):
+    from orchestrator.views.report._plots import learning_curves_plot
+
+    made = [_learned(f, m, shift) for f, m, shift in
+            (("trl", "grpo", 0.0), ("unsloth", "grpo", -0.1), ("trl", "gspo", 0.05), ("unsloth", "gspo", 0.02))]  # fmt: skip
+    trials = pd.DataFrame([row for row, _ in made])
+    figures = _keep_figures(monkeypatch)
+    learning_curves_plot(trials, pd.concat([steps for _, steps in made]), tmp_path / "learning.png")
+    (ax,) = figures["learning.png"].axes
+    lines = {line.get_label(): line for line in ax.lines}
+    assert {"TRL grpo", "TRL gspo", "Unsloth grpo", "Unsloth gspo", "target 0.5"} == set(lines)
+    assert lines["TRL grpo"].get_color() == lines["TRL gspo"].get_color() != lines["Unsloth grpo"].get_color()
+    assert lines["TRL grpo"].get_linestyle() != lines["TRL gspo"].get_linestyle()
+    assert lines["Unsloth grpo"].get_ydata()[-1] == pytest.approx(
+        made[1][1]["eval_pass_at_1"].dropna().iloc[-1]
+    )
+
+
+def test_no_learning_plot_without_a_held_out_reading(tmp_path):
+    from orchestrator.views.report._plots import learning_curves_plot
+
+    trials = pd.DataFrame([{"trial_key": "t", "framework": "trl", "mode": "grpo", "status": "completed"}])
+    assert (
+        learning_curves_plot(trials, pd.DataFrame({"trial_key": ["t"], "step": [1]}), tmp_path / "l.png")
+        is None
+    )

@@ -200,3 +200,108 @@ def test_a_learning_trial_is_listed_as_learning_and_carries_no_warning_mark(tmp_
     assert "### Trials that learn" in section and "### Trials flagged" not in section
     assert "## Which configuration learns: held-out accuracy" in markdown
     assert "No completed trial measured held-out accuracy" in markdown
+
+
+def test_a_memory_sweeps_probes_are_said_to_be_not_judged_rather_than_too_short(tmp_path):
+    synthetic_sweep_whose_completed_trials_read(tmp_path, "too_short", "too_short: 1 step judged")
+    table = pq.read_table(tmp_path / "trials.parquet").to_pandas()
+    completed = table["status"] == "completed"
+    table.loc[completed, "phase"] = "memory"
+    table.to_parquet(tmp_path / "trials.parquet")
+    console = Console(record=True, width=200)
+    markdown = write_report(tmp_path, console=console)["report_md"].read_text()
+    terminal = console.export_text()
+    assert f"Training: not judged ({completed.sum()} memory probes: probe steps, not training)" in terminal
+    assert "too_short" not in terminal
+    section = markdown.split("## Does it learn: training verdicts")[1].split("\n## ")[0]
+    assert f"{completed.sum()} memory-phase probe(s) not judged" in section
+    assert "No training run completed, so none was judged." in section
+
+
+def test_a_sweep_with_training_runs_and_probes_counts_the_probes_apart(tmp_path):
+    synthetic_sweep_whose_completed_trials_read(tmp_path, "learning", "learning: reward +0.1 per 10 steps")
+    table = pq.read_table(tmp_path / "trials.parquet").to_pandas()
+    first = table.index[table["status"] == "completed"][0]
+    table.loc[first, "phase"] = "memory"
+    table.to_parquet(tmp_path / "trials.parquet")
+    console = Console(record=True, width=200)
+    write_report(tmp_path, console=console)
+    assert (
+        "Training: 5 learning; not judged (1 memory probe: probe steps, not training)"
+        in console.export_text()
+    )
+
+
+def _with_held_out_accuracy(out) -> None:
+    """The synthetic sweep's completed trials measured held-out accuracy (a learning sweep's fields)."""
+    table = pq.read_table(out / "trials.parquet").to_pandas()
+    completed = table["status"] == "completed"
+    table.loc[completed, "best_eval_pass_at_1"] = 0.6
+    table.loc[completed, "best_eval_step"] = 20
+    table.loc[completed, "accuracy_target"] = 0.5
+    table.to_parquet(out / "trials.parquet")
+
+
+def _headings(markdown: str) -> list[str]:
+    return [line[3:] for line in markdown.splitlines() if line.startswith("## ")]
+
+
+def test_a_learning_sweeps_report_opens_on_which_configuration_learns(tmp_path):
+    write_synthetic_sweep(tmp_path)
+    _with_held_out_accuracy(tmp_path)
+    console = Console(record=True, width=200)
+    markdown = write_report(tmp_path, console=console)["report_md"].read_text()
+    headings = _headings(markdown)
+    assert headings[:2] == [
+        "Which configuration learns: held-out accuracy",
+        "Does it learn: training verdicts",
+    ]
+    fits = headings.index("What fits: the feasibility frontier")
+    assert fits > headings.index("Fastest configurations that completed")
+    terminal = console.export_text()  # the terminal in the report's order
+    order = [
+        terminal.index(words)
+        for words in ("Which configuration learns", "Training: ", "Feasibility frontier")
+    ]
+    assert order == sorted(order)
+
+
+def test_a_sweep_under_a_memory_budget_still_opens_on_what_fits(tmp_path):
+    write_synthetic_sweep(tmp_path)
+    _with_held_out_accuracy(tmp_path)
+    table = pq.read_table(tmp_path / "trials.parquet").to_pandas()
+    table["memory_budget_gib"] = 12.0
+    table.to_parquet(tmp_path / "trials.parquet")
+    markdown = write_report(tmp_path, console=Console(quiet=True))["report_md"].read_text()
+    assert _headings(markdown)[0] == "What fits: the feasibility frontier"
+
+
+def test_every_section_is_in_both_reading_orders():
+    from orchestrator.views.report._content import LEARNING_SECTIONS, SECTIONS
+
+    assert sorted(s.__name__ for s in LEARNING_SECTIONS) == sorted(s.__name__ for s in SECTIONS)
+    assert len(LEARNING_SECTIONS) == len(SECTIONS)
+
+
+def test_the_learning_section_shows_the_stacks_curves_on_one_axis_under_its_ranking():
+    from pathlib import Path
+
+    from orchestrator.views.report._learning import learning_blocks
+
+    blocks = learning_blocks(learning_trials(), Path("plots/learning_curves.png"))
+    kinds = [b.kind for b in blocks]
+    image = blocks[kinds.index("image")]
+    assert kinds.index("table") < kinds.index("image")
+    assert image.path == Path("plots/learning_curves.png")
+    assert image.text == "Held-out accuracy over the steps, the stacks on one axis"
+    assert "image" not in [b.kind for b in learning_blocks(learning_trials())]  # no plot drawn: none shown
+
+
+def test_a_stack_that_ran_its_fallback_is_read_from_its_registry_entry(monkeypatch):
+    from orchestrator.views.report._learning import cpu_fallback
+    from trainers import stacks
+
+    unsloth = learning_trials().set_index("trial_key").loc["unsloth-cpu"]
+    assert cpu_fallback(unsloth)
+    monkeypatch.setitem(stacks.STACKS, "unsloth", stacks.StackEntry("unsloth", "Unsloth", "x:Y"))
+    assert not cpu_fallback(unsloth)  # without fallback_when the entry says nothing ran a fallback

@@ -17,7 +17,7 @@ from tasks.code import _sandbox
 from tasks.countdown import DEFAULT_REWARDS as COUNTDOWN_WEIGHTS
 from tasks.gsm8k import DEFAULT_REWARDS as GSM8K_WEIGHTS
 from tasks.reasoning_gym import installed
-from tests.helpers.hostile_code import HOSTILE
+from tests.helpers.hostile_code import DELETE_OUTSIDE, HOSTILE, READ_SECRET, WRITE_OUTSIDE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -124,6 +124,22 @@ def test_a_timed_out_code_completion_says_the_sandbox_killed_it_scores_0_and_cos
         "sandbox killed it: time limit (task_args.pay_format_when_killed: true pays it)"
     )
     assert 1.0 <= line["seconds"] < 3.0
+
+
+def test_a_blocked_forbidden_call_scores_0_in_total_like_a_killed_run(capsys, tmp_path):
+    codes = [WRITE_OUTSIDE, DELETE_OUTSIDE, READ_SECRET]
+    lines = [{"row": 3, "completion": f"```python\n{code}```"} for code in codes]
+    scored = score(capsys, tmp_path, "code", lines, "reward_timeout_s=1")
+    assert [line["total"] for line in scored] == [0.0, 0.0, 0.0]  # well formatted, yet 0
+    assert [line["killed"] for line in scored] == [
+        "forbidden call (write outside its directory: /rlsweep-no-such-folder/planted)",
+        "forbidden call (delete outside its directory: /rlsweep-no-such-folder/victim)",
+        "forbidden call (read of a private file: /tmp/.ssh/id_ed25519)",
+    ]
+    assert scored[0]["why_zero"]["format"] == (
+        "sandbox killed it: forbidden call (write outside its directory: /rlsweep-no-such-folder/planted) "
+        "(task_args.pay_format_when_killed: true pays it)"
+    )
 
 
 def test_with_pay_format_when_killed_a_killed_code_completion_scores_its_format_and_still_says_killed(

@@ -129,3 +129,20 @@ def test_the_learning_sweep_trains_smollm2_on_sums_it_can_learn():
     assert trial.task_args["operand_digits"] == 1 and trial.task_args["answer_rule"] == "last"
     assert trial.eval_every and trial.eval_samples >= 32  # held-out accuracy in the report
     assert trial.max_steps * trial.batch_size * trial.num_generations <= 400  # a small run
+
+
+def test_the_gpu_learning_sweep_runs_both_stacks_and_modes_on_a_task_past_five_steps():
+    from orchestrator.spec.load import load_sweep
+    from orchestrator.spec.plan import plan
+
+    sweep = load_sweep(str(ROOT / "sweeps" / "gpu-learn.yaml"), [])
+    result = plan(sweep)
+    assert not result.problems
+    assert {(t.framework, t.mode) for t in result.trials} == {
+        (framework, mode) for framework in ("trl", "unsloth") for mode in ("grpo", "gspo")
+    }
+    for trial in result.trials:
+        assert trial.model == SMOLLM2 and trial.task == "arithmetic"
+        assert trial.task_args["operand_digits"] == 2 and trial.task_args["answer_rule"] == "last"
+        assert trial.eval_every and trial.eval_at_end and trial.eval_samples <= trial.task_args["num_eval"]
+        assert trial.num_iterations >= 2  # else grpo and gspo compute the same gradient

@@ -135,10 +135,7 @@ def test_gpu_check_runs_every_registered_stack(third, tmp_path):
 CHECKED = ("orchestrator", "trainers", "tasks")
 # (path, the string) that may name a stack outside trainers/stacks/, and why. An entry that no longer
 # matches fails the test: take it out.
-ALLOWED = {
-    # The report's CPU-fallback label (the report's own work, issue 47).
-    ("orchestrator/views/report/_learning.py", "unsloth"): "report: Unsloth's CPU fallback",
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def _strings(path: Path):

@@ -85,6 +85,9 @@ class StackEntry:
     preload: tuple[str, ...] = ()
     # What it does with memory (StackMemory above): the memory model and packing read this.
     memory: StackMemory = StackMemory()
+    # The effective_config entry (key, value) a trial records when the stack ran a fallback rather than
+    # its own trainer (Unsloth without a GPU runs TRL's): the report shows its figures, never compares them.
+    fallback_when: tuple[str, str] | None = None
 
 
 STACKS: dict[str, StackEntry] = {}
@@ -204,5 +207,6 @@ register(
         preload=("torch", "trainers.__main__", "trainers.device", "trainers.stacks.unsloth"),
         # unsloth_zoo 2026.10.9: chunked GRPO log-probs, checkpoints offloaded to the host (StackMemory)
         memory=StackMemory(offloads_checkpoints=True, chunked_logprobs=True, host_baseline_gib=1.32),
+        fallback_when=("unsloth_backend", "cpu"),  # trainers/stacks/unsloth.py records it
     )
 )

@@ -19,12 +19,13 @@ from orchestrator.views.report._feasibility import (
     frontier_view,
     matrix_views,
     memory_words,
+    set_budgets_gib,
 )
-from orchestrator.views.report._learning import learning_blocks
+from orchestrator.views.report._learning import learning_blocks, ranked_learning
 from orchestrator.views.report._outputs import SweepOutputs, column, parse_json, plain
 from orchestrator.views.report._stacks import comparison_view, stack_pairs
 from orchestrator.views.report._time import time_paragraphs
-from orchestrator.views.report._verdicts import sandbox_kill_blocks, verdict_blocks
+from orchestrator.views.report._verdicts import memory_probes, sandbox_kill_blocks, verdict_blocks
 from orchestrator.views.report._vllm import share_answers, share_table
 from orchestrator.words import outcome
 from orchestrator.words.outcome import COMPLETED, STATUS_WORDS, STATUSES
@@ -297,7 +298,7 @@ def fastest_section(data: ReportData) -> list[Block]:
 
 def learning_section(data: ReportData) -> list[Block]:
     """Which configuration learns fastest (report._learning); the ranking by held-out accuracy."""
-    return learning_blocks(data.outputs.trials)
+    return learning_blocks(data.outputs.trials, data.plot_paths.get("learning"))
 
 
 def vllm_share_section(data: ReportData) -> list[Block]:
@@ -383,7 +384,10 @@ def heatmap_section(data: ReportData) -> list[Block]:
 
 
 def verdict_section(data: ReportData) -> list[Block]:
-    return verdict_blocks(data.summary, data.plot_paths.get("curves", {})) + sandbox_kill_blocks(data.summary)
+    probes = memory_probes(data.outputs.trials)
+    return verdict_blocks(data.summary, data.plot_paths.get("curves", {}), probes) + sandbox_kill_blocks(
+        data.summary
+    )
 
 
 def speed_section(data: ReportData) -> list[Block]:
@@ -470,5 +474,37 @@ SECTIONS = (
 )
 
 
+# A learning sweep's report, in reading order: the answer it was run for first (which configuration
+# learns, then the verdicts), what fits after the speed (without a budget, every completed trial fits).
+LEARNING_SECTIONS = (
+    title_section,
+    learning_section,
+    verdict_section,
+    stacks_section,
+    fastest_section,
+    vllm_share_section,
+    setup_section,
+    frontier_section,
+    matrix_section,
+    fitmap_section,
+    heatmap_section,
+    speed_section,
+    time_section,
+    memory_section,
+    predictions_section,
+    not_completed_section,
+    curves_section,
+    files_section,
+)
+
+
+def learning_sweep(data: ReportData) -> bool:
+    """A sweep run to see what learns, not what fits: no memory budget set (memory.budget_gib; the GPU's
+    size may still stand in for one), no memory-phase probe, and held-out accuracy measured."""
+    trials = data.outputs.trials
+    return not set_budgets_gib(trials) and not memory_probes(trials) and not ranked_learning(trials).empty
+
+
 def build_blocks(data: ReportData) -> list[Block]:
-    return [block for section in SECTIONS for block in section(data)]
+    sections = LEARNING_SECTIONS if learning_sweep(data) else SECTIONS
+    return [block for section in sections for block in section(data)]

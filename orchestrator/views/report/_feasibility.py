@@ -91,13 +91,18 @@ def memory_words(kinds: set[str]) -> str:
     return f"peak memory, {' / '.join(ordered)}, GiB" if ordered else "peak memory, GiB"
 
 
-def infer_budget_gib(trials: pd.DataFrame) -> float | None:
-    """The memory budget a sweep ran under: the emulated budget if one was set, else the GPU's size."""
+def set_budgets_gib(trials: pd.DataFrame) -> set[float]:
+    """The memory budgets the sweep's trials were given (memory.budget_gib); empty when none was."""
     from_rows = (finite_or_none(v) for v in trials.get("memory_budget_gib", []))
     from_config = (
         finite_or_none(parse_json(v).get("memory_budget_gib")) for v in trials.get("effective_config", [])
     )
-    budgets = {b for b in (*from_rows, *from_config) if b}
+    return {b for b in (*from_rows, *from_config) if b}
+
+
+def infer_budget_gib(trials: pd.DataFrame) -> float | None:
+    """The memory budget a sweep ran under: the emulated budget if one was set, else the GPU's size."""
+    budgets = set_budgets_gib(trials)
     if len(budgets) == 1:
         return budgets.pop()
     totals = column(trials, "gpu_total_gib")

@@ -1,11 +1,13 @@
 """Which configuration learns: the figure users optimise. Each completed trial's best held-out accuracy
 with its Wilson interval and the time until held-out accuracy reached the sweep's target
 (trials.parquet's accuracy fields, trainers/record.accuracy_figures), ranked beside its speed and
-memory, then the stacks side by side per configuration. Unsloth on a host without a GPU runs its TRL
-fallback (effective_config's `unsloth_backend` reads `cpu`): its figures are shown, never compared."""
+memory, then the stacks side by side per configuration. A stack that ran a fallback rather than its own
+trainer (its registry entry's fallback_when: Unsloth on a host without a GPU runs its TRL fallback, and
+effective_config's `unsloth_backend` reads `cpu`) has its figures shown, never compared."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -16,7 +18,6 @@ from orchestrator.words.outcome import COMPLETED
 from trainers import stacks
 from trainers.record import MEMORY_LABELS, SPEC, TRIAL, TRIAL_FIELDS, finite_or_none, peak_memory
 
-UNSLOTH = "unsloth"
 FALLBACK = "its TRL fallback on CPU"
 NOT_COMPARED = f"not compared ({FALLBACK})"
 # What two stacks' trials must share to sit side by side: every setting but the stack (and the key and
@@ -26,9 +27,11 @@ SETTINGS = [f.name for f in TRIAL_FIELDS if f.measured_by == SPEC and f.name not
 
 
 def cpu_fallback(trial: pd.Series) -> bool:
-    """An Unsloth trial that ran Unsloth's TRL fallback (no GPU): not Unsloth's own kernels."""
-    backend = parse_json(trial.get(TRIAL.effective_config)).get("unsloth_backend")
-    return trial.get(TRIAL.framework) == UNSLOTH and backend == "cpu"
+    """A trial whose stack ran its fallback (its registry entry's fallback_when: Unsloth's TRL fallback
+    without a GPU), not the stack's own trainer."""
+    name = trial.get(TRIAL.framework)
+    when = stacks.STACKS[name].fallback_when if name in stacks.STACKS else None
+    return when is not None and parse_json(trial.get(TRIAL.effective_config)).get(when[0]) == when[1]
 
 
 def stack_words(trial: pd.Series) -> str:
@@ -139,8 +142,9 @@ def side_by_side(trials: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=order).fillna("—") if rows else pd.DataFrame()
 
 
-def learning_blocks(trials: pd.DataFrame) -> list[Block]:
-    """The section: the ranking, what it is, and the stacks side by side."""
+def learning_blocks(trials: pd.DataFrame, curves: Path | None = None) -> list[Block]:
+    """The section: the ranking, what it is, the stacks' held-out accuracy over the steps on one axis
+    (`curves`, _plots.learning_curves_plot), and the stacks side by side."""
     blocks = [Block("h2", "Which configuration learns: held-out accuracy")]
     table = learning_table(trials)
     if table.empty:
@@ -161,6 +165,8 @@ def learning_blocks(trials: pd.DataFrame) -> list[Block]:
             "leans high). Tokens/s and peak memory as in the sections on speed and memory.",
         ),
     ]
+    if curves:
+        blocks.append(Block("image", "Held-out accuracy over the steps, the stacks on one axis", path=curves))
     fallback = _measured(trials)
     fallback = fallback[[cpu_fallback(t) for _, t in fallback.iterrows()]]
     if not fallback.empty:

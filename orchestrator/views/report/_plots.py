@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -16,9 +17,17 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator, ScalarFormatter
 
 from orchestrator.judging.intervals import MIN_CYCLES
+from orchestrator.views.report._accuracy import (
+    ACCURACY_LABEL,
+    accuracy_panel,
+    accuracy_series,
+    draw_accuracy,
+    target_line,
+)
 from orchestrator.views.report._configs import varying_config_columns
 from orchestrator.views.report._feasibility import OVER_BUDGET, FeasibilityGrid, memory_words
-from orchestrator.views.report._outputs import SweepOutputs, trial_peak, trial_steps
+from orchestrator.views.report._learning import ranked_learning, stack_words
+from orchestrator.views.report._outputs import SweepOutputs, plain, trial_peak, trial_steps
 from orchestrator.words.outcome import (
     COMPLETED,
     FAILED,
@@ -31,6 +40,7 @@ from orchestrator.words.outcome import (
 from orchestrator.words.verdicts import MARK
 from trainers.record import STEP
 from trainers.stacks import label as stacks_label
+from trainers.stacks import names as stacks_names
 
 STACK_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
 DPI = 90
@@ -234,12 +244,22 @@ def memory_plot(outputs: SweepOutputs, path: Path, budget_gib: float | None) -> 
 
 @_report_style
 def trial_curves(trial: pd.Series, steps: pd.DataFrame, path: Path) -> Path:
-    """Reward, loss, completion length and memory over steps for one trial; probe steps shaded."""
+    """Reward, loss, completion length and memory over steps for one trial, and beneath them its held-out
+    accuracy where it measured any (step 0: before training); probe steps shaded."""
     steps = steps.sort_values("step")
     x = steps["step"].to_numpy(float)
-    fig = Figure(figsize=(10, 6))
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.09, top=0.91, wspace=0.22, hspace=0.12)
-    axes = fig.subplots(2, 2, sharex=True).ravel()
+    accuracy = accuracy_series(trial, steps) is not None
+    fig = Figure(figsize=(10, 8.6 if accuracy else 6))
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.07 if accuracy else 0.09, top=0.93 if accuracy else 0.91,
+                        wspace=0.22, hspace=0.3 if accuracy else 0.12)  # fmt: skip
+    grid = fig.add_gridspec(3 if accuracy else 2, 2)
+    first = fig.add_subplot(grid[0, 0])
+    axes = [first, *(fig.add_subplot(grid[i // 2, i % 2], sharex=first) for i in range(1, 4))]
+    if accuracy:
+        axes.append(fig.add_subplot(grid[2, :], sharex=first))
+        accuracy_panel(axes[4], trial, steps)
+    for ax in axes[:2]:  # the panels beneath them carry the steps
+        ax.tick_params(labelbottom=False)
     _series(axes[0], x, steps, [(STEP.reward_mean, "mean reward")], "reward", band=STEP.reward_std)
     _series(axes[1], x, steps, [(STEP.loss, "loss")], "loss")
     _series(
@@ -344,7 +364,11 @@ def prediction_plot(pairs: pd.DataFrame, path: Path, budget_gib: float | None) -
     ax.set_aspect("equal")
     ax.set_title("Predicted vs measured peak")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=FONT_PT, loc="upper left")
+    # Below the axes, not on them: a family's label (stack, mode, model, settings) is longer than the
+    # plot is wide, and inside it covered the points; the saved figure's tight box takes the legend in.
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles, [textwrap.fill(label, 60) for label in labels], fontsize=FONT_PT, loc="upper center",
+              bbox_to_anchor=(0.5, -0.1), frameon=False)  # fmt: skip
     return _save(fig, path)
 
 
@@ -438,3 +462,47 @@ def _boundary_line(ax, rows, style: str, colour: str, lo: int) -> None:
     if points:
         xs, ys = zip(*points, strict=True)
         ax.plot(xs, ys, linestyle=style, color=colour, marker="|", markersize=14, linewidth=1.5, zorder=4)
+
+
+MODE_STYLES = ["-", "--", ":", "-."]
+
+
+@_report_style
+def learning_curves_plot(trials: pd.DataFrame, steps: pd.DataFrame, path: Path) -> Path | None:
+    """Held-out accuracy over the steps of every completed trial that measured it, on one axis: a colour
+    per stack (the registry's order), a line style per mode, the sweep's target; None when none did."""
+    ranked = ranked_learning(trials)
+    drawn = []
+    for _, trial in ranked.iterrows():
+        series = accuracy_series(trial, trial_steps(steps, trial.get("trial_key")))
+        if series is not None:
+            drawn.append((trial, series))
+    if not drawn:
+        return None
+    names = [n for n in stacks_names() if n in set(ranked["framework"])]
+    names += sorted(set(ranked["framework"]) - set(names))
+    modes = sorted(set(ranked["mode"].astype(str)))
+    varying = [
+        c for c in ("num_generations", "batch_size", "seed") if c in ranked and ranked[c].nunique() > 1
+    ]
+    fig = Figure(figsize=(8.0, 5.0))
+    ax = fig.add_subplot()
+    for trial, series in drawn:
+        colour = STACK_COLOURS[names.index(trial["framework"]) % len(STACK_COLOURS)]
+        style = MODE_STYLES[modes.index(str(trial["mode"])) % len(MODE_STYLES)]
+        label = " ".join(
+            [stack_words(trial), str(trial["mode"]), *(f"{LETTERS[c]}={plain(trial[c])}" for c in varying)]
+        )
+        draw_accuracy(ax, series, label, colour, style)
+    target_line(ax, ranked.get("accuracy_target", []))
+    ax.set_ylim(0, 1)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("step (0: before training)")
+    ax.set_ylabel(ACCURACY_LABEL)
+    ax.set_title("Held-out accuracy over the steps, the stacks on one axis (bands: 95% intervals)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False, ncol=1 if len(drawn) > 6 else 2)
+    return _save(fig, path)
+
+
+LETTERS = {"num_generations": "K", "batch_size": "B", "seed": "seed"}

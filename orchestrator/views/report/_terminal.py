@@ -7,6 +7,7 @@ import pandas as pd
 from rich.table import Table
 from rich.text import Text
 
+from orchestrator.views.report._configs import CONFIG_WORDS
 from orchestrator.views.report._document import fmt
 from orchestrator.views.report._feasibility import OVER_BUDGET, frontier_view
 from orchestrator.words.outcome import (
@@ -20,7 +21,9 @@ from orchestrator.words.outcome import (
     TIMEOUT,
     UNAVAILABLE,
 )
+from orchestrator.words.text import short_names
 
+MODEL_COLUMN = CONFIG_WORDS["model"]  # "Model", in every table that names the model
 # A cell that names an outcome gets its style; "over budget" reads as not fitting, like out of memory.
 CELL_STYLES = (
     (OVER_BUDGET, "bold red"),
@@ -43,7 +46,10 @@ def _cell(value) -> Text:
 
 
 def rich_table(df: pd.DataFrame, title: str = "") -> Table:
-    """A people's table (columns of words and figures) as a rich Table."""
+    """A people's table (columns of words and figures) as a rich Table; its model names shortened to what
+    tells them apart within it (a narrow terminal would cut 'random:Qwen/Qwen3-1.7B' and
+    'random:Qwen/Qwen3-4B' to the same 'random:Qwen/Qwen3…')."""
+    df = short_models(df)
     table = Table(title=title or None, title_justify="left")
     for column in df.columns:
         numeric = pd.api.types.is_numeric_dtype(df[column])
@@ -51,6 +57,16 @@ def rich_table(df: pd.DataFrame, title: str = "") -> Table:
     for row in df.itertuples(index=False):
         table.add_row(*(_cell(v) for v in row))
     return table
+
+
+def short_models(df: pd.DataFrame) -> pd.DataFrame:
+    """The table with its Model column's names shortened, each unique within it (words.text.short_names)."""
+    if MODEL_COLUMN not in df:
+        return df
+    names = short_names(df[MODEL_COLUMN])
+    return df.assign(
+        **{MODEL_COLUMN: [names.get(m, m) if isinstance(m, str) else m for m in df[MODEL_COLUMN]]}
+    )
 
 
 def frontier_table(df: pd.DataFrame, title: str = "Feasibility frontier") -> Table:

@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.views.report._document import Block, fmt
+from orchestrator.words.phases import MEMORY
 from orchestrator.words.verdicts import LEARNING, PROBLEMS, VERDICT_WORDS, VERDICTS
 
 
@@ -38,12 +39,28 @@ def _verdict_rows(flagged: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def verdict_blocks(summary: pd.DataFrame, curves: dict[str, Any]) -> list[Block]:
-    """The training verdicts: how many of each, the flagged trials with why, and their curves."""
+def memory_probes(trials: pd.DataFrame) -> set[str]:
+    """The trial keys of memory-phase rows: probe steps only, not training runs, so not judged."""
+    if "phase" not in trials:
+        return set()
+    return set(trials.loc[trials["phase"].eq(MEMORY), "trial_key"].astype(str))
+
+
+def verdict_blocks(
+    summary: pd.DataFrame, curves: dict[str, Any], probes: set[str] = frozenset()
+) -> list[Block]:
+    """The training verdicts: how many of each, the flagged trials with why, and their curves; the
+    memory probes (`probes`, trial keys) counted apart, as not judged."""
     blocks = [Block("h2", "Does it learn: training verdicts")]
-    verdicts = summary["training_verdict"].dropna()
+    probe = summary["run_name"].astype(str).isin(probes)
+    verdicts = summary.loc[~probe, "training_verdict"].dropna()
+    probes = int(summary.loc[probe, "training_verdict"].notna().sum())
+    if probes:  # probe steps only: not a training run, so no verdict is read into them
+        blocks.append(
+            Block("p", f"{probes} memory-phase probe(s) not judged: probe steps, not training runs.")
+        )
     if verdicts.empty:
-        return [*blocks, Block("p", "No trial completed, so none was judged.")]
+        return [*blocks, Block("p", "No training run completed, so none was judged.")]
     counts = verdicts.value_counts()
     parts = [f"{counts[v]} {VERDICT_WORDS[v]}" for v in VERDICTS if v in counts]
     blocks.append(

@@ -18,7 +18,7 @@ import pandas as pd
 from rich.console import Console
 
 from orchestrator.views.report._configs import aggregate_repeats
-from orchestrator.views.report._content import ReportData, build_blocks, prediction_blocks
+from orchestrator.views.report._content import ReportData, build_blocks, learning_sweep, prediction_blocks
 from orchestrator.views.report._document import render_markdown
 from orchestrator.views.report._feasibility import (
     FRONTIER_COLUMNS,
@@ -29,6 +29,7 @@ from orchestrator.views.report._feasibility import (
 )
 from orchestrator.views.report._fitmap import fitmap_blocks, report_fit_map
 from orchestrator.views.report._html import render_html
+from orchestrator.views.report._learning import learning_table
 from orchestrator.views.report._outputs import (
     SweepOutputs,
     load_outputs,
@@ -39,6 +40,7 @@ from orchestrator.views.report._outputs import (
 from orchestrator.views.report._predictions import error_table, prediction_pairs, terms_table
 from orchestrator.views.report._stacks import comparison_view, stack_comparison, stack_pairs
 from orchestrator.views.report._terminal import frontier_table, rich_table
+from orchestrator.views.report._verdicts import memory_probes
 from trainers import stacks
 
 PLOT_PREFIXES = (
@@ -48,6 +50,7 @@ PLOT_PREFIXES = (
     "throughput",
     "memory_vs_completions",
     "predicted_vs_measured",
+    "learning_curves",
 )
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 # Fewer figures than this are drawn in this process: forking the workers costs more than they save.
@@ -133,6 +136,7 @@ def write_report(
     from orchestrator.views.report._plots import (
         feasibility_heatmap,
         fit_map_plot,
+        learning_curves_plot,
         memory_plot,
         prediction_plot,
         throughput_plot,
@@ -174,6 +178,10 @@ def write_report(
     pairs = prediction_pairs(outputs.trials, outputs.steps)
     path = plot_dir / "predicted_vs_measured.png"
     figures.append(("predictions", None, path, partial(prediction_plot, pairs, path, budget)))
+    path = plot_dir / "learning_curves.png"
+    figures.append(
+        ("learning", None, path, partial(learning_curves_plot, outputs.trials, outputs.steps, path))
+    )
     errors = error_table(pairs)
     prediction_errors_csv = out / "prediction_errors.csv"
     with _space_for(prediction_errors_csv, out):
@@ -214,12 +222,17 @@ def write_report(
 
     if not grids:
         console.print(f"No trials in {out / 'trials.parquet'}.")
+    elif learning_sweep(data):  # the answer it was run for first, as the report reads
+        console.print(rich_table(learning_table(outputs.trials), "Which configuration learns"))
+        _print_verdicts(console, outputs.trials)
+        _print_answer(console, fits, grids, comparison)
     else:
         _print_answer(console, fits, grids, comparison)
         _print_verdicts(console, outputs.trials)
     console.print(f"Report: {report_html}")
     all_plots = [p for p in [*plot_paths["feasibility"].values(), *plot_paths["fitmap"].values(),
                              plot_paths["throughput"], plot_paths["memory"], plot_paths["predictions"],
+                             plot_paths["learning"],
                              *plot_paths["curves"].values()] if p]  # fmt: skip
     return {
         "summary_csv": summary_csv,
@@ -235,14 +248,21 @@ SHOWN_VERDICTS = 3
 
 
 def _print_verdicts(console: Console, trials: pd.DataFrame) -> None:
-    """Does it train: each verdict's count, and the details of the first trials that learn or went wrong."""
+    """Does it train: each verdict's count, and the details of the first trials that learn or went wrong.
+    A memory-phase row (probe steps only, not a training run) is counted apart, as not judged."""
     if "training_verdict" not in trials:
         return
-    judged = trials[trials["training_verdict"].notna()]
+    verdicts = trials["training_verdict"].notna()
+    probe = trials["trial_key"].astype(str).isin(memory_probes(trials))
+    judged, probes = trials[verdicts & ~probe], int((verdicts & probe).sum())
+    not_judged = f"not judged ({probes} memory probe{'s' if probes != 1 else ''}: probe steps, not training)"
     if judged.empty:
+        if probes:
+            console.print(f"Training: {not_judged}", markup=False)
         return
     counts = judged["training_verdict"].value_counts()
-    console.print("Training: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items()), markup=False)
+    words = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+    console.print(f"Training: {words}" + (f"; {not_judged}" if probes else ""), markup=False)
     for verdict, group in judged.groupby("training_verdict", sort=False):
         if verdict in ("ok", "too_short"):
             continue
