@@ -14,6 +14,7 @@ FACE = (
     "trainers.generation",  # the vLLM server's host and its CPU KV cache size
     "trainers.models",  # model names, sizes and the model cache
     "trainers.nvml",  # NVML readings, the visible devices
+    "trainers.probe",  # the synthetic probe's kinds, decode windows and prefill chunks
     "trainers.record",  # the names, units and meaning of what a trainer records
     "trainers.trial",  # a trial's settings (TrialSpec) and their rules
     "trainers.stacks",  # the stack registry: which stacks exist, each one's settings and needs

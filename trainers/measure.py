@@ -335,6 +335,31 @@ def update_ratio(before: list | None, trainer) -> float | None:
     return math.sqrt(change / size) if size > 0 else None
 
 
+# What a synthetic probe's step has no measurement of: its rewards were drawn at random for completions
+# drawn at random (trainers/probe.py), so their mean, spread and variety mean nothing.
+SYNTHETIC_UNMEASURED = (F.reward_mean, F.reward_std, F.frac_reward_zero_std, F.distinct_completion_share)
+
+
+def undo_update(before: list | None, trainer) -> bool:
+    """Put back the trainable weights copied at the step's start and zero the optimizer's moments (their
+    memory stays allocated, as a real step leaves it): a synthetic probe step leaves the model as it found
+    it. False where nothing was copied (no trainer, or more trainable weights than UPDATE_RATIO_MAX_PARAMS)."""
+    import torch
+
+    after = _trainable(trainer)
+    if before is None or len(after) != len(before):
+        return False
+    with torch.no_grad():
+        for param, saved in zip(after, before, strict=True):
+            param.copy_(saved)
+    optimizer = getattr(trainer, "optimizer", None)
+    for state in getattr(optimizer, "state", {}).values():
+        for key, value in state.items():
+            if torch.is_tensor(value):
+                value.zero_()
+    return True
+
+
 class StepMeter(TrainerCallback):
     """Brackets each optimizer step and emits its `step` event once TRL has logged the step."""
 
@@ -481,6 +506,8 @@ class StepMeter(TrainerCallback):
         for key, column in ALLOC_COUNTERS.items():
             row[column] = alloc_end[key] - self.alloc_start[key] if alloc_end and self.alloc_start else None
         row[F.update_ratio] = update_ratio(self.weights_before, self.trainer)
+        if cycle.synthetic:  # a synthetic probe measures; its update on random completions is undone
+            undo_update(self.weights_before, self.trainer)
         self.weights_before = None
         if self.evaluator is not None and self.evaluator.due(state.global_step, state.max_steps):
             row |= self.evaluator.run(self.trainer)
@@ -527,6 +554,10 @@ class StepMeter(TrainerCallback):
         for key, value in logs.items():
             if key.startswith("rewards/") and key.endswith("/mean"):
                 row[key] = value
+        if row.get(F.probe_kind) == SYNTHETIC:
+            # Random rewards of random completions: no reward was measured on this step.
+            for key in [*SYNTHETIC_UNMEASURED, *(k for k in row if k.startswith("rewards/"))]:
+                row[key] = None
         self.events.emit(STEP, **row)
         self.steps_emitted += 1
         if self.channel is not None and self.channel.stop_after(state.global_step, closes_steady_cycle(row)):

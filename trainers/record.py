@@ -72,7 +72,9 @@ STEP_FIELDS: tuple[Field, ...] = (
        "generator received it); null when not forced"),
     Field("probe_kind", STRING, CHOICE, TRAINER, "how a probe step reached max_completion_length: `decode` (every token "
        "decoded, EOS masked) or `synthetic` (trainers/probe.py: the KV cache filled by chunked prefill, two short "
-       "decode windows, and the training step on random full-length completions); null on steps that are no probe"),
+       "decode windows, and the training step on random full-length completions with random rewards, whose update is "
+       "then undone; its reward_mean, reward_std, frac_reward_zero_std, distinct_completion_share and rewards/* "
+       "are null: nothing was measured there); null on steps that are no probe"),
     Field("gen_peak_gib", FLOAT64, GIB_UNIT, TRAINER, "the step's memory peak up to the end of its generation (torch's "
        "peak allocated on a GPU, else the trainer's RSS high-water mark); null when the step generated nothing"),
     Field("peak_phase", STRING, CHOICE, TRAINER, "which phase set the step's peak in the trainer's own reading: "

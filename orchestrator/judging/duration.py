@@ -158,7 +158,7 @@ def trial_rates(spec: Any, times: dict[str, Any], speed: Any = None) -> Rates | 
     ms = figures["ms_per_token"]
     synthetic = None
     if shape is not None:
-        chunks = prefill_chunks(spec.max_prompt_length, length)
+        chunks = prefill_chunks(spec.max_prompt_length, length, seqs)
         tokens = seqs * (spec.max_prompt_length + length)
         forward = speed.train_s_per_token_billion / TRAIN_FORWARDS * tokens * shape.parameters / 1e9
         synthetic = chunks * ms / 1000 + forward + 2 * WINDOW_TOKENS * ms / 1000

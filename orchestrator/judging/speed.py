@@ -23,7 +23,7 @@ completion is the mean of the two readings. Every figure of the forecast is extr
 
 `probe_seconds` is what one memory probe takes, by its kind: `decode` runs the step to the end
 (generation decodes max_completion_length tokens); `synthetic` prefills the full length in chunks of
-CHUNK_TOKENS (about one forward each), decodes two windows of WINDOW_TOKENS and runs one training step
+trainers.probe.chunk_tokens (about one forward each), decodes two windows of WINDOW_TOKENS and runs one training step
 at full length. Both pay the trainer's start-up and the first step's warm-up.
 """
 
@@ -34,11 +34,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trainers.probe import WINDOW_TOKENS, chunk_tokens
 from trainers.trial import PROBE_KINDS, SYNTHETIC
 
 DEFAULT_PROBE = SYNTHETIC
-CHUNK_TOKENS = 256  # the synthetic probe's chunked prefill: tokens per chunk and sequence
-WINDOW_TOKENS = 8  # each of its two decode windows
 EXTRAPOLATED = "extrapolated from a short decode window and the synthetic training step"
 
 
@@ -136,9 +135,10 @@ def check_probe_kind(kind: str) -> str:
     return kind
 
 
-def prefill_chunks(prompt_tokens: int, completion_tokens: int) -> int:
-    """Chunks of the synthetic probe's prefill to prompt + completion tokens (CHUNK_TOKENS each)."""
-    return math.ceil((prompt_tokens + completion_tokens) / CHUNK_TOKENS)
+def prefill_chunks(prompt_tokens: int, completion_tokens: int, sequences: int) -> int:
+    """Chunks of the synthetic probe's prefill to prompt + completion tokens for a batch of `sequences`
+    (trainers.probe.chunk_tokens each: a chunk holds a bounded number of token rows)."""
+    return math.ceil((prompt_tokens + completion_tokens) / chunk_tokens(sequences))
 
 
 @dataclass(frozen=True)

@@ -239,7 +239,7 @@ class SpeedModel:
         if kind == "decode":
             generation = self.gen_s(stack, shape, seqs, prompt, length)
         else:
-            chunks = prefill_chunks(prompt, length)
+            chunks = prefill_chunks(prompt, length, seqs)
             per_chunk = (prompt + length) / chunks
             generation = (
                 sum(

@@ -18,7 +18,7 @@ def test_a_code_trial_records_each_reward_and_pass_at_k(framework, tmp_path, cap
     args += (
         " --batch-size 2 --max-completion-length 16 --max-prompt-length 256 --quantization none --lora-r 4"
     )
-    args += " --eval-at-end --eval-samples 2 --eval-k 2"
+    args += " --eval-at-end --eval-samples 2 --eval-k 2 --probe-steps 0"  # every step scored
     code = main(
         [
             "trial",

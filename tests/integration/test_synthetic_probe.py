@@ -67,28 +67,32 @@ UNSLOTH_GAP = pytest.mark.xfail(
 )
 
 
-@pytest.fixture(scope="module", params=STACKS)
-def tiny_peaks(request, tmp_path_factory):
-    return compare(tmp_path_factory.mktemp("synthetic"), "tiny", request.param, 24, 256)
+@pytest.fixture(scope="module")
+def tiny_peaks(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("synthetic")
+    return {stack: compare(folder, "tiny", stack, 24, 256) for stack in STACKS}
 
 
-def test_a_synthetic_probe_peaks_where_a_decoded_one_does_on_tiny(request, tiny_peaks):
-    if request.node.callspec.params["tiny_peaks"] == "unsloth":
-        request.applymarker(UNSLOTH_GAP)
-    check(tiny_peaks, 24, 256)
+@pytest.mark.parametrize("stack", ["trl", pytest.param("unsloth", marks=UNSLOTH_GAP)])
+def test_a_synthetic_probe_peaks_where_a_decoded_one_does_on_tiny(tiny_peaks, stack):
+    check(tiny_peaks[stack], 24, 256)
 
 
-def test_a_synthetic_probe_records_its_kind_its_phase_and_its_decode_windows(tiny_peaks):
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_synthetic_probe_records_its_kind_its_phase_and_its_decode_windows(tiny_peaks, stack):
     import pandas as pd
 
-    step = pd.read_parquet(tiny_peaks["runs"][("synthetic", 256)][0]["folder"] / "steps.parquet").iloc[0]
+    runs = tiny_peaks[stack]["runs"]
+    step = pd.read_parquet(runs[("synthetic", 256)][0]["folder"] / "steps.parquet").iloc[0]
     assert step["probe_kind"] == "synthetic" and bool(step["probe"])
     assert step["peak_phase"] in ("generation", "training")
     assert step["decode_ms_per_token_at_prompt"] > 0 and step["decode_ms_per_token_at_full"] > 0
     assert step["completion_len_max"] == 256  # trained on completions of exactly max_completion_length
     assert pd.isna(step["ms_per_token"]) and pd.isna(step["decode_steps"])  # nothing decoded to 256
-    decoded = pd.read_parquet(tiny_peaks["runs"][("decode", 256)][0]["folder"] / "steps.parquet").iloc[0]
+    assert pd.isna(step["reward_mean"])  # random rewards of random completions: not a measurement
+    decoded = pd.read_parquet(runs[("decode", 256)][0]["folder"] / "steps.parquet").iloc[0]
     assert decoded["probe_kind"] == "decode" and decoded["decode_steps"] == 256
+    assert decoded["reward_mean"] >= 0
 
 
 @pytest.mark.heavy

@@ -55,7 +55,7 @@ def test_invalid_spec_ends_with_error_event_before_any_model(tmp_path):
 
 
 def test_probe_steps_force_max_length_and_are_flagged(tmp_path):
-    proc, events = run_child(tmp_path, probe_steps=2, max_steps=3)
+    proc, events = run_child(tmp_path, probe_steps=2, max_steps=3, probe_kind="decode")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [e["event"] for e in events] == ["started", "step", "step", "step", "finished"]
     steps = [e for e in events if e["event"] == "step"]
@@ -118,3 +118,13 @@ def test_every_step_is_a_cycle_when_each_step_generates(tmp_path):
     for s in (e for e in events if e["event"] == "step"):
         assert s["generated"] and s["cycle_steps"] == 1
         assert s["tokens_per_s"] == pytest.approx((s["prompt_tokens"] + s["completion_tokens"]) / s["step_s"])
+
+
+def test_a_synthetic_probe_step_updates_the_weights_and_then_puts_them_back(tmp_path):
+    proc, events = run_child(tmp_path, probe_steps=1, max_steps=1, probe_kind="synthetic")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    step = next(e for e in events if e["event"] == "step")
+    assert step["probe_kind"] == "synthetic" and step["min_new_tokens"] is None  # nothing decoded long
+    assert step["update_ratio"] > 0  # random rewards gave the optimizer a real step to take
+    finished = next(e for e in events if e["event"] == "finished")
+    assert finished["lora_b_abs_sum"] == 0  # LoRA's B starts at zero: the step's update was undone

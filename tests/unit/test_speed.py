@@ -140,6 +140,7 @@ def test_a_synthetic_probe_costs_its_start_up_and_warm_up_and_little_more():
     assert synthetic.startup_s == decoded.startup_s and synthetic.train_s == decoded.train_s
     assert synthetic.generation_s < decoded.generation_s / 10
     assert synthetic.total_s < decoded.total_s
-    assert prefill_chunks(256, 4096) == 17  # (256 + 4096) / 256 rounded up
+    assert prefill_chunks(256, 4096, 16) == 136  # (256 + 4096) / 32-token chunks (512 rows / 16), rounded up
+    assert prefill_chunks(256, 4096, 1) == 9  # one sequence: 512-token chunks
     with pytest.raises(ValueError, match="oom.probe_kind: 'fast' is not a probe kind"):
         model.probe(spec, "fast")
