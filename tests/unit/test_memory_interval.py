@@ -18,7 +18,7 @@ from orchestrator.judging.memory._interval import (
     interval,
     score,
 )
-from tests.unit.test_memory_model import GRID, row, trial, true_peak
+from tests.helpers.memory_rows import GRID, row, trial, true_peak
 
 
 def reach(prediction) -> float:
