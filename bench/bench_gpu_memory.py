@@ -21,7 +21,8 @@ Round 1 calibrates; rounds 2 and 3 are held out (GPU measurements the model has 
   fitted on rounds 1 and 2;
 - leave one model size out, and leave one completion length out, over every round's rows: each
   group's rows predicted by a model calibrated and fitted on the other groups only, with whether the
-  interval holds the measured peak (coverage) and its half-width. Every row is Qwen2.5 (1.5B, 3B), NF4,
+  interval holds the measured peak (coverage at its stated rate) and how far it reaches;
+- leave one trial out over every round's rows, the same (each row's family keeps its other rows). Every row is Qwen2.5 (1.5B, 3B), NF4,
   on one H100: a family (architecture) left out cannot be tested from these rows.
 
 Usage: python bench/bench_gpu_memory.py
@@ -37,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.judging.memory import MemoryModel, spec_of  # noqa: E402
+from orchestrator.judging.memory import RATE, MemoryModel, spec_of  # noqa: E402
 from orchestrator.judging.memory._terms import CALIBRATED  # noqa: E402
 from orchestrator.words.outcome import COMPLETED, GPU, OOM, TIMEOUT  # noqa: E402
 from trainers.trial import TrialSpec  # noqa: E402
@@ -136,27 +137,47 @@ def leave_group_out(rows: list[dict], group) -> list[tuple[dict, object, str]]:
 
 def held_out_groups(rows: list[dict], group, title: str) -> None:
     """Each group's completed rows predicted by a model that never saw the group: error, interval,
-    whether the interval holds the measured peak, and its half-width."""
+    whether the interval holds the measured peak, how far it reaches below and above the prediction
+    (% of it), and the GiB it extrapolates beyond its family's measured rows (- where the family had
+    none: the prior's interval)."""
     print(f"\nleave one {title} out (calibrated and fitted on the other {title}s' rows, all rounds):")
     print(
-        f"  {'trial':36} {'measured':>8} {'predicted (interval)':>22} {'error':>7} {'inside':>6} {'half':>6}"
+        f"  {'trial':36} {'measured':>8} {'predicted (interval)':>22} {'error':>7} {'inside':>6} "
+        f"{'reach':>13} {'beyond':>6}"
     )
-    errors, inside, halves = [], 0, []
+    errors, inside, reach = [], 0, {"within its family's rows": [], "extrapolated": [], "no rows (prior)": []}
     for row, p, _ in leave_group_out(rows, group):
         error = (p.peak_gib - row[PEAK]) / row[PEAK]
         errors.append(error)
         hit = p.low_gib <= row[PEAK] <= p.high_gib
         inside += hit
-        half = (p.high_gib - p.low_gib) / 2 / p.peak_gib
-        halves.append(half)
+        below, above = (p.peak_gib - p.low_gib) / p.peak_gib, (p.high_gib - p.peak_gib) / p.peak_gib
+        kind = (
+            "no rows (prior)"
+            if p.beyond_gib is None
+            else "extrapolated"
+            if p.beyond_gib > 0.005
+            else ("within its family's rows")
+        )
+        reach[kind].append((max(below, above), hit))
         interval = f"{p.peak_gib:.2f} ({p.low_gib:.2f}-{p.high_gib:.2f})"
+        beyond = "-" if p.beyond_gib is None else f"{p.beyond_gib:.2f}"
+        shown = f"-{below:.1%}/+{above:.1%}"
         print(
-            f"  {label(row):36} {row[PEAK]:8.2f} {interval:>22} {error:+7.1%} {'yes' if hit else 'no':>6} {half:6.1%}"
+            f"  {label(row):36} {row[PEAK]:8.2f} {interval:>22} {error:+7.1%} {'yes' if hit else 'no':>6} "
+            f"{shown:>13} {beyond:>6}"
         )
     print(
         f"  {len(errors)} rows: mean abs {sum(map(abs, errors)) / len(errors):.1%}, worst {max(map(abs, errors)):.1%}, "
-        f"inside the interval {inside}/{len(errors)}, half-width {min(halves):.1%}-{max(halves):.1%}"
+        f"inside the interval {inside}/{len(errors)} ({inside / len(errors):.0%}; stated {RATE:.0%})"
     )
+    for kind, values in reach.items():
+        if values:
+            widths = [w for w, _ in values]
+            print(
+                f"    {kind}: {len(values)} rows, inside {sum(h for _, h in values)}/{len(values)}, "
+                f"reach {min(widths):.1%}-{max(widths):.1%}"
+            )
 
 
 def main() -> None:
@@ -185,6 +206,8 @@ def main() -> None:
         MemoryModel.fit(round1 + round2, GPU), round3, "round 3, from the model fitted on rounds 1 and 2"
     )
     every = trial_rows(raw)
+    print(f"\nthe interval's stated rate: {RATE:.0%} (orchestrator/judging/memory/_interval.py)")
+    held_out_groups(every, lambda r: r["trial_key"], "trial")
     held_out_groups(every, size_of, "model size")
     held_out_groups(every, completion_of, "completion length")
 

@@ -17,6 +17,7 @@ most first.
 """
 
 from orchestrator.judging.memory._forecast import Forecast, informative_order
+from orchestrator.judging.memory._interval import RATE
 from orchestrator.judging.memory._model import (
     DOES_NOT_FIT,
     FAMILY,
@@ -43,6 +44,7 @@ __all__ = [
     "MEASURES",
     "PARTS",
     "PRIOR",
+    "RATE",
     "STATIC",
     "TRAINING",
     "UNCERTAIN",

@@ -18,6 +18,7 @@ from orchestrator.judging.memory._architecture import UnknownArchitecture
 from orchestrator.judging.memory._explain import TermLine, formulas
 from orchestrator.judging.memory._fit import fit as fit_coefficients
 from orchestrator.judging.memory._fit import predictive_sd
+from orchestrator.judging.memory._interval import Z, calibrated_share, extrapolated_gib, interval, score
 from orchestrator.judging.memory._terms import (
     PARTS,
     TERMS,
@@ -50,11 +51,10 @@ FAMILY = (
     "num_processes",
     "adapter",
 )
-# The interval: Z predictive standard deviations either side (the coefficients' covariance after the
-# fit, the prior's alone before any trial: orchestrator/judging/memory/_fit.py); from LOO_FROM trials on, at
-# least LOO_FACTOR times the family's worst leave-one-out error.
-Z = 2.0
-LOO_FACTOR, LOO_FROM = 1.5, 3
+# The interval (orchestrator/judging/memory/_interval.py): at RATE, calibrated on the held-out errors of
+# the measured trials of the spec's stack, widened by what it extrapolates, at least the coefficients'
+# covariance's Z standard deviations. The worst leave-one-out error is reported from LOO_FROM trials.
+LOO_FROM = 3
 # A family of more trials than this takes its worst leave-one-out error over this many of them, evenly
 # spaced in its order (all of them up to here): each one left out is a fit of its own, and a sweep refits
 # after every trial, so leaving out every one of n trials cost n fits per trial, n^2 over a sweep.
@@ -83,6 +83,9 @@ class Prediction:
     basis: str  # "prior" | "fitted"
     unknown: str | None = None
     terms: dict[str, float] = field(default_factory=dict)  # GiB of static, generation, training
+    # GiB of the prediction beyond its family's measured range (above the largest, below the smallest
+    # measured size of each term: _interval.extrapolated_gib); None where the family measured no trial
+    beyond_gib: float | None = None
 
     def verdict(self, budget_gib: float | None) -> str:
         """fits (the whole interval within the budget), does not fit (its lower bound above it),
@@ -239,6 +242,10 @@ class _Family:
     coefficients: np.ndarray | None = None
     covariance: np.ndarray | None = None
     loo_worst: float | None = None
+    # each term's smallest and largest size over the measured trials (the range held-out errors speak for)
+    smallest: np.ndarray | None = None
+    largest: np.ndarray | None = None
+    scores: list[float] = field(default_factory=list)  # held-out scores (_interval.score)
 
 
 class MemoryModel:
@@ -253,6 +260,8 @@ class MemoryModel:
         self._prior = dict(prior_values) if prior_values is not None else prior(self.device)
         # (task, its settings, model) -> the longest prompt its trials measured, in tokens (prompt_key)
         self._prompts: dict[tuple, int] = {}
+        # framework -> the interval's calibrated share (_interval.calibrated_share) over its families' scores
+        self._shares: dict[str, float | None] = {}
 
     @classmethod
     def calibrate(cls, rows: Iterable[Mapping[str, Any]], measure: str) -> dict[str, tuple[float, float]]:
@@ -338,6 +347,10 @@ class MemoryModel:
                     family.budgets.append(budget)
         for family in model._families.values():
             model._fit_family(family)
+        pooled: dict[str, list[float]] = {}
+        for key, family in model._families.items():
+            pooled.setdefault(key[0], []).extend(family.scores)
+        model._shares = {framework: calibrated_share(scores) for framework, scores in pooled.items()}
         return model
 
     def counted(self, spec: TrialSpec) -> TrialSpec:
@@ -366,12 +379,19 @@ class MemoryModel:
         measured, censored = self._design(family.specs, shape), self._design(family.oom_specs, shape)
         peaks, budgets = np.array(family.peaks), np.array(family.budgets)
         family.coefficients, family.covariance = self._solve(measured, peaks, censored, budgets)
+        if len(peaks):
+            family.smallest, family.largest = measured.min(axis=0), measured.max(axis=0)
+        errors = []
+        for i in loo_indices(len(peaks)) if len(peaks) >= 2 else []:
+            keep = np.arange(len(peaks)) != i
+            c, _ = self._solve(measured[keep], peaks[keep], censored, budgets)
+            predicted = float(measured[i] @ c)
+            errors.append(abs(predicted - peaks[i]) / peaks[i])
+            if predicted > 0:
+                rest = measured[keep]
+                beyond = extrapolated_gib(measured[i], c, rest.min(axis=0), rest.max(axis=0))
+                family.scores.append(score(peaks[i], predicted, beyond))
         if len(peaks) >= LOO_FROM:
-            errors = []
-            for i in loo_indices(len(peaks)):
-                keep = np.arange(len(peaks)) != i
-                c, _ = self._solve(measured[keep], peaks[keep], censored, budgets)
-                errors.append(abs(measured[i] @ c - peaks[i]) / peaks[i])
             family.loo_worst = float(max(errors))
 
     def predict(self, spec: TrialSpec) -> Prediction:
@@ -396,8 +416,14 @@ class MemoryModel:
         for name, part in TERMS.items():
             parts[part] += coefficients[name] * sizes[name]
         peak = sum(parts.values())
-        half = self._half_width(family, np.array(list(sizes.values())), peak)
-        return Prediction(peak, max(peak - half, 0.0), peak + half, self.measure, n, basis, None, parts)
+        vector = np.array(list(sizes.values()))
+        beyond = None
+        if family.largest is not None:
+            beyond = extrapolated_gib(vector, family.coefficients, family.smallest, family.largest)
+        low, high = self._interval(family, spec.framework, vector, peak, beyond)
+        return Prediction(
+            peak, low, high, self.measure, n, basis, None, parts, None if beyond is None else sum(beyond)
+        )
 
     def explain(self, spec: TrialSpec) -> list[TermLine]:
         """Each term of the spec's prediction: its size, its family's coefficient (the prior's when the
@@ -417,12 +443,19 @@ class MemoryModel:
             return {name: value for name, (value, _) in self._prior.items()}
         return dict(zip(TERMS, (float(c) for c in family.coefficients), strict=True))
 
-    def _half_width(self, family: _Family, sizes: np.ndarray, peak: float) -> float:
+    def _interval(
+        self,
+        family: _Family,
+        framework: str,
+        sizes: np.ndarray,
+        peak: float,
+        beyond: tuple[float, float] | None,
+    ) -> tuple[float, float]:
         covariance = family.covariance
         if covariance is None:
             covariance = np.diag([spread**2 for _, spread in self._prior.values()])
-        half = Z * predictive_sd(sizes, covariance, peak)
-        return max(half, LOO_FACTOR * family.loo_worst * peak) if family.loo_worst is not None else half
+        covariance_half = Z * predictive_sd(sizes, covariance, peak)
+        return interval(peak, covariance_half, self._shares.get(framework), beyond)
 
     def families(self) -> list[FamilyFit]:
         """Each family with trials: its fit and where its memory goes (at its largest measured trial,

@@ -1,0 +1,96 @@
+"""The memory model's interval: where a trial's peak lies, at RATE, around its predicted peak.
+
+A family with measured trials: the interval reaches q x predicted either side, plus, for the GiB predicted
+beyond the family's measured trials (extrapolated_gib), from half to twice them (reaches), where q is
+calibrated on held-out errors (split-conformal):
+each measured trial of a family of the same stack left out in turn and predicted from its family's other
+trials, its score the part of its error that such a half-width with q = 0 would not cover, over its
+prediction; q is the ceil((n + 1) x RATE)-th smallest of the n scores (at least TIGHT_SPREAD, the
+run-to-run spread of a peak), so a new trial exchangeable with them falls inside with probability at
+least RATE. Below RATE's fewest scores (9 at 90%) q is LOO_FACTOR times the largest. The coefficients'
+covariance (Z predictive standard deviations: the prior's spreads where the family's trials say
+nothing) bounds the half-width from below. A family without a measured trial has that covariance's
+interval alone: the prior's spreads, wide.
+
+Extrapolation: the held-out errors of trials inside the measured range say little of one beyond it
+(Unsloth 3B at completion 2048 predicted from trials up to 1024 came out 17% under: its peak grew
+1.9 times what the terms gave from 1024 to 2048; TRL 3B at 256 from trials at 128, 12% over: 0.73
+times; docs/benchmarks.md), so the GiB a prediction adds beyond the largest measured size of each term
+(or takes off below the smallest: Unsloth 3B at 128 from trials at 512-2048 came out 10-14% under) may
+be from half to twice what the terms give (EXTRAPOLATION = 1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from orchestrator.judging.intervals import TIGHT_SPREAD
+
+RATE = 0.9  # the interval's stated rate: the share of peaks it holds
+Z = 2.0  # the covariance's part: predictive standard deviations either side
+LOO_FACTOR = 1.5  # below the scores RATE needs: this many times the largest
+EXTRAPOLATION = 1.0  # the GiB predicted beyond the measured range, as a share of themselves
+
+
+def conformal_quantile(scores: Sequence[float], rate: float = RATE) -> float | None:
+    """The ceil((n + 1) x rate)-th smallest of n held-out scores (split-conformal: a new score exchangeable
+    with them is at most it with probability at least rate); None where that rank is past n (too few)."""
+    n = len(scores)
+    rank = math.ceil((n + 1) * rate - 1e-9)
+    if n == 0 or rank > n:
+        return None
+    return float(sorted(scores)[rank - 1])
+
+
+def calibrated_share(scores: Sequence[float], rate: float = RATE) -> float | None:
+    """q of the module doc: the conformal quantile of the scores, LOO_FACTOR times the largest where too
+    few for it, at least TIGHT_SPREAD; None without a score."""
+    if not scores:
+        return None
+    q = conformal_quantile(scores, rate)
+    return max(TIGHT_SPREAD, q if q is not None else LOO_FACTOR * max(scores))
+
+
+def extrapolated_gib(
+    sizes: np.ndarray, coefficients: np.ndarray, smallest: np.ndarray, largest: np.ndarray
+) -> tuple[float, float]:
+    """(above, below): the GiB a prediction counts beyond the measured range: each term's size above the
+    largest measured, and below the smallest, times its coefficient."""
+    weights = np.maximum(coefficients, 0.0)
+    return float(np.maximum(sizes - largest, 0.0) @ weights), float(
+        np.maximum(smallest - sizes, 0.0) @ weights
+    )
+
+
+def reaches(extrapolated: tuple[float, float]) -> tuple[float, float]:
+    """(below, above): the GiB the interval reaches below and above the prediction for what it
+    extrapolates: the GiB added beyond the largest measured sizes (or taken off below the smallest) may be
+    from 1 / (1 + EXTRAPOLATION) to 1 + EXTRAPOLATION times what the terms give (half to twice)."""
+    up, down = extrapolated
+    short = EXTRAPOLATION / (1 + EXTRAPOLATION)
+    return up * short + down * EXTRAPOLATION, up * EXTRAPOLATION + down * short
+
+
+def score(peak: float, predicted: float, extrapolated: tuple[float, float]) -> float:
+    """A held-out trial's score: the part of its error that its extrapolation's reach (reaches) does not
+    cover, over its prediction (interval() with this share holds it exactly)."""
+    below, above = reaches(extrapolated)
+    over = predicted - peak
+    return max(0.0, over - below if over > 0 else -over - above) / predicted
+
+
+def interval(
+    peak: float, covariance_half: float, share: float | None, extrapolated: tuple[float, float] | None
+) -> tuple[float, float]:
+    """(low, high) GiB: peak -+ covariance_half where the family has no measured trial (extrapolated
+    None), else reaching as far as the larger of covariance_half and share x peak plus the
+    extrapolation's reach (share TIGHT_SPREAD where no held-out score exists yet) either way."""
+    if extrapolated is None:
+        return max(peak - covariance_half, 0.0), peak + covariance_half
+    below, above = reaches(extrapolated)
+    calibrated = (share if share is not None else TIGHT_SPREAD) * peak
+    low = peak - max(covariance_half, calibrated + below)
+    return max(low, 0.0), peak + max(covariance_half, calibrated + above)
