@@ -354,7 +354,7 @@ def undo_update(before: list | None, trainer) -> bool:
             param.copy_(saved)
     optimizer = getattr(trainer, "optimizer", None)
     for state in getattr(optimizer, "state", {}).values():
-        for key, value in state.items():
+        for value in state.values():
             if torch.is_tensor(value):
                 value.zero_()
     return True

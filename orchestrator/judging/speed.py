@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trainers.probe import WINDOW_TOKENS, chunk_tokens
+from trainers.probe import WINDOW_TOKENS, chunk_tokens  # noqa: F401  (WINDOW_TOKENS: read by the estimates)
 from trainers.trial import PROBE_KINDS, SYNTHETIC
 
 DEFAULT_PROBE = SYNTHETIC
