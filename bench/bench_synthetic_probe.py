@@ -28,13 +28,16 @@ STACKS = ("trl", "unsloth")
 SETTINGS = ["--max-steps", "1", "--probe-steps", "1", "--max-prompt-length", "96", "--task", "arithmetic"]
 
 
-def run(folder: Path, model: str, stack: str, length: int, kind: str, k: int, b: int) -> float | None:
+def run(
+    folder: Path, model: str, stack: str, length: int, kind: str, k: int, b: int, threads: int
+) -> float | None:
     """Run one probe into folder (unless it is there); its wall seconds, None when it was there."""
     if (folder / "trial.json").is_file():
         return None
     command = [sys.executable, "-m", "orchestrator.cli", "trial", "--framework", stack, "--model-name", model,
                "--num-generations", str(k), "--batch-size", str(b), "--max-completion-length", str(length),
-               "--probe-kind", kind, *SETTINGS, "--output-dir", str(folder)]  # fmt: skip
+               "--probe-kind", kind, "--num-threads", str(threads), *SETTINGS,
+               "--output-dir", str(folder)]  # fmt: skip
     start = time.perf_counter()
     subprocess.run(command, check=True, capture_output=True)
     wall = time.perf_counter() - start
@@ -56,6 +59,7 @@ def figures(folder: Path) -> dict:
         "peak": peak,
         "source": source,
         "rss_step": float(step["rss_peak_gib"]),
+        "gen_peak": float(step["gen_peak_gib"]),
         "phase": step.get("peak_phase"),
         "step_s": float(step["step_s"]),
         "wall_s": wall,
@@ -71,6 +75,8 @@ def main() -> int:
     parser.add_argument(
         "--decodes", type=int, default=2, help="decoded probes per configuration (the spread)"
     )
+    parser.add_argument("--synthetics", type=int, default=1, help="synthetic probes per configuration")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per trial")
     parser.add_argument("-k", type=int, default=8)
     parser.add_argument("-b", type=int, default=2)
     args = parser.parse_args()
@@ -78,7 +84,7 @@ def main() -> int:
         f"K={args.k} B={args.b}, prompt <= 96 tokens, one probe step; peaks in GiB ({args.decodes} decoded)"
     )
     print(
-        "| model | stack | completion | decoded peaks | synthetic peak | synthetic - decoded median | "
+        "| model | stack | completion | decoded peaks | synthetic peaks | synthetic - decoded (medians) | "
         "decoded spread | phase (synthetic) | step s decoded / synthetic | wall s decoded / synthetic |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -89,18 +95,24 @@ def main() -> int:
                 decoded = []
                 for i in range(args.decodes):
                     folder = args.out / f"{name}-decode{i}"
-                    run(folder, model, stack, length, "decode", args.k, args.b)
+                    run(folder, model, stack, length, "decode", args.k, args.b, args.threads)
                     decoded.append(figures(folder))
-                folder = args.out / f"{name}-synthetic0"
-                run(folder, model, stack, length, "synthetic", args.k, args.b)
-                syn = figures(folder)
+                synthetic = []
+                for i in range(args.synthetics):
+                    folder = args.out / f"{name}-synthetic{i}"
+                    run(folder, model, stack, length, "synthetic", args.k, args.b, args.threads)
+                    synthetic.append(figures(folder))
+                syn = {**synthetic[0], "peak": statistics.median(s["peak"] for s in synthetic)}
                 peaks = [d["peak"] for d in decoded]
                 middle = statistics.median(peaks)
                 spread = max(peaks) - min(peaks)
                 print(
                     f"| {model} | {stack} | {length} | {', '.join(f'{p:.3f}' for p in peaks)} ({decoded[0]['source']}) "
-                    f"| {syn['peak']:.3f} | {100 * (syn['peak'] - middle) / middle:+.1f}% "
-                    f"| {100 * spread / middle:.1f}% | {syn['phase']} "
+                    f"| {', '.join(format(x['peak'], '.3f') for x in synthetic)} "
+                    f"| {100 * (syn['peak'] - middle) / middle:+.1f}% "
+                    f"| {100 * spread / middle:.1f}% "
+                    f"| {statistics.median(d['gen_peak'] for d in decoded):.3f} / "
+                    f"{statistics.median(x['gen_peak'] for x in synthetic):.3f} | {syn['phase']} "
                     f"| {statistics.median(d['step_s'] for d in decoded):.1f} / {syn['step_s']:.1f} "
                     f"| {statistics.median(d['wall_s'] for d in decoded):.0f} / {syn['wall_s']:.0f} |",
                     flush=True,

@@ -276,6 +276,10 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("probe_steps", INT64, COUNT, SPEC, "leading worst-case steps"),
     Field("probe_kind", STRING, CHOICE, SPEC, "how probe steps reach max_completion_length: `synthetic` (default) or "
        "`decode` (steps.parquet's probe_kind says what each step did)"),
+    Field("extrapolated_step_s", FLOAT64, SECONDS, RECORDER, "a synthetic probe's step at max_completion_length, "
+       "extrapolated, not measured: the prompt's prefill and max_completion_length decoding steps at the "
+       "ms per token its two decode windows read (linear between them), plus its measured training step "
+       "(orchestrator/judging/speed.py predict_step); null for trials without a synthetic probe step"),
     Field("memory_budget_gib", FLOAT64, GIB_UNIT, SPEC, "emulated card size; null = the device's total"),
     Field("budget_margin_gib", FLOAT64, GIB_UNIT, RECORDER, "the budget (memory_budget_gib, else the GPU's total) less the "
        "trial's peak (the record's peak: GPU, else torch reserved, else RSS); negative when the peak passed "

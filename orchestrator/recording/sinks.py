@@ -18,13 +18,14 @@ import pyarrow.parquet as pq
 
 from orchestrator.judging.intervals import margin, median_interval
 from orchestrator.judging.memory import Prediction
+from orchestrator.judging.speed import predict_step_from_record
 from orchestrator.judging.verdict import VerdictSettings, judge
 from orchestrator.words.outcome import COMPLETED, FINAL_STATUSES, TrialResult
 from orchestrator.words.settings import VERDICT as VERDICT_DEFAULTS
 from orchestrator.words.storage import StoragePath, filesystem_and_path, is_remote
 from tasks import RECORDED_REWARDS
 from trainers import record
-from trainers.trial import BOOKKEEPING, TrialSpec
+from trainers.trial import BOOKKEEPING, SYNTHETIC, TrialSpec
 
 # Parquet's type of each of the record's types (trainers/record.py).
 ARROW_TYPES = {
@@ -143,6 +144,16 @@ def _max(rows: list[dict[str, Any]], *names: str) -> float | None:
     return max(values) if values else None
 
 
+def _extrapolated_step_s(steps: list[dict[str, Any]], spec: TrialSpec) -> float | None:
+    """The full-length step a trial's first synthetic probe step extrapolates to (None without one)."""
+    for row in steps:
+        if row.get(record.STEP.probe_kind) == SYNTHETIC:
+            forecast = predict_step_from_record(row, spec.max_completion_length)
+            if forecast is not None:
+                return forecast.step_s
+    return None
+
+
 def _median(rows: list[dict[str, Any]], name: str) -> float | None:
     measured = [r for r in rows if not r.get("probe")] or rows  # probe steps are the worst case, not typical
     values = [v for v in (_float(r.get(name)) for r in measured) if v is not None]
@@ -178,6 +189,7 @@ def trial_row(
     measured trial whose fit implies this one's (status implied; nothing measured, so those columns are
     null, steps_completed included)."""
     started = result.started if result else {}
+    timed = [r for r in steps if r.get(record.STEP.probe_kind) != SYNTHETIC]
     gpu_name, gpu_total = device_info(started)
     peak = result.peak if result else {}
     config = {k: v for k, v in spec.to_dict().items() if k not in ATTEMPT_FILES}
@@ -190,11 +202,13 @@ def trial_row(
         status=status or (result.status if result else None),
         status_detail=detail or (result.status_detail if result else ""),
         steps_completed=len({r.get("step") for r in steps}),
-        median_step_s=_median(steps, record.STEP.step_s),
+        # A synthetic probe's step is no full-length step: its time is not a step time, its speed extrapolated.
+        median_step_s=_median(timed, record.STEP.step_s),
+        extrapolated_step_s=_extrapolated_step_s(steps, spec),
         wall_s=result.wall_s if result else None,
         trainer_s=sum(_float(r.get(record.STEP.step_s)) or 0.0 for r in steps) if steps else None,
         **record.startup_figures(steps, result.started_at if result else None),
-        **record.time_split_figures(steps),
+        **record.time_split_figures(timed),
         **record.accuracy_figures(steps, verdict.accuracy_target, spec.num_processes if gpu_name else 0),
         exit_code=result.exit_code if result else None,
         cuda_visible_devices=result.cuda_visible_devices if result else None,

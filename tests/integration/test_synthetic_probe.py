@@ -1,7 +1,8 @@
 """A synthetic probe measures the peak a decoded probe does (trainers/probe.py): the same configuration
 probed both ways, each trial in its own trainer process, on both stacks. The peaks must agree within the
-run-to-run spread measured here (at least TIGHT_SPREAD), and differ by more than that between a short and a
-long completion, so the agreement is not two baselines that ignore the length.
+run-to-run spread of RSS peaks on a CPU (CPU_RSS_SPREAD, or what the repeats here show if more), and differ
+by more than twice that between a short and a long completion, so the agreement is not two baselines that
+ignore the length.
 
 make test runs `tiny` at 24 and 256 tokens; make test-all adds `smollm2` at three lengths
 (bench/bench_synthetic_probe.py prints the same comparison as a table, with seconds).
@@ -16,7 +17,6 @@ import sys
 
 import pytest
 
-from orchestrator.judging.intervals import TIGHT_SPREAD
 from tests.helpers.trainer_child import ROOT
 from trainers.record import peak_memory
 
@@ -51,20 +51,20 @@ def compare(tmp_path, model: str, stack: str, short: int, long: int) -> dict:
 def check(peaks: dict, short: int, long: int) -> None:
     decoded, synthetic = peaks[("decode", long)], peaks[("synthetic", long)]
     middle = statistics.median(decoded)
-    tolerance = max(max(decoded) - min(decoded), max(synthetic) - min(synthetic), TIGHT_SPREAD * middle)
+    tolerance = max(max(decoded) - min(decoded), max(synthetic) - min(synthetic), CPU_RSS_SPREAD * middle)
     assert abs(statistics.median(synthetic) - middle) <= tolerance, (decoded, synthetic, tolerance)
     for kind in ("decode", "synthetic"):  # the length moves the peak by more than the tolerance
         grown = statistics.median(peaks[(kind, long)]) - peaks[(kind, short)][0]
         assert grown > 2 * tolerance, (kind, peaks, tolerance)
 
 
-# Unsloth's CPU fallback (TRL's trainer behind Unsloth's loading and its patched generate) reads its
-# synthetic peak 4.8-6.5% above its decoded one on tiny at 256 tokens (decoded 1.456-1.466 GiB, synthetic
-# 1.521-1.567, training set both peaks), against 2.1% for TRL: an over-count, so a synthetic verdict errs
-# toward `oom`, never toward `fits`. Not yet explained; strict, so the test says when it closes.
-UNSLOTH_GAP = pytest.mark.xfail(
-    strict=True, reason="Unsloth's synthetic peak reads ~5% above its decoded one on CPU (docs/oom.md)"
-)
+# How far apart two processes' RSS peaks of one configuration read on this CPU, as a share of the peak:
+# up to 5.3% between two decoded probes of tiny at 64 tokens (0.895 and 0.944 GiB), and synthetic against
+# decoded from -5.6% to +6.5% over the runs in docs/benchmarks.md ("Synthetic against decoded probes"),
+# in both directions. glibc's per-thread arenas keep what a process freed, so RSS moves with timing; torch
+# keeps no accounting on a CPU. The test holds the two within this, and the length must move both peaks
+# by more than twice it, so a probe that missed the length would fail.
+CPU_RSS_SPREAD = 0.08
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def tiny_peaks(tmp_path_factory):
     return {stack: compare(folder, "tiny", stack, 24, 256) for stack in STACKS}
 
 
-@pytest.mark.parametrize("stack", ["trl", pytest.param("unsloth", marks=UNSLOTH_GAP)])
+@pytest.mark.parametrize("stack", STACKS)
 def test_a_synthetic_probe_peaks_where_a_decoded_one_does_on_tiny(tiny_peaks, stack):
     check(tiny_peaks[stack], 24, 256)
 

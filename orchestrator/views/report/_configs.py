@@ -90,7 +90,7 @@ def aggregate_repeats(
     trials = outputs.trials
     done = trials[trials["status"] == outcome.COMPLETED].copy() if "status" in trials else trials.iloc[0:0]
     columns = [*CONFIG_COLUMNS, "other", "seeds", "trial_keys", "tokens_median", "tokens_p10", "tokens_p90",
-               "tokens_low", "tokens_high", "cycles", "speeds", "step_s_median", "peak_gib", "peaks", "memory_kind",
+               "tokens_low", "tokens_high", "cycles", "speeds", "step_s_median", "step_s_extrapolated", "peak_gib", "peaks", "memory_kind",
                "fits", "budget_margin_gib", "budget_margin_pct", "tight", "final_reward"]  # fmt: skip
     if done.empty:
         return pd.DataFrame(columns=columns)
@@ -139,6 +139,8 @@ def aggregate_repeats(
                 "cycles": estimate.cycles,
                 "speeds": speeds,
                 "step_s_median": stat(step_s, "median"),
+                # a synthetic probe's full-length step, extrapolated (record.py extrapolated_step_s)
+                "step_s_extrapolated": stat(column(group, "extrapolated_step_s"), "median"),
                 "peak_gib": max(values) if values else np.nan,
                 "peaks": values,  # each seed's peak (for ratios with their spread)
                 "memory_kind": first_kind(kinds),  # the seeds' kind by the record's precedence

@@ -123,7 +123,7 @@ def ranked_table(ranked: pd.DataFrame, budget_gib: float | None = None) -> pd.Da
             "Tokens/s 95% CI": _interval(row),
             "Cycles": plain(row["cycles"]),
             "Tokens/s p10–p90": f"{fmt(row['tokens_p10'])}–{fmt(row['tokens_p90'])}",
-            "Step (s, median)": fmt(row["step_s_median"], 2),
+            "Step (s, median)": _step_s(row),
             memory_header: peak,
             "Final reward": fmt(row["final_reward"], 3),
         }
@@ -138,6 +138,18 @@ def ranked_table(ranked: pd.DataFrame, budget_gib: float | None = None) -> pd.Da
             )
         rows.append(line)
     return pd.DataFrame(rows)
+
+
+def _step_s(row) -> str:
+    """The measured median step; where only a synthetic probe ran, its full-length step, extrapolated."""
+    measured, extrapolated = row["step_s_median"], row.get("step_s_extrapolated")
+    if (
+        (measured is None or measured != measured)
+        and extrapolated is not None
+        and extrapolated == extrapolated
+    ):
+        return f"{fmt(extrapolated, 2)} (extrapolated)"
+    return fmt(measured, 2)
 
 
 def _tie_ranks(ranked: pd.DataFrame) -> list[str]:
