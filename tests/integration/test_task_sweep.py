@@ -65,7 +65,9 @@ def test_sweep_over_tasks_logs_each_reward_and_evaluation(ray_fake_gpus, tmp_pat
         assert list(rows.step) == [1, 2, 3], task
         scored = rows[rows.probe_kind != "synthetic"]  # a synthetic probe's rewards are random: not recorded
         assert len(scored) >= 2 and rows.probe_kind.eq("synthetic").any(), task
-        assert scored["rewards/accuracy/mean"].notna().all() and scored["rewards/format/mean"].notna().all(), task
+        assert (
+            scored["rewards/accuracy/mean"].notna().all() and scored["rewards/format/mean"].notna().all()
+        ), task
         assert rows[rows.probe_kind == "synthetic"]["rewards/accuracy/mean"].isna().all(), task
         assert rows["rewards/digits/mean"].isna().all(), task  # not requested: null, not 0
         evaluated = rows[rows.eval_pass_at_1.notna()]
