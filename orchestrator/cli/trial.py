@@ -61,6 +61,18 @@ def add_trial_knobs(parser: argparse.ArgumentParser, defaults: dict[str, Any]) -
             )
 
 
+def _probe_word(row: dict[str, Any]) -> str:
+    """' probe' on a probe step, ' probe (synthetic: peak in training)' where the step says how it probed."""
+    if not row.get("probe"):
+        return ""
+    said = [
+        w
+        for w in (row.get("probe_kind"), f"peak in {row['peak_phase']}" if row.get("peak_phase") else None)
+        if w
+    ]
+    return " probe" + (f" ({': '.join(said)})" if said else "")
+
+
 def _step_line(spec: TrialSpec, row: dict[str, Any]) -> str:
     def f(key: str, fmt: str = ".3f") -> str:
         value = row.get(key)
@@ -69,7 +81,7 @@ def _step_line(spec: TrialSpec, row: dict[str, Any]) -> str:
     peak, kind = peak_memory(row)
     memory = "-" if peak is None else f"{peak:.2f} GiB {MEMORY_LABELS[kind]}"
     return (
-        f"step {row.get('step')}/{spec.max_steps}{' probe' if row.get('probe') else ''}  "
+        f"step {row.get('step')}/{spec.max_steps}{_probe_word(row)}  "
         f"step_s {f('step_s', '.2f')}  tokens/s {f('tokens_per_s', '.0f')}  loss {f('loss', '.4f')}  "
         f"reward {f('reward_mean')}  peak {memory}"
     )
