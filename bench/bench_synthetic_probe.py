@@ -214,8 +214,8 @@ def table(args, refs, models, stacks, lengths) -> str:
     rows = [row(args, refs, m, s, n) for n in sorted(lengths) for m in models for s in stacks]
     head = (
         f"K={args.k} B={args.b}, prompt <= {args.max_prompt_length} tokens, one probe step, "
-        f"budget {args.budget_gib or 'none'} GiB, {args.trial_args or 'TrialSpec defaults'}; "
-        f"peaks in GiB ({args.decodes} decoded at {args.decode_lengths or 'every length'}, "
+        f"{f'budget {args.budget_gib:g} GiB' if args.budget_gib else 'no budget'}, {args.trial_args or 'TrialSpec defaults'}; "
+        f"peaks in GiB ({f'{args.decodes} decoded at ' + (args.decode_lengths or 'every length') if args.decodes else 'none decoded'}, "
         f"{args.jobs} probe(s) at a time)"
     )
     return "\n".join([head, "", HEADER, *(r for r in rows if r)]) + "\n"

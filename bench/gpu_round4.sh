@@ -25,7 +25,7 @@ set -u
 DRY_RUN=${DRY_RUN:-0}
 if [[ $DRY_RUN == 1 ]]; then
     : "${SKIP_INSTALL:=1}" "${OUT:=/tmp/round4-dry/out}" "${W:=/tmp/round4-dry/w}" "${END_AT:=1500}"
-    : "${MODEL15:=tiny}" "${MODEL3B:=tiny}" "${LENGTHS:=16,32}" "${DECODE_LENGTHS:=16}" "${PROBE_UNTIL:=500}"
+    : "${MODEL15:=tiny}" "${MODEL3B:=tiny}" "${LENGTHS:=16,32}" "${DECODE_LENGTHS:=16}" "${P15_LENGTH:=16}" "${PROBE_UNTIL:=500}"
     : "${PROBE_JOBS:=1}" "${MIN_PROBE_S:=20}" "${FAMILIES:=tiny}" "${FAMILY_KS:=2}" "${FAMILY_LENGTHS:=16}"
     : "${FAMILY_JOBS:=1}" "${SNAP_MODEL:=tiny}" "${SNAP_LENGTH:=16}" "${LEARN_MIN_S:=60}" "${BUILD_THREADS:=1}"
     : "${FRONTIER_SET:=--set model=tiny --set grid.num_generations=[2] --set grid.batch_size=[1] --set grid.max_completion_length=[16,32] --set memory.budget_gib=8}"
@@ -37,6 +37,7 @@ ITEMS=${ITEMS:-"probes frontier learn families"}
 MODEL15=${MODEL15:-random:Qwen/Qwen2.5-1.5B-Instruct}
 LENGTHS=${LENGTHS:-128,256,512,1024,2048}
 DECODE_LENGTHS=${DECODE_LENGTHS:-128}
+P15_LENGTH=${P15_LENGTH:-128} # gpu-check's configuration, decoded twice
 PROBE_UNTIL=${PROBE_UNTIL:-270}
 PROBE_JOBS=${PROBE_JOBS:-4}  # 3B probes at once (each capped at 16 GiB), beside 2 of the 1.5B
 MIN_PROBE_S=${MIN_PROBE_S:-75}
@@ -94,13 +95,13 @@ fi
 probes() {
     wait $B15 $B3
     local until=$((PROBE_UNTIL - $(el)))
-    echo "[$(el)] probes until $PROBE_UNTIL s: 3B at $LENGTHS (decoded at $DECODE_LENGTHS), 1.5B at 128"
+    echo "[$(el)] probes until $PROBE_UNTIL s: 3B at $LENGTHS (decoded at $DECODE_LENGTHS), 1.5B at $P15_LENGTH"
     $PY bench/bench_synthetic_probe.py --out "$W/p3b" --models "$MODEL3B" --lengths "$LENGTHS" \
         --decode-lengths "$DECODE_LENGTHS" --decodes 1 -k 8 -b 2 --max-prompt-length 256 --budget-gib 16 \
         --jobs "$PROBE_JOBS" --deadline-s "$until" --min-probe-s "$MIN_PROBE_S" --reference "$REFERENCE" \
         --table "$R/probes-3b.md" --trial-args "$QLORA --num-iterations 2" >"$W/probes-3b.log" 2>&1 &
     local a=$!
-    $PY bench/bench_synthetic_probe.py --out "$W/p15" --models "$MODEL15" --lengths 128 --decodes 2 -k 4 -b 2 \
+    $PY bench/bench_synthetic_probe.py --out "$W/p15" --models "$MODEL15" --lengths "$P15_LENGTH" --decodes 2 -k 4 -b 2 \
         --max-prompt-length 256 --jobs 2 --deadline-s "$until" --min-probe-s "$MIN_PROBE_S" \
         --reference "$REFERENCE" --table "$R/probes-1.5b.md" --trial-args "$QLORA --num-iterations 1" \
         >"$W/probes-1.5b.log" 2>&1 &
@@ -113,11 +114,11 @@ sweep_until() { # NAME FILE LIMIT [--set ...]: `rlsweep run`, stopped as Ctrl-C 
     local name=$1 file=$2 limit=$3 t0
     shift 3
     t0=$(el)
-    timeout -s INT -k 60 "$limit" $PY -m orchestrator.cli run "$file" --set tracking.enabled=false "$@" \
+    timeout -s INT -k 25 "$limit" $PY -m orchestrator.cli run "$file" --set tracking.enabled=false "$@" \
         --output-dir "$W/s/$name" >>"$W/s-$name.log" 2>&1
     local rc=$?
     echo "[$(el)] sweep $name exit $rc, wall $(($(el) - t0)) s: $(grep -v '^\s*$' "$W/s-$name.log" | tail -1)"
-    [[ -f $W/s/$name/report.md ]] || timeout 60 $PY -m orchestrator.cli report "$W/s/$name" >>"$W/s-$name.log" 2>&1
+    [[ -f $W/s/$name/report.md ]] || timeout 20 $PY -m orchestrator.cli report "$W/s/$name" >>"$W/s-$name.log" 2>&1
     mkdir -p "$R/$name"
     cp -f "$W/s/$name"/{trials.parquet,report.md,summary.csv,pruning.json} "$R/$name/" 2>/dev/null
     cp -f "$W/s-$name.log" "$R/$name/run.log"
@@ -126,10 +127,10 @@ sweep_until() { # NAME FILE LIMIT [--set ...]: `rlsweep run`, stopped as Ctrl-C 
 
 frontier() {
     local limit
-    limit=$(left 15)
+    limit=$(left 25) # SIGINT then; the driver's stop and report, or the kill 25 s later, end by END_AT
     $PY -m orchestrator.cli run "$FRONTIER" --set tracking.enabled=false $FRONTIER_SET --output-dir "$W/s/frontier" \
-        --dry-run 2>&1 | tail -8 >"$R/frontier-estimate.txt"
-    echo "[$(el)] frontier ($limit s): $(tail -1 "$R/frontier-estimate.txt")"
+        --dry-run 2>&1 | sed -n '/^estimated/,$p' >"$R/frontier-estimate.txt"
+    echo "[$(el)] frontier ($limit s): $(head -1 "$R/frontier-estimate.txt")"
     sweep_until frontier "$FRONTIER" "$limit" $FRONTIER_SET
     $PY -c "
 import pandas as pd; t = pd.read_parquet('$W/s/frontier/trials.parquet')
@@ -190,5 +191,5 @@ for item in $ITEMS; do
     results
 done
 kill "${BG[@]}" 2>/dev/null
-wait 2>/dev/null
+wait "${BG[@]}" 2>/dev/null # not a bare wait: it would wait for the log's tee too
 echo "[$(el)] done"
