@@ -48,23 +48,26 @@ def compare(tmp_path, model: str, stack: str, short: int, long: int) -> dict:
     return {key: [r["peak"] for r in value] for key, value in runs.items()} | {"runs": runs}
 
 
-def check(peaks: dict, short: int, long: int) -> None:
+def check(peaks: dict, short: int, long: int, model: str) -> None:
     decoded, synthetic = peaks[("decode", long)], peaks[("synthetic", long)]
     middle = statistics.median(decoded)
-    tolerance = max(max(decoded) - min(decoded), max(synthetic) - min(synthetic), CPU_RSS_SPREAD * middle)
+    tolerance = max(
+        max(decoded) - min(decoded), max(synthetic) - min(synthetic), CPU_RSS_SPREAD[model] * middle
+    )
     assert abs(statistics.median(synthetic) - middle) <= tolerance, (decoded, synthetic, tolerance)
     for kind in ("decode", "synthetic"):  # the length moves the peak by more than the tolerance
         grown = statistics.median(peaks[(kind, long)]) - peaks[(kind, short)][0]
         assert grown > 2 * tolerance, (kind, peaks, tolerance)
 
 
-# How far apart two processes' RSS peaks of one configuration read on this CPU, as a share of the peak:
-# up to 5.3% between two decoded probes of tiny at 64 tokens (0.895 and 0.944 GiB), and synthetic against
-# decoded from -5.6% to +6.5% over the runs in docs/benchmarks.md ("Synthetic against decoded probes"),
-# in both directions. glibc's per-thread arenas keep what a process freed, so RSS moves with timing; torch
-# keeps no accounting on a CPU. The test holds the two within this, and the length must move both peaks
-# by more than twice it, so a probe that missed the length would fail.
-CPU_RSS_SPREAD = 0.08
+# How far apart two processes' RSS peaks of one configuration read on this CPU, as a share of the peak
+# (docs/benchmarks.md, "Synthetic against decoded probes"). tiny: up to 5.3% between two decoded probes
+# at 64 tokens, synthetic against decoded -5.6% to +6.5%. smollm2 at 96 tokens: 5.58-6.41 GiB over ten
+# processes of the same step, decoded, synthetic, and synthetic with its update kept or its rewards real
+# (14%). glibc keeps what a process freed in per-thread arenas, so RSS moves with timing; torch keeps no
+# accounting on a CPU. The test holds the two within this, and the length must move both peaks by more
+# than twice it, so a probe that missed the length would fail.
+CPU_RSS_SPREAD = {"tiny": 0.08, "smollm2": 0.15}
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +78,7 @@ def tiny_peaks(tmp_path_factory):
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_a_synthetic_probe_peaks_where_a_decoded_one_does_on_tiny(tiny_peaks, stack):
-    check(tiny_peaks[stack], 24, 256)
+    check(tiny_peaks[stack], 24, 256, "tiny")
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -99,4 +102,4 @@ def test_a_synthetic_probe_records_its_kind_its_phase_and_its_decode_windows(tin
 @pytest.mark.parametrize("stack", STACKS)
 @pytest.mark.parametrize("short,long", [(32, 96), (32, 160)])  # 256 tokens already peak at 12.5 GiB RSS
 def test_a_synthetic_probe_peaks_where_a_decoded_one_does_on_smollm2(tmp_path, stack, short, long):
-    check(compare(tmp_path, "smollm2", stack, short, long), short, long)
+    check(compare(tmp_path, "smollm2", stack, short, long), short, long, "smollm2")
