@@ -18,7 +18,7 @@ from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
 from orchestrator.recording.sinks import TrialsTable
 from orchestrator.running.supervisor import run_trial
 from orchestrator.spec.plan import trial_key
-from orchestrator.words.outcome import COMPLETED, STOPPED, peak_memory
+from orchestrator.words.outcome import COMPLETED, MEMORY_LABELS, STOPPED, peak_memory
 from orchestrator.words.runlock import output_dir_lock
 from orchestrator.words.settings import GuardSettings
 from trainers.events import STEP
@@ -46,11 +46,11 @@ class Measured:
         return (predicted - peak) / peak
 
     def words(self) -> str:
-        """'completed, 0.84 GiB RSS peak against predicted 0.81 GiB (0.60-1.02): -3.6%, within the interval'."""
+        """'completed, 0.84 GiB RSS (CPU run) peak against predicted 0.81 GiB (0.60-1.02): -3.6%, within the interval'."""
         p = self.probe.prediction
         if self.peak_gib is None:
             return f"{self.status} ({self.detail.strip().splitlines()[0] if self.detail.strip() else 'no detail'}), no peak measured; {p.describe()}"
-        kind = f" {self.memory_kind}" if self.memory_kind else ""
+        kind = f" {MEMORY_LABELS.get(self.memory_kind, self.memory_kind)}" if self.memory_kind else ""
         within = "within" if p.low_gib <= self.peak_gib <= p.high_gib else "outside"
         error = "" if self.error is None else f": {self.error:+.1%}"
         return (
@@ -84,8 +84,9 @@ def plan_now(request: CalibrationRequest, rows) -> tuple[Plan, MemoryModel]:
 
 
 def run_calibration(request: CalibrationRequest, *, say: Callable[[str], None] = print) -> list[Measured]:
-    """Run the probes, one role at a time, each chosen again from the probes measured before it (the
-    first plan is said up front); the output dir's lock is held throughout. A probe already in the
+    """Run the probes, one role at a time, each chosen again from the memory model fitted on the probes
+    measured before it (the first plan, the prior's, is said up front); the output dir's lock is held
+    throughout. A probe already in the
     output dir's trials.parquet is not run again. CalibrationError before the first probe when none can
     run; after it, the probes stop where none more can."""
     out = request.output_dir
@@ -93,7 +94,10 @@ def run_calibration(request: CalibrationRequest, *, say: Callable[[str], None] =
     results: list[Measured] = []
     with output_dir_lock(out):
         ledger = TrialsTable(out / "trials.parquet")
-        plan, model = plan_now(request, ledger.rows.values())
+        # each probe is chosen from the rows of the probes before it alone (not the other trials in the
+        # output dir), so a second run chooses the same probes and finds them measured
+        before: list[dict] = []
+        plan, model = plan_now(request, before)
         say(
             f"peak {model.measure} in {request.budget_gib:g} GiB; the probes as planned now (each is chosen "
             "again from the ones measured before it):"
@@ -105,7 +109,7 @@ def run_calibration(request: CalibrationRequest, *, say: Callable[[str], None] =
         for number, role in enumerate(list(ROLES)[: request.probes], start=1):
             if number > 1:
                 try:
-                    plan, model = plan_now(request, ledger.rows.values())
+                    plan, model = plan_now(request, before)
                 except CalibrationError as exc:
                     say(f"[{number}] no more probes: {exc}")
                     break
@@ -115,6 +119,7 @@ def run_calibration(request: CalibrationRequest, *, say: Callable[[str], None] =
                 say(f"[{number}] {note}")
                 continue
             results.append(_measure(request, ledger, probe, number, say))
+            before.append(ledger.rows[probe.spec.trial_key])
     return results
 
 
