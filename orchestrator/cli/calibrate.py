@@ -154,8 +154,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             *(f"--set {s}" for s in args.set),
         ]
     )
-    out.print(f"Reuse these probes: {again} (another card: its --card; more trials: run calibrate again "
-              "with the same --out, and it measures no probe twice)", markup=False)  # fmt: skip
+    out.print(f"Draw this map again, or for another card (--card NAME): {again}", markup=False)
     failed = [r for r in results if r.status != COMPLETED]
     for r in failed:
         out.print(f"probe {r.probe.role} ({r.probe.words()}) did not complete: {r.words()}", markup=False)
