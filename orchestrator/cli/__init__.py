@@ -12,6 +12,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+from orchestrator.cli.calibrate import add_calibrate
 from orchestrator.cli.compare import add_compare
 from orchestrator.cli.fitmap import add_fitmap
 from orchestrator.cli.gpu_check import add_gpu_check
@@ -32,6 +33,7 @@ COMMANDS = [
     add_validate,
     add_predict,
     add_fitmap,
+    add_calibrate,
     add_trial,
     add_sync_mlflow,
     add_report,

@@ -89,15 +89,16 @@ TAKEN = {
 }
 
 
-def base_spec(sets: list[str]):
+def base_spec(sets: list[str], taken: dict[str, str] | None = None):
     """The TrialSpec every configuration of the map shares: TrialSpec's defaults with --set's knobs, each
-    checked by the trainer's own rules (SweepError with every problem, its rule and its fix)."""
+    checked by the trainer's own rules (SweepError with every problem, its rule and its fix). taken: the
+    knobs the verb's own flags set (default the map's, TAKEN), each with the flag to use instead."""
     from orchestrator.spec.load import trial_set_errors
     from orchestrator.spec.sweep import SweepError
     from trainers.trial import TrialSpec
 
     values: dict = {}
-    errors = trial_set_errors(sets, values, TAKEN)
+    errors = trial_set_errors(sets, values, TAKEN if taken is None else taken)
     if errors:
         raise SweepError(errors)
     return TrialSpec(**values)
@@ -282,7 +283,8 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
         for model in fm.models:
             path = fit_map_plot(fm, model, args.out / f"fitmap_{tag}_{_slug(model)}.png")
             out.print(f"Map: {path}", markup=False)
-    out.print(f"({time.monotonic() - started:.1f} s, nothing ran)")
+    if not getattr(args, "after_probes", False):  # rlsweep calibrate times its own run
+        out.print(f"({time.monotonic() - started:.1f} s, nothing ran)")
     return 0
 
 

@@ -1,0 +1,219 @@
+"""`rlsweep calibrate`: a handful of synthetic probes of one model and stack on this machine, chosen to pin
+the memory model's terms for them (orchestrator/judging/calibrate.py), then the fit map drawn from them."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from pathlib import Path
+
+from orchestrator.cli._common import add_guard_flags, add_set, budget_gib, console, out, stack_name
+from orchestrator.cli.fitmap import (
+    TAKEN,
+    add_card,
+    axis_values,
+    base_spec,
+    card_budget,
+    cmd_fitmap,
+    known_models,
+    length_errors,
+)
+from orchestrator.words.settings import GuardSettings
+
+# What calibrate's own flags set, or what it chooses per probe, and so no --set: each with what to do instead.
+CALIBRATE_TAKEN = {
+    **TAKEN,
+    "framework": "the stack is --stack: give it there (e.g. --stack trl)",
+    "model": "the model is --model: give it there (e.g. --model Qwen/Qwen2.5-3B-Instruct)",
+    "num_generations": "calibrate chooses each probe's K from --k: give the values it may take there",
+    "batch_size": "calibrate runs its probes at the smallest of --b: give it there",
+    "max_completion_length": "calibrate chooses each probe's completion length between --min-length and "
+    "--max-length: bound it there",
+    "max_steps": "each probe is one step (max_steps 1, probe_steps 1): drop this --set",
+    "probe_steps": "each probe is one step (max_steps 1, probe_steps 1): drop this --set",
+}
+
+
+def _output_dir(args: argparse.Namespace, budget: float, errors: list[str]) -> Path:
+    from orchestrator.words.names import model_short
+    from orchestrator.words.storage import output_dir_problems, output_location
+
+    text = args.out or str(
+        Path("outputs") / "calibrate" / f"{args.stack}-{model_short(args.model)}-{budget:g}gib"
+    )
+    location = output_location(text)
+    if not isinstance(location, Path):
+        errors.append(f"--out {text}: calibrate runs its probes on this machine; give a local folder")
+        return Path(".")
+    errors += [f"--out: {p}" for p in output_dir_problems(text, location)]
+    return location
+
+
+def _model_errors(base) -> list[str]:
+    """Why the model cannot be calibrated here (no architecture to predict from), with the nearest names."""
+    from orchestrator.judging.memory import MemoryModel
+    from tasks.names import did_you_mean
+
+    why = MemoryModel.fit([], "RSS").predict(base).unknown
+    if why is None or not why.startswith("model:"):
+        return []
+    return [
+        f"--model {base.model}: {why}",
+        f"  {did_you_mean(base.model, known_models())}; `rlsweep models` lists the models it knows",
+    ]
+
+
+def request_of(args: argparse.Namespace):
+    """The calibration of the flags, or (None, every error: field, value, rule and fix)."""
+    from orchestrator.running.calibrate import CalibrationRequest
+    from orchestrator.spec.sweep import SweepError
+
+    try:
+        budget, _ = card_budget(args)
+    except ValueError as exc:
+        return None, [str(exc)]
+    if budget is None:
+        return None, ["name the card (--card 24GB; rlsweep fitmap --help lists them) or --budget-gib GIB"]
+    errors: list[str] = []
+    base = None
+    try:
+        base = base_spec(args.set, CALIBRATE_TAKEN)
+    except SweepError as exc:
+        errors += exc.errors
+    axes = {}
+    for flag, text, knob in (("--k", args.k, "num_generations"), ("--b", args.b, "batch_size")):
+        try:
+            axes[flag] = axis_values(flag, text, knob)
+        except ValueError as exc:
+            errors += str(exc).splitlines()
+    errors += length_errors(args.min_length, args.max_length)
+    try:
+        stack_name(args.stack)
+    except argparse.ArgumentTypeError as exc:
+        errors.append(f"--stack {args.stack}: {exc}")
+        base = None
+    output = _output_dir(args, budget, errors)
+    if base is not None:
+        base = dataclasses.replace(base, framework=args.stack, model=args.model)
+        errors += _model_errors(base)
+    if errors:
+        return None, errors
+    guard = GuardSettings(budget, args.memory_margin_gib, args.sample_hz, args.timeout_s, 1)
+    return CalibrationRequest(
+        base,
+        budget,
+        output,
+        guard,
+        args.probes,
+        axes["--k"],
+        min(axes["--b"]),
+        (args.min_length, args.max_length),
+    ), []
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from collections import Counter
+
+    from orchestrator.judging.calibrate import CalibrationError
+    from orchestrator.running.calibrate import run_calibration
+    from orchestrator.words.outcome import COMPLETED
+    from orchestrator.words.runlock import OutputDirBusy
+
+    started = time.monotonic()
+    request, errors = request_of(args)
+    if request is None:
+        out.print(f"calibrate: {len(errors)} error(s), nothing run:", markup=False)
+        for error in errors:
+            out.print(f"  {error}", markup=False)
+        return 2
+    console.print(f"calibrate {args.stack} {args.model} -> {request.output_dir}", markup=False)
+    try:
+        results = run_calibration(request, say=lambda line: console.print(line, markup=False))
+    except CalibrationError as exc:
+        out.print(f"calibrate: nothing run: {exc}", markup=False)
+        return 2
+    except OutputDirBusy as exc:
+        out.print(str(exc), markup=False)
+        return 2
+    except KeyboardInterrupt:
+        console.print("interrupted; trainer killed. The same command resumes, measuring no probe twice")
+        return 130
+    _summary(results)
+    kinds = Counter(r.memory_kind for r in results if r.memory_kind is not None)
+    fitmap = argparse.Namespace(
+        card=args.card, budget_gib=args.budget_gib, model=[args.model], stacks=args.stack, k=args.k, b=args.b,
+        min_length=args.min_length, max_length=args.max_length, set=args.set, trials=request.output_dir,
+        measure=kinds.most_common(1)[0][0] if kinds else None, out=request.output_dir, no_plot=args.no_plot, after_probes=True,
+    )  # fmt: skip
+    drawn = cmd_fitmap(fitmap)
+    again = " ".join(
+        [
+            f"rlsweep fitmap --trials {request.output_dir} --model {args.model} --stacks {args.stack}",
+            f"--card {args.card.name}" if args.card is not None else f"--budget-gib {args.budget_gib:g}",
+            *(f"--set {s}" for s in args.set),
+        ]
+    )
+    out.print(f"Draw this map again, or for another card (--card NAME): {again}", markup=False)
+    failed = [r for r in results if r.status != COMPLETED]
+    for r in failed:
+        out.print(f"probe {r.probe.role} ({r.probe.words()}) did not complete: {r.words()}", markup=False)
+    console.print(f"calibrated in {time.monotonic() - started:.0f} s", markup=False)
+    return 1 if failed or drawn != 0 else 0
+
+
+def _summary(results) -> None:
+    from rich.table import Table
+
+    table = Table(show_edge=False)
+    for column in ("probe", "K", "B", "completion", "status", "peak GiB", "predicted GiB", "error", "s"):
+        table.add_column(column, justify="left" if column in ("probe", "status") else "right")
+    for r in results:
+        s, p = r.probe.spec, r.probe.prediction
+        table.add_row(
+            r.probe.role, str(s.num_generations), str(s.batch_size), str(s.max_completion_length), r.status,
+            "-" if r.peak_gib is None else f"{r.peak_gib:.2f}",
+            f"{p.peak_gib:.2f} ({p.low_gib:.2f}-{p.high_gib:.2f})",
+            "-" if r.error is None else f"{r.error:+.1%}",
+            "measured before" if r.seconds is None else f"{r.seconds:.0f}",
+        )  # fmt: skip
+    out.print("Probes: each measured peak against its prediction made just before it ran", markup=False)
+    out.print(table)
+
+
+def add_calibrate(sub) -> None:
+    from orchestrator.judging.calibrate import DEFAULT_PROBES, PROBES
+    from orchestrator.judging.fitmap import BS, KS, LENGTHS
+
+    p = sub.add_parser(
+        "calibrate",
+        help="run a handful of synthetic probes of one model and stack on this machine, chosen to pin the "
+        "memory model, then draw the fit map from them",
+    )
+    p.add_argument("--model", required=True, help="the model (a hub id, tiny, smollm2, random:ID, a folder)")
+    p.add_argument("--stack", required=True, help="the stack: trl or unsloth")
+    add_card(p)
+    p.add_argument("--budget-gib", type=budget_gib, help="the memory to fit in, GiB (instead of --card)")
+    p.add_argument(
+        "--probes", type=int, choices=PROBES, default=DEFAULT_PROBES,
+        help="how many probes: 3 pin the constant, per-sequence and per-token terms; a 4th, near the "
+        "budget, checks them (default %(default)s)",
+    )  # fmt: skip
+    p.add_argument("--k", default=",".join(map(str, KS)), help="K values the probes and the map take")
+    p.add_argument(
+        "--b", default=",".join(map(str, BS)), help="B values of the map; the probes take the smallest"
+    )
+    p.add_argument(
+        "--min-length", type=int, default=LENGTHS[0], help="shortest completion probed and searched"
+    )
+    p.add_argument(
+        "--max-length", type=int, default=LENGTHS[1], help="longest completion probed and searched"
+    )
+    add_set(p)
+    p.add_argument(
+        "--out",
+        help="where the probes' trials and the map go (default outputs/calibrate/<stack>-<model>-<budget>gib)",
+    )
+    p.add_argument("--no-plot", action="store_true", help="print the map's table only")
+    add_guard_flags(p, "wall-clock limit of each probe in seconds")
+    p.set_defaults(func=cmd_calibrate)

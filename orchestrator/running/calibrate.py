@@ -1,0 +1,158 @@
+"""`rlsweep calibrate`'s probes, run: each chosen (orchestrator/judging/calibrate.py) from the memory model
+fitted on the output dir's trials measured before it, run through the same supervised path as `rlsweep
+trial` (no Ray; the fork server makes the later ones cheap) under the budget's guard, and recorded like a
+sweep's (trials.parquet, steps/, one folder per trial under trials/), so `rlsweep fitmap --trials OUT`
+reads them and a second run on the same output dir measures no probe twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.judging.calibrate import ROLES, CalibrationError, Plan, Probe, choose
+from orchestrator.judging.memory import MemoryModel, Prediction
+from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
+from orchestrator.recording.sinks import TrialsTable
+from orchestrator.running.supervisor import run_trial
+from orchestrator.spec.plan import trial_key
+from orchestrator.words.outcome import COMPLETED, MEMORY_LABELS, STOPPED, peak_memory
+from orchestrator.words.runlock import output_dir_lock
+from orchestrator.words.settings import GuardSettings
+from trainers.events import STEP
+from trainers.trial import TrialSpec
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One probe's outcome: its role and configuration, the prediction made just before it ran, its
+    status and measured peak (None where it measured none), and its seconds (None: measured before)."""
+
+    probe: Probe
+    status: str
+    detail: str
+    peak_gib: float | None
+    memory_kind: str | None
+    seconds: float | None
+
+    @property
+    def error(self) -> float | None:
+        """The prediction's error, a fraction of the measured peak (+: predicted above it)."""
+        predicted, peak = self.probe.prediction.peak_gib, self.peak_gib
+        if self.status != COMPLETED or predicted is None or not peak:
+            return None
+        return (predicted - peak) / peak
+
+    def words(self) -> str:
+        """'completed, 0.84 GiB RSS (CPU run) peak against predicted 0.81 GiB (0.60-1.02): -3.6%, within the interval'."""
+        p = self.probe.prediction
+        if self.peak_gib is None:
+            return f"{self.status} ({self.detail.strip().splitlines()[0] if self.detail.strip() else 'no detail'}), no peak measured; {p.describe()}"
+        kind = f" {MEMORY_LABELS.get(self.memory_kind, self.memory_kind)}" if self.memory_kind else ""
+        within = "within" if p.low_gib <= self.peak_gib <= p.high_gib else "outside"
+        error = "" if self.error is None else f": {self.error:+.1%}"
+        return (
+            f"{self.status}, {self.peak_gib:.2f} GiB{kind} peak against {p.describe()}{error}, "
+            f"{within} the interval"
+        )
+
+
+@dataclass
+class CalibrationRequest:
+    base: TrialSpec  # the model, stack and every knob but K, B and the completion length
+    budget_gib: float
+    output_dir: Path
+    guard: GuardSettings
+    probes: int
+    ks: list[int]
+    b: int
+    lengths: tuple[int, int]
+
+
+def plan_now(request: CalibrationRequest, rows) -> tuple[Plan, MemoryModel]:
+    """The probes the model fitted on `rows` chooses (CalibrationError when none can run)."""
+    model = MemoryModel.fit(rows)
+    plan = choose(
+        request.base, model, request.budget_gib, request.probes, request.ks, request.b, request.lengths
+    )
+    for probe in plan.probes:
+        probe.spec.sweep = request.output_dir.name
+        probe.spec.trial_key = trial_key(probe.spec)
+    return plan, model
+
+
+def run_calibration(request: CalibrationRequest, *, say: Callable[[str], None] = print) -> list[Measured]:
+    """Run the probes, one role at a time, each chosen again from the memory model fitted on the probes
+    measured before it (the first plan, the prior's, is said up front); the output dir's lock is held
+    throughout. A probe already in the
+    output dir's trials.parquet is not run again. CalibrationError before the first probe when none can
+    run; after it, the probes stop where none more can."""
+    out = request.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+    results: list[Measured] = []
+    with output_dir_lock(out):
+        ledger = TrialsTable(out / "trials.parquet")
+        # each probe is chosen from the rows of the probes before it alone (not the other trials in the
+        # output dir), so a second run chooses the same probes and finds them measured
+        before: list[dict] = []
+        plan, model = plan_now(request, before)
+        say(
+            f"peak {model.measure} in {request.budget_gib:g} GiB; the probes as planned now (each is chosen "
+            "again from the ones measured before it):"
+        )
+        for probe in plan.probes:
+            say(f"  {probe.role}: {probe.words()}, {probe.prediction.describe()}; pins {probe.pins}")
+        for note in plan.notes:
+            say(f"  {note}")
+        for number, role in enumerate(list(ROLES)[: request.probes], start=1):
+            if number > 1:
+                try:
+                    plan, model = plan_now(request, before)
+                except CalibrationError as exc:
+                    say(f"[{number}] no more probes: {exc}")
+                    break
+            probe = plan.role(role)
+            if probe is None:
+                note = next((n for n in plan.notes if n.startswith(role)), f"{role} left out")
+                say(f"[{number}] {note}")
+                continue
+            results.append(_measure(request, ledger, probe, number, say))
+            before.append(ledger.rows[probe.spec.trial_key])
+    return results
+
+
+def _measure(
+    request: CalibrationRequest, ledger: TrialsTable, probe: Probe, number: int, say: Callable[[str], None]
+) -> Measured:
+    spec = probe.spec
+    row = ledger.rows.get(spec.trial_key)
+    if row is not None and row.get("status") != STOPPED:
+        say(f"[{number}] {probe.role}: {probe.words()}, already measured ({spec.trial_key})")
+        return _result(probe, row, None)
+    say(f"[{number}] {probe.role}: {probe.words()}, {probe.prediction.describe()}; running {spec.trial_key}")
+    predictions: dict[str, Prediction] = {spec.trial_key: probe.prediction}
+    recorder = Recorder([spec], [StepsFiles(request.output_dir), TrialsFile(ledger)], predictions=predictions)
+    recorder.start(spec.trial_key)
+    started = time.monotonic()
+    try:
+        result = run_trial(
+            spec,
+            trial_dir=request.output_dir / "trials" / spec.trial_key,
+            guard=request.guard,
+            on_event=lambda kind, row: recorder.step(spec.trial_key, row) if kind == STEP else None,
+            cpus=spec.num_threads,
+        )
+    except KeyboardInterrupt:
+        recorder.stop_running("interrupted (Ctrl-C); a resumed calibrate runs it again")
+        raise
+    recorder.end(spec.trial_key, result)
+    measured = _result(probe, ledger.rows[spec.trial_key], time.monotonic() - started)
+    say(f"    {measured.words()} ({measured.seconds:.0f} s)")
+    return measured
+
+
+def _result(probe: Probe, row, seconds: float | None) -> Measured:
+    peak, kind = peak_memory(row)
+    return Measured(probe, str(row.get("status")), row.get("status_detail") or "", peak, kind, seconds)
