@@ -5,17 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.cli import main
-
-
-def _run(argv: list[str], capsys) -> tuple[int, str]:
-    """(exit code, stdout + stderr) of `rlsweep ARGV`; argparse's own refusals exit through SystemExit."""
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
+from tests.helpers.cli import run_cli
 
 
 @pytest.fixture
@@ -28,7 +18,7 @@ def test_calibrate_refuses_bad_settings_all_at_once_and_runs_nothing(calibrate, 
     out, argv = calibrate
     argv += ["--set", "num_generations=8", "--set", "max_prompt_length=abc", "--set", "max_steps=3",
              "--k", "0", "--min-length", "600", "--max-length", "300"]  # fmt: skip
-    code, text = _run(argv, capsys)
+    code, text = run_cli(argv, capsys)
     assert code == 2
     assert "calibrate: 5 error(s), nothing run:" in text
     assert "--set num_generations=8: calibrate chooses each probe's K from --k" in text
@@ -42,7 +32,7 @@ def test_calibrate_refuses_bad_settings_all_at_once_and_runs_nothing(calibrate, 
 def test_calibrate_names_the_nearest_stack_to_an_unknown_one(calibrate, capsys):
     out, argv = calibrate
     argv[argv.index("trl")] = "trll"
-    code, text = _run(argv, capsys)
+    code, text = run_cli(argv, capsys)
     assert code == 2
     assert "--stack trll: unknown stack 'trll'; did you mean 'trl'" in text
     assert not out.exists()
@@ -51,7 +41,7 @@ def test_calibrate_names_the_nearest_stack_to_an_unknown_one(calibrate, capsys):
 def test_calibrate_names_the_models_it_knows_when_it_knows_not_the_one_asked_for(calibrate, capsys):
     out, argv = calibrate
     argv[argv.index("tiny")] = "Qwen/Qwen9-99B"
-    code, text = _run(argv, capsys)
+    code, text = run_cli(argv, capsys)
     assert code == 2
     assert "--model Qwen/Qwen9-99B: model: no config.json for 'Qwen/Qwen9-99B' here" in text
     assert "`rlsweep models` lists the models it knows" in text
@@ -67,25 +57,25 @@ def test_calibrate_names_the_models_it_knows_when_it_knows_not_the_one_asked_for
 )
 def test_calibrate_wants_one_budget(tmp_path, capsys, flags, said):
     argv = ["calibrate", "--model", "tiny", "--stack", "trl", "--out", str(tmp_path / "c"), *flags]
-    code, text = _run(argv, capsys)
+    code, text = run_cli(argv, capsys)
     assert code == 2 and said in text
 
 
 def test_calibrate_refuses_a_negative_budget_and_a_probe_count_it_cannot_choose(calibrate, capsys):
     _, argv = calibrate
-    code, text = _run([*argv[:-4], "--budget-gib", "-1"], capsys)
+    code, text = run_cli([*argv[:-4], "--budget-gib", "-1"], capsys)
     assert (
         code == 2
         and "argument --budget-gib: must be > 0.0, got -1.0; give a number above 0 (GiB, e.g. 16)" in text
     )
-    code, text = _run([*argv, "--probes", "7"], capsys)
+    code, text = run_cli([*argv, "--probes", "7"], capsys)
     assert code == 2 and "argument --probes: invalid choice: 7 (choose from 3, 4)" in text
 
 
 def test_calibrate_refuses_a_budget_its_smallest_probe_is_predicted_over(calibrate, capsys):
     out, argv = calibrate
     argv[argv.index("4")] = "0.1"
-    code, text = _run(argv, capsys)
+    code, text = run_cli(argv, capsys)
     assert code == 2
     assert "calibrate: nothing run: the smallest probe (K=2 B=1 completion 128) is predicted" in text
     assert "over the 0.1 GiB budget" in text

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli import main
+from tests.helpers.cli import run_cli
 from trainers.models import bundled_models
 from trainers.trial import knob_default
 
@@ -17,25 +17,15 @@ CPU_SMOKE = str(ROOT / "sweeps" / "cpu-smoke.yaml")
 FITMAP = ["fitmap", "--budget-gib", "16", "--no-plot"]
 
 
-def _run(argv: list[str], capsys) -> tuple[int, str]:
-    """(exit code, stdout + stderr) of `rlsweep ARGV`; argparse's own refusals exit through SystemExit."""
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
-
-
 def test_fitmap_refuses_a_k_of_zero_with_the_field_value_rule_and_fix(capsys):
-    code, text = _run([*FITMAP, "--set", "num_generations=0"], capsys)
+    code, text = run_cli([*FITMAP, "--set", "num_generations=0"], capsys)
     assert code == 2
     assert "--set num_generations=0: num_generations must be >= 2, got 0; give 2 or more" in text
     assert "Traceback" not in text
 
 
 def test_fitmap_refuses_a_word_where_a_number_goes(capsys):
-    code, text = _run([*FITMAP, "--set", "max_prompt_length=abc"], capsys)
+    code, text = run_cli([*FITMAP, "--set", "max_prompt_length=abc"], capsys)
     assert code == 2
     default = knob_default("max_prompt_length")
     assert (
@@ -45,7 +35,7 @@ def test_fitmap_refuses_a_word_where_a_number_goes(capsys):
 
 
 def test_fitmap_sends_a_knob_its_own_flags_set_to_that_flag(capsys):
-    code, text = _run([*FITMAP, "--set", "num_generations=8", "--set", "model=tiny"], capsys)
+    code, text = run_cli([*FITMAP, "--set", "num_generations=8", "--set", "model=tiny"], capsys)
     assert code == 2
     assert "--set num_generations=8: K is the map's axis --k: give its values there" in text
     assert "--set model=tiny: the models are --model: give each there" in text
@@ -53,7 +43,7 @@ def test_fitmap_sends_a_knob_its_own_flags_set_to_that_flag(capsys):
 
 def test_fitmap_checks_its_axes_and_lengths_by_the_knobs_rules_all_at_once(capsys):
     argv = [*FITMAP, "--k", "0,abc", "--b", "0", "--min-length", "0", "--stacks", "trl,trll"]
-    code, text = _run(argv, capsys)
+    code, text = run_cli(argv, capsys)
     assert code == 2
     assert "fitmap: 5 error(s), nothing drawn:" in text
     assert "--k 0,abc: num_generations must be >= 2, got 0; give 2 or more" in text
@@ -64,13 +54,13 @@ def test_fitmap_checks_its_axes_and_lengths_by_the_knobs_rules_all_at_once(capsy
 
 
 def test_fitmap_refuses_a_length_range_that_runs_backwards(capsys):
-    code, text = _run([*FITMAP, "--min-length", "512", "--max-length", "256"], capsys)
+    code, text = run_cli([*FITMAP, "--min-length", "512", "--max-length", "256"], capsys)
     assert code == 2
     assert "--min-length 512 is above --max-length 256; give a range" in text
 
 
 def test_fitmap_names_the_models_it_knows_when_it_knows_the_one_asked_for(capsys):
-    code, text = _run([*FITMAP, "--model", "Qwen/Qwen9-99B", "--k", "4", "--b", "1"], capsys)
+    code, text = run_cli([*FITMAP, "--model", "Qwen/Qwen9-99B", "--k", "4", "--b", "1"], capsys)
     assert code == 2
     assert "--model Qwen/Qwen9-99B: model: no config.json for 'Qwen/Qwen9-99B' here" in text
     assert "did you mean 'Qwen/Qwen3-8B'" in text
@@ -81,7 +71,7 @@ def test_fitmap_names_the_models_it_knows_when_it_knows_the_one_asked_for(capsys
 
 def test_fitmap_names_only_the_unknown_model_among_known_ones(capsys):
     argv = [*FITMAP, "--model", "Qwen/Qwen3-4B", "--model", "someorg/unseen", "--k", "4", "--b", "1"]
-    code, text = _run(argv, capsys)
+    code, text = run_cli(argv, capsys)
     assert code == 2
     assert "fitmap: 1 model(s) it knows nothing of, nothing drawn:" in text
     assert "--model someorg/unseen: model: no config.json" in text
@@ -90,7 +80,7 @@ def test_fitmap_names_only_the_unknown_model_among_known_ones(capsys):
 
 def test_fitmap_refuses_settings_no_cell_of_the_map_can_hold_with_the_fix(capsys):
     argv = [*FITMAP, "--model", "Qwen/Qwen3-4B", "--k", "4", "--b", "1", "--set", "micro_batch_size=5"]
-    code, text = _run(argv, capsys)
+    code, text = run_cli(argv, capsys)
     assert code == 2
     assert "fitmap: no cell of the map can be predicted, nothing drawn:" in text
     assert (
@@ -101,7 +91,7 @@ def test_fitmap_refuses_settings_no_cell_of_the_map_can_hold_with_the_fix(capsys
 
 def test_fitmap_draws_the_cells_it_can_and_says_why_not_the_others(capsys):
     argv = [*FITMAP, "--model", "Qwen/Qwen3-4B", "--k", "3,4", "--b", "1", "--set", "micro_batch_size=2"]
-    code, text = _run(argv, capsys)
+    code, text = run_cli(argv, capsys)
     assert code == 0
     assert "unknown (2 cell(s), e.g. trl Qwen/Qwen3-4B K=3 B=1): micro_batch_size: 2 does not divide" in text
 
@@ -127,18 +117,18 @@ def test_fitmap_draws_the_cells_it_can_and_says_why_not_the_others(capsys):
     ],
 )
 def test_every_verb_refuses_a_budget_that_is_not_a_positive_number(verb, given, says, capsys):
-    code, text = _run([*verb, "--budget-gib", given], capsys)
+    code, text = run_cli([*verb, "--budget-gib", given], capsys)
     assert code == 2
     assert f"argument --budget-gib: {says}" in text
 
 
 def test_a_trials_budget_below_zero_is_refused_by_the_trials_own_rule(capsys):
-    code, text = _run(["trial", "--memory-budget-gib", "-1"], capsys)
+    code, text = run_cli(["trial", "--memory-budget-gib", "-1"], capsys)
     assert code == 2
     assert "memory_budget_gib: must be > 0.0, got -1.0; give a number above 0" in text
 
 
 def test_a_sweeps_budget_below_zero_set_on_the_command_line_is_refused_with_the_fix(capsys):
-    code, text = _run(["predict", CPU_SMOKE, "--set", "memory.budget_gib=-1"], capsys)
+    code, text = run_cli(["predict", CPU_SMOKE, "--set", "memory.budget_gib=-1"], capsys)
     assert code == 2
     assert "memory.budget_gib: input should be greater than 0, got -1; give a number above 0" in text
