@@ -134,11 +134,14 @@ def measured(trainer_cls):
             length without decoding every token; returns completions of exactly max_completion_length."""
             length = self.args.max_completion_length
             vocab, special = vocabulary(self.model, self.processing_class)
+            completions = random_completions(len(prompt_ids), length, vocab, special)
             if getattr(self, "vllm_generation", None) is not None:
                 self.probe_measured = self._vllm_window(prompt_ids, *args, **kwargs)
-            else:
-                self.probe_measured = self._transformers_probe(prompt_ids, length, special)
-            return random_completions(len(prompt_ids), length, vocab, special), None
+                # TRL corrects for vLLM's sampling with its per-token log-probs: give it a tensor of the shape
+                # (their values only weight a loss whose update is undone).
+                return completions, [[0.0] * length for _ in completions]
+            self.probe_measured = self._transformers_probe(prompt_ids, length, special)
+            return completions, None
 
         def _transformers_probe(self, prompt_ids, length, special):
             import contextlib
@@ -454,7 +457,8 @@ class StepMeter(TrainerCallback):
             F.step: state.global_step,
             # The completions this step trained on were forced to full length (its cycle's generation was).
             F.probe: cycle.probe,
-            F.min_new_tokens: self._forced_min_tokens(),
+            # A synthetic probe forced nothing to max length (its decode windows are not completions).
+            F.min_new_tokens: None if c.probe is not None else self._forced_min_tokens(),
             F.t_start: self.t_start,
             F.t_end: time.time(),
             F.step_s: step_s,

@@ -18,6 +18,7 @@ def test_a_trl_trial_trains_two_steps_generating_with_colocated_vllm_and_probes_
         quantization="none",
         max_steps=2,
         probe_steps=1,
+        probe_kind="decode",
         task_args={"rewards": {"accuracy": 1.0, "digits": 1.0}},  # rewards that vary, so the adapters move
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -36,3 +37,25 @@ def test_a_trl_trial_trains_two_steps_generating_with_colocated_vllm_and_probes_
         assert 0 < step["gen_s"] < step["step_s"]
     # the adapters trained: TRL synced them into vLLM after step 1 (the CPU patch keeps that possible)
     assert events[-1]["lora_b_abs_sum"] > 0
+
+
+@pytest.mark.heavy
+def test_a_synthetic_probe_times_a_window_through_colocated_vllm_and_trains_on_full_length(tmp_path):
+    proc, events = run_child(
+        tmp_path,
+        generation="vllm",
+        vllm_gpu_memory_utilization=0.25,
+        memory_budget_gib=4.0,
+        quantization="none",
+        max_steps=2,
+        probe_steps=1,
+        probe_kind="synthetic",
+        task_args={"rewards": {"accuracy": 1.0, "digits": 1.0}},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    first, second = [e for e in events if e["event"] == "step"]
+    assert first["probe_kind"] == "synthetic" and first["completion_len_mean"] == 12
+    # vLLM's pool is allocated whole: one window after the prompt, no reading at full length
+    assert first["decode_ms_per_token_at_prompt"] > 0 and first["decode_ms_per_token_at_full"] is None
+    assert first["min_new_tokens"] is None and first["reward_mean"] is None
+    assert second["probe_kind"] is None and second["reward_mean"] is not None
