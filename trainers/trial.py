@@ -445,10 +445,11 @@ def _generation_errors(spec: TrialSpec) -> list[str]:
         )
     if spec.probe_steps and not STACKS[spec.framework].vllm_min_tokens:
         errors.append(
-            f"probe_steps: {spec.probe_steps} with generation: vllm on {spec.framework}; probe steps force "
-            "full-length completions through vLLM's min_tokens, which this stack's vLLM path is not shown "
-            "to read, so they would not be the worst case they claim; set probe_steps: 0 (oom.probe_steps: "
-            "0 in a sweep)" + or_framework(supporting("vllm_min_tokens"))
+            f"probe_steps: {spec.probe_steps} with generation: vllm on {spec.framework}; a decoded probe forces "
+            "full-length completions through vLLM's min_tokens and a synthetic one times its window through "
+            "TRL's vLLM generation, neither of which this stack's own vLLM path is shown to use, so they "
+            "would not be the worst case they claim; set probe_steps: 0 (oom.probe_steps: 0 in a sweep)"
+            + or_framework(supporting("vllm_min_tokens"))
         )
     if spec.vllm_enable_sleep_mode and not STACKS[spec.framework].vllm_sleep_mode:
         able = supporting("vllm_sleep_mode")

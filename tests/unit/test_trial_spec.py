@@ -94,9 +94,10 @@ def test_on_policy_mode_comparison_warns():
 def test_probe_steps_with_vllm_generation_are_refused_only_on_unsloth_whose_vllm_path_is_unproven():
     spec = TrialSpec(framework="unsloth", generation="vllm", probe_steps=2)
     assert spec.problems() == [
-        "probe_steps: 2 with generation: vllm on unsloth; probe steps force full-length completions through "
-        "vLLM's min_tokens, which this stack's vLLM path is not shown to read, so they would not be the worst "
-        "case they claim; set probe_steps: 0 (oom.probe_steps: 0 in a sweep) or framework trl"
+        "probe_steps: 2 with generation: vllm on unsloth; a decoded probe forces full-length completions "
+        "through vLLM's min_tokens and a synthetic one times its window through TRL's vLLM generation, neither "
+        "of which this stack's own vLLM path is shown to use, so they would not be the worst case they claim; "
+        "set probe_steps: 0 (oom.probe_steps: 0 in a sweep) or framework trl"
     ]
     assert not TrialSpec(framework="unsloth", generation="vllm", probe_steps=0).problems()
     assert not TrialSpec(framework="trl", generation="vllm", probe_steps=2).problems()
