@@ -101,7 +101,7 @@ def test_an_endless_loop_scores_zero_at_its_timeout(grader):
     scored = grader.one(fenced(LOOP), TESTS)
     assert (SCORING.calls, SCORING.timeouts) == (1, 1)  # the step row's reward_timeouts counts it
     assert scored.rewards == {"format": 0.0, "tests": 0.0, "perfect": 0.0}  # a tidy hang pays nothing
-    # the harness reports the timed-out tests, or when it cannot within 50 ms the run is killed whole
+    # the harness reports the timed-out tests, or when it cannot within 250 ms the run is killed whole
     assert scored.killed == "time limit"
     assert scored.why_zero["tests"] == "sandbox killed it: time limit"
     assert_nothing_left(scored)
