@@ -86,9 +86,8 @@ class StepCounters:
         self.gen_t_start: float | None = None  # wall clock of the first generation call's start
         self.gen_t_end: float | None = None  # and of the last one's end
         self.vllm_min_tokens: int | None = None  # min_tokens of the SamplingParams colocated vLLM received
-        self.probe: GenerationProbe | None = (
-            None  # a synthetic probe's generation phase, when the step had one
-        )
+        # A synthetic probe's generation phase, when the step had one.
+        self.probe: GenerationProbe | None = None
         self.gen_peak_bytes: int | None = None  # the step's memory peak up to the end of its generation
 
 
@@ -115,7 +114,6 @@ def measured(trainer_cls):
         counters: StepCounters
         force_max_length: bool = False
         probe_kind: str = DECODE  # how a forced step reaches max length: decode every token, or synthetic
-        probe_measured: GenerationProbe | None = None  # a synthetic probe's generation phase, this step
         # The stack's way to measure its generation at full length (Stack.generation_probe): by default
         # trainers.probe.probe_generation, through the model's own generate.
         generation_probe = staticmethod(probe_generation)
@@ -135,13 +133,18 @@ def measured(trainer_cls):
             length = self.args.max_completion_length
             vocab, special = vocabulary(self.model, self.processing_class)
             completions = random_completions(len(prompt_ids), length, vocab, special)
-            if getattr(self, "vllm_generation", None) is not None:
-                self.probe_measured = self._vllm_window(prompt_ids, *args, **kwargs)
-                # TRL corrects for vLLM's sampling with its per-token log-probs: give it a tensor of the shape
-                # (their values only weight a loss whose update is undone).
-                return completions, [[0.0] * length for _ in completions]
-            self.probe_measured = self._transformers_probe(prompt_ids, length, special)
-            return completions, None
+            vllm = getattr(self, "vllm_generation", None) is not None
+            measured = (
+                self._vllm_window(prompt_ids, *args, **kwargs)
+                if vllm
+                else self._transformers_probe(prompt_ids, length, special)
+            )
+            counters = getattr(self, "counters", None)
+            if counters is not None:
+                counters.probe = measured
+            # With vLLM, TRL corrects for its sampling with per-token log-probs: give it a tensor of the shape
+            # (their values only weight a loss whose update is undone).
+            return completions, [[0.0] * length for _ in completions] if vllm else None
 
         def _transformers_probe(self, prompt_ids, length, special):
             import contextlib
@@ -211,11 +214,9 @@ def measured(trainer_cls):
                 counters.completion_tokens += sum(len(ids) for ids in completion_ids)
                 counters.completions += len(completion_ids)
                 counters.texts.update(_token_tuple(ids) for ids in completion_ids)
-                if (
-                    self.synthetic_now
-                ):  # nothing was decoded to these lengths: the probe's windows say the speed
-                    counters.probe = self.probe_measured
-                else:  # every sequence of the batch waits for the longest: the decoding steps the call ran
+                # Every sequence of the batch waits for the longest: the decoding steps the call ran. Nothing
+                # was decoded to a synthetic probe's lengths: its windows (counters.probe) say the speed.
+                if not self.synthetic_now:
                     counters.decode_steps += max((len(ids) for ids in completion_ids), default=0)
                 counters.gen_peak_bytes = max(counters.gen_peak_bytes or 0, _peak_so_far())
                 if counters.gen_t_start is None:

@@ -37,17 +37,12 @@ CALIBRATE_TAKEN = {
 
 def _output_dir(args: argparse.Namespace, budget: float, errors: list[str]) -> Path:
     from orchestrator.words.names import model_short
-    from orchestrator.words.storage import output_dir_problems, output_location
+    from orchestrator.words.storage import local_output_dir
 
     text = args.out or str(
         Path("outputs") / "calibrate" / f"{args.stack}-{model_short(args.model)}-{budget:g}gib"
     )
-    location = output_location(text)
-    if not isinstance(location, Path):
-        errors.append(f"--out {text}: calibrate runs its probes on this machine; give a local folder")
-        return Path(".")
-    errors += [f"--out: {p}" for p in output_dir_problems(text, location)]
-    return location
+    return local_output_dir(text, "--out", "calibrate runs its probes", errors)
 
 
 def _model_errors(base) -> list[str]:

@@ -30,7 +30,7 @@ from orchestrator.words.names import model_short
 from orchestrator.words.outcome import COMPLETED, OOM, STATUS_WORDS, TIMEOUT, peak_memory
 from orchestrator.words.settings import GUARD as GUARD_DEFAULTS
 from orchestrator.words.settings import GuardSettings
-from orchestrator.words.storage import output_dir_problems, output_location
+from orchestrator.words.storage import local_output_dir
 from tasks.names import did_you_mean
 from trainers.trial import TrialSpec, check_value
 
@@ -406,12 +406,7 @@ def _output_dir(knob: str, budget_gib: float, base: dict, output_dir: str | None
     text = output_dir or str(
         Path("outputs") / "solve" / f"{knob}-{framework}-{mode}-{model}-{budget_gib:g}gib"
     )
-    location = output_location(text)
-    if not isinstance(location, Path):
-        errors.append(f"--output-dir {text}: solve runs its trials on this machine; give a local folder")
-        return Path(".")
-    errors += [f"--output-dir: {p}" for p in output_dir_problems(text, location)]
-    return location
+    return local_output_dir(text, "--output-dir", "solve runs its trials", errors)
 
 
 # ------------------------------------------------------------------------------------------------

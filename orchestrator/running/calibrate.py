@@ -16,12 +16,11 @@ from orchestrator.judging.calibrate import ROLES, CalibrationError, Plan, Probe,
 from orchestrator.judging.memory import MemoryModel, Prediction
 from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
 from orchestrator.recording.sinks import TrialsTable
-from orchestrator.running.supervisor import run_trial
+from orchestrator.running.solve import run_recorded
 from orchestrator.spec.plan import trial_key
 from orchestrator.words.outcome import COMPLETED, MEMORY_LABELS, STOPPED, peak_memory
 from orchestrator.words.runlock import output_dir_lock
 from orchestrator.words.settings import GuardSettings
-from trainers.events import STEP
 from trainers.trial import TrialSpec
 
 
@@ -134,20 +133,8 @@ def _measure(
     say(f"[{number}] {probe.role}: {probe.words()}, {probe.prediction.describe()}; running {spec.trial_key}")
     predictions: dict[str, Prediction] = {spec.trial_key: probe.prediction}
     recorder = Recorder([spec], [StepsFiles(request.output_dir), TrialsFile(ledger)], predictions=predictions)
-    recorder.start(spec.trial_key)
     started = time.monotonic()
-    try:
-        result = run_trial(
-            spec,
-            trial_dir=request.output_dir / "trials" / spec.trial_key,
-            guard=request.guard,
-            on_event=lambda kind, row: recorder.step(spec.trial_key, row) if kind == STEP else None,
-            cpus=spec.num_threads,
-        )
-    except KeyboardInterrupt:
-        recorder.stop_running("interrupted (Ctrl-C); a resumed calibrate runs it again")
-        raise
-    recorder.end(spec.trial_key, result)
+    run_recorded(spec, recorder, request.output_dir, request.guard, "calibrate")
     measured = _result(probe, ledger.rows[spec.trial_key], time.monotonic() - started)
     say(f"    {measured.words()} ({measured.seconds:.0f} s)")
     return measured

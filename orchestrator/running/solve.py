@@ -28,6 +28,25 @@ from orchestrator.words.runlock import output_dir_lock
 from trainers.events import STEP
 
 
+def run_recorded(spec, recorder: Recorder, out, guard, verb: str):
+    """One trial of `verb` (solve, calibrate) through the supervisor into out/trials/<key>, its steps and
+    its row written by `recorder` as they come; a Ctrl-C leaves its row `stopped` for a resumed run."""
+    recorder.start(spec.trial_key)
+    try:
+        result = run_trial(
+            spec,
+            trial_dir=out / "trials" / spec.trial_key,
+            guard=guard,
+            on_event=lambda kind, row: recorder.step(spec.trial_key, row) if kind == STEP else None,
+            cpus=spec.num_threads,
+        )
+    except KeyboardInterrupt:
+        recorder.stop_running(f"interrupted (Ctrl-C); a resumed {verb} runs it again")
+        raise
+    recorder.end(spec.trial_key, result)
+    return result
+
+
 def run_solve(request: SolveRequest, *, say: Callable[[str], None] = print) -> Answer:
     """Search request.values with real probe trials, recorded in request.output_dir (its lock held
     throughout); writes solve.json with the answer. The first probe is the candidate the memory model
@@ -59,19 +78,7 @@ def run_solve(request: SolveRequest, *, say: Callable[[str], None] = print) -> A
         def measure(value: int) -> Measured:
             spec = specs[value]
             say(f"probe {symbol}={value}: trial {spec.trial_key}, {forecast.before(spec).describe()}")
-            recorder.start(spec.trial_key)
-            try:
-                result = run_trial(
-                    spec,
-                    trial_dir=out / "trials" / spec.trial_key,
-                    guard=request.guard,
-                    on_event=lambda kind, row: recorder.step(spec.trial_key, row) if kind == STEP else None,
-                    cpus=spec.num_threads,
-                )
-            except KeyboardInterrupt:
-                recorder.stop_running("interrupted (Ctrl-C); a resumed solve runs it again")
-                raise
-            recorder.end(spec.trial_key, result)
+            run_recorded(spec, recorder, out, request.guard, "solve")
             found = measured_from_row(value, ledger.rows[spec.trial_key], budget, request.headroom_gib)
             verdict = {True: "fits", False: "does not fit", None: "no memory answer"}[found.fits]
             say(f"  {found.status}, peak {gib_text(found.peak_gib)}: {verdict}")

@@ -97,6 +97,18 @@ def output_location(text: str | Path) -> StoragePath:
     return Path(text).expanduser().resolve()
 
 
+def local_output_dir(text: str, flag: str, runs: str, errors: list[str]) -> Path:
+    """The local folder `text` names for a verb that runs its trials on this machine (solve, calibrate);
+    a URI, or a folder output_dir_problems refuses, appends its error (naming `flag`; `runs`: e.g. "solve
+    runs its trials") to `errors` and returns Path(".")."""
+    location = output_location(text)
+    if not isinstance(location, Path):
+        errors.append(f"{flag} {text}: {runs} on this machine; give a local folder")
+        return Path(".")
+    errors += [f"{flag}: {p}" for p in output_dir_problems(text, location)]
+    return location
+
+
 def output_dir_problems(text: str, location: StoragePath) -> list[str]:
     """Why `location` (given as `text`) cannot hold a sweep's outputs; empty when it can."""
     shown = str(location)

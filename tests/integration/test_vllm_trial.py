@@ -6,21 +6,21 @@ import pytest
 from tests.helpers.trainer_child import needs_vllm, run_child
 
 pytestmark = [pytest.mark.slow, needs_vllm]
+# Two steps, the first a probe, generating with colocated vLLM on a quarter of a 4 GiB budget.
+COLOCATED = {
+    "generation": "vllm",
+    "vllm_gpu_memory_utilization": 0.25,
+    "memory_budget_gib": 4.0,
+    "quantization": "none",
+    "max_steps": 2,
+    "probe_steps": 1,
+    "task_args": {"rewards": {"accuracy": 1.0, "digits": 1.0}},  # rewards that vary, so the adapters move
+}
 
 
 @pytest.mark.heavy
 def test_a_trl_trial_trains_two_steps_generating_with_colocated_vllm_and_probes_through_min_tokens(tmp_path):
-    proc, events = run_child(
-        tmp_path,
-        generation="vllm",
-        vllm_gpu_memory_utilization=0.25,
-        memory_budget_gib=4.0,
-        quantization="none",
-        max_steps=2,
-        probe_steps=1,
-        probe_kind="decode",
-        task_args={"rewards": {"accuracy": 1.0, "digits": 1.0}},  # rewards that vary, so the adapters move
-    )
+    proc, events = run_child(tmp_path, **COLOCATED, probe_kind="decode")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [e["event"] for e in events] == ["started", "step", "step", "finished"]
     effective = events[0]["effective_config"]
@@ -41,17 +41,7 @@ def test_a_trl_trial_trains_two_steps_generating_with_colocated_vllm_and_probes_
 
 @pytest.mark.heavy
 def test_a_synthetic_probe_times_a_window_through_colocated_vllm_and_trains_on_full_length(tmp_path):
-    proc, events = run_child(
-        tmp_path,
-        generation="vllm",
-        vllm_gpu_memory_utilization=0.25,
-        memory_budget_gib=4.0,
-        quantization="none",
-        max_steps=2,
-        probe_steps=1,
-        probe_kind="synthetic",
-        task_args={"rewards": {"accuracy": 1.0, "digits": 1.0}},
-    )
+    proc, events = run_child(tmp_path, **COLOCATED, probe_kind="synthetic")
     assert proc.returncode == 0, proc.stderr[-3000:]
     first, second = [e for e in events if e["event"] == "step"]
     assert first["probe_kind"] == "synthetic" and first["completion_len_mean"] == 12
