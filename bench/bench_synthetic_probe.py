@@ -112,8 +112,9 @@ def run(folder: Path, probe: Probe, args, timeout_s: float | None) -> str:
 
 
 def figures(folder: Path) -> dict | None:
-    """The probe's status, record peak, torch reserved peak, step-1 RSS high-water mark, phase, step time
-    and wall; None when it left no record."""
+    """The probe's status, record peak, torch reserved peak, step 1's torch allocated peak and RSS
+    high-water mark, phase, step time and wall; None when it left no record. A probe that ended before
+    its first step (out of memory in generation, killed by the deadline) has a record and no step."""
     import pandas as pd
 
     from trainers.record import peak_memory
@@ -123,19 +124,29 @@ def figures(folder: Path) -> dict | None:
     outcome = json.loads((folder / "trial.json").read_text())["outcome"]
     peak, source = peak_memory(outcome)
     steps = folder / "steps.parquet"
-    step = pd.read_parquet(steps).iloc[0] if steps.is_file() else None
+    frame = pd.read_parquet(steps) if steps.is_file() else None
+    step = frame.iloc[0] if frame is not None and len(frame) else None
     wall_file = folder / "bench-wall.json"
     return {
         "status": outcome.get("status"),
         "peak": peak,
         "source": source,
         "reserved": outcome.get("peak_torch_reserved_gib"),
+        "allocated": _value(step, "torch_peak_allocated_gib"),
         "rss_step": None if step is None else float(step["rss_peak_gib"]),
-        "gen_peak": None if step is None or step.get("gen_peak_gib") is None else float(step["gen_peak_gib"]),
+        "gen_peak": _value(step, "gen_peak_gib"),
         "phase": None if step is None else step.get("peak_phase"),
         "step_s": None if step is None else float(step["step_s"]),
         "wall_s": json.loads(wall_file.read_text())["wall_s"] if wall_file.is_file() else None,
     }
+
+
+def _value(step, column: str) -> float | None:
+    """A step's figure as a float; None where the step, the column or its value is missing (NaN too)."""
+    if step is None:
+        return None
+    value = step.get(column)
+    return None if value is None or value != value else float(value)
 
 
 def reference_rows(path: Path | None) -> list[dict]:
@@ -179,9 +190,9 @@ def _pct(value: float | None, base: float | None) -> str:
 HEADER = (
     "| model | stack | completion | decoded peaks | synthetic peaks (status) | synthetic - decoded (medians) | "
     "decoded spread | earlier decoded (reference) | synthetic - earlier median | phase (synthetic) | "
-    "generation peak decoded / synthetic (medians) | reserved decoded / synthetic | step s decoded / synthetic "
-    "| wall s decoded / synthetic |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "generation peak decoded / synthetic (medians) | torch allocated decoded / synthetic | reserved decoded / synthetic "
+    "| step s decoded / synthetic | wall s decoded / synthetic |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -216,8 +227,9 @@ def row(args, refs: list[dict], model: str, stack: str, length: int) -> str | No
     return (
         f"| {model} | {stack} | {length} | {shown or '-'}{source} "
         f"| {synthetic_peaks} ({syn['status'] if syn else 'not run'}) | {_pct(sp, middle)} | {spread} "
-        f"| {ref} | {_pct(sp, ref_middle)} | {syn['phase'] if syn else '-'} "
+        f"| {ref} | {_pct(sp, ref_middle)} | {(syn and syn['phase']) or '-'} "
         f"| {med('gen_peak', '.3f')} / {med('gen_peak', '.3f', syns)} "
+        f"| {med('allocated', '.3f')} / {_num(syn and syn['allocated'])} "
         f"| {med('reserved', '.3f')} / {_num(syn and syn['reserved'])} "
         f"| {med('step_s', '.1f')} / {_num(syn and syn['step_s'], '.1f')} "
         f"| {med('wall_s', '.0f')} / {_num(syn and syn['wall_s'], '.0f')} |"

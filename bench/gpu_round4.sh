@@ -4,18 +4,21 @@
 # everything ends by END_AT seconds after the start. Results: $OUT/results.tar.gz (the folder r/: tables,
 # reports, trials.parquet copies, snapshot summaries; rewritten every 20 s), and bench/gpu_kit.sh's
 # log.txt, smi.csv, apps.csv and w.tar.gz (every trial's folder). ITEMS picks and orders the parts:
-#   probes    issue 45 item 2: synthetic against decoded probes on the GPU rows' configurations
+#   probes    synthetic against decoded probes on the GPU rows' configurations
 #             (bench/bench_synthetic_probe.py): random 3B, K=8 B=2, budget 16 GiB, completions LENGTHS,
 #             decoded too at DECODE_LENGTHS, compared with the decoded peaks of rounds 1-3
 #             (bench/data/h100-2026-11-26/trials.csv); and gpu-check's 1.5B configuration (K=4 B=2,
 #             128 tokens, num_iterations 1) decoded twice (the spread) and synthetic once. No probe
 #             starts after PROBE_UNTIL seconds, and each ends by then.
-#   frontier  issue 45 item 4: `rlsweep run sweeps/frontier-16gb.yaml` (synthetic probes, packed, Ray),
+#   steady    one synthetic probe step per stack (4 at once) of rounds 1 and 3's configurations (3B K=8 B=2
+#             and 1.5B K=4 B=2, P15_LENGTH tokens), the optimizer's state allocated before it, against
+#             those rounds' largest of 3-5 steps (REFERENCE): does a probe step now read the steady peak?
+#   frontier  `rlsweep run sweeps/frontier-16gb.yaml` (synthetic probes, packed, Ray),
 #             its wall and verdicts; stopped with Ctrl-C's signal at END_AT, so a second call resumes it
 #             from its ledger (W stays while the machine is warm): ITEMS=frontier.
-#   learn     issue 47 item 1: sweeps/gpu-learn.yaml, only where smollm2 is installed (its wheel
+#   learn     sweeps/gpu-learn.yaml, only where smollm2 is installed (its wheel
 #             carried in parts on the calls before: docs/gpu-results.md) and LEARN_MIN_S are left.
-#   families  issue 46 item 1: synthetic probes of FAMILIES, both stacks, K in FAMILY_KS, B=1, budget
+#   families  synthetic probes of FAMILIES, both stacks, K in FAMILY_KS, B=1, budget
 #             16 GiB, completions FAMILY_LENGTHS; beside them, a torch memory snapshot of one synthetic
 #             step per stack (bench/snapshot_hook, summarised by bench/memory_snapshot.py).
 # CPU rehearsal of every line (tiny model, 16-32 tokens, one trial at a time, no GPU):
@@ -110,6 +113,25 @@ probes() {
     cat "$R/probes-3b.md" "$R/probes-1.5b.md" 2>/dev/null
 }
 
+steady() { # one synthetic probe step per stack of rounds 1 and 3's configurations, against their steady steps
+    wait $B15 $B3
+    local until=$(($(left 15)))
+    ((until > MIN_PROBE_S)) || { echo "[$(el)] steady skipped: $until s left"; return; }
+    echo "[$(el)] steady ($until s): one primed probe step against rounds 1 and 3's largest of 3-5 steps"
+    $PY bench/bench_synthetic_probe.py --out "$W/steady3b" --models "$MODEL3B" --lengths "$P15_LENGTH" --decodes 0 \
+        -k 8 -b 2 --max-prompt-length 256 --budget-gib 16 --jobs 2 --deadline-s "$until" \
+        --min-probe-s "$MIN_PROBE_S" --reference "$REFERENCE" --table "$R/steady-3b.md" \
+        --trial-args "$QLORA --num-iterations 2" >"$W/steady-3b.log" 2>&1 &
+    local a=$!
+    $PY bench/bench_synthetic_probe.py --out "$W/steady15" --models "$MODEL15" --lengths "$P15_LENGTH" --decodes 0 \
+        -k 4 -b 2 --max-prompt-length 256 --jobs 2 --deadline-s "$until" --min-probe-s "$MIN_PROBE_S" \
+        --reference "$REFERENCE" --table "$R/steady-1.5b.md" --trial-args "$QLORA --num-iterations 1" \
+        >"$W/steady-1.5b.log" 2>&1 &
+    wait $a $!
+    echo "[$(el)] steady done"
+    cat "$R/steady-3b.md" "$R/steady-1.5b.md" 2>/dev/null
+}
+
 sweep_until() { # NAME FILE LIMIT [--set ...]: `rlsweep run`, stopped as Ctrl-C stops it; its report and ledger into r/
     local name=$1 file=$2 limit=$3 t0
     shift 3
@@ -185,8 +207,8 @@ families() {
 
 for item in $ITEMS; do
     case $item in
-    probes | frontier | learn | families) $item ;;
-    *) echo "unknown item $item (probes, frontier, learn, families)" ;;
+    probes | steady | frontier | learn | families) $item ;;
+    *) echo "unknown item $item (probes, steady, frontier, learn, families)" ;;
     esac
     results
 done

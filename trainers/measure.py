@@ -31,6 +31,8 @@ from tasks.bounded import SCORING
 from trainers.control import closes_steady_cycle
 from trainers.device import refresh_allocator_cap
 from trainers.events import STEP, EventWriter
+from trainers.optimizer_state import materialize as materialize_optimizer_state
+from trainers.optimizer_state import state_gib as optimizer_state_gib
 from trainers.probe import (
     DECODE,
     SYNTHETIC,
@@ -389,6 +391,7 @@ class StepMeter(TrainerCallback):
         self.pending: dict[str, Any] | None = None
         self.steps_emitted = 0
         self.cycle = Cycle()
+        self.optimizer_state_gib: float | None = None
 
     def attach(self, trainer) -> None:
         self.trainer = trainer
@@ -419,6 +422,11 @@ class StepMeter(TrainerCallback):
         self.probe = state.global_step < self.probe_steps
         if self.trainer is not None:
             self.trainer.force_max_length = self.probe
+        if self.trainer is not None and state.global_step == 0:
+            # The optimizer's moments, live through every later step, are live through this one too
+            # (trainers/optimizer_state.py): a step measured alone reads the steady peak.
+            materialize_optimizer_state(self.trainer)
+        self.optimizer_state_gib = optimizer_state_gib(self.trainer)
         self.hwm_reset = _reset_vm_hwm()
         if torch.cuda.is_available():
             self._fold_cuda_peak()  # what ran between steps (logging, evaluation) counts too
@@ -482,6 +490,7 @@ class StepMeter(TrainerCallback):
             else None,
             F.estimated_tokens_per_step: estimate,
             F.estimated_tokens_per_sec: estimate / step_s if step_s > 0 else None,
+            F.optimizer_state_gib: self.optimizer_state_gib,
             F.rss_gib: rss / GIB,
             # Without a resettable mark the process-lifetime peak is the honest upper bound.
             F.rss_peak_gib: max(hwm, rss) / GIB if hwm else None,

@@ -132,6 +132,9 @@ STEP_FIELDS: tuple[Field, ...] = (
        "start; CUDA only)"),
     Field("torch_peak_allocated_since_start_gib", FLOAT64, GIB_UNIT, TRAINER, "peak allocated since training began, "
        "running over the steps (CUDA only; null on CPU)"),
+    Field("optimizer_state_gib", FLOAT64, GIB_UNIT, TRAINER, "the optimizer's state at the step's start (Adam's "
+       "moments and step counts, in its own dtypes): allocated before step 1 (trainers/optimizer_state.py), so "
+       "the first step's peak, a probe's, holds them as every later step's does; null without a torch optimizer"),
     Field("device_used_gib", FLOAT64, GIB_UNIT, SAMPLER, "NVML at step end (process memory where listed, else device used "
        "memory less what was in use before the trial)"),
     Field("device_peak_gib", FLOAT64, GIB_UNIT, SAMPLER, "NVML peak within the step (process memory where listed, else "

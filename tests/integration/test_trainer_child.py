@@ -85,6 +85,11 @@ def test_lora_weights_change_only_when_rewards_vary(tmp_path):
     assert [e["event"] for e in flat] == [e["event"] for e in shaped] == kinds
     assert flat[-1]["lora_b_abs_sum"] == 0.0
     assert shaped[-1]["lora_b_abs_sum"] > 0.0
+    # Adam's moments were allocated before step 1 (trainers/optimizer_state.py), so step 1 ran with the
+    # state every later step holds; allocating them early moved no weight (flat's B is still zero).
+    for events in (flat, shaped):
+        state = [e["optimizer_state_gib"] for e in events if e["event"] == "step"]
+        assert state[0] > 0 and state[0] == state[1]
     steps = [e for e in shaped if e["event"] == "step"]
     assert all("rewards/digits/mean" in s and "rewards/accuracy/mean" in s for s in steps)
     assert any(s["reward_std"] > 0 for s in steps)
