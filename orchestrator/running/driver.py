@@ -149,14 +149,17 @@ def _run_locked(
                 runs = stages(sweep, cluster_gpus > 0, console.print, plan.trials, max(1, int(cluster_gpus)))
             except ValueError as exc:
                 raise SweepError([str(exc)], "phases") from None
-            for which, phases, gpus in runs:
-                ready = [s for s in plan.trials if which(ledger.rows.get(s.trial_key))]
+            # Each run picks its trials from the ledger as it stands when the run starts: a trial an
+            # earlier run settled does not run again, and the gate skips at once the trials that the
+            # earlier runs' verdicts prune or imply.
+            for stage in runs:
+                ready = [s for s in plan.trials if stage.runs(s, ledger.rows.get(s.trial_key))]
                 if ready and not interrupted:
-                    progress.begin(_phase_name(phases) if len(runs) > 1 else None, len(ready))
+                    progress.begin(_phase_name(stage.phases) if len(runs) > 1 else None, len(ready))
                     for batch in tune_batches(ready):
                         interrupted = _tune(
-                            sweep, batch, out, recorder, progress, decide or gate, local, phases, gpus,
-                            trainer_cmd, None if decide else gate.order,
+                            sweep, batch, out, recorder, progress, decide or gate, local, stage.phases,
+                            stage.gpus, trainer_cmd, None if decide else gate.order,
                         )  # fmt: skip
                         if interrupted:
                             break

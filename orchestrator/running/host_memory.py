@@ -1,5 +1,6 @@
 """A trainer's host memory (RSS), predicted before it runs, so that packing several trials on one GPU
-also fits the host's RAM (orchestrator/running/phases.py).
+also fits the host's RAM (orchestrator/running/phases.py): each trial packs by its own prediction, so a
+few huge trainers run fewer to a GPU, after the rest, without holding the rest back.
 
 The mechanism: RSS = a stack's baseline (Python, torch, the CUDA libraries, the trainer and its
 stack's imports) + the model's checkpoint as it lies on disk. Loading reads every shard through
@@ -30,10 +31,10 @@ So the prediction is an upper bound for Unsloth (+6% at 2048, +38% at 1024), the
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.words.phases import HostTrainer
 from trainers.stacks import STACKS, memory_of
 from trainers.units import GIB
 
@@ -124,15 +125,16 @@ def predicted_rss_gib(spec: Any) -> HostPrediction | None:
     )
 
 
-def largest_rss(specs: Iterable[Any]) -> tuple[HostPrediction | None, str | None]:
-    """The largest predicted RSS among trial specs (TrialSpecs) and the model it is for; (None, None)
-    when none could be predicted."""
-    best: tuple[HostPrediction | None, str | None] = (None, None)
-    for spec in specs:
-        found = predicted_rss_gib(spec)
-        if found is not None and (best[0] is None or found.gib > best[0].gib):
-            best = (found, spec.model)
-    return best
+def host_trainer(spec: Any) -> HostTrainer:
+    """A trial's trainer for packing by the host's RAM (words/phases.py host_groups): its predicted RSS
+    (None when the model's size is not known here), how that was predicted, and the trial in words."""
+    label = (
+        f"{spec.framework} K={spec.num_generations} B={spec.batch_size} {spec.max_completion_length} tokens"
+    )
+    found = predicted_rss_gib(spec)
+    if found is None:
+        return HostTrainer(spec.trial_key, None, label=label)
+    return HostTrainer(spec.trial_key, found.gib, f"{spec.model}: {found.how}", label)
 
 
 def host_available_gib() -> float:

@@ -6,7 +6,11 @@ for a verdict: it fits (with its measured peak) or ends `oom`, and pruning acts 
 GPU larger than the budget several memory-phase trials share it (Ray's fractional GPUs): each
 trainer's own cap and the supervisor's guard judge each process alone, which needs per-process
 memory readings: NVML's per-process list on a GPU, RSS on a CPU. Where only device-wide readings
-exist, memory-phase trials do not share a GPU.
+exist, memory-phase trials do not share a GPU. The packed trainers also share the host's RAM: each
+trial packs by its own predicted RSS (running/host_memory.py), so the trials the RAM holds fewer
+times run in Tune runs of their own, fewer to a GPU (alone if need be), after the others: one huge
+trainer does not make every trial run alone, and by its turn the verdicts of the smaller trials have
+often pruned it (a trial that dominates an oom is never run).
 
 Speed phase: the configurations that fit run their full steps, one per GPU. A trial whose memory
 phase ran alone goes straight on in the same process (the supervisor tells it `continue` at its hold
@@ -21,13 +25,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.words.phases import (
     MEMORY,
     SPEED,
-    HostRoom,
     TrialPhases,
+    host_groups,
+    later_groups,
     memory_phase_steps,
     packing,
     speed_pending,
@@ -84,19 +90,50 @@ def host_gpu() -> tuple[float | None, bool]:
     return total, answer.endswith("True")
 
 
-def host_room(trials: Sequence[Any], gpus: int, ram_gib: float | None = None) -> HostRoom | None:
-    """The host's RAM against the largest predicted RSS of these trials; None when no trial's RSS can
-    be predicted (packing then goes by GPU memory alone)."""
-    from orchestrator.running.host_memory import host_available_gib, largest_rss
+@dataclass(frozen=True)
+class Stage:
+    """One Tune run of a sweep's phases: the trials it runs (`which`, by their ledger row, among the
+    trial keys `keys`; None: among all), what each trial does, and the GPUs each holds."""
 
-    predicted, model = largest_rss(trials)
-    if predicted is None:
-        return None
+    which: Callable[[Mapping[str, Any] | None], bool]
+    phases: TrialPhases
+    gpus: float
+    keys: frozenset[str] | None = None
+
+    def runs(self, spec: Any, row: Mapping[str, Any] | None) -> bool:
+        """Whether this run takes the trial `spec` (a TrialSpec) whose ledger row is `row`."""
+        return (self.keys is None or spec.trial_key in self.keys) and self.which(row)
+
+
+def memory_packing(
+    sweep: Any, trials: Sequence[Any], gpu_count: int = 1, ram_gib: float | None = None
+) -> tuple[str, list[tuple[int, frozenset[str] | None]]]:
+    """How the memory phase packs on this host's GPUs: (why, in words; [(trials per GPU, the trial keys
+    packed so, None for all), ...] in the order they run). The card bounds every trial alike (packing);
+    the host's RAM (`ram_gib`, default what is available now, shared by its `gpu_count` GPUs) bounds each
+    trial by its own predicted RSS (host_groups). Raises ValueError for a packing the card cannot hold."""
+    from orchestrator.running.host_memory import host_available_gib, host_trainer
+
+    card_gib, per_process = host_gpu()
+    args = (
+        sweep.memory.budget_gib,
+        sweep.resources.gpu_memory_gib or card_gib,
+        sweep.resources.memory_phase_headroom_gib,
+        per_process,
+        sweep.resources.memory_phase_per_gpu,
+    )
+    card = packing(*args)
+    if card.per_gpu == 1 or not trials:
+        return card.reason, [(card.per_gpu, None)]
     ram = host_available_gib() if ram_gib is None else ram_gib
-    return HostRoom(ram, predicted.gib, f"{model}: {predicted.how}", max(1, gpus))
-
-
-Stage = tuple[Callable[[Mapping[str, Any] | None], bool], TrialPhases, float]
+    gpus = max(1, gpu_count)
+    groups = host_groups(card.per_gpu, [host_trainer(s) for s in trials], ram, gpus)
+    first = packing(*args, host=groups[0].room(ram, gpus))
+    if len(groups) == 1:
+        return first.reason, [(first.per_gpu, None)]
+    later = later_groups(groups[1:], ram, gpus)
+    why = f"{first.reason}, for {len(groups[0].trainers)} of {len(trials)} trials; {later}"
+    return why, [(g.per_gpu, g.keys) for g in groups]
 
 
 def stages(
@@ -107,34 +144,29 @@ def stages(
     gpu_count: int = 1,
     host_ram_gib: float | None = None,
 ) -> list[Stage]:
-    """The Tune runs of a sweep's phases, in order: (which trials run, by their ledger row; what each
-    trial does; the GPUs each holds). `sweep`: an orchestrator.spec.sweep.SweepSpec; `has_gpu`: the cluster
-    has GPUs; `say`: where the packing decision is told; `trials`: the sweep's TrialSpecs, whose largest
-    predicted RSS bounds the packing by the host's RAM (`host_ram_gib`, default what is available now,
-    shared by the host's `gpu_count` GPUs). Raises ValueError for a packing the card cannot hold."""
+    """The Tune runs of a sweep's phases, in order. `sweep`: an orchestrator.spec.sweep.SweepSpec;
+    `has_gpu`: the cluster has GPUs; `say`: where the packing decision is told; `trials`: the sweep's
+    TrialSpecs, each packed no more than the host's RAM holds of its predicted RSS (`host_ram_gib`,
+    default what is available now, shared by the host's `gpu_count` GPUs): memory_packing. Raises
+    ValueError for a packing the card cannot hold."""
     run = sweep.phases_to_run()
     settle = sweep.stop.settings()
     gpus = sweep.resources.gpus_per_trial
     if MEMORY not in run:
-        return [(unfinished, TrialPhases(settle=settle), gpus)]
+        return [Stage(unfinished, TrialPhases(settle=settle), gpus)]
     hold = memory_phase_steps(sweep.oom.probe_steps)
-    per_gpu = 1
+    packed: list[tuple[int, frozenset[str] | None]] = [(1, None)]
     if gpus == 1 and has_gpu:
-        card_gib, per_process = host_gpu()
-        packed = packing(
-            sweep.memory.budget_gib,
-            sweep.resources.gpu_memory_gib or card_gib,
-            sweep.resources.memory_phase_headroom_gib,
-            per_process,
-            sweep.resources.memory_phase_per_gpu,
-            host_room(trials, gpu_count, host_ram_gib),
-        )
-        say(f"memory phase: {packed.reason}")
-        per_gpu = packed.per_gpu
-    if per_gpu == 1:  # alone on its GPU: a trial that fits goes straight on into its speed phase
-        runs = [(unfinished, TrialPhases(hold_at_step=hold, then_speed=SPEED in run, settle=settle), gpus)]
-    else:
-        runs = [(unfinished, TrialPhases(hold_at_step=hold, then_speed=False, shared_gpu=True), 1 / per_gpu)]
+        why, packed = memory_packing(sweep, trials, gpu_count, host_ram_gib)
+        say(f"memory phase: {why}")
+    runs = []
+    for per_gpu, keys in packed:
+        if per_gpu == 1:  # alone on its GPU: a trial that fits goes straight on into its speed phase
+            alone = TrialPhases(hold_at_step=hold, then_speed=SPEED in run, settle=settle)
+            runs.append(Stage(unfinished, alone, gpus, keys))
+        else:
+            shared = TrialPhases(hold_at_step=hold, then_speed=False, shared_gpu=True)
+            runs.append(Stage(unfinished, shared, 1 / per_gpu, keys))
     if SPEED in run:
-        runs.append((speed_pending, TrialPhases(settle=settle), gpus))
+        runs.append(Stage(speed_pending, TrialPhases(settle=settle), gpus))
     return runs

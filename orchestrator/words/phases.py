@@ -1,13 +1,14 @@
 """The phases' words and the packing rule, shared by the sweep file, the driver, the supervisor and the
 recorder: a trial's phases (memory, then speed; orchestrator/running/phases.py tells the whole story),
 what the supervisor does with one trial (TrialPhases), how many memory-phase trials share a GPU
-(packing), and which ledger rows each phase runs. Pure: the machine is asked in running/phases.py.
+(packing; host_groups where the host's RAM holds fewer of some trials' trainers), and which ledger rows
+each phase runs. Pure: the machine is asked in running/phases.py.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -64,9 +65,9 @@ def packing(
     host: HostRoom | None = None,
 ) -> Packing:
     """Memory-phase trials per GPU: `asked`, else as many budgets (plus headroom each) as the card holds;
-    with `host`, no more than the host's RAM holds (each trial's predicted RSS, every GPU of the host
-    packed alike), and the reason says which of the two bounds it. Raises ValueError for an `asked`
-    packing the card cannot hold."""
+    with `host`, no more than the host's RAM holds (the largest predicted RSS of the trials packed, every
+    GPU of the host packed alike), and the reason says which of the two bounds it. Raises ValueError for
+    an `asked` packing the card cannot hold."""
     if card_gib is None:
         return Packing(1, "the GPU's memory is unknown (set resources.gpu_memory_gib to pack trials)")
     each = budget_gib + headroom_gib
@@ -99,7 +100,7 @@ class HostRoom:
     packed trial's trainer holds its RSS on the host at once, on each of the host's `gpus`."""
 
     ram_gib: float  # available now
-    rss_gib: float  # one trial's predicted RSS (the largest of the sweep's)
+    rss_gib: float  # one trial's predicted RSS (the largest of the trials packed together)
     how: str  # how the RSS was predicted
     gpus: int = 1
 
@@ -118,6 +119,73 @@ class HostRoom:
             f"{self.ram_gib:.1f} GiB of available RAM holds {self.trials} trainer{'s' if self.trials != 1 else ''}"
             f"{across} of {self.rss_gib:.1f} GiB RSS each (predicted: {self.how}), not {asked}"
         )
+
+
+@dataclass(frozen=True)
+class HostTrainer:
+    """A memory-phase trial's trainer on the host: its trial key, its predicted RSS (None: not predictable
+    here), how that was predicted, and the trial in words ('unsloth K=64 B=2 8192 tokens')."""
+
+    key: str
+    rss_gib: float | None
+    how: str = ""
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class HostGroup:
+    """Memory-phase trials that run `per_gpu` to a GPU, in a Tune run of their own."""
+
+    per_gpu: int
+    trainers: tuple[HostTrainer, ...]
+
+    @property
+    def keys(self) -> frozenset[str]:
+        return frozenset(t.key for t in self.trainers)
+
+    @property
+    def largest(self) -> HostTrainer | None:
+        """The trainer of the largest predicted RSS; None when none was predicted."""
+        known = [t for t in self.trainers if t.rss_gib is not None]
+        return max(known, key=lambda t: t.rss_gib or 0.0) if known else None
+
+    def room(self, ram_gib: float, gpus: int = 1) -> HostRoom | None:
+        """The host's RAM against this group's largest predicted RSS; None when none was predicted."""
+        big = self.largest
+        return None if big is None or big.rss_gib is None else HostRoom(ram_gib, big.rss_gib, big.how, gpus)
+
+
+def host_groups(
+    per_gpu: int, trainers: Sequence[HostTrainer], ram_gib: float, gpus: int = 1
+) -> list[HostGroup]:
+    """The memory-phase trials by how many of them share a GPU, the most first: `per_gpu` (the card's
+    packing), or fewer for a trial whose own predicted RSS the host's RAM holds fewer times on each of
+    its `gpus` (HostRoom.per_gpu; at least 1: a trainer larger than the RAM runs alone). A trial whose
+    RSS is not predicted packs by the card. So one huge trainer runs alone without holding back the
+    rest, and it runs after them, by when their verdicts may have pruned it."""
+    groups: dict[int, list[HostTrainer]] = {}
+    for t in trainers:
+        n = per_gpu if t.rss_gib is None else min(per_gpu, HostRoom(ram_gib, t.rss_gib, t.how, gpus).per_gpu)
+        groups.setdefault(n, []).append(t)
+    return [HostGroup(n, tuple(groups[n])) for n in sorted(groups, reverse=True)]
+
+
+def later_groups(groups: Sequence[HostGroup], ram_gib: float, gpus: int = 1) -> str:
+    """How the groups after the first run, for the packing message: '5 whose predicted RSS exceeds
+    41.2 GiB (the host's 123.7 GiB / 3) run 2 per GPU after them; ... (largest: unsloth K=64 B=2 8192
+    tokens, 155.9 GiB predicted)'. A group of n per GPU holds the trainers the RAM holds n but not n + 1
+    times on each GPU: each over RAM / (n + 1) / gpus."""
+    across = f" / {gpus} GPUs" if gpus > 1 else ""
+    parts = [
+        f"{len(g.trainers)} whose predicted RSS exceeds {ram_gib / (g.per_gpu + 1) / gpus:.1f} GiB (the "
+        f"host's {ram_gib:.1f} GiB / {g.per_gpu + 1}{across}) run {g.per_gpu} per GPU after them"
+        for g in groups
+    ]
+    big = groups[-1].largest if groups else None
+    if big is not None and big.rss_gib is not None:
+        over = ", more than the host's RAM" if big.rss_gib > ram_gib else ""
+        parts[-1] += f" (largest: {big.label}, {big.rss_gib:.1f} GiB predicted{over})"
+    return "; ".join(parts)
 
 
 def speed_pending(row: Mapping[str, Any] | None) -> bool:

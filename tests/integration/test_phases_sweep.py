@@ -1,5 +1,6 @@
 """The two phases through Ray Tune on fake GPUs, with real `tiny` trainer children: memory-phase trials
-share one GPU, speed-phase trials never do, and the settled stop ends a real trainer early."""
+share one GPU (a trial the host's RAM holds once runs alone, after them), speed-phase trials never do,
+and the settled stop ends a real trainer early."""
 
 import pyarrow.parquet as pq
 import pytest
@@ -58,3 +59,43 @@ def test_memory_phase_trials_share_a_fake_gpu_and_speed_phase_trials_never_do(ra
     # earliest; the trainer heard `stop` and ended cleanly before max_steps.
     assert all(6 <= r["settled_step"] <= r["steps_completed"] < 30 for r in speed), speed
     assert all(r["status_detail"].endswith(f"settled at step {r['settled_step']}") for r in speed)
+
+
+@pytest.mark.heavy
+def test_a_trial_the_host_ram_holds_once_runs_alone_after_the_packed_ones(
+    ray_fake_gpus, tmp_path, monkeypatch
+):
+    # 10 GiB of RAM: the grpo trainer (1 GiB) packs 2 to the 5 GiB card; the gspo one (predicted 100 GiB)
+    # runs alone, after it, not beside it on the other fake GPU.
+    from orchestrator.running import host_memory
+    from orchestrator.words.phases import HostTrainer
+
+    def trainer(spec):
+        return HostTrainer(spec.trial_key, 100.0 if spec.mode == "gspo" else 1.0, "stated", spec.mode)
+
+    monkeypatch.setattr(host_memory, "host_trainer", trainer)
+    monkeypatch.setattr(host_memory, "host_available_gib", lambda: 10.0)
+    path = tiny_sweep(
+        tmp_path / "s.yaml",
+        "host-ram",
+        {"mode": ["grpo", "gspo"]},
+        fixed={"max_steps": 30},
+        memory={"budget_gib": 2},
+        resources={
+            "gpus_per_trial": 1,
+            "cpus_per_trial": 1,
+            "max_concurrent": 2,
+            "gpu_memory_gib": 5,
+            "memory_phase_headroom_gib": 0.5,
+        },  # fmt: skip
+        tracking={"enabled": False},
+        phases=["memory"],
+    )
+    out = tmp_path / "out"
+    run_sweep(load_sweep(path), output_dir=out)
+    rows = {r["mode"]: r for r in pq.read_table(out / "trials.parquet").to_pylist()}
+    assert {m: (r["status"], r["phase"]) for m, r in rows.items()} == {
+        "grpo": ("completed", "memory"),
+        "gspo": ("completed", "memory"),
+    }
+    assert rows["gspo"]["started_at"] >= rows["grpo"]["ended_at"]

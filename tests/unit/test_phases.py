@@ -118,19 +118,22 @@ def test_the_stages_of_a_packed_sweep_on_a_cpu_host_with_fake_gpus():
             "resources": {"gpu_memory_gib": 5, "memory_phase_headroom_gib": 0.5},
         }
     )
-    (memory, memory_gpus), (speed, speed_gpus) = [(p, g) for _, p, g in stages(sweep, True, lambda _: None)]
+    (memory, memory_gpus), (speed, speed_gpus) = [
+        (r.phases, r.gpus) for r in stages(sweep, True, lambda _: None)
+    ]
     assert memory == TrialPhases(hold_at_step=3, then_speed=False, shared_gpu=True) and memory_gpus == 0.5
     assert speed == TrialPhases() and speed_gpus == 1
 
 
 def test_the_stages_without_a_gpu_and_without_a_budget():
     sweep = parse_sweep({**RAW, "memory": {"budget_gib": 2}, "stop": {"when_settled": True}})
-    (_, phases, _), (which, leftover, _) = stages(sweep, False)
+    memory, leftover = stages(sweep, False)
+    phases = memory.phases
     assert phases.hold_at_step == 3 and phases.then_speed and phases.settle == SettleSettings()
     # A memory-phase row from an earlier run (packed, or phases: [memory]) gets its speed phase after.
-    assert which is speed_pending and leftover == TrialPhases(settle=SettleSettings())
-    [(_, phases, _)] = stages(parse_sweep(RAW), False)
-    assert phases == TrialPhases()
+    assert leftover.which is speed_pending and leftover.phases == TrialPhases(settle=SettleSettings())
+    [only] = stages(parse_sweep(RAW), False)
+    assert only.phases == TrialPhases()
 
 
 @pytest.mark.parametrize(
