@@ -15,6 +15,7 @@ from pathlib import Path
 from orchestrator.cli.calibrate import add_calibrate
 from orchestrator.cli.compare import add_compare
 from orchestrator.cli.fitmap import add_fitmap
+from orchestrator.cli.fits import add_fits
 from orchestrator.cli.gpu_check import add_gpu_check
 from orchestrator.cli.models import add_models
 from orchestrator.cli.predict import add_predict
@@ -31,6 +32,7 @@ from tasks.names import did_you_mean
 COMMANDS = [
     add_run,
     add_validate,
+    add_fits,
     add_predict,
     add_fitmap,
     add_calibrate,

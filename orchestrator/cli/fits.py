@@ -1,0 +1,284 @@
+"""`rlsweep fits`: one question, one line per stack. Does this model fit GRPO with K completions per
+prompt, B prompts per step and completions of this length on this card? Nothing runs.
+
+    rlsweep fits --model Qwen/Qwen3-4B --card 16gb --k 8 --b 1 --length 1024
+
+Each stack's answer is fits / does not fit / uncertain, the peak with its 90% interval against the
+card's usable memory, and its basis: measured (a trial of exactly these settings in --trials), implied by
+a measured trial (one that needs at least as much memory fitted, or one that needs no more ran out of
+memory), or predicted by the memory model (fitted on --trials' rows of the model's family, else its
+prior). A measured row always wins over a prediction. Under the answer: the assumptions that move it,
+in TRL's names, and where a stack is uncertain, the `rlsweep calibrate` line that would settle it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from orchestrator.cli._common import add_set, budget_gib, out, stack_name
+from orchestrator.cli.fitmap import add_card, base_spec, card_budget, measured_rows
+from trainers import stacks
+
+# What the verb's own flags set, and so no --set: each with the flag to use instead.
+TAKEN = {
+    "framework": "the stacks are --stacks (e.g. --stacks trl,unsloth)",
+    "model": "the model is --model (e.g. --model Qwen/Qwen2.5-3B-Instruct)",
+    "num_generations": "K is --k (e.g. --k 8)",
+    "batch_size": "B is --b (e.g. --b 2)",
+    "max_completion_length": "the completion length is --length (e.g. --length 1024)",
+    "memory_budget_gib": "the budget is --budget-gib or --card",
+}
+MEASURED, IMPLIED, PREDICTED = "measured", "implied", "predicted"
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """One stack's answer: its verdict, peak and interval (GiB, None where not known), basis in words."""
+
+    stack: str
+    verdict: str
+    peak_gib: float | None
+    low_gib: float | None
+    high_gib: float | None
+    basis: str
+
+
+def _measured_answer(spec, rows: list[dict], budget: float) -> Answer | None:
+    """The answer measured rows give: a row of exactly these settings, else one implying the verdict."""
+    from orchestrator.judging.memory import DOES_NOT_FIT, FITS, spec_of
+    from orchestrator.judging.pruning import dominates
+    from orchestrator.words.outcome import peak_memory
+
+    label = stacks.label(spec.framework)
+    same, bigger_fit, smaller_oom = None, None, None
+    for row in rows:
+        if not row.get("config") or row.get("status") not in ("completed", "oom"):
+            continue
+        # Neither the budget it ran under nor how many steps it ran is a setting of the step: its peak
+        # is judged against this card.
+        other = dataclasses.replace(
+            spec_of(row), memory_budget_gib=spec.memory_budget_gib, max_steps=spec.max_steps,
+            probe_steps=spec.probe_steps,
+        )  # fmt: skip
+        if other.framework != spec.framework or other.model.removeprefix("random:") != spec.model:
+            continue
+        peak, _ = peak_memory(row)
+        over, under = dominates(other, spec), dominates(spec, other)
+        ran_out = row["status"] == "oom"
+        ran_under = row.get("memory_budget_gib")
+        if over and under:
+            same = (row, peak, ran_out, ran_under)
+        elif over and not ran_out and peak is not None and peak <= budget:
+            bigger_fit = bigger_fit or (row, peak)
+        elif under and ran_out and ran_under is not None and ran_under <= budget:
+            smaller_oom = smaller_oom or (row, ran_under)
+    if same is not None:
+        row, peak, ran_out, ran_under = same
+        if ran_out and ran_under is not None and ran_under <= budget:
+            return Answer(
+                label,
+                DOES_NOT_FIT,
+                None,
+                ran_under,
+                None,
+                f"{MEASURED}: out of memory under {ran_under:g} GiB",
+            )
+        if not ran_out and peak is not None:
+            verdict = FITS if peak <= budget else DOES_NOT_FIT
+            return Answer(label, verdict, peak, peak, peak, f"{MEASURED} ({row.get('trial_key')})")
+    if bigger_fit is not None:
+        row, peak = bigger_fit
+        return Answer(
+            label,
+            FITS,
+            None,
+            None,
+            peak,
+            f"{IMPLIED}: {row.get('trial_key')} needs at least as much and measured {peak:.2f} GiB",
+        )
+    if smaller_oom is not None:
+        row, ran_under = smaller_oom
+        return Answer(
+            label,
+            DOES_NOT_FIT,
+            None,
+            ran_under,
+            None,
+            f"{IMPLIED}: {row.get('trial_key')} needs no more and ran out of memory under {ran_under:g} GiB",
+        )
+    return None
+
+
+def answer(spec, rows: list[dict], budget: float, measure: str | None) -> Answer:
+    """One stack's answer for `spec` (a TrialSpec) against `budget` GiB: measured rows first, then the
+    memory model fitted on them."""
+    from orchestrator.judging.fitmap import _hub_row
+    from orchestrator.judging.memory import MemoryModel
+    from orchestrator.words.outcome import GPU
+
+    rows = [_hub_row(r) for r in rows]
+    found = _measured_answer(spec, rows, budget)
+    if found is not None:
+        return found
+    model = MemoryModel.fit(rows, measure or GPU, unmeasured=GPU)
+    p = model.predict(spec)
+    label = stacks.label(spec.framework)
+    if p.unknown is not None:
+        return Answer(label, "unknown", None, None, None, p.unknown)
+    basis = (
+        f"{PREDICTED} (fitted on {p.n_fitted} trials)"
+        if p.basis == "fitted"
+        else (f"{PREDICTED} (the prior: no trial of its family measured)")
+    )
+    return Answer(label, p.verdict(budget), p.peak_gib, p.low_gib, p.high_gib, basis)
+
+
+def assumptions(spec) -> str:
+    """The settings that move the answer, in TRL's names."""
+    completions = spec.num_generations * spec.batch_size
+    micro = spec.effective_micro_batch_size
+    adapter = f"LoRA r={spec.lora_r}" if spec.adapter == "lora" else "full fine-tuning"
+    quant = {"nf4": "on a 4-bit NF4 base (QLoRA)", "none": f"on a {spec.dtype} base"}.get(
+        spec.quantization, spec.quantization
+    )
+    return (
+        f"per_device_train_batch_size {micro} completions (of {completions} a step: "
+        f"gradient_accumulation_steps {completions // micro}; --set micro_batch_size=N), "
+        f"max_prompt_length {spec.max_prompt_length}, {adapter} {quant}, gradient_checkpointing "
+        f"{'on' if spec.gradient_checkpointing else 'off'}, generation by {spec.generation}, "
+        f"num_iterations {spec.num_iterations}; change any with --set KNOB=VALUE"
+    )
+
+
+def _figure(a: Answer) -> str:
+    if (
+        a.peak_gib is not None
+        and a.low_gib is not None
+        and a.high_gib is not None
+        and a.low_gib != a.high_gib
+    ):
+        return f"{a.peak_gib:5.1f} GiB (90%: {a.low_gib:.1f}-{a.high_gib:.1f})"
+    if a.peak_gib is not None:
+        return f"{a.peak_gib:5.1f} GiB"
+    if a.high_gib is not None:
+        return f"<= {a.high_gib:.1f} GiB"
+    if a.low_gib is not None:
+        return f"> {a.low_gib:.1f} GiB"
+    return "peak unknown"
+
+
+def cmd_fits(args: argparse.Namespace) -> int:
+    """Per stack: does the model fit the card at K, B and the completion length."""
+    from orchestrator.spec.sweep import SweepError
+    from trainers.trial import check_value
+
+    errors: list[str] = []
+    try:
+        budget, card_words = card_budget(args)
+    except ValueError as exc:
+        errors.append(str(exc))
+        budget, card_words = None, None
+    else:
+        if budget is None:
+            errors.append("name the card (--card 16gb; `rlsweep fits --help` lists them) or --budget-gib GIB")
+    for flag, value, knob in (
+        ("--k", args.k, "num_generations"), ("--b", args.b, "batch_size"),
+        ("--length", args.length, "max_completion_length"),
+    ):  # fmt: skip
+        problem = check_value(knob, value)
+        if problem:
+            errors.append(f"{flag} {value}: {knob} {problem}")
+    frameworks = [s.strip().lower() for s in args.stacks.split(",") if s.strip()]
+    for framework in frameworks:
+        try:
+            stack_name(framework)
+        except argparse.ArgumentTypeError as exc:
+            errors.append(f"--stacks {args.stacks}: {exc}")
+    if args.trials is not None and not args.trials.exists():
+        errors.append(
+            f"--trials {args.trials}: no such file or folder; give a trials.parquet or a sweep's folder"
+        )
+    base = None
+    try:
+        base = base_spec(args.set, TAKEN)
+    except SweepError as exc:  # every refused --set, each with its fix
+        errors += exc.errors
+    model = args.model.removeprefix("random:")
+    if base is not None and not errors:
+        spec = dataclasses.replace(
+            base, model=model, num_generations=args.k, batch_size=args.b, max_completion_length=args.length
+        )
+        problems = [p for p in spec.problems() if not p.startswith("framework")]
+        errors += [f"{p}" for p in problems]
+    if errors:
+        out.print(f"fits: {len(errors)} error(s), nothing answered:", markup=False)
+        for error in errors:
+            out.print(f"  {error}", markup=False)
+        return 2
+    rows = measured_rows(args.trials) if args.trials is not None else []
+    answers = [answer(dataclasses.replace(spec, framework=f), rows, budget, args.measure) for f in frameworks]
+    unknown = [a for a in answers if a.verdict == "unknown"]
+    if len(unknown) == len(answers):
+        out.print(f"fits: {model}: {unknown[0].basis}", markup=False)
+        out.print("`rlsweep models` lists the models known here, with their sizes", markup=False)
+        return 2
+    where = card_words or f"a {budget:g} GiB budget"
+    out.print(
+        f"{model}, {spec.mode.upper()}, K={args.k} completions per prompt x B={args.b} prompts per step "
+        f"({args.k * args.b} completions), completions of {args.length} tokens, on {where}:",
+        markup=False,
+    )
+    width = max(len(a.stack) for a in answers)
+    for a in answers:
+        out.print(f"  {a.stack:<{width}}  {a.verdict:<13} {_figure(a)}  {a.basis}", markup=False)
+    out.print(f"assumed: {assumptions(spec)}", markup=False)
+    out.print(
+        "K is TRL's num_generations; B prompts per step, so B x K completions a step. Intervals are 90%: "
+        "fits = the whole interval under the budget, does not fit = all of it above.",
+        markup=False,
+    )
+    for a, framework in zip(answers, frameworks, strict=True):
+        if a.verdict == "uncertain":
+            target = f"--card {args.card.name}" if args.card is not None else f"--budget-gib {budget:g}"
+            out.print(
+                f"{a.stack} is uncertain: measure it on the card with `rlsweep calibrate --model {model} "
+                f"--stack {framework} {target} --k {args.k} --b {args.b}` (a few synthetic probes)",
+                markup=False,
+            )
+    return 0
+
+
+def add_fits(sub) -> None:
+    from orchestrator.judging.memory import MEASURES
+
+    p = sub.add_parser(
+        "fits",
+        help="does a model fit GRPO at K, B and a completion length on a card: one line per stack; nothing runs",
+        description=__doc__.split("\n\n")[0],
+    )
+    p.add_argument(
+        "--model", required=True, help="a hub id (Qwen/Qwen3-4B), tiny, smollm2, random:ID or a folder"
+    )
+    add_card(p)
+    p.add_argument("--budget-gib", type=budget_gib, help="the memory to fit in, GiB (instead of --card)")
+    p.add_argument(
+        "--k", type=int, default=8, help="completions per prompt (TRL's num_generations; default 8)"
+    )
+    p.add_argument("--b", type=int, default=1, help="prompts per step (default 1)")
+    p.add_argument("--length", type=int, default=1024, help="max_completion_length in tokens (default 1024)")
+    p.add_argument(
+        "--stacks",
+        default=",".join(sorted(stacks.names(), key=lambda name: name != stacks.BASE)),
+        help="stacks, comma-separated (default: every registered stack, %(default)s)",
+    )
+    add_set(p)
+    p.add_argument(
+        "--trials",
+        type=Path,
+        help="measured trials whose rows answer first and fit the model: a trials.parquet, a sweep's "
+        "output dir, or a folder of trial folders with trial.json",
+    )
+    p.add_argument("--measure", choices=MEASURES, help="which peak; default GPU (NVML)")
+    p.set_defaults(func=cmd_fits)

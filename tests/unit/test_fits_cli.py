@@ -1,0 +1,77 @@
+"""`rlsweep fits`: a user's one question (this model, this card, K, B, a length) answered in one line per
+stack, measured rows first (the H100 rows of bench/data), the prediction only where nothing measured
+answers; bad input refused with exit 2 before anything is predicted."""
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.cli import run_cli
+
+H100 = str(Path(__file__).parents[2] / "bench" / "data" / "h100-2026-11-26")
+# The settings of those rows (random Qwen2.5-3B, nf4 LoRA r16 with dropout 0.05, two iterations).
+ROWS = ["--set", "num_iterations=2", "--set", "lora_dropout=0.05", "--trials", H100]
+QWEN3B = ["--model", "Qwen/Qwen2.5-3B-Instruct", "--card", "16gb"]
+
+
+def _line(text: str, stack: str) -> str:
+    (line,) = [x for x in text.splitlines() if x.startswith("  " + stack + " ")]
+    return line
+
+
+def test_each_stack_answers_in_one_line_with_its_interval_basis_and_the_assumptions(capsys):
+    code, text = run_cli(["fits", "--model", "Qwen/Qwen3-4B", "--card", "16gb", "--k", "8", "--b", "1",
+                          "--length", "1024"], capsys)  # fmt: skip
+    assert code == 0, text
+    trl, unsloth = _line(text, "TRL"), _line(text, "Unsloth")
+    for line in (trl, unsloth):
+        assert any(v in line for v in ("fits", "does not fit", "uncertain")) and "(90%: " in line
+        assert "predicted (the prior" in line  # no measured trial of Qwen3
+    assert "K=8 completions per prompt x B=1 prompts per step" in text
+    assert "per_device_train_batch_size 8" in text and "max_prompt_length 256" in text
+    assert "gradient_checkpointing on" in text and "Intervals are 90%" in text
+    if "uncertain" in trl:  # the line that would settle it
+        assert "rlsweep calibrate --model Qwen/Qwen3-4B --stack trl --card 16GB --k 8 --b 1" in text
+
+
+def test_a_measured_row_answers_before_any_prediction(capsys):
+    code, text = run_cli(["fits", *QWEN3B, "--k", "4", "--b", "2", "--length", "128", *ROWS], capsys)
+    assert code == 0, text
+    assert "fits" in _line(text, "TRL") and "4.99 GiB" not in _line(text, "TRL")
+    assert "5.0 GiB  measured (trl-grpo-rand-qwen2.5-3b-k4-b2-" in _line(text, "TRL")
+
+
+def test_a_measured_out_of_memory_is_the_headline_however_the_prediction_reads(capsys):
+    # Round 2 ran TRL out of memory at 512 tokens under 16 GiB; the prior's interval straddles the budget.
+    code, text = run_cli(["fits", *QWEN3B, "--k", "8", "--b", "2", "--length", "512", *ROWS], capsys)
+    assert code == 0, text
+    assert "does not fit  > 16.0 GiB  measured: out of memory under 16 GiB" in _line(text, "TRL")
+    # and K=16 at that length needs at least as much: implied by the same measurement
+    code, text = run_cli(["fits", *QWEN3B, "--k", "16", "--b", "2", "--length", "512", *ROWS], capsys)
+    assert "does not fit" in _line(text, "TRL") and "implied: trl-grpo-rand-qwen2.5-3b-k8-b2-" in text
+
+
+def test_a_smaller_configuration_is_implied_to_fit_by_a_measured_larger_one(capsys):
+    code, text = run_cli(["fits", *QWEN3B, "--k", "4", "--b", "1", "--length", "128", *ROWS], capsys)
+    assert code == 0, text
+    assert "fits          <= 5.0 GiB  implied: trl-grpo-rand-qwen2.5-3b-k4-b2-" in _line(text, "TRL")
+
+
+@pytest.mark.parametrize(
+    "argv,says",
+    [
+        (["--k", "0"], "--k 0: num_generations"),
+        (["--length", "-5"], "--length -5: max_completion_length"),
+        (["--stacks", "trl,nope"], "--stacks trl,nope: unknown stack 'nope'"),
+        (["--set", "num_generations=4"], "K is --k"),
+        (["--budget-gib", "8"], "--card 16GB and --budget-gib 8: give one"),
+    ],
+)
+def test_bad_input_is_refused_with_exit_2_naming_the_flag_and_the_fix(capsys, argv, says):
+    code, text = run_cli(["fits", *QWEN3B, *argv], capsys)
+    assert code == 2 and says in text and "nothing answered" in text
+
+
+def test_a_model_with_no_config_here_is_refused_with_the_list_of_known_models(capsys):
+    code, text = run_cli(["fits", "--model", "acme/NoSuchModel-7B", "--card", "16gb"], capsys)
+    assert code == 2 and "rlsweep models" in text and "Traceback" not in text
