@@ -77,6 +77,38 @@ def measured_rows(path: Path) -> list[dict]:
     return rows
 
 
+def add_stacks_and_trials(parser: argparse.ArgumentParser, trials_do: str) -> None:
+    """--stacks (every registered stack by default, the base first) and --trials (measured trials
+    `trials_do`, e.g. 'to fit the model on and draw')."""
+    parser.add_argument(
+        "--stacks",
+        default=",".join(sorted(stacks.names(), key=lambda name: name != stacks.BASE)),
+        help="stacks, comma-separated; the first is the base (default: every registered stack, %(default)s)",
+    )
+    parser.add_argument(
+        "--trials",
+        type=Path,
+        help=f"measured trials {trials_do}: a trials.parquet, a sweep's output dir, or a folder of trial "
+        "folders with trial.json (bench/data/h100-2026-11-26)",
+    )
+
+
+def stacks_and_trials(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """(--stacks as registered names, the errors of --stacks and --trials, each naming its fix)."""
+    frameworks = [name.strip().lower() for name in args.stacks.split(",") if name.strip()]
+    errors = []
+    for framework in frameworks:
+        try:
+            stack_name(framework)
+        except argparse.ArgumentTypeError as exc:
+            errors.append(f"--stacks {args.stacks}: {exc}")
+    if args.trials is not None and not args.trials.exists():
+        errors.append(
+            f"--trials {args.trials}: no such file or folder; give a trials.parquet or a sweep's folder"
+        )
+    return frameworks, errors
+
+
 # What the map's own flags set, and so no --set: each with the flag to use instead.
 TAKEN = {
     "framework": "the stacks are --stacks: give them there (e.g. --stacks trl,unsloth)",
@@ -193,16 +225,8 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
         else:
             ks, bs = (values, bs) if flag == "--k" else (ks, values)
     errors += length_errors(args.min_length, args.max_length)
-    frameworks = args.stacks.split(",")
-    for framework in frameworks:
-        try:
-            stack_name(framework)
-        except argparse.ArgumentTypeError as exc:
-            errors.append(f"--stacks {args.stacks}: {exc}")
-    if args.trials is not None and not args.trials.exists():
-        errors.append(
-            f"--trials {args.trials}: no such file or folder; give a trials.parquet or a sweep's folder"
-        )
+    frameworks, refused = stacks_and_trials(args)
+    errors += refused
     if errors:
         out.print(f"fitmap: {len(errors)} error(s), nothing drawn:", markup=False)
         for error in errors:
@@ -302,22 +326,12 @@ def add_fitmap(sub) -> None:
     p.add_argument(
         "--model", action="append", help=f"a model (repeatable); default {', '.join(DEFAULT_MODELS)}"
     )
-    p.add_argument(
-        "--stacks",
-        default=",".join(sorted(stacks.names(), key=lambda name: name != stacks.BASE)),
-        help="stacks, comma-separated; the first is the base (default: every registered stack, %(default)s)",
-    )
     p.add_argument("--k", default=",".join(map(str, KS)), help="K values, comma-separated")
     p.add_argument("--b", default=",".join(map(str, BS)), help="B values, comma-separated")
     p.add_argument("--min-length", type=int, default=LENGTHS[0], help="shortest completion searched")
     p.add_argument("--max-length", type=int, default=LENGTHS[1], help="longest completion searched")
     add_set(p)
-    p.add_argument(
-        "--trials",
-        type=Path,
-        help="measured trials to fit the model on and draw: a trials.parquet, a sweep's output dir, or a "
-        "folder of trial folders with trial.json (bench/data/h100-2026-11-26)",
-    )
+    add_stacks_and_trials(p, "to fit the model on and draw")
     p.add_argument("--measure", choices=MEASURES, help="which peak; default GPU with --card")
     p.add_argument("--out", type=Path, default=Path("fitmap"), help="where the PNGs go (default ./fitmap)")
     p.add_argument("--no-plot", action="store_true", help="print the table only")

@@ -15,10 +15,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from pathlib import Path
 
-from orchestrator.cli._common import add_set, budget_gib, out, stack_name
-from orchestrator.cli.fitmap import add_card, base_spec, card_budget, measured_rows
+from orchestrator.cli._common import add_set, budget_gib, out
+from orchestrator.cli.fitmap import (
+    add_card,
+    add_stacks_and_trials,
+    base_spec,
+    card_budget,
+    measured_rows,
+    stacks_and_trials,
+)
 from trainers import stacks
 
 # What the verb's own flags set, and so no --set: each with the flag to use instead.
@@ -39,10 +45,10 @@ class Answer:
 
     stack: str
     verdict: str
-    peak_gib: float | None
-    low_gib: float | None
-    high_gib: float | None
     basis: str
+    peak_gib: float | None = None
+    low_gib: float | None = None
+    high_gib: float | None = None
 
 
 def _measured_answer(spec, rows: list[dict], budget: float) -> Answer | None:
@@ -78,36 +84,21 @@ def _measured_answer(spec, rows: list[dict], budget: float) -> Answer | None:
         row, peak, ran_out, ran_under = same
         if ran_out and ran_under is not None and ran_under <= budget:
             return Answer(
-                label,
-                DOES_NOT_FIT,
-                None,
-                ran_under,
-                None,
-                f"{MEASURED}: out of memory under {ran_under:g} GiB",
+                label, DOES_NOT_FIT, f"{MEASURED}: out of memory under {ran_under:g} GiB", low_gib=ran_under
             )
         if not ran_out and peak is not None:
             verdict = FITS if peak <= budget else DOES_NOT_FIT
-            return Answer(label, verdict, peak, peak, peak, f"{MEASURED} ({row.get('trial_key')})")
+            return Answer(label, verdict, f"{MEASURED} ({row.get('trial_key')})", peak, peak, peak)
     if bigger_fit is not None:
         row, peak = bigger_fit
-        return Answer(
-            label,
-            FITS,
-            None,
-            None,
-            peak,
-            f"{IMPLIED}: {row.get('trial_key')} needs at least as much and measured {peak:.2f} GiB",
-        )
+        said = f"{IMPLIED}: {row.get('trial_key')} needs at least as much and measured {peak:.2f} GiB"
+        return Answer(label, FITS, said, high_gib=peak)
     if smaller_oom is not None:
         row, ran_under = smaller_oom
-        return Answer(
-            label,
-            DOES_NOT_FIT,
-            None,
-            ran_under,
-            None,
-            f"{IMPLIED}: {row.get('trial_key')} needs no more and ran out of memory under {ran_under:g} GiB",
+        said = (
+            f"{IMPLIED}: {row.get('trial_key')} needs no more and ran out of memory under {ran_under:g} GiB"
         )
+        return Answer(label, DOES_NOT_FIT, said, low_gib=ran_under)
     return None
 
 
@@ -126,13 +117,13 @@ def answer(spec, rows: list[dict], budget: float, measure: str | None) -> Answer
     p = model.predict(spec)
     label = stacks.label(spec.framework)
     if p.unknown is not None:
-        return Answer(label, "unknown", None, None, None, p.unknown)
+        return Answer(label, "unknown", p.unknown)
     basis = (
         f"{PREDICTED} (fitted on {p.n_fitted} trials)"
         if p.basis == "fitted"
         else (f"{PREDICTED} (the prior: no trial of its family measured)")
     )
-    return Answer(label, p.verdict(budget), p.peak_gib, p.low_gib, p.high_gib, basis)
+    return Answer(label, p.verdict(budget), basis, p.peak_gib, p.low_gib, p.high_gib)
 
 
 def assumptions(spec) -> str:
@@ -190,16 +181,8 @@ def cmd_fits(args: argparse.Namespace) -> int:
         problem = check_value(knob, value)
         if problem:
             errors.append(f"{flag} {value}: {knob} {problem}")
-    frameworks = [s.strip().lower() for s in args.stacks.split(",") if s.strip()]
-    for framework in frameworks:
-        try:
-            stack_name(framework)
-        except argparse.ArgumentTypeError as exc:
-            errors.append(f"--stacks {args.stacks}: {exc}")
-    if args.trials is not None and not args.trials.exists():
-        errors.append(
-            f"--trials {args.trials}: no such file or folder; give a trials.parquet or a sweep's folder"
-        )
+    frameworks, refused = stacks_and_trials(args)
+    errors += refused
     base = None
     try:
         base = base_spec(args.set, TAKEN)
@@ -268,17 +251,7 @@ def add_fits(sub) -> None:
     )
     p.add_argument("--b", type=int, default=1, help="prompts per step (default 1)")
     p.add_argument("--length", type=int, default=1024, help="max_completion_length in tokens (default 1024)")
-    p.add_argument(
-        "--stacks",
-        default=",".join(sorted(stacks.names(), key=lambda name: name != stacks.BASE)),
-        help="stacks, comma-separated (default: every registered stack, %(default)s)",
-    )
     add_set(p)
-    p.add_argument(
-        "--trials",
-        type=Path,
-        help="measured trials whose rows answer first and fit the model: a trials.parquet, a sweep's "
-        "output dir, or a folder of trial folders with trial.json",
-    )
+    add_stacks_and_trials(p, "whose rows answer first and fit the model")
     p.add_argument("--measure", choices=MEASURES, help="which peak; default GPU (NVML)")
     p.set_defaults(func=cmd_fits)
