@@ -317,6 +317,19 @@ def unknown_key_errors(data: dict[str, Any], prefix: str = "") -> list[str]:
     return [f"{prefix}{key}: unknown setting; {did_you_mean(key, KNOBS)}" for key in data if key not in KNOBS]
 
 
+def canonical(name: str, value: Any) -> Any:
+    """A knob's value as the trial holds it, from the value as a user wrote it: a choice in any case is
+    that choice (`TRL` is trl, `GRPO` grpo: the report and errors write the names capitalised), in
+    framework_dtype too; anything else unchanged, for check_value to judge. Every reader of user input
+    (a sweep file, --set, a verb's flags) passes its values through this before checking them."""
+    choices = KNOBS[name].metadata.get("choices") if name in KNOBS else None
+    if choices is not None and isinstance(value, str) and value not in choices:
+        return next((choice for choice in choices if choice.lower() == value.lower()), value)
+    if name == "framework_dtype" and isinstance(value, dict):
+        return {canonical("framework", k): canonical("dtype", v) for k, v in value.items()}
+    return value
+
+
 def knob_default(name: str) -> Any:
     f = KNOBS[name]
     return f.default if f.default is not dataclasses.MISSING else f.default_factory()

@@ -12,7 +12,7 @@ from orchestrator.words.settings import GUARD as GUARD
 from orchestrator.words.settings import GuardSettings
 from tasks.names import did_you_mean
 from trainers import stacks
-from trainers.trial import check_value
+from trainers.trial import canonical, check_value
 
 # Piped to a file or CI log, rich would assume 80 columns and fold the tables: give them room.
 _WIDTH = None if sys.stdout.isatty() else 150
@@ -69,10 +69,23 @@ def trial_guard(args: argparse.Namespace) -> GuardSettings:
 
 
 def stack_name(value: str) -> str:
-    """A registered stack's name (argparse type), else the error with the nearest names."""
-    if value not in stacks.STACKS:
+    """A registered stack's name in any case (argparse type; `TRL` is trl), else the error with the
+    nearest names."""
+    name = canonical("framework", value)
+    if name not in stacks.STACKS:
         raise argparse.ArgumentTypeError(f"unknown stack {value!r}; {did_you_mean(value, stacks.STACKS)}")
-    return value
+    return name
+
+
+def knob_arg(name: str, kind=str):
+    """The argparse type of a flag that sets trial knob `name`: the text read by `kind`, then as the trial
+    holds it (trainers.trial.canonical: `--framework TRL` is trl); the knob's own rules judge it later."""
+
+    def read(text: str):
+        return canonical(name, kind(text))
+
+    read.__name__ = getattr(kind, "__name__", name)  # argparse's "invalid int value" names the kind
+    return read
 
 
 def budget_gib(value: str) -> float:

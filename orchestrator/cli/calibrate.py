@@ -84,7 +84,7 @@ def request_of(args: argparse.Namespace):
             errors += str(exc).splitlines()
     errors += length_errors(args.min_length, args.max_length)
     try:
-        stack_name(args.stack)
+        args.stack = stack_name(args.stack)  # as the trial holds it: `--stack TRL` is trl
     except argparse.ArgumentTypeError as exc:
         errors.append(f"--stack {args.stack}: {exc}")
         base = None

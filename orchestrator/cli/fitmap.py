@@ -36,7 +36,7 @@ def add_card(parser: argparse.ArgumentParser, budget_flag: str = "--budget-gib")
         type=card_arg,
         metavar="NAME",
         help=f"judge against this card's usable memory instead of {budget_flag}: "
-        f"{', '.join(CARDS)} (case-insensitive; aliases like 24gb, rtx4090, l4, a100-80gb, h100)",
+        f"{', '.join(CARDS)} (case-insensitive; aliases like 24gb, 4090, rtx4090, l4, a100-80gb, h100)",
     )
 
 
@@ -193,10 +193,10 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
         else:
             ks, bs = (values, bs) if flag == "--k" else (ks, values)
     errors += length_errors(args.min_length, args.max_length)
-    frameworks = args.stacks.split(",")
-    for framework in frameworks:
+    frameworks = []
+    for framework in args.stacks.split(","):
         try:
-            stack_name(framework)
+            frameworks.append(stack_name(framework))
         except argparse.ArgumentTypeError as exc:
             errors.append(f"--stacks {args.stacks}: {exc}")
     if args.trials is not None and not args.trials.exists():

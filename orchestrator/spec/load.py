@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,19 @@ from orchestrator.spec.sweep import (
 )
 from orchestrator.words.phases import packing
 from tasks.names import did_you_mean
-from trainers.trial import BOOKKEEPING, KNOBS, check_value
+from trainers.trial import BOOKKEEPING, KNOBS, canonical, check_value
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading `2e-4` and `1.0e5` as numbers, as YAML 1.2 (and HF and TRL configs)
+    does: PyYAML's YAML 1.1 floats need a dot and a signed exponent, so `learning_rate: 2e-4` was text."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
 
 MAX_FILE_BYTES = 1 << 20  # a sweep file is a page of settings; 1 MiB is far past any real one
 MAX_NODES = 100_000  # values a file's aliases may expand it to
@@ -96,7 +109,7 @@ def trial_set_errors(sets: list[str], base: dict[str, Any], taken: dict[str, str
             )
             continue
         try:
-            value = yaml_data(text, "--set") if text else None
+            value = canonical(key, yaml_data(text, "--set") if text else None)
         except SweepError as exc:
             errors += [f"--set {item}: {error}" for error in exc.errors]
             continue
@@ -213,9 +226,26 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return raw
 
 
+def canonical_knobs(raw: dict[str, Any]) -> dict[str, Any]:
+    """raw with its grid and fixed values as trials hold them (trainers.trial.canonical: `framework: TRL`
+    is trl), each grid list element by element; the rest as it was."""
+    raw = dict(raw)
+    for section in ("grid", "fixed"):
+        items = raw.get(section)
+        if isinstance(items, dict):
+            raw[section] = {
+                key: [canonical(key, v) for v in value]
+                if section == "grid" and isinstance(value, list)
+                else canonical(key, value)
+                for key, value in items.items()
+            }
+    return raw
+
+
 def parse_sweep(raw: Any, source: str = "") -> SweepSpec:
     if not isinstance(raw, dict):
         raise SweepError([f"(top level): expected a mapping of settings, got {type(raw).__name__}"], source)
+    raw = canonical_knobs(raw)
     errors: list[str] = []
     spec = None
     try:
@@ -232,9 +262,10 @@ def parse_sweep(raw: Any, source: str = "") -> SweepSpec:
 
 
 def yaml_data(text: str, source: str) -> Any:
-    """yaml.safe_load, refusing a document whose aliases expand it past MAX_NODES values."""
+    """yaml.safe_load (exponents read as numbers: _Loader), refusing a document whose aliases expand it
+    past MAX_NODES values."""
     try:
-        loader = yaml.SafeLoader(text)
+        loader = _Loader(text)
     except yaml.YAMLError as exc:  # the reader refuses control characters at once
         raise SweepError([f"not valid YAML: {exc}"], source) from None
     try:
