@@ -204,7 +204,7 @@ def add_calibrate(sub) -> None:
     p.add_argument(
         "--max-length", type=int, default=LENGTHS[1], help="longest completion probed and searched"
     )
-    add_set(p)
+    add_set(p, sweep=False)
     p.add_argument(
         "--out",
         help="where the probes' trials and the map go (default outputs/calibrate/<stack>-<model>-<budget>gib)",

@@ -8,7 +8,7 @@ import re
 import time
 from pathlib import Path
 
-from orchestrator.cli._common import add_set, budget_gib, out, stack_name
+from orchestrator.cli._common import add_set, budget_gib, examples, out, stack_name
 from orchestrator.judging.cards import CARDS, Card, UnknownCard, card
 from trainers import stacks
 
@@ -296,6 +296,12 @@ def add_fitmap(sub) -> None:
         "fitmap",
         help="where each stack stops fitting a card: the longest completion per model, K and B, predicted; "
         "nothing runs",
+        **examples(
+            "rlsweep fitmap --card 24gb",
+            "rlsweep fitmap --card 4090 --stacks TRL,Unsloth --model Qwen/Qwen2.5-7B-Instruct --k 4,8,16",
+            "rlsweep fitmap --budget-gib 16 --b 1 --set lora_r=8 --set quantization=none",
+            "rlsweep fitmap --card h100 --trials bench/data/h100-2026-11-26 --model Qwen/Qwen2.5-3B-Instruct",
+        ),
     )
     add_card(p)
     p.add_argument("--budget-gib", type=budget_gib, help="the memory to fit in, GiB (instead of --card)")
@@ -311,7 +317,7 @@ def add_fitmap(sub) -> None:
     p.add_argument("--b", default=",".join(map(str, BS)), help="B values, comma-separated")
     p.add_argument("--min-length", type=int, default=LENGTHS[0], help="shortest completion searched")
     p.add_argument("--max-length", type=int, default=LENGTHS[1], help="longest completion searched")
-    add_set(p)
+    add_set(p, sweep=False)
     p.add_argument(
         "--trials",
         type=Path,

@@ -4,6 +4,8 @@ alike: exit 2 from every verb, every error of a sweep at once."""
 
 from __future__ import annotations
 
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -113,3 +115,46 @@ def test_an_invalid_sweep_file_exits_2_from_every_verb_that_reads_one(broken, tm
         code, text = run_cli(argv, capsys)
         assert code == 2, (argv, text)
         assert "Traceback" not in text
+
+
+def _help(verb: str, capsys) -> tuple[str, list[str]]:
+    """(the verb's --help before its examples, one string; the example command lines under it)."""
+    code, text = run_cli([verb, "--help"], capsys)
+    assert code == 0
+    options, _, shown = text.partition("\nexamples:\n")
+    options = options.partition("\noptions:\n")[2]  # the flags, past the usage line
+    return " ".join(options.split()), [line.strip() for line in shown.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("verb", ["fitmap", "predict"])
+def test_every_example_a_verbs_help_shows_is_one_it_takes(verb, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the examples name the repository's sweeps and bench data
+    options, commands = _help(verb, capsys)
+    assert commands and all(line.startswith(f"rlsweep {verb} ") for line in commands)
+    for line in commands:
+        argv = shlex.split(line)[1:] + (["--out", str(tmp_path)] if verb == "fitmap" else [])
+        code, text = run_cli(argv, capsys)
+        assert code == 0, (line, text)
+    sets = [s.rstrip(",") for s in re.findall(r"--set ([a-z][^\s;=]*=[^\s;]+)", options)]
+    assert len(sets) >= 2, options
+    base = (
+        [
+            "fitmap",
+            "--budget-gib",
+            "16",
+            "--no-plot",
+            "--model",
+            "Qwen/Qwen2.5-3B-Instruct",
+            "--k",
+            "4",
+            "--b",
+            "1",
+        ]
+        if verb == "fitmap"
+        else ["predict", str(ROOT / "sweeps" / "cpu-smoke.yaml"), "--budget-gib", "8"]
+    )
+    for item in sets:
+        code, text = run_cli([*base, "--set", item], capsys)
+        assert code == 0, (item, text)
+    aliases = re.search(r"aliases like ([^)]*)\)", options).group(1).split(", ")
+    assert all(card(alias) for alias in aliases)
