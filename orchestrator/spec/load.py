@@ -248,17 +248,81 @@ def parse_sweep(raw: Any, source: str = "") -> SweepSpec:
     raw = canonical_knobs(raw)
     errors: list[str] = []
     spec = None
+    refused: list[tuple] = []  # the places of the sections' refused settings
     try:
         spec = SweepSpec.model_validate(raw)
     except ValidationError as exc:
         errors = _pydantic_errors(exc)
+        refused = [err["loc"] for err in exc.errors()]
     errors += knob_errors(raw)
     errors += grid_size_errors(raw, spec)
     errors += predict_errors(spec)
     errors += packing_errors(spec)
     if errors:
-        raise SweepError(errors, source)
+        raise SweepError(errors + combination_errors(raw, refused), source)
     return spec
+
+
+# The trial knob each section setting gives every trial (SweepSpec.base).
+_SECTION_KNOBS = {
+    ("memory", "budget_gib"): "memory_budget_gib",
+    ("oom", "probe_steps"): "probe_steps",
+    ("oom", "probe_kind"): "probe_kind",
+    ("resources", "cpus_per_trial"): "num_threads",
+    ("resources", "gpus_per_trial"): "num_processes",
+    ("task",): "task",
+    ("task_args",): "task_args",
+}
+
+
+def combination_errors(raw: dict[str, Any], refused: list[tuple]) -> list[str]:
+    """The plan's problems (the rules across settings) of a sweep whose single settings were refused, so
+    one reading lists every error: each refused value is left out (a grid list keeps its good values),
+    and a rule reading a knob left out whole is not checked, since it would judge a stand-in, not the
+    user's value. None where what is left is no sweep to plan (a setting of the whole file refused)."""
+    from orchestrator.spec.plan import expand, vllm_server_problems
+
+    raw = copy.deepcopy(raw)
+    skip = set()
+    for loc in refused:
+        node = raw
+        for part in loc[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not loc or not isinstance(node, dict):
+            return []
+        node.pop(loc[-1], None)
+        skip |= {knob for place, knob in _SECTION_KNOBS.items() if place[: len(loc)] == tuple(loc)}
+    for section in ("grid", "fixed"):
+        items = raw.get(section) if isinstance(raw.get(section), dict) else {}
+        for key, value in list(items.items()):
+            if key not in KNOBS or key in BOOKKEEPING:
+                del items[key]
+                continue
+            kept = [v for v in (value if isinstance(value, list) and section == "grid" else [value])
+                    if not (bound_problem(key, v) or check_value(key, v))]  # fmt: skip
+            if len(kept) < (len(value) if isinstance(value, list) and section == "grid" else 1):
+                if kept and section == "grid":
+                    items[key] = kept
+                else:
+                    del items[key]
+                    skip.add(key)
+    try:
+        spec = SweepSpec.model_validate(raw)
+    except ValidationError:
+        return []
+    if grid_size_errors(raw, spec):
+        return []
+    try:
+        trials = expand(spec)
+    except SweepError:
+        return []
+    found: dict[str, list[str]] = {}
+    for trial in trials:
+        reads = ("generation", "vllm_mode", "num_processes")
+        server = vllm_server_problems(trial, spec.resources) if skip.isdisjoint(reads) else []
+        for problem in trial.problems(frozenset(skip)) + server:
+            found.setdefault(problem, []).append(trial.trial_key)
+    return [f"{msg} (in {len(keys)} of {len(trials)} trials, e.g. {keys[0]})" for msg, keys in found.items()]
 
 
 def yaml_data(text: str, source: str) -> Any:

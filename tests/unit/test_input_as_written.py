@@ -158,3 +158,33 @@ def test_every_example_a_verbs_help_shows_is_one_it_takes(verb, tmp_path, capsys
         assert code == 0, (item, text)
     aliases = re.search(r"aliases like ([^)]*)\)", options).group(1).split(", ")
     assert all(card(alias) for alias in aliases)
+
+
+def test_validate_lists_a_micro_batch_that_does_not_divide_bk_with_the_other_errors_at_once(tmp_path, capsys):
+    text = (
+        "name: bad\ngrid: {num_generations: [4, 1]}\nmemory: {budget_gib: -8}\n"
+        "fixed: {model: tiny, batch_size: 2, micro_batch_size: 3, learning_rate: -1}\n"
+    )
+    code, out = run_cli(["validate", str(_sweep(tmp_path, text))], capsys)
+    printed = " ".join(out.split())
+    assert code == 2
+    assert "4 error(s)" in printed
+    assert "memory.budget_gib: input should be greater than 0, got -8" in printed
+    assert "grid.num_generations[1]: must be >= 2, got 1; give 2 or more" in printed
+    assert "fixed.learning_rate: must be > 0.0, got -1.0; give a number above 0" in printed
+    assert (
+        "micro_batch_size: 3 does not divide batch_size x num_generations = 2 x 4 = 8; choose a divisor"
+        in printed
+    )
+    assert "Traceback" not in printed
+
+
+def test_a_rule_across_settings_is_not_judged_on_a_value_that_was_refused(tmp_path):
+    # batch_size 0 is refused: whether micro_batch_size 3 divides B x K would be judged on a stand-in
+    text = "name: bad\nfixed: {model: tiny, batch_size: 0, micro_batch_size: 3, temperature: -1, eval_k: 2}\n"
+    with pytest.raises(SweepError) as refused:
+        load_sweep(_sweep(tmp_path, text))
+    assert refused.value.errors == [
+        "fixed.batch_size: must be >= 1, got 0; give 1 or more",
+        "fixed.temperature: must be > 0.0, got -1.0; give a number above 0",
+    ]
