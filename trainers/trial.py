@@ -284,11 +284,13 @@ class TrialSpec:
     def load(cls, path: str | Path) -> TrialSpec:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
-    def problems(self) -> list[str]:
+    def problems(self, skip: frozenset[str] = frozenset()) -> list[str]:
         """Every rule this spec breaks, as 'field: message' lines (empty when valid). The values are read
-        in place (no copy of the spec) and each checked once: a sweep's plan asks this of every trial."""
+        in place (no copy of the spec) and each checked once: a sweep's plan asks this of every trial.
+        skip: knobs whose given value was refused (this spec holds a stand-in): rules reading them are
+        not checked."""
         errors = field_errors(vars(self))
-        return errors or _cross_field_errors(self, checked=True)
+        return errors or _cross_field_errors(self, checked=True, skip=skip)
 
     def validate(self) -> TrialSpec:
         errors = self.problems()
@@ -315,6 +317,19 @@ EXECUTION = tuple(name for name, f in KNOBS.items() if f.metadata.get("role") ==
 
 def unknown_key_errors(data: dict[str, Any], prefix: str = "") -> list[str]:
     return [f"{prefix}{key}: unknown setting; {did_you_mean(key, KNOBS)}" for key in data if key not in KNOBS]
+
+
+def canonical(name: str, value: Any) -> Any:
+    """A knob's value as the trial holds it, from the value as a user wrote it: a choice in any case is
+    that choice (`TRL` is trl, `GRPO` grpo: the report and errors write the names capitalised), in
+    framework_dtype too; anything else unchanged, for check_value to judge. Every reader of user input
+    (a sweep file, --set, a verb's flags) passes its values through this before checking them."""
+    choices = KNOBS[name].metadata.get("choices") if name in KNOBS else None
+    if choices is not None and isinstance(value, str) and value not in choices:
+        return next((choice for choice in choices if choice.lower() == value.lower()), value)
+    if name == "framework_dtype" and isinstance(value, dict):
+        return {canonical("framework", k): canonical("dtype", v) for k, v in value.items()}
+    return value
 
 
 def knob_default(name: str) -> Any:
@@ -393,18 +408,29 @@ def field_errors(data: dict[str, Any]) -> list[str]:
     return errors
 
 
-def _cross_field_errors(spec: TrialSpec, checked: bool = False) -> list[str]:
-    """checked: the caller found no field error already."""
+# The knobs each cross-field rule reads: one skipped (its value refused) leaves out the rules reading it.
+_SHAPE = frozenset(("num_processes", "distributed", "framework", "grad_accum", "batch_size", "num_generations",
+                    "micro_batch_size"))  # fmt: skip
+_GENERATION = frozenset(("generation", "framework", "model", "probe_steps", "memory_budget_gib", *VLLM_KNOBS))
+
+
+def _cross_field_errors(
+    spec: TrialSpec, checked: bool = False, skip: frozenset[str] = frozenset()
+) -> list[str]:
+    """checked: the caller found no field error already; skip: as problems() takes it."""
     errors: list[str] = []
     if not checked and field_errors({k: getattr(spec, k) for k in KNOBS}):
         return errors  # cross-field checks need well-typed values
-    errors += _rank_errors(spec) or _batch_errors(spec)
-    errors += _framework_dtype_errors(spec.framework_dtype)
-    model_errors = model_problems(spec.model, spec.max_prompt_length + spec.max_completion_length)
+    errors += _rank_errors(spec) or _batch_errors(spec) if skip.isdisjoint(_SHAPE) else []
+    errors += _framework_dtype_errors(spec.framework_dtype) if "framework_dtype" not in skip else []
+    model_errors = []
+    if skip.isdisjoint(("model", "max_prompt_length", "max_completion_length")):
+        model_errors = model_problems(spec.model, spec.max_prompt_length + spec.max_completion_length)
     errors += model_errors
-    errors += task_problems(spec.task, spec.task_args)
+    errors += task_problems(spec.task, spec.task_args) if skip.isdisjoint(("task", "task_args")) else []
     if (
         not model_errors
+        and skip.isdisjoint(("model", "lora_dropout"))
         and spec.lora_dropout
         and (parse_model(spec.model).config or {}).get("model_type") == "qwen3_moe"
     ):
@@ -413,9 +439,9 @@ def _cross_field_errors(spec: TrialSpec, checked: bool = False) -> list[str]:
             "transformers fuses into 3-D tensors: PEFT adapts those with its ParamWrapper, which refuses "
             'dropout ("lora.ParamWrapper does not work with lora_dropout != 0"); set lora_dropout: 0'
         )
-    errors += _adapter_errors(spec)
-    errors += _generation_errors(spec)
-    if spec.eval_k > 1 and spec.temperature <= 0:
+    errors += _adapter_errors(spec) if skip.isdisjoint(("adapter", "quantization", "framework")) else []
+    errors += _generation_errors(spec) if skip.isdisjoint(_GENERATION) else []
+    if spec.eval_k > 1 and spec.temperature <= 0 and skip.isdisjoint(("eval_k", "temperature")):
         errors.append("eval_k: pass@k needs sampling, temperature must be > 0")
     return errors
 

@@ -12,7 +12,7 @@ from orchestrator.words.settings import GUARD as GUARD
 from orchestrator.words.settings import GuardSettings
 from tasks.names import did_you_mean
 from trainers import stacks
-from trainers.trial import check_value
+from trainers.trial import canonical, check_value
 
 # Piped to a file or CI log, rich would assume 80 columns and fold the tables: give them room.
 _WIDTH = None if sys.stdout.isatty() else 150
@@ -24,15 +24,31 @@ console = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
 out = Console(highlight=False, soft_wrap=True, width=_WIDTH)
 
 
-def add_set(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a setting (dotted key, YAML value), e.g. memory.budget_gib=8 or "
-        "grid.num_generations=[2,4] or max_steps=3 (a bare trial knob goes to fixed)",
-    )
+def add_set(parser: argparse.ArgumentParser, sweep: bool = True) -> None:
+    """--set of a verb that reads a sweep file (any setting of it), or, sweep=False, of one that builds its
+    trials from flags (trial knobs only): each help's examples are ones that verb takes."""
+    if sweep:
+        metavar = "KEY=VALUE"
+        help = (
+            "override a setting (dotted key, YAML value), e.g. --set memory.budget_gib=8 or "
+            "--set grid.num_generations=[2,4] or --set max_steps=3 (a bare trial knob goes to fixed)"
+        )
+    else:
+        metavar = "KNOB=VALUE"
+        help = (
+            "a trial setting (YAML value; repeatable), e.g. --set lora_r=8 or --set quantization=none "
+            "or --set learning_rate=2e-4; the verb's own flags set the rest"
+        )
+    parser.add_argument("--set", action="append", default=[], metavar=metavar, help=help)
+
+
+# A verb's examples, shown under its --help (epilog=): each line one a user can paste.
+def examples(*lines: str) -> dict:
+    """add_parser's keywords for an 'examples:' section listing `lines`, kept as written."""
+    return {
+        "epilog": "examples:\n" + "\n".join(f"  {line}" for line in lines),
+        "formatter_class": argparse.RawDescriptionHelpFormatter,
+    }
 
 
 def add_guard_flags(parser: argparse.ArgumentParser, timeout_help: str) -> None:
@@ -69,10 +85,23 @@ def trial_guard(args: argparse.Namespace) -> GuardSettings:
 
 
 def stack_name(value: str) -> str:
-    """A registered stack's name (argparse type), else the error with the nearest names."""
-    if value not in stacks.STACKS:
+    """A registered stack's name in any case (argparse type; `TRL` is trl), else the error with the
+    nearest names."""
+    name = canonical("framework", value)
+    if name not in stacks.STACKS:
         raise argparse.ArgumentTypeError(f"unknown stack {value!r}; {did_you_mean(value, stacks.STACKS)}")
-    return value
+    return name
+
+
+def knob_arg(name: str, kind=str):
+    """The argparse type of a flag that sets trial knob `name`: the text read by `kind`, then as the trial
+    holds it (trainers.trial.canonical: `--framework TRL` is trl); the knob's own rules judge it later."""
+
+    def read(text: str):
+        return canonical(name, kind(text))
+
+    read.__name__ = getattr(kind, "__name__", name)  # argparse's "invalid int value" names the kind
+    return read
 
 
 def budget_gib(value: str) -> float:

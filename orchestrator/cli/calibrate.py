@@ -84,7 +84,7 @@ def request_of(args: argparse.Namespace):
             errors += str(exc).splitlines()
     errors += length_errors(args.min_length, args.max_length)
     try:
-        stack_name(args.stack)
+        args.stack = stack_name(args.stack)  # as the trial holds it: `--stack TRL` is trl
     except argparse.ArgumentTypeError as exc:
         errors.append(f"--stack {args.stack}: {exc}")
         base = None
@@ -204,7 +204,7 @@ def add_calibrate(sub) -> None:
     p.add_argument(
         "--max-length", type=int, default=LENGTHS[1], help="longest completion probed and searched"
     )
-    add_set(p)
+    add_set(p, sweep=False)
     p.add_argument(
         "--out",
         help="where the probes' trials and the map go (default outputs/calibrate/<stack>-<model>-<budget>gib)",

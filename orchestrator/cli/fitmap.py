@@ -8,7 +8,7 @@ import re
 import time
 from pathlib import Path
 
-from orchestrator.cli._common import add_set, budget_gib, out, stack_name
+from orchestrator.cli._common import add_set, budget_gib, examples, out, stack_name
 from orchestrator.judging.cards import CARDS, Card, UnknownCard, card
 from trainers import stacks
 
@@ -36,7 +36,7 @@ def add_card(parser: argparse.ArgumentParser, budget_flag: str = "--budget-gib")
         type=card_arg,
         metavar="NAME",
         help=f"judge against this card's usable memory instead of {budget_flag}: "
-        f"{', '.join(CARDS)} (case-insensitive; aliases like 24gb, rtx4090, l4, a100-80gb, h100)",
+        f"{', '.join(CARDS)} (case-insensitive; aliases like 24gb, 4090, rtx4090, l4, a100-80gb, h100)",
     )
 
 
@@ -95,11 +95,10 @@ def add_stacks_and_trials(parser: argparse.ArgumentParser, trials_do: str) -> No
 
 def stacks_and_trials(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """(--stacks as registered names, the errors of --stacks and --trials, each naming its fix)."""
-    frameworks = [name.strip().lower() for name in args.stacks.split(",") if name.strip()]
-    errors = []
-    for framework in frameworks:
+    frameworks, errors = [], []
+    for framework in args.stacks.split(","):
         try:
-            stack_name(framework)
+            frameworks.append(stack_name(framework.strip()))
         except argparse.ArgumentTypeError as exc:
             errors.append(f"--stacks {args.stacks}: {exc}")
     if args.trials is not None and not args.trials.exists():
@@ -320,6 +319,12 @@ def add_fitmap(sub) -> None:
         "fitmap",
         help="where each stack stops fitting a card: the longest completion per model, K and B, predicted; "
         "nothing runs",
+        **examples(
+            "rlsweep fitmap --card 24gb",
+            "rlsweep fitmap --card 4090 --stacks TRL,Unsloth --model Qwen/Qwen2.5-7B-Instruct --k 4,8,16",
+            "rlsweep fitmap --budget-gib 16 --b 1 --set lora_r=8 --set quantization=none",
+            "rlsweep fitmap --card h100 --trials bench/data/h100-2026-11-26 --model Qwen/Qwen2.5-3B-Instruct",
+        ),
     )
     add_card(p)
     p.add_argument("--budget-gib", type=budget_gib, help="the memory to fit in, GiB (instead of --card)")
@@ -330,7 +335,7 @@ def add_fitmap(sub) -> None:
     p.add_argument("--b", default=",".join(map(str, BS)), help="B values, comma-separated")
     p.add_argument("--min-length", type=int, default=LENGTHS[0], help="shortest completion searched")
     p.add_argument("--max-length", type=int, default=LENGTHS[1], help="longest completion searched")
-    add_set(p)
+    add_set(p, sweep=False)
     add_stacks_and_trials(p, "to fit the model on and draw")
     p.add_argument("--measure", choices=MEASURES, help="which peak; default GPU with --card")
     p.add_argument("--out", type=Path, default=Path("fitmap"), help="where the PNGs go (default ./fitmap)")

@@ -251,7 +251,7 @@ def add_fits(sub) -> None:
     )
     p.add_argument("--b", type=int, default=1, help="prompts per step (default 1)")
     p.add_argument("--length", type=int, default=1024, help="max_completion_length in tokens (default 1024)")
-    add_set(p)
+    add_set(p, sweep=False)
     add_stacks_and_trials(p, "whose rows answer first and fit the model")
     p.add_argument("--measure", choices=MEASURES, help="which peak; default GPU (NVML)")
     p.set_defaults(func=cmd_fits)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from orchestrator.cli._common import add_set, budget_gib, out
+from orchestrator.cli._common import add_set, budget_gib, examples, out
 from orchestrator.cli.fitmap import add_card, card_budget
 from orchestrator.words.outcome import GPU, peak_memory
 
@@ -138,6 +138,11 @@ def add_predict(sub) -> None:
     p = sub.add_parser(
         "predict",
         help="predict each planned trial's peak memory and whether it fits the budget; nothing runs",
+        **examples(
+            "rlsweep predict sweeps/cpu-smoke.yaml --budget-gib 1",
+            "rlsweep predict sweeps/workstation-16gb.yaml --card 4090",
+            "rlsweep predict sweeps/cpu-smoke.yaml --set memory.budget_gib=8 --set 'grid.num_generations=[2,4]'",
+        ),
     )
     p.add_argument("sweep", help="sweep YAML file")
     add_set(p)

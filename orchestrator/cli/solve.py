@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from orchestrator.cli._common import add_guard_flags, budget_gib, console, out
+from orchestrator.cli._common import add_guard_flags, budget_gib, console, knob_arg, out
 from orchestrator.words.settings import GUARD as GUARD
 from orchestrator.words.settings import GuardSettings
 from trainers.trial import KNOBS
@@ -66,7 +66,7 @@ def add_solve(sub) -> None:
     p.add_argument("--from", dest="first", type=int, help=f"the ladder's first value (default: {ladders})")
     p.add_argument("--to", dest="last", type=int, help="the ladder's last value")
     for name in ("model", "framework", "mode"):
-        p.add_argument(f"--{name}", help=KNOBS[name].metadata["help"])
+        p.add_argument(f"--{name}", type=knob_arg(name), help=KNOBS[name].metadata["help"])
     p.add_argument(
         "--set",
         action="append",

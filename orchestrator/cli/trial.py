@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from orchestrator.cli._common import add_guard_flags, console, out, trial_guard
+from orchestrator.cli._common import add_guard_flags, console, knob_arg, out, trial_guard
 from orchestrator.judging.verdict import STOPPABLE, VerdictSettings, stop_check
 from orchestrator.words.outcome import MEMORY_LABELS, peak_memory
 from orchestrator.words.settings import GUARD as GUARD
@@ -57,7 +57,12 @@ def add_trial_knobs(parser: argparse.ArgumentParser, defaults: dict[str, Any]) -
             )
         else:
             group.add_argument(
-                *flags, dest=name, type=kind, default=defaults.get(name), help=help_text, metavar=name.upper()
+                *flags,
+                dest=name,
+                type=knob_arg(name, kind),
+                default=defaults.get(name),
+                help=help_text,
+                metavar=name.upper(),
             )
 
 

@@ -14,7 +14,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from orchestrator.spec.plan import plan
     from orchestrator.spec.sweep import SweepError
 
-    failed = refused = False
+    refused = False  # every failure here is refused input: exit 2, as every verb's
     for path in args.files:
         if not Path(path).is_file():
             refused = True
@@ -25,13 +25,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
             result = plan(sweep)
             output_dir = sweep.resolved_output_dir(args.output_dir)
         except SweepError as exc:
-            failed = True
+            refused = True
             out.print(f"[red]{path}: {len(exc.errors)} error(s)[/red]")
             for error in exc.errors:
                 out.print(f"  {error}", markup=False)
             continue
         if result.problems:
-            failed = True
+            refused = True
             out.print(f"[red]{path}: {len(result.problems)} impossible combination(s)[/red]")
             for problem in result.problems:
                 out.print(f"  {problem}", markup=False)
@@ -44,7 +44,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             estimate = sweep_estimate(sweep, result.trials, output_dir)
             print_plan(result.trials, output_dir, estimate)
             print_estimate(sweep, result.trials, output_dir, estimate=estimate)
-    return 2 if refused else 1 if failed else 0
+    return 2 if refused else 0
 
 
 # A plan longer than this is listed by its first LIST_HEAD and last LIST_TAIL trials; the totals cover

@@ -97,10 +97,15 @@ class UnknownCard(ValueError):
     """A card name the registry does not know; the message names it, the known cards and the fix."""
 
 
+# What a card's name may go without: `--card 4090` is the RTX 4090, `--card l4` NVIDIA's L4.
+_MAKER_PREFIXES = ("", "rtx", "nvidia")
+
+
 def card(name: str) -> Card:
-    """The card `name` names (any alias, case and dashes ignored), else UnknownCard."""
+    """The card `name` names (any alias, case and dashes ignored, the maker's prefix optional: `4090`
+    is `rtx4090`), else UnknownCard."""
     key = _key(name)
-    found = _BY_ALIAS.get(key)
+    found = next((_BY_ALIAS[p + key] for p in _MAKER_PREFIXES if key and p + key in _BY_ALIAS), None)
     if found is None:
         started = [c for c in CARDS if key and _key(c).startswith(key)]  # `a100`: which of the two
         hint = (

@@ -31,7 +31,7 @@ from orchestrator.words.outcome import COMPLETED
 from orchestrator.words.settings import GuardSettings
 from trainers import stacks
 from trainers.record import STEP, startup_figures
-from trainers.trial import TrialSpec
+from trainers.trial import TrialSpec, canonical
 
 MODES = ("grpo", "gspo")
 DEFAULT_MODES = ("grpo",)
@@ -86,7 +86,7 @@ def check_specs(output_dir: Path, modes: tuple[str, ...] = DEFAULT_MODES) -> lis
 
 def parse_modes(text: str) -> tuple[str, ...]:
     """`--modes grpo,gspo` as a tuple, or argparse's error naming the value, the rule and the fix."""
-    modes = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    modes = tuple(dict.fromkeys(canonical("mode", m.strip()) for m in text.split(",") if m.strip()))
     wrong = [m for m in modes if m not in MODES]
     if wrong or not modes:
         raise argparse.ArgumentTypeError(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,19 @@ from orchestrator.spec.sweep import (
 )
 from orchestrator.words.phases import packing
 from tasks.names import did_you_mean
-from trainers.trial import BOOKKEEPING, KNOBS, check_value
+from trainers.trial import BOOKKEEPING, KNOBS, canonical, check_value
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading `2e-4` and `1.0e5` as numbers, as YAML 1.2 (and HF and TRL configs)
+    does: PyYAML's YAML 1.1 floats need a dot and a signed exponent, so `learning_rate: 2e-4` was text."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
 
 MAX_FILE_BYTES = 1 << 20  # a sweep file is a page of settings; 1 MiB is far past any real one
 MAX_NODES = 100_000  # values a file's aliases may expand it to
@@ -96,7 +109,7 @@ def trial_set_errors(sets: list[str], base: dict[str, Any], taken: dict[str, str
             )
             continue
         try:
-            value = yaml_data(text, "--set") if text else None
+            value = canonical(key, yaml_data(text, "--set") if text else None)
         except SweepError as exc:
             errors += [f"--set {item}: {error}" for error in exc.errors]
             continue
@@ -213,28 +226,110 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return raw
 
 
+def canonical_knobs(raw: dict[str, Any]) -> dict[str, Any]:
+    """raw with its grid and fixed values as trials hold them (trainers.trial.canonical: `framework: TRL`
+    is trl), each grid list element by element; the rest as it was."""
+    raw = dict(raw)
+    for section in ("grid", "fixed"):
+        items = raw.get(section)
+        if isinstance(items, dict):
+            raw[section] = {
+                key: [canonical(key, v) for v in value]
+                if section == "grid" and isinstance(value, list)
+                else canonical(key, value)
+                for key, value in items.items()
+            }
+    return raw
+
+
 def parse_sweep(raw: Any, source: str = "") -> SweepSpec:
     if not isinstance(raw, dict):
         raise SweepError([f"(top level): expected a mapping of settings, got {type(raw).__name__}"], source)
+    raw = canonical_knobs(raw)
     errors: list[str] = []
     spec = None
+    refused: list[tuple] = []  # the places of the sections' refused settings
     try:
         spec = SweepSpec.model_validate(raw)
     except ValidationError as exc:
         errors = _pydantic_errors(exc)
+        refused = [err["loc"] for err in exc.errors()]
     errors += knob_errors(raw)
     errors += grid_size_errors(raw, spec)
     errors += predict_errors(spec)
     errors += packing_errors(spec)
     if errors:
-        raise SweepError(errors, source)
+        raise SweepError(errors + combination_errors(raw, refused), source)
     return spec
 
 
-def yaml_data(text: str, source: str) -> Any:
-    """yaml.safe_load, refusing a document whose aliases expand it past MAX_NODES values."""
+# The trial knob each section setting gives every trial (SweepSpec.base).
+_SECTION_KNOBS = {
+    ("memory", "budget_gib"): "memory_budget_gib",
+    ("oom", "probe_steps"): "probe_steps",
+    ("oom", "probe_kind"): "probe_kind",
+    ("resources", "cpus_per_trial"): "num_threads",
+    ("resources", "gpus_per_trial"): "num_processes",
+    ("task",): "task",
+    ("task_args",): "task_args",
+}
+
+
+def combination_errors(raw: dict[str, Any], refused: list[tuple]) -> list[str]:
+    """The plan's problems (the rules across settings) of a sweep whose single settings were refused, so
+    one reading lists every error: each refused value is left out (a grid list keeps its good values),
+    and a rule reading a knob left out whole is not checked, since it would judge a stand-in, not the
+    user's value. None where what is left is no sweep to plan (a setting of the whole file refused)."""
+    from orchestrator.spec.plan import expand, vllm_server_problems
+
+    raw = copy.deepcopy(raw)
+    skip = set()
+    for loc in refused:
+        node = raw
+        for part in loc[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not loc or not isinstance(node, dict):
+            return []
+        node.pop(loc[-1], None)
+        skip |= {knob for place, knob in _SECTION_KNOBS.items() if place[: len(loc)] == tuple(loc)}
+    for section in ("grid", "fixed"):
+        items = raw.get(section) if isinstance(raw.get(section), dict) else {}
+        for key, value in list(items.items()):
+            if key not in KNOBS or key in BOOKKEEPING:
+                del items[key]
+                continue
+            kept = [v for v in (value if isinstance(value, list) and section == "grid" else [value])
+                    if not (bound_problem(key, v) or check_value(key, v))]  # fmt: skip
+            if len(kept) < (len(value) if isinstance(value, list) and section == "grid" else 1):
+                if kept and section == "grid":
+                    items[key] = kept
+                else:
+                    del items[key]
+                    skip.add(key)
     try:
-        loader = yaml.SafeLoader(text)
+        spec = SweepSpec.model_validate(raw)
+    except ValidationError:
+        return []
+    if grid_size_errors(raw, spec):
+        return []
+    try:
+        trials = expand(spec)
+    except SweepError:
+        return []
+    found: dict[str, list[str]] = {}
+    for trial in trials:
+        reads = ("generation", "vllm_mode", "num_processes")
+        server = vllm_server_problems(trial, spec.resources) if skip.isdisjoint(reads) else []
+        for problem in trial.problems(frozenset(skip)) + server:
+            found.setdefault(problem, []).append(trial.trial_key)
+    return [f"{msg} (in {len(keys)} of {len(trials)} trials, e.g. {keys[0]})" for msg, keys in found.items()]
+
+
+def yaml_data(text: str, source: str) -> Any:
+    """yaml.safe_load (exponents read as numbers: _Loader), refusing a document whose aliases expand it
+    past MAX_NODES values."""
+    try:
+        loader = _Loader(text)
     except yaml.YAMLError as exc:  # the reader refuses control characters at once
         raise SweepError([f"not valid YAML: {exc}"], source) from None
     try:

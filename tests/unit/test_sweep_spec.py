@@ -114,7 +114,7 @@ def test_impossible_combinations_reported_once_with_an_example(tmp_path, capsys)
     divides = [p for p in result.problems if p.startswith("micro_batch_size")]
     assert len(divides) == 1
     assert "(in 2 of 8 trials, e.g. " in divides[0]
-    assert main(["validate", str(sweep)]) == 1
+    assert main(["validate", str(sweep)]) == 2
     assert "impossible combination" in capsys.readouterr().out
 
 

@@ -248,14 +248,14 @@ def test_fresh_and_existing_folders_pass(tmp_path):
 def test_validate_checks_the_output_dir_run_would_use(tmp_path, capsys):
     file = tmp_path / "f"
     file.write_text("x")
-    assert main(["validate", SMOKE, "--output-dir", str(file / "out")]) == 1
+    assert main(["validate", SMOKE, "--output-dir", str(file / "out")]) == 2
     assert f"--output-dir: {file}/out is under {file}, which is a file" in capsys.readouterr().out
     assert main(["validate", SMOKE, "--output-dir", str(tmp_path / "ok")]) == 0
     assert f"-> {tmp_path / 'ok'}" in capsys.readouterr().out
     assert not (tmp_path / "ok").exists(), "validate writes nothing"
     sweep = tmp_path / "s.yaml"
     sweep.write_text(yaml.safe_dump({"name": "s", "output_dir": "/"}))
-    assert main(["validate", str(sweep)]) == 1
+    assert main(["validate", str(sweep)]) == 2
     assert "output_dir: '/' is a system folder" in capsys.readouterr().out
 
 
