@@ -53,7 +53,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.words.outcome import JUDGED_STATUSES, TIMEOUT
+from orchestrator.words.outcome import JUDGED_STATUSES, TIMEOUT, cut_short
 from orchestrator.words.settings import VERDICT as DEFAULTS
 from orchestrator.words.settings import VerdictSettings
 from orchestrator.words.verdicts import (  # noqa: F401  (the names verdicts are judged by, defined below every job)
@@ -473,14 +473,8 @@ def judge_trial(
     verdict = judge(rows, settings, max_steps=max_steps, budget_gib=budget_gib,
                     device_total_gib=device_total_gib, eval_before=eval_before)  # fmt: skip
     if status == TIMEOUT:
-        verdict.basis = f"judged on the {cut_short_steps(kept, max_steps)} measured before the time limit"
+        verdict.basis = f"judged on {cut_short(kept, max_steps)}"
     return verdict
-
-
-def cut_short_steps(kept: int, max_steps: int | None) -> str:
-    """'19 of 20 steps': the steps a trial cut short by its time limit kept, of those it was asked for."""
-    of = f" of {max_steps}" if max_steps else ""
-    return f"{kept}{of} step{'s' if kept != 1 or of else ''}"
 
 
 def stop_check(settings: VerdictSettings) -> Callable[[Sequence[Mapping[str, Any]]], str | None] | None:

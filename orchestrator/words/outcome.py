@@ -32,6 +32,18 @@ JUDGED_STATUSES = (COMPLETED, TIMEOUT)
 # The statuses that say a trial fits its budget: measured (completed) or implied by a measured fit.
 FITS_STATUSES = (COMPLETED, IMPLIED)
 
+
+def steps_of(kept: int, max_steps: int | None) -> str:
+    """'19 of 20 steps': the steps a trial kept, of max_steps (those asked for) where known."""
+    of = f" of {max_steps}" if max_steps else ""
+    return f"{kept}{of} step{'s' if kept != 1 or of else ''}"
+
+
+def cut_short(kept: int, max_steps: int | None) -> str:
+    """What a timeout's figures stand on: 'the 19 of 20 steps measured before the time limit'."""
+    return f"the {steps_of(kept, max_steps)} measured before the time limit"
+
+
 # A status in a sentence ("3 out of memory").
 STATUS_WORDS = {
     COMPLETED: "completed",
