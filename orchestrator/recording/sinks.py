@@ -183,9 +183,9 @@ def trial_row(
     implied_by: str | None = None,
 ) -> dict:
     """The trials.parquet row of a trial: its config, and its outcome (its result and normalised step
-    rows, normalize_step's) when it ran; the training verdict of a completed trial, or of a timeout
-    on the steps it kept (orchestrator/judging/verdict.py judge_trial), under `verdict`'s thresholds; the memory model's
-    prediction made before it ran (null columns when none was made or it was unknown); implied_by: the
+    rows, normalize_step's) when it ran; the training verdict of a completed trial, or of a timeout on
+    the steps it kept (orchestrator/judging/verdict.py judge_trial), under `verdict`'s thresholds; the
+    memory model's prediction made before it ran (null columns when none was made or it was unknown); implied_by: the
     measured trial whose fit implies this one's (status implied; nothing measured, so those columns are
     null, steps_completed included)."""
     started = result.started if result else {}

@@ -485,8 +485,8 @@ def _matrix_caption(grids: list[FeasibilityGrid]) -> str:
             )
     if any(((g.statuses == outcome.TIMEOUT) & g.values.notna()).to_numpy().any() for g in grids):
         parts.append(
-            f"“{STATUS_LABELS[outcome.TIMEOUT]}: N of M steps”: killed at its time limit; its peak is that of "
-            f"the N steps measured before it, a lower bound (it fits on those steps unless “{OVER_BUDGET}”)."
+            f"“{STATUS_LABELS[outcome.TIMEOUT]}: N of M steps”: killed at its time limit; its peak is that "
+            f"of the N steps measured before it, a lower bound (it fits on those steps unless “{OVER_BUDGET}”)."
         )
     parts += [f"{note}." for note in dict.fromkeys(g.verdict_note for g in grids if g.verdict_note)]
     return " ".join(parts)
