@@ -231,8 +231,10 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("seed", INT64, COUNT, SPEC, "random seed"),
     Field("max_steps", INT64, COUNT, SPEC, "optimizer steps asked for"),
     Field("status", STRING, CHOICE, SUPERVISOR, "`completed` · `oom` · `pruned` · `failed` · `timeout` (killed at "
-       "its wall-clock limit, `timeout_s`: its measured steps are kept; not evidence of out of memory, nor of a "
-       "fit beyond them; its peak counts as a lower bound) · `unavailable` · `stopped` · `implied` (fits without "
+       "its wall-clock limit, `timeout_s`: its measured steps are kept, judged (training_verdict) and "
+       "drawn; not evidence of out of memory, nor of a fit beyond them; its peak counts as a lower bound: the "
+       "report's frontier says it fits on those steps, or over the budget that it does not fit) · "
+       "`unavailable` · `stopped` · `implied` (fits without "
        "a probe of its own: see implied_by)"),
     Field("status_detail", STRING, TEXT, SUPERVISOR, "a sentence to act on: exception + trainer output tail (failed), "
        "or the refusal alone when the settings do not fit the task (failed: e.g. `max_prompt_length: the "
@@ -326,13 +328,15 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("gpu_memory_source", STRING, CHOICE, SAMPLER, "where the trial's GPU figures (peak_device_gib, the steps' "
        "device_*) came from: `process` (NVML lists the trainer) or `device` (device used memory less what was "
        "in use before the trial started); null without NVML"),
-    Field("training_verdict", STRING, CHOICE, VERDICT, "a completed trial's training verdict (null for other "
-       "statuses): `diverged` · `memory_creep` · `no_signal` · `truncated` · `collapsed` (the problems) · "
+    Field("training_verdict", STRING, CHOICE, VERDICT, "a completed trial's training verdict, or a timeout's "
+       "judged on the steps it kept (null for other statuses and a timeout with no step): `diverged` · "
+       "`memory_creep` · `no_signal` · `truncated` · `collapsed` (the problems) · "
        "`learning` · `ok` (nothing wrong, no evidence of learning) · `too_short`; the first that holds in that "
        "order (see Training verdicts below)"),
     Field("training_verdict_detail", STRING, TEXT, VERDICT, "every verdict that holds, `; `-joined, each with the "
        "steps and figures that triggered it (e.g. `no_signal: frac_reward_zero_std >= 0.95 for 5 steps in a "
-       "row (steps 1-5: 1.00, ...)`)"),
+       "row (steps 1-5: 1.00, ...)`); a timeout's ends `judged on the 19 of 20 steps measured before the "
+       "time limit`"),
     Field("predicted_peak_gib", FLOAT64, GIB_UNIT, MEMORY_MODEL, "the memory model's prediction of the trial's peak "
        "(orchestrator/judging/memory; the measure its sweep's trials are measured in: GPU, torch reserved or "
        "RSS), made just before the trial ran (or was skipped) from the trials finished before it; null when "

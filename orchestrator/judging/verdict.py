@@ -1,4 +1,6 @@
-"""A completed trial's training verdict: does it learn, is it stable, does its memory creep.
+"""A trial's training verdict: does it learn, is it stable, does its memory creep. A completed trial is
+judged on its steps; a timeout (killed at its wall-clock limit) on the steps it kept, and says so
+(judge_trial); no other status is judged.
 
 Pure functions over a trial's step rows (dicts with docs/schema.md's steps columns), so the recorder,
 the supervisor's early stop and `rlsweep report` (for sweeps that predate the columns) judge alike.
@@ -51,6 +53,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.words.outcome import JUDGED_STATUSES, TIMEOUT, cut_short
 from orchestrator.words.settings import VERDICT as DEFAULTS
 from orchestrator.words.settings import VerdictSettings
 from orchestrator.words.verdicts import (  # noqa: F401  (the names verdicts are judged by, defined below every job)
@@ -89,19 +92,25 @@ class TrainingVerdict:
     # What was measured towards `learning` where it does not hold (e.g. a reward that rises while
     # held-out accuracy does not show it): said after an `ok` or `too_short`.
     notes: list[str] = field(default_factory=list)
+    # What the verdict was judged on where the trial did not run to its end (judge_trial): said last.
+    basis: str = ""
 
     @property
     def detail(self) -> str:
         if self.findings:
-            return "; ".join(f"{f.verdict}: {f.detail}" for f in self.findings)
-        if self.verdict == TOO_SHORT:
-            said = f"too_short: {self.judged_steps} step(s) after the probe steps, too few to judge"
+            said = [f"{f.verdict}: {f.detail}" for f in self.findings]
+        elif self.verdict == TOO_SHORT:
+            said = [
+                f"too_short: {self.judged_steps} step(s) after the probe steps, too few to judge",
+                *self.notes,
+            ]
         else:
-            said = (
-                f"ok: {self.judged_steps} steps judged; none of {', '.join(PROBLEMS)} holds, and "
-                f"{LEARNING} is not shown"
-            )
-        return "; ".join([said, *self.notes])
+            problems = ", ".join(PROBLEMS)
+            said = [
+                f"ok: {self.judged_steps} steps judged; none of {problems} holds, and {LEARNING} is not shown"
+            ]
+            said += self.notes
+        return "; ".join([*said, self.basis] if self.basis else said)
 
 
 def _number(value: Any) -> float | None:
@@ -441,6 +450,31 @@ def judge(
     if findings:
         return TrainingVerdict(findings[0].verdict, findings, judged)
     return TrainingVerdict(TOO_SHORT if judged < settings.min_steps else OK, [], judged, notes)
+
+
+def judge_trial(
+    status: str | None,
+    rows: Sequence[Mapping[str, Any]],
+    settings: VerdictSettings = DEFAULTS,
+    *,
+    max_steps: int | None = None,
+    budget_gib: float | None = None,
+    device_total_gib: float | None = None,
+    eval_before: tuple[float | None, float | None] = (None, None),
+) -> TrainingVerdict | None:
+    """The verdict of a trial by its status (judge's arguments): a completed trial on its steps; a timeout
+    on the steps it kept before the time limit, its detail saying how many of max_steps; None (not
+    judged) for any other status, and for a timeout that kept no step."""
+    if status not in JUDGED_STATUSES:
+        return None
+    kept = len(_steps(rows))
+    if status == TIMEOUT and not kept:
+        return None
+    verdict = judge(rows, settings, max_steps=max_steps, budget_gib=budget_gib,
+                    device_total_gib=device_total_gib, eval_before=eval_before)  # fmt: skip
+    if status == TIMEOUT:
+        verdict.basis = f"judged on {cut_short(kept, max_steps)}"
+    return verdict
 
 
 def stop_check(settings: VerdictSettings) -> Callable[[Sequence[Mapping[str, Any]]], str | None] | None:

@@ -299,7 +299,7 @@ class MlflowSink:
         detail = (row.get("status_detail") or "")[:5000]
         tags = {"status": row["status"], "status_detail": detail, "gpu": row.get("gpu_name") or NO_GPU}
         tags |= version_tags(row)
-        for name in VERDICT_TAGS:  # a completed trial's training verdict (orchestrator/judging/verdict.py)
+        for name in VERDICT_TAGS:  # a judged trial's training verdict (orchestrator/judging/verdict.py)
             if row.get(name):
                 tags[name] = row[name][:5000]
         if row["status"] in KILLED_STATUSES:

@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 from orchestrator.judging.intervals import margin, median_interval
 from orchestrator.judging.memory import Prediction
 from orchestrator.judging.speed import predict_step_from_record
-from orchestrator.judging.verdict import VerdictSettings, judge
-from orchestrator.words.outcome import COMPLETED, FINAL_STATUSES, TrialResult
+from orchestrator.judging.verdict import VerdictSettings, judge_trial
+from orchestrator.words.outcome import FINAL_STATUSES, TrialResult
 from orchestrator.words.settings import VERDICT as VERDICT_DEFAULTS
 from orchestrator.words.storage import StoragePath, filesystem_and_path, is_remote
 from tasks import RECORDED_REWARDS
@@ -183,9 +183,9 @@ def trial_row(
     implied_by: str | None = None,
 ) -> dict:
     """The trials.parquet row of a trial: its config, and its outcome (its result and normalised step
-    rows, normalize_step's) when it ran; a completed trial's
-    training verdict (orchestrator/judging/verdict.py) under `verdict`'s thresholds; the memory model's
-    prediction made before it ran (null columns when none was made or it was unknown); implied_by: the
+    rows, normalize_step's) when it ran; the training verdict of a completed trial, or of a timeout on
+    the steps it kept (orchestrator/judging/verdict.py judge_trial), under `verdict`'s thresholds; the
+    memory model's prediction made before it ran (null columns when none was made or it was unknown); implied_by: the
     measured trial whose fit implies this one's (status implied; nothing measured, so those columns are
     null, steps_completed included)."""
     started = result.started if result else {}
@@ -193,7 +193,7 @@ def trial_row(
     gpu_name, gpu_total = device_info(started)
     peak = result.peak if result else {}
     config = {k: v for k, v in spec.to_dict().items() if k not in ATTEMPT_FILES}
-    # Every column, null where nothing below fills it (a trial that did not complete has no verdict).
+    # Every column, null where nothing below fills it (only a judged status has a verdict).
     row = dict.fromkeys(TRIAL_COLUMNS) | {
         name: getattr(spec, name) for name in TRIAL_COLUMNS if hasattr(spec, name)
     }
@@ -240,10 +240,10 @@ def trial_row(
     if implied_by is not None:
         row["steps_completed"] = None  # not probed: nothing was counted, not zero steps
     row.update(speed_columns(steps), **margin_columns(row))
-    if row["status"] == COMPLETED:
-        judged = judge(steps, verdict, max_steps=spec.max_steps, budget_gib=spec.memory_budget_gib,
-                       device_total_gib=gpu_total,
-                       eval_before=(row["eval_before_pass_at_1"], row["eval_before_prompts"]))  # fmt: skip
+    judged = judge_trial(row["status"], steps, verdict, max_steps=spec.max_steps,
+                         budget_gib=spec.memory_budget_gib, device_total_gib=gpu_total,
+                         eval_before=(row["eval_before_pass_at_1"], row["eval_before_prompts"]))  # fmt: skip
+    if judged is not None:
         row.update(training_verdict=judged.verdict, training_verdict_detail=judged.detail)
     return row
 

@@ -18,16 +18,31 @@ PRUNED = "pruned"
 FAILED = "failed"
 UNAVAILABLE = "unavailable"
 STOPPED = "stopped"
-# Killed at its wall-clock limit (the guard's timeout_s): done, with the steps it measured kept. Not
-# evidence of out of memory, nor of a fit beyond those steps; its measured peak is a lower bound.
+# Killed at its wall-clock limit (the guard's timeout_s): done, with the steps it measured kept and judged.
+# Not evidence of out of memory, nor of a fit beyond those steps; its measured peak is a lower bound.
 TIMEOUT = "timeout"
 # Fits without a probe of its own: a measured trial that fits dominates it (orchestrator/judging/frontier.py).
 IMPLIED = "implied"
 STATUSES = (COMPLETED, OOM, PRUNED, FAILED, TIMEOUT, UNAVAILABLE, STOPPED, IMPLIED)
 # Statuses a resumed sweep does not run again; `stopped` means interrupted, so it runs again.
 FINAL_STATUSES = (COMPLETED, OOM, PRUNED, FAILED, TIMEOUT, UNAVAILABLE, IMPLIED)
+# The statuses whose steps are judged as a training run (a training verdict, the learning ranking and
+# curves): a completed trial, and a timeout on the steps it kept before its limit (none kept: not judged).
+JUDGED_STATUSES = (COMPLETED, TIMEOUT)
 # The statuses that say a trial fits its budget: measured (completed) or implied by a measured fit.
 FITS_STATUSES = (COMPLETED, IMPLIED)
+
+
+def steps_of(kept: int, max_steps: int | None) -> str:
+    """'19 of 20 steps': the steps a trial kept, of max_steps (those asked for) where known."""
+    of = f" of {max_steps}" if max_steps else ""
+    return f"{kept}{of} step{'s' if kept != 1 or of else ''}"
+
+
+def cut_short(kept: int, max_steps: int | None) -> str:
+    """What a timeout's figures stand on: 'the 19 of 20 steps measured before the time limit'."""
+    return f"the {steps_of(kept, max_steps)} measured before the time limit"
+
 
 # A status in a sentence ("3 out of memory").
 STATUS_WORDS = {

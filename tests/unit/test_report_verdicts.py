@@ -199,7 +199,7 @@ def test_a_learning_trial_is_listed_as_learning_and_carries_no_warning_mark(tmp_
     assert "6 completed trials judged from their steps: 6 learning." in section
     assert "### Trials that learn" in section and "### Trials flagged" not in section
     assert "## Which configuration learns: held-out accuracy" in markdown
-    assert "No completed trial measured held-out accuracy" in markdown
+    assert "No completed or timed-out trial measured held-out accuracy" in markdown
 
 
 def test_a_memory_sweeps_probes_are_said_to_be_not_judged_rather_than_too_short(tmp_path):
@@ -215,7 +215,7 @@ def test_a_memory_sweeps_probes_are_said_to_be_not_judged_rather_than_too_short(
     assert "too_short" not in terminal
     section = markdown.split("## Does it learn: training verdicts")[1].split("\n## ")[0]
     assert f"{completed.sum()} memory-phase probe(s) not judged" in section
-    assert "No training run completed, so none was judged." in section
+    assert "No training run completed or kept a step before its time limit, so none was judged." in section
 
 
 def test_a_sweep_with_training_runs_and_probes_counts_the_probes_apart(tmp_path):

@@ -222,7 +222,7 @@ def test_stop_check_answers_when_a_stop_on_verdict_first_holds_and_ignores_the_o
     assert stop_check(VerdictSettings()) is None
 
 
-def test_trial_row_holds_the_verdict_of_a_completed_trial_only():
+def test_trial_row_holds_the_verdict_of_a_completed_trial_and_none_of_a_failed_one():
     spec = TrialSpec(trial_key="t", max_steps=8)
     rows = steps(8, frac_reward_zero_std=[1.0] * 8)
     normalized = [normalize_step("t", r) for r in rows]

@@ -1,6 +1,8 @@
 """What fits: the feasibility matrix (peak memory or the outcome per K x B, and the budget it is held
 against), the frontier (the largest configuration that fits, the smallest that does not), and both as
-tables for people (one frontier table; one matrix per model with the stacks side by side)."""
+tables for people (one frontier table; one matrix per model with the stacks side by side).
+A peak is measured by a completed trial, or by a timeout on the steps it kept (a lower bound): such a
+timeout fits on those steps, said in words where shown, or does not fit when it already passed the budget."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ class FeasibilityGrid:
     model: str
     memory_kind: str | None  # outcome.GPU, outcome.TORCH or outcome.RSS (process peak on CPU)
     labels: pd.DataFrame  # str: "12.3 GiB", "0.78 GiB ⚠ no signal", "OOM", "pruned", ...; "" where none ran
-    values: pd.DataFrame  # float GiB for cells with a completed trial, NaN elsewhere
+    values: pd.DataFrame  # float GiB for cells with a measured peak (completed, or a timeout's kept steps)
     statuses: pd.DataFrame  # the cell's outcome: a status, or "" where no trial ran
     budget_gib: float | None = None
     headroom_gib: float = 0.0  # memory.headroom_gib: what a fit must leave free under the budget
@@ -48,9 +50,12 @@ class FeasibilityGrid:
         return gpus_words(self.num_processes, self.distributed)
 
     def fits(self, k: Any, b: Any) -> bool:
-        """A completed trial of the cell within the budget."""
+        """A completed trial of the cell within the budget, or a timeout within it on the steps it kept."""
         in_grid = k in self.statuses.index and b in self.statuses.columns
-        return in_grid and self.statuses.loc[k, b] == COMPLETED and not self.over_budget(k, b)
+        if not in_grid or self.over_budget(k, b):
+            return False
+        status = self.statuses.loc[k, b]
+        return status == COMPLETED or (status == outcome.TIMEOUT and pd.notna(self.values.loc[k, b]))
 
     @property
     def memory_words(self) -> str:
@@ -68,7 +73,8 @@ class FeasibilityGrid:
         )
 
     def over_budget(self, k: Any, b: Any) -> bool:
-        """Completed, but its peak passed the budget less the headroom: it does not fit."""
+        """Measured (completed, or timed out: a lower bound), but its peak passed the budget less the
+        headroom: it does not fit."""
         value = self.values.loc[k, b]
         return self.budget_gib is not None and pd.notna(value) and value > self.budget_gib - self.headroom_gib
 
@@ -146,21 +152,39 @@ def feasibility_matrix(
     return grids
 
 
+def kept_steps(rows: pd.DataFrame) -> pd.Series:
+    """Timeouts that kept a step and measured a peak (`_peak`): they fit, or not, on those steps."""
+    steps = pd.to_numeric(rows["steps_completed"], errors="coerce") if "steps_completed" in rows else np.nan
+    return (rows["status"] == outcome.TIMEOUT) & (steps > 0) & rows["_peak"].notna()
+
+
+def kept_words(row: pd.Series, words=outcome.cut_short) -> str:
+    """'the 19 of 20 steps measured before the time limit' for a timeout's row (words=steps_of: '19 of 20
+    steps', in a matrix cell)."""
+    asked = finite_or_none(row.get("max_steps"))
+    return words(int(finite_or_none(row.get("steps_completed")) or 0), int(asked) if asked else None)
+
+
 def _cell(cell: pd.DataFrame, kind: str | None) -> tuple[str, float, str]:
     counts = cell["status"].value_counts()
-    outcomes = [s for s in STATUS_LABELS if s != COMPLETED and s in counts]  # in STATUS_LABELS' order
     completed = cell[cell["status"] == COMPLETED]
-    if len(completed):
-        peaks = completed.loc[completed["_kind"] == kind, "_peak"].dropna()
+    measured = completed if len(completed) else cell[kept_steps(cell)]
+    status = COMPLETED if len(completed) else outcome.TIMEOUT if len(measured) else None
+    outcomes = [s for s in STATUS_LABELS if s not in (COMPLETED, status) and s in counts]  # in their order
+    if status is not None:
+        peaks = measured.loc[measured["_kind"] == kind, "_peak"].dropna()
         value = float(peaks.max()) if len(peaks) else np.nan
-        label = f"{value:.2f} GiB" if len(peaks) else STATUS_LABELS[COMPLETED]
-        verdicts = set(completed.get("training_verdict", pd.Series(dtype=object)).dropna())
+        label = f"{value:.2f} GiB" if len(peaks) else STATUS_LABELS[status]
+        if status == outcome.TIMEOUT and len(peaks):  # "0.78 GiB (timeout: 19 of 20 steps)"
+            row = measured.loc[peaks.idxmax()]
+            label += f" ({STATUS_LABELS[outcome.TIMEOUT]}: {kept_words(row, outcome.steps_of)})"
+        verdicts = set(measured.get("training_verdict", pd.Series(dtype=object)).dropna())
         flagged = [v for v in PROBLEMS if v in verdicts]
         if flagged:
             label += f" {MARK} {VERDICT_WORDS[flagged[0]]}"
         if outcomes:
             label += f" (+{', '.join(f'{counts[s]} {STATUS_LABELS[s]}' for s in outcomes)})"
-        return COMPLETED, value, label
+        return status, value, label
     if outcomes:
         return outcomes[0], np.nan, STATUS_LABELS[outcomes[0]]
     return str(cell["status"].iloc[0]), np.nan, str(cell["status"].iloc[0])
@@ -185,6 +209,7 @@ _LABEL_NAMES = {
 FRONTIER_COLUMNS = (
     *FRONTIER_GROUP,
     "largest_fit",
+    "fit_kept",
     "fit_trial_key",
     "fit_peak_device_gib",
     "fit_peak_rss_gib",
@@ -202,6 +227,7 @@ FRONTIER_COLUMNS = (
     "oom_over_budget",
     "oom_detail",
     COMPLETED,
+    outcome.TIMEOUT,
     OOM,
     PRUNED,
 )
@@ -242,8 +268,9 @@ def frontier(
     """Per (framework, mode, model, quantization): the largest configuration that fits and the smallest
     that does not, with their peaks (outcome.peak_memory), from trials.parquet's rows. Without a budget,
     "fits" means completed and "does not" out of memory; with one, a completed trial whose peak passed
-    it does not fit either (oom_over_budget). Configurations are ordered by completions per step
-    (K x B), then completion length, prompt length, LoRA rank and the measured peak.
+    it does not fit either (oom_over_budget). A timeout that kept steps is measured on them (fit_kept says
+    so; its peak, a lower bound, over the budget does not fit). Configurations are ordered by completions
+    per step (K x B), then completion length, prompt length, LoRA rank and the measured peak.
     headroom_gib (memory.headroom_gib): a peak must leave this much of the budget free to fit.
     fit_margin_gib/_pct, fit_tight: the largest fit's margin to the budget (intervals.margin).
     A side that no trial reached is null."""
@@ -260,10 +287,10 @@ def frontier(
         g = _sized(group)
         varying = [c for c in _LABEL_NAMES if c in g and _varies(g, c)]
         row: dict[str, Any] = dict(zip(FRONTIER_GROUP, key, strict=True))
-        completed = g["status"] == COMPLETED
+        measured = (g["status"] == COMPLETED) | kept_steps(g)
         limit = None if budget_gib is None else budget_gib - headroom_gib
-        over = completed & (g["_peak"] > limit) if limit is not None else completed & False
-        fit = _extreme(g[completed & ~over], max)
+        over = measured & (g["_peak"] > limit) if limit is not None else measured & False
+        fit = _extreme(g[measured & ~over], max)
         oom = _extreme(g[(g["status"] == OOM) | over], min)
         for side, best in (("fit", fit), ("oom", oom)):
             row[f"{side}_trial_key"] = _value(best, "trial_key")
@@ -276,15 +303,19 @@ def frontier(
         row["fit_margin_pct"] = None if fit_margin is None else fit_margin.pct
         row["fit_tight"] = None if fit_margin is None else fit_margin.tight
         row["largest_fit"] = None if fit is None else _label(fit, varying)
+        row["fit_kept"] = kept_words(fit) if fit is not None and fit["status"] == outcome.TIMEOUT else None
         row["smallest_oom"] = None if oom is None else _label(oom, varying)
-        row["oom_over_budget"] = None if oom is None else bool(oom["status"] == COMPLETED)
+        row["oom_over_budget"] = None if oom is None else bool(oom["status"] != OOM)
+        done = (
+            "completed" if oom is None or oom["status"] == COMPLETED else f"timed out, on {kept_words(oom)}"
+        )
         row["oom_detail"] = (
-            f"completed, but its peak {oom['_peak']:.2f} GiB passed the {budget_gib:g} GiB budget"
+            f"{done}, but its peak {oom['_peak']:.2f} GiB passed the {budget_gib:g} GiB budget"
             + (f" less the {headroom_gib:g} GiB headroom" if headroom_gib else "")
             if row["oom_over_budget"]
             else _value(oom, "status_detail")
         )
-        for status in (COMPLETED, OOM, PRUNED):
+        for status in (COMPLETED, outcome.TIMEOUT, OOM, PRUNED):
             row[status] = int((g["status"] == status).sum())
         rows.append(row)
     return pd.DataFrame(rows, columns=list(FRONTIER_COLUMNS))
@@ -321,8 +352,8 @@ def _gib(value: Any) -> str:
     return "—" if value is None or pd.isna(value) else f"{value:.2f} GiB"
 
 
-# A frontier side no trial answered: none completed and none ran out of memory (stopped, failed, ...).
-NO_ANSWER = "unknown (no trial completed or ran out of memory)"
+# A frontier side no trial answered: none measured a peak or ran out of memory (stopped, failed, ...).
+NO_ANSWER = "unknown (no trial completed, kept a step before its time limit or ran out of memory)"
 NOT_RUN = "·"
 OVER_BUDGET = "over budget"
 
@@ -343,7 +374,7 @@ def frontier_view(df: pd.DataFrame) -> pd.DataFrame:
                 "Model": r.model,
                 "Quantization": r.quantization,
                 "GPUs": gpus_words(r.num_processes, r.distributed),
-                "Largest that fits": r.largest_fit if fit else "none fit" if no_fit else NO_ANSWER,
+                "Largest that fits": _fit_words(r) if fit else "none fit" if no_fit else NO_ANSWER,
                 "Its peak": _gib(r.fit_peak_gib) + _margin_words(r),
                 "Smallest that does not": f"{r.smallest_oom}: {why}"
                 if no_fit
@@ -352,13 +383,20 @@ def frontier_view(df: pd.DataFrame) -> pd.DataFrame:
                 else NO_ANSWER,
                 "Peak there": _gib(r.oom_peak_gib),
                 "Memory": " / ".join(dict.fromkeys(MEMORY_LABELS[k] for k in kinds)) or "—",
-                "Completed / OOM / pruned": f"{r.completed} / {r.oom} / {r.pruned}",
+                "Completed / OOM / pruned": f"{r.completed} / {r.oom} / {r.pruned}"
+                + (f" (+{r.timeout} timed out)" if r.timeout else ""),
             }
         )
     view = pd.DataFrame(rows)
     # The model and the quantization only where they tell rows apart (a column per page is precious).
     same = [c for c in ("Model", "Quantization", "GPUs") if c in view and view[c].astype(str).nunique() <= 1]
     return view.drop(columns=same)
+
+
+def _fit_words(r: Any) -> str:
+    """The largest fit, and for a timeout the steps it fits on: 'K=4 B=2 (8 completions/step), fits on the
+    19 of 20 steps measured before the time limit'."""
+    return f"{r.largest_fit}, fits on {r.fit_kept}" if isinstance(r.fit_kept, str) else r.largest_fit
 
 
 def _margin_words(r: Any) -> str:
@@ -445,5 +483,10 @@ def _matrix_caption(grids: list[FeasibilityGrid]) -> str:
             parts.append(
                 f"“{TIGHT}”: fits by less than the run-to-run spread of peaks ({TIGHT_SPREAD:.1%} of the peak)."
             )
+    if any(((g.statuses == outcome.TIMEOUT) & g.values.notna()).to_numpy().any() for g in grids):
+        parts.append(
+            f"“{STATUS_LABELS[outcome.TIMEOUT]}: N of M steps”: killed at its time limit; its peak is that "
+            f"of the N steps measured before it, a lower bound (it fits on those steps unless “{OVER_BUDGET}”)."
+        )
     parts += [f"{note}." for note in dict.fromkeys(g.verdict_note for g in grids if g.verdict_note)]
     return " ".join(parts)

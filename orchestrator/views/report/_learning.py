@@ -1,4 +1,5 @@
-"""Which configuration learns: the figure users optimise. Each completed trial's best held-out accuracy
+"""Which configuration learns: the figure users optimise. Each judged trial's (completed, or timed out on
+the steps it kept: outcome.JUDGED_STATUSES) best held-out accuracy
 with its Wilson interval and the time until held-out accuracy reached the sweep's target
 (trials.parquet's accuracy fields, trainers/record.accuracy_figures), ranked beside its speed and
 memory, then the stacks side by side per configuration. A stack that ran a fallback rather than its own
@@ -14,7 +15,7 @@ import pandas as pd
 
 from orchestrator.views.report._document import Block, fmt
 from orchestrator.views.report._outputs import parse_json, plain
-from orchestrator.words.outcome import COMPLETED
+from orchestrator.words.outcome import JUDGED_STATUSES, TIMEOUT, cut_short
 from trainers import stacks
 from trainers.record import MEMORY_LABELS, SPEC, TRIAL, TRIAL_FIELDS, finite_or_none, peak_memory
 
@@ -40,11 +41,23 @@ def stack_words(trial: pd.Series) -> str:
 
 
 def _measured(trials: pd.DataFrame) -> pd.DataFrame:
-    """Completed trials that measured held-out accuracy (a sweep that predates the fields has none)."""
+    """Judged trials (completed, or timed out on the steps they kept) that measured held-out accuracy (a
+    sweep that predates the fields has none)."""
     if TRIAL.best_eval_pass_at_1 not in trials or trials.empty:
         return trials.iloc[0:0]
     best = pd.to_numeric(trials[TRIAL.best_eval_pass_at_1], errors="coerce")
-    return trials[(trials[TRIAL.status] == COMPLETED) & best.notna()]
+    return trials[trials[TRIAL.status].isin(JUDGED_STATUSES) & best.notna()]
+
+
+def trial_words(trial: pd.Series) -> str:
+    """The trial's key, and for one cut short by its time limit the steps it stands on: 'k (timed out: on
+    the 19 of 20 steps measured before the time limit)'."""
+    key = str(trial.get(TRIAL.trial_key))
+    if trial.get(TRIAL.status) != TIMEOUT:
+        return key
+    kept = finite_or_none(trial.get(TRIAL.steps_completed))
+    asked = finite_or_none(trial.get(TRIAL.max_steps))
+    return f"{key} (timed out: on {cut_short(int(kept or 0), int(asked) if asked else None)})"
 
 
 def accuracy_words(trial: pd.Series) -> str:
@@ -94,7 +107,7 @@ def learning_table(trials: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "Rank": range(1, len(ranked) + 1),
-            "Trial": ranked[TRIAL.trial_key],
+            "Trial": [trial_words(t) for _, t in ranked.iterrows()],
             "Stack": [stack_words(t) for _, t in ranked.iterrows()],
             "Mode": ranked[TRIAL.mode],
             "K": ranked[TRIAL.num_generations],
@@ -150,7 +163,11 @@ def learning_blocks(trials: pd.DataFrame, curves: Path | None = None) -> list[Bl
     if table.empty:
         return [
             *blocks,
-            Block("p", "No completed trial measured held-out accuracy (eval_pass_at_1), so none is ranked."),
+            Block(
+                "p",
+                "No completed or timed-out trial measured held-out accuracy (eval_pass_at_1), so none is "
+                "ranked.",
+            ),
         ]
     target = _target(ranked_learning(trials))
     blocks += [
@@ -162,7 +179,8 @@ def learning_blocks(trials: pd.DataFrame, curves: Path | None = None) -> list[Bl
             "evaluation left out; GPU-seconds (seconds x GPUs) where a GPU ran. Trials that never reached "
             "it follow, best accuracy first. Best held-out accuracy: the highest of the trial's evaluations "
             "with its 95% Wilson interval over the evaluated prompts (the best of several noisy readings "
-            "leans high). Tokens/s and peak memory as in the sections on speed and memory.",
+            "leans high). A trial that timed out is ranked on the steps it measured before its time limit. "
+            "Tokens/s and peak memory as in the sections on speed and memory.",
         ),
     ]
     if curves:

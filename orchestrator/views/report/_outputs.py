@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from orchestrator.judging.intervals import median_interval
-from orchestrator.judging.verdict import VerdictSettings, judge
+from orchestrator.judging.verdict import VerdictSettings, judge_trial
 from orchestrator.recording.sinks import STEP_SCHEMA, TRIAL_SCHEMA
 from orchestrator.words import outcome
 from trainers.record import STEP, TRIAL, finite_or_none
@@ -131,11 +131,13 @@ def load_outputs(output_dir: str | Path) -> SweepOutputs:
 
 
 def _unjudged(trials: pd.DataFrame) -> set[str]:
-    """Completed trials whose row holds no training verdict."""
+    """Trials of a judged status (outcome.JUDGED_STATUSES) whose row holds no training verdict: written
+    before their status was judged (a timeout that kept no step stays without one)."""
     if "status" not in trials:
         return set()
     verdicts = trials.get("training_verdict", pd.Series(None, index=trials.index, dtype=object))
-    return set(trials.loc[(trials["status"] == outcome.COMPLETED) & verdicts.isna(), "trial_key"].astype(str))
+    judged = trials["status"].isin(outcome.JUDGED_STATUSES)
+    return set(trials.loc[judged & verdicts.isna(), "trial_key"].astype(str))
 
 
 def verdict_settings(output_dir: Path) -> VerdictSettings:
@@ -164,7 +166,8 @@ def _with_verdicts(
         trials[name] = trials[name].astype(object) if name in trials else None
     for i, row in trials.iterrows():
         if str(row["trial_key"]) in keys:
-            verdict = judge(
+            verdict = judge_trial(
+                row["status"],
                 step_rows.get(str(row["trial_key"]), []),
                 settings,
                 max_steps=int(row["max_steps"]) if finite_or_none(row.get("max_steps")) else None,
@@ -175,6 +178,8 @@ def _with_verdicts(
                     finite_or_none(row.get("eval_before_prompts")),
                 ),
             )
+            if verdict is None:
+                continue
             trials.at[i, "training_verdict"] = verdict.verdict
             trials.at[i, "training_verdict_detail"] = verdict.detail
     return trials

@@ -469,7 +469,7 @@ MODE_STYLES = ["-", "--", ":", "-."]
 
 @_report_style
 def learning_curves_plot(trials: pd.DataFrame, steps: pd.DataFrame, path: Path) -> Path | None:
-    """Held-out accuracy over the steps of every completed trial that measured it, on one axis: a colour
+    """Held-out accuracy over the steps of every judged trial (a timeout's kept steps), on one axis: a colour
     per stack (the registry's order), a line style per mode, the sweep's target; None when none did."""
     ranked = ranked_learning(trials)
     drawn = []
@@ -490,9 +490,9 @@ def learning_curves_plot(trials: pd.DataFrame, steps: pd.DataFrame, path: Path) 
     for trial, series in drawn:
         colour = STACK_COLOURS[names.index(trial["framework"]) % len(STACK_COLOURS)]
         style = MODE_STYLES[modes.index(str(trial["mode"])) % len(MODE_STYLES)]
-        label = " ".join(
-            [stack_words(trial), str(trial["mode"]), *(f"{LETTERS[c]}={plain(trial[c])}" for c in varying)]
-        )
+        cut = "(timed out)" if trial.get("status") == TIMEOUT else ""
+        axes = " ".join(f"{LETTERS[c]}={plain(trial[c])}" for c in varying)
+        label = " ".join(filter(None, [stack_words(trial), str(trial["mode"]), axes, cut]))
         draw_accuracy(ax, series, label, colour, style)
     target_line(ax, ranked.get("accuracy_target", []))
     ax.set_ylim(0, 1)

@@ -8,12 +8,13 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.views.report._document import Block, fmt
+from orchestrator.words.outcome import TIMEOUT
 from orchestrator.words.phases import MEMORY
 from orchestrator.words.verdicts import LEARNING, PROBLEMS, VERDICT_WORDS, VERDICTS
 
 
 def flagged_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Completed trials whose training verdict flags them, worst first (orchestrator.judging.verdict.PROBLEMS)."""
+    """Judged trials whose training verdict flags them, worst first (verdict.PROBLEMS)."""
     flagged = summary[summary["training_verdict"].isin(PROBLEMS)].copy()
     flagged["_rank"] = [PROBLEMS.index(v) for v in flagged["training_verdict"]]
     flagged = flagged.sort_values(["_rank", "run_name"])
@@ -21,7 +22,7 @@ def flagged_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def learning_verdict_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Completed trials whose verdict is `learning` (a positive, not a flag), with the evidence."""
+    """Judged trials whose verdict is `learning` (a positive, not a flag), with the evidence."""
     return _verdict_rows(summary[summary["training_verdict"] == LEARNING].sort_values("run_name"))
 
 
@@ -60,13 +61,20 @@ def verdict_blocks(
             Block("p", f"{probes} memory-phase probe(s) not judged: probe steps, not training runs.")
         )
     if verdicts.empty:
-        return [*blocks, Block("p", "No training run completed, so none was judged.")]
+        return [
+            *blocks,
+            Block("p", "No training run completed or kept a step before its time limit, so none was judged."),
+        ]
     counts = verdicts.value_counts()
     parts = [f"{counts[v]} {VERDICT_WORDS[v]}" for v in VERDICTS if v in counts]
+    cut = int(summary.loc[verdicts.index, "status"].eq(TIMEOUT).sum()) if "status" in summary else 0
+    judged = f"{len(verdicts)} {'' if cut else 'completed '}trials judged from their steps" + (
+        f" ({cut} timed out, judged on the steps measured before the time limit)" if cut else ""
+    )
     blocks.append(
         Block(
             "p",
-            f"{len(verdicts)} completed trials judged from their steps: {', '.join(parts)}. learning: the "
+            f"{judged}: {', '.join(parts)}. learning: the "
             "reward's trend rises (its 95% interval above zero) and, where held-out accuracy was measured "
             "twice or more, its last reading beats its first (the difference's 95% interval above zero); "
             "ok: nothing wrong, and no evidence of learning. The problems: diverged: a NaN or a spike in "
