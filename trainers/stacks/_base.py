@@ -87,6 +87,14 @@ class Stack(ABC):
 
         return probe_generation
 
+    def simulate_step(self, spec: TrialSpec, prompt_tokens: int, counter: Any, **how: Any) -> dict:
+        """One training step of `spec` run through this stack's own code on meta tensors, counted by
+        `counter` (trainers/simulate; `how`: device, attention, as_cuda, as trainers.simulate.simulate
+        passes them). A stack that cannot yet says why (trainers.simulate.CannotSimulate)."""
+        from trainers.simulate import CannotSimulate
+
+        raise CannotSimulate(f"the {self.entry.label} stack has no simulated step yet")
+
     def effective_knobs(self, built: Built, spec: TrialSpec) -> dict[str, Any]:
         """The knobs as the built trainer holds them (what the library read back), plus the stack's own."""
         from trainers.runtime import effective_config

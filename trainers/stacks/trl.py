@@ -82,3 +82,10 @@ class TrlStack(Stack):
         if spec.generation == "vllm":
             vllm_read_back["vllm_gpu_memory_utilization_asked"] = spec.vllm_gpu_memory_utilization
         return Built(trainer, meter, longest_prompt, vllm_read_back)
+
+    def simulate_step(self, spec: TrialSpec, prompt_tokens: int, counter, **how) -> dict:
+        """TRL's own loss, backward, clipping and AdamW on the trial's model as TRL holds it on a GPU, on
+        meta tensors (trainers/stacks/_simulate_trl.py)."""
+        from trainers.stacks._simulate_trl import simulate_step
+
+        return simulate_step(spec, prompt_tokens, counter, **how)

@@ -1,0 +1,61 @@
+"""A training step simulated on meta tensors through TRL's own code (trainers/simulate): the same step
+on real CPU tensors allocates what meta counted, the length moves it, and a change in TRL's code moves
+it too, since the simulation runs that code rather than a formula of it."""
+
+import pytest
+import torch
+
+from trainers.simulate import CannotSimulate, simulate
+from trainers.trial import TrialSpec
+
+pytestmark = pytest.mark.slow
+
+GRANULE = 512
+
+
+def _spec(**knobs) -> TrialSpec:
+    base = dict(model="tiny", framework="trl", num_generations=4, batch_size=2, max_completion_length=64,
+                num_iterations=2, quantization="none", lora_r=16, learning_rate=2e-4)  # fmt: skip
+    return TrialSpec(**(base | knobs))
+
+
+def test_a_step_on_meta_allocates_what_the_same_step_allocates_on_real_cpu_tensors():
+    # Without the CUDA kernels' stand-ins and with eager attention both run the same ops: the scoring
+    # forward, then TRL's loss, backward, clipping and AdamW; only meta holds no memory.
+    meta = simulate(_spec(), 34, device="meta", attention="eager", as_cuda=False)
+    cpu = simulate(_spec(), 34, device="cpu", attention="eager")
+    assert meta.resting_gib == cpu.resting_gib > 0
+    for phase in ("scoring", "training"):
+        assert abs(meta.phase_gib[phase] - cpu.phase_gib[phase]) * 2**30 <= 2 * GRANULE
+    assert meta.phase == cpu.phase == "training"
+
+
+def test_the_simulated_peak_grows_with_the_completion_length_on_a_4_bit_model():
+    short = simulate(_spec(quantization="nf4", max_completion_length=64), 34)
+    long = simulate(_spec(quantization="nf4", max_completion_length=256), 34)
+    assert long.allocated_gib > short.allocated_gib > long.resting_gib > 0
+    assert short.simulated == {"micro_batch": 8, "prompt_tokens": 34, "num_iterations": 2}
+
+
+def test_a_change_in_trls_code_that_allocates_more_moves_the_simulated_peak(monkeypatch):
+    from trl import GRPOTrainer
+
+    before = simulate(_spec(), 34)
+    original = GRPOTrainer._get_per_token_logps_and_entropies
+    extra = 8 * 64 * 4096 * 4  # a fp32 tensor TRL does not make, saved for backward
+
+    def heavier(self, model, *args, **kwargs):
+        logps, entropies, aux = original(self, model, *args, **kwargs)
+        if torch.is_grad_enabled():
+            held = torch.empty(8, 64, 4096, device="meta", requires_grad=True)
+            logps = logps + (held * held).sum()
+        return logps, entropies, aux
+
+    monkeypatch.setattr(GRPOTrainer, "_get_per_token_logps_and_entropies", heavier)
+    after = simulate(_spec(), 34)
+    assert after.allocated_gib * 2**30 >= before.allocated_gib * 2**30 + extra - GRANULE
+
+
+def test_a_stack_without_a_simulated_step_says_so():
+    with pytest.raises(CannotSimulate, match="Unsloth stack has no simulated step yet"):
+        simulate(_spec(framework="unsloth"), 34)

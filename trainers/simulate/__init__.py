@@ -1,0 +1,86 @@
+"""A trial's training step simulated on meta tensors: its stack's own code (the loss, backward, clipping
+and the optimizer) on the trial's model as the stack holds it on a GPU, with no GPU and no weights, every
+allocation counted as CUDA's caching allocator counts `allocated` (trainers/simulate/_count.py).
+
+    step = simulate(spec)                 # a TrialSpec; SimulatedStep, or CannotSimulate with the reason
+    step.allocated_gib, step.phase, step.phase_gib
+
+What it gives is torch's allocated peak, the figure a GPU's `torch.cuda.max_memory_allocated` reads; what
+the caching allocator reserves around it and what the CUDA context holds (NVML's figure) are not modelled
+here. The patches that make the stack's code run on meta as it does on CUDA: docs/oom.md, "Simulated
+steps". A stack says how it simulates (trainers/stacks/_base.py Stack.simulate_step).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainers.units import GIB
+
+# The phases a simulated step counts apart: the no-grad scoring forward (num_iterations > 1 or beta > 0)
+# and the training micro-batch (forward, backward, clipping, optimizer).
+PHASES = ("scoring", "training")
+
+
+class CannotSimulate(Exception):
+    """The stack, the model or an op cannot be run on meta here; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class SimulatedStep:
+    """One simulated training step: torch's allocated peak (GiB), the phase that set it, each phase's
+    peak, what the step held at rest, and how it was simulated."""
+
+    allocated_gib: float
+    phase: str
+    phase_gib: dict[str, float]
+    resting_gib: float
+    seconds: float
+    simulated: dict[str, Any] = field(default_factory=dict)
+
+
+def simulate(
+    spec: Any,
+    prompt_tokens: int | None = None,
+    device: str = "meta",
+    attention: str = "sdpa",
+    as_cuda: bool | None = None,
+) -> SimulatedStep:
+    """`spec`'s training step through its stack's code (module docstring). prompt_tokens: the prompt's
+    length (default max_prompt_length, the worst case). device "cpu" runs the same step on real tensors,
+    counted the same way; as_cuda (default: on meta) runs CUDA's kernels' stand-ins (docs/oom.md,
+    "Simulated steps"); attention: transformers' implementation ("eager" where the host's and meta's SDPA
+    kernels would differ)."""
+    from trainers import stacks
+    from trainers.simulate._count import AllocationCounter
+    from trainers.simulate._meta import on_meta
+
+    started = time.perf_counter()
+    counter = AllocationCounter()
+    stack = stacks.load(spec.framework)
+    try:
+        cuda = device == "meta" if as_cuda is None else as_cuda
+        with on_meta(as_cuda=cuda):
+            simulated = stack.simulate_step(
+                spec,
+                prompt_tokens or spec.max_prompt_length,
+                counter,
+                device=device,
+                attention=attention,
+                as_cuda=cuda,
+            )
+    except CannotSimulate:
+        raise
+    except (NotImplementedError, RuntimeError) as exc:  # an op with no meta kernel, say
+        raise CannotSimulate(f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from exc
+    phases = {name: counter.phase_peaks[name] / GIB for name in PHASES if name in counter.phase_peaks}
+    return SimulatedStep(
+        allocated_gib=counter.peak_bytes / GIB,
+        phase=max(phases, key=phases.get) if phases else "training",
+        phase_gib=phases,
+        resting_gib=counter.resting_bytes / GIB,
+        seconds=time.perf_counter() - started,
+        simulated=simulated,
+    )

@@ -1,0 +1,225 @@
+"""TRL's GRPO step simulated on meta tensors (trainers/simulate): TRL's own loss code on the trial's model
+as TRL holds it on a GPU, counted as CUDA's allocator counts `allocated`.
+
+The model: built on meta from its config (bitsandbytes 4-bit linear layers where the trial quantizes),
+PEFT LoRA on every linear layer, the adapters in bf16 as GRPOTrainer casts them for a quantized model,
+gradient checkpointing (transformers' default, non-reentrant) with input gradients on, and accelerate's
+fp32 outputs around its forward, as `Accelerator.prepare` wraps it under bf16 mixed precision. TRL's
+GRPOTrainer.compute_loss / _compute_loss / _get_per_token_logps_and_entropies run unmodified, bound to a
+trainer holding the attributes they read, set from the trial's GRPOConfig (the same
+runtime.grpo_config_kwargs path as a real trial). Then backward, gradient clipping and AdamW's step, its
+state allocated before the step as a trainer allocates it (trainers/optimizer_state.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import defaultdict
+from contextlib import nullcontext
+from types import MethodType, SimpleNamespace
+from typing import Any
+
+
+def _fused_logprob_entropy(logits, index, temperature=1.0, row_mask=None):
+    """TRL's Triton log-prob/entropy kernel (trl/kernels/logprob_entropy.py) by its allocations: four
+    fp32 row tensors in forward (log-probs, entropy, log Z, expected logit), the logits saved, and a
+    gradient the size of the logits in backward."""
+    import torch
+
+    class _Stand(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, logits, index):
+            rows = logits.shape[:-1]
+            logprobs = torch.empty(rows, device=logits.device, dtype=torch.float32)
+            entropy = torch.empty_like(logprobs)
+            log_z, expected = torch.empty_like(logprobs), torch.empty_like(logprobs)
+            ctx.save_for_backward(logits, log_z, expected)
+            return logprobs, entropy
+
+        @staticmethod
+        def backward(ctx, grad_logprobs, grad_entropy):
+            logits, _, _ = ctx.saved_tensors
+            return torch.empty_like(logits, memory_format=torch.contiguous_format), None
+
+    return _Stand.apply(logits, index)
+
+
+@contextlib.contextmanager
+def _trl_on_meta(as_cuda: bool):
+    """TRL's own arrangements (docs/oom.md, "Simulated steps"): its nanmin/nanmax branch on a tensor's
+    value (plain min/max on meta), and with as_cuda its fused Triton log-prob kernel, which TRL takes on
+    CUDA, stood in for by one of the same allocations."""
+    import trl.trainer.grpo_trainer as grpo
+    import trl.trainer.utils as trl_utils
+
+    from trainers.simulate._meta import patcher, restore
+
+    saved: list = []
+    patch = patcher(saved)
+    nanmin, nanmax, supports = trl_utils.nanmin, trl_utils.nanmax, trl_utils._supports_trl_loss_kernel
+    patch(grpo, "nanmin", lambda t: t.min() if t.is_meta else nanmin(t))
+    patch(grpo, "nanmax", lambda t: t.max() if t.is_meta else nanmax(t))
+    if as_cuda:
+        patch(trl_utils, "_fused_logprob_entropy", _fused_logprob_entropy)
+        patch(
+            trl_utils,
+            "_supports_trl_loss_kernel",
+            lambda logits, *a, **k: logits.is_meta or supports(logits, *a, **k),
+        )
+    try:
+        yield
+    finally:
+        restore(saved)
+
+
+class _Accelerator(SimpleNamespace):
+    """One process: gather, reduce and unwrap are identities, autocast is nothing on meta."""
+
+    num_processes = 1
+    is_main_process = True
+    sync_gradients = True
+
+    def gather(self, tensor):
+        return tensor
+
+    def reduce(self, tensor, reduction="sum"):
+        return tensor
+
+    def unwrap_model(self, model):
+        return model
+
+    def autocast(self):
+        return nullcontext()
+
+
+def _config(spec: Any, dtype: Any):
+    from trl import GRPOConfig
+
+    from trainers.runtime import grpo_config_kwargs
+
+    asked = grpo_config_kwargs(spec, dtype, on_gpu=True) | {"bf16": False, "fp16": False, "use_cpu": True}
+    return GRPOConfig(**asked, reward_weights=[1.0])
+
+
+def _model(spec: Any, dtype: Any, gradient_checkpointing: bool, device: str, attention: str):
+    import torch
+    from accelerate.utils import convert_outputs_to_fp32
+    from peft import LoraConfig, get_peft_model
+
+    from trainers.simulate._meta import qlora_model
+
+    model = qlora_model(spec, dtype, device, attention)
+    quantized = getattr(model, "is_loaded_in_4bit", False)
+    if spec.adapter == "lora":
+        lora = LoraConfig(
+            r=spec.lora_r, lora_alpha=spec.lora_alpha, lora_dropout=spec.lora_dropout,
+            target_modules="all-linear", task_type="CAUSAL_LM",
+        )  # fmt: skip
+        model = get_peft_model(model, lora)
+        if gradient_checkpointing:
+            model.enable_input_require_grads()
+        if quantized:
+            for param in model.parameters():
+                if param.requires_grad:
+                    param.data = param.data.to(torch.bfloat16)
+    if gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.forward = MethodType(convert_outputs_to_fp32(model.forward.__func__), model)
+    model.train()
+    return model
+
+
+def _trainer(args: Any, model: Any):
+    import inspect
+
+    from trl import GRPOTrainer
+
+    t = object.__new__(GRPOTrainer)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    t.__dict__.update(
+        args=args, model=model, accelerator=_Accelerator(), model_kwarg_keys=inspect.signature(base.forward).parameters.keys(),
+        _is_vlm=False, is_fsdp_enabled=False, use_liger_kernel=False, use_vllm=False,
+        vllm_importance_sampling_correction=False, loss_type=args.loss_type, temperature=args.temperature,
+        importance_sampling_level=args.importance_sampling_level, off_policy_mask_threshold=args.off_policy_mask_threshold,
+        top_entropy_quantile=args.top_entropy_quantile, entropy_coef=args.entropy_coef,
+        use_adaptive_entropy=args.use_adaptive_entropy,
+        _entropy_bonus_enabled=args.entropy_coef != 0.0 or args.use_adaptive_entropy,
+        _last_world_entropy=float("inf"), _entropy_window_stats=None, aux_loss_enabled=False,
+        max_completion_length=args.max_completion_length, num_iterations=args.num_iterations,
+        epsilon_low=args.epsilon, epsilon_high=args.epsilon_high if args.epsilon_high is not None else args.epsilon,
+        beta=args.beta, current_gradient_accumulation_steps=args.gradient_accumulation_steps,
+        _metrics={"train": defaultdict(list), "eval": defaultdict(list)},
+    )  # fmt: skip
+    return t
+
+
+def simulate_step(
+    spec: Any,
+    prompt_tokens: int,
+    counter: Any,
+    device: str = "meta",
+    attention: str = "sdpa",
+    as_cuda: bool = True,
+) -> dict[str, Any]:
+    """One training step of `spec` (a TrialSpec) on meta, counted by `counter` (simulate._count's
+    AllocationCounter, entered here once the model, its adapters and the optimizer's state are built and
+    held): the scoring forward where num_iterations > 1 or beta > 0, then the training micro-batch's
+    loss, backward, clipping and the optimizer. Returns what was simulated. device "cpu" runs the same
+    step on real tensors (the test that meta counts what real execution allocates)."""
+    import torch
+
+    from trainers.optimizer_state import materialize
+
+    dtype = torch.bfloat16
+    args = _config(spec, dtype)
+    model = _model(spec, dtype, args.gradient_checkpointing, device, attention)
+    trainer = _trainer(args, model)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=args.learning_rate, weight_decay=args.weight_decay, foreach=True)
+    trainer.optimizer = optimizer
+    materialize(trainer)
+    held = list(model.parameters()) + list(model.buffers())
+    for module in model.modules():
+        state = getattr(getattr(module, "weight", None), "quant_state", None)
+        if state is not None:
+            held += [state.absmax, state.code]
+            if state.nested:
+                held += [state.state2.absmax, state.state2.code, state.offset]
+    held += [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
+    with counter, _trl_on_meta(as_cuda):
+        counter.hold(held)
+        return _step(spec, args, model, trainer, optimizer, params, prompt_tokens, counter, device)
+
+
+def _step(spec, args, model, trainer, optimizer, params, prompt_tokens, counter, device) -> dict[str, Any]:
+    import torch
+
+    n = spec.effective_micro_batch_size
+    completion = spec.max_completion_length
+    inputs = {
+        "prompt_ids": torch.zeros(n, prompt_tokens, dtype=torch.long, device=device),
+        "prompt_mask": torch.ones(n, prompt_tokens, dtype=torch.long, device=device),
+        "completion_ids": torch.zeros(n, completion, dtype=torch.long, device=device),
+        "completion_mask": torch.ones(n, completion, dtype=torch.long, device=device),
+        "advantages": torch.zeros(n, device=device),
+        "num_items_in_batch": torch.tensor(float(n * completion), device=device),
+    }
+    if args.num_iterations > 1 or args.beta != 0.0:
+        counter.phase("scoring")
+        with torch.no_grad():
+            ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+            mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+            logps, _, _ = trainer._get_per_token_logps_and_entropies(
+                model, ids, mask, completion, batch_size=n
+            )
+            del ids, mask
+        inputs["old_per_token_logps"] = logps
+        del logps
+    counter.phase("training")
+    loss = trainer.compute_loss(model, inputs)
+    loss.backward()
+    del loss
+    torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return {"micro_batch": n, "prompt_tokens": prompt_tokens, "num_iterations": args.num_iterations}
