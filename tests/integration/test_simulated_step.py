@@ -34,6 +34,9 @@ def test_the_simulated_peak_grows_with_the_completion_length_on_a_4_bit_model():
     short = simulate(_spec(quantization="nf4", max_completion_length=64), 34)
     long = simulate(_spec(quantization="nf4", max_completion_length=256), 34)
     assert long.allocated_gib > short.allocated_gib > long.resting_gib > 0
+    # the caching allocator's replay reserves at least what is allocated, and grows with it
+    assert long.reserved_gib >= long.allocated_gib and short.reserved_gib >= short.allocated_gib
+    assert long.reserved_gib > short.reserved_gib
     assert short.simulated == {"micro_batch": 8, "prompt_tokens": 34, "num_iterations": 2}
 
 

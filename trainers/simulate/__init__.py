@@ -5,9 +5,11 @@ allocation counted as CUDA's caching allocator counts `allocated` (trainers/simu
     step = simulate(spec)                 # a TrialSpec; SimulatedStep, or CannotSimulate with the reason
     step.allocated_gib, step.phase, step.phase_gib
 
-What it gives is torch's allocated peak, the figure a GPU's `torch.cuda.max_memory_allocated` reads; what
-the caching allocator reserves around it and what the CUDA context holds (NVML's figure) are not modelled
-here. The patches that make the stack's code run on meta as it does on CUDA: docs/oom.md, "Simulated
+What it gives is torch's allocated peak, the figure a GPU's `torch.cuda.max_memory_allocated` reads, and
+what the caching allocator reserves for that trace of allocations and frees, replayed through its rules
+(trainers/simulate/_allocator.py: `torch.cuda.max_memory_reserved`'s figure). What the CUDA context and
+the libraries hold outside torch (NVML's figure less reserved: 0.76 GiB on an H100) is the card's, not the
+step's. The patches that make the stack's code run on meta as it does on CUDA: docs/oom.md, "Simulated
 steps". A stack says how it simulates (trainers/stacks/_base.py Stack.simulate_step).
 """
 
@@ -30,10 +32,12 @@ class CannotSimulate(Exception):
 
 @dataclass(frozen=True)
 class SimulatedStep:
-    """One simulated training step: torch's allocated peak (GiB), the phase that set it, each phase's
-    peak, what the step held at rest, and how it was simulated."""
+    """One simulated training step: torch's allocated peak (GiB), the caching allocator's reserved peak for
+    it, the phase that set the allocated peak, each phase's peak, what the step held at rest, and how it
+    was simulated."""
 
     allocated_gib: float
+    reserved_gib: float
     phase: str
     phase_gib: dict[str, float]
     resting_gib: float
@@ -54,11 +58,12 @@ def simulate(
     "Simulated steps"); attention: transformers' implementation ("eager" where the host's and meta's SDPA
     kernels would differ)."""
     from trainers import stacks
+    from trainers.simulate._allocator import replay
     from trainers.simulate._count import AllocationCounter
     from trainers.simulate._meta import on_meta
 
     started = time.perf_counter()
-    counter = AllocationCounter()
+    counter = AllocationCounter(trace=True)
     stack = stacks.load(spec.framework)
     try:
         cuda = device == "meta" if as_cuda is None else as_cuda
@@ -78,6 +83,7 @@ def simulate(
     phases = {name: counter.phase_peaks[name] / GIB for name in PHASES if name in counter.phase_peaks}
     return SimulatedStep(
         allocated_gib=counter.peak_bytes / GIB,
+        reserved_gib=replay(counter.trace) / GIB,
         phase=max(phases, key=phases.get) if phases else "training",
         phase_gib=phases,
         resting_gib=counter.resting_bytes / GIB,

@@ -25,8 +25,11 @@ def rounded(nbytes: int) -> int:
 class AllocationCounter(TorchDispatchMode):
     """The live bytes of the storages the code under it creates, their peak, and the peak per phase."""
 
-    def __init__(self):
+    def __init__(self, trace: bool = False):
         super().__init__()
+        # ("a", key, bytes) / ("f", key) in order, and ("mark",) where the step begins: for the
+        # allocator's replay (trainers/simulate/_allocator.py)
+        self.trace: list[tuple] | None = [] if trace else None
         self.live_bytes = 0
         self.peak_bytes = 0
         self.phase_peaks: dict[str, int] = {}
@@ -43,6 +46,8 @@ class AllocationCounter(TorchDispatchMode):
         """Count storages made before the counter (weights, optimizer state); the bytes added."""
         added = sum(self._track(t) for t in tensors if isinstance(t, torch.Tensor))
         self.resting_bytes = self.live_bytes
+        if self.trace is not None:
+            self.trace.append(("mark",))
         return added
 
     def _track(self, t: torch.Tensor) -> int:
@@ -52,6 +57,8 @@ class AllocationCounter(TorchDispatchMode):
             return 0
         size = rounded(storage.nbytes())
         self._seen[key] = size
+        if self.trace is not None:
+            self.trace.append(("a", key, storage.nbytes()))
         self.live_bytes += size
         self.peak_bytes = max(self.peak_bytes, self.live_bytes)
         if self.current is not None:
@@ -61,6 +68,8 @@ class AllocationCounter(TorchDispatchMode):
 
     def _free(self, key: int) -> None:
         self.live_bytes -= self._seen.pop(key, 0)
+        if self.trace is not None:
+            self.trace.append(("f", key))
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))

@@ -1,0 +1,130 @@
+"""PyTorch's CUDA caching allocator, replayed: what a trace of allocations and frees reserves.
+
+The rules, as c10/cuda/CUDACachingAllocator.cpp has them with `expandable_segments:True` (the setting
+rlsweep's trainers run with): a request is rounded up to 512 bytes; up to 1 MiB it is served from the
+small pool, above from the large pool; each pool is one expandable segment that maps memory at its end
+in pages of 2 MiB (small) or 20 MiB (large) when no free block fits. A request takes the smallest free
+block that fits (best fit, the lowest address among equals), split when what remains is at least 512
+bytes (small pool) or more than 1 MiB (large pool); a freed block merges with free neighbours. Nothing
+mapped is given back (no empty_cache). Reserved is what the two segments have mapped.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+MIN_BLOCK = 512
+SMALL_SIZE = 1 << 20  # requests up to this go to the small pool
+SMALL_PAGE = 2 << 20  # the small pool's segment grows by this
+LARGE_PAGE = 20 << 20  # the large pool's segment grows by this
+
+
+def round_size(size: int) -> int:
+    return MIN_BLOCK if size < MIN_BLOCK else -(-size // MIN_BLOCK) * MIN_BLOCK
+
+
+@dataclass
+class _Pool:
+    page: int
+    min_split: int  # a free remainder is split off when it is at least this
+    mapped: int = 0
+    starts: list[int] = field(default_factory=list)  # every block's start, sorted
+    sizes: dict[int, int] = field(default_factory=dict)  # start -> size
+    free: set[int] = field(default_factory=set)  # starts of free blocks
+
+    def take(self, size: int) -> int:
+        """The start of the block serving `size` (already rounded)."""
+        fits = [(self.sizes[s], s) for s in self.free if self.sizes[s] >= size]
+        if fits:
+            _, start = min(fits)
+        else:
+            last = self.starts[-1] if self.starts else None
+            tail = last if last is not None and last in self.free else None
+            start = tail if tail is not None else self.mapped
+            need = start + size
+            grown = -(-need // self.page) * self.page
+            if tail is None:
+                self._add(start, grown - start, free=True)
+            else:
+                self.sizes[tail] = grown - tail
+            self.mapped = grown
+        remainder = self.sizes[start] - size
+        if remainder >= self.min_split:
+            self.sizes[start] = size
+            self._add(start + size, remainder, free=True)
+        self.free.discard(start)
+        return start
+
+    def give(self, start: int) -> None:
+        self.free.add(start)
+        i = bisect.bisect_left(self.starts, start)
+        nxt = self.starts[i + 1] if i + 1 < len(self.starts) else None
+        if nxt is not None and nxt in self.free:
+            self.sizes[start] += self.sizes.pop(nxt)
+            self.free.discard(nxt)
+            self.starts.pop(i + 1)
+        prev = self.starts[i - 1] if i > 0 else None
+        if prev is not None and prev in self.free:
+            self.sizes[prev] += self.sizes.pop(start)
+            self.free.discard(start)
+            self.starts.pop(i)
+
+    def _add(self, start: int, size: int, free: bool) -> None:
+        bisect.insort(self.starts, start)
+        self.sizes[start] = size
+        if free:
+            self.free.add(start)
+
+
+class Allocator:
+    """Replays allocations (`alloc(key, nbytes)`) and frees (`free(key)`); `reserved` and its peak."""
+
+    def __init__(self):
+        self.small = _Pool(SMALL_PAGE, MIN_BLOCK)
+        self.large = _Pool(LARGE_PAGE, SMALL_SIZE + 1)
+        self.blocks: dict[int, tuple[_Pool, int]] = {}
+        self.peak_reserved = 0
+
+    @property
+    def reserved(self) -> int:
+        return self.small.mapped + self.large.mapped
+
+    def alloc(self, key: int, nbytes: int) -> None:
+        size = round_size(nbytes)
+        pool = self.small if size <= SMALL_SIZE else self.large
+        self.blocks[key] = (pool, pool.take(size))
+        self.peak_reserved = max(self.peak_reserved, self.reserved)
+
+    def free(self, key: int) -> None:
+        found = self.blocks.pop(key, None)
+        if found is not None:
+            pool, start = found
+            pool.give(start)
+
+
+def replay(trace: list[tuple], repeat: int = 1) -> int:
+    """Peak reserved bytes of a trace of ("a", key, nbytes) and ("f", key) events, the storages made before
+    the step first (up to its ("mark",)); the step's events are replayed `repeat` times (a step run
+    again on the memory the one before left)."""
+    allocator = Allocator()
+    marks = [i for i, event in enumerate(trace) if event[0] == "mark"]
+    head, body = (trace[: marks[0]], trace[marks[0] + 1 :]) if marks else ([], trace)
+    for event in head:
+        _apply(allocator, event, 0)
+    for round_ in range(repeat):
+        for event in body:
+            _apply(allocator, event, round_ + 1)
+    return allocator.peak_reserved
+
+
+def _apply(allocator: Allocator, event: tuple, round_: int) -> None:
+    if event[0] == "a":
+        allocator.alloc((round_, event[1]) if round_ else event[1], event[2])
+    elif event[0] == "f":
+        key = event[1]
+        for candidate in ((round_, key), (round_ - 1, key)) if round_ else ():
+            if candidate in allocator.blocks:
+                key = candidate
+                break
+        allocator.free(key)
