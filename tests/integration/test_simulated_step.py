@@ -62,3 +62,15 @@ def test_a_change_in_trls_code_that_allocates_more_moves_the_simulated_peak(monk
 def test_a_stack_without_a_simulated_step_says_so():
     with pytest.raises(CannotSimulate, match="Unsloth stack has no simulated step yet"):
         simulate(_spec(framework="unsloth"), 34)
+
+
+def test_fits_answers_from_the_simulated_step_where_a_stack_has_one_and_says_why_not_where_not(capsys):
+    from tests.helpers.cli import run_cli
+
+    code, text = run_cli(["fits", "--model", "tiny", "--budget-gib", "1", "--k", "4", "--b", "2", "--length", "64",
+                          "--simulate"], capsys)  # fmt: skip
+    assert code == 0, text
+    (trl,) = [x for x in text.splitlines() if x.startswith("  TRL ")]
+    (unsloth,) = [x for x in text.splitlines() if x.startswith("  Unsloth ")]
+    assert "fits" in trl and "H100 error range" in trl and "simulated (TRL's own step on meta tensors" in trl
+    assert "predicted" in unsloth and "not simulated: the Unsloth stack has no simulated step yet" in unsloth

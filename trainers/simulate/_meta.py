@@ -22,9 +22,13 @@ def qlora_model(spec: Any, dtype: Any, device: str = "meta", attention: str = "s
     from bitsandbytes.nn import Linear4bit, Params4bit
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from trainers.models import _without_meta, parse_model
+    from trainers.models import _config_of, _without_meta, parse_model
+    from trainers.simulate import CannotSimulate
 
-    config = AutoConfig.for_model(**_without_meta(parse_model(spec.model).config))
+    found = parse_model(spec.model).config or _config_of(f"random:{spec.model}")
+    if found is None:
+        raise CannotSimulate(f"model {spec.model!r}: no config.json here to build it from")
+    config = AutoConfig.for_model(**_without_meta(found))
     config._attn_implementation = attention
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
