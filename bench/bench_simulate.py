@@ -26,10 +26,10 @@ H100_CONTEXT_GIB = 0.76
 KEY = ("model", "K", "B", "max_prompt", "max_completion", "num_iterations", "quantization", "lora_r")
 
 
-def rows() -> dict[tuple, list[dict]]:
-    """The TRL rows that measured torch's allocated peak, by configuration."""
+def rows(files=ROUNDS) -> dict[tuple, list[dict]]:
+    """The TRL rows of these trials.csv files that measured torch's allocated peak, by configuration."""
     found: dict[tuple, list[dict]] = {}
-    for name in ROUNDS:
+    for name in files:
         with (ROOT / name).open(newline="") as handle:
             for row in csv.DictReader(handle):
                 if row["stack"] == "trl" and row["status"] == "completed" and row["peak_torch_allocated_gib"]:
@@ -40,6 +40,12 @@ def rows() -> dict[tuple, list[dict]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompt-tokens", type=int, default=34, help="the rows' prompts: 34 tokens each")
+    parser.add_argument(
+        "--rows",
+        nargs="+",
+        default=list(ROUNDS),
+        help="trials.csv files of GPU rounds (default: %(default)s)",
+    )
     args = parser.parse_args()
     from trainers.simulate import simulate
     from trainers.trial import TrialSpec
@@ -51,7 +57,7 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     errors: dict[str, list[float]] = {"allocated": [], "reserved": [], "nvml": []}
     for key, measured in sorted(
-        rows().items(), key=lambda kv: (kv[0][0], int(kv[0][1]) * int(kv[0][2]), int(kv[0][4]))
+        rows(args.rows).items(), key=lambda kv: (kv[0][0], int(kv[0][1]) * int(kv[0][2]), int(kv[0][4]))
     ):
         model, k, b, prompt, completion, iterations, quantization, lora_r = key
         spec = TrialSpec(
