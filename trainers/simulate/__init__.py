@@ -21,9 +21,10 @@ from typing import Any
 
 from trainers.units import GIB
 
-# The phases a simulated step counts apart: the no-grad scoring forward (num_iterations > 1 or beta > 0)
+# The phases a simulated step counts apart: generation (the KV cache filled to full length by chunked
+# prefill, as the synthetic probe fills it), the no-grad scoring forward (num_iterations > 1 or beta > 0)
 # and the training micro-batch (forward, backward, clipping, optimizer).
-PHASES = ("scoring", "training")
+PHASES = ("generation", "scoring", "training")
 
 
 class CannotSimulate(Exception):

@@ -204,6 +204,7 @@ def _step(spec, args, model, trainer, optimizer, params, prompt_tokens, counter,
         "advantages": torch.zeros(n, device=device),
         "num_items_in_batch": torch.tensor(float(n * completion), device=device),
     }
+    _generation(model, spec, args, prompt_tokens, counter, device)
     if args.num_iterations > 1 or args.beta != 0.0:
         counter.phase("scoring")
         with torch.no_grad():
@@ -223,3 +224,47 @@ def _step(spec, args, model, trainer, optimizer, params, prompt_tokens, counter,
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return {"micro_batch": n, "prompt_tokens": prompt_tokens, "num_iterations": args.num_iterations}
+
+
+def _generation(model, spec, args, prompt_tokens: int, counter, device: str) -> None:
+    """Generation's memory where the synthetic probe's reaches its peak (trainers/probe.py): the whole
+    generation batch's KV cache holding prompt + max_completion_length less one prefill chunk, the last
+    chunk prefilled onto it (the cache concatenated layer by layer, its logits for the last token only, as
+    generate's); no gradients, gradient checkpointing off, as TRL generates. The chunks before the last
+    allocate less than it and hold nothing after it, so the cache stands in for them; the decoding steps
+    after it allocate less again and are not run (a one-row 4-bit matmul on meta ends the process in
+    bitsandbytes' fake kernel here)."""
+    import torch
+    from transformers import DynamicCache
+
+    from trainers.probe import chunk_tokens
+
+    rows = args.generation_batch_size or spec.effective_micro_batch_size
+    total = prompt_tokens + spec.max_completion_length
+    last = min(chunk_tokens(rows), total - 1)
+    config = model.config.get_text_config()
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    counter.phase("generation")
+    was = model.is_gradient_checkpointing
+    model.gradient_checkpointing_disable()
+    try:
+        with torch.no_grad():
+            cache = DynamicCache(config=model.config)
+            for layer in range(config.num_hidden_layers):
+                shape = (rows, kv_heads, total - last, head_dim)
+                cache.update(
+                    torch.zeros(shape, dtype=torch.bfloat16, device=device),
+                    torch.zeros(shape, dtype=torch.bfloat16, device=device),
+                    layer,
+                )
+            for size in (last,):  # the last chunk (a decoding step after it allocates less)
+                ids = torch.zeros(rows, size, dtype=torch.long, device=device)
+                out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+                cache = out.past_key_values
+                del out, ids
+            del cache
+    finally:
+        if was:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
