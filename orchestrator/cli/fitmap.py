@@ -135,6 +135,21 @@ def base_spec(sets: list[str], taken: dict[str, str] | None = None):
     return TrialSpec(**values)
 
 
+def map_assumptions(base) -> str:
+    """The settings every cell of a map shares that move its answer, in TRL's names."""
+    micro = (
+        f"per_device_train_batch_size {base.micro_batch_size} completions"
+        if base.micro_batch_size
+        else "per_device_train_batch_size = B x K (all of a step's completions at once, no accumulation)"
+    )
+    adapter = f"LoRA r={base.lora_r}" if base.adapter == "lora" else "full fine-tuning"
+    return (
+        f"{micro}, max_prompt_length {base.max_prompt_length}, {adapter} on a {base.quantization} base, "
+        f"gradient_checkpointing {'on' if base.gradient_checkpointing else 'off'}, generation by "
+        f"{base.generation}, num_iterations {base.num_iterations}; change any with --set KNOB=VALUE"
+    )
+
+
 def axis_values(flag: str, text: str, knob: str) -> list[int]:
     """--k / --b's comma-separated values, each checked by the rule of its knob (ValueError naming the
     flag, the value, the rule and the fix)."""
@@ -256,6 +271,7 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
     source = f"{len(rows)} trial(s) of {args.trials}" if rows else "the prior (no measured trials)"
     where = card_words or f"a {budget:g} GiB budget"
     out.print(f"Fit map on {where}; peak {fm.measure} predicted from {source}", markup=False)
+    out.print(f"assumed: {map_assumptions(base)}", markup=False)
     table = Table(show_edge=False)
     frame = fm.table()
     for column in frame.columns:
@@ -265,8 +281,9 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
     out.print(table)
     out.print(
         "Each cell: the longest completion (tokens) whose predicted peak fits, then (surely fits up to – "
-        "surely out of memory above), the prediction interval's high and low ends against the budget. "
-        f"Lengths {args.min_length}-{args.max_length} searched.",
+        "surely out of memory above), the 90% prediction interval's high and low ends against the budget. "
+        f"Lengths {args.min_length}-{args.max_length} searched. K is TRL's num_generations (completions per "
+        "prompt), B the prompts per step: B x K completions a step.",
         markup=False,
     )
     reasons: dict[str, list] = {}
@@ -282,8 +299,11 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
         out.print(line, markup=False)
     for (framework, model), basis in fm.basis.items():
         if basis == "prior":
+            target = f"--card {args.card.name}" if args.card is not None else f"--budget-gib {budget:g}"
             out.print(
-                f"{framework} {model}: no measured trial of its family; the prior predicts", markup=False
+                f"{framework} {model}: no measured trial of its family; the prior predicts. To measure it "
+                f"on this card: rlsweep calibrate --model {model} --stack {framework} {target}",
+                markup=False,
             )
     if fm.measured:
         out.print(f"Measured ({len(fm.measured)} trial(s) of these settings; the rest is predicted):")

@@ -75,3 +75,12 @@ def test_bad_input_is_refused_with_exit_2_naming_the_flag_and_the_fix(capsys, ar
 def test_a_model_with_no_config_here_is_refused_with_the_list_of_known_models(capsys):
     code, text = run_cli(["fits", "--model", "acme/NoSuchModel-7B", "--card", "16gb"], capsys)
     assert code == 2 and "rlsweep models" in text and "Traceback" not in text
+
+
+def test_the_fit_map_states_its_assumptions_defines_k_and_b_and_names_the_calibrate_line(capsys):
+    code, text = run_cli(["fitmap", "--card", "16gb", "--model", "Qwen/Qwen3-4B", "--k", "8", "--b", "1",
+                          "--no-plot"], capsys)  # fmt: skip
+    assert code == 0, text
+    assert "assumed: per_device_train_batch_size = B x K" in text and "max_prompt_length 256" in text
+    assert "K is TRL's num_generations" in text and "90% prediction interval" in text
+    assert "rlsweep calibrate --model Qwen/Qwen3-4B --stack trl --card 16GB" in text
