@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from orchestrator.cli._common import add_set, budget_gib, out
+from orchestrator.cli._common import add_set, budget_gib, out, refused
 from orchestrator.cli.fitmap import (
     add_card,
     add_stacks_and_trials,
@@ -56,16 +56,19 @@ class Answer:
 
 
 def _measured_answer(spec, rows: list[dict], budget: float) -> Answer | None:
-    """The answer measured rows give: a row of exactly these settings, else one implying the verdict."""
-    from orchestrator.judging.memory import DOES_NOT_FIT, FITS, spec_of
+    """The answer measured rows give (judging.fitmap.on_card: what a row says of this card): a row of
+    exactly these settings, else a fit of one that needs at least as much, else an out-of-memory of one
+    that needs no more."""
+    from orchestrator.judging.fitmap import MEASURED_FITS, MEASURED_OOM, on_card
+    from orchestrator.judging.memory import spec_of
     from orchestrator.judging.pruning import dominates
-    from orchestrator.words.outcome import peak_memory
+    from orchestrator.words.outcome import COMPLETED, OOM, TIMEOUT
 
     label = stacks.label(spec.framework)
-    same, bigger_fit, smaller_oom = None, None, None
+    same = bigger_fit = smaller_oom = None
     for row in rows:
-        if not row.get("config") or row.get("status") not in ("completed", "oom"):
-            continue
+        if not row.get("config") or row.get("status") not in (COMPLETED, OOM, TIMEOUT):
+            continue  # measured rows only: an implied one is no measurement
         # Neither the budget it ran under nor how many steps it ran is a setting of the step: its peak
         # is judged against this card.
         other = dataclasses.replace(
@@ -74,36 +77,40 @@ def _measured_answer(spec, rows: list[dict], budget: float) -> Answer | None:
         )  # fmt: skip
         if other.framework != spec.framework or other.model.removeprefix("random:") != spec.model:
             continue
-        peak, _ = peak_memory(row)
+        found = (row, *on_card(row, budget))
         over, under = dominates(other, spec), dominates(spec, other)
-        ran_out = row["status"] == "oom"
-        ran_under = row.get("memory_budget_gib")
-        if over and under:
-            same = (row, peak, ran_out, ran_under)
-        elif over and not ran_out and peak is not None and peak <= budget:
-            bigger_fit = bigger_fit or (row, peak)
-        elif under and ran_out and ran_under is not None and ran_under <= budget:
-            smaller_oom = smaller_oom or (row, ran_under)
-    if same is not None:
-        row, peak, ran_out, ran_under = same
-        if ran_out and ran_under is not None and ran_under <= budget:
-            return Answer(
-                label, DOES_NOT_FIT, f"{MEASURED}: out of memory under {ran_under:g} GiB", low_gib=ran_under
-            )
-        if not ran_out and peak is not None:
-            verdict = FITS if peak <= budget else DOES_NOT_FIT
-            return Answer(label, verdict, f"{MEASURED} ({row.get('trial_key')})", peak, peak, peak)
-    if bigger_fit is not None:
-        row, peak = bigger_fit
-        said = f"{IMPLIED}: {row.get('trial_key')} needs at least as much and measured {peak:.2f} GiB"
-        return Answer(label, FITS, said, high_gib=peak)
-    if smaller_oom is not None:
-        row, ran_under = smaller_oom
-        said = (
-            f"{IMPLIED}: {row.get('trial_key')} needs no more and ran out of memory under {ran_under:g} GiB"
-        )
-        return Answer(label, DOES_NOT_FIT, said, low_gib=ran_under)
+        if over and under and found[1] in (MEASURED_FITS, MEASURED_OOM):
+            same = same or found
+        elif over and found[1] == MEASURED_FITS:
+            bigger_fit = bigger_fit or found
+        elif under and found[1] == MEASURED_OOM:
+            smaller_oom = smaller_oom or found
+    for found, how in ((same, MEASURED), (bigger_fit, IMPLIED), (smaller_oom, IMPLIED)):
+        if found is not None:
+            return _row_answer(label, how, *found)
     return None
+
+
+def _row_answer(label: str, how: str, row, said: str, peak, ran_under) -> Answer:
+    """A measured row's answer for this card (`said`: on_card's), as measured or implied by it."""
+    from orchestrator.judging.fitmap import MEASURED_FITS
+    from orchestrator.judging.memory import DOES_NOT_FIT, FITS
+    from orchestrator.words.outcome import OOM
+
+    key = row.get("trial_key")
+    if said == MEASURED_FITS:
+        if how == MEASURED:
+            return Answer(label, FITS, f"{MEASURED} ({key})", peak, peak, peak)
+        return Answer(
+            label, FITS, f"{IMPLIED}: {key} needs at least as much and measured {peak:.2f} GiB", high_gib=peak
+        )
+    ran_out = row.get("status") == OOM
+    low = peak if peak is not None else ran_under
+    if how == MEASURED:
+        said = f"out of memory under {ran_under:g} GiB" if ran_out else f"{key} measured {peak:.2f} GiB"
+        return Answer(label, DOES_NOT_FIT, f"{MEASURED}: {said}", low_gib=low)
+    said = f"ran out of memory under {ran_under:g} GiB" if ran_out else f"measured {peak:.2f} GiB"
+    return Answer(label, DOES_NOT_FIT, f"{IMPLIED}: {key} needs no more and {said}", low_gib=low)
 
 
 def simulated_answer(spec, budget: float) -> Answer | str:
@@ -216,8 +223,8 @@ def cmd_fits(args: argparse.Namespace) -> int:
         problem = check_value(knob, value)
         if problem:
             errors.append(f"{flag} {value}: {knob} {problem}")
-    frameworks, refused = stacks_and_trials(args)
-    errors += refused
+    frameworks, bad = stacks_and_trials(args)
+    errors += bad
     base = None
     try:
         base = base_spec(args.set, TAKEN)
@@ -228,13 +235,9 @@ def cmd_fits(args: argparse.Namespace) -> int:
         spec = dataclasses.replace(
             base, model=model, num_generations=args.k, batch_size=args.b, max_completion_length=args.length
         )
-        problems = [p for p in spec.problems() if not p.startswith("framework")]
-        errors += [f"{p}" for p in problems]
+        errors += [p for p in spec.problems() if not p.startswith("framework")]
     if errors:
-        out.print(f"fits: {len(errors)} error(s), nothing answered:", markup=False)
-        for error in errors:
-            out.print(f"  {error}", markup=False)
-        return 2
+        return refused("fits", errors, "answered")
     rows = measured_rows(args.trials) if args.trials is not None else []
     if args.simulate:
         out.print("simulating each stack's step on meta tensors (about 10-30 s each)...", markup=False)

@@ -84,3 +84,11 @@ def test_the_fit_map_states_its_assumptions_defines_k_and_b_and_names_the_calibr
     assert "assumed: per_device_train_batch_size = B x K" in text and "max_prompt_length 256" in text
     assert "K is TRL's num_generations" in text and "90% prediction interval" in text
     assert "rlsweep calibrate --model Qwen/Qwen3-4B --stack trl --card 16GB" in text
+
+
+def test_an_out_of_memory_under_16_gib_does_not_answer_for_a_24_gib_card(capsys):
+    # Round 2's TRL 512-token trial ran out under a 16 GiB budget: it needs more than 16, maybe under 24.
+    argv = ["fits", "--model", "Qwen/Qwen2.5-3B-Instruct", "--card", "24gb", "--k", "8", "--b", "2"]
+    code, text = run_cli([*argv, "--length", "512", *ROWS], capsys)
+    assert code == 0, text
+    assert "measured" not in _line(text, "TRL") and "implied" not in _line(text, "TRL")
