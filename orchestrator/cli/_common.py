@@ -84,6 +84,14 @@ def trial_guard(args: argparse.Namespace) -> GuardSettings:
     )
 
 
+def refused(verb: str, errors: list[str], nothing: str) -> int:
+    """Print a verb's refused input, every error on its own line, and return exit code 2."""
+    out.print(f"{verb}: {len(errors)} error(s), nothing {nothing}:", markup=False)
+    for error in errors:
+        out.print(f"  {error}", markup=False)
+    return 2
+
+
 def stack_name(value: str) -> str:
     """A registered stack's name in any case (argparse type; `TRL` is trl), else the error with the
     nearest names."""

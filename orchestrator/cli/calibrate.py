@@ -8,7 +8,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from orchestrator.cli._common import add_guard_flags, add_set, budget_gib, console, out, stack_name
+from orchestrator.cli._common import add_guard_flags, add_set, budget_gib, console, out, refused, stack_name
 from orchestrator.cli.fitmap import (
     TAKEN,
     add_card,
@@ -118,10 +118,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     started = time.monotonic()
     request, errors = request_of(args)
     if request is None:
-        out.print(f"calibrate: {len(errors)} error(s), nothing run:", markup=False)
-        for error in errors:
-            out.print(f"  {error}", markup=False)
-        return 2
+        return refused("calibrate", errors, "run")
     console.print(f"calibrate {args.stack} {args.model} -> {request.output_dir}", markup=False)
     try:
         results = run_calibration(request, say=lambda line: console.print(line, markup=False))

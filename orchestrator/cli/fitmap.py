@@ -8,7 +8,7 @@ import re
 import time
 from pathlib import Path
 
-from orchestrator.cli._common import add_set, budget_gib, examples, out, stack_name
+from orchestrator.cli._common import add_set, budget_gib, examples, out, refused, stack_name
 from orchestrator.judging.cards import CARDS, Card, UnknownCard, card
 from trainers import stacks
 
@@ -239,13 +239,10 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
         else:
             ks, bs = (values, bs) if flag == "--k" else (ks, values)
     errors += length_errors(args.min_length, args.max_length)
-    frameworks, refused = stacks_and_trials(args)
-    errors += refused
+    frameworks, bad = stacks_and_trials(args)
+    errors += bad
     if errors:
-        out.print(f"fitmap: {len(errors)} error(s), nothing drawn:", markup=False)
-        for error in errors:
-            out.print(f"  {error}", markup=False)
-        return 2
+        return refused("fitmap", errors, "drawn")
     rows = measured_rows(args.trials) if args.trials is not None else []
     models = args.model or list(DEFAULT_MODELS)
     fm = fit_map(

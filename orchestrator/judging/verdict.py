@@ -453,27 +453,19 @@ def judge(
 
 
 def judge_trial(
-    status: str | None,
-    rows: Sequence[Mapping[str, Any]],
-    settings: VerdictSettings = DEFAULTS,
-    *,
-    max_steps: int | None = None,
-    budget_gib: float | None = None,
-    device_total_gib: float | None = None,
-    eval_before: tuple[float | None, float | None] = (None, None),
+    status: str | None, rows: Sequence[Mapping[str, Any]], settings: VerdictSettings = DEFAULTS, **how: Any
 ) -> TrainingVerdict | None:
-    """The verdict of a trial by its status (judge's arguments): a completed trial on its steps; a timeout
-    on the steps it kept before the time limit, its detail saying how many of max_steps; None (not
-    judged) for any other status, and for a timeout that kept no step."""
+    """The verdict of a trial by its status (`how`: judge's keyword arguments): a completed trial on its
+    steps; a timeout on the steps it kept before the time limit, its detail saying how many of max_steps;
+    None (not judged) for any other status, and for a timeout that kept no step."""
     if status not in JUDGED_STATUSES:
         return None
     kept = len(_steps(rows))
     if status == TIMEOUT and not kept:
         return None
-    verdict = judge(rows, settings, max_steps=max_steps, budget_gib=budget_gib,
-                    device_total_gib=device_total_gib, eval_before=eval_before)  # fmt: skip
+    verdict = judge(rows, settings, **how)
     if status == TIMEOUT:
-        verdict.basis = f"judged on {cut_short(kept, max_steps)}"
+        verdict.basis = f"judged on {cut_short(kept, how.get('max_steps'))}"
     return verdict
 
 

@@ -17,13 +17,14 @@ def overlapping(rows: list[dict]) -> list[tuple[dict, dict]]:
     return [(a, b) for i, a in enumerate(rows) for b in rows[i + 1 :] if b["started_at"] < a["ended_at"]]
 
 
-@pytest.mark.heavy
-def test_memory_phase_trials_share_a_fake_gpu_and_speed_phase_trials_never_do(ray_fake_gpus, tmp_path):
-    # A 5 GiB card holds two 2 GiB budgets with 0.5 GiB headroom each: two memory-phase trials per GPU.
+def memory_phase_sweep(tmp_path, name: str):
+    """Two memory-phase trials (grpo and gspo: neither dominates the other, so neither waits for the
+    other) on a 5 GiB card that holds two 2 GiB budgets with 0.5 GiB headroom each, run: (the sweep file,
+    its output dir)."""
     path = tiny_sweep(
         tmp_path / "s.yaml",
-        "phases",
-        {"mode": ["grpo", "gspo"]},  # neither dominates the other: neither waits for the other
+        name,
+        {"mode": ["grpo", "gspo"]},
         fixed={"max_steps": 30},  # room for `stop` to arrive a few steps late on a busy host
         memory={"budget_gib": 2},
         resources={
@@ -38,6 +39,13 @@ def test_memory_phase_trials_share_a_fake_gpu_and_speed_phase_trials_never_do(ra
     )
     out = tmp_path / "out"
     run_sweep(load_sweep(path), output_dir=out)
+    return path, out
+
+
+@pytest.mark.heavy
+def test_memory_phase_trials_share_a_fake_gpu_and_speed_phase_trials_never_do(ray_fake_gpus, tmp_path):
+    # A 5 GiB card holds two 2 GiB budgets with 0.5 GiB headroom each: two memory-phase trials per GPU.
+    path, out = memory_phase_sweep(tmp_path, "phases")
     memory = pq.read_table(out / "trials.parquet").to_pylist()
     assert [(r["status"], r["phase"], r["steps_completed"]) for r in memory] == [
         ("completed", "memory", 2)
@@ -75,24 +83,7 @@ def test_a_trial_the_host_ram_holds_once_runs_alone_after_the_packed_ones(
 
     monkeypatch.setattr(host_memory, "host_trainer", trainer)
     monkeypatch.setattr(host_memory, "host_available_gib", lambda: 10.0)
-    path = tiny_sweep(
-        tmp_path / "s.yaml",
-        "host-ram",
-        {"mode": ["grpo", "gspo"]},
-        fixed={"max_steps": 30},
-        memory={"budget_gib": 2},
-        resources={
-            "gpus_per_trial": 1,
-            "cpus_per_trial": 1,
-            "max_concurrent": 2,
-            "gpu_memory_gib": 5,
-            "memory_phase_headroom_gib": 0.5,
-        },  # fmt: skip
-        tracking={"enabled": False},
-        phases=["memory"],
-    )
-    out = tmp_path / "out"
-    run_sweep(load_sweep(path), output_dir=out)
+    _, out = memory_phase_sweep(tmp_path, "host-ram")
     rows = {r["mode"]: r for r in pq.read_table(out / "trials.parquet").to_pylist()}
     assert {m: (r["status"], r["phase"]) for m, r in rows.items()} == {
         "grpo": ("completed", "memory"),

@@ -79,11 +79,7 @@ def simulate(
             )
     except CannotSimulate:
         raise
-    except (
-        Exception
-    ) as exc:  # an op with no meta kernel, an architecture the stand-ins miss: said, not raised
-        if isinstance(exc, KeyboardInterrupt):
-            raise
+    except Exception as exc:  # an op with no meta kernel, an architecture the stand-ins miss: said
         raise CannotSimulate(f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from exc
     phases = {name: counter.phase_peaks[name] / GIB for name in PHASES if name in counter.phase_peaks}
     return SimulatedStep(
