@@ -129,3 +129,42 @@ def budget_gib(value: str) -> float:
     if problem:
         raise argparse.ArgumentTypeError(f"{problem} (GiB, e.g. 16)")
     return number
+
+
+def add_simulate(parser: argparse.ArgumentParser) -> None:
+    """--simulate / --no-simulate: where a family has no measured trial, answer from its stack's own step
+    simulated on meta tensors (default: on, unless RLSWEEP_SIMULATE=0)."""
+    parser.add_argument(
+        "--simulate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="where no measured trial answers, run each stack's own training step on meta tensors (no GPU; "
+        "seconds a shape, kept on disk) and answer from it, basis 'simulated'; --no-simulate answers from "
+        "the memory model's prior (default: simulate, unless RLSWEEP_SIMULATE=0)",
+    )
+
+
+def simulating(args: argparse.Namespace) -> bool:
+    from orchestrator.judging.memory._simulated import enabled
+
+    return enabled(getattr(args, "simulate", None))
+
+
+def progress(line: str) -> None:
+    """Live progress of long work, on stderr (the answer stays on stdout)."""
+    console.print(line, markup=False)
+
+
+def simulated_for(args: argparse.Namespace, specs, budget_gib: float | None) -> list[dict]:
+    """Rows of `specs`' steps simulated on meta, for a verb whose probes run on this host: only where its
+    probes measure a GPU's memory (on a CPU host they measure RSS, which no simulation gives), and none
+    with --no-simulate. Each family that cannot be simulated is said, and falls back to the prior."""
+    from orchestrator.judging.memory import MemoryModel, simulated_rows
+
+    if not simulating(args):
+        return []
+    measure = MemoryModel.fit([]).measure
+    rows, why_not = simulated_rows(specs, (), measure, progress, budget_gib)
+    for family, why in why_not.items():
+        progress(f"not simulated: {family}: {why}")
+    return rows

@@ -8,7 +8,17 @@ import dataclasses
 import time
 from pathlib import Path
 
-from orchestrator.cli._common import add_guard_flags, add_set, budget_gib, console, out, refused, stack_name
+from orchestrator.cli._common import (
+    add_guard_flags,
+    add_set,
+    add_simulate,
+    budget_gib,
+    console,
+    out,
+    refused,
+    simulated_for,
+    stack_name,
+)
 from orchestrator.cli.fitmap import (
     TAKEN,
     add_card,
@@ -119,6 +129,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     request, errors = request_of(args)
     if request is None:
         return refused("calibrate", errors, "run")
+    asked = [
+        dataclasses.replace(request.base, num_generations=k, batch_size=request.b, max_completion_length=length)
+        for k in request.ks for length in request.lengths
+    ]  # fmt: skip
+    request.simulated = simulated_for(args, asked, request.budget_gib)
     console.print(f"calibrate {args.stack} {args.model} -> {request.output_dir}", markup=False)
     try:
         results = run_calibration(request, say=lambda line: console.print(line, markup=False))
@@ -208,4 +223,5 @@ def add_calibrate(sub) -> None:
     )
     p.add_argument("--no-plot", action="store_true", help="print the map's table only")
     add_guard_flags(p, "wall-clock limit of each probe in seconds")
+    add_simulate(p)
     p.set_defaults(func=cmd_calibrate)

@@ -8,8 +8,19 @@ import re
 import time
 from pathlib import Path
 
-from orchestrator.cli._common import add_set, budget_gib, examples, out, refused, stack_name
+from orchestrator.cli._common import (
+    add_set,
+    add_simulate,
+    budget_gib,
+    examples,
+    out,
+    progress,
+    refused,
+    simulating,
+    stack_name,
+)
 from orchestrator.judging.cards import CARDS, Card, UnknownCard, card
+from orchestrator.judging.memory import SIMULATED
 from trainers import stacks
 
 # The models a map shows unless --model names others: 1.5B to 14B, the sizes people plan GRPO runs with.
@@ -248,7 +259,7 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
     fm = fit_map(
         rows, base, models, frameworks, budget, ks, bs, (args.min_length, args.max_length),
         measure=args.measure or (GPU if args.card is not None or not rows else None), unmeasured=GPU,
-        card=args.card.name if args.card is not None else None,
+        card=args.card.name if args.card is not None else None, simulate=simulating(args), progress=progress,
     )  # fmt: skip
     unknown = unknown_models(fm)
     if unknown:
@@ -266,6 +277,12 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
             out.print(f"  {reason}", markup=False)
         return 2
     source = f"{len(rows)} trial(s) of {args.trials}" if rows else "the prior (no measured trials)"
+    simulated = [f"{stacks.label(f)} {m}" for (f, m), said in fm.basis.items() if said.startswith(SIMULATED)]
+    if simulated:
+        source = (
+            f"each stack's own step simulated on meta tensors ({', '.join(simulated)}; the interval: the "
+            "simulator's error on GPU rows and its fit's)" + (f", and {source}" if rows else "")
+        )
     where = card_words or f"a {budget:g} GiB budget"
     out.print(f"Fit map on {where}; peak {fm.measure} predicted from {source}", markup=False)
     out.print(f"assumed: {map_assumptions(base)}", markup=False)
@@ -355,6 +372,7 @@ def add_fitmap(sub) -> None:
     add_set(p, sweep=False)
     add_stacks_and_trials(p, "to fit the model on and draw")
     p.add_argument("--measure", choices=MEASURES, help="which peak; default GPU with --card")
+    add_simulate(p)
     p.add_argument("--out", type=Path, default=Path("fitmap"), help="where the PNGs go (default ./fitmap)")
     p.add_argument("--no-plot", action="store_true", help="print the table only")
     p.set_defaults(func=cmd_fitmap)

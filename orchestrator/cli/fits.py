@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from orchestrator.cli._common import add_set, budget_gib, out, refused
+from orchestrator.cli._common import add_set, add_simulate, budget_gib, out, progress, refused, simulating
 from orchestrator.cli.fitmap import (
     add_card,
     add_stacks_and_trials,
@@ -37,10 +37,6 @@ TAKEN = {
     "memory_budget_gib": "the budget is --budget-gib or --card",
 }
 MEASURED, IMPLIED, SIMULATED, PREDICTED = "measured", "implied", "simulated", "predicted"
-# A simulated step's NVML peak against the H100 rows' (docs/benchmarks.md, "A step simulated on meta
-# tensors": -9.1% to 0.0% over 7 configurations): the measured peak lay between these multiples of the
-# simulated one. The interval a simulated answer carries, until more rows measure its error.
-SIMULATED_SPREAD = (1.00, 1.10)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,9 +111,10 @@ def _row_answer(label: str, how: str, row, said: str, peak, ran_under) -> Answer
 
 def simulated_answer(spec, budget: float) -> Answer | str:
     """The answer of `spec`'s step simulated on meta tensors (trainers/simulate): NVML as the replayed
-    reserved peak plus the GPU's context (the memory model's baseline), with SIMULATED_SPREAD; the reason
-    where the stack or model cannot be simulated here."""
+    reserved peak plus the GPU's context (the memory model's baseline), with the simulator's error range
+    on GPU rows (memory._simulated); the reason where the stack or model cannot be simulated here."""
     from orchestrator.judging.memory import DOES_NOT_FIT, FITS, UNCERTAIN
+    from orchestrator.judging.memory._interval import simulated_interval
     from orchestrator.judging.memory._terms import FACE
     from trainers.simulate import CannotSimulate, simulate
 
@@ -127,7 +124,7 @@ def simulated_answer(spec, budget: float) -> Answer | str:
         return str(exc)
     context = FACE["gpu"]["baseline"][0]
     peak = step.reserved_gib + context
-    low, high = peak * SIMULATED_SPREAD[0], peak * SIMULATED_SPREAD[1]
+    low, high = simulated_interval(spec.framework, peak, 0.0)
     verdict = FITS if high <= budget else DOES_NOT_FIT if low > budget else UNCERTAIN
     said = (
         f"{SIMULATED} ({stacks.label(spec.framework)}'s own step on meta tensors: allocated "
@@ -239,10 +236,11 @@ def cmd_fits(args: argparse.Namespace) -> int:
     if errors:
         return refused("fits", errors, "answered")
     rows = measured_rows(args.trials) if args.trials is not None else []
-    if args.simulate:
-        out.print("simulating each stack's step on meta tensors (about 10-30 s each)...", markup=False)
+    simulate = simulating(args)
+    if simulate:
+        progress("simulating each stack's training step on meta tensors where no measured row answers...")
     answers = [
-        answer(dataclasses.replace(spec, framework=f), rows, budget, args.measure, args.simulate)
+        answer(dataclasses.replace(spec, framework=f), rows, budget, args.measure, simulate)
         for f in frameworks
     ]
     unknown = [a for a in answers if a.verdict == "unknown"]
@@ -297,11 +295,5 @@ def add_fits(sub) -> None:
     add_set(p, sweep=False)
     add_stacks_and_trials(p, "whose rows answer first and fit the model")
     p.add_argument("--measure", choices=MEASURES, help="which peak; default GPU (NVML)")
-    p.add_argument(
-        "--simulate",
-        action="store_true",
-        help="where no measured row answers, run the stack's own training step on meta tensors (seconds, no "
-        "GPU) and answer from it: torch's allocated peak, the caching allocator's reserved, + the GPU's "
-        "context; a stack with no simulated step yet falls back to the prediction and says so",
-    )
+    add_simulate(p)
     p.set_defaults(func=cmd_fits)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from orchestrator.cli._common import add_set, budget_gib, examples, out
+from orchestrator.cli._common import add_set, add_simulate, budget_gib, examples, out, progress, simulating
 from orchestrator.cli.fitmap import add_card, card_budget
 from orchestrator.words.outcome import GPU, peak_memory
 
@@ -16,7 +16,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     the sweep's trials.parquet when it has one (else the prior); nothing runs."""
     from rich.table import Table
 
-    from orchestrator.judging.memory import MemoryModel
+    from orchestrator.judging.memory import MemoryModel, simulated_rows
     from orchestrator.recording.sinks import TrialsTable
     from orchestrator.spec.load import load_sweep
     from orchestrator.spec.plan import plan
@@ -49,6 +49,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
     model = MemoryModel.fit(rows.values(), args.measure, unmeasured=GPU if gpu_question else None)
     budget = budget if budget is not None else sweep.memory.budget_gib
     source = f"{len(rows)} trial(s) of {ledger}" if rows else "no trials.parquet yet: the prior"
+    if simulating(args):
+        simulated, why_not = simulated_rows(result.trials, rows.values(), model.measure, progress, budget)
+        for family, why in why_not.items():
+            out.print(f"not simulated: {family}: {why}", markup=False)
+        if simulated:
+            model = MemoryModel.fit([*rows.values(), *simulated], model.measure)
+            source += f"; {len(simulated)} shape(s) simulated on meta tensors where a family has no trial"
     if args.explain:
         return explain(args.sweep, result.trials, args.trial, model, budget, source)
     if args.trial is not None:
@@ -167,4 +174,5 @@ def add_predict(sub) -> None:
         "budget: the sweep's only trial, or the one --trial names",
     )
     p.add_argument("--trial", metavar="KEY", help="the trial --explain explains (a key predict lists)")
+    add_simulate(p)
     p.set_defaults(func=cmd_predict)

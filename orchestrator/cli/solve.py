@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from orchestrator.cli._common import add_guard_flags, budget_gib, console, knob_arg, out
+from orchestrator.cli._common import (
+    add_guard_flags,
+    add_simulate,
+    budget_gib,
+    console,
+    knob_arg,
+    out,
+    simulated_for,
+)
 from orchestrator.words.settings import GUARD as GUARD
 from orchestrator.words.settings import GuardSettings
 from trainers.trial import KNOBS
@@ -30,6 +38,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         for error in exc.errors:
             out.print(f"  {error}", markup=False)
         return 2
+    request.simulated = simulated_for(args, [request.spec(v) for v in request.values], args.budget_gib)
     for note in request.notes:
         console.print(note, markup=False)
     console.print(
@@ -77,4 +86,5 @@ def add_solve(sub) -> None:
     )
     p.add_argument("--output-dir", help="default outputs/solve/<knob>-<framework>-<mode>-<model>-<budget>gib")
     add_guard_flags(p, "wall-clock limit of each probe trial in seconds")
+    add_simulate(p)
     p.set_defaults(func=cmd_solve)

@@ -29,7 +29,17 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.judging.memory import DOES_NOT_FIT, FITS, UNCERTAIN, MemoryModel, Prediction, spec_of
+from orchestrator.judging.memory import (
+    DOES_NOT_FIT,
+    FITS,
+    SIMULATED,
+    UNCERTAIN,
+    MemoryModel,
+    Prediction,
+    family_label,
+    simulated_rows,
+    spec_of,
+)
 from orchestrator.words.outcome import COMPLETED, IMPLIED, OOM, TIMEOUT
 from trainers import stacks
 from trainers.record import finite_or_none, peak_memory
@@ -294,15 +304,31 @@ def fit_map(
     measure: str | None = None,
     unmeasured: str | None = None,
     card: str | None = None,
+    simulate: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> FitMap:
     """The fit map of each framework and model on a card of budget_gib, predicted by a memory model
     fitted on `rows` (trials.parquet rows: the measured trials, maybe none), with the rows of the map's
     settings placed on it. base: the other knobs of every configuration (its K, B, completion length,
-    framework and model are the map's). measure, unmeasured: as MemoryModel.fit."""
+    framework and model are the map's). measure, unmeasured: as MemoryModel.fit. simulate: a family with
+    no measured row is drawn from its stack's step simulated at a handful of shapes near the budget
+    (memory._simulated; `progress` hears each)."""
     rows = [_hub_row(r) for r in rows]
     model = MemoryModel.fit(rows, measure, unmeasured=unmeasured)
     models = [hub_name(m) for m in models]
     ks, bs = list(ks), list(bs)
+    not_simulated: dict[str, str] = {}
+    if simulate:
+        asked = [
+            dataclasses.replace(
+                base, framework=f, model=name, num_generations=k, batch_size=b, max_completion_length=length
+            )
+            for name in models for f in frameworks for k in ks for b in bs for length in lengths
+        ]  # fmt: skip
+        simulated, not_simulated = simulated_rows(asked, rows, model.measure, progress, budget_gib)
+        if simulated:
+            rows = rows + simulated
+            model = MemoryModel.fit(rows, model.measure)
     boundaries: list[Boundary] = []
     basis: dict[tuple[str, str], str] = {}
     for name in models:
@@ -313,10 +339,16 @@ def fit_map(
                         base, framework=framework, model=name, num_generations=k, batch_size=b
                     )
                     boundaries.append(boundary(model, spec, budget_gib, lengths))
-            probe = model.predict(dataclasses.replace(base, framework=framework, model=name))
+            whole = dataclasses.replace(base, framework=framework, model=name)
+            probe = model.predict(whole)
             basis[(framework, name)] = (
-                f"fitted on {probe.n_fitted}" if probe.basis == "fitted" else probe.basis
-            )
+                f"fitted on {probe.n_fitted}" if probe.basis == "fitted"
+                else f"{SIMULATED} at {probe.n_fitted} shapes" if probe.basis == SIMULATED
+                else probe.basis
+            )  # fmt: skip
+            why = not_simulated.get(family_label(whole))
+            if why and probe.basis != SIMULATED:
+                basis[(framework, name)] += f" (not simulated: {why})"
     partings = []
     by_key = {(x.framework, x.model, x.k, x.b): x for x in boundaries}
     for x in boundaries:
@@ -327,7 +359,7 @@ def fit_map(
     measured, not_drawn = [], 0
     wanted = _comparable(base)
     for row in rows:
-        if not row.get("config"):
+        if not row.get("config") or row.get("basis") == SIMULATED:
             continue
         spec = spec_of(row)
         if spec.framework not in frameworks or spec.model not in models or _comparable(spec) != wanted:

@@ -280,6 +280,7 @@ class SolveRequest:
     output_dir: Path
     notes: list[str] = field(default_factory=list)  # ladder values left out, and why
     headroom_gib: float = 0.0  # what a fit must leave free under the budget
+    simulated: list[dict] = field(default_factory=list)  # rows of steps simulated on meta (memory._simulated)
 
     def spec(self, value: int) -> TrialSpec:
         spec = TrialSpec(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.judging.calibrate import ROLES, CalibrationError, Plan, Probe, choose
@@ -68,11 +68,12 @@ class CalibrationRequest:
     ks: list[int]
     b: int
     lengths: tuple[int, int]
+    simulated: list[dict] = field(default_factory=list)  # rows of steps simulated on meta (memory._simulated)
 
 
 def plan_now(request: CalibrationRequest, rows) -> tuple[Plan, MemoryModel]:
     """The probes the model fitted on `rows` chooses (CalibrationError when none can run)."""
-    model = MemoryModel.fit(rows)
+    model = MemoryModel.fit([*rows, *request.simulated])  # the simulated count until a probe measured
     plan = choose(
         request.base, model, request.budget_gib, request.probes, request.ks, request.b, request.lengths
     )

@@ -66,7 +66,7 @@ def run_solve(request: SolveRequest, *, say: Callable[[str], None] = print) -> A
         }
         if known:
             say(f"resuming {out}: already measured {', '.join(f'{symbol}={v}' for v in sorted(known))}")
-        forecast = Forecast(ledger.rows)
+        forecast = Forecast(ledger.rows, simulated=request.simulated)
         predictions = [forecast.model().predict(specs[v]) for v in request.values]
         for value, prediction in zip(request.values, predictions, strict=True):
             say(

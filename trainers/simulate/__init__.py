@@ -15,6 +15,7 @@ steps". A stack says how it simulates (trainers/stacks/_base.py Stack.simulate_s
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,12 +53,54 @@ def simulate(
     device: str = "meta",
     attention: str = "sdpa",
     as_cuda: bool | None = None,
+    whole: bool = False,
+    cache: bool = True,
 ) -> SimulatedStep:
     """`spec`'s training step through its stack's code (module docstring). prompt_tokens: the prompt's
     length (default max_prompt_length, the worst case). device "cpu" runs the same step on real tensors,
     counted the same way; as_cuda (default: on meta) runs CUDA's kernels' stand-ins (docs/oom.md,
     "Simulated steps"); attention: transformers' implementation ("eager" where the host's and meta's SDPA
-    kernels would differ)."""
+    kernels would differ). On meta a deep model is simulated at two shallow depths and its own read off
+    the line through them (trainers/simulate/_layers.py; `whole` simulates every layer), and the step is
+    kept on disk (trainers/simulate/_cache.py; `cache` False neither reads nor writes it)."""
+    from transformers import AutoConfig
+
+    from trainers.models import _without_meta
+    from trainers.simulate import _cache, _layers
+    from trainers.simulate._meta import model_config
+
+    tokens = prompt_tokens or spec.max_prompt_length
+    cuda = device == "meta" if as_cuda is None else as_cuda
+    on_meta = device == "meta"
+    config = model_config(spec)
+    try:
+        built = AutoConfig.for_model(**_without_meta(config))
+    except Exception as exc:  # a model_type this transformers does not know, a config it refuses
+        raise CannotSimulate(
+            f"{spec.model}'s config: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        ) from exc
+    depth = None if whole or not on_meta else _layers.depths(built)
+    how = {"attention": attention, "as_cuda": cuda, "layers": depth, "framework": spec.framework}
+    name = _cache.key(spec, config, tokens, how) if on_meta and cache else None
+    kept = _cache.read(name, SimulatedStep) if name else None
+    if kept is not None:
+        return dataclasses.replace(kept, simulated={**kept.simulated, "cached": True})
+    started = time.perf_counter()
+    if depth is None:
+        step = _one(spec, tokens, device, attention, cuda)
+    else:
+        with _layers.cut_to(depth[0]):
+            small = _one(spec, tokens, device, attention, cuda)
+        with _layers.cut_to(depth[1]):
+            large = _one(spec, tokens, device, attention, cuda)
+        step = _layers.extrapolated(small, large, depth, time.perf_counter() - started)
+    if name:
+        _cache.write(name, step)
+    return step
+
+
+def _one(spec: Any, prompt_tokens: int, device: str, attention: str, cuda: bool) -> SimulatedStep:
+    """One simulation of the step, every layer of the model as built."""
     from trainers import stacks
     from trainers.simulate._allocator import replay
     from trainers.simulate._count import AllocationCounter
@@ -67,15 +110,9 @@ def simulate(
     counter = AllocationCounter(trace=True)
     stack = stacks.load(spec.framework)
     try:
-        cuda = device == "meta" if as_cuda is None else as_cuda
         with on_meta(as_cuda=cuda):
             simulated = stack.simulate_step(
-                spec,
-                prompt_tokens or spec.max_prompt_length,
-                counter,
-                device=device,
-                attention=attention,
-                as_cuda=cuda,
+                spec, prompt_tokens, counter, device=device, attention=attention, as_cuda=cuda
             )
     except CannotSimulate:
         raise

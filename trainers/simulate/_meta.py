@@ -13,6 +13,17 @@ from typing import Any
 BNB_CUSTOM_KERNEL_MAX_ROWS = 64
 
 
+def model_config(spec: Any) -> dict:
+    """The config.json the spec's model is built from, or CannotSimulate where there is none here."""
+    from trainers.models import _config_of, parse_model
+    from trainers.simulate import CannotSimulate
+
+    found = parse_model(spec.model).config or _config_of(f"random:{spec.model}")
+    if found is None:
+        raise CannotSimulate(f"model {spec.model!r}: no config.json here to build it from")
+    return found
+
+
 def qlora_model(spec: Any, dtype: Any, device: str = "meta", attention: str = "sdpa"):
     """The spec's model built on `device` (meta: shapes without memory) in `dtype`: with quantization nf4, every nn.Linear but
     the output head a bitsandbytes Linear4bit whose weight bitsandbytes' own quantize_4bit packed (its
@@ -22,13 +33,10 @@ def qlora_model(spec: Any, dtype: Any, device: str = "meta", attention: str = "s
     from bitsandbytes.nn import Linear4bit, Params4bit
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from trainers.models import _config_of, _without_meta, parse_model
-    from trainers.simulate import CannotSimulate
+    from trainers.models import _without_meta
+    from trainers.simulate._layers import cut
 
-    found = parse_model(spec.model).config or _config_of(f"random:{spec.model}")
-    if found is None:
-        raise CannotSimulate(f"model {spec.model!r}: no config.json here to build it from")
-    config = AutoConfig.for_model(**_without_meta(found))
+    config = cut(AutoConfig.for_model(**_without_meta(model_config(spec))))
     config._attn_implementation = attention
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)

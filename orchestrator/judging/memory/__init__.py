@@ -16,6 +16,7 @@ before it (the trial's row records it), and informative_order puts the trials th
 most first.
 """
 
+from orchestrator.judging.memory._family import SIMULATED
 from orchestrator.judging.memory._forecast import Forecast, informative_order
 from orchestrator.judging.memory._interval import RATE
 from orchestrator.judging.memory._model import (
@@ -33,6 +34,7 @@ from orchestrator.judging.memory._model import (
     family_label,
     spec_of,
 )
+from orchestrator.judging.memory._simulated import simulated_rows
 from orchestrator.judging.memory._terms import GENERATION, PARTS, STATIC, TRAINING
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "PARTS",
     "PRIOR",
     "RATE",
+    "SIMULATED",
     "STATIC",
     "TRAINING",
     "UNCERTAIN",
@@ -55,5 +58,6 @@ __all__ = [
     "Prediction",
     "family_label",
     "informative_order",
+    "simulated_rows",
     "spec_of",
 ]

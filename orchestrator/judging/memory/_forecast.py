@@ -3,7 +3,7 @@ and the order in which the unrun trials teach the model most."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from orchestrator.judging.memory._model import MemoryModel, Prediction, family_of
@@ -20,10 +20,14 @@ class Forecast:
         rows: Mapping[str, Mapping[str, Any]],
         measure: str | None = None,
         version: Callable[[], Any] | None = None,
+        simulated: Iterable[Mapping[str, Any]] = (),
     ):
         """version: a value that changes whenever `rows` does (TrialsTable.version); without it the
-        rows' keys and statuses are compared, which costs a sort of the ledger per prediction."""
+        rows' keys and statuses are compared, which costs a sort of the ledger per prediction.
+        simulated: rows of steps simulated on meta (memory._simulated), for the families `rows` has not
+        measured yet."""
         self.rows = rows
+        self.simulated = list(simulated)
         self.measure = measure
         self.made: dict[str, Prediction] = {}
         self._model: MemoryModel | None = None
@@ -36,7 +40,7 @@ class Forecast:
         else:
             seen = tuple(sorted((key, row.get("status")) for key, row in self.rows.items()))
         if self._model is None or seen != self._seen:
-            self._model = MemoryModel.fit(self.rows.values(), self.measure)
+            self._model = MemoryModel.fit([*self.rows.values(), *self.simulated], self.measure)
             self.measure, self._seen = self._model.measure, seen
         return self._model
 

@@ -94,3 +94,17 @@ def interval(
     calibrated = (share if share is not None else TIGHT_SPREAD) * peak
     low = peak - max(covariance_half, calibrated + below)
     return max(low, 0.0), peak + max(covariance_half, calibrated + above)
+
+
+# A figure drawn from steps simulated on meta (_simulated.py): the measured peak over the simulated one on
+# the GPU rows that checked it (NVML; bench/bench_simulate.py, docs/benchmarks.md "A step simulated on
+# meta tensors"), per stack; a stack no GPU row has checked yet, wider either way.
+SIMULATED_ERROR = {"trl": (1.00, 1.10)}
+UNCHECKED_ERROR = (0.85, 1.20)
+
+
+def simulated_interval(framework: str, peak: float, residual: float) -> tuple[float, float]:
+    """(low, high) GiB of a figure drawn from simulated steps: the simulator's error range on GPU rows,
+    widened by how far the family's fit missed its own simulated shapes (`residual`, a share of them)."""
+    low, high = SIMULATED_ERROR.get(framework, UNCHECKED_ERROR)
+    return max(peak * (low - residual), 0.0), peak * (high + residual)

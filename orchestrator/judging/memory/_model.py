@@ -5,7 +5,6 @@ peak with its interval, or the reason there is none."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -16,9 +15,25 @@ import numpy as np
 
 from orchestrator.judging.memory._architecture import UnknownArchitecture
 from orchestrator.judging.memory._explain import TermLine, formulas
+from orchestrator.judging.memory._family import (  # noqa: F401 - family_label, spec_of: the package's face
+    FAMILY,
+    SIMULATED,
+    _row_spec,
+    family_label,
+    family_of,
+    spec_of,
+    superseded_dropped,
+)
 from orchestrator.judging.memory._fit import fit as fit_coefficients
 from orchestrator.judging.memory._fit import predictive_sd
-from orchestrator.judging.memory._interval import Z, calibrated_share, extrapolated_gib, interval, score
+from orchestrator.judging.memory._interval import (
+    Z,
+    calibrated_share,
+    extrapolated_gib,
+    interval,
+    score,
+    simulated_interval,
+)
 from orchestrator.judging.memory._terms import (
     PARTS,
     TERMS,
@@ -32,25 +47,12 @@ from orchestrator.judging.memory._terms import (
 from orchestrator.words.outcome import COMPLETED, GPU, OOM, PEAK_SOURCES, RSS, TIMEOUT, TORCH, peak_memory
 from trainers.models import bundled_models, parse_model
 from trainers.record import finite_or_none
-from trainers.trial import KNOBS, TrialSpec
+from trainers.trial import TrialSpec
 
 MEASURES = tuple(kind for kind, _, _ in PEAK_SOURCES)
 MEASURE_COLUMNS = {kind: column for kind, column, _ in PEAK_SOURCES}
 PRIOR, FITTED = "prior", "fitted"
 FITS, DOES_NOT_FIT, UNCERTAIN, UNKNOWN = "fits", "does not fit", "uncertain", "unknown"
-# The knobs that make a family: trials of one family share one set of coefficients.
-FAMILY = (
-    "framework",
-    "mode",
-    "model",
-    "quantization",
-    "dtype",
-    "gradient_checkpointing",
-    "generation",
-    "distributed",
-    "num_processes",
-    "adapter",
-)
 # The interval (orchestrator/judging/memory/_interval.py): at RATE, calibrated on the held-out errors of
 # the measured trials of the spec's stack, widened by what it extrapolates, at least the coefficients'
 # covariance's Z standard deviations. The worst leave-one-out error is reported from LOO_FROM trials.
@@ -80,7 +82,7 @@ class Prediction:
     high_gib: float | None
     measure: str
     n_fitted: int
-    basis: str  # "prior" | "fitted"
+    basis: str  # "prior" | "fitted" | "simulated"
     unknown: str | None = None
     terms: dict[str, float] = field(default_factory=dict)  # GiB of static, generation, training
     # GiB of the prediction beyond its family's measured range (above the largest, below the smallest
@@ -104,7 +106,8 @@ class Prediction:
         """'predicted 17.9 GiB (16.8-19.0)', or 'unknown: <reason>'."""
         if self.unknown is not None:
             return f"unknown: {self.unknown}"
-        return f"predicted {gib(self.peak_gib)} GiB ({gib(self.low_gib)}-{gib(self.high_gib)})"
+        said = SIMULATED if self.basis == SIMULATED else "predicted"
+        return f"{said} {gib(self.peak_gib)} GiB ({gib(self.low_gib)}-{gib(self.high_gib)})"
 
 
 def gib(value: float) -> str:
@@ -126,45 +129,12 @@ class FamilyFit:
     loo_worst: float | None  # worst leave-one-out error, fraction of the peak (from LOO_FROM trials)
 
 
-def family_of(spec: TrialSpec) -> tuple:
-    return tuple(spec.effective_dtype if k == "dtype" else getattr(spec, k) for k in FAMILY)
-
-
-def family_label(spec: TrialSpec) -> str:
-    extras = [
-        " checkpointed" if spec.gradient_checkpointing else "",
-        " vLLM" if spec.generation == "vllm" else "",
-        f" {spec.num_processes} GPUs {spec.distributed}" if spec.num_processes > 1 else "",
-        " full fine-tuning" if spec.adapter == "none" else "",
-    ]
-    return f"{spec.framework} {spec.mode} {spec.model} {spec.quantization} {spec.effective_dtype}" + "".join(
-        extras
-    )
-
-
 def loo_indices(n: int) -> list[int]:
     """The trials a family of n leaves out one at a time: all of them up to LOO_MAX, else LOO_MAX
     evenly spaced (the first and the last among them)."""
     if n <= LOO_MAX:
         return list(range(n))
     return sorted({round(i * (n - 1) / (LOO_MAX - 1)) for i in range(LOO_MAX)})
-
-
-def _row_spec(row: Mapping[str, Any]) -> TrialSpec:
-    """spec_of for a fit, which only reads the spec: a ledger's row parsed once, not at every refit."""
-    config = row.get("config")
-    return _spec_of_config(config) if isinstance(config, str) else spec_of(row)
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _spec_of_config(config: str) -> TrialSpec:
-    return spec_of({"config": config})
-
-
-def spec_of(row: Mapping[str, Any]) -> TrialSpec:
-    """The TrialSpec of a trials.parquet row (its `config` JSON), or of a dict of knobs."""
-    values = json.loads(row["config"]) if row.get("config") else row
-    return TrialSpec(**{k: v for k, v in values.items() if k in KNOBS})
 
 
 def model_shape(model: str) -> tuple[Shape | None, str | None]:
@@ -242,6 +212,8 @@ class _Family:
     coefficients: np.ndarray | None = None
     covariance: np.ndarray | None = None
     loo_worst: float | None = None
+    simulated: int = 0  # of its peaks, those of steps simulated on meta (_simulated.py), not measured
+    residual: float = 0.0  # where all are simulated, the fit's largest miss on them, a share of each
     # each term's smallest and largest size over the measured trials (the range held-out errors speak for)
     smallest: np.ndarray | None = None
     largest: np.ndarray | None = None
@@ -321,7 +293,7 @@ class MemoryModel:
         `unmeasured` where given (the measure the caller's question is about), else RSS on a host
         without a GPU and GPU on one with. prior_values: the prior the families start from (default
         _terms.prior: the calibrated one on a GPU)."""
-        rows = list(rows)
+        rows = superseded_dropped(list(rows))  # a family's simulated rows count only until it measured one
         measure = measure or _default_measure(rows, unmeasured)
         model = cls(measure, prior_values)
         for row in rows:
@@ -337,6 +309,7 @@ class MemoryModel:
                     family = model._families.setdefault(family_of(spec), _Family())
                     family.specs.append(spec)
                     family.peaks.append(peak)
+                    family.simulated += row.get("basis") == SIMULATED
             elif row.get("status") in (OOM, TIMEOUT):
                 # a timeout was killed at its time limit: the peak it measured is a lower bound
                 budget = oom_budget(row, measure) if row["status"] == OOM else measured_peak(row, measure)
@@ -381,6 +354,8 @@ class MemoryModel:
         family.coefficients, family.covariance = self._solve(measured, peaks, censored, budgets)
         if len(peaks):
             family.smallest, family.largest = measured.min(axis=0), measured.max(axis=0)
+        if family.simulated == len(peaks) > 0:
+            family.residual = float((np.abs(measured @ family.coefficients - peaks) / peaks).max())
         errors = []
         for i in loo_indices(len(peaks)) if len(peaks) >= 2 else []:
             keep = np.arange(len(peaks)) != i
@@ -421,6 +396,8 @@ class MemoryModel:
         if family.largest is not None:
             beyond = extrapolated_gib(vector, family.coefficients, family.smallest, family.largest)
         low, high = self._interval(family, spec.framework, vector, peak, beyond)
+        if family.simulated == n > 0:  # drawn from simulated steps: the simulator's error, not the fit's
+            basis, (low, high) = SIMULATED, simulated_interval(spec.framework, peak, family.residual)
         return Prediction(
             peak, low, high, self.measure, n, basis, None, parts, None if beyond is None else sum(beyond)
         )
