@@ -22,12 +22,13 @@ def qlora_model(spec: Any, dtype: Any, device: str = "meta", attention: str = "s
     from bitsandbytes.nn import Linear4bit, Params4bit
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from trainers.models import _config_of, _without_meta, parse_model
+    from trainers.models import _without_meta, model_config
     from trainers.simulate import CannotSimulate
 
-    found = parse_model(spec.model).config or _config_of(f"random:{spec.model}")
-    if found is None:
-        raise CannotSimulate(f"model {spec.model!r}: no config.json here to build it from")
+    try:
+        found = model_config(spec.model).config
+    except ValueError as exc:
+        raise CannotSimulate(f"model {spec.model!r}: no config.json here to build it from ({exc})") from None
     config = AutoConfig.for_model(**_without_meta(found))
     config._attn_implementation = attention
     with torch.device(device):
