@@ -36,20 +36,25 @@ def family_name(hub_id: str) -> str:
 
 
 def not_bundled(hub_id: str) -> tuple[list[str], str | None]:
-    """A model that is not bundled: (lines saying where its config.json was read and its random twin by
-    architecture and size, the hub id to show facts of), or (why its config.json cannot be read and the
-    command that fetches it, None)."""
-    from trainers.models import ConfigUnavailable, hub_config, nearest_twin
+    """A model that is not bundled (a hub id, or the path of a config.json or its folder): (lines saying
+    where its config.json was read and its random twin by architecture and size, the name to show facts
+    of), or (why its config.json cannot be read and the command that fetches it, None)."""
+    from trainers.models import model_config, nearest_twin, parse_model
 
     hub_id = hub_id.removeprefix("random:")
     try:
-        found = hub_config(hub_id)
-    except ConfigUnavailable as exc:
+        found = model_config(hub_id)  # a hub id's from the HF cache or fetched; a path's from disk
+    except ValueError as exc:
         return [str(exc).removeprefix("model: ")], None
     twin, why = nearest_twin(found.config, hub_id, bundled_models())
     return [
         f"{hub_id}: not bundled; architecture read from {found.where}. fits, fitmap and predict use it as "
-        f"is (--model {hub_id}); a run downloads its weights on first use.",
+        f"is (--model {hub_id}); a run "
+        + (
+            "downloads its weights on first use."
+            if parse_model(hub_id).kind == "hub"
+            else "loads its folder."
+        ),
         f"Random weights without a download: {why}: --set model=random:{twin}",
     ], hub_id
 
