@@ -210,3 +210,26 @@ def test_an_architecture_the_memory_model_does_not_describe_is_refused_with_a_st
     assert code == 2
     assert "model_type 'olmo2' is not an architecture the memory model describes" in text
     assert "a stand-in that is described: --model " in text and "no bundled model is a olmo2" in text
+
+
+def test_a_fresh_rlsweep_process_reads_the_hub_from_its_environment(tmp_path, capsys):
+    """As a shell runs it: huggingface_hub imported with HF_HOME and HF_ENDPOINT already set."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("HF_", "HUGGINGFACE_", "TRANSFORMERS_OFFLINE"))
+    }
+    with FakeHub({CLONE: bundled_as_published(BUNDLED)}) as hub:
+        env |= {"HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": hub.url}
+        run = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "fits", "--model", CLONE, *FITS],
+            capture_output=True, text=True, cwd=root, env=env, timeout=120,
+        )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"fetched from {hub.url} into the HF cache ({tmp_path / 'hf' / 'hub'}" in run.stdout
+    assert _answers(run.stdout) == _answers(_fits(BUNDLED, capsys)[1])
