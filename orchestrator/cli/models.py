@@ -46,7 +46,10 @@ def not_bundled(hub_id: str) -> tuple[list[str], str | None]:
         found = model_config(hub_id)  # a hub id's from the HF cache or fetched; a path's from disk
     except ValueError as exc:
         return [str(exc).removeprefix("model: ")], None
-    twin, why = nearest_twin(found.config, hub_id, bundled_models())
+    try:
+        twin, why = nearest_twin(found.config, hub_id, bundled_models())
+    except ValueError as exc:  # a config without the sizes: its facts say why below
+        return [f"{hub_id}: not bundled; architecture read from {found.where}; no twin: {exc}"], hub_id
     return [
         f"{hub_id}: not bundled; architecture read from {found.where}. fits, fitmap and predict use it as "
         f"is (--model {hub_id}); a run "
@@ -96,7 +99,14 @@ def cmd_models(args: argparse.Namespace) -> int:
             if hub_id is None:
                 out.print(said[0], markup=False)
                 return 2
-        facts = [model_facts(hub_id)]
+        try:
+            facts = [model_facts(hub_id)]
+        except (ValueError, KeyError, TypeError) as exc:  # a config transformers builds no model from
+            for line in said or []:
+                out.print(line, markup=False)
+            reason = str(exc).splitlines()[0].split(". ")[0] if str(exc) else type(exc).__name__
+            out.print(f"{hub_id}: transformers builds no model from its config.json: {reason}", markup=False)
+            return 2
     else:  # by organisation, family, then size
         facts = sorted(
             map(model_facts, bundled_models()),

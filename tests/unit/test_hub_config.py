@@ -233,3 +233,12 @@ def test_a_fresh_rlsweep_process_reads_the_hub_from_its_environment(tmp_path, ca
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"fetched from {hub.url} into the HF cache ({tmp_path / 'hf' / 'hub'}" in run.stdout
     assert _answers(run.stdout) == _answers(_fits(BUNDLED, capsys)[1])
+
+
+def test_rlsweep_models_of_a_config_transformers_cannot_build_says_why_without_a_traceback(tmp_path, capsys):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**MATH_7B, "model_type": "no-such-type"}))
+    code, text = run_cli(["models", str(config)], capsys)
+    assert code == 2 and "Traceback" not in text
+    assert f"{config}: transformers builds no model from its config.json: " in text
+    assert "no bundled model is a no-such-type, so the nearest in size of any" in text
