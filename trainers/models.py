@@ -1,6 +1,8 @@
 """Model sources: what a model string means and where its weights come from.
 
-- a hub id or a local directory: real weights, loaded the normal way;
+- a hub id or a local directory: real weights, loaded the normal way; the memory model reads a hub
+  id's config.json alone (bundled, from the HF cache, or fetched: trainers/_hub_config.py);
+- a path to a config.json: that architecture, named by its path (predictions; a run loads its folder);
 - `random:<hub id>`: the published architecture (bundled config) with random weights, so a user
   can ask "does the 3B fit on my 16 GB card" before downloading 6 GB;
 - `tiny`: a few-million-parameter Qwen2 for CPU tests and smoke sweeps;
@@ -8,7 +10,7 @@
   it (a Q4_1 GGUF file, requirements/smollm2.txt), dequantised once into a cached folder with its
   tokenizer's end of turn, padding and chat template set as SmolLM2's (trainers/_smollm2.py).
 
-Locally built models get an offline tokenizer: byte-level BPE trained on the English text Python
+Locally built models get an offline tokenizer (trainers/_tokenizer.py): byte-level BPE trained on the English text Python
 ships (its pydoc topics), so a prompt takes about as many tokens as with a real model's tokenizer
 (countdown's longest prompt: 86 tokens of about 310 bytes), digits one token each as Qwen's and
 Llama's do, padded to the model's vocabulary so every id the model can sample decodes, with the model
@@ -18,6 +20,7 @@ and cached: a second trial with the same model string reuses the folder.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import hashlib
 import json
@@ -33,6 +36,12 @@ from pathlib import Path
 from types import MappingProxyType
 
 from tasks.names import did_you_mean
+from trainers._hub_config import (  # noqa: F401  (part of this face)
+    ConfigUnavailable,
+    FoundConfig,
+    fetch_command,
+    hub_config,
+)
 from trainers._smollm2 import (  # noqa: F401  (smollm2's names are part of this face)
     SMOLLM2,
     SMOLLM2_BUILDER_VERSION,
@@ -45,7 +54,9 @@ from trainers._smollm2 import (  # noqa: F401  (smollm2's names are part of this
     smollm2_gguf,
     smollm2_problems,
 )
-from trainers.chat_templates import CHATML, ChatFamily, family_of
+from trainers._tokenizer import build_tokenizer, load_tokenizer, tokenizer_corpus  # noqa: F401  (this face)
+from trainers._twin import approx_parameters, nearest_twin  # noqa: F401  (part of this face)
+from trainers.chat_templates import family_of
 
 CONFIG_DIR = Path(__file__).parent / "model_configs"
 BUILDER_VERSION = 4  # bump when the build changes, so cached folders are rebuilt (2: BPE; 3: half fillers;
@@ -88,7 +99,7 @@ def _bundled_models() -> Mapping[str, Path]:
 
 @dataclass(frozen=True)
 class ModelSource:
-    kind: str  # "tiny" | "random" | "packaged" | "local" | "hub"
+    kind: str  # "tiny" | "random" | "packaged" | "local" | "config" (a config.json's path) | "hub"
     name: str  # the string after any prefix
     built: bool  # True when this project builds the folder it loads (tiny, random, packaged)
 
@@ -102,6 +113,8 @@ class ModelSource:
             return json.loads(bundled_models()[self.name].read_text())
         if self.kind == "local" and (Path(self.name) / "config.json").exists():
             return json.loads((Path(self.name) / "config.json").read_text())
+        if self.kind == "config":
+            return json.loads(Path(self.name).read_text())
         return None
 
 
@@ -121,6 +134,8 @@ def parse_model(model: str) -> ModelSource:
         return ModelSource("random", model[len("random:") :], True)
     if Path(model).expanduser().is_dir():
         return ModelSource("local", str(Path(model).expanduser().resolve()), False)
+    if Path(model).expanduser().is_file():
+        return ModelSource("config", str(Path(model).expanduser().resolve()), False)
     return ModelSource("hub", model, False)
 
 
@@ -136,26 +151,35 @@ def model_problems(model: str, total_length: int | None = None) -> list[str]:
     elif model.startswith("random:"):
         hub = model[len("random:") :]
         if hub not in bundled_models():
-            return [
-                f"model: {model!r} has no bundled config for random weights; "
-                f"{did_you_mean(model, known)} (or use the hub id itself for real weights)"
-            ]
+            return [f"model: {model!r} has no bundled config for random weights; {_twin_fix(hub, known)}"]
     elif model != "tiny":
         path = Path(model).expanduser()
         if path.is_dir():
             if not (path / "config.json").exists():
-                return [f"model: directory {model!r} has no config.json; point at a save_pretrained() folder"]
-        elif model.startswith(("/", ".", "~")) or not _HUB_ID.match(model):
+                return [
+                    f"model: directory {model!r} has no config.json; point at a save_pretrained() folder or "
+                    "a folder holding the model's config.json"
+                ]
+        elif path.is_file():
+            problem = _config_file_problem(path)
+            if problem:
+                return [f"model: {model!r}: {problem}"]
+        elif model.startswith(("/", ".", "~")) or model.endswith(".json"):
             return [
-                f"model: {model!r} is neither a directory, a hub id (org/name), 'tiny' nor 'random:<hub id>'; "
+                f"model: {model!r}: no such file or folder; give the path of a config.json, a folder "
+                "holding one, a hub id (org/name), 'tiny', 'smollm2' or 'random:<hub id>' (`rlsweep models`)"
+            ]
+        elif not _HUB_ID.match(model):
+            return [
+                f"model: {model!r} is neither a path, a hub id (org/name), 'tiny' nor 'random:<hub id>'; "
                 f"{did_you_mean(model, known)}"
             ]
     if total_length is not None:
         # tiny, smollm2 and random:<hub id> are never a folder (parse_model's order): no look at the disk
         built = model in ("tiny", SMOLLM2) or model.startswith("random:")
         config = (
-            ModelSource("local", str(Path(model).expanduser()), False).config
-            if not built and Path(model).expanduser().is_dir()
+            parse_model(model).config
+            if not built and Path(model).expanduser().exists()
             else _config_of(model)
         )
         context = (config or {}).get("max_position_embeddings")
@@ -165,6 +189,53 @@ def model_problems(model: str, total_length: int | None = None) -> list[str]:
                 f"of {context}; lower max_prompt_length or max_completion_length"
             ]
     return []
+
+
+def _config_file_problem(path: Path) -> str | None:
+    """Why the file at path is no model's config.json (None: it is one)."""
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return (
+            f"not a config.json: it cannot be read as JSON ({exc}); give a model's config.json or its folder"
+        )
+    if not isinstance(config, dict) or "model_type" not in config:
+        return "not a model's config.json (no model_type in it); give the config.json of a transformers model"
+    return None
+
+
+def _twin_fix(hub: str, known: list[str]) -> str:
+    """What to use for random weights of a model that is not bundled: its nearest twin by architecture
+    and size (trainers/_twin.py) where its config.json is here or fetched, else why not (a bundled name it
+    may be a typo of first) and how to fetch it."""
+    try:
+        found = hub_config(hub) if _HUB_ID.match(hub) else None
+    except ConfigUnavailable as exc:
+        typo = difflib.get_close_matches(f"random:{hub}", known, n=1, cutoff=0.9)
+        return (
+            (f"did you mean {typo[0]!r}? " if typo else "")
+            + f"no twin chosen, its architecture is not known here: {str(exc).removeprefix('model: ')}; or "
+            f"use the hub id {hub} itself for real weights (`rlsweep models` lists the bundled ones)"
+        )
+    if found is None:
+        return did_you_mean(f"random:{hub}", known)
+    twin, why = nearest_twin(found.config, hub, bundled_models())
+    return f"{why}: --set model=random:{twin}; or use the hub id {hub} itself for real weights"
+
+
+def model_config(model: str) -> FoundConfig:
+    """model's config.json and where it came from: built ones' and bundled hub ids' from
+    trainers/model_configs, a folder's or a path's from disk, another hub id's from the HF cache or fetched
+    (trainers/_hub_config.py). ValueError (ConfigUnavailable where fetching failed) saying why and the fix."""
+    source = parse_model(model)
+    if source.kind in ("tiny", "packaged", "random"):
+        return FoundConfig(source.config, "bundled")
+    if source.kind in ("local", "config"):
+        path = Path(source.name) / "config.json" if source.kind == "local" else Path(source.name)
+        return FoundConfig(source.config, str(path))
+    if source.name in bundled_models():
+        return FoundConfig(dict(_bundled_config(source.name)), "bundled")
+    return hub_config(source.name)
 
 
 def _config_of(model: str) -> dict | None:
@@ -187,7 +258,8 @@ def meta_model(model: str):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    config = AutoConfig.for_model(**_without_meta(parse_model(model).config))
+    found = parse_model(model).config
+    config = AutoConfig.for_model(**_without_meta(found if found is not None else model_config(model).config))
     with torch.device("meta"):
         return AutoModelForCausalLM.from_config(config)
 
@@ -225,11 +297,12 @@ class ModelFacts:
 
 
 def model_facts(hub_id: str) -> ModelFacts:
-    """A bundled model's facts, from its config built on the meta device."""
+    """A model's facts, from its config (bundled, or as model_config finds it) built on the meta device."""
     from torch import nn
 
-    config = json.loads(bundled_models()[hub_id].read_text())
-    built = meta_model(f"random:{hub_id}")
+    model = f"random:{hub_id}" if hub_id in bundled_models() else hub_id
+    config = model_config(model).config
+    built = meta_model(model)
     head = built.get_output_embeddings()
     quantizable = sum(
         module.weight.numel()
@@ -277,6 +350,8 @@ def cache_root(explicit: str = "") -> Path:
 def resolve_model(model: str, cache_dir: str = "") -> str:
     """A path or hub id that `from_pretrained` can load; builds tiny/random/smollm2 folders on first use."""
     source = parse_model(model)
+    if source.kind == "config":  # the folder that holds it: weights where it is a save_pretrained folder
+        return str(Path(source.name).parent)
     if not source.built:
         return source.name
     config = source.config
@@ -308,69 +383,6 @@ def resolve_model(model: str, cache_dir: str = "") -> str:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return str(target)
-
-
-def tokenizer_corpus() -> str:
-    """The text the built tokenizer's merges are learnt from: Python's own documentation topics."""
-    from pydoc_data.topics import topics
-
-    return "\n".join(topics[key] for key in sorted(topics))
-
-
-def build_tokenizer(vocab_size: int, family: ChatFamily = CHATML):
-    """A byte-level BPE tokenizer built offline from tokenizer_corpus(): the family's chat template and
-    special tokens (its thinking tags single tokens, as in the real vocabulary), digits one token each,
-    merges for half the vocabulary and filler tokens for the rest, so every id decodes to text."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    specials = family.special_tokens()
-    reserved = specials + list(family.plain)
-    if vocab_size < len(alphabet) + len(reserved):
-        raise ValueError(
-            f"vocab_size {vocab_size} is smaller than the {len(alphabet) + len(reserved)} tokens the "
-            "tokenizer needs"
-        )
-    pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
-    )
-    learner = Tokenizer(models.BPE())
-    learner.pre_tokenizer = pre_tokenizer
-    # Half the ids are learnt merges, enough for prompts to tokenize like a real model's (3-4 characters
-    # a token); the other half are fillers whose text holds digits ("<fill5000>"), so a random-weight
-    # model's completions carry digits and the shaped `digits` reward varies between them.
-    learnt_size = max(len(alphabet) + len(reserved), vocab_size // 2)
-    trainer = trainers.BpeTrainer(
-        vocab_size=learnt_size, special_tokens=reserved, initial_alphabet=alphabet, show_progress=False
-    )
-    learner.train_from_iterator([tokenizer_corpus()], trainer=trainer)
-    learnt = json.loads(learner.to_str())["model"]
-    vocab = dict(learnt["vocab"])
-    for i in range(len(vocab), vocab_size):
-        vocab[f"<fill{i}>"] = i
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[tuple(pair) for pair in learnt["merges"]]))
-    tok.pre_tokenizer = pre_tokenizer
-    tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens(specials)
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in family.plain])
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        pad_token=family.pad,
-        eos_token=family.eos,
-        bos_token=family.bos,
-        chat_template=family.template,
-        model_max_length=1_000_000,
-    )
-
-
-def load_tokenizer(path: str):
-    """Built models keep their own tokenizer class; AutoTokenizer would swap in Qwen2's regex."""
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    if (Path(path) / "complete").exists():
-        return PreTrainedTokenizerFast.from_pretrained(path)
-    return AutoTokenizer.from_pretrained(path)
 
 
 def _build(config: dict, folder: Path) -> None:

@@ -217,7 +217,7 @@ TRIAL_FIELDS: tuple[Field, ...] = (
     Field("sweep", STRING, TEXT, SPEC, "sweep name"),
     Field("framework", STRING, CHOICE, SPEC, "`trl`, `unsloth`"),
     Field("mode", STRING, CHOICE, SPEC, "`grpo` (token-level IS), `gspo` (sequence-level)"),
-    Field("model", STRING, TEXT, SPEC, "hub id, local dir, `random:<hub id>` or `tiny`"),
+    Field("model", STRING, TEXT, SPEC, "hub id, local dir, a config.json's path, `random:<hub id>` or `tiny`"),
     Field("task", STRING, TEXT, SPEC, "task name"),
     Field("num_generations", INT64, COUNT, SPEC, "K, completions per prompt"),
     Field("batch_size", INT64, COUNT, SPEC, "B, prompts per optimizer step"),

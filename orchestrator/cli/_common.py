@@ -84,6 +84,22 @@ def trial_guard(args: argparse.Namespace) -> GuardSettings:
     )
 
 
+def config_source(model: str) -> tuple[str | None, str | None]:
+    """(where model's architecture was read, a line for the output; None for the bundled ones), or
+    (None, why its config.json cannot be read here: what was tried and the fix, e.g. the fetch command)."""
+    from trainers.models import model_config
+
+    try:
+        found = model_config(model)
+    except ValueError as exc:
+        return None, f"--model {model}: {str(exc).removeprefix('model: ')}"
+    if found.where == "bundled":
+        return None, None
+    c = found.config
+    shape = f"{c.get('model_type')}, {c.get('num_hidden_layers')} layers x {c.get('hidden_size')} hidden"
+    return f"{model}: architecture ({shape}) read from {found.where}", None
+
+
 def refused(verb: str, errors: list[str], nothing: str) -> int:
     """Print a verb's refused input, every error on its own line, and return exit code 2."""
     out.print(f"{verb}: {len(errors)} error(s), nothing {nothing}:", markup=False)

@@ -26,7 +26,6 @@ from orchestrator.cli.fitmap import (
     base_spec,
     card_budget,
     cmd_fitmap,
-    known_models,
     length_errors,
 )
 from orchestrator.words.settings import GuardSettings
@@ -56,17 +55,14 @@ def _output_dir(args: argparse.Namespace, budget: float, errors: list[str]) -> P
 
 
 def _model_errors(base) -> list[str]:
-    """Why the model cannot be calibrated here (no architecture to predict from), with the nearest names."""
+    """Why the model cannot be calibrated here (no architecture to predict from), with its fix (the fetch
+    command, a stand-in, the nearest names)."""
     from orchestrator.judging.memory import MemoryModel
-    from tasks.names import did_you_mean
 
     why = MemoryModel.fit([], "RSS").predict(base).unknown
     if why is None or not why.startswith("model:"):
         return []
-    return [
-        f"--model {base.model}: {why}",
-        f"  {did_you_mean(base.model, known_models())}; `rlsweep models` lists the models it knows",
-    ]
+    return [f"--model {base.model}: {why} (`rlsweep models` lists the models it knows)"]
 
 
 def request_of(args: argparse.Namespace):

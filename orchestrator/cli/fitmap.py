@@ -12,6 +12,7 @@ from orchestrator.cli._common import (
     add_set,
     add_simulate,
     budget_gib,
+    config_source,
     examples,
     out,
     progress,
@@ -196,14 +197,6 @@ def length_errors(lo: int, hi: int) -> list[str]:
     return errors
 
 
-def known_models() -> list[str]:
-    """The models whose architecture is known here without a download: `tiny`, `smollm2` and the
-    bundled configs (`rlsweep models` lists them with their sizes)."""
-    from trainers.models import SMOLLM2, bundled_models
-
-    return ["tiny", SMOLLM2, *bundled_models()]
-
-
 def unknown_models(fm) -> dict[str, str]:
     """The map's models it can say nothing of because of the model itself (no config here): why."""
     why = {}
@@ -262,13 +255,10 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
         card=args.card.name if args.card is not None else None, simulate=simulating(args), progress=progress,
     )  # fmt: skip
     unknown = unknown_models(fm)
-    if unknown:
-        from tasks.names import did_you_mean
-
+    if unknown:  # each reason names its fix: the fetch command, a stand-in, the nearest names
         out.print(f"fitmap: {len(unknown)} model(s) it knows nothing of, nothing drawn:", markup=False)
         for model, why in unknown.items():
             out.print(f"  --model {model}: {why}", markup=False)
-            out.print(f"    {did_you_mean(model, known_models())}", markup=False)
         out.print("`rlsweep models` lists the models it knows, with their sizes", markup=False)
         return 2
     if all(x.unknown is not None for x in fm.boundaries):
@@ -286,6 +276,8 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
     where = card_words or f"a {budget:g} GiB budget"
     out.print(f"Fit map on {where}; peak {fm.measure} predicted from {source}", markup=False)
     out.print(f"assumed: {map_assumptions(base)}", markup=False)
+    for line in filter(None, (config_source(model)[0] for model in fm.models)):
+        out.print(line, markup=False)
     table = Table(show_edge=False)
     frame = fm.table()
     for column in frame.columns:

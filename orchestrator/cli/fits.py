@@ -16,7 +16,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from orchestrator.cli._common import add_set, add_simulate, budget_gib, out, progress, refused, simulating
+from orchestrator.cli._common import (
+    add_set,
+    add_simulate,
+    budget_gib,
+    config_source,
+    out,
+    progress,
+    refused,
+    simulating,
+)
 from orchestrator.cli.fitmap import (
     add_card,
     add_stacks_and_trials,
@@ -228,6 +237,8 @@ def cmd_fits(args: argparse.Namespace) -> int:
     except SweepError as exc:  # every refused --set, each with its fix
         errors += exc.errors
     model = args.model.removeprefix("random:")
+    source, unreadable = config_source(args.model) if not errors else (None, None)
+    errors += [unreadable] if unreadable else []
     if base is not None and not errors:
         spec = dataclasses.replace(
             base, model=model, num_generations=args.k, batch_size=args.b, max_completion_length=args.length
@@ -254,6 +265,8 @@ def cmd_fits(args: argparse.Namespace) -> int:
         f"({args.k * args.b} completions), completions of {args.length} tokens, on {where}:",
         markup=False,
     )
+    if source:
+        out.print(source, markup=False)
     width = max(len(a.stack) for a in answers)
     for a in answers:
         out.print(f"  {a.stack:<{width}}  {a.verdict:<13} {_figure(a)}  {a.basis}", markup=False)

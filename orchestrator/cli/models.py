@@ -8,7 +8,6 @@ import json
 
 from rich.table import Table
 
-from tasks.names import did_you_mean
 from trainers.models import (
     NF4_BYTES_PER_WEIGHT,
     SMOLLM2,
@@ -36,15 +35,31 @@ def family_name(hub_id: str) -> str:
     return json.loads(bundled_models()[hub_id].read_text())["_chat_family"]
 
 
-def not_bundled(hub_id: str) -> str:
-    """Why hub_id has no random twin, and what to use instead."""
+def not_bundled(hub_id: str) -> tuple[list[str], str | None]:
+    """A model that is not bundled (a hub id, or the path of a config.json or its folder): (lines saying
+    where its config.json was read and its random twin by architecture and size, the name to show facts
+    of), or (why its config.json cannot be read and the command that fetches it, None)."""
+    from trainers.models import model_config, nearest_twin, parse_model
+
     hub_id = hub_id.removeprefix("random:")
-    return (
-        f"{hub_id}: not bundled, so `random:{hub_id}` cannot be built. Real weights: use the hub id itself "
-        f"(--set model={hub_id}), downloaded on first use; or a local save_pretrained folder "
-        f"(--set model=/path/to/folder); or the nearest bundled random twin: "
-        f"{did_you_mean(f'random:{hub_id}', [f'random:{hub}' for hub in bundled_models()])}"
-    )
+    try:
+        found = model_config(hub_id)  # a hub id's from the HF cache or fetched; a path's from disk
+    except ValueError as exc:
+        return [str(exc).removeprefix("model: ")], None
+    try:
+        twin, why = nearest_twin(found.config, hub_id, bundled_models())
+    except ValueError as exc:  # a config without the sizes: its facts say why below
+        return [f"{hub_id}: not bundled; architecture read from {found.where}; no twin: {exc}"], hub_id
+    return [
+        f"{hub_id}: not bundled; architecture read from {found.where}. fits, fitmap and predict use it as "
+        f"is (--model {hub_id}); a run "
+        + (
+            "downloads its weights on first use."
+            if parse_model(hub_id).kind == "hub"
+            else "loads its folder."
+        ),
+        f"Random weights without a download: {why}: --set model=random:{twin}",
+    ], hub_id
 
 
 def real_model_line() -> str:
@@ -76,18 +91,33 @@ def cmd_models(args: argparse.Namespace) -> int:
     if args.hub_id in (SMOLLM2, SMOLLM2_HUB_ID):
         out.print(real_model_line(), markup=False)
         return 0
+    said = None
     if args.hub_id:
         hub_id = args.hub_id.removeprefix("random:")
         if hub_id not in bundled_models():
-            out.print(not_bundled(args.hub_id), markup=False)
+            said, hub_id = not_bundled(args.hub_id)
+            if hub_id is None:
+                out.print(said[0], markup=False)
+                return 2
+        try:
+            facts = [model_facts(hub_id)]
+        except (ValueError, KeyError, TypeError) as exc:  # a config transformers builds no model from
+            for line in said or []:
+                out.print(line, markup=False)
+            reason = str(exc).splitlines()[0].split(". ")[0] if str(exc) else type(exc).__name__
+            out.print(f"{hub_id}: transformers builds no model from its config.json: {reason}", markup=False)
             return 2
-        facts = [model_facts(hub_id)]
     else:  # by organisation, family, then size
         facts = sorted(
             map(model_facts, bundled_models()),
             key=lambda f: (f.hub_id.split("/")[0].lower(), family_name(f.hub_id), f.parameters),
         )
-    table = Table(title=f"{len(facts)} bundled model(s): use as random:<hub id>", title_justify="left")
+    title = (
+        "not bundled: its own config.json"
+        if said
+        else f"{len(facts)} bundled model(s): use as random:<hub id>"
+    )
+    table = Table(title=title, title_justify="left")
     for column in ("hub id", "parameters (B)", "vocab", "layers", "KV heads", "nf4 GiB", "bf16 GiB"):
         table.add_column(column, justify="left" if column == "hub id" else "right")
     for one in facts:
@@ -97,6 +127,8 @@ def cmd_models(args: argparse.Namespace) -> int:
         )  # fmt: skip
     out.print(table)
     out.print(WEIGHTS_RULE, markup=False)
+    for line in said or []:
+        out.print(line, markup=False)
     if not args.hub_id:
         out.print(real_model_line(), markup=False)
     return 0

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import argparse
 
-from orchestrator.cli._common import add_set, add_simulate, budget_gib, examples, out, progress, simulating
+from orchestrator.cli._common import (
+    add_set,
+    add_simulate,
+    budget_gib,
+    config_source,
+    examples,
+    out,
+    progress,
+    refused,
+    simulating,
+)
 from orchestrator.cli.fitmap import add_card, card_budget
 from orchestrator.words.outcome import GPU, peak_memory
 
@@ -34,6 +44,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
         for problem in result.problems:
             out.print(f"  {problem}", markup=False)
         return 2
+    sources, unreadable = [], []
+    for name in dict.fromkeys(spec.model for spec in result.trials):
+        line, why = config_source(name)
+        sources += [line] if line else []
+        unreadable += [why] if why else []
+    if unreadable:
+        return refused("predict", unreadable, "predicted")
     ledger = output_dir / "trials.parquet"
     rows = TrialsTable(ledger).rows if ledger.exists() else {}
     try:
@@ -64,6 +81,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     out.print(f"{args.sweep}: {len(result.trials)} trials; peak {model.measure} predicted from {source}")
     if card_words is not None:
         out.print(f"card: {card_words}", markup=False)
+    for line in sources:
+        out.print(line, markup=False)
     table = Table(show_edge=False)
     for column in ("trial", "predicted GiB", "interval", "verdict", "basis", "measured GiB"):
         table.add_column(column, justify="right" if "GiB" in column else "left")

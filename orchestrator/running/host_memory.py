@@ -79,18 +79,12 @@ def checkpoint_gib(model: str) -> tuple[float | None, str]:
 
 
 def _stored_dtype(model: str) -> str:
-    import json
-
-    from trainers.models import bundled_models, parse_model
+    from trainers.models import model_config
 
     try:
-        source = parse_model(model)
+        config = model_config(model).config
     except ValueError:
         return "bfloat16"
-    config = source.config
-    if config is None:
-        bundled = bundled_models().get(source.name)
-        config = json.loads(bundled.read_text()) if bundled is not None else {}
     return str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
 
 

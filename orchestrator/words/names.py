@@ -15,11 +15,13 @@ _MODEL_SUFFIXES = re.compile(r"-(instruct|chat|it|hf|base)$")
 
 
 def model_short(model: str) -> str:
-    """tiny -> tiny; random:Qwen/Qwen2.5-3B-Instruct -> rand-qwen2.5-3b; /x/My_Model -> my-model."""
+    """tiny -> tiny; random:Qwen/Qwen2.5-3B-Instruct -> rand-qwen2.5-3b; /x/My_Model -> my-model;
+    /x/Math-7B/config.json -> math-7b (a config.json is named by its folder)."""
     prefix = ""
     if model.startswith("random:"):
         prefix, model = "rand-", model[len("random:") :]
-    name = model.rstrip("/").split("/")[-1].lower()
+    parts = model.rstrip("/").split("/")
+    name = (parts[-2] if parts[-1].endswith(".json") and len(parts) > 1 else parts[-1]).lower()
     while True:
         stripped = _MODEL_SUFFIXES.sub("", name)
         if stripped == name:

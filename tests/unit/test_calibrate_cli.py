@@ -43,7 +43,12 @@ def test_calibrate_names_the_models_it_knows_when_it_knows_not_the_one_asked_for
     argv[argv.index("tiny")] = "Qwen/Qwen9-99B"
     code, text = run_cli(argv, capsys)
     assert code == 2
-    assert "--model Qwen/Qwen9-99B: model: no config.json for 'Qwen/Qwen9-99B' here" in text
+    assert "calibrate: 1 error(s), nothing run:" in text
+    assert (
+        "--model Qwen/Qwen9-99B: model: 'Qwen/Qwen9-99B' is not bundled and its config.json is not in "
+        in text
+    )
+    assert "`hf download Qwen/Qwen9-99B config.json`" in text
     assert "`rlsweep models` lists the models it knows" in text
     assert not out.exists()
 

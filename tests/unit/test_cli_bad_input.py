@@ -59,14 +59,24 @@ def test_fitmap_refuses_a_length_range_that_runs_backwards(capsys):
     assert "--min-length 512 is above --max-length 256; give a range" in text
 
 
-def test_fitmap_names_the_models_it_knows_when_it_knows_the_one_asked_for(capsys):
+def test_fitmap_refuses_a_model_it_has_no_config_for_with_the_command_that_fetches_it(capsys):
     code, text = run_cli([*FITMAP, "--model", "Qwen/Qwen9-99B", "--k", "4", "--b", "1"], capsys)
     assert code == 2
-    assert "--model Qwen/Qwen9-99B: model: no config.json for 'Qwen/Qwen9-99B' here" in text
-    assert "did you mean 'Qwen/Qwen3-8B'" in text
-    assert all(hub_id in text for hub_id in bundled_models())
+    assert (
+        "--model Qwen/Qwen9-99B: model: 'Qwen/Qwen9-99B' is not bundled and its config.json is not in "
+        in text
+    )
+    assert "HF_HUB_OFFLINE is set" in text and "`hf download Qwen/Qwen9-99B config.json`" in text
+    assert "did you mean" not in text and "Qwen/Qwen3-8B" not in text  # no list of names to read past
     assert "`rlsweep models` lists the models it knows" in text
     assert "unknown  " not in text  # no table of unknown cells
+
+
+def test_fitmap_names_the_known_models_once_for_a_name_that_is_no_model(capsys):
+    code, text = run_cli([*FITMAP, "--model", "tyni", "--k", "4", "--b", "1"], capsys)
+    assert code == 2
+    assert "did you mean 'tiny'" in text
+    assert all(text.count(f"random:{hub_id}") == 1 for hub_id in bundled_models())
 
 
 def test_fitmap_names_only_the_unknown_model_among_known_ones(capsys):
@@ -74,7 +84,7 @@ def test_fitmap_names_only_the_unknown_model_among_known_ones(capsys):
     code, text = run_cli(argv, capsys)
     assert code == 2
     assert "fitmap: 1 model(s) it knows nothing of, nothing drawn:" in text
-    assert "--model someorg/unseen: model: no config.json" in text
+    assert "--model someorg/unseen: model: 'someorg/unseen' is not bundled and its config.json" in text
     assert "--model Qwen/Qwen3-4B" not in text
 
 

@@ -72,9 +72,10 @@ def test_bad_input_is_refused_with_exit_2_naming_the_flag_and_the_fix(capsys, ar
     assert code == 2 and says in text and "nothing answered" in text
 
 
-def test_a_model_with_no_config_here_is_refused_with_the_list_of_known_models(capsys):
+def test_a_model_with_no_config_here_is_refused_with_the_command_that_fetches_it(capsys):
     code, text = run_cli(["fits", "--model", "acme/NoSuchModel-7B", "--card", "16gb"], capsys)
-    assert code == 2 and "rlsweep models" in text and "Traceback" not in text
+    assert code == 2 and "fits: 1 error(s), nothing answered:" in text and "Traceback" not in text
+    assert "`hf download acme/NoSuchModel-7B config.json`" in text
 
 
 def test_the_fit_map_states_its_assumptions_defines_k_and_b_and_names_the_calibrate_line(capsys):

@@ -53,12 +53,27 @@ def test_predict_reads_the_sweeps_trials_and_shows_measured_beside_predicted(tmp
             assert line.rstrip().endswith(f"{measured[spec.trial_key]:.3f}")
 
 
-def test_predict_names_what_it_cannot_predict(tmp_path, capsys):
+def test_predict_refuses_a_model_whose_config_it_cannot_read_with_the_command_that_fetches_it(
+    tmp_path, capsys
+):
     sweep = tmp_path / "hub.yaml"
     sweep.write_text("name: hub\nfixed: {model: someorg/unseen-model}\n")
-    assert main(["predict", str(sweep), "--output-dir", str(tmp_path / "out"), "--measure", "GPU"]) == 0
+    assert main(["predict", str(sweep), "--output-dir", str(tmp_path / "out"), "--measure", "GPU"]) == 2
     printed = capsys.readouterr().out
-    assert "unknown (1 trials" in printed and "someorg/unseen-model" in printed
+    assert "predict: 1 error(s), nothing predicted:" in printed
+    assert "--model someorg/unseen-model: 'someorg/unseen-model' is not bundled" in printed
+    assert "`hf download someorg/unseen-model config.json`" in printed
+
+
+def test_predict_names_what_it_cannot_predict(tmp_path, capsys):
+    config = tmp_path / "bert" / "config.json"
+    config.parent.mkdir()
+    config.write_text('{"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12}')
+    sweep = tmp_path / "bert.yaml"
+    sweep.write_text(f"name: bert\nfixed: {{model: {config}}}\n")
+    assert main(["predict", str(sweep), "--output-dir", str(tmp_path / "out"), "--measure", "GPU"]) == 0
+    printed = capsys.readouterr().out.replace("\n", "")
+    assert "unknown (1 trials" in printed and "model_type 'bert' is not an architecture" in printed
 
 
 def test_oom_predict_without_a_budget_is_refused_with_the_fix():

@@ -14,14 +14,15 @@ BNB_CUSTOM_KERNEL_MAX_ROWS = 64
 
 
 def model_config(spec: Any) -> dict:
-    """The config.json the spec's model is built from, or CannotSimulate where there is none here."""
-    from trainers.models import _config_of, parse_model
+    """The config.json the spec's model is built from (trainers.models.model_config: bundled, a folder's or
+    a path's, the HF cache's or fetched), or CannotSimulate saying why there is none here."""
+    from trainers.models import model_config as found
     from trainers.simulate import CannotSimulate
 
-    found = parse_model(spec.model).config or _config_of(f"random:{spec.model}")
-    if found is None:
-        raise CannotSimulate(f"model {spec.model!r}: no config.json here to build it from")
-    return found
+    try:
+        return found(spec.model).config
+    except ValueError as exc:
+        raise CannotSimulate(f"model {spec.model!r}: no config.json here to build it from ({exc})") from None
 
 
 def qlora_model(spec: Any, dtype: Any, device: str = "meta", attention: str = "sdpa"):

@@ -8,7 +8,6 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,7 +44,7 @@ from orchestrator.judging.memory._terms import (
     unsized_vllm_pool,
 )
 from orchestrator.words.outcome import COMPLETED, GPU, OOM, PEAK_SOURCES, RSS, TIMEOUT, TORCH, peak_memory
-from trainers.models import bundled_models, parse_model
+from trainers.models import bundled_models, model_config, nearest_twin
 from trainers.record import finite_or_none
 from trainers.trial import TrialSpec
 
@@ -138,34 +137,29 @@ def loo_indices(n: int) -> list[int]:
 
 
 def model_shape(model: str) -> tuple[Shape | None, str | None]:
-    """(the model's Shape, None), or (None, why there is none)."""
+    """(the model's Shape, None), or (None, why there is none). The architecture a bundled hub id's
+    `random:` twin builds is the hub model's own; another hub id's config.json is read from the HF cache
+    or fetched alone (trainers.models.model_config)."""
     try:
-        source = parse_model(model)
-    except ValueError as exc:
+        found = model_config(model)
+    except ValueError as exc:  # ConfigUnavailable among them: what was tried and the fetch command
         return None, str(exc)
-    config = source.config
-    if config is None and source.kind == "hub":
-        # the architecture `random:` builds for a bundled hub id is the hub model's own
-        bundled = bundled_models().get(source.name)
-        if bundled is not None:
-            config = json.loads(bundled.read_text())
-        else:
-            from huggingface_hub import try_to_load_from_cache
-
-            cached = try_to_load_from_cache(source.name, "config.json")
-            if isinstance(cached, str):
-                config = json.loads(Path(cached).read_text())
-    if config is None:
-        return None, (
-            f"model: no config.json for {model!r} here (nothing is downloaded to predict); use "
-            f"random:{model} where it is bundled, a local folder, or download the model once"
-        )
+    config = found.config
     try:
         return Shape.from_config(config), None
     except UnknownArchitecture as exc:
-        return None, f"model: {model!r}'s {exc}"
+        return None, f"model: {model!r}'s {exc}{_stand_in(model, config)}"
     except (KeyError, TypeError, ValueError) as exc:
         return None, f"model: {model!r}'s config lacks a decoder-only transformer's field {exc}"
+
+
+def _stand_in(model: str, config: dict) -> str:
+    """A bundled model to predict in its place, chosen by size (trainers/_twin.py), in words."""
+    try:
+        twin, why = nearest_twin(config, model, bundled_models())
+    except (ValueError, KeyError, TypeError):
+        return ""
+    return f"; a stand-in that is described: --model {twin} ({why})"
 
 
 def prompt_key(spec: TrialSpec) -> tuple:
