@@ -5,7 +5,8 @@ plus the H100's context (H100_CONTEXT_GIB), against the H100 rows that measured 
 known), one row per distinct configuration, with the seconds each simulation took on this host. Nothing
 is fitted but that constant.
 
-    python bench/bench_simulate.py
+    python bench/bench_simulate.py            # each model as simulate() runs it: 4 and 8 layers, extrapolated
+    python bench/bench_simulate.py --whole    # and every layer simulated too: the extrapolation's own error
 
 A row's `steps` says what it measured: the largest of 3-5 steps (the optimizer's state live through the
 step, as the simulation has it), or one first step before the optimizer had a state (rounds 2 and 4:
@@ -46,6 +47,11 @@ def main() -> int:
         default=list(ROUNDS),
         help="trials.csv files of GPU rounds (default: %(default)s)",
     )
+    parser.add_argument(
+        "--whole",
+        action="store_true",
+        help="also simulate every layer of each model: the layer cut's own error on reserved, and both times",
+    )
     args = parser.parse_args()
     from trainers.simulate import simulate
     from trainers.trial import TrialSpec
@@ -66,8 +72,17 @@ def main() -> int:
             lora_r=int(lora_r), lora_alpha=2 * int(lora_r), lora_dropout=0.05, learning_rate=2e-4,
         )  # fmt: skip
         started = time.perf_counter()
-        step = simulate(spec, args.prompt_tokens)
+        step = simulate(spec, args.prompt_tokens, cache=False)
         seconds = time.perf_counter() - started
+        if args.whole:
+            started = time.perf_counter()
+            whole = simulate(spec, args.prompt_tokens, cache=False, whole=True)
+            print(
+                f"  every layer: allocated {whole.allocated_gib:.3f} (cut {100 * (step.allocated_gib / whole.allocated_gib - 1):+.2f}%), "
+                f"reserved {whole.reserved_gib:.3f} (cut {100 * (step.reserved_gib / whole.reserved_gib - 1):+.2f}%), "
+                f"{time.perf_counter() - started:.1f} s against the cut's {seconds:.1f} s",
+                flush=True,
+            )
         best = max(measured, key=lambda r: int(r.get("steps") or 0))  # the steadiest row
         steps = int(best.get("steps") or 0)
         kind = f"largest of {steps}" if steps > 1 else "first step"
