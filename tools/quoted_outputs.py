@@ -10,9 +10,9 @@ text (a figure that changes from run to run, such as a timing); every other char
 Each command runs in a scratch folder holding links to the checkout's files, with this checkout's code
 as `rlsweep`, COLUMNS=WIDTH and no network; the scratch folder's path is printed as a relative one.
 
-    python tools/quoted_outputs.py            # run every quote; list those that no longer match (exit 1)
-    python tools/quoted_outputs.py --update   # rewrite the quoted outputs from what the commands print now
-    python tools/quoted_outputs.py docs/oom.md README.md   # only these pages
+    .venv/bin/python tools/quoted_outputs.py            # run every quote; list those that no longer match (exit 1)
+    .venv/bin/python tools/quoted_outputs.py --update   # rewrite the quoted outputs from what the commands print now
+    .venv/bin/python tools/quoted_outputs.py docs/oom.md README.md   # only these pages
 
 --update keeps a quoted line with `...` where the new output still matches it. tests/unit/
 test_docs_commands.py runs the check.
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     for quote, printed in differ:
         print(difference(quote, printed) + "\n")
     print(f"{len(differ)} of {len(quotes)} quoted outputs differ from what the commands print now"
-          + (": python tools/quoted_outputs.py --update rewrites them" if differ else ""))  # fmt: skip
+          + (": .venv/bin/python tools/quoted_outputs.py --update rewrites them" if differ else ""))  # fmt: skip
     return 1 if differ else 0
 
 

@@ -2,7 +2,7 @@
 `$ rlsweep ...` line (a verb that runs nothing: fitmap, predict, fits, models, validate, run --dry-run)
 is run again by tools/quoted_outputs.py and its output compared with the lines quoted under it, `...`
 standing for any text. A change that alters an output on purpose refreshes the quotes with
-`python tools/quoted_outputs.py --update`."""
+`.venv/bin/python tools/quoted_outputs.py --update`."""
 
 from __future__ import annotations
 
@@ -32,7 +32,9 @@ def _verb(quote: Quote) -> str:
 def test_every_quoted_command_prints_what_the_docs_quote():
     differ = stale(QUOTES)
     report = "\n\n".join(difference(quote, printed) for quote, printed in differ)
-    assert not differ, f"{report}\n\nMeant? python tools/quoted_outputs.py --update rewrites the quotes."
+    assert not differ, (
+        f"{report}\n\nMeant? .venv/bin/python tools/quoted_outputs.py --update rewrites the quotes."
+    )
 
 
 def test_the_docs_quote_every_verb_that_runs_nothing_with_its_output():
@@ -100,3 +102,10 @@ def test_a_stale_quote_is_shown_as_a_diff_naming_its_page_line_and_command(tmp_p
     shown = difference(quote, ["new", "took 3.1 s"])
     assert shown.startswith(f"{page}:4: $ rlsweep models tiny\n")
     assert "-old" in shown and "+new" in shown
+
+
+def test_a_page_that_does_not_exist_is_refused_with_exit_2_naming_it(tmp_path, capsys):
+    from tools.quoted_outputs import main
+
+    assert main([str(tmp_path / "nowhere.md")]) == 2
+    assert f"pages: no such file: {tmp_path / 'nowhere.md'}" in capsys.readouterr().err
