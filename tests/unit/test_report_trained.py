@@ -103,3 +103,11 @@ def test_each_kind_of_model_names_where_its_weights_came_from():
 def test_a_link_in_a_paragraph_is_a_link_in_report_html():
     page = render_html([Block("p", "See [sweep.yaml](sweep.yaml) & **more**.")], "t")
     assert '<p>See <a href="sweep.yaml">sweep.yaml</a> &amp; <strong>more</strong>.</p>' in page
+
+
+def test_without_its_sweep_file_the_report_names_the_task_and_claims_no_rewards(tmp_path):
+    record_cpu_learn(tmp_path)
+    (tmp_path / "sweep.yaml").unlink()
+    top = _top(write_report(tmp_path, console=Console(quiet=True))["report_md"].read_text())
+    task = next(line for line in top.splitlines() if line.startswith("**Task**"))
+    assert task == "**Task**: arithmetic." and "sweep.yaml" not in top

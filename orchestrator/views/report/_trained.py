@@ -69,7 +69,9 @@ def _sweep_file(output_dir: Path) -> dict[str, Any]:
 
 def _task_words(task: str, sweep: dict[str, Any]) -> str:
     """'arithmetic (operand_digits 1, ...); rewards accuracy x 1.0, digits x 0.5': its settings from the
-    sweep file, its rewards as set there or else the task's own."""
+    sweep file, its rewards as set there or else the task's own; the name alone without a sweep file."""
+    if not sweep:
+        return task
     args = {**(sweep.get("task_args") or {}), **((sweep.get("task_settings") or {}).get(task) or {})}
     rewards = args.pop("rewards", None)
     if rewards is None and task in TASKS:
