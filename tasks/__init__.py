@@ -16,33 +16,40 @@ from dataclasses import dataclass
 
 from pydantic import TypeAdapter, ValidationError
 
+from tasks.arithmetic import DEFAULT_REWARDS as ARITHMETIC_REWARDS
 from tasks.arithmetic import arithmetic_problems, build_arithmetic
 from tasks.base import Task, completion_text
 from tasks.bounded import timeout_problems
 from tasks.code import CODE_REWARD_NAMES, build_code, code_problems
+from tasks.code import DEFAULT_REWARDS as CODE_REWARDS
+from tasks.countdown import DEFAULT_REWARDS as COUNTDOWN_REWARDS
 from tasks.countdown import build_countdown, countdown_problems
+from tasks.gsm8k import DEFAULT_REWARDS as GSM8K_REWARDS
 from tasks.gsm8k import build_gsm8k, gsm8k_problems
 from tasks.names import did_you_mean
+from tasks.reasoning_gym import DEFAULT_REWARDS as REASONING_GYM_REWARDS
 from tasks.reasoning_gym import build_reasoning_gym, reasoning_gym_problems
 from tasks.rewards import REWARD_NAMES, reward_problems
 
 
 @dataclass(frozen=True)
 class TaskEntry:
-    """One task: its builder, its cheap value checks (run by task_problems() before anything is built)
-    and the reward names its `rewards` setting may weigh."""
+    """One task: its builder, its cheap value checks (run by task_problems() before anything is built),
+    the rewards and weights it scores with when `rewards` is not set, and the reward names that setting
+    may weigh."""
 
     build: Callable[..., Task]
     check: Callable[[dict], list[str]]
+    default_rewards: Mapping[str, float]
     rewards: tuple[str, ...] = REWARD_NAMES
 
 
 TASKS: dict[str, TaskEntry] = {
-    "arithmetic": TaskEntry(build_arithmetic, arithmetic_problems),
-    "code": TaskEntry(build_code, code_problems, CODE_REWARD_NAMES),
-    "countdown": TaskEntry(build_countdown, countdown_problems),
-    "gsm8k": TaskEntry(build_gsm8k, gsm8k_problems),
-    "reasoning_gym": TaskEntry(build_reasoning_gym, reasoning_gym_problems),
+    "arithmetic": TaskEntry(build_arithmetic, arithmetic_problems, ARITHMETIC_REWARDS),
+    "code": TaskEntry(build_code, code_problems, CODE_REWARDS, CODE_REWARD_NAMES),
+    "countdown": TaskEntry(build_countdown, countdown_problems, COUNTDOWN_REWARDS),
+    "gsm8k": TaskEntry(build_gsm8k, gsm8k_problems, GSM8K_REWARDS),
+    "reasoning_gym": TaskEntry(build_reasoning_gym, reasoning_gym_problems, REASONING_GYM_REWARDS),
 }
 # Every reward name a step row records (a column each).
 RECORDED_REWARDS = tuple(dict.fromkeys(name for entry in TASKS.values() for name in entry.rewards))

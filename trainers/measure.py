@@ -44,23 +44,11 @@ from trainers.probe import (
     vocabulary,
 )
 from trainers.record import STEP as F  # the step record's field names, defined once
+from trainers.record import TRL_NAMES
 from trainers.units import GIB
 
 # TRL's log keys → our column names (docs/schema.md). Keys TRL omits on some steps stay null.
-TRL_SIGNALS = {
-    "reward": F.reward_mean,
-    "reward_std": F.reward_std,
-    "frac_reward_zero_std": F.frac_reward_zero_std,
-    "loss": F.loss,
-    "grad_norm": F.grad_norm,
-    "kl": F.kl,
-    "entropy": F.entropy,
-    "clip_ratio/region_mean": F.clip_ratio,
-    "completions/mean_length": F.completion_len_mean,
-    "completions/max_length": F.completion_len_max,
-    "completions/clipped_ratio": F.clipped_ratio,
-    "learning_rate": F.learning_rate,
-}
+TRL_SIGNALS = {trl: field for field, trl in TRL_NAMES.items()}
 
 
 def original_token_estimate(

@@ -401,6 +401,32 @@ class Names:
 STEP = Names(STEP_FIELDS)
 TRIAL = Names(TRIAL_FIELDS)
 
+# The step fields TRL logs, each by the name TRL logs it under (TRL 1.14: GRPOTrainer._metrics' keys and
+# Trainer's loss, grad_norm and learning_rate): the trainer reads TRL's log by them (trainers/measure.py)
+# and MLflow names their curves so (orchestrator/publishing/_runs.py). A reward curve's field,
+# rewards/<name>/mean, is TRL's name already.
+TRL_NAMES = {
+    STEP.reward_mean: "reward",
+    STEP.reward_std: "reward_std",
+    STEP.frac_reward_zero_std: "frac_reward_zero_std",
+    STEP.loss: "loss",
+    STEP.grad_norm: "grad_norm",
+    STEP.kl: "kl",
+    STEP.entropy: "entropy",
+    STEP.clip_ratio: "clip_ratio/region_mean",
+    STEP.completion_len_mean: "completions/mean_length",
+    STEP.completion_len_max: "completions/max_length",
+    STEP.clipped_ratio: "completions/clipped_ratio",
+    STEP.learning_rate: "learning_rate",
+}
+
+
+def trl_name(field: str) -> str | None:
+    """The name TRL logs a step field under; None for a field only rlsweep measures."""
+    if field.startswith("rewards/") and field.endswith("/mean"):
+        return field
+    return TRL_NAMES.get(field)
+
 
 def step_fields(reward_names: Iterable[str]) -> tuple[Field, ...]:
     """STEP_FIELDS with REWARD_CURVE made one field per reward name, in place."""

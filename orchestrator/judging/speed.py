@@ -1,6 +1,6 @@
 """A GRPO step's time at full length without decoding to the end, and what a memory probe costs.
 
-A synthetic memory probe (issue 45) does not decode every completion token. It measures decode speed
+A synthetic memory probe does not decode every completion token. It measures decode speed
 over a short window (`decode_window_tokens`, about 8) at two contexts: right after the prompt
 (`decode_ms_per_token_at_prompt`) and at full length, the KV cache filled to prompt +
 max_completion_length by chunked prefill (`decode_ms_per_token_at_full`); each is milliseconds per

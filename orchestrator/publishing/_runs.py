@@ -10,9 +10,9 @@ from typing import Any
 import yaml
 
 from orchestrator.recording.sinks import STEP_RECORD
-from orchestrator.words.names import NAMED, name_parts
+from orchestrator.words.names import NAMED, axis_part, key_digest, name_parts
 from orchestrator.words.outcome import COMPLETED, IMPLIED, PRUNED, STOPPED, UNAVAILABLE
-from trainers.record import EPOCH_S, FLOAT64, finite_or_none
+from trainers.record import EPOCH_S, FLOAT64, finite_or_none, trl_name
 from trainers.trial import BOOKKEEPING, TrialSpec
 
 TRIAL_KEY_TAG = "rlsweep.trial_key"
@@ -23,8 +23,19 @@ OUTPUT_TAG = "rlsweep.output_dir"
 PARAM_SKIP = (*(k for k in BOOKKEEPING if k != "sweep"), "model_cache_dir")
 STEP_PREFIX = "step/"
 # Each step field (trainers/record.py) MLflow draws as a curve -> its metric name: the numbers, not the
-# wall-clock bounds (MLflow stamps each point with t_end).
-STEP_METRICS = {f.name: STEP_PREFIX + f.name for f in STEP_RECORD if f.type == FLOAT64 and f.unit != EPOCH_S}
+# wall-clock bounds (MLflow stamps each point with t_end). A field TRL logs keeps TRL's name (`reward`,
+# `completions/mean_length`: trainers.record.TRL_NAMES), so TRL's dashboards and searches line up; one
+# only rlsweep measures is step/<field>.
+STEP_METRICS = {
+    f.name: trl_name(f.name) or STEP_PREFIX + f.name
+    for f in STEP_RECORD
+    if f.type == FLOAT64 and f.unit != EPOCH_S
+}
+# The names the TRL-named curves had before (step/<field>), logged too for one release so that saved
+# searches and charts keep working; the release after drops them (docs/schema.md, MLflow).
+STEP_ALIASES = {
+    field: STEP_PREFIX + field for field, metric in STEP_METRICS.items() if metric != STEP_PREFIX + field
+}
 # MLflow's UI opens an experiment of this kind on its runs table, not on the GenAI overview.
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 # Trials that never ran (pruned, implied by a measured fit, no node could host them) or were cut short:
@@ -40,10 +51,14 @@ SEARCH_PAGE = 1000  # runs per page of a search (MLflow's largest page for a SQL
 
 
 def step_metrics(row: dict[str, Any]) -> dict[str, float]:
-    """A step's MLflow metrics (STEP_METRICS' names) from its normalised row (a steps-file row): a run
-    logged live and one logged by sync-mlflow get the same. A field not measured is not logged."""
-    values = {metric: finite_or_none(row.get(name)) for name, metric in STEP_METRICS.items()}
-    return {metric: value for metric, value in values.items() if value is not None}
+    """A step's MLflow metrics (STEP_METRICS' names, and STEP_ALIASES' for the fields that have one) from
+    its normalised row (a steps-file row): a run logged live and one logged by sync-mlflow get the same.
+    A field not measured is not logged."""
+    values = {name: finite_or_none(row.get(name)) for name in STEP_METRICS}
+    measured = {name: value for name, value in values.items() if value is not None}
+    return {STEP_METRICS[name]: value for name, value in measured.items()} | {
+        STEP_ALIASES[name]: value for name, value in measured.items() if name in STEP_ALIASES
+    }
 
 
 def trial_figures(row: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, float]:
@@ -68,14 +83,13 @@ def varying_axes(resolved_yaml: str) -> list[str]:
 
 
 def run_name(spec: TrialSpec, varying: list[str]) -> str:
-    """A trial run's short name: stack, mode, K and B always (`unsloth·gspo·k8·b2`); the model when the
-    sweep has several; `axis=value` for each other grid axis that varies, so names stay distinct."""
+    """A trial run's short name, ASCII and searchable in MLflow (`attributes.run_name LIKE 'trl-grpo-k8%'`):
+    stack, mode, K and B always; the model when the sweep has several; each other grid axis that varies
+    (`len256` for max_completion_length 256, `seed2`, `temperature=0.7`: names.axis_part); then the
+    trial key's digest, so the name is distinct and names its trial: `trl-grpo-k8-b2-len256-87c22b4f9e1d`."""
     parts = name_parts(spec, model="model" in varying)
-    for axis in varying:
-        if axis not in NAMED:
-            value = getattr(spec, axis)
-            parts.append(f"{axis}={json.dumps(value) if isinstance(value, (dict, list)) else value}")
-    return "·".join(parts)
+    parts += [axis_part(axis, getattr(spec, axis)) for axis in varying if axis not in NAMED]
+    return "-".join([*parts, *key_digest(spec.trial_key)])
 
 
 def trial_params(spec: TrialSpec) -> dict[str, str]:

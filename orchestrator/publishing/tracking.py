@@ -3,14 +3,17 @@ talk to tracking.
 
 One experiment per sweep (created once here, tagged as a model-development experiment so MLflow's UI
 opens it on its runs), a parent run per output dir, one nested run per trial (tag mlflow.parentRunId,
-tag rlsweep.trial_key, a short name such as `unsloth·gspo·k8·b2`: run_name). Step metrics go in one
-log_batch call per step. A run gets the tag `rlsweep.complete=true` as its last write; a run without it
+tag rlsweep.trial_key, a short ASCII name such as `unsloth-gspo-k8-b2-<digest>`: run_name). Step
+metrics go in one log_batch call per step. A run gets the tag `rlsweep.complete=true` as its last write; a run without it
 is an interrupted attempt and is deleted before the trial's run is made again, so every trial_key has
 exactly one run.
 
 Metric names, one per figure (docs/results.md: MLflow):
-  trial run  step/<step field>            a curve over steps, one per numeric field of the record's step
-                                          rows but the wall-clock bounds (STEP_METRICS: step/tokens_per_s, ...)
+  trial run  <TRL's name>                 a curve over steps for each step field TRL logs, named as TRL
+                                          logs it (STEP_METRICS: reward, completions/mean_length, ...),
+                                          and for one release also step/<step field> (STEP_ALIASES)
+             step/<step field>            a curve for each other numeric field of the record's step rows
+                                          but the wall-clock bounds (step/tokens_per_s, ...)
              <figure>                     the trial's figures, logged once at its end:
                                           orchestrator.views.report.summary_metrics's names and wall_s
   sweep run  trials/<status>              how many trials ended so
@@ -37,6 +40,7 @@ from orchestrator.publishing._runs import (
     ROLE_TAG,
     SEARCH_PAGE,
     SKIPPED_TAG,
+    STEP_ALIASES,  # noqa: F401  (the step metrics' old names, kept for one release)
     STEP_METRICS,  # noqa: F401  (the step metrics' names: this module's docstring lists them)
     TRIAL_KEY_TAG,
     VERDICT_TAGS,

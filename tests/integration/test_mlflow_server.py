@@ -91,11 +91,10 @@ def test_the_experiment_opens_on_runs_named_by_stack_mode_k_and_b(mlflow_server,
 
     runs = rest(mlflow_server, "runs/search", {"experiment_ids": [experiment["experiment_id"]]})["runs"]
     by_name = {r["info"]["run_name"]: r for r in runs}
-    expected = {"served", f"trl·{ran.mode}·k{ran.num_generations}·b{ran.batch_size}",
-                f"trl·{pruned.mode}·k{pruned.num_generations}·b{pruned.batch_size}"}  # fmt: skip
-    assert set(by_name) == expected
-    done = by_name[f"trl·{ran.mode}·k{ran.num_generations}·b{ran.batch_size}"]
-    skipped = by_name[f"trl·{pruned.mode}·k{pruned.num_generations}·b{pruned.batch_size}"]
+    ran_name = f"trl-{ran.mode}-k{ran.num_generations}-b{ran.batch_size}-{ran.trial_key[-12:]}"
+    pruned_name = f"trl-{pruned.mode}-k{pruned.num_generations}-b{pruned.batch_size}-{pruned.trial_key[-12:]}"
+    assert set(by_name) == {"served", ran_name, pruned_name}
+    done, skipped = by_name[ran_name], by_name[pruned_name]
     assert (done["info"]["status"], skipped["info"]["status"]) == ("FINISHED", "KILLED")
     params = {p["key"]: p["value"] for p in done["data"]["params"]}
     assert params["BxK"] == str(ran.batch_size * ran.num_generations) and "None" not in params.values()

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from orchestrator.publishing.tracking import STEP_METRICS, step_metrics
+from orchestrator.publishing.tracking import STEP_ALIASES, STEP_METRICS, step_metrics
 from orchestrator.recording.sinks import STEP_RECORD, STEP_SCHEMA, TRIAL_SCHEMA, normalize_step
 from orchestrator.running.telemetry import Sample, summarize_window
 from tasks import RECORDED_REWARDS
@@ -61,13 +62,35 @@ def test_the_sampler_measures_exactly_the_records_sampler_fields():
                               "power_w", "energy_j", "samples")  # fmt: skip
 
 
-def test_mlflow_step_metrics_are_the_records_numeric_fields_and_nothing_else():
+def test_mlflow_step_metrics_are_the_records_numeric_fields_named_as_trl_logs_them_or_step_slash():
     clocks = ("t_start", "t_end", "gen_t_start", "gen_t_end")
     numbers = [f.name for f in STEP_RECORD if f.type == "float64" and f.name not in clocks]
-    assert {name: f"step/{name}" for name in numbers} == STEP_METRICS
+    assert list(STEP_METRICS) == numbers
+    assert STEP_METRICS["reward_mean"] == "reward" and STEP_METRICS["tokens_per_s"] == "step/tokens_per_s"
+    assert STEP_METRICS["rewards/accuracy/mean"] == "rewards/accuracy/mean"
+    # the TRL-named curves keep their old names for one release
+    assert set(STEP_ALIASES) == set(record.TRL_NAMES) | {
+        name for name in numbers if name.startswith("rewards/")
+    }
+    assert STEP_ALIASES["completion_len_mean"] == "step/completion_len_mean"
     row = normalize_step("k", {"step": 2, "loss": 0.25, "tokens_per_s": 90, "completions": 4, "kl": None,
                                "grad_norm": float("nan"), "t_end": 1001.0})  # fmt: skip
-    assert step_metrics(row) == {"step/loss": 0.25, "step/tokens_per_s": 90.0}
+    assert step_metrics(row) == {"loss": 0.25, "step/loss": 0.25, "step/tokens_per_s": 90.0}
+
+
+def test_the_names_trl_logs_are_the_keys_of_trls_own_log():
+    """Each TRL name is a key TRL 1.14's GRPOTrainer puts in its metrics or Trainer in its log."""
+    import trl.trainer.grpo_trainer as grpo
+
+    source = Path(grpo.__file__).read_text()
+    logged_by_grpo = set(re.findall(r'_metrics\[mode\]\["([^"]+)"\]', source))
+    logged_by_trainer = {
+        "loss",
+        "grad_norm",
+        "learning_rate",
+    }  # transformers.Trainer._maybe_log_save_evaluate
+    assert set(record.TRL_NAMES.values()) - logged_by_trainer <= logged_by_grpo
+    assert 'f"rewards/{reward_func_name}/mean"' in source  # a reward curve's name, as the record's
 
 
 def test_the_peak_is_the_gpu_reading_else_torch_reserved_else_rss():

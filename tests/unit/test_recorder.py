@@ -133,7 +133,7 @@ def test_mlflow_has_one_finished_or_failed_run_per_trial_with_its_steps(recorded
     assert runs["larger"].data.tags["rlsweep.skipped"] == "true"
     assert runs["larger"].data.tags["mlflow.note.content"].startswith("pruned: dominated by large")
     assert (
-        runs["small"].info.run_name == "trl·grpo·k2·b1" and runs["larger"].info.run_name == "trl·grpo·k8·b1"
+        runs["small"].info.run_name == "trl-grpo-k2-b1" and runs["larger"].info.run_name == "trl-grpo-k8-b1"
     )
     assert runs["small"].data.tags["version.torch"] == "2"
     assert runs["small"].data.params["BxK"] == "2" and runs["larger"].data.params["BxK"] == "8"

@@ -17,7 +17,6 @@ from rich.console import Console
 from orchestrator.judging.intervals import MIN_CYCLES, median_interval
 from orchestrator.views.report import load_outputs, summary_metrics, summary_table, write_report
 from orchestrator.views.report._configs import aggregate_repeats
-from orchestrator.views.report._content import ranked_table
 from orchestrator.views.report._feasibility import (
     feasibility_matrix,
     frontier,
@@ -25,6 +24,7 @@ from orchestrator.views.report._feasibility import (
     infer_budget_gib,
     matrix_views,
 )
+from orchestrator.views.report._ranked import ranked_table
 from tests.helpers.html_outline import outline
 from tests.helpers.images import assert_varied_png
 from tests.helpers.synthetic_sweep import GRID, trial_key, write_synthetic_sweep

@@ -9,8 +9,8 @@ import pytest
 from orchestrator.judging.intervals import NO_CLEAR, TIGHT_SPREAD, ratio_interval
 from orchestrator.views.report import load_outputs
 from orchestrator.views.report._configs import aggregate_repeats
-from orchestrator.views.report._content import ranked_table
 from orchestrator.views.report._document import fmt
+from orchestrator.views.report._ranked import ranked_table
 from orchestrator.views.report._stacks import comparison_view, stack_comparison
 from tests.helpers import synthetic_sweep
 from tests.helpers.synthetic_sweep import write_synthetic_sweep

@@ -3,41 +3,22 @@
 the sweep's own writers with 19 of its 20 steps. The report judges it, draws its curves, ranks its held-out
 accuracy and says what fits on the steps it kept, rather than "unknown"."""
 
-import shutil
-from pathlib import Path
-
 import pandas as pd
 import pyarrow.parquet as pq
 from rich.console import Console
 
-from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
-from orchestrator.recording.sinks import TrialsTable
 from orchestrator.views.report import load_outputs, write_report
 from orchestrator.views.report._feasibility import NO_ANSWER, feasibility_matrix, frontier, frontier_view
-from orchestrator.words.outcome import TIMEOUT, TrialResult
-from tests.helpers.learning_traces import LEARNING_TRACES, load_learning_trace, trace_eval_before
-from trainers.trial import TrialSpec
+from orchestrator.words.outcome import TIMEOUT
+from tests.helpers.cpu_learn import KEY, record_cpu_learn
 
-ROOT = Path(__file__).resolve().parents[2]
-TRACE = LEARNING_TRACES / "learning-smollm2-learning.parquet"
-KEY = "trl-grpo-smollm2-k4-b2"
 KEPT = "the 19 of 20 steps measured before the time limit"
 
 
-def cpu_learn_timed_out(out: Path, kept: int) -> None:
+def cpu_learn_timed_out(out, kept: int) -> None:
     """cpu-learn's trial as its sweep records it: killed at 900 s with its first `kept` steps."""
-    shutil.copy(ROOT / "sweeps" / "cpu-learn.yaml", out / "sweep.yaml")
-    spec = TrialSpec(framework="trl", mode="grpo", model="smollm2", quantization="none", num_generations=4,
-                     batch_size=2, max_steps=20, probe_steps=0, max_prompt_length=64, max_completion_length=8,
-                     trial_key=KEY, sweep="cpu-learn")  # fmt: skip
-    accuracy, prompts = trace_eval_before(TRACE)
     detail = f"killed at the wall-clock limit of 900 s with {kept} of 20 steps measured (kept)"
-    started = {"eval_before": {"eval_pass_at_1": accuracy, "eval_prompts": prompts}, "device": "cpu"}
-    recorder = Recorder([spec], [StepsFiles(out), TrialsFile(TrialsTable(out / "trials.parquet"))])
-    recorder.start(KEY)
-    for row in load_learning_trace(TRACE)[:kept]:
-        recorder.step(KEY, row)
-    recorder.end(KEY, TrialResult(status=TIMEOUT, status_detail=detail, started=started, wall_s=900.0))
+    record_cpu_learn(out, kept=kept, status=TIMEOUT, detail=detail, wall_s=900.0)
 
 
 def test_a_timeout_that_kept_19_of_20_steps_is_judged_drawn_ranked_and_fits_on_those_steps(tmp_path):

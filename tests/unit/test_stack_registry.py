@@ -1,4 +1,4 @@
-"""Adding a stack is one module and one registry line (issue 45, item 6): a stub stack registered with one
+"""Adding a stack is one module and one registry line: a stub stack registered with one
 StackEntry (tests/helpers/stacks.py) is accepted by validation, the trial CLI, the fork server, the plan,
 the report's base and gpu-check with no other code changed, and no code outside trainers/stacks/ names
 a stack. test_stacks.py takes the same stub through the report and compare."""

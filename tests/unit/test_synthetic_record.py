@@ -5,7 +5,7 @@ import pytest
 
 from orchestrator.judging.speed import predict_step
 from orchestrator.recording.sinks import trial_row
-from orchestrator.views.report._content import _step_s
+from orchestrator.views.report._ranked import _step_s
 from trainers.trial import TrialSpec
 
 SPEC = TrialSpec(model="tiny", max_completion_length=512, probe_steps=1, max_steps=1)

@@ -16,6 +16,9 @@ Modules, each with one job (imports run down this list, never up):
   _predictions  predicted against measured peak: per-trial pairs, errors by family, MLflow metrics
   _terminal     a table for people as a rich Table (the frontier `rlsweep run` prints)
   _html         the document's HTML rendering with the page's CSS
+  _ranked       the fastest configurations that completed, as a table for people
+  _trained      what was trained (model and source, task, rewards, lengths, K, B, steps) and the warning
+                where completions hit their length limit on most steps
   _content      the report's sections in reading order (SECTIONS), built from the above
   _plots        PNG figures (matplotlib, imported only when a report is written)
   _write        write_report, the entry point

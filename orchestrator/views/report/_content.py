@@ -10,31 +10,26 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.judging.intervals import MIN_CYCLES, TIGHT, TIGHT_SPREAD, Estimate, Margin, tie_ranks
-from orchestrator.views.report._configs import CONFIG_WORDS, varying_config_columns
+from orchestrator.judging.intervals import MIN_CYCLES, TIGHT_SPREAD
 from orchestrator.views.report._document import Block, fmt, shorten
 from orchestrator.views.report._feasibility import (
-    OVER_BUDGET,
     FeasibilityGrid,
     frontier_view,
     matrix_views,
-    memory_words,
     set_budgets_gib,
 )
 from orchestrator.views.report._learning import learning_blocks, ranked_learning
-from orchestrator.views.report._outputs import SweepOutputs, column, parse_json, plain
+from orchestrator.views.report._outputs import SweepOutputs, column, parse_json
+from orchestrator.views.report._ranked import ranked_table
 from orchestrator.views.report._stacks import comparison_view, stack_pairs
 from orchestrator.views.report._time import time_paragraphs
+from orchestrator.views.report._trained import trained_blocks
 from orchestrator.views.report._verdicts import memory_probes, sandbox_kill_blocks, verdict_blocks
 from orchestrator.views.report._vllm import share_answers, share_table
 from orchestrator.words import outcome
 from orchestrator.words.outcome import COMPLETED, STATUS_WORDS, STATUSES
 from trainers import stacks
 from trainers.record import TRIAL
-
-
-def _sentence(text: str) -> str:
-    return text[:1].upper() + text[1:]
 
 
 def _status_sentence(trials: pd.DataFrame) -> str:
@@ -92,103 +87,6 @@ def startup_sentence(trials: pd.DataFrame) -> str:
     )
 
 
-def _seeds(seeds: str) -> str:
-    """'seed 42' for one seed, '3 seeds (1, 2, 3)' for repeats."""
-    listed = [x for x in seeds.split(", ") if x]
-    return f"seed {listed[0]}" if len(listed) == 1 else f"{len(listed)} seeds ({seeds})"
-
-
-def ranked_table(ranked: pd.DataFrame, budget_gib: float | None = None) -> pd.DataFrame:
-    """The ranked table for people: varying settings, units in headers, one row per configuration;
-    with a budget, a column says whether each configuration's peak fits it."""
-    varying = varying_config_columns(ranked, exclude=("framework", "mode", "num_generations", "batch_size"))
-    kinds = set(ranked["memory_kind"].dropna())
-    memory_header = _sentence(memory_words(kinds))
-    ranks = _tie_ranks(ranked)
-    rows = []
-    for i, row in ranked.iterrows():
-        k, b = plain(row["num_generations"]), plain(row["batch_size"])
-        line = {"Rank": ranks[i], "Framework": row["framework"], "Mode": row["mode"]}
-        line |= {CONFIG_WORDS.get(col, col): plain(row[col]) for col in varying}
-        if row["other"]:
-            line["Other settings"] = row["other"]
-        mixed = len(kinds) > 1 and row["memory_kind"] in outcome.MEMORY_LABELS
-        peak = fmt(row["peak_gib"], 2) + (f" {outcome.MEMORY_LABELS[row['memory_kind']]}" if mixed else "")
-        line |= {
-            "K": k,
-            "B": b,
-            "B×K": k * b if k is not None and b is not None else None,
-            "Seeds": _seeds(row["seeds"]),
-            "Tokens/s (median)": row["tokens_median"],
-            "Tokens/s 95% CI": _interval(row),
-            "Cycles": plain(row["cycles"]),
-            "Tokens/s p10–p90": f"{fmt(row['tokens_p10'])}–{fmt(row['tokens_p90'])}",
-            "Step (s, median)": _step_s(row),
-            memory_header: peak,
-            "Final reward": fmt(row["final_reward"], 3),
-        }
-        if budget_gib is not None:
-            fits = row["fits"]
-            line[f"Fits {budget_gib:g} GiB"] = (
-                _fit_margin(row)
-                if fits is True
-                else f"no: {OVER_BUDGET}"
-                if fits is False
-                else "not measured"
-            )
-        rows.append(line)
-    return pd.DataFrame(rows)
-
-
-def _step_s(row) -> str:
-    """The measured median step; where only a synthetic probe ran, its full-length step, extrapolated."""
-    measured, extrapolated = row["step_s_median"], row.get("step_s_extrapolated")
-    if (
-        (measured is None or measured != measured)
-        and extrapolated is not None
-        and extrapolated == extrapolated
-    ):
-        return f"{fmt(extrapolated, 2)} (extrapolated)"
-    return fmt(measured, 2)
-
-
-def _tie_ranks(ranked: pd.DataFrame) -> list[str]:
-    """Each row's rank as people read it: '1', '2 (tie)', or '— (too few cycles)'; ties
-    (intervals.tie_ranks) within each part of the ranking (fits, passed the budget, not measured)."""
-    estimates = [
-        Estimate(
-            row["tokens_median"], _or_none(row["tokens_low"]), _or_none(row["tokens_high"]), row["cycles"], 1
-        )
-        for _, row in ranked.iterrows()
-    ]
-    parts = ranked["fits"].map({True: 0, False: 1}).fillna(2).tolist()
-    ranks: list[int | None] = []
-    for part in sorted(set(parts), key=parts.index):
-        before = sum(r is not None for r in ranks)  # ranked in the parts above
-        part_ranks = tie_ranks([e for e, p in zip(estimates, parts, strict=True) if p == part])
-        ranks += [None if r is None else r + before for r in part_ranks]
-    counts = {r: ranks.count(r) for r in ranks if r is not None}
-    return ["— (too few cycles)" if r is None else f"{r} (tie)" if counts[r] > 1 else str(r) for r in ranks]
-
-
-def _or_none(value: Any) -> float | None:
-    return None if value is None or pd.isna(value) else float(value)
-
-
-def _interval(row: pd.Series) -> str:
-    if pd.isna(row["tokens_low"]):
-        return f"too few cycles (under {MIN_CYCLES})"
-    return f"{fmt(row['tokens_low'])}–{fmt(row['tokens_high'])}"
-
-
-def _fit_margin(row: pd.Series) -> str:
-    """'yes, 2.00 GiB (25%) to spare' or 'tight: 0.02 GiB (0.25%) to spare'."""
-    if pd.isna(row["budget_margin_gib"]):
-        return "yes"
-    words = Margin(row["budget_margin_gib"], row["budget_margin_pct"], TIGHT_SPREAD * row["peak_gib"]).words()
-    return words if words.startswith(TIGHT) else f"yes, {words}"
-
-
 def not_completed_table(summary: pd.DataFrame) -> pd.DataFrame:
     others = summary[summary["status"] != COMPLETED]
     return pd.DataFrame(
@@ -230,15 +128,28 @@ def _budget_words(budget_gib: float | None) -> str:
 
 
 def title_section(data: ReportData) -> list[Block]:
+    """The title, what was trained (report._trained) with its length warning, how the trials ended."""
     trials = data.outputs.trials
-    blocks = [Block("h1", f"Sweep report: {data.outputs.sweep_name}"), Block("p", _status_sentence(trials))]
-    return blocks + [Block("p", w) for w in data.outputs.warnings]
+    blocks = [Block("h1", f"Sweep report: {data.outputs.sweep_name}"), *trained_blocks(data.outputs)]
+    return blocks + [Block("p", _status_sentence(trials)), *(Block("p", w) for w in data.outputs.warnings)]
+
+
+def _all_fit(data: ReportData) -> bool:
+    """No trial ran out of memory or was pruned as sure to: what fits then says nothing new (filler)."""
+    statuses = data.outputs.trials.get("status", pd.Series(dtype=object))
+    return not statuses.isin([outcome.OOM, outcome.PRUNED]).any()
+
+
+def _as_filler(blocks: list[Block]) -> list[Block]:
+    for block in blocks:
+        block.filler = True
+    return blocks
 
 
 def frontier_section(data: ReportData) -> list[Block]:
     blocks = [Block("h2", "What fits: the feasibility frontier")]
     if data.frontier.empty:
-        return [*blocks, Block("p", "No trials in this sweep.")]
+        return [*blocks, Block("p", "No trials in this sweep.", filler=True)]
     blocks.append(
         Block(
             "p",
@@ -246,16 +157,17 @@ def frontier_section(data: ReportData) -> list[Block]:
             f"not, each with its peak memory. {_budget_words(data.budget_gib)}",
         )
     )
-    return [*blocks, Block("table", table=frontier_view(data.frontier))]
+    blocks.append(Block("table", table=frontier_view(data.frontier)))
+    return _as_filler(blocks) if _all_fit(data) else blocks
 
 
 def matrix_section(data: ReportData) -> list[Block]:
     blocks = [Block("h2", "What fits: every configuration, the stacks side by side")]
     if not data.grids:
-        return [*blocks, Block("p", "No trials in this sweep.")]
+        return [*blocks, Block("p", "No trials in this sweep.", filler=True)]
     for view in matrix_views(data.grids):
         blocks += [Block("h3", view.model), Block("p", view.caption), Block("table", table=view.table)]
-    return blocks
+    return _as_filler(blocks) if _all_fit(data) else blocks
 
 
 def fitmap_section(data: ReportData) -> list[Block]:
@@ -268,7 +180,7 @@ def stacks_section(data: ReportData) -> list[Block]:
     title = f"{pairs[0][1]} against {base}" if len(pairs) == 1 else f"The stacks against {base}"
     blocks = [Block("h2", title)]
     if not pairs:
-        return [*blocks, Block("p", f"No configuration ran on both {base} and another stack.")]
+        return [*blocks, Block("p", f"No configuration ran on both {base} and another stack.", filler=True)]
     for _, other, rows in pairs:
         if len(pairs) > 1:
             blocks.append(Block("h3", f"{other} against {base}"))
@@ -337,7 +249,9 @@ def prediction_blocks(
     sentence when no trial had a prediction; then what each family's memory is made of."""
     blocks = [Block("h2", "Predicted vs measured peak")]
     if pairs.empty:
-        blocks.append(Block("p", "No trial of this sweep has a predicted peak: no prediction was made."))
+        blocks.append(
+            Block("p", "No trial of this sweep has a predicted peak: no prediction was made.", filler=True)
+        )
     else:
         scored = int(pairs["error_pct"].notna().sum())
         statuses = pairs["status"].value_counts()
@@ -383,7 +297,7 @@ def setup_section(data: ReportData) -> list[Block]:
     startup = startup_sentence(trials)
     if startup:
         blocks.append(Block("p", startup))
-    return [*blocks, Block("p", _budget_words(data.budget_gib))]
+    return [*blocks, Block("p", _budget_words(data.budget_gib), filler=data.budget_gib is None)]
 
 
 def heatmap_section(data: ReportData) -> list[Block]:
@@ -392,7 +306,10 @@ def heatmap_section(data: ReportData) -> list[Block]:
         path = data.plot_paths["feasibility"].get(grid.title)
         if path:
             blocks.append(Block("image", f"Feasibility {grid.title}", path=path))
-    return [Block("h2", "Feasibility heatmaps"), *blocks] if blocks else []
+    if not blocks:
+        return []
+    heatmaps = [Block("h2", "Feasibility heatmaps"), *blocks]
+    return _as_filler(heatmaps) if _all_fit(data) else heatmaps
 
 
 def verdict_section(data: ReportData) -> list[Block]:
@@ -409,7 +326,7 @@ def speed_section(data: ReportData) -> list[Block]:
             *blocks,
             Block("image", "Tokens per second per configuration", path=data.plot_paths["throughput"]),
         ]
-    return [*blocks, Block("p", "No completed trial measured tokens/s.")]
+    return [*blocks, Block("p", "No completed trial measured tokens/s.", filler=True)]
 
 
 def time_section(data: ReportData) -> list[Block]:
@@ -425,7 +342,7 @@ def memory_section(data: ReportData) -> list[Block]:
             *blocks,
             Block("image", "Peak memory against completions per step", path=data.plot_paths["memory"]),
         ]
-    return [*blocks, Block("p", "No trial measured memory.")]
+    return [*blocks, Block("p", "No trial measured memory.", filler=True)]
 
 
 def predictions_section(data: ReportData) -> list[Block]:
@@ -441,7 +358,7 @@ def curves_section(data: ReportData) -> list[Block]:
     curves = data.plot_paths.get("curves", {})
     blocks = [Block("h2", "Training curves")]
     if not curves:
-        return [*blocks, Block("p", "No trial recorded steps.")]
+        return [*blocks, Block("p", "No trial recorded steps.", filler=True)]
     children = [Block("image", f"Curves {key}", path=path) for key, path in curves.items()]
     return [
         *blocks,
@@ -462,6 +379,8 @@ def files_section(data: ReportData) -> list[Block]:
         ),
     ]
 
+
+HEADINGS = ("h1", "h2", "h3")
 
 # The report, in reading order.
 SECTIONS = (
@@ -518,5 +437,13 @@ def learning_sweep(data: ReportData) -> bool:
 
 
 def build_blocks(data: ReportData) -> list[Block]:
-    sections = LEARNING_SECTIONS if learning_sweep(data) else SECTIONS
-    return [block for section in sections for block in section(data)]
+    """The report's blocks in reading order. A learning sweep's report leaves out what says nothing
+    (filler blocks) and each section left with nothing but its headings."""
+    if not learning_sweep(data):
+        return [block for section in SECTIONS for block in section(data)]
+    blocks = []
+    for section in LEARNING_SECTIONS:
+        said = [block for block in section(data) if not block.filler]
+        if any(block.kind not in HEADINGS for block in said):
+            blocks += said
+    return blocks

@@ -19,6 +19,9 @@ class Block:
     table: pd.DataFrame | None = None
     path: Path | None = None
     children: list[Block] = field(default_factory=list)
+    # Says only that there was nothing to say (a section's "no trial measured ..."): a learning sweep's
+    # report leaves such blocks out, and a section left with nothing but its heading (_content.build_blocks).
+    filler: bool = False
 
 
 def fmt(value: Any, digits: int = 1) -> str:

@@ -104,7 +104,8 @@ def _html_blocks(blocks: list[Block]) -> str:
 
 
 def _inline_html(text: str) -> str:
-    # The Markdown paragraphs use only **bold** and `code`; render those two.
+    # The Markdown paragraphs use only **bold**, `code` and [links](target); render those three.
     escaped = html.escape(text)
     escaped = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", escaped)
+    escaped = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", r'<a href="\2">\1</a>', escaped)
     return re.sub(r"`(.+?)`", r"<code>\1</code>", escaped)
