@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 
 from orchestrator.cli._common import (
     add_set,
@@ -137,7 +138,8 @@ def simulated_answer(spec, budget: float) -> Answer | str:
     verdict = FITS if high <= budget else DOES_NOT_FIT if low > budget else UNCERTAIN
     said = (
         f"{SIMULATED} ({stacks.label(spec.framework)}'s own step on meta tensors: allocated "
-        f"{step.allocated_gib:.2f} GiB, reserved {step.reserved_gib:.2f}, + context {context:.2f}; {step.seconds:.0f} s)"
+        f"{step.allocated_gib:.2f} GiB, reserved {step.reserved_gib:.2f}, + context {context:.2f}; "
+        f"{'simulated before, read from disk' if step.simulated.get('cached') else f'{step.seconds:.0f} s'})"
     )
     return Answer(stacks.label(spec.framework), verdict, said, peak, low, high)
 
@@ -248,7 +250,7 @@ def cmd_fits(args: argparse.Namespace) -> int:
         return refused("fits", errors, "answered")
     rows = measured_rows(args.trials) if args.trials is not None else []
     simulate = simulating(args)
-    if simulate:
+    if simulate and sys.stderr.isatty():  # live word at a terminal; piped, each answer says its seconds
         progress("simulating each stack's training step on meta tensors where no measured row answers...")
     answers = [
         answer(dataclasses.replace(spec, framework=f), rows, budget, args.measure, simulate)
