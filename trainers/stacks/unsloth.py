@@ -201,6 +201,14 @@ class UnslothStack(Stack):
         }
         return Built(trainer, meter, longest_prompt, read_back)
 
+    def simulate_step(self, spec: TrialSpec, prompt_tokens: int, counter, **how) -> dict:
+        """Unsloth's own GRPO loss (unsloth_zoo's grpo_accumulated_loss), backward, clipping and AdamW on
+        the trial's model as Unsloth holds it on a GPU, on meta tensors
+        (trainers/stacks/_simulate_unsloth.py)."""
+        from trainers.stacks._simulate_unsloth import simulate_step
+
+        return simulate_step(spec, prompt_tokens, counter, **how)
+
 
 def checked_step_meter():
     """StepMeter's class, checked; built on use because trainers.measure imports transformers."""
