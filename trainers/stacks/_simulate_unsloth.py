@@ -102,6 +102,14 @@ def _hidden_states_forward(model):
     return model
 
 
+def _checkpoint_with(model, checkpointer) -> None:
+    """Gradient checkpointing on, every layer through Unsloth's offloading checkpointer (its stand-in)."""
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+    for module in model.modules():
+        if hasattr(module, "_gradient_checkpointing_func"):
+            module._gradient_checkpointing_func = checkpointer
+
+
 def _model(spec: Any, dtype: Any, device: str, attention: str, checkpointer: Any):
     import torch
     from peft import LoraConfig, get_peft_model
@@ -121,10 +129,7 @@ def _model(spec: Any, dtype: Any, device: str, attention: str, checkpointer: Any
                 param.data = param.data.to(torch.bfloat16)
     if spec.gradient_checkpointing:
         model.enable_input_require_grads()
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
-        for module in model.modules():
-            if hasattr(module, "_gradient_checkpointing_func"):
-                module._gradient_checkpointing_func = checkpointer
+        _checkpoint_with(model, checkpointer)
     from trainers.stacks._simulate_unsloth_kernels import fast_lora_mlp
 
     fast_lora_mlp(model)
@@ -174,10 +179,10 @@ def simulate_step(
     held += [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
     with counter, unsloth_on_meta(zoo, as_cuda):
         counter.hold(held)
-        return _step(spec, zoo, args, model, trainer, optimizer, params, prompt_tokens, counter, device)
+        return _step(spec, zoo, args, model, checkpointer, trainer, optimizer, params, prompt_tokens, counter, device)
 
 
-def _step(spec, zoo, args, model, trainer, optimizer, params, prompt_tokens, counter, device) -> dict[str, Any]:
+def _step(spec, zoo, args, model, checkpointer, trainer, optimizer, params, prompt_tokens, counter, device) -> dict[str, Any]:
     import torch
 
     from trainers.stacks._simulate_trl import _generation
@@ -189,7 +194,9 @@ def _step(spec, zoo, args, model, trainer, optimizer, params, prompt_tokens, cou
     prompt_mask = torch.ones(n, prompt_tokens, dtype=torch.long, device=device)
     completion_mask = torch.ones(n, completion, dtype=torch.long, device=device)
     advantages = torch.zeros(n, device=device)
-    _generation(model, spec, args, prompt_tokens, counter, device)
+    _generation(model, spec, args, prompt_tokens, counter, device)  # turns checkpointing back on: torch's
+    if spec.gradient_checkpointing:
+        _checkpoint_with(model, checkpointer)
     old_logps = None
     if args.num_iterations > 1 or args.beta != 0.0:
         counter.phase("scoring")
