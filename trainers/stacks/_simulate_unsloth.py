@@ -90,7 +90,9 @@ def _hidden_states_forward(model):
 
     def forward(self, input_ids=None, attention_mask=None, logits_to_keep=0, **kwargs):
         if os.environ.get("UNSLOTH_RETURN_HIDDEN_STATES", "0") != "1":
-            return peft_forward(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=logits_to_keep, **kwargs)
+            return peft_forward(
+                input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=logits_to_keep, **kwargs
+            )
         decoder = self.get_base_model().model
         hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
         if logits_to_keep:
@@ -179,10 +181,14 @@ def simulate_step(
     held += [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
     with counter, unsloth_on_meta(zoo, as_cuda):
         counter.hold(held)
-        return _step(spec, zoo, args, model, checkpointer, trainer, optimizer, params, prompt_tokens, counter, device)
+        return _step(
+            spec, zoo, args, model, checkpointer, trainer, optimizer, params, prompt_tokens, counter, device
+        )
 
 
-def _step(spec, zoo, args, model, checkpointer, trainer, optimizer, params, prompt_tokens, counter, device) -> dict[str, Any]:
+def _step(
+    spec, zoo, args, model, checkpointer, trainer, optimizer, params, prompt_tokens, counter, device
+) -> dict[str, Any]:
     import torch
 
     from trainers.stacks._simulate_trl import _generation

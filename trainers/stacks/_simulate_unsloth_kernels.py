@@ -93,7 +93,9 @@ def _checkpoint_class():
             with torch.enable_grad():
                 outputs = ctx.function(hidden, *rest)
             outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-            pairs = [(o, g) for o, g in zip(outputs, grads) if torch.is_tensor(o) and o.requires_grad]
+            pairs = [
+                (o, g) for o, g in zip(outputs, grads, strict=True) if torch.is_tensor(o) and o.requires_grad
+            ]
             torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
             return (None, None, hidden.grad) + (None,) * len(rest)
 
@@ -177,7 +179,7 @@ def unsloth_on_meta(zoo: Any, as_cuda: bool):
     os.environ.update(environ)
     autocast_enabled = torch.is_autocast_enabled
     patch(torch, "is_autocast_enabled", lambda *a: False if a and a[0] == "meta" else autocast_enabled(*a))
-    patch(zoo_utils, "torch_compile_with_fallback", lambda *a, **k: (lambda function: function))
+    patch(zoo_utils, "torch_compile_with_fallback", lambda *a, **k: lambda function: function)
     if as_cuda:
         patch(fused_linear, "fused_linear_logprobs", _chunk_transient(fused_linear))
         patch(zoo, "autotune_batch_and_chunks", _autotune_on_the_card(zoo.autotune_batch_and_chunks))
@@ -208,7 +210,12 @@ def _weight(proj, dtype):
 def _lora(proj):
     adapter = proj.active_adapters[0]
     dropout = proj.lora_dropout[adapter]
-    return proj.lora_A[adapter].weight, proj.lora_B[adapter].weight, proj.scaling[adapter], getattr(dropout, "p", 0.0)
+    return (
+        proj.lora_A[adapter].weight,
+        proj.lora_B[adapter].weight,
+        proj.scaling[adapter],
+        getattr(dropout, "p", 0.0),
+    )
 
 
 def _dropout(x, p):
@@ -290,17 +297,29 @@ def _mlp_class():
             grads["gB"] = ((gA.to(dtype) @ Xd.t()) @ de).t() * gS
             del Xd
             dX = torch.matmul(df, _weight(projs[1], dtype), out=X2)
-            dX.add_(_replay(up_dB @ uA.to(dtype), up_mask.view(-1, shape[-1]), up, uS) if up else up_dB @ uA.to(dtype) * uS)
+            dX.add_(
+                _replay(up_dB @ uA.to(dtype), up_mask.view(-1, shape[-1]), up, uS)
+                if up
+                else up_dB @ uA.to(dtype) * uS
+            )
             dX.addmm_(de, _weight(projs[0], dtype))
-            dX.add_(_replay(gate_dB @ gA.to(dtype), gate_mask.view(-1, shape[-1]), gp, gS) if gp else gate_dB @ gA.to(dtype) * gS)
+            dX.add_(
+                _replay(gate_dB @ gA.to(dtype), gate_mask.view(-1, shape[-1]), gp, gS)
+                if gp
+                else gate_dB @ gA.to(dtype) * gS
+            )
             order = ("gA", "gB", "uA", "uB", "dA", "dB")
-            return (dX.view(shape), None) + tuple(grads[k].to(p.dtype) for k, p in zip(order, _mlp_params(module)))
+            return (dX.view(shape), None) + tuple(
+                grads[k].to(p.dtype) for k, p in zip(order, _mlp_params(module), strict=True)
+            )
 
     return LoRAMLP
 
 
 def _mlp_params(module):
-    (gA, gB, *_), (uA, uB, *_), (dA, dB, *_) = (_lora(p) for p in (module.gate_proj, module.up_proj, module.down_proj))
+    (gA, gB, *_), (uA, uB, *_), (dA, dB, *_) = (
+        _lora(p) for p in (module.gate_proj, module.up_proj, module.down_proj)
+    )
     return gA, gB, uA, uB, dA, dB
 
 
