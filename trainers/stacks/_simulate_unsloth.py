@@ -129,22 +129,20 @@ def _model(spec: Any, dtype: Any, device: str, attention: str, checkpointer: Any
     from trainers.simulate._meta import qlora_model
 
     model = qlora_model(spec, dtype, device, attention)
-    quantized = getattr(model, "is_loaded_in_4bit", False)
     lora = LoraConfig(
         r=spec.lora_r, lora_alpha=spec.lora_alpha, lora_dropout=spec.lora_dropout,
         target_modules="all-linear", task_type="CAUSAL_LM", bias="none",
     )  # fmt: skip
     model = get_peft_model(model, lora)
-    if quantized:
-        for param in model.parameters():
-            if param.requires_grad:
-                param.data = param.data.to(torch.bfloat16)
+    for param in model.parameters():  # unsloth_zoo's prepare_model_for_training: LoRA upcast to fp32
+        if param.requires_grad:
+            param.data = param.data.to(torch.float32)
     if spec.gradient_checkpointing:
         model.enable_input_require_grads()
         _checkpoint_with(model, checkpointer)
-    from trainers.stacks._simulate_unsloth_kernels import fast_lora_mlp
+    from trainers.stacks._simulate_unsloth_kernels import fast_lora
 
-    fast_lora_mlp(model)
+    fast_lora(model)
     model.train()
     return _hidden_states_forward(model)
 

@@ -322,19 +322,75 @@ def _mlp_params(module):
     return gA, gB, uA, uB, dA, dB
 
 
-def fast_lora_mlp(model) -> int:
-    """Every SwiGLU MLP whose three projections carry LoRA runs Unsloth's LoRA_MLP stand-in (LoRAMLP);
-    returns how many."""
+def _linear_class():
+    import torch
+    import torch.nn.functional as F
+
+    class LoRALinear(torch.autograd.Function):
+        """unsloth.kernels.fast_lora's LoRA_W (and LoRA_QKV, one projection at a time) by its allocations:
+        the base matmul on a dequantized temporary, the adapters cast to the input's dtype, X and the
+        dropout mask saved; backward recomputes the dropped input from the mask."""
+
+        @staticmethod
+        def forward(ctx, X, proj, A, B):
+            dtype = X.dtype
+            _, _, S, p = _lora(proj)
+            out = F.linear(X, _weight(proj, dtype), proj.base_layer.bias)
+            Xd, mask = _dropout(X, p)
+            xa = Xd.reshape(-1, Xd.shape[-1]) @ A.to(dtype).t()
+            del Xd
+            out.view(-1, out.shape[-1]).addmm_(xa, B.to(dtype).t(), alpha=S)
+            ctx.proj = proj
+            ctx.save_for_backward(X, mask, A, B)
+            return out
+
+        @staticmethod
+        def backward(ctx, dY):
+            X, mask, A, B = ctx.saved_tensors
+            _, _, S, p = _lora(ctx.proj)
+            dtype = X.dtype
+            X2 = X.view(-1, X.shape[-1])
+            dY2 = dY.reshape(-1, dY.shape[-1])
+            Xd = _replay(X2, mask.view(-1, X.shape[-1]), p) if p else X2
+            dYB = dY2 @ B.to(dtype)
+            dA = (dYB.t() @ Xd) * S
+            dB = (dY2.t() @ (Xd @ A.to(dtype).t())) * S
+            del Xd
+            dX = dY2 @ _weight(ctx.proj, dtype)
+            lora = dYB @ A.to(dtype)
+            dX.add_(_replay(lora, mask.view(-1, X.shape[-1]), p, S) if p else lora * S)
+            return dX.view(X.shape), None, dA.to(A.dtype), dB.to(B.dtype)
+
+    return LoRALinear
+
+
+MLP_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
+
+
+def fast_lora(model) -> int:
+    """Unsloth's LoRA kernels' stand-ins: every SwiGLU MLP whose three projections carry LoRA runs
+    LoRAMLP (LoRA_MLP), every other LoRA projection LoRALinear (LoRA_W, LoRA_QKV). Returns how many
+    modules run one."""
     from types import MethodType
 
-    mlp = _mlp_class()
+    mlp, linear = _mlp_class(), _linear_class()
     count = 0
+    in_mlp = set()
     for module in model.modules():
-        projs = [getattr(module, name, None) for name in ("gate_proj", "up_proj", "down_proj")]
+        projs = [getattr(module, name, None) for name in MLP_PROJECTIONS]
         if not all(p is not None and hasattr(p, "lora_A") for p in projs):
             continue
         if getattr(getattr(module, "config", None), "hidden_act", "silu") not in ("silu", "swish"):
             continue
         module.forward = MethodType(lambda self, x: mlp.apply(x, self, *_mlp_params(self)), module)
+        in_mlp.update(id(p) for p in projs)
         count += 1
+    for module in model.modules():
+        if hasattr(module, "lora_A") and hasattr(module, "base_layer") and id(module) not in in_mlp:
+            if len(module.active_adapters) != 1 or module.active_adapters[0] not in module.lora_A:
+                continue
+            module.forward = MethodType(
+                lambda self, x, *a, **k: linear.apply(x, self, *_lora(self)[:2]), module
+            )
+            count += 1
     return count
