@@ -1,6 +1,6 @@
-"""A training step simulated on meta tensors through TRL's own code (trainers/simulate): the same step
-on real CPU tensors allocates what meta counted, the length moves it, and a change in TRL's code moves
-it too, since the simulation runs that code rather than a formula of it."""
+"""A training step simulated on meta tensors through a stack's own code (trainers/simulate), TRL's and
+Unsloth's: the same step on real CPU tensors allocates what meta counted, the length moves it, and a
+change in the stack's code moves it too, since the simulation runs that code rather than a formula of it."""
 
 import pytest
 import torch
