@@ -80,8 +80,6 @@ def _trainer(args: Any, model: Any):
 def _hidden_states_forward(model):
     """The model's forward as Unsloth's CausalLM forward answers it under UNSLOTH_RETURN_HIDDEN_STATES=1:
     the last hidden states in place of the logits, the output head never applied."""
-    import torch
-
     peft_forward = model.forward
 
     def forward(self, input_ids=None, attention_mask=None, logits_to_keep=0, **kwargs):
@@ -96,7 +94,6 @@ def _hidden_states_forward(model):
         return SimpleNamespace(logits=hidden)
 
     model.forward = MethodType(forward, model)
-    del torch
     return model
 
 
@@ -113,6 +110,7 @@ def _model(spec: Any, dtype: Any, device: str, attention: str, checkpointer: Any
     from peft import LoraConfig, get_peft_model
 
     from trainers.simulate._meta import qlora_model
+    from trainers.stacks._simulate_unsloth_kernels import fast_lora
 
     model = qlora_model(spec, dtype, device, attention)
     lora = LoraConfig(
@@ -126,8 +124,6 @@ def _model(spec: Any, dtype: Any, device: str, attention: str, checkpointer: Any
     if spec.gradient_checkpointing:
         model.enable_input_require_grads()
         _checkpoint_with(model, checkpointer)
-    from trainers.stacks._simulate_unsloth_kernels import fast_lora
-
     fast_lora(model)
     model.train()
     return _hidden_states_forward(model)
@@ -159,7 +155,8 @@ def simulate_step(
     checkpointer = OffloadingCheckpointer(device)
     model = _model(spec, dtype, device, attention, checkpointer)
     config = model.config.get_text_config()
-    checkpointer.prepare(config.num_hidden_layers, rows * length * config.hidden_size, dtype)
+    if spec.gradient_checkpointing:
+        checkpointer.prepare(config.num_hidden_layers, rows * length * config.hidden_size, dtype)
     trainer = _trainer(args, model)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=args.learning_rate, weight_decay=args.weight_decay, foreach=True)
