@@ -210,8 +210,6 @@ def _slug(text: str) -> str:
 def cmd_fitmap(args: argparse.Namespace) -> int:
     """Per model and stack, the longest completion that fits the card at each K and B, from the memory
     model alone (fitted on --trials where given); a table, and one PNG per model."""
-    from rich.table import Table
-
     from orchestrator.judging.fitmap import fit_map
     from orchestrator.spec.sweep import SweepError
     from orchestrator.words.outcome import GPU
@@ -269,13 +267,7 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
     where = card_words or f"a {budget:g} GiB budget"
     out.print(f"Fit map on {where}; peak {fm.measure} predicted from {source}", markup=False)
     out.print(f"assumed: {map_assumptions(base)}", markup=False)
-    table = Table(show_edge=False)
-    frame = fm.table()
-    for column in frame.columns:
-        table.add_column(str(column), justify="right" if column in ("K", "B") else "left")
-    for values in frame.itertuples(index=False):
-        table.add_row(*(str(v) for v in values))
-    out.print(table)
+    _print_frame(fm.table(), str)
     out.print(
         "Each cell: the longest completion (tokens) whose predicted peak fits, then (surely fits up to – "
         "surely out of memory above), the 90% prediction interval's high and low ends against the budget. "
@@ -304,15 +296,10 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
             )
     if fm.measured:
         out.print(f"Measured ({len(fm.measured)} trial(s) of these settings; the rest is predicted):")
-        measured = Table(show_edge=False)
-        frame = fm.measured_table()
-        for column in frame.columns:
-            measured.add_column(str(column))
-        for values in frame.itertuples(index=False):
-            measured.add_row(
-                *("-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v) for v in values)
-            )
-        out.print(measured)
+        _print_frame(
+            fm.measured_table(),
+            lambda v: "-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v),
+        )
     if fm.not_drawn:
         out.print(f"{fm.not_drawn} measured trial(s) of other models, stacks or settings are not on this map")
     if not args.no_plot:
@@ -326,6 +313,25 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
     if not getattr(args, "after_probes", False):  # rlsweep calibrate times its own run
         out.print(f"({time.monotonic() - started:.1f} s, nothing ran)")
     return 0
+
+
+def _print_frame(frame, cell) -> None:
+    """A map's table within the terminal's width (orchestrator.views.tables): model ids shortened to
+    what tells them apart where the full ones do not fit, a column the same in every row said above it."""
+    from orchestrator.views.tables import Column, lay_out, print_table
+
+    columns = [
+        Column(
+            str(c), right=c in ("K", "B"), name=c == "model", keep=c in ("K", "B"),
+            short=str(c).replace("longest completion (sure–OOM above)", "tokens (sure–OOM)"),
+        )
+        for c in frame.columns
+    ]  # fmt: skip
+    rows = [[cell(v) for v in values] for values in frame.itertuples(index=False)]
+    laid = lay_out(out, columns, rows, show_edge=False)
+    if laid.same:
+        out.print(laid.same_line(), markup=False)
+    print_table(out, laid.table)
 
 
 def add_fitmap(sub) -> None:

@@ -9,7 +9,7 @@ being cut with an ellipsis, so no row loses what tells it apart from the others.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich.console import Console
 from rich.table import Table
@@ -21,13 +21,15 @@ from orchestrator.words.text import short_names
 class Column:
     """One column: its header; `right`: right-aligned (figures); `name`: names that may be shortened
     where the table is too wide; `keep`: shown even where every row holds the same value; `optional`:
-    left out where the table is too wide without it (what the other columns already tell apart)."""
+    left out where the table is too wide without it (what the other columns already tell apart);
+    `short`: a shorter header for where the table is too wide with the full one."""
 
     header: str
     right: bool = False
     name: bool = False
     keep: bool = False
     optional: bool = False
+    short: str | None = None
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,8 @@ def lay_out(
     **table_options,
 ) -> Laid:
     """`rows` (text cells, one per column) as a Table that fits `console`'s width (module docstring).
-    Every column stays when there are fewer than two rows; optional ones go last, after the names are
-    shortened."""
+    Every column stays when there are fewer than two rows. Where the table is too wide: names shortened
+    first, then short headers, then optional columns left out."""
     rows = [list(r) for r in rows]
     moved = [
         i
@@ -71,6 +73,9 @@ def lay_out(
             names = short_names(r[i] for r in rows)
             for r in rows:
                 r[i] = names.get(r[i], r[i])
+        table = _table([columns[i] for i in kept], [[r[i] for i in kept] for r in rows], title, table_options)
+    if not fits(console, table) and any(columns[i].short for i in kept):
+        columns = [replace(c, header=c.short) if c.short else c for c in columns]
         table = _table([columns[i] for i in kept], [[r[i] for i in kept] for r in rows], title, table_options)
     left_out = []
     if not fits(console, table) and any(columns[i].optional for i in kept):
