@@ -6,6 +6,7 @@ import argparse
 import json
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from orchestrator.cli._common import add_set, budget_gib, examples, out, refused, stack_name
@@ -24,7 +25,7 @@ DEFAULT_MODELS = (
 def card_arg(value: str) -> Card:
     """A registered card (argparse type), else the error naming the value, the cards and the fix."""
     try:
-        return card(value)
+        return replace(card(value), typed=value)
     except UnknownCard as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -294,6 +295,8 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
                 f"on this card: rlsweep calibrate --model {model} --stack {framework} {target}",
                 markup=False,
             )
+    if args.card is not None:
+        out.print(speed_line(args.card, [(f, m) for m in fm.models for f in fm.stacks]), markup=False)
     if fm.measured:
         out.print(f"Measured ({len(fm.measured)} trial(s) of these settings; the rest is predicted):")
         _print_frame(
@@ -313,6 +316,13 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
     if not getattr(args, "after_probes", False):  # rlsweep calibrate times its own run
         out.print(f"({time.monotonic() - started:.1f} s, nothing ran)")
     return 0
+
+
+def speed_line(chosen: Card, pairs) -> str:
+    """The decode speed on the card named with --card (orchestrator.judging.card_speed.decode_line)."""
+    from orchestrator.judging.card_speed import decode_line, speed_of
+
+    return decode_line(chosen.name, speed_of(chosen.typed or chosen.name, chosen.name), pairs)
 
 
 def _print_frame(frame, cell) -> None:

@@ -82,7 +82,7 @@ def print_plan(trials: list[TrialSpec], output_dir, h100=None, axes=()) -> None:
     sweep's other grid `axes`, those the same in every trial said once above the table; it fits the
     terminal's width (orchestrator.views.tables)."""
     from orchestrator.views.progress import duration, estimate_durations
-    from orchestrator.views.tables import Column, lay_out, print_table
+    from orchestrator.views.tables import Column, lay_out
 
     estimates = estimate_durations(trials, output_dir)
     label = "estimated"
@@ -95,13 +95,13 @@ def print_plan(trials: list[TrialSpec], output_dir, h100=None, axes=()) -> None:
     title = f"{len(trials)} planned trials"
     if len(shown) < len(trials):
         title += f" (the first {LIST_HEAD} and the last {LIST_TAIL} listed)"
-    knobs = {"framework": "stack", "mode": "mode", "model": "model", **PLAN_KNOBS}
-    knobs |= {axis: axis for axis in axes if axis not in knobs}
+    knobs, knob_columns = trial_columns(axes)
     columns = [
-        Column("#", right=True, keep=True), Column("trial", optional=True),
-        *(Column(header, right=knob in PLAN_KNOBS, name=knob == "model") for knob, header in knobs.items()),
+        Column("#", right=True, keep=True),
+        Column("trial", optional=True),
+        *knob_columns,
         Column(label, keep=True),
-    ]  # fmt: skip
+    ]
     rows = []
     for i in shown:
         if i == len(trials) - LIST_TAIL and len(shown) < len(trials):
@@ -109,18 +109,10 @@ def print_plan(trials: list[TrialSpec], output_dir, h100=None, axes=()) -> None:
         spec = trials[i]
         seconds, basis = estimates[spec.trial_key]
         rows.append([
-            str(i + 1), spec.trial_key, *(_cell(getattr(spec, knob, None)) for knob in knobs),
+            str(i + 1), spec.trial_key, *trial_cells(spec, knobs),
             "unknown" if seconds is None else f"{duration(seconds)} {basis}",
         ])  # fmt: skip
-    laid = lay_out(out, columns, rows, title)
-    if laid.same:
-        out.print(laid.same_line(), markup=False)
-    print_table(out, laid.table)
-    if laid.left_out:
-        out.print(
-            f"({', '.join(laid.left_out)} left out to fit {out.width} columns: a wider terminal or COLUMNS shows it)",
-            markup=False,
-        )
+    print_laid(lay_out(out, columns, rows, title))
     known = [s for s, _ in estimates.values() if s is not None]
     if known:
         out.print(
@@ -130,6 +122,39 @@ def print_plan(trials: list[TrialSpec], output_dir, h100=None, axes=()) -> None:
         )  # fmt: skip
     else:
         out.print("estimated total: unknown (no trial of this sweep has run in its output dir yet)")
+
+
+def trial_columns(axes=()):
+    """(knob -> header, the Columns) of a table of trials: stack, mode, model, K, B, length, steps, then
+    any other of the sweep's grid `axes` (orchestrator.views.tables.Column)."""
+    from orchestrator.views.tables import Column
+
+    knobs = {"framework": "stack", "mode": "mode", "model": "model", **PLAN_KNOBS}
+    knobs |= {axis: axis for axis in axes if axis not in knobs}
+    columns = [
+        Column(header, right=knob in PLAN_KNOBS, name=knob == "model") for knob, header in knobs.items()
+    ]
+    return knobs, columns
+
+
+def trial_cells(spec, knobs) -> list[str]:
+    """A trial's cells under trial_columns' knobs."""
+    return [_cell(getattr(spec, knob, None)) for knob in knobs]
+
+
+def print_laid(laid) -> None:
+    """A table laid out for the terminal (orchestrator.views.tables.lay_out): the line of what every row
+    shares, the table, and what was left out to fit."""
+    from orchestrator.views.tables import print_table
+
+    if laid.same:
+        out.print(laid.same_line(), markup=False)
+    print_table(out, laid.table)
+    if laid.left_out:
+        out.print(
+            f"({', '.join(laid.left_out)} left out to fit {out.width} columns: a wider terminal or COLUMNS shows it)",
+            markup=False,
+        )
 
 
 def _cell(value) -> str:

@@ -141,3 +141,60 @@ class AssumedCard:
         """'RTX 4090 (given with --card 4090)'."""
         name = self.speed.name if self.speed is not None else self.name
         return f"{name} ({self.how})"
+
+
+# The decode step the speed line quotes where no H100 row has the stack and model: a trial alone, 8
+# sequences at 512 tokens of context (decode is launch-bound there: the figure hardly moves with either).
+LINE_SEQUENCES, LINE_CONTEXT = 8, 512
+
+
+def h100_decode_ms(framework: str, model: str, times: dict, speed) -> tuple[float, str] | None:
+    """ms per generated token on the H100 and its basis: its rows' median (h100_times.json, `measured`)
+    or the speed model's (`predicted`); None where neither can say."""
+    from orchestrator.judging.speed_model import shape_of
+
+    figures = times["times"].get(f"{framework}|{model.removeprefix('random:')}")
+    if figures is not None:
+        return figures["ms_per_token"], "measured"
+    try:
+        shape = shape_of(model)
+        return speed.decode_ms(framework, shape, LINE_SEQUENCES, LINE_CONTEXT), "predicted"
+    except ValueError:
+        return None
+
+
+def decode_line(name: str, speed_figures: CardSpeed | None, pairs, times=None, speed=None) -> str:
+    """One line: ms per generated token on the card `name` (speed figures `speed_figures`, None: not
+    known by name) for each (framework, model) of `pairs`, with its basis and, on another card than the
+    H100, the interval (module docstring); or plainly that the card's speed is not known."""
+    from orchestrator.judging.duration import load_times
+    from orchestrator.judging.speed_model import load_speed_model
+    from trainers import stacks
+
+    if speed_figures is None:
+        return (
+            f"Speed: not measured on {name}, and no speed figures for it (a card named by its memory: name "
+            "the GPU, e.g. --card 4090, for an estimate scaled from the H100's)"
+        )
+    times, speed = times or load_times(), speed or load_speed_model()
+    scale = Scale.to(speed_figures)
+    parts = []
+    for framework, model in pairs:
+        found = h100_decode_ms(framework, model, times, speed)
+        who = f"{stacks.label(framework)} {model.split('/')[-1]}"
+        if found is None:
+            parts.append(f"{who} unknown (no H100 row, no known architecture)")
+            continue
+        ms, basis = found
+        if scale.measured:
+            parts.append(f"{who} {ms:.0f} ({basis})")
+        else:
+            low, high = sorted((ms, ms * scale.decode))
+            parts.append(f"{who} {ms * scale.decode:.0f} ({low:.0f}-{high:.0f}; {basis} on an H100)")
+    how = (
+        "its rows' median, or the speed model's"
+        if scale.measured
+        else f"the H100's x{scale.decode:.2f} by memory bandwidth ({MEASURED.bandwidth_gbs:,.0f} / "
+        f"{speed_figures.bandwidth_gbs:,.0f} GB/s), between the H100's and the scaled"
+    )
+    return f"Decode on the {speed_figures.name}, ms per generated token ({how}): " + ", ".join(parts)

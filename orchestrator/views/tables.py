@@ -19,7 +19,7 @@ from orchestrator.words.text import short_names
 
 @dataclass(frozen=True)
 class Column:
-    """One column: its header; `right`: right-aligned (figures); `name`: names that may be shortened
+    """One column: its header; `right`: right-aligned figures, never broken across lines; `name`: names that may be shortened
     where the table is too wide; `keep`: shown even where every row holds the same value; `optional`:
     left out where the table is too wide without it (what the other columns already tell apart);
     `short`: a shorter header for where the table is too wide with the full one."""
@@ -57,7 +57,7 @@ def lay_out(
 ) -> Laid:
     """`rows` (text cells, one per column) as a Table that fits `console`'s width (module docstring).
     Every column stays when there are fewer than two rows. Where the table is too wide: names shortened
-    first, then short headers, then optional columns left out."""
+    first, then optional columns left out, then short headers."""
     rows = [list(r) for r in rows]
     moved = [
         i
@@ -66,29 +66,29 @@ def lay_out(
     ]
     same = [(columns[i].header, next(r[i] for r in rows if r[i] != "")) for i in moved]
     kept = [i for i in range(len(columns)) if i not in moved]
-    table = _table([columns[i] for i in kept], [[r[i] for i in kept] for r in rows], title, table_options)
-    if not fits(console, table):
-        short = [c.name for c in columns]
-        for i in (i for i in kept if short[i]):
+    left_out: list[str] = []
+
+    def table() -> Table:
+        return _table([columns[i] for i in kept], [[r[i] for i in kept] for r in rows], title, table_options)
+
+    if not fits(console, table()):
+        for i in (i for i in kept if columns[i].name):
             names = short_names(r[i] for r in rows)
             for r in rows:
                 r[i] = names.get(r[i], r[i])
-        table = _table([columns[i] for i in kept], [[r[i] for i in kept] for r in rows], title, table_options)
-    if not fits(console, table) and any(columns[i].short for i in kept):
-        columns = [replace(c, header=c.short) if c.short else c for c in columns]
-        table = _table([columns[i] for i in kept], [[r[i] for i in kept] for r in rows], title, table_options)
-    left_out = []
-    if not fits(console, table) and any(columns[i].optional for i in kept):
+    if not fits(console, table()):
         left_out = [columns[i].header for i in kept if columns[i].optional]
         kept = [i for i in kept if not columns[i].optional]
-        table = _table([columns[i] for i in kept], [[r[i] for i in kept] for r in rows], title, table_options)
-    return Laid(same, table, left_out)
+    if not fits(console, table()):
+        columns = [replace(c, header=c.short) if c.short else c for c in columns]
+    return Laid(same, table(), left_out)
 
 
 def _table(columns: Sequence[Column], rows: Sequence[Sequence[str]], title, options) -> Table:
     table = Table(title=title, title_justify="left", **options)
     for c in columns:
-        table.add_column(c.header, justify="right" if c.right else "left", overflow="fold")
+        # a figure never breaks across lines; words wrap, and a word too long for its column folds
+        table.add_column(c.header, justify="right" if c.right else "left", overflow="fold", no_wrap=c.right)
     for r in rows:
         table.add_row(*r)
     return table

@@ -111,3 +111,24 @@ def test_the_interval_runs_from_the_h100s_time_to_the_scaled_one_on_either_side(
     )
     assert faster.decode < 1 and faster.ends()[0][0] == faster.decode and faster.ends()[1][0] == 1.0
     assert Scale.to(MEASURED).measured and (Scale.to(MEASURED).decode, Scale.to(MEASURED).train) == (1.0, 1.0)
+
+
+def test_fitmap_on_a_named_card_prints_its_decode_speed_scaled_from_the_h100s_with_the_basis(capsys):
+    argv = ["fitmap", "--model", "Qwen/Qwen2.5-3B-Instruct", "--model", "google/gemma-3-4b-it", "--no-plot"]
+    assert main([*argv, "--card", "4090"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Decode on the RTX 4090"))
+    assert "x3.32 by memory bandwidth (3,350 / 1,008 GB/s)" in line
+    assert "TRL Qwen2.5-3B-Instruct" in line and "measured on an H100" in line  # its H100 rows
+    assert "TRL gemma-3-4b-it" in line and "predicted on an H100" in line  # the speed model
+    assert main([*argv, "--card", "h100"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Decode on the H100"))
+    assert "(measured)" in line and "(predicted)" in line and "x" not in line.split(":")[0].split("(")[0]
+    assert main([*argv, "--card", "24gb"]) == 0
+    assert "Speed: not measured on 24GB" in capsys.readouterr().out
+
+
+def test_predict_on_a_named_card_prints_the_decode_speed_of_its_stacks(capsys):
+    sweep = str(ROOT / "sweeps" / "workstation-16gb.yaml")
+    assert main(["predict", sweep, "--card", "l40s"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Decode on the L40S"))
+    assert "3,350 / 864 GB/s" in line and "TRL Qwen2.5-3B-Instruct" in line and "Unsloth" in line

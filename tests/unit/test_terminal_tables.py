@@ -154,3 +154,15 @@ def test_a_table_says_a_shared_column_once_and_shortens_names_only_where_they_do
     assert list(narrow.table.columns[0].cells) == ["Qwen3-1.7B", "Qwen3-4B"]
     one = lay_out(Console(width=20), columns, rows[:1])
     assert one.same == [] and len(one.table.columns) == 3
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_predict_at_80_and_120_columns_tells_its_trials_apart_by_their_settings(columns, width, capsys):
+    width(columns)
+    sweep = str(ROOT / "sweeps" / "workstation-16gb.yaml")
+    assert main(["predict", sweep, "--card", "24gb"]) == 0
+    said = capsys.readouterr().out
+    assert max(map(len, table_lines(said))) <= columns and "…" not in "\n".join(table_lines(said))
+    assert "same in every row: model Qwen/Qwen2.5-3B-Instruct" in said
+    header = next(line for line in said.splitlines() if "┃" in line and "stack" in line)
+    assert all(word in header for word in ("mode", "K", "B", "predicted GiB"))
