@@ -87,10 +87,15 @@ def print_plan(trials: list[TrialSpec], output_dir, h100=None, axes=()) -> None:
     estimates = estimate_durations(trials, output_dir)
     label = "estimated"
     if h100 is not None:
-        label = f"estimated ({h100.card_label()})"
-        for key, (seconds, _) in estimates.items():
-            if seconds is None and h100.seconds.get(key) is not None:
-                estimates[key] = (h100.seconds[key], h100.basis[key])
+        timed = [
+            k for k, (seconds, _) in estimates.items() if seconds is None and h100.seconds.get(k) is not None
+        ]
+        # the card in the header where every time is the card's, else beside each of its times
+        alone = len(timed) == len(estimates)
+        label = f"estimated ({h100.card_label()})" if alone else label
+        for key in timed:
+            basis = h100.basis[key] if alone else f"({h100.card_label()}, {h100.basis[key]})"
+            estimates[key] = (h100.seconds[key], basis)
     shown = listed(len(trials))
     title = f"{len(trials)} planned trials"
     if len(shown) < len(trials):

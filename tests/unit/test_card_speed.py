@@ -132,3 +132,17 @@ def test_predict_on_a_named_card_prints_the_decode_speed_of_its_stacks(capsys):
     assert main(["predict", sweep, "--card", "l40s"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Decode on the L40S"))
     assert "3,350 / 864 GB/s" in line and "TRL Qwen2.5-3B-Instruct" in line and "Unsloth" in line
+
+
+def test_a_plan_with_a_trial_already_run_labels_the_cards_times_beside_each(tmp_path, capsys):
+    from orchestrator.recording.sinks import TrialsTable, trial_row
+
+    first = plan(load_sweep(FRONTIER)).trials[0]
+    row = trial_row(first, None, [], status="completed")
+    row["wall_s"] = 42.0
+    TrialsTable(tmp_path / "trials.parquet").upsert(row)
+    assert main(["run", "--dry-run", str(FRONTIER), "--output-dir", str(tmp_path), "--card", "4090"]) == 0
+    said = capsys.readouterr().out
+    ran = next(line for line in said.splitlines() if first.trial_key in line)
+    assert "42 s ran: completed" in ran and "RTX 4090" not in ran
+    assert "(RTX 4090, scaled, measured)" in said and "estimated (RTX 4090" not in said
