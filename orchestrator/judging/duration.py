@@ -23,6 +23,13 @@ model's bundled architecture) and labelled `predicted`; one whose model has no k
 no estimate (said so). A sweep none of whose trials asks for a GPU, or whose models none has a speed,
 gets none.
 
+A trial's figures are `measured` where its stack and model have H100 rows with a step at least as
+large, `extrapolated` where its step is larger than theirs (the training step grown in proportion),
+`predicted` by the speed model otherwise. On another card (`card`, an
+orchestrator.judging.card_speed.AssumedCard) the times are scaled (decode by memory bandwidth, the
+training step by compute) with each total's interval, and the memory phase is packed by that card's
+memory; a packing asked for a larger card is estimated as this card packs it, and said.
+
 By probe kind (`probe`; the sweep's `oom.probe` once it exists, see `sweep_probe_kind`): a `decode`
 probe step generates to max_completion_length; a `synthetic` one (the default) prefills the full length
 in chunks, decodes two short windows and runs one training step at full length
