@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from orchestrator.cli._common import add_set, out
@@ -101,6 +102,11 @@ def print_plan(trials: list[TrialSpec], output_dir, h100=None, axes=()) -> None:
     if len(shown) < len(trials):
         title += f" (the first {LIST_HEAD} and the last {LIST_TAIL} listed)"
     knobs, knob_columns = trial_columns(axes)
+    # a knob that varies over the whole plan stays a column, though the trials listed may share it
+    varying = {k for k in knobs if len({_cell(getattr(t, k, None)) for t in trials}) > 1}
+    knob_columns = [
+        replace(c, keep=True) if k in varying else c for k, c in zip(knobs, knob_columns, strict=True)
+    ]
     columns = [
         Column("#", right=True, keep=True),
         Column("trial", optional=True),

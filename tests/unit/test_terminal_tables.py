@@ -166,3 +166,26 @@ def test_predict_at_80_and_120_columns_tells_its_trials_apart_by_their_settings(
     assert "same in every row: model Qwen/Qwen2.5-3B-Instruct" in said
     header = next(line for line in said.splitlines() if "┃" in line and "stack" in line)
     assert all(word in header for word in ("mode", "K", "B", "predicted GiB"))
+
+
+def test_a_knob_the_listed_trials_share_but_the_plan_varies_stays_a_column(tmp_path, width, capsys):
+    from orchestrator.cli.validate import print_plan
+    from orchestrator.spec.load import load_sweep
+    from orchestrator.spec.plan import plan
+
+    sweep = tmp_path / "mid.yaml"
+    seeds = ", ".join(str(s) for s in range(60))
+    sweep.write_text(
+        f"name: mid\ntask: arithmetic\ngrid:\n  seed: [{seeds}]\n  lora_r: [8, 16]\n"
+        "fixed: {model: tiny, max_steps: 2}\n"
+    )
+    trials = plan(load_sweep(sweep)).trials
+    eights = [t for t in trials if t.lora_r == 8]
+    sixteens = [t for t in trials if t.lora_r == 16]
+    # lora_r 16 only between the first 40 and the last 10 listed
+    width(120)
+    print_plan([*eights[:45], *sixteens, *eights[45:]], tmp_path / "out", None, ["seed", "lora_r"])
+    said = capsys.readouterr().out
+    same = next(line for line in said.splitlines() if line.startswith("same in every row"))
+    assert "lora_r" not in same and "model tiny" in same
+    assert "lora_r" in next(line for line in said.splitlines() if "┃" in line and "seed" in line)
