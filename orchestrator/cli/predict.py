@@ -63,7 +63,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         out.print(f"card: {card_words}", markup=False)
         pairs = dict.fromkeys((spec.framework, spec.model) for spec in result.trials)
         out.print(speed_line(args.card, list(pairs)), markup=False)
-    knobs, knob_columns = trial_columns(list(sweep.axes()))
+    knobs, knob_columns = trial_columns(list(sweep.axes()), result.trials)
     figures = ("predicted GiB", "interval", "verdict", "basis", "measured GiB")
     columns = [
         Column("trial", optional=True), *knob_columns,

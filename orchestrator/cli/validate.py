@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from dataclasses import replace
 from pathlib import Path
 
 from orchestrator.cli._common import add_set, out
@@ -101,12 +100,7 @@ def print_plan(trials: list[TrialSpec], output_dir, h100=None, axes=()) -> None:
     title = f"{len(trials)} planned trials"
     if len(shown) < len(trials):
         title += f" (the first {LIST_HEAD} and the last {LIST_TAIL} listed)"
-    knobs, knob_columns = trial_columns(axes)
-    # a knob that varies over the whole plan stays a column, though the trials listed may share it
-    varying = {k for k in knobs if len({_cell(getattr(t, k, None)) for t in trials}) > 1}
-    knob_columns = [
-        replace(c, keep=True) if k in varying else c for k, c in zip(knobs, knob_columns, strict=True)
-    ]
+    knobs, knob_columns = trial_columns(axes, trials)
     columns = [
         Column("#", right=True, keep=True),
         Column("trial", optional=True),
@@ -135,16 +129,20 @@ def print_plan(trials: list[TrialSpec], output_dir, h100=None, axes=()) -> None:
         out.print("estimated total: unknown (no trial of this sweep has run in its output dir yet)")
 
 
-def trial_columns(axes=()):
-    """(knob -> header, the Columns) of a table of trials: stack, mode, model, K, B, length, steps, then
-    any other of the sweep's grid `axes` (orchestrator.views.tables.Column)."""
+def trial_columns(axes, trials):
+    """(knob -> header, the Columns) of a table of `trials`: stack, mode, model, K, B, length, steps,
+    then any other of the sweep's grid `axes` (orchestrator.views.tables.Column); figures right-aligned,
+    and a knob that varies over all of `trials` kept as a column though the rows listed may share it."""
     from orchestrator.views.tables import Column
 
     knobs = {"framework": "stack", "mode": "mode", "model": "model", **PLAN_KNOBS}
     knobs |= {axis: axis for axis in axes if axis not in knobs}
-    columns = [
-        Column(header, right=knob in PLAN_KNOBS, name=knob == "model") for knob, header in knobs.items()
-    ]
+    columns = []
+    for knob, header in knobs.items():
+        values = [getattr(t, knob, None) for t in trials]
+        numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+        varying = len({_cell(v) for v in values}) > 1
+        columns.append(Column(header, right=numeric, name=knob == "model", keep=varying))
     return knobs, columns
 
 
