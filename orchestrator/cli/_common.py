@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 
 from rich.console import Console
@@ -14,8 +15,9 @@ from tasks.names import did_you_mean
 from trainers import stacks
 from trainers.trial import canonical, check_value
 
-# Piped to a file or CI log, rich would assume 80 columns and fold the tables: give them room.
-_WIDTH = None if sys.stdout.isatty() else 150
+# Piped to a file or CI log, rich would assume 80 columns and fold the tables: give them room, unless
+# COLUMNS says how wide (rich reads it where the width is left unset).
+_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS", "").strip().isdigit() else 150
 
 
 console = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)

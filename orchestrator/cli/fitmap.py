@@ -6,6 +6,7 @@ import argparse
 import json
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from orchestrator.cli._common import (
@@ -36,7 +37,7 @@ DEFAULT_MODELS = (
 def card_arg(value: str) -> Card:
     """A registered card (argparse type), else the error naming the value, the cards and the fix."""
     try:
-        return card(value)
+        return replace(card(value), typed=value)
     except UnknownCard as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -214,8 +215,6 @@ def _slug(text: str) -> str:
 def cmd_fitmap(args: argparse.Namespace) -> int:
     """Per model and stack, the longest completion that fits the card at each K and B, from the memory
     model alone (fitted on --trials where given); a table, and one PNG per model."""
-    from rich.table import Table
-
     from orchestrator.judging.fitmap import fit_map
     from orchestrator.spec.sweep import SweepError
     from orchestrator.words.outcome import GPU
@@ -278,13 +277,7 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
     out.print(f"assumed: {map_assumptions(base)}", markup=False)
     for line in filter(None, (config_source(model)[0] for model in fm.models)):
         out.print(line, markup=False)
-    table = Table(show_edge=False)
-    frame = fm.table()
-    for column in frame.columns:
-        table.add_column(str(column), justify="right" if column in ("K", "B") else "left")
-    for values in frame.itertuples(index=False):
-        table.add_row(*(str(v) for v in values))
-    out.print(table)
+    _print_frame(fm.table(), str)
     out.print(
         "Each cell: the longest completion (tokens) whose predicted peak fits, then (surely fits up to – "
         "surely out of memory above), the 90% prediction interval's high and low ends against the budget. "
@@ -311,17 +304,14 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
                 f"on this card: rlsweep calibrate --model {model} --stack {framework} {target}",
                 markup=False,
             )
+    if args.card is not None:
+        out.print(speed_line(args.card, [(f, m) for m in fm.models for f in fm.stacks]), markup=False)
     if fm.measured:
         out.print(f"Measured ({len(fm.measured)} trial(s) of these settings; the rest is predicted):")
-        measured = Table(show_edge=False)
-        frame = fm.measured_table()
-        for column in frame.columns:
-            measured.add_column(str(column))
-        for values in frame.itertuples(index=False):
-            measured.add_row(
-                *("-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v) for v in values)
-            )
-        out.print(measured)
+        _print_frame(
+            fm.measured_table(),
+            lambda v: "-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v),
+        )
     if fm.not_drawn:
         out.print(f"{fm.not_drawn} measured trial(s) of other models, stacks or settings are not on this map")
     if not args.no_plot:
@@ -335,6 +325,32 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
     if not getattr(args, "after_probes", False):  # rlsweep calibrate times its own run
         out.print(f"({time.monotonic() - started:.1f} s, nothing ran)")
     return 0
+
+
+def speed_line(chosen: Card, pairs) -> str:
+    """The decode speed on the card named with --card (orchestrator.judging.card_speed.decode_line)."""
+    from orchestrator.judging.card_speed import decode_line, speed_of
+
+    return decode_line(chosen.name, speed_of(chosen.typed or chosen.name, chosen.name), pairs)
+
+
+def _print_frame(frame, cell) -> None:
+    """A map's table within the terminal's width (orchestrator.views.tables): model ids shortened to
+    what tells them apart where the full ones do not fit, a column the same in every row said above it."""
+    from orchestrator.views.tables import Column, lay_out, print_table
+
+    columns = [
+        Column(
+            str(c), right=c in ("K", "B"), name=c == "model", keep=c in ("K", "B"),
+            short=str(c).replace("longest completion (sure–OOM above)", "tokens (sure–OOM)"),
+        )
+        for c in frame.columns
+    ]  # fmt: skip
+    rows = [[cell(v) for v in values] for values in frame.itertuples(index=False)]
+    laid = lay_out(out, columns, rows, show_edge=False)
+    if laid.same:
+        out.print(laid.same_line(), markup=False)
+    print_table(out, laid.table)
 
 
 def add_fitmap(sub) -> None:

@@ -8,6 +8,7 @@ import json
 
 from rich.table import Table
 
+from orchestrator.views.tables import fits, print_table
 from trainers.models import (
     NF4_BYTES_PER_WEIGHT,
     SMOLLM2,
@@ -81,6 +82,41 @@ def real_model_line() -> str:
     )
 
 
+# The figures' headers, two lines each, so the table fits 80 columns.
+FIGURES = ("params\n(B)", "vocab", "layers", "KV\nheads", "nf4\nGiB", "bf16\nGiB")
+
+
+def models_table(facts, console, title: str | None = None) -> Table:
+    """The models' table: a row per model with its full hub id where that fits the console's width; else
+    each organisation on a row of its own ('google/') above its models' names ('gemma-3-4b-it'). title:
+    instead of the bundled models' (a model not bundled: its own config.json)."""
+
+    def table(grouped: bool) -> Table:
+        said = title or f"{len(facts)} bundled model(s): use as random:<hub id>"
+        if grouped and title is None:  # the organisation's row, then its models
+            said = f"{len(facts)} bundled model(s): use as random:<organisation>/<name>"
+        t = Table(title=said, title_justify="left", show_edge=not grouped, pad_edge=not grouped)
+        t.add_column("hub id", overflow="fold")
+        for header in FIGURES:
+            t.add_column(header, justify="right")
+        org = None
+        for one in facts:
+            name = one.hub_id
+            if grouped:
+                head, _, name = one.hub_id.rpartition("/")
+                if head and head != org:
+                    t.add_row(f"{head}/", *[""] * len(FIGURES))
+                org = head
+            t.add_row(
+                name, f"{one.parameters / 1e9:.2f}", str(one.vocab), str(one.layers), str(one.kv_heads),
+                f"{one.nf4_bytes / GIB:.2f}", f"{one.bf16_bytes / GIB:.2f}",
+            )  # fmt: skip
+        return t
+
+    full = table(grouped=False)
+    return full if fits(console, full) else table(grouped=True)
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     from transformers.utils import logging as hf_logging
 
@@ -112,20 +148,8 @@ def cmd_models(args: argparse.Namespace) -> int:
             map(model_facts, bundled_models()),
             key=lambda f: (f.hub_id.split("/")[0].lower(), family_name(f.hub_id), f.parameters),
         )
-    title = (
-        "not bundled: its own config.json"
-        if said
-        else f"{len(facts)} bundled model(s): use as random:<hub id>"
-    )
-    table = Table(title=title, title_justify="left")
-    for column in ("hub id", "parameters (B)", "vocab", "layers", "KV heads", "nf4 GiB", "bf16 GiB"):
-        table.add_column(column, justify="left" if column == "hub id" else "right")
-    for one in facts:
-        table.add_row(
-            one.hub_id, f"{one.parameters / 1e9:.2f}", str(one.vocab), str(one.layers), str(one.kv_heads),
-            f"{one.nf4_bytes / GIB:.2f}", f"{one.bf16_bytes / GIB:.2f}",
-        )  # fmt: skip
-    out.print(table)
+    table = models_table(facts, out, "not bundled: its own config.json" if said else None)
+    print_table(out, table)
     out.print(WEIGHTS_RULE, markup=False)
     for line in said or []:
         out.print(line, markup=False)

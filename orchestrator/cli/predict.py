@@ -15,16 +15,20 @@ from orchestrator.cli._common import (
     refused,
     simulating,
 )
-from orchestrator.cli.fitmap import add_card, card_budget
+from orchestrator.cli.fitmap import add_card, card_budget, speed_line
+from orchestrator.cli.validate import print_laid, trial_cells, trial_columns
+from orchestrator.views.tables import Column, lay_out
 from orchestrator.words.outcome import GPU, peak_memory
 
+# The figures' headers where the table is too wide with the full ones (a figure never wraps).
+SHORT = {"predicted GiB": "GiB", "interval": "interval", "measured GiB": "measured"}
+KEPT = ("predicted GiB", "interval", "verdict")  # shown even where every trial's is the same
 VERDICT_STYLES = {"fits": "green", "does not fit": "red", "uncertain": "yellow", "unknown": "dim"}
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
     """Each planned trial's predicted peak memory, its interval and verdict against the budget, from
     the sweep's trials.parquet when it has one (else the prior); nothing runs."""
-    from rich.table import Table
 
     from orchestrator.judging.memory import MemoryModel, simulated_rows
     from orchestrator.recording.sinks import TrialsTable
@@ -52,7 +56,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if unreadable:
         return refused("predict", unreadable, "predicted")
     ledger = output_dir / "trials.parquet"
-    rows = TrialsTable(ledger).rows if ledger.exists() else {}
+    rows_by_key = TrialsTable(ledger).rows if ledger.exists() else {}
     try:
         budget, card_words = card_budget(args)
     except ValueError as exc:
@@ -63,15 +67,17 @@ def cmd_predict(args: argparse.Namespace) -> int:
     gpu_question = args.card is not None or (
         sweep.resources.gpus_per_trial and sweep.memory.budget_gib is not None
     )
-    model = MemoryModel.fit(rows.values(), args.measure, unmeasured=GPU if gpu_question else None)
+    model = MemoryModel.fit(rows_by_key.values(), args.measure, unmeasured=GPU if gpu_question else None)
     budget = budget if budget is not None else sweep.memory.budget_gib
-    source = f"{len(rows)} trial(s) of {ledger}" if rows else "no trials.parquet yet: the prior"
+    source = f"{len(rows_by_key)} trial(s) of {ledger}" if rows_by_key else "no trials.parquet yet: the prior"
     if simulating(args):
-        simulated, why_not = simulated_rows(result.trials, rows.values(), model.measure, progress, budget)
+        simulated, why_not = simulated_rows(
+            result.trials, rows_by_key.values(), model.measure, progress, budget
+        )
         for family, why in why_not.items():
             out.print(f"not simulated: {family}: {why}", markup=False)
         if simulated:
-            model = MemoryModel.fit([*rows.values(), *simulated], model.measure)
+            model = MemoryModel.fit([*rows_by_key.values(), *simulated], model.measure)
             source += f"; {len(simulated)} shape(s) simulated on meta tensors where a family has no trial"
     if args.explain:
         return explain(args.sweep, result.trials, args.trial, model, budget, source)
@@ -81,30 +87,33 @@ def cmd_predict(args: argparse.Namespace) -> int:
     out.print(f"{args.sweep}: {len(result.trials)} trials; peak {model.measure} predicted from {source}")
     if card_words is not None:
         out.print(f"card: {card_words}", markup=False)
+        pairs = dict.fromkeys((spec.framework, spec.model) for spec in result.trials)
+        out.print(speed_line(args.card, list(pairs)), markup=False)
+    knobs, knob_columns = trial_columns(list(sweep.axes()), result.trials)
+    figures = ("predicted GiB", "interval", "verdict", "basis", "measured GiB")
+    columns = [
+        Column("trial", optional=True), *knob_columns,
+        *(Column(c, right=c in SHORT, keep=c in KEPT, short=SHORT.get(c)) for c in figures),
+    ]  # fmt: skip
+    rows = []
     for line in sources:
         out.print(line, markup=False)
-    table = Table(show_edge=False)
-    for column in ("trial", "predicted GiB", "interval", "verdict", "basis", "measured GiB"):
-        table.add_column(column, justify="right" if "GiB" in column else "left")
     reasons: dict[str, list[str]] = {}
     for spec in result.trials:
         prediction = model.predict(spec)
         verdict = prediction.verdict(budget)
-        measured, _ = peak_memory(rows.get(spec.trial_key, {}))
+        measured, _ = peak_memory(rows_by_key.get(spec.trial_key, {}))
         if prediction.unknown is not None:
             reasons.setdefault(prediction.unknown, []).append(spec.trial_key)
             figures = ("-", "-")
         else:
             figures = (f"{prediction.peak_gib:.3f}", f"{prediction.low_gib:.3f}-{prediction.high_gib:.3f}")
         basis = f"fitted on {prediction.n_fitted}" if prediction.basis == "fitted" else prediction.basis
-        table.add_row(
-            spec.trial_key,
-            *figures,
-            f"[{VERDICT_STYLES[verdict]}]{verdict}[/]",
-            basis,
-            "-" if measured is None else f"{measured:.3f}",
-        )
-    out.print(table)
+        rows.append([
+            spec.trial_key, *trial_cells(spec, knobs), *figures, f"[{VERDICT_STYLES[verdict]}]{verdict}[/]",
+            basis, "-" if measured is None else f"{measured:.3f}",
+        ])  # fmt: skip
+    print_laid(lay_out(out, columns, rows, show_edge=False))
     if budget is None:
         out.print("no budget: every verdict is uncertain; give --budget-gib X (or memory.budget_gib)")
     else:

@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 
 from orchestrator.cli._common import add_set, console, out
-from orchestrator.cli.validate import cmd_validate
+from orchestrator.cli.validate import add_card, cmd_validate
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -19,7 +19,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     if args.dry_run:  # before the driver's imports (Ray, MLflow, the report): a plan needs none of them
         return cmd_validate(
-            argparse.Namespace(files=[args.sweep], set=args.set, output_dir=args.output_dir, list=True)
+            argparse.Namespace(
+                files=[args.sweep], set=args.set, output_dir=args.output_dir, list=True, card=args.card
+            )
         )
     from orchestrator.running.driver import run_sweep
     from orchestrator.spec.load import load_sweep
@@ -32,7 +34,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     logging.getLogger("ray.tune.utils.util").setLevel(logging.ERROR)
     try:
         sweep = load_sweep(args.sweep, args.set)
-        _estimate(sweep, args.output_dir)
+        _estimate(sweep, args.output_dir, args.card)
         outcome = run_sweep(
             sweep, output_dir=args.output_dir, console=console, report_to=None if args.no_report else out
         )
@@ -63,15 +65,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _estimate(sweep, output_dir: str | None) -> None:
-    """The H100 estimate (orchestrator.judging.duration) before any trial starts; a sweep the plan refuses
-    is left to run_sweep to report."""
-    from orchestrator.cli.validate import print_estimate
+def _estimate(sweep, output_dir: str | None, card: str | None) -> None:
+    """The estimate (orchestrator.judging.duration) on the card assumed (--card, else the one detected,
+    else the H100) before any trial starts; a sweep the plan refuses is left to run_sweep to report."""
+    from orchestrator.cli.validate import assumed_card, print_estimate
     from orchestrator.spec.plan import plan
 
     planned = plan(sweep)
     if not planned.problems:
-        print_estimate(sweep, planned.trials, sweep.resolved_output_dir(output_dir), to=console)
+        where = sweep.resolved_output_dir(output_dir)
+        print_estimate(sweep, planned.trials, where, to=console, card=assumed_card(card))
 
 
 def add_run(sub) -> None:
@@ -85,6 +88,7 @@ def add_run(sub) -> None:
         help="list the planned trials with an estimated duration each (from the trials already in the "
         "output dir); nothing runs or is written",
     )
+    add_card(p)
     p.add_argument(
         "--no-report",
         action="store_true",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import re
 from pathlib import Path
 
 from orchestrator.cli._common import add_set, out
@@ -41,8 +43,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for warning in result.warnings:
             out.print(f"  warning: {warning}", markup=False)
         if args.list:
-            estimate = sweep_estimate(sweep, result.trials, output_dir)
-            print_plan(result.trials, output_dir, estimate)
+            card = assumed_card(getattr(args, "card", None))
+            estimate = sweep_estimate(sweep, result.trials, output_dir, card)
+            print_plan(result.trials, output_dir, estimate, list(sweep.axes()))
             print_estimate(sweep, result.trials, output_dir, estimate=estimate)
     return 2 if refused else 0
 
@@ -60,68 +63,207 @@ def listed(count: int) -> list[int]:
     return [*range(LIST_HEAD), *range(count - LIST_TAIL, count)]
 
 
-def print_plan(trials: list[TrialSpec], output_dir, h100=None) -> None:
-    """The planned trials in order, each with its estimated duration (orchestrator.views.progress.
-    estimate_durations: from the trials recorded in the output dir); a trial those cannot time gets its
-    H100 estimate (`h100`, an orchestrator.judging.duration.Estimate) labelled by where its figures come
-    from (H100 rows measured, or the speed model's prediction); a long plan by its first and last trials
-    (listed)."""
-    from rich.table import Table
+# The plan's columns after the trial's stack, mode and model: the knobs people size a run by, then any
+# other axis of the sweep's grid; a column the same in every trial is said once above the table.
+PLAN_KNOBS = {
+    "num_generations": "K",
+    "batch_size": "B",
+    "max_completion_length": "length",
+    "max_steps": "steps",
+}
 
+
+def print_plan(trials: list[TrialSpec], output_dir, h100=None, axes=()) -> None:
+    """The planned trials in order, each with its estimated duration (orchestrator.views.progress.
+    estimate_durations: from the trials recorded in the output dir); a trial those cannot time gets the
+    sweep's estimate (`h100`, an orchestrator.judging.duration.Estimate, on the card it assumed) labelled
+    by where its figures come from (measured, extrapolated or predicted); a long plan by its first and
+    last trials (listed). The columns: the trial's stack, mode, model, K, B, length, steps and the
+    sweep's other grid `axes`, those the same in every trial said once above the table; it fits the
+    terminal's width (orchestrator.views.tables)."""
     from orchestrator.views.progress import duration, estimate_durations
+    from orchestrator.views.tables import Column, lay_out
 
     estimates = estimate_durations(trials, output_dir)
+    label = "estimated"
     if h100 is not None:
-        for key, (seconds, _) in estimates.items():
-            if seconds is None and h100.seconds.get(key) is not None:
-                estimates[key] = (h100.seconds[key], f"H100, {h100.basis[key]}")
+        timed = [
+            k for k, (seconds, _) in estimates.items() if seconds is None and h100.seconds.get(k) is not None
+        ]
+        # the card in the header where every time is the card's, else beside each of its times
+        alone = len(timed) == len(estimates)
+        label = f"estimated ({h100.card_label()})" if alone else label
+        for key in timed:
+            basis = h100.basis[key] if alone else f"({h100.card_label()}, {h100.basis[key]})"
+            estimates[key] = (h100.seconds[key], basis)
     shown = listed(len(trials))
     title = f"{len(trials)} planned trials"
     if len(shown) < len(trials):
         title += f" (the first {LIST_HEAD} and the last {LIST_TAIL} listed)"
-    table = Table(title=title, title_justify="left")
-    for column in ("#", "trial", "framework", "mode", "model", "K", "B", "steps", "estimated"):
-        table.add_column(column, justify="right" if column in ("#", "K", "B", "steps") else "left")
+    knobs, knob_columns = trial_columns(axes, trials)
+    columns = [
+        Column("#", right=True, keep=True),
+        Column("trial", optional=True),
+        *knob_columns,
+        Column(label, keep=True),
+    ]
+    rows = []
     for i in shown:
         if i == len(trials) - LIST_TAIL and len(shown) < len(trials):
-            table.add_row("...", f"{len(trials) - len(shown):,} more trials", *[""] * 7)
+            rows.append(["...", f"{len(trials) - len(shown):,} more trials", *[""] * (len(columns) - 2)])
         spec = trials[i]
         seconds, basis = estimates[spec.trial_key]
-        table.add_row(
-            str(i + 1), spec.trial_key, spec.framework, spec.mode, spec.model, str(spec.num_generations),
-            str(spec.batch_size), str(spec.max_steps), "unknown" if seconds is None else f"{duration(seconds)} ({basis})",
-        )  # fmt: skip
-    out.print(table)
+        rows.append([
+            str(i + 1), spec.trial_key, *trial_cells(spec, knobs),
+            "unknown" if seconds is None else f"{duration(seconds)} {basis}",
+        ])  # fmt: skip
+    print_laid(lay_out(out, columns, rows, title))
     known = [s for s, _ in estimates.values() if s is not None]
     if known:
         out.print(
             f"estimated total: {duration(sum(known))} for {len(known)} of {len(trials)} trials, run one at a time"
-            + (" (H100 figures: measured from its rows, or predicted by the speed model, as each trial says)"
-               if any(b.startswith("H100") for _, b in estimates.values()) else "")
+            + (f" ({h100.card_label()} figures: measured from its rows, extrapolated from them, or predicted by the "
+               "speed model, as each trial says)" if h100 is not None else "")
         )  # fmt: skip
     else:
         out.print("estimated total: unknown (no trial of this sweep has run in its output dir yet)")
 
 
-def sweep_estimate(sweep, trials: list[TrialSpec], output_dir):
-    """The sweep's H100 estimate (orchestrator.judging.duration.estimate_sweep) with the rows already in
-    its output dir, or None (no trial asks for a GPU, or none has figures)."""
+def trial_columns(axes, trials):
+    """(knob -> header, the Columns) of a table of `trials`: stack, mode, model, K, B, length, steps,
+    then any other of the sweep's grid `axes` (orchestrator.views.tables.Column); figures right-aligned,
+    and a knob that varies over all of `trials` kept as a column though the rows listed may share it."""
+    from orchestrator.views.tables import Column
+
+    knobs = {"framework": "stack", "mode": "mode", "model": "model", **PLAN_KNOBS}
+    knobs |= {axis: axis for axis in axes if axis not in knobs}
+    columns = []
+    for knob, header in knobs.items():
+        values = [getattr(t, knob, None) for t in trials]
+        numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+        varying = len({_cell(v) for v in values}) > 1
+        columns.append(Column(header, right=numeric, name=knob == "model", keep=varying))
+    return knobs, columns
+
+
+def trial_cells(spec, knobs) -> list[str]:
+    """A trial's cells under trial_columns' knobs."""
+    return [_cell(getattr(spec, knob, None)) for knob in knobs]
+
+
+def print_laid(laid) -> None:
+    """A table laid out for the terminal (orchestrator.views.tables.lay_out): the line of what every row
+    shares, the table, and what was left out to fit."""
+    from orchestrator.views.tables import print_table
+
+    if laid.same:
+        out.print(laid.same_line(), markup=False)
+    print_table(out, laid.table)
+    if laid.left_out:
+        out.print(
+            f"({', '.join(laid.left_out)} left out to fit {out.width} columns: a wider terminal or COLUMNS shows it)",
+            markup=False,
+        )
+
+
+def _cell(value) -> str:
+    return "" if value is None else str(value)
+
+
+def sweep_estimate(sweep, trials: list[TrialSpec], output_dir, card=None):
+    """The sweep's estimate (orchestrator.judging.duration.estimate_sweep) on `card` (an
+    orchestrator.judging.card_speed.AssumedCard; default the H100) with the rows already in its output
+    dir, or None (no trial asks for a GPU, or none has figures)."""
     from orchestrator.judging.duration import estimate_sweep
     from orchestrator.recording.sinks import TrialsTable
     from orchestrator.words.storage import is_remote
 
     path = None if is_remote(output_dir) else output_dir / "trials.parquet"
     rows = list(TrialsTable(path).rows.values()) if path is not None and path.exists() else []
-    return estimate_sweep(sweep, trials, rows)
+    return estimate_sweep(sweep, trials, rows, card=card)
 
 
-def print_estimate(sweep, trials: list[TrialSpec], output_dir, to=None, estimate=None) -> None:
-    """The sweep's H100 estimate (orchestrator.judging.duration), worst case and expected, before anything
-    runs (`estimate`, else worked out here); nothing where there is none (a CPU sweep)."""
-    estimate = estimate or sweep_estimate(sweep, trials, output_dir)
+def print_estimate(sweep, trials: list[TrialSpec], output_dir, to=None, estimate=None, card=None) -> None:
+    """The sweep's estimate (orchestrator.judging.duration) on `card`, worst case and expected, before
+    anything runs (`estimate`, else worked out here); nothing where there is none (a CPU sweep)."""
+    estimate = estimate or sweep_estimate(sweep, trials, output_dir, card)
     if estimate is not None:
         for line in estimate.lines():
             (to or out).print(line, markup=False, highlight=False)
+
+
+def card_text(value: str) -> str:
+    """A card's name as typed (argparse type), kept as typed (`4090` names the RTX 4090's speed where the
+    registry's card is `24GB`); else the error naming the value, the known cards and the fix."""
+    from orchestrator.judging.cards import CARDS, UnknownCard, card
+
+    try:
+        card(value)
+    except UnknownCard:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a known card; known: {', '.join(CARDS)} (or an alias: 4090, rtx3090, l40s, "
+            "a100-80gb, h100...); give one of them, e.g. --card 4090"
+        ) from None
+    return value
+
+
+def add_card(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--card",
+        type=card_text,
+        metavar="NAME",
+        help="the card to estimate for (its speed scaled from the H100's measured times, its memory for "
+        "packing the memory phase), e.g. 4090, a100-80gb, h200; default: the GPU detected here, else an H100",
+    )
+
+
+# Words a GPU's name as NVML gives it holds beyond the card's name ('NVIDIA GeForce RTX 4090').
+_MAKER_WORDS = re.compile(r"\b(nvidia|geforce|tesla|quadro)\b", re.IGNORECASE)
+
+
+def detected_gpu() -> str | None:
+    """The name NVML gives this host's first visible GPU ('NVIDIA GeForce RTX 4090'), or None (no GPU,
+    no NVML)."""
+    from trainers.nvml import import_pynvml, open_visible_device, text
+
+    try:
+        nvml = import_pynvml()
+        handle = open_visible_device(nvml, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    except Exception:  # noqa: BLE001 - no driver, no library, no device: nothing detected
+        return None
+    try:
+        return text(nvml.nvmlDeviceGetName(handle))
+    except Exception:  # noqa: BLE001 - a name NVML cannot read: nothing detected
+        return None
+    finally:
+        nvml.nvmlShutdown()
+
+
+def assumed_card(typed: str | None):
+    """The card an estimate assumes (orchestrator.judging.card_speed.AssumedCard): the one named with
+    --card, else the GPU detected here where the registry knows it, else the H100 the times were
+    measured on; `how` says which."""
+    from orchestrator.judging.card_speed import MEASURED_CARD, AssumedCard, speed_of
+    from orchestrator.judging.cards import UnknownCard, card
+
+    if typed is not None:
+        found = card(typed)
+        return AssumedCard(found.name, found.usable_gib, speed_of(typed, found.name), f"--card {typed}")
+    name = detected_gpu()
+    how = "no GPU detected here"
+    if name is not None:
+        short = " ".join(_MAKER_WORDS.sub(" ", name).split())
+        try:
+            found = card(short)
+        except UnknownCard:
+            how = f"detected {name}, a card it has no figures for"
+        else:
+            return AssumedCard(
+                found.name, found.usable_gib, speed_of(short, found.name), f"detected here: {name}"
+            )
+    h100 = card(MEASURED_CARD)
+    how += ": the card the times were measured on; --card NAME for another"
+    return AssumedCard(h100.name, h100.usable_gib, speed_of(MEASURED_CARD, h100.name), how)
 
 
 def add_validate(sub) -> None:
@@ -132,4 +274,5 @@ def add_validate(sub) -> None:
     p.add_argument(
         "--list", action="store_true", help="also list the planned trials, as `run --dry-run` does"
     )
+    add_card(p)
     p.set_defaults(func=cmd_validate)

@@ -23,7 +23,7 @@ optimistic.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tasks.names import did_you_mean
 
@@ -44,6 +44,7 @@ class Card:
     source: str
     measured: bool
     aliases: tuple[str, ...] = ()
+    typed: str = field(default="", compare=False)  # the name a user asked for it by (`4090` of 24GB)
 
     def describe(self) -> str:
         """'H100-80GB (79.18 GiB usable, measured: ...)'."""

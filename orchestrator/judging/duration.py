@@ -23,6 +23,13 @@ model's bundled architecture) and labelled `predicted`; one whose model has no k
 no estimate (said so). A sweep none of whose trials asks for a GPU, or whose models none has a speed,
 gets none.
 
+A trial's figures are `measured` where its stack and model have H100 rows with a step at least as
+large, `extrapolated` where its step is larger than theirs (the training step grown in proportion),
+`predicted` by the speed model otherwise. On another card (`card`, an
+orchestrator.judging.card_speed.AssumedCard) the times are scaled (decode by memory bandwidth, the
+training step by compute) with each total's interval, and the memory phase is packed by that card's
+memory; a packing asked for a larger card is estimated as this card packs it, and said.
+
 By probe kind (`probe`; the sweep's `oom.probe` once it exists, see `sweep_probe_kind`): a `decode`
 probe step generates to max_completion_length; a `synthetic` one (the default) prefills the full length
 in chunks, decodes two short windows and runs one training step at full length
@@ -37,7 +44,7 @@ import json
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -114,14 +121,15 @@ def sweep_probe_kind(sweep: Any) -> str:
     return check_probe_kind(sweep.oom.probe_kind)
 
 
-MEASURED, PREDICTED = "measured", "predicted"
+MEASURED, EXTRAPOLATED, PREDICTED = "measured", "extrapolated", "predicted"
 
 
 @dataclass(frozen=True)
 class Rates:
     """One trial's parts at its full length on an H100, and where they come from (`basis`):
-    `measured` (h100_times.json: this stack and model's H100 rows; lengths beyond them extrapolated) or
-    `predicted` (the speed model, from the model's architecture)."""
+    `measured` (h100_times.json: this stack and model's H100 rows, its step no larger than theirs),
+    `extrapolated` (those rows, its step larger than any of theirs: the training step grown in
+    proportion to the tokens) or `predicted` (the speed model, from the model's architecture)."""
 
     basis: str
     startup_s: float
@@ -163,8 +171,19 @@ def trial_rates(spec: Any, times: dict[str, Any], speed: Any = None) -> Rates | 
         forward = speed.train_s_per_token_billion / TRAIN_FORWARDS * tokens * shape.parameters / 1e9
         synthetic = chunks * ms / 1000 + forward + 2 * WINDOW_TOKENS * ms / 1000
     return Rates(
-        MEASURED, figures["startup_s"], figures["first_step_extra_s"], length * ms / 1000,
+        MEASURED if grow == 1.0 else EXTRAPOLATED, figures["startup_s"], figures["first_step_extra_s"], length * ms / 1000,
         figures["train_s"] * grow, synthetic if synthetic is not None else length * ms / 1000,
+    )  # fmt: skip
+
+
+def scaled(rates: Rates | None, decode: float, train: float) -> Rates | None:
+    """`rates` on another card (orchestrator/judging/card_speed.py): decode parts x `decode`, the
+    training step x `train`; start-up and warm-up unchanged."""
+    if rates is None:
+        return None
+    return replace(
+        rates, gen_s=rates.gen_s * decode, synthetic_gen_s=rates.synthetic_gen_s * decode,
+        train_s=rates.train_s * train,
     )  # fmt: skip
 
 
@@ -244,8 +263,11 @@ def expected_probes(
 
 @dataclass
 class Estimate:
-    """A sweep's H100 estimate: seconds per trial (None: no figures), the worst case and the expected,
-    one trial at a time, and the expected memory phase packed (`packed_s`, `per_gpu` at once)."""
+    """A sweep's estimate on a card (`card`, an orchestrator.judging.card_speed.AssumedCard; None: the
+    H100): seconds per trial (None: no figures), the worst case and the expected, one trial at a time,
+    and the expected memory phase packed (`packed_s`, `per_gpu` at once). On a card other than the
+    H100 with known speed figures the times are scaled and `ranges` holds each total's interval
+    (orchestrator/judging/card_speed.py)."""
 
     seconds: dict[str, float | None]
     worst_s: float
@@ -254,46 +276,83 @@ class Estimate:
     missing: list[str]
     times: dict[str, Any]
     used: set[str] = field(default_factory=set)  # the stack|model keys of h100_times.json the sweep uses
-    basis: dict[str, str] = field(default_factory=dict)  # trial_key -> MEASURED | PREDICTED
+    basis: dict[str, str] = field(default_factory=dict)  # trial_key -> MEASURED | EXTRAPOLATED | PREDICTED
     probe: str = DEFAULT_PROBE
     packed_s: float | None = None
     per_gpu: int = 1
     predicted_models: list[str] = field(default_factory=list)
+    card: Any = None
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)  # worst/expected/packed -> ends
+    notes: list[str] = field(default_factory=list)
 
-    def lines(self) -> list[str]:
+    @property
+    def scaled(self) -> bool:
+        """Whether the times are the H100's scaled to another card."""
+        return bool(self.ranges)
+
+    def card_label(self) -> str:
+        """Which card the times are for, short: 'H100', 'RTX 4090, scaled'."""
+        if not self.scaled:
+            return "H100"
+        return f"{self.card.speed.name}, scaled"
+
+    def _total(self, what: str, seconds: float) -> str:
         from orchestrator.words.text import duration
 
+        if what not in self.ranges:
+            return duration(seconds)
+        low, high = self.ranges[what]
+        return f"{duration(seconds)} (between {duration(low)} and {duration(high)})"
+
+    def lines(self) -> list[str]:
         known = sum(1 for s in self.seconds.values() if s is not None)
         n = len(self.seconds)
-        predicted = sum(1 for b in self.basis.values() if b == PREDICTED)
+        counts = {
+            b: sum(1 for v in self.basis.values() if v == b) for b in (MEASURED, EXTRAPOLATED, PREDICTED)
+        }
         probed, implied = self.search.count("probed"), self.search.count("implied")
         pruned = self.search.count("pruned")
         how = (
             "synthetic probes: chunked prefill to full length, two 8-token decode windows, one training step"
             if self.probe == "synthetic" else "decode probes: each probe step generates to max_completion_length"
         )  # fmt: skip
-        lines = [
-            f"estimated time on an {self.times['card']}, one trial at a time ({known} of {n} trials; {how}):",
-            f"  worst case, every trial run: {duration(self.worst_s)}",
-            f"  expected, were the memory model's verdicts right: {duration(self.expected_s)} "
+        on = f"an {self.times['card']}" if not self.scaled else self.card.speed.name
+        lines = [f"estimated time on {on}, one trial at a time ({known} of {n} trials; {how}):"]
+        if self.card is not None:
+            lines.insert(0, f"card assumed: {self.card.words()}")
+        lines += [
+            f"  worst case, every trial run: {self._total('worst', self.worst_s)}",
+            f"  expected, were the memory model's verdicts right: {self._total('expected', self.expected_s)} "
             f"({probed} probed, {implied} implied by a fit, {pruned} pruned as OOM)",
         ]
         if self.packed_s is not None and self.per_gpu > 1:
             lines.append(
-                f"  expected memory phase packed {self.per_gpu} to the card: {duration(self.packed_s)} at best "
+                f"  expected memory phase packed {self.per_gpu} to the card: "
+                f"{self._total('packed', self.packed_s)} at best "
                 "(if no probe waited for another's verdict and sharing slowed none; measured packed/alone 1.0-1.65)"
             )
         lines.append(
-            f"  figures: {known - predicted} trials from measured H100 rows ({self.times['source']}"
+            f"  figures: measured on an H100 ({self.times['source']}"
             + (": " + ", ".join(
                 f"{k.split('|')[0]} {k.split('|')[1].split('/')[-1]} {v['ms_per_token']:g} ms per token"
                 for k, v in self.times["times"].items() if k in self.used
             ) if self.used else "")
-            + f"), {predicted} predicted by the speed model"
+            + f"): {counts[MEASURED]} trials within its rows, {counts[EXTRAPOLATED]} extrapolated from them "
+            "(a larger step than any measured: the training step grown in proportion to its tokens), "
+            f"{counts[PREDICTED]} predicted by the speed model"
             + (f" ({', '.join(sorted(set(self.predicted_models)))})" if self.predicted_models else "")
-            + "; lengths beyond the rows' are extrapolated"
             + ("; a synthetic probe's prefill and windows are extrapolated from ms per token" if self.probe == "synthetic" else "")
         )  # fmt: skip
+        if self.scaled:
+            lines.append(f"  on the {self.card.speed.name}: {self.card.scale.basis()}")
+        elif self.card is not None and not self.card.on_measured_card:
+            lines.append(
+                f"  not measured on {self.card.name}, and no speed figures for it "
+                + ("(a card named by its memory: name the GPU, e.g. --card 4090, for a scaled estimate)"
+                   if self.card.speed is None else "")
+                + ": the times above are an H100's"
+            )  # fmt: skip
+        lines += [f"  {note}" for note in self.notes]
         if self.missing:
             lines.append(
                 f"  no speed for {', '.join(sorted(set(self.missing)))} (no H100 row, no known architecture): "
@@ -309,15 +368,17 @@ def estimate_sweep(
     times: dict | None = None,
     probe: str | None = None,
     speed: Any = None,
+    card: Any = None,
 ) -> Estimate | None:
-    """The sweep's H100 estimate (module docstring), or None when no trial asks for a GPU or none has
+    """The sweep's estimate (module docstring), or None when no trial asks for a GPU or none has
     figures. rows: the trials.parquet rows already in its output dir (the memory model fits on them;
     the trials they finished take no time). probe: the memory probe kind (default the sweep's,
-    sweep_probe_kind). speed: a SpeedModel (default h100_speed.json)."""
+    sweep_probe_kind). speed: a SpeedModel (default h100_speed.json). card: the card assumed (an
+    orchestrator.judging.card_speed.AssumedCard; default the H100), for packing and scaling."""
     from orchestrator.judging.cards import H100_TORCH_GIB
     from orchestrator.judging.memory import DOES_NOT_FIT, MemoryModel
     from orchestrator.words.outcome import FINAL_STATUSES
-    from orchestrator.words.phases import packing
+    from orchestrator.words.phases import PackingRefused, packing
     from trainers.record import GPU
 
     if not getattr(sweep.resources, "gpus_per_trial", 1):
@@ -325,8 +386,15 @@ def estimate_sweep(
     times = times or load_times()
     probe = check_probe_kind(probe or sweep_probe_kind(sweep))
     phases = sweep.phases_to_run()
+    scale = card.scale if card is not None and not card.on_measured_card else None
+    factors = {"point": (1.0, 1.0)}
+    if scale is not None:
+        (fd, ft), (sd, st) = scale.ends()
+        factors = {"point": (scale.decode, scale.train), "low": (fd, ft), "high": (sd, st)}
     rates: dict[tuple[str, str], Rates | None] = {}
-    seconds, memory_steps, basis = {}, {}, {}
+    seconds = {f: {} for f in factors}
+    memory_steps = {f: {} for f in factors}
+    basis = {}
     for s in specs:
         # rates depend on the shape, not on the trial: computed once per distinct shape
         shape_key = (s.framework, s.model, s.batch_size * s.num_generations, s.max_prompt_length,
@@ -334,25 +402,37 @@ def estimate_sweep(
         if shape_key not in rates:
             rates[shape_key] = trial_rates(s, times, speed)
         r = rates[shape_key]
-        seconds[s.trial_key] = trial_seconds(s, steps_run(s, phases), r, probe)
-        memory_steps[s.trial_key] = trial_seconds(s, steps_run(s, ("memory",)), r, probe) or 0.0
+        for f, (d, t) in factors.items():
+            rf = scaled(r, d, t)
+            seconds[f][s.trial_key] = trial_seconds(s, steps_run(s, phases), rf, probe)
+            memory_steps[f][s.trial_key] = trial_seconds(s, steps_run(s, ("memory",)), rf, probe) or 0.0
         if r is not None:
             basis[s.trial_key] = r.basis
-    if all(v is None for v in seconds.values()):
+    if all(v is None for v in seconds["point"].values()):
         return None
-    missing = [f"{s.framework} {_hub(s.model)}" for s in specs if seconds[s.trial_key] is None]
+    missing = [f"{s.framework} {_hub(s.model)}" for s in specs if seconds["point"][s.trial_key] is None]
     predicted_models = [
         f"{s.framework} {_hub(s.model).split('/')[-1]}" for s in specs if basis.get(s.trial_key) == PREDICTED
     ]
     used = {f"{s.framework}|{_hub(s.model)}" for s in specs} & set(times["times"])
     done = {r["trial_key"] for r in rows if r.get("status") in FINAL_STATUSES}
     todo = [s for s in specs if s.trial_key not in done]
-    worst = sum(seconds[s.trial_key] or 0.0 for s in todo)
-    extra = {"basis": basis, "probe": probe, "predicted_models": predicted_models}
+    worst = {f: sum(seconds[f][s.trial_key] or 0.0 for s in todo) for f in factors}
+    extra = {"basis": basis, "probe": probe, "predicted_models": predicted_models, "card": card}
+
+    def ranges(totals: dict[str, dict[str, float]]) -> dict[str, tuple[float, float]]:
+        if scale is None:
+            return {}
+        return {what: (by["low"], by["high"]) for what, by in totals.items()}
+
     budget = sweep.memory.budget_gib
     if budget is None or "memory" not in phases:
         search = Search({s.trial_key: "probed" for s in todo})
-        return Estimate(seconds, worst, worst, search, missing, times, used, **extra)
+        both = {"worst": worst, "expected": worst}
+        return Estimate(
+            seconds["point"], worst["point"], worst["point"], search, missing, times, used,
+            ranges=ranges(both), **extra,
+        )  # fmt: skip
     model = MemoryModel.fit(list(rows), None if rows else GPU, unmeasured=GPU)
 
     def fits(spec: Any) -> bool | None:
@@ -367,13 +447,21 @@ def estimate_sweep(
     # With a speed phase every fit (probed or implied) runs its full steps, its memory phase included.
     fit_keys = {s.trial_key for s in todo if fits(s)} if "speed" in phases else set()
     probed = [k for k, v in search.outcome.items() if v == "probed" and k not in fit_keys]
-    memory = sum(memory_steps[k] for k in probed)
-    expected = memory + sum(seconds[k] or 0.0 for k in fit_keys)
-    per_gpu = packing(
-        budget, H100_TORCH_GIB, sweep.resources.memory_phase_headroom_gib, True,
-        sweep.resources.memory_phase_per_gpu,
-    ).per_gpu  # fmt: skip
-    packed = memory / per_gpu + sum(seconds[k] or 0.0 for k in fit_keys)
+    notes = []
+    card_gib = card.usable_gib if card is not None else H100_TORCH_GIB
+    headroom, asked = sweep.resources.memory_phase_headroom_gib, sweep.resources.memory_phase_per_gpu
+    try:
+        per_gpu = packing(budget, card_gib, headroom, True, asked).per_gpu
+    except PackingRefused as exc:  # a sweep packed for a larger card: estimated as this one packs it
+        per_gpu = exc.fits
+        notes.append(f"packed {per_gpu} to the card here, as it holds: {exc} (or name that card with --card)")
+    totals: dict[str, dict[str, float]] = {"worst": worst, "expected": {}, "packed": {}}
+    for f in factors:
+        memory = sum(memory_steps[f][k] for k in probed)
+        speed_part = sum(seconds[f][k] or 0.0 for k in fit_keys)
+        totals["expected"][f] = memory + speed_part
+        totals["packed"][f] = memory / per_gpu + speed_part
     return Estimate(
-        seconds, worst, expected, search, missing, times, used, packed_s=packed, per_gpu=per_gpu, **extra
-    )
+        seconds["point"], worst["point"], totals["expected"]["point"], search, missing, times, used,
+        packed_s=totals["packed"]["point"], per_gpu=per_gpu, ranges=ranges(totals), notes=notes, **extra,
+    )  # fmt: skip

@@ -56,6 +56,14 @@ class Packing:
     reason: str
 
 
+class PackingRefused(ValueError):
+    """An asked packing the card cannot hold; `fits`: how many trials it holds."""
+
+    def __init__(self, message: str, fits: int):
+        super().__init__(message)
+        self.fits = fits
+
+
 def packing(
     budget_gib: float,
     card_gib: float | None,
@@ -73,10 +81,11 @@ def packing(
     each = budget_gib + headroom_gib
     fits = max(1, math.floor(card_gib / each))
     if asked is not None and asked > 1 and asked * each > card_gib:
-        raise ValueError(
+        raise PackingRefused(
             f"resources.memory_phase_per_gpu: {asked} trials x ({budget_gib:g} GiB budget + "
             f"{headroom_gib:g} GiB headroom) = {asked * each:g} GiB, over the card's {card_gib:g} GiB; "
-            f"give at most {fits}, or leave it unset to pack as many as fit"
+            f"give at most {fits}, or leave it unset to pack as many as fit",
+            fits,
         )
     per_gpu = asked or fits
     if per_gpu > 1 and not per_process:

@@ -28,9 +28,12 @@ def test_predict_on_cpu_smoke_prints_every_trial_from_the_prior_in_seconds(tmp_p
     printed = capsys.readouterr().out
     assert code == 0 and elapsed < 30
     assert "the prior" in printed and "budget 0.85 GiB" in printed
+    # the basis the same for every trial: said once above the table, each trial on its own row
+    assert "basis prior" in next(
+        line for line in printed.splitlines() if line.startswith("same in every row")
+    )
     for spec in plan(load_sweep(CPU_SMOKE)).trials:
-        line = next(line for line in printed.splitlines() if spec.trial_key in line)
-        assert "prior" in line
+        assert sum(spec.trial_key in line for line in printed.splitlines()) == 1
     assert not list(tmp_path.iterdir()), "predict writes nothing"
 
 

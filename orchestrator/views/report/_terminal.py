@@ -48,15 +48,29 @@ def _cell(value) -> Text:
 def rich_table(df: pd.DataFrame, title: str = "") -> Table:
     """A people's table (columns of words and figures) as a rich Table; its model names shortened to what
     tells them apart within it (a narrow terminal would cut 'random:Qwen/Qwen3-1.7B' and
-    'random:Qwen/Qwen3-4B' to the same 'random:Qwen/Qwen3…')."""
+    'random:Qwen/Qwen3-4B' to the same 'random:Qwen/Qwen3…'), a column the same in every row said in its
+    title, and cells that wrap rather than being cut."""
     df = short_models(df)
+    same = same_in_every_row(df)
+    if same:
+        title = f"{title} ({', '.join(f'{c} {fmt(df[c].iloc[0])}' for c in same)} in every row)".lstrip()
+        df = df.drop(columns=same)
     table = Table(title=title or None, title_justify="left")
     for column in df.columns:
         numeric = pd.api.types.is_numeric_dtype(df[column])
-        table.add_column(str(column), justify="right" if numeric else "left")
+        # a cell too long for its column wraps rather than being cut: '0.78 (0.66–0.86)' stays whole
+        table.add_column(str(column), justify="right" if numeric else "left", overflow="fold")
     for row in df.itertuples(index=False):
         table.add_row(*(_cell(v) for v in row))
     return table
+
+
+def same_in_every_row(df: pd.DataFrame) -> list[str]:
+    """The columns of a table of two or more rows that hold one value in every row (said once in its
+    title instead, so a narrow terminal keeps its room for what tells the rows apart)."""
+    if len(df) < 2:
+        return []
+    return [c for c in df.columns if df[c].map(fmt).nunique(dropna=False) == 1]
 
 
 def short_models(df: pd.DataFrame) -> pd.DataFrame:
