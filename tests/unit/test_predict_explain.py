@@ -102,10 +102,11 @@ def test_trial_without_explain_is_refused_with_the_fix(tmp_path, capsys):
     assert "add --explain" in capsys.readouterr().out
 
 
-def test_explain_of_an_unknown_model_gives_the_reason(tmp_path, capsys):
+def test_explain_of_a_model_with_no_config_here_is_refused_with_the_fetch_line(tmp_path, capsys):
     sweep = sweep_file(tmp_path, "fixed: {model: someorg/unseen-model}")
-    assert main(["predict", sweep, "--explain", "--measure", "GPU", "--output-dir", str(tmp_path)]) == 0
-    assert "unknown: model: no config.json for 'someorg/unseen-model'" in capsys.readouterr().out
+    assert main(["predict", sweep, "--explain", "--measure", "GPU", "--output-dir", str(tmp_path)]) == 2
+    printed = capsys.readouterr().out
+    assert "'someorg/unseen-model' is not bundled" in printed and "hf download someorg/unseen-model config.json" in printed
 
 
 def test_predict_explain_and_solves_predictions_answer_for_every_bundled_model(tmp_path, capsys):

@@ -51,10 +51,15 @@ def test_a_measured_trial_of_the_family_supersedes_its_simulated_rows():
 
 
 def test_a_stack_no_gpu_row_checked_carries_the_wider_unchecked_range():
+    from orchestrator.judging.memory._interval import simulated_interval
+
+    assert simulated_interval("a-stack-never-checked", 10.0, 0.0) == pytest.approx(
+        (10.0 * UNCHECKED_ERROR[0], 10.0 * UNCHECKED_ERROR[1])
+    )
     unsloth = dataclasses.replace(BASE, framework="unsloth")
     p = MemoryModel.fit(_simulated(unsloth), GPU).predict(unsloth)
-    assert p.basis == SIMULATED
-    assert p.low_gib <= p.peak_gib * UNCHECKED_ERROR[0] and p.high_gib >= p.peak_gib * UNCHECKED_ERROR[1]
+    low, high = SIMULATED_ERROR["unsloth"]
+    assert p.basis == SIMULATED and p.low_gib <= p.peak_gib * low and p.high_gib >= p.peak_gib * high
 
 
 def test_a_few_asked_shapes_are_simulated_themselves_and_many_by_a_design_near_the_budget():
