@@ -21,6 +21,7 @@ import random
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from trainers.events import ERROR, OOM, EventWriter, oom_cause
@@ -71,9 +72,9 @@ def ended(events: EventWriter, body: Callable[[], None]) -> int:
         return 1
 
 
-def serve(path: str) -> int:
+def serve(path: str, fd: int | None = None) -> int:
     """The session: start-up on the spec at `path` (its events path is the session's stream), then one
-    shape per spec path read from stdin until stdin ends. Returns the process's exit code."""
+    shape per spec path read from `fd` (stdin) until it ends. Returns the process's exit code."""
     global _held
     from trainers import stacks
     from trainers.device import setup_process
@@ -101,7 +102,7 @@ def serve(path: str) -> int:
         stack = state.pop("stack")
         release()
         stream.emit(READY, startup=marks())
-        for line in _lines(sys.stdin.fileno()):
+        for line in _lines(sys.stdin.fileno() if fd is None else fd):
             if not line.endswith(".json"):
                 continue  # a supervisor's word that came after its shape had ended
             shape = TrialSpec.load(line)
@@ -150,8 +151,6 @@ def release() -> str | None:
     context is unusable (the session must end), else None."""
     import torch
 
-    from trainers.measure import _reset_vm_hwm
-
     sys.last_value = sys.last_traceback = None  # a shape's exception holds its frames, and their tensors
     gc.collect()
     if torch.cuda.is_available():
@@ -162,8 +161,18 @@ def release() -> str | None:
         except RuntimeError as exc:  # an illegal access or a device-side assert: the context is poisoned
             return f"{type(exc).__name__}: {exc}"
     _malloc_trim()
-    _reset_vm_hwm()
+    reset_vm_hwm()
     return None
+
+
+def reset_vm_hwm() -> bool:
+    """Reset the kernel's peak-RSS mark (VmHWM) to the RSS now, by writing 5 to clear_refs (Linux >=
+    4.0): a peak per step, or per shape; False where the kernel refuses."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
 
 
 def _malloc_trim() -> None:
