@@ -236,6 +236,8 @@ def _tune(
         "verdict": sweep.verdict.settings(),
         "phases": phases,
         "trainer_cmd": trainer_cmd,
+        # a memory phase alone (probes that stop at their hold step) runs in probe sessions
+        "session": sweep.oom.session and phases.hold_at_step is not None and not phases.then_speed,
     }
     storage_fs, storage_path = filesystem_and_path(out / "ray")  # a URI: Tune syncs there via pyarrow.fs
     placement = PlacementWatch(largest, 0.0 if local else PLACEMENT_PATIENCE_S)

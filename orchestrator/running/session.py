@@ -21,6 +21,7 @@ same session_key run in it, each with:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import sys
@@ -33,10 +34,11 @@ from typing import Any
 from orchestrator.running.child_env import child_env
 from orchestrator.running.launcher import start_trainer
 from orchestrator.running.process_group import POLL_S, kill_group, kill_leftovers
-from orchestrator.running.supervisor import _Run, classify, default_sampler_factory
+from orchestrator.running.supervisor import _Run, classify, default_sampler_factory, run_trial
 from orchestrator.words.outcome import TrialResult
 from orchestrator.words.phases import SPEED_ONLY, TrialPhases
 from orchestrator.words.settings import GuardSettings
+from trainers.control import STOP
 from trainers.distributed import die_with_parent
 from trainers.events import FINAL_EVENTS, read_events
 from trainers.session import POISONED, READY, SESSION_FLAG, session_key
@@ -186,9 +188,11 @@ class ProbeSession:
         trial_dir: str | Path,
         on_event: Callable[[str, dict[str, Any]], None] | None = None,
         stop_event: Any = None,
+        stop_check: Callable[[list[dict[str, Any]]], str | None] | None = None,
         phases: TrialPhases = SPEED_ONLY,
     ) -> TrialResult:
-        """One shape, as run_trial runs a trial (never raises for the shape's failure)."""
+        """One shape, as run_trial runs a trial (never raises for the shape's failure); stop_check's
+        reason ends the shape with the word `stop`, and the session goes on."""
         timeout_s = self.guard.timeout_s if self.guard else None
         note, self.note = self.note, ""
         key = session_key(spec)
@@ -206,7 +210,7 @@ class ProbeSession:
             self.child.startup_s = ready["time"] - self.child.t0
             self.child.startup_peak = self.child.window_peak(self.child.t0, ready["time"])
         startup_s = self.child.startup_s
-        result = self._shape(spec, Path(trial_dir), on_event, stop_event, timeout_s, phases)
+        result = self._shape(spec, Path(trial_dir), on_event, stop_event, stop_check, timeout_s, phases)
         if first:
             result.session_startup_s = startup_s  # once per session: its first shape carries it
             result.status_detail += note
@@ -235,7 +239,7 @@ class ProbeSession:
         self.child = None
         return run.result
 
-    def _shape(self, spec, trial_dir, on_event, stop_event, timeout_s, phases) -> TrialResult:
+    def _shape(self, spec, trial_dir, on_event, stop_event, stop_check, timeout_s, phases) -> TrialResult:
         child = self.child
         trial_dir = trial_dir.resolve()
         trial_dir.mkdir(parents=True, exist_ok=True)
@@ -247,7 +251,7 @@ class ProbeSession:
         spec.hold_at_step = phases.hold_at_step
         path = trial_dir / "spec.json"
         path.write_text(json.dumps(spec.to_dict(), indent=2, sort_keys=True))
-        run = _Run(spec, trial_dir, on_event, stop_event, timeout_s, None, phases)
+        run = _Run(spec, trial_dir, on_event, stop_event, timeout_s, stop_check, phases)
         run.proc, run.sampler = child.proc, child.sampler
         run.tell = lambda word: _tell(child, word)  # the hold step's word, as a trial hears it
         result = run.result
@@ -257,19 +261,27 @@ class ProbeSession:
         child.run = run
         child.send(str(path))
         try:
+            told = False
             while run.final is None and child.alive():
                 run.drain()
                 reason = run.why_stop(deadline)
-                if reason:
+                if (
+                    reason == "verdict"
+                ):  # decided: the shape ends cleanly at its next step, the session goes on
+                    if not told:
+                        run.tell(STOP)
+                        told = True
+                elif reason:
                     run.killed_for = reason
+                    kill_group(child.proc)  # a breach, a timeout, a stop: now, not after the step
                     break
                 time.sleep(POLL_S)
             run.drain()
         finally:
             child.run = None
         result.ended_at, result.wall_s = time.time(), time.monotonic() - t0
-        if run.killed_for or not child.alive():
-            self._drop(run.killed_for and f"its shape was ended ({run.killed_for})" or "its trainer died")
+        if (run.killed_for and run.killed_for != "verdict") or not child.alive():
+            self._drop(f"its shape was ended ({run.killed_for})" if run.killed_for else "its trainer died")
             result.exit_code = child.proc.poll()
         else:
             ready = child.wait_ready(time.monotonic() + READY_S)
@@ -289,3 +301,43 @@ class ProbeSession:
 def _tell(child: _Child, word: str) -> None:
     with contextlib.suppress(OSError, ValueError):
         child.send(word)
+
+
+# This process's session, as launcher.server_for keeps its fork servers: a Ray worker Tune reuses, or
+# calibrate's loop, runs its next shape in it. One at a time: a session holds its model's memory.
+_current: tuple[tuple, ProbeSession] | None = None
+
+
+def in_session(
+    spec: TrialSpec,
+    *,
+    trial_dir: str | Path,
+    guard: GuardSettings | None = None,
+    cuda_visible_devices: str | None = None,
+    cpus: int | None = None,
+    trainer_cmd: list[str] | None = None,
+    **rest: Any,
+) -> TrialResult:
+    """run_trial's stand-in (the same keywords): the trial as a shape of this process's session, the
+    sessions' folders beside the trials' (trial_dir's parent's parent, `sessions`). A trial a session
+    cannot hold (several ranks, vLLM generation, a stand-in trainer_cmd) runs alone, as run_trial runs
+    it."""
+    global _current
+    if trainer_cmd is not None or spec.num_processes > 1 or spec.generation == "vllm":
+        return run_trial(spec, trial_dir=trial_dir, guard=guard, cuda_visible_devices=cuda_visible_devices,
+                         cpus=cpus, trainer_cmd=trainer_cmd, **rest)  # fmt: skip
+    root = Path(trial_dir).resolve().parent.parent / "sessions"
+    key = (str(root), repr(guard), cuda_visible_devices, cpus)
+    if _current is None or _current[0] != key:
+        close_sessions()
+        _current = (key, ProbeSession(root, guard, cpus=cpus, cuda_visible_devices=cuda_visible_devices))
+    return _current[1].run(spec, trial_dir=trial_dir, **rest)
+
+
+@atexit.register
+def close_sessions() -> None:
+    """End this process's session (its child, by its process group)."""
+    global _current
+    if _current is not None:
+        _current[1].close()
+        _current = None
