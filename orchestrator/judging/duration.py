@@ -259,6 +259,7 @@ class Estimate:
     packed_s: float | None = None
     per_gpu: int = 1
     predicted_models: list[str] = field(default_factory=list)
+    sessions: int | None = None  # the probe sessions the expected memory phase runs in (None: no sessions)
 
     def lines(self) -> list[str]:
         from orchestrator.words.text import duration
@@ -278,6 +279,11 @@ class Estimate:
             f"  expected, were the memory model's verdicts right: {duration(self.expected_s)} "
             f"({probed} probed, {implied} implied by a fit, {pruned} pruned as OOM)",
         ]
+        if self.sessions is not None:
+            lines.append(
+                f"  the probes in {self.sessions} probe session{'s' if self.sessions != 1 else ''} (oom.session): "
+                "start-up counted once a session, each probe's warm-up and step in full"
+            )
         if self.packed_s is not None and self.per_gpu > 1:
             lines.append(
                 f"  expected memory phase packed {self.per_gpu} to the card: {duration(self.packed_s)} at best "
@@ -326,7 +332,7 @@ def estimate_sweep(
     probe = check_probe_kind(probe or sweep_probe_kind(sweep))
     phases = sweep.phases_to_run()
     rates: dict[tuple[str, str], Rates | None] = {}
-    seconds, memory_steps, basis = {}, {}, {}
+    seconds, memory_steps, basis, startup = {}, {}, {}, {}
     for s in specs:
         # rates depend on the shape, not on the trial: computed once per distinct shape
         shape_key = (s.framework, s.model, s.batch_size * s.num_generations, s.max_prompt_length,
@@ -337,7 +343,7 @@ def estimate_sweep(
         seconds[s.trial_key] = trial_seconds(s, steps_run(s, phases), r, probe)
         memory_steps[s.trial_key] = trial_seconds(s, steps_run(s, ("memory",)), r, probe) or 0.0
         if r is not None:
-            basis[s.trial_key] = r.basis
+            basis[s.trial_key], startup[s.trial_key] = r.basis, r.startup_s
     if all(v is None for v in seconds.values()):
         return None
     missing = [f"{s.framework} {_hub(s.model)}" for s in specs if seconds[s.trial_key] is None]
@@ -368,12 +374,35 @@ def estimate_sweep(
     fit_keys = {s.trial_key for s in todo if fits(s)} if "speed" in phases else set()
     probed = [k for k, v in search.outcome.items() if v == "probed" and k not in fit_keys]
     memory = sum(memory_steps[k] for k in probed)
-    expected = memory + sum(seconds[k] or 0.0 for k in fit_keys)
     per_gpu = packing(
         budget, H100_TORCH_GIB, sweep.resources.memory_phase_headroom_gib, True,
         sweep.resources.memory_phase_per_gpu,
     ).per_gpu  # fmt: skip
-    packed = memory / per_gpu + sum(seconds[k] or 0.0 for k in fit_keys)
+    packed = memory / per_gpu
+    sessions = None
+    if sweep.oom.session and "speed" not in phases:  # probes in sessions: one start-up per session
+        by_key = {s.trial_key: s for s in todo}
+        once = session_startups([by_key[k] for k in probed], startup)
+        sessions = len(once)
+        shapes = memory - sum(startup.get(k, 0.0) for k in probed)
+        memory = shapes + sum(once.values())
+        # packed: each slot starts its own session, at the same time as the others
+        packed = shapes / per_gpu + sum(once.values())
+    expected = memory + sum(seconds[k] or 0.0 for k in fit_keys)
+    packed += sum(seconds[k] or 0.0 for k in fit_keys)
     return Estimate(
-        seconds, worst, expected, search, missing, times, used, packed_s=packed, per_gpu=per_gpu, **extra
-    )
+        seconds, worst, expected, search, missing, times, used, packed_s=packed, per_gpu=per_gpu,
+        sessions=sessions, **extra,
+    )  # fmt: skip
+
+
+def session_startups(specs: Sequence[Any], startup: dict[str, float]) -> dict[str, float]:
+    """The probe sessions `specs` run in (trainers.session.session_key) and each one's start-up: its
+    trials' longest (startup: trial_key -> seconds)."""
+    from trainers.session import session_key
+
+    once: dict[str, float] = {}
+    for s in specs:
+        key = session_key(s)
+        once[key] = max(once.get(key, 0.0), startup.get(s.trial_key, 0.0))
+    return once

@@ -139,12 +139,17 @@ def bisection_order(
     decided: Callable[[Any], bool],
     in_flight: Iterable[Any] = (),
     chance: Callable[[Any], float | None] | None = None,
+    group: Callable[[Any], str] | None = None,
 ) -> list[Any]:
     """`specs` in the order the frontier search takes them: the ones `decided` already (their skip is
     recorded at once) first in their given order, then the undecided by the bisection score (module
     docstring), the ones waiting on a trial in flight last. `chance`: a trial's chance to fit
     (fit_chance), where known; the score is then the expected number decided, p x down + (1 - p) x up,
-    so the probes go where the model puts the frontier."""
+    so the probes go where the model puts the frontier. `group`: a trial's probe session
+    (trainers.session.session_key): the undecided of the first group, in plan order, go before the
+    next group's, so one session runs its shapes one after another. No trial dominates one of another
+    group (they differ beyond the size knobs), so the order within each group, and the probes the
+    search needs, are the same."""
     configs = [_as_dict(s) for s in specs]
     done = [decided(s) for s in specs]
     flying = [_as_dict(r) for r in in_flight]
@@ -157,7 +162,11 @@ def bisection_order(
         p = chance(specs[i]) if chance else None
         value = min(up, down) if p is None else p * down + (1 - p) * up
         scores[i] = (0 if waits else 1, value, up)
-    ranked = sorted(undecided, key=lambda i: (*(-v for v in scores[i]), i))
+    groups: dict[str, int] = {}
+    for i in undecided:
+        groups.setdefault(group(specs[i]) if group else "", len(groups))
+    rank = [groups[group(s)] if group and not d else 0 for s, d in zip(specs, done, strict=True)]
+    ranked = sorted(undecided, key=lambda i: (rank[i], *(-v for v in scores[i]), i))
     return [specs[i] for i, d in enumerate(done) if d] + [specs[i] for i in ranked]
 
 
@@ -170,6 +179,8 @@ class FrontierGate(OomGate):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        # a trial's probe session (bisection_order's group), set where oom.session is on; None: off
+        self.group: Callable[[Any], str] | None = None
         self._fits: tuple[tuple, list[FitVerdict]] | None = None
         self._order: tuple[tuple, list[Any]] | None = None
 
@@ -228,5 +239,5 @@ class FrontierGate(OomGate):
             if self.forecast is not None:
                 model = self.forecast.model()
                 chance = lambda spec: fit_chance(model.predict(spec), spec.memory_budget_gib)  # noqa: E731
-            self._order = (state, bisection_order(specs, self.decided, flying, chance))
+            self._order = (state, bisection_order(specs, self.decided, flying, chance, self.group))
         return list(self._order[1])

@@ -61,6 +61,7 @@ from orchestrator.views.report import frontier, frontier_table
 from orchestrator.words.phases import MEMORY, SPEED, TrialPhases, speed_pending
 from orchestrator.words.runlock import output_dir_lock
 from orchestrator.words.storage import filesystem_and_path, local_dir
+from trainers.session import session_key
 
 
 @dataclass
@@ -133,6 +134,8 @@ def _run_locked(
         forecast=forecast,
         predict=sweep.oom.predict,
     )
+    if search and sweep.oom.session:  # one probe session's shapes one after another
+        gate.group = session_key
     if sweep.oom.predict and not search:
         todo = informative_order(todo, forecast.model())
     sinks = [StepsFiles(out), PruningGate(gate), TrialsFile(ledger), progress, *([mlflow] if mlflow else [])]

@@ -25,6 +25,7 @@ import atexit
 import contextlib
 import json
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -66,16 +67,7 @@ class _Child:
         self.log_path = folder / "trainer.log"
         self.run: _Run | None = None  # the shape running now: the budget guard's breach goes to it
         self.t0 = time.time()
-        with open(self.log_path, "ab") as log:
-            self.proc = start_trainer(
-                first,
-                [sys.executable, "-m", "trainers", SESSION_FLAG, str(path)],
-                env=child_env(cuda_visible_devices, cpus or spec.num_threads),
-                cwd=str(folder),
-                log=log,
-                forkable=spec.num_processes == 1,
-                preexec_fn=die_with_parent,
-            )
+        self.proc = self._launch(first, path, cpus or spec.num_threads, cuda_visible_devices)
         self.sampler = None
         if guard is not None:
             try:
@@ -88,6 +80,38 @@ class _Child:
         self.startup_s: float | None = None  # from launch to the model loaded and its memory released
         self.startup_peak: dict[str, float | None] = {}
         self.breach: str | None = None  # a budget breach outside any shape (the start-up's)
+
+    def _launch(self, first: TrialSpec, path: Path, threads, cuda_visible_devices):
+        """The child, started from a thread of its own that lives until end(): a cold child dies with the
+        thread that started it (PR_SET_PDEATHSIG), and the shapes come from threads that end with their
+        trial (a Tune trial's, on a worker Tune reuses)."""
+        started: dict[str, Any] = {}
+        launched = threading.Event()
+
+        def keep() -> None:
+            try:
+                with open(self.log_path, "ab") as log:
+                    started["proc"] = start_trainer(
+                        first,
+                        [sys.executable, "-m", "trainers", SESSION_FLAG, str(path)],
+                        env=child_env(cuda_visible_devices, threads),
+                        cwd=str(path.parent),
+                        log=log,
+                        forkable=first.num_processes == 1,
+                        preexec_fn=die_with_parent,
+                    )
+            except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+                started["error"] = exc
+            finally:
+                launched.set()
+            self.released.wait()
+
+        self.released = threading.Event()
+        threading.Thread(target=keep, name=f"probe-session {self.id}", daemon=True).start()
+        launched.wait()
+        if "error" in started:
+            raise started["error"]
+        return started["proc"]
 
     def _exceeded(self, detail: str) -> None:
         if self.run is not None:
@@ -139,6 +163,7 @@ class _Child:
             kill_group(self.proc)
         else:
             kill_leftovers(self.proc)
+        self.released.set()  # the thread that started it ends
         if self.sampler is not None:
             with contextlib.suppress(Exception):
                 self.sampler.stop()
