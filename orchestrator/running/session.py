@@ -276,6 +276,10 @@ class ProbeSession:
         spec.hold_at_step = phases.hold_at_step
         path = trial_dir / "spec.json"
         path.write_text(json.dumps(spec.to_dict(), indent=2, sort_keys=True))
+        log = trial_dir / "trainer.log"  # the session's output, every shape's in turn
+        log.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            log.symlink_to(child.log_path)
         run = _Run(spec, trial_dir, on_event, stop_event, timeout_s, stop_check, phases)
         run.proc, run.sampler = child.proc, child.sampler
         run.tell = lambda word: _tell(child, word)  # the hold step's word, as a trial hears it
