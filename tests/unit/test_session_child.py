@@ -10,7 +10,7 @@ import os
 from tests.helpers.stacks import SHAPES, ShapeStack, registered
 from trainers import _session
 from trainers.events import read_events
-from trainers.session import READY, session_key
+from trainers.session import POISONED, READY, session_key
 from trainers.trial import TrialSpec
 
 
@@ -73,3 +73,18 @@ def test_shapes_share_a_session_key_exactly_when_only_their_shape_and_bookkeepin
     )
     assert session_key(base) != session_key(TrialSpec(model="tiny", lora_r=32))
     assert session_key(base) != session_key(TrialSpec(model="tiny", framework="unsloth"))
+
+
+def test_a_poisoned_context_ends_the_session_after_the_shape_that_poisoned_it(tmp_path, monkeypatch):
+    released = iter([None, "AcceleratorError: CUDA error: an illegal memory access was encountered"])
+    monkeypatch.setattr(_session, "release", lambda: next(released))
+    with registered(SHAPES):
+        first = shape(tmp_path, "session")
+        first.events_path = str(tmp_path / "session" / "stream.jsonl")
+        (tmp_path / "session" / "spec.json").write_text(json.dumps(first.to_dict()))
+        shapes = [shape(tmp_path, f"k{k}", num_generations=k) for k in (4, 8)]
+        code = serve(tmp_path, first, [str(tmp_path / s.trial_key / "spec.json") for s in shapes])
+    assert code == 1
+    assert kinds(first.events_path) == [READY, POISONED]
+    assert kinds(tmp_path / "k4" / "events.jsonl") == ["started", "finished"]
+    assert not (tmp_path / "k8" / "events.jsonl").exists()  # never started: the next session's
