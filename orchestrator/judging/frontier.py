@@ -179,8 +179,6 @@ class FrontierGate(OomGate):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        # a trial's probe session (bisection_order's group), set where oom.session is on; None: off
-        self.group: Callable[[Any], str] | None = None
         self._fits: tuple[tuple, list[FitVerdict]] | None = None
         self._order: tuple[tuple, list[Any]] | None = None
 

@@ -33,7 +33,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -171,6 +171,17 @@ class Pruner:
         return pruner
 
 
+def grouped(specs: Sequence[Any], group: Callable[[Any], str] | None) -> list[Any]:
+    """`specs` with each group's together, the groups in the order of their first trial, each group's
+    trials in their given order; as given without `group`. No trial dominates one of another group
+    (a session's trials differ from another's beyond the size knobs), so pruning decides the same."""
+    if group is None:
+        return list(specs)
+    keys = [group(s) for s in specs]
+    first = {k: i for i, k in reversed(list(enumerate(keys)))}
+    return [s for _, _, s in sorted(zip((first[k] for k in keys), range(len(keys)), specs, strict=True))]
+
+
 _GUARD_DETAIL = re.compile(
     r"guard: (?P<source>.+?) (?P<reading>[\d.]+ GiB) passed budget (?P<budget>[\d.]+ GiB)"
 )
@@ -242,6 +253,9 @@ class OomGate:
         self.path = path
         self.ledger = ledger
         self.wait_for_smaller = wait_for_smaller
+        # a trial's probe session (trainers.session.session_key), set where oom.session is on: the
+        # searcher asks about one session's trials before the next's; None: as given
+        self.group: Callable[[Any], str] | None = None
         self.forecast = forecast
         self.predict = predict
         self.launched: dict[str, Any] = {}
@@ -309,8 +323,8 @@ class OomGate:
 
     def order(self, specs: list[Any]) -> list[Any]:
         """The order in which the searcher asks about `specs`: as given (plan order, or
-        informative_order with oom.predict)."""
-        return list(specs)
+        informative_order with oom.predict), one probe session's after another where `group` is set."""
+        return grouped(specs, self.group)
 
     def record(self, spec: Any, row: dict[str, Any]) -> None:
         """Called with every finished trial's row: an `oom` one becomes a verdict, saved at once. A

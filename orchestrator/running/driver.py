@@ -134,7 +134,7 @@ def _run_locked(
         forecast=forecast,
         predict=sweep.oom.predict,
     )
-    if search and sweep.oom.session:  # one probe session's shapes one after another
+    if sweep.oom.session and MEMORY in sweep.phases_to_run():  # a probe session's shapes one after another
         gate.group = session_key
     if sweep.oom.predict and not search:
         todo = informative_order(todo, forecast.model())
