@@ -3,7 +3,8 @@ each shape's peak, run in one session in ascending and in descending order of si
 spread of RSS peaks between processes (CPU_RSS_SPREAD, tests/integration/test_synthetic_probe.py) of the
 same shape run in a process of its own, so a shape's peak does not depend on the shapes before it. The
 shapes' peaks differ by more than twice that spread, so the agreement is no flat baseline. A budget
-breach ends its shape `oom` and the next shape starts a new session, saying so."""
+breach ends its shape `oom` and the next shape starts a new session, saying so. Unsloth once (largest
+first); `smollm2` (heavy: make test-all) as `tiny`, within its own spread."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ LENGTHS = (24, 128, 256)  # completion lengths: the shapes, smallest first
 GUARD = GuardSettings(timeout_s=900)
 
 
-def shape(length: int, framework: str = "trl") -> TrialSpec:
-    return TrialSpec(framework=framework, model="tiny", num_generations=8, batch_size=2, max_prompt_length=96,
+def shape(length: int, framework: str = "trl", model: str = "tiny") -> TrialSpec:
+    return TrialSpec(framework=framework, model=model, num_generations=8, batch_size=2, max_prompt_length=96,
                      max_completion_length=length, max_steps=1, probe_steps=1, num_threads=1, seed=0)  # fmt: skip
 
 
@@ -46,10 +47,10 @@ def fresh(tmp_path_factory):
     }
 
 
-def in_session(folder, lengths, framework="trl") -> dict[int, tuple[float, object]]:
+def in_session(folder, lengths, framework="trl", model="tiny") -> dict[int, tuple[float, object]]:
     with ProbeSession(folder / "sessions", GUARD, cpus=1) as session:
-        results = {n: session.run(shape(n, framework), trial_dir=folder / str(n)) for n in lengths}
-    return {n: (peak(shape(n, framework), r), r) for n, r in results.items()}
+        results = {n: session.run(shape(n, framework, model), trial_dir=folder / str(n)) for n in lengths}
+    return {n: (peak(shape(n, framework, model), r), r) for n, r in results.items()}
 
 
 @pytest.mark.parametrize("order", ["ascending", "descending"])
@@ -92,3 +93,18 @@ def test_an_unsloth_session_peaks_where_fresh_processes_do_largest_first(tmp_pat
             measured[n][0],
             fresh_peaks,
         )
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("order", ["ascending", "descending"])
+def test_each_shape_of_a_smollm2_session_peaks_where_a_fresh_process_of_it_does(tmp_path, order):
+    lengths = (32, 160) if order == "ascending" else (160, 32)
+    fresh = {
+        n: peak(shape(n, model="smollm2"), run_trial(shape(n, model="smollm2"), trial_dir=tmp_path / f"fresh{n}",
+                                                     guard=GUARD, cpus=1))
+        for n in lengths
+    }  # fmt: skip
+    measured = in_session(tmp_path, lengths, model="smollm2")
+    for n in lengths:
+        tolerance = CPU_RSS_SPREAD["smollm2"] * fresh[n]
+        assert abs(measured[n][0] - fresh[n]) <= tolerance, (order, n, measured[n][0], fresh, tolerance)
