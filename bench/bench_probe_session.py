@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 GPU_TOLERANCE = 0.03  # session peaks equal fresh-process NVML peaks within 3%
-CPU_RSS_SPREAD = {"tiny": 0.08, "smollm2": 0.15}  # tests/integration/test_synthetic_probe.py
+CPU_RSS_SPREAD = {"tiny": 0.08, "smollm2": 0.15}  # as tests/helpers/trainer_child.py measured it
 # sweeps/frontier-tiny.yaml on both stacks, 12 configurations under a budget they all fit, each probed
 SWEEP_CHANGES = {
     "grid": {"framework": ["trl", "unsloth"], "num_generations": [2, 4, 8], "batch_size": [1],

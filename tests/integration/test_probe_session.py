@@ -1,6 +1,6 @@
 """A probe session measures what a fresh process measures (orchestrator/running/session.py): on `tiny`,
 each shape's peak, run in one session in ascending and in descending order of size, within the run-to-run
-spread of RSS peaks between processes (CPU_RSS_SPREAD, tests/integration/test_synthetic_probe.py) of the
+spread of RSS peaks between processes (CPU_RSS_SPREAD, tests/helpers/trainer_child.py) of the
 same shape run in a process of its own, so a shape's peak does not depend on the shapes before it. The
 shapes' peaks differ by more than twice that spread, so the agreement is no flat baseline. A budget
 breach ends its shape `oom` and the next shape starts a new session, saying so. Unsloth once (largest
@@ -15,7 +15,7 @@ from orchestrator.running.session import ProbeSession
 from orchestrator.running.supervisor import run_trial
 from orchestrator.words.outcome import COMPLETED, OOM
 from orchestrator.words.settings import GuardSettings
-from tests.integration.test_synthetic_probe import CPU_RSS_SPREAD
+from tests.helpers.trainer_child import CPU_RSS_SPREAD
 from trainers.record import peak_memory
 from trainers.trial import TrialSpec
 
