@@ -13,6 +13,7 @@ start-up (session_startup_s), the trials' own seconds (wall_s) and the rest (Ray
     nice .venv/bin/python bench/bench_probe_session.py peaks --model tiny --stacks trl --lengths 24,128,256
     nice .venv/bin/python bench/bench_probe_session.py sweep
     nice .venv/bin/python bench/bench_probe_session.py calibrate
+    nice .venv/bin/python bench/bench_probe_session.py             (all three)
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    sub = parser.add_subparsers(dest="what", required=True)
+    sub = parser.add_subparsers(dest="what")  # none: all three, each with its defaults (bench/run_all.py)
     p = sub.add_parser("peaks")
     p.add_argument("--model", default="tiny")
     p.add_argument("--stacks", default="trl")
@@ -191,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--out", default="/tmp/bench-probe-session/calibrate")
     c.set_defaults(func=calibrate)
     args = parser.parse_args(argv)
+    if args.what is None:
+        codes = [main([what]) for what in ("peaks", "sweep", "calibrate")]
+        return max(codes)
     return args.func(args)
 
 

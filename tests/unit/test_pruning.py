@@ -342,3 +342,5 @@ def test_with_sessions_the_gate_asks_about_one_sessions_trials_before_the_next_o
     stack = lambda name: name.split("-")[0]  # noqa: E731
     assert grouped(plan_order, stack) == ["trl-k2", "trl-k4", "trl-k8", "unsloth-k2", "unsloth-k4"]
     assert grouped(plan_order, None) == plan_order
+    # after a trial of the session that ran last, its session's go on first
+    assert grouped(plan_order[1:], stack, "trl") == ["trl-k4", "trl-k8", "unsloth-k2", "unsloth-k4"]
