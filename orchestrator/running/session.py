@@ -294,9 +294,8 @@ class ProbeSession:
             while run.final is None and child.alive():
                 run.drain()
                 reason = run.why_stop(deadline)
-                if (
-                    reason == "verdict"
-                ):  # decided: the shape ends cleanly at its next step, the session goes on
+                # a verdict: the shape ends cleanly after its step, and the session goes on
+                if reason == "verdict":
                     if not told:
                         run.tell(STOP)
                         told = True
