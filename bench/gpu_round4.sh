@@ -13,6 +13,11 @@
 #   steady    one synthetic probe step per stack (4 at once) of rounds 1 and 3's configurations (3B K=8 B=2
 #             and 1.5B K=4 B=2, P15_LENGTH tokens), the optimizer's state allocated before it, against
 #             those rounds' largest of 3-5 steps (REFERENCE): does a probe step now read the steady peak?
+#   session   probe sessions against fresh processes (bench/bench_probe_session.py peaks): SESSION_MODEL on
+#             SESSION_STACKS, K=8 B=2, budget 16 GiB, completions SESSION_LENGTHS, each shape in one session
+#             in ascending and in descending order against the same shape in a process of its own; goal:
+#             every session peak within 3% of the fresh process's NVML peak (exit 1 where one is not).
+#             Not in the default ITEMS: ITEMS=session (8 trainer starts of the 1.5B: about 8 min).
 #   frontier  `rlsweep run sweeps/frontier-16gb.yaml` (synthetic probes, packed, Ray),
 #             its wall and verdicts; stopped with Ctrl-C's signal at END_AT, so a second call resumes it
 #             from its ledger (W stays while the machine is warm): ITEMS=frontier.
@@ -30,6 +35,7 @@ if [[ $DRY_RUN == 1 ]]; then
     : "${SKIP_INSTALL:=1}" "${OUT:=/tmp/round4-dry/out}" "${W:=/tmp/round4-dry/w}" "${END_AT:=1500}"
     : "${MODEL15:=tiny}" "${MODEL3B:=tiny}" "${LENGTHS:=16,32}" "${DECODE_LENGTHS:=16}" "${P15_LENGTH:=16}" "${PROBE_UNTIL:=500}"
     : "${PROBE_JOBS:=1}" "${MIN_PROBE_S:=20}" "${FAMILIES:=tiny}" "${FAMILY_KS:=2}" "${FAMILY_LENGTHS:=16}"
+    : "${SESSION_MODEL:=tiny}" "${SESSION_LENGTHS:=16,32}" "${SESSION_THREADS:=1}"
     : "${FAMILY_JOBS:=1}" "${SNAP_MODEL:=tiny}" "${SNAP_LENGTH:=16}" "${LEARN_MIN_S:=60}" "${BUILD_THREADS:=1}"
     : "${FRONTIER_SET:=--set model=tiny --set grid.num_generations=[2] --set grid.batch_size=[1] --set grid.max_completion_length=[16,32] --set memory.budget_gib=8}"
     : "${LEARN_SET:=--set model=tiny --set max_steps=2 --set num_generations=2 --set batch_size=2 --set grid.framework=[trl] --set grid.mode=[grpo] --set eval_every=1 --set eval_samples=8 --set task_args.num_eval=8}"
@@ -44,6 +50,10 @@ P15_LENGTH=${P15_LENGTH:-128} # gpu-check's configuration, decoded twice
 PROBE_UNTIL=${PROBE_UNTIL:-270}
 PROBE_JOBS=${PROBE_JOBS:-4}  # 3B probes at once (each capped at 16 GiB), beside 2 of the 1.5B
 MIN_PROBE_S=${MIN_PROBE_S:-75}
+SESSION_MODEL=${SESSION_MODEL:-random:Qwen/Qwen2.5-1.5B-Instruct}
+SESSION_STACKS=${SESSION_STACKS:-trl,unsloth}
+SESSION_LENGTHS=${SESSION_LENGTHS:-256,1024}
+SESSION_THREADS=${SESSION_THREADS:-4}
 FRONTIER=${FRONTIER:-sweeps/frontier-16gb.yaml}
 FRONTIER_SET=${FRONTIER_SET:-}
 LEARN=${LEARN:-sweeps/gpu-learn.yaml}
@@ -132,6 +142,19 @@ steady() { # one synthetic probe step per stack of rounds 1 and 3's configuratio
     cat "$R/steady-3b.md" "$R/steady-1.5b.md" 2>/dev/null
 }
 
+session() { # each shape's peak in a probe session against a fresh process's (bench/bench_probe_session.py)
+    wait $B15
+    local limit
+    limit=$(left 15)
+    ((limit > MIN_PROBE_S)) || { echo "[$(el)] session skipped: $limit s left"; return; }
+    echo "[$(el)] session ($limit s): $SESSION_MODEL, $SESSION_STACKS, completions $SESSION_LENGTHS"
+    timeout "$limit" $PY bench/bench_probe_session.py peaks --model "$SESSION_MODEL" --stacks "$SESSION_STACKS" \
+        --lengths "$SESSION_LENGTHS" -k 8 -b 2 --max-prompt-length 256 --budget-gib 16 \
+        --threads "$SESSION_THREADS" --out "$W/session" >"$R/session.md" 2>"$W/session.log"
+    echo "[$(el)] session exit $? (1: a peak outside the goal)"
+    cat "$R/session.md"
+}
+
 sweep_until() { # NAME FILE LIMIT [--set ...]: `rlsweep run`, stopped as Ctrl-C stops it; its report and ledger into r/
     local name=$1 file=$2 limit=$3 t0
     shift 3
@@ -207,8 +230,8 @@ families() {
 
 for item in $ITEMS; do
     case $item in
-    probes | steady | frontier | learn | families) $item ;;
-    *) echo "unknown item $item (probes, steady, frontier, learn, families)" ;;
+    probes | steady | session | frontier | learn | families) $item ;;
+    *) echo "unknown item $item (probes, steady, session, frontier, learn, families)" ;;
     esac
     results
 done

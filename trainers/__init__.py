@@ -16,6 +16,7 @@ FACE = (
     "trainers.nvml",  # NVML readings, the visible devices
     "trainers.probe",  # the synthetic probe's kinds, decode windows and prefill chunks
     "trainers.record",  # the names, units and meaning of what a trainer records
+    "trainers.session",  # a probe session's protocol: its events, which trials share one (session_key)
     "trainers.simulate",  # a trial's training step simulated on meta tensors (torch imported inside)
     "trainers.trial",  # a trial's settings (TrialSpec) and their rules
     "trainers.stacks",  # the stack registry: which stacks exist, each one's settings and needs

@@ -1,7 +1,8 @@
 """Trainer child entry point: `python -m trainers <trial-spec.json>`.
 
 Runs one trial and ends its event stream with exactly one of finished / oom / error, so the
-supervisor can tell an out-of-memory verdict from a crash without parsing library output.
+supervisor can tell an out-of-memory verdict from a crash without parsing library output. With
+`--session` it runs a probe session's shapes instead, each ended the same way (trainers/_session.py).
 """
 
 from __future__ import annotations
@@ -9,22 +10,25 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import traceback
 from typing import NoReturn
 
 from trainers import stacks
+from trainers._session import ended, serve
 from trainers.distributed import die_with_parent, dump_stack_on_signal, rank, rank_events_path, world_size
-from trainers.events import ERROR, OOM, EventWriter, oom_cause
+from trainers.events import EventWriter
 from trainers.generation import hide_vllm_unless_used
-from trainers.runtime import RefusedError, UnavailableError
+from trainers.runtime import UnavailableError
+from trainers.session import SESSION_FLAG
 from trainers.startup import mark
 from trainers.trial import TrialSpec
 
 
 def main(argv: list[str]) -> int:
     mark("main")
+    if len(argv) == 2 and argv[0] == SESSION_FLAG:
+        return serve(argv[1])  # a probe session: load once, then run shapes (trainers/_session.py)
     if len(argv) != 1:
-        print("usage: python -m trainers <trial-spec.json>", file=sys.stderr)
+        print("usage: python -m trainers [--session] <trial-spec.json>", file=sys.stderr)
         return 2
     if world_size() > 1:
         die_with_parent()  # a rank: out of the launcher's process group, so it goes when the launcher does
@@ -32,33 +36,17 @@ def main(argv: list[str]) -> int:
     if world_size() > 1:
         dump_stack_on_signal(spec.events_path, rank())  # read at a timeout: where this rank hung
     events = EventWriter(rank_events_path(spec.events_path, rank()))
-    try:
+
+    def trial() -> None:
         spec.validate()  # an unregistered framework stops here, named with the registered ones
         stack = stacks.load(spec.framework)
         available, why = stack.availability()
         if not available:
             raise UnavailableError(f"framework {stack.name}: {why}")
         stack.run(spec, events)
-        return 0
-    except BaseException as exc:  # noqa: BLE001 - every ending must reach the event stream
-        refused = isinstance(exc, RefusedError)  # a setting that does not fit: its message says it all
-        if not refused:
-            traceback.print_exc()
-        cause = oom_cause(exc)
-        if cause is not None:
-            # A wrapped out-of-memory error (a library re-raised it) reports the original first.
-            message = str(cause) if cause is exc else f"{cause} (re-raised as {type(exc).__name__}: {exc})"
-            events.emit(OOM, type=type(cause).__name__, message=message[:2000])
-            return 3
-        events.emit(
-            ERROR,
-            type=type(exc).__name__,
-            message=str(exc)[:2000],
-            unavailable=type(exc).__name__ == "UnavailableError",
-            refused=refused,
-            traceback=None if refused else traceback.format_exc()[-4000:],
-        )
-        return 1
+
+    try:
+        return ended(events, trial)
     finally:
         events.close()
 
@@ -68,7 +56,7 @@ def run(argv: list[str]) -> NoReturn:
     (trainers/forkserver.py). Tests call main() in-process instead."""
     # vLLM only where the trial generates with it. A spec that does not load is main()'s to report.
     with contextlib.suppress(Exception):
-        hide_vllm_unless_used(TrialSpec.load(argv[0]))
+        hide_vllm_unless_used(TrialSpec.load(argv[-1]))
     code = main(argv)
     # The event stream is whole and closed: skip the interpreter's teardown (freeing every module and
     # tensor one by one, multiprocessing joining the scorer worker: ~3 s of a tiny trial on a CPU, all

@@ -28,6 +28,7 @@ import psutil
 from transformers import TrainerCallback
 
 from tasks.bounded import SCORING
+from trainers._session import reset_vm_hwm as _reset_vm_hwm
 from trainers.control import closes_steady_cycle
 from trainers.device import refresh_allocator_cap
 from trainers.events import STEP, EventWriter
@@ -236,15 +237,6 @@ def _vm_hwm_bytes() -> int | None:
     except OSError:
         pass
     return None
-
-
-def _reset_vm_hwm() -> bool:
-    # Writing 5 to clear_refs resets the kernel's peak-RSS mark (Linux >= 4.0), giving a per-step peak.
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
 
 
 class Cycle:

@@ -262,7 +262,14 @@ TRIAL_FIELDS: tuple[Field, ...] = (
        "null below the minimum of cycles"),
     Field("cycles_measured", INT64, COUNT, RECORDER, "the generation cycles median_tokens_per_s is the median of "
        "(non-probe steps that reported tokens_per_s)"),
-    Field("wall_s", FLOAT64, SECONDS, SUPERVISOR, "from trainer start to its exit, imports and model load included"),
+    Field("wall_s", FLOAT64, SECONDS, SUPERVISOR, "from trainer start to its exit, imports and model load included; "
+       "a shape of a probe session: from the moment its settings were sent to its end (its session's start-up "
+       "is session_startup_s)"),
+    Field("session", STRING, KEY, SUPERVISOR, "the probe session the trial ran in, one trainer process that loaded "
+       "the model once and ran shape after shape (orchestrator/running/session.py); null: a process of its own"),
+    Field("session_startup_s", FLOAT64, SECONDS, SUPERVISOR, "its session's start-up (launch to the model loaded "
+       "and ready), on the session's first shape only: summed over the rows it counts once; null on the other "
+       "shapes and on a trial in a process of its own"),
     Field("gpu_name", STRING, TEXT, TRAINER, "from the trainer's `started` event; null on CPU"),
     Field("gpu_total_gib", FLOAT64, GIB_UNIT, TRAINER, "the GPU's memory; null on CPU"),
     Field("versions", STRING, JSON_TEXT, TRAINER, "torch, transformers, trl, peft, accelerate, bitsandbytes, datasets, "

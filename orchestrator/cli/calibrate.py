@@ -110,6 +110,7 @@ def request_of(args: argparse.Namespace):
         axes["--k"],
         min(axes["--b"]),
         (args.min_length, args.max_length),
+        args.session,
     ), []
 
 
@@ -218,6 +219,13 @@ def add_calibrate(sub) -> None:
         help="where the probes' trials and the map go (default outputs/calibrate/<stack>-<model>-<budget>gib)",
     )
     p.add_argument("--no-plot", action="store_true", help="print the map's table only")
+    p.add_argument(
+        "--session",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the probes in one probe session, the model loaded once (a sweep's oom.session; "
+        "trials.parquet's `session`); --no-session: one process per probe (default: session)",
+    )
     add_guard_flags(p, "wall-clock limit of each probe in seconds")
     add_simulate(p)
     p.set_defaults(func=cmd_calibrate)

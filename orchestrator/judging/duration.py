@@ -284,6 +284,7 @@ class Estimate:
     card: Any = None
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)  # worst/expected/packed -> ends
     notes: list[str] = field(default_factory=list)
+    sessions: int | None = None  # the probe sessions the expected memory phase runs in (None: no sessions)
 
     @property
     def scaled(self) -> bool:
@@ -325,6 +326,11 @@ class Estimate:
             f"  expected, were the memory model's verdicts right: {self._total('expected', self.expected_s)} "
             f"({probed} probed, {implied} implied by a fit, {pruned} pruned as OOM)",
         ]
+        if self.sessions is not None:
+            lines.append(
+                f"  the probes in {self.sessions} probe session{'s' if self.sessions != 1 else ''} (oom.session): "
+                "start-up counted once a session, each probe's warm-up and step in full"
+            )
         if self.packed_s is not None and self.per_gpu > 1:
             lines.append(
                 f"  expected memory phase packed {self.per_gpu} to the card: "
@@ -394,7 +400,7 @@ def estimate_sweep(
     rates: dict[tuple[str, str], Rates | None] = {}
     seconds = {f: {} for f in factors}
     memory_steps = {f: {} for f in factors}
-    basis = {}
+    basis, startup = {}, {}
     for s in specs:
         # rates depend on the shape, not on the trial: computed once per distinct shape
         shape_key = (s.framework, s.model, s.batch_size * s.num_generations, s.max_prompt_length,
@@ -407,7 +413,7 @@ def estimate_sweep(
             seconds[f][s.trial_key] = trial_seconds(s, steps_run(s, phases), rf, probe)
             memory_steps[f][s.trial_key] = trial_seconds(s, steps_run(s, ("memory",)), rf, probe) or 0.0
         if r is not None:
-            basis[s.trial_key] = r.basis
+            basis[s.trial_key], startup[s.trial_key] = r.basis, r.startup_s
     if all(v is None for v in seconds["point"].values()):
         return None
     missing = [f"{s.framework} {_hub(s.model)}" for s in specs if seconds["point"][s.trial_key] is None]
@@ -455,13 +461,36 @@ def estimate_sweep(
     except PackingRefused as exc:  # a sweep packed for a larger card: estimated as this one packs it
         per_gpu = exc.fits
         notes.append(f"packed {per_gpu} to the card here, as it holds: {exc} (or name that card with --card)")
+    sessions, once = None, {}
+    if sweep.oom.session and "speed" not in phases:  # probes in sessions: one start-up per session
+        by_key = {s.trial_key: s for s in todo}
+        once = session_startups([by_key[k] for k in probed], startup)
+        sessions = len(once)
     totals: dict[str, dict[str, float]] = {"worst": worst, "expected": {}, "packed": {}}
     for f in factors:
         memory = sum(memory_steps[f][k] for k in probed)
         speed_part = sum(seconds[f][k] or 0.0 for k in fit_keys)
-        totals["expected"][f] = memory + speed_part
-        totals["packed"][f] = memory / per_gpu + speed_part
+        if sessions is None:
+            totals["expected"][f] = memory + speed_part
+            totals["packed"][f] = memory / per_gpu + speed_part
+        else:  # each slot starts its own session, at the same time as the others
+            shapes = memory - sum(startup.get(k, 0.0) for k in probed)
+            totals["expected"][f] = shapes + sum(once.values()) + speed_part
+            totals["packed"][f] = shapes / per_gpu + sum(once.values()) + speed_part
     return Estimate(
         seconds["point"], worst["point"], totals["expected"]["point"], search, missing, times, used,
-        packed_s=totals["packed"]["point"], per_gpu=per_gpu, ranges=ranges(totals), notes=notes, **extra,
+        packed_s=totals["packed"]["point"], per_gpu=per_gpu, ranges=ranges(totals), notes=notes,
+        sessions=sessions, **extra,
     )  # fmt: skip
+
+
+def session_startups(specs: Sequence[Any], startup: dict[str, float]) -> dict[str, float]:
+    """The probe sessions `specs` run in (trainers.session.session_key) and each one's start-up: its
+    trials' longest (startup: trial_key -> seconds)."""
+    from trainers.session import session_key
+
+    once: dict[str, float] = {}
+    for s in specs:
+        key = session_key(s)
+        once[key] = max(once.get(key, 0.0), startup.get(s.trial_key, 0.0))
+    return once

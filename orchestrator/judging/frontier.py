@@ -35,7 +35,7 @@ from typing import Any
 
 from orchestrator.judging.memory import FITTED, Prediction
 from orchestrator.judging.memory._model import Z
-from orchestrator.judging.pruning import OomGate, _as_dict, dominates
+from orchestrator.judging.pruning import OomGate, _as_dict, dominates, group_ranks
 from orchestrator.words.outcome import COMPLETED, FINAL_STATUSES, IMPLIED, PRUNED
 from trainers.record import finite_or_none, peak_memory
 
@@ -139,12 +139,19 @@ def bisection_order(
     decided: Callable[[Any], bool],
     in_flight: Iterable[Any] = (),
     chance: Callable[[Any], float | None] | None = None,
+    group: Callable[[Any], str] | None = None,
+    current: str | None = None,
 ) -> list[Any]:
     """`specs` in the order the frontier search takes them: the ones `decided` already (their skip is
     recorded at once) first in their given order, then the undecided by the bisection score (module
     docstring), the ones waiting on a trial in flight last. `chance`: a trial's chance to fit
     (fit_chance), where known; the score is then the expected number decided, p x down + (1 - p) x up,
-    so the probes go where the model puts the frontier."""
+    so the probes go where the model puts the frontier. `group`: a trial's probe session
+    (trainers.session.session_key): the undecided of the `current` group (the last one run), then of
+    each other group in the order of its first trial, go before the next group's (pruning.group_ranks),
+    so one session runs its shapes one after another. No trial dominates one of another
+    group (they differ beyond the size knobs), so the order within each group, and the probes the
+    search needs, are the same."""
     configs = [_as_dict(s) for s in specs]
     done = [decided(s) for s in specs]
     flying = [_as_dict(r) for r in in_flight]
@@ -157,7 +164,9 @@ def bisection_order(
         p = chance(specs[i]) if chance else None
         value = min(up, down) if p is None else p * down + (1 - p) * up
         scores[i] = (0 if waits else 1, value, up)
-    ranked = sorted(undecided, key=lambda i: (*(-v for v in scores[i]), i))
+    ranks = group_ranks([specs[i] for i in undecided], group, current)
+    rank = dict(zip(undecided, ranks, strict=True))
+    ranked = sorted(undecided, key=lambda i: (rank[i], *(-v for v in scores[i]), i))
     return [specs[i] for i, d in enumerate(done) if d] + [specs[i] for i in ranked]
 
 
@@ -218,6 +227,7 @@ class FrontierGate(OomGate):
     def order(self, specs: list[Any]) -> list[Any]:
         flying = self.in_flight()
         state = (
+            self.current,
             tuple(s.trial_key for s in specs),
             self._ledger_state(),
             tuple(r.trial_key for r in flying),
@@ -228,5 +238,6 @@ class FrontierGate(OomGate):
             if self.forecast is not None:
                 model = self.forecast.model()
                 chance = lambda spec: fit_chance(model.predict(spec), spec.memory_budget_gib)  # noqa: E731
-            self._order = (state, bisection_order(specs, self.decided, flying, chance))
+            order = bisection_order(specs, self.decided, flying, chance, self.group, self.current)
+            self._order = (state, order)
         return list(self._order[1])

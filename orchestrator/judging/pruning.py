@@ -33,7 +33,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -171,6 +171,26 @@ class Pruner:
         return pruner
 
 
+def group_ranks(specs: Sequence[Any], group: Callable[[Any], str] | None, current: str | None) -> list[int]:
+    """Each spec's group's rank: the `current` group (the last one run) first, then the others in the
+    order of their first trial; all 0 without `group`."""
+    if group is None:
+        return [0] * len(specs)
+    keys = [group(s) for s in specs]
+    first = {k: i for i, k in reversed(list(enumerate(keys)))}
+    return [-1 if k == current else first[k] for k in keys]
+
+
+def grouped(
+    specs: Sequence[Any], group: Callable[[Any], str] | None, current: str | None = None
+) -> list[Any]:
+    """`specs` with each group's together (group_ranks: the current group first), each group's trials
+    in their given order; as given without `group`. No trial dominates one of another group (a session's
+    trials differ from another's beyond the size knobs), so pruning decides the same."""
+    ranks = group_ranks(specs, group, current)
+    return [s for _, _, s in sorted(zip(ranks, range(len(ranks)), specs, strict=True))]
+
+
 _GUARD_DETAIL = re.compile(
     r"guard: (?P<source>.+?) (?P<reading>[\d.]+ GiB) passed budget (?P<budget>[\d.]+ GiB)"
 )
@@ -242,6 +262,10 @@ class OomGate:
         self.path = path
         self.ledger = ledger
         self.wait_for_smaller = wait_for_smaller
+        # a trial's probe session (trainers.session.session_key), set where oom.session is on: the
+        # searcher asks about one session's trials before the next's; None: as given
+        self.group: Callable[[Any], str] | None = None
+        self.current: str | None = None  # the group of the trial that ran last
         self.forecast = forecast
         self.predict = predict
         self.launched: dict[str, Any] = {}
@@ -295,6 +319,7 @@ class OomGate:
             return HOLD
         prediction()
         self.launched[spec.trial_key] = spec
+        self.current = self.group(spec) if self.group else None
         return RUN
 
     def implied(self, spec: Any, prediction: Callable[[], Any]) -> str | None:
@@ -309,8 +334,8 @@ class OomGate:
 
     def order(self, specs: list[Any]) -> list[Any]:
         """The order in which the searcher asks about `specs`: as given (plan order, or
-        informative_order with oom.predict)."""
-        return list(specs)
+        informative_order with oom.predict), one probe session's after another where `group` is set."""
+        return grouped(specs, self.group, self.current)
 
     def record(self, spec: Any, row: dict[str, Any]) -> None:
         """Called with every finished trial's row: an `oom` one becomes a verdict, saved at once. A

@@ -63,15 +63,17 @@ def step_metrics(row: dict[str, Any]) -> dict[str, float]:
 
 def trial_figures(row: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, float]:
     """A trial's figures for its run: orchestrator.views.report.summary_metrics of its row and normalised
-    step rows (so the run and summary.csv agree), and its wall time."""
+    step rows (so the run and summary.csv agree), its wall time and its probe session's start-up."""
     import pandas as pd
 
     from orchestrator.views.report import summary_metrics
 
     frame = pd.DataFrame(steps) if steps else None
     figures = summary_metrics(row, frame)
-    if row.get("wall_s") is not None:
-        figures["wall_s"] = float(row["wall_s"])
+    for name in ("wall_s", "session_startup_s"):  # the latter on a probe session's first trial only
+        value = finite_or_none(row.get(name))
+        if value is not None:
+            figures[name] = value
     return figures
 
 

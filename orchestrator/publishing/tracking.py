@@ -303,6 +303,8 @@ class MlflowSink:
         detail = (row.get("status_detail") or "")[:5000]
         tags = {"status": row["status"], "status_detail": detail, "gpu": row.get("gpu_name") or NO_GPU}
         tags |= version_tags(row)
+        if isinstance(row.get("session"), str):  # its probe session (orchestrator/running/session.py)
+            tags["session"] = row["session"]
         for name in VERDICT_TAGS:  # a judged trial's training verdict (orchestrator/judging/verdict.py)
             if row.get(name):
                 tags[name] = row[name][:5000]

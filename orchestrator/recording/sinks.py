@@ -206,6 +206,8 @@ def trial_row(
         median_step_s=_median(timed, record.STEP.step_s),
         extrapolated_step_s=_extrapolated_step_s(steps, spec),
         wall_s=result.wall_s if result else None,
+        session=result.session if result else None,
+        session_startup_s=result.session_startup_s if result else None,
         trainer_s=sum(_float(r.get(record.STEP.step_s)) or 0.0 for r in steps) if steps else None,
         **record.startup_figures(steps, result.started_at if result else None),
         **record.time_split_figures(timed),

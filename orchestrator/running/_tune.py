@@ -3,8 +3,10 @@ hands Tune the planned trials in order, and the callback that forwards Tune's tr
 Recorder in the driver.
 
 Tune reuses an actor for the next trial of the same resources (reuse_actors): the worker holds no CUDA
-or trainer state, since every trial's trainer is a fresh child process (orchestrator/running/supervisor.py),
-so a reused worker only saves Ray's process start and the trainable's imports.
+or trainer state itself. Every trial's trainer is a fresh child process (orchestrator/running/supervisor.py),
+except in a memory phase with oom.session on: there the worker keeps one probe session's child
+(orchestrator/running/session.py), and the next probe of the same model and stack Tune gives it runs in
+that child, without loading the model again.
 
 The trial order and skips are in PlanSearcher (a Tune Searcher): Tune's schedulers cannot hold back
 PENDING trials, a Searcher can. `decide(spec)` answers RUN, HOLD (ask again later) or a pruning
@@ -33,6 +35,7 @@ from orchestrator.judging.frontier import skip_status
 from orchestrator.judging.pruning import HOLD, RUN
 from orchestrator.judging.verdict import stop_check
 from orchestrator.recording.recorder import Recorder
+from orchestrator.running.session import in_session
 from orchestrator.running.supervisor import run_trial
 from orchestrator.words.outcome import FAILED, UNAVAILABLE, TrialResult
 from trainers.events import STEP
@@ -56,8 +59,9 @@ def trainable(config: dict[str, Any]) -> None:
     devices = ",".join(str(g) for g in gpu_ids) if gpu_ids else ""
 
     relay = _Relay()
+    run = in_session if config.get("session") else run_trial  # a probe session (oom.session) or a child
     try:
-        result = run_trial(
+        result = run(
             spec,
             trial_dir=Path(config["trials_dir"]) / spec.trial_key,
             guard=config["guard"],

@@ -16,7 +16,9 @@ from orchestrator.judging.calibrate import ROLES, CalibrationError, Plan, Probe,
 from orchestrator.judging.memory import MemoryModel, Prediction
 from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
 from orchestrator.recording.sinks import TrialsTable
+from orchestrator.running.session import close_sessions, in_session
 from orchestrator.running.solve import run_recorded
+from orchestrator.running.supervisor import run_trial
 from orchestrator.spec.plan import trial_key
 from orchestrator.words.outcome import COMPLETED, MEMORY_LABELS, STOPPED, peak_memory
 from orchestrator.words.runlock import output_dir_lock
@@ -69,6 +71,7 @@ class CalibrationRequest:
     b: int
     lengths: tuple[int, int]
     simulated: list[dict] = field(default_factory=list)  # rows of steps simulated on meta (memory._simulated)
+    session: bool = True  # the probes in one probe session (orchestrator/running/session.py); False: alone
 
 
 def plan_now(request: CalibrationRequest, rows) -> tuple[Plan, MemoryModel]:
@@ -92,35 +95,43 @@ def run_calibration(request: CalibrationRequest, *, say: Callable[[str], None] =
     out = request.output_dir
     out.mkdir(parents=True, exist_ok=True)
     results: list[Measured] = []
-    with output_dir_lock(out):
-        ledger = TrialsTable(out / "trials.parquet")
-        # each probe is chosen from the rows of the probes before it alone (not the other trials in the
-        # output dir), so a second run chooses the same probes and finds them measured
-        before: list[dict] = []
-        plan, model = plan_now(request, before)
-        say(
-            f"peak {model.measure} in {request.budget_gib:g} GiB; the probes as planned now (each is chosen "
-            "again from the ones measured before it):"
-        )
-        for probe in plan.probes:
-            say(f"  {probe.role}: {probe.words()}, {probe.prediction.describe()}; pins {probe.pins}")
-        for note in plan.notes:
-            say(f"  {note}")
-        for number, role in enumerate(list(ROLES)[: request.probes], start=1):
-            if number > 1:
-                try:
-                    plan, model = plan_now(request, before)
-                except CalibrationError as exc:
-                    say(f"[{number}] no more probes: {exc}")
-                    break
-            probe = plan.role(role)
-            if probe is None:
-                note = next((n for n in plan.notes if n.startswith(role)), f"{role} left out")
-                say(f"[{number}] {note}")
-                continue
-            results.append(_measure(request, ledger, probe, number, say))
-            before.append(ledger.rows[probe.spec.trial_key])
+    try:
+        with output_dir_lock(out):
+            _calibrate(request, results, say)
+    finally:
+        close_sessions()  # the session's trainer, by its process group
     return results
+
+
+def _calibrate(request: CalibrationRequest, results: list[Measured], say: Callable[[str], None]) -> None:
+    out = request.output_dir
+    ledger = TrialsTable(out / "trials.parquet")
+    # each probe is chosen from the rows of the probes before it alone (not the other trials in the
+    # output dir), so a second run chooses the same probes and finds them measured
+    before: list[dict] = []
+    plan, model = plan_now(request, before)
+    say(
+        f"peak {model.measure} in {request.budget_gib:g} GiB; the probes as planned now (each is chosen "
+        "again from the ones measured before it):"
+    )
+    for probe in plan.probes:
+        say(f"  {probe.role}: {probe.words()}, {probe.prediction.describe()}; pins {probe.pins}")
+    for note in plan.notes:
+        say(f"  {note}")
+    for number, role in enumerate(list(ROLES)[: request.probes], start=1):
+        if number > 1:
+            try:
+                plan, model = plan_now(request, before)
+            except CalibrationError as exc:
+                say(f"[{number}] no more probes: {exc}")
+                break
+        probe = plan.role(role)
+        if probe is None:
+            note = next((n for n in plan.notes if n.startswith(role)), f"{role} left out")
+            say(f"[{number}] {note}")
+            continue
+        results.append(_measure(request, ledger, probe, number, say))
+        before.append(ledger.rows[probe.spec.trial_key])
 
 
 def _measure(
@@ -135,7 +146,14 @@ def _measure(
     predictions: dict[str, Prediction] = {spec.trial_key: probe.prediction}
     recorder = Recorder([spec], [StepsFiles(request.output_dir), TrialsFile(ledger)], predictions=predictions)
     started = time.monotonic()
-    run_recorded(spec, recorder, request.output_dir, request.guard, "calibrate")
+    run_recorded(
+        spec,
+        recorder,
+        request.output_dir,
+        request.guard,
+        "calibrate",
+        in_session if request.session else run_trial,
+    )
     measured = _result(probe, ledger.rows[spec.trial_key], time.monotonic() - started)
     say(f"    {measured.words()} ({measured.seconds:.0f} s)")
     return measured

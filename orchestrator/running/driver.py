@@ -61,6 +61,7 @@ from orchestrator.views.report import frontier, frontier_table
 from orchestrator.words.phases import MEMORY, SPEED, TrialPhases, speed_pending
 from orchestrator.words.runlock import output_dir_lock
 from orchestrator.words.storage import filesystem_and_path, local_dir
+from trainers.session import session_key
 
 
 @dataclass
@@ -133,6 +134,8 @@ def _run_locked(
         forecast=forecast,
         predict=sweep.oom.predict,
     )
+    if sweep.oom.session and MEMORY in sweep.phases_to_run():  # a probe session's shapes one after another
+        gate.group = session_key
     if sweep.oom.predict and not search:
         todo = informative_order(todo, forecast.model())
     sinks = [StepsFiles(out), PruningGate(gate), TrialsFile(ledger), progress, *([mlflow] if mlflow else [])]
@@ -236,6 +239,8 @@ def _tune(
         "verdict": sweep.verdict.settings(),
         "phases": phases,
         "trainer_cmd": trainer_cmd,
+        # a memory phase alone (probes that stop at their hold step) runs in probe sessions
+        "session": sweep.oom.session and phases.hold_at_step is not None and not phases.then_speed,
     }
     storage_fs, storage_path = filesystem_and_path(out / "ray")  # a URI: Tune syncs there via pyarrow.fs
     placement = PlacementWatch(largest, 0.0 if local else PLACEMENT_PATIENCE_S)

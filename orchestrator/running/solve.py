@@ -28,12 +28,13 @@ from orchestrator.words.runlock import output_dir_lock
 from trainers.events import STEP
 
 
-def run_recorded(spec, recorder: Recorder, out, guard, verb: str):
+def run_recorded(spec, recorder: Recorder, out, guard, verb: str, run=run_trial):
     """One trial of `verb` (solve, calibrate) through the supervisor into out/trials/<key>, its steps and
-    its row written by `recorder` as they come; a Ctrl-C leaves its row `stopped` for a resumed run."""
+    its row written by `recorder` as they come; a Ctrl-C leaves its row `stopped` for a resumed run.
+    run: run_trial, or a stand-in with its keywords (orchestrator/running/session.py in_session)."""
     recorder.start(spec.trial_key)
     try:
-        result = run_trial(
+        result = run(
             spec,
             trial_dir=out / "trials" / spec.trial_key,
             guard=guard,

@@ -188,6 +188,13 @@ class Oom(_Section):
         "lengths on a GPU). Both measure the same peak (trainers/probe.py); decode stays for a final check.",
     )
     prune_dominated: bool = Field(True, description="Skip trials that dominate one that ran out of memory.")
+    session: bool = Field(
+        True,
+        description="Run the memory phase's probes in probe sessions (orchestrator/running/session.py): "
+        "one trainer process per (model, stack, quantization, adapter, ...) loads the model once and runs "
+        "probe after probe, each a trial with its own peak (trials.parquet's `session` names it). false: "
+        "one process per trial.",
+    )
     wait_for_smaller: bool = Field(True, description="Hold a trial while a smaller sibling is still running.")
     frontier: bool = Field(
         True,

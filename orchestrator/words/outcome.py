@@ -95,6 +95,8 @@ class TrialResult:
     ended_at: float = 0.0
     phase: str | None = None  # the phase its figures come from (orchestrator/running/phases.py)
     settled_step: int | None = None  # the step at which the settled stop ended it
+    session: str | None = None  # the probe session it ran in (orchestrator/running/session.py); None: alone
+    session_startup_s: float | None = None  # its session's start-up, on the session's first shape only
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

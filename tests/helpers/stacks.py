@@ -41,3 +41,31 @@ def registered(entry: StackEntry = THIRD) -> Iterator[StackEntry]:
         yield entry
     finally:
         unregister(entry.name)
+
+
+class ShapeStack(Stack):
+    """A test-only stack for probe sessions (trainers/_session.py): it 'loads' a model once per session
+    (counted in `loads`), finishes every shape, and raises torch's out-of-memory error for K >= 64."""
+
+    loads = 0
+
+    def build(self, spec, events):
+        from trainers._session import held, hold
+
+        if held(spec) is None:
+            ShapeStack.loads += 1
+            hold(spec, object())
+
+    def run(self, spec, events, setup=True):
+        import torch
+
+        from trainers.events import FINISHED, STARTED
+
+        self.build(spec, events)
+        if spec.num_generations >= 64:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        events.emit(STARTED, framework=self.name)
+        events.emit(FINISHED, steps=0)
+
+
+SHAPES = StackEntry("shapes", "Shapes", "tests.helpers.stacks:ShapeStack")

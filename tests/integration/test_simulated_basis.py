@@ -32,7 +32,11 @@ def test_a_simulated_step_is_kept_on_disk_and_read_back_without_simulating(tmp_p
     assert len(list((tmp_path / "simulated").glob("*.json"))) == 1 and "cached" not in first.simulated
     again = simulate(spec, 34)
     assert again.simulated["cached"] is True
-    assert (again.allocated_gib, again.reserved_gib, again.phase) == (first.allocated_gib, first.reserved_gib, first.phase)
+    assert (again.allocated_gib, again.reserved_gib, again.phase) == (
+        first.allocated_gib,
+        first.reserved_gib,
+        first.phase,
+    )
 
 
 def test_fitmap_draws_a_family_no_trial_measured_from_its_simulated_steps(tmp_path, monkeypatch, capsys):

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from tests.helpers.trainer_child import ROOT
+from tests.helpers.trainer_child import CPU_RSS_SPREAD, ROOT
 from trainers.record import peak_memory
 
 pytestmark = pytest.mark.slow
@@ -58,16 +58,6 @@ def check(peaks: dict, short: int, long: int, model: str) -> None:
     for kind in ("decode", "synthetic"):  # the length moves the peak by more than the tolerance
         grown = statistics.median(peaks[(kind, long)]) - peaks[(kind, short)][0]
         assert grown > 2 * tolerance, (kind, peaks, tolerance)
-
-
-# How far apart two processes' RSS peaks of one configuration read on this CPU, as a share of the peak
-# (docs/benchmarks.md, "Synthetic against decoded probes"). tiny: up to 5.3% between two decoded probes
-# at 64 tokens, synthetic against decoded -5.6% to +6.5%. smollm2 at 96 tokens: 5.58-6.41 GiB over ten
-# processes of the same step, decoded, synthetic, and synthetic with its update kept or its rewards real
-# (14%). glibc keeps what a process freed in per-thread arenas, so RSS moves with timing; torch keeps no
-# accounting on a CPU. The test holds the two within this, and the length must move both peaks by more
-# than twice it, so a probe that missed the length would fail.
-CPU_RSS_SPREAD = {"tiny": 0.08, "smollm2": 0.15}
 
 
 @pytest.fixture(scope="module")

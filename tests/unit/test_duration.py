@@ -80,9 +80,29 @@ def test_a_sweep_whose_trials_the_model_calls_sure_fits_or_ooms_expects_less_tha
     assert estimate.search.count("pruned") > 0 and estimate.search.count("implied") > 0
     assert estimate.expected_s < estimate.worst_s / 3
     # probing everything (no frontier, no prediction) expects the worst case
-    every = load_sweep(FRONTIER, ["oom.frontier=false", "oom.predict=false", "oom.prune_dominated=false"])
+    every = load_sweep(
+        FRONTIER,
+        ["oom.frontier=false", "oom.predict=false", "oom.prune_dominated=false", "oom.session=false"],
+    )
     flat = estimate_sweep(every, plan(every).trials)
     assert flat.search.count("probed") == 168 and flat.expected_s == pytest.approx(flat.worst_s)
+
+
+def test_probe_sessions_count_each_sessions_start_up_once_and_each_probe_in_full_otherwise():
+    sweep = load_sweep(FRONTIER)
+    alone = load_sweep(FRONTIER, ["oom.session=false"])
+    trials = plan(sweep).trials
+    with_sessions, without = estimate_sweep(sweep, trials), estimate_sweep(alone, trials)
+    assert with_sessions.search.outcome == without.search.outcome  # the same probes
+    assert with_sessions.sessions == 2 and without.sessions is None  # one per stack: the same model
+    startup = {s: f["startup_s"] for s, f in ((k.split("|")[0], f) for k, f in load_times()["times"].items()
+                                              if k.endswith("Qwen2.5-3B-Instruct"))}  # fmt: skip
+    probed = [t for t in trials if with_sessions.search.outcome[t.trial_key] == "probed"]
+    saved = sum(startup[t.framework] for t in probed) - sum(startup[f] for f in {t.framework for t in probed})
+    assert without.expected_s - with_sessions.expected_s == pytest.approx(saved)
+    once = sum(startup[f] for f in {t.framework for t in probed})  # packed: the slots start theirs at once
+    assert with_sessions.packed_s == pytest.approx((with_sessions.expected_s - once) / 4 + once)
+    assert any("2 probe sessions" in line for line in with_sessions.lines())
 
 
 def test_synthetic_probes_expect_less_time_than_decoded_ones_for_the_same_probes():
@@ -92,7 +112,8 @@ def test_synthetic_probes_expect_less_time_than_decoded_ones_for_the_same_probes
     assert synthetic.search.outcome == decoded.search.outcome
     assert synthetic.expected_s < decoded.expected_s and synthetic.worst_s < decoded.worst_s
     # packing four 16 GiB probes on the 79 GiB H100 divides the memory phase, no more
-    assert synthetic.per_gpu == 4 and synthetic.packed_s == pytest.approx(synthetic.expected_s / 4)
+    alone = estimate_sweep(load_sweep(FRONTIER, ["oom.session=false"]), plan(sweep).trials, probe="synthetic")
+    assert alone.per_gpu == 4 and alone.packed_s == pytest.approx(alone.expected_s / 4)
     assert "synthetic probes" in "\n".join(synthetic.lines())
     assert "decode probes" in "\n".join(decoded.lines())
     with pytest.raises(ValueError, match="oom.probe_kind: 'sampled' is not a probe kind"):

@@ -106,7 +106,10 @@ def test_explain_of_a_model_with_no_config_here_is_refused_with_the_fetch_line(t
     sweep = sweep_file(tmp_path, "fixed: {model: someorg/unseen-model}")
     assert main(["predict", sweep, "--explain", "--measure", "GPU", "--output-dir", str(tmp_path)]) == 2
     printed = capsys.readouterr().out
-    assert "'someorg/unseen-model' is not bundled" in printed and "hf download someorg/unseen-model config.json" in printed
+    assert (
+        "'someorg/unseen-model' is not bundled" in printed
+        and "hf download someorg/unseen-model config.json" in printed
+    )
 
 
 def test_predict_explain_and_solves_predictions_answer_for_every_bundled_model(tmp_path, capsys):

@@ -333,3 +333,14 @@ def test_the_gate_predicts_every_trial_from_the_ledger_and_prunes_only_with_pred
     verdict = pruning(large)
     assert verdict.startswith("predicted ") and verdict.endswith("> budget 1.2 GiB")
     assert pruning(middling) == RUN  # 0.75 + 0.025 x 12 = 1.05 GiB: under the budget
+
+
+def test_with_sessions_the_gate_asks_about_one_sessions_trials_before_the_next_ones_in_plan_order():
+    from orchestrator.judging.pruning import grouped
+
+    plan_order = ["trl-k2", "unsloth-k2", "trl-k4", "unsloth-k4", "trl-k8"]
+    stack = lambda name: name.split("-")[0]  # noqa: E731
+    assert grouped(plan_order, stack) == ["trl-k2", "trl-k4", "trl-k8", "unsloth-k2", "unsloth-k4"]
+    assert grouped(plan_order, None) == plan_order
+    # after a trial of the session that ran last, its session's go on first
+    assert grouped(plan_order[1:], stack, "trl") == ["trl-k4", "trl-k8", "unsloth-k2", "unsloth-k4"]

@@ -89,7 +89,9 @@ def test_simulation_is_on_unless_the_flag_or_the_environment_says_no(monkeypatch
 def test_a_layer_pattern_repeats_at_its_period_and_a_deep_model_is_cut_to_whole_periods():
     assert _layers.period(None) == 1
     assert _layers.period(["full_attention"] * 36) == 1
-    assert _layers.period((["sliding_attention"] * 5 + ["full_attention"]) * 5 + ["sliding_attention"] * 4) == 6
+    assert (
+        _layers.period((["sliding_attention"] * 5 + ["full_attention"]) * 5 + ["sliding_attention"] * 4) == 6
+    )
     deep = SimpleNamespace(num_hidden_layers=36, layer_types=["full_attention"] * 36)
     assert _layers.depths(deep) == (4, 8, 36)
     gemma = SimpleNamespace(num_hidden_layers=34, layer_types=(["s"] * 5 + ["f"]) * 5 + ["s"] * 4)
@@ -117,7 +119,10 @@ def test_the_cache_key_moves_with_what_shapes_the_step_and_not_with_how_long_a_t
     config = {"model_type": "qwen2", "num_hidden_layers": 36}
     key = _cache.key(BASE, config, 34, {"as_cuda": True})
     assert _cache.key(dataclasses.replace(BASE, max_steps=99, seed=7), config, 34, {"as_cuda": True}) == key
-    assert _cache.key(dataclasses.replace(BASE, max_completion_length=1024), config, 34, {"as_cuda": True}) != key
+    assert (
+        _cache.key(dataclasses.replace(BASE, max_completion_length=1024), config, 34, {"as_cuda": True})
+        != key
+    )
     assert _cache.key(BASE, {**config, "num_hidden_layers": 28}, 34, {"as_cuda": True}) != key
     assert _cache.key(BASE, config, 35, {"as_cuda": True}) != key
     assert _cache.key(BASE, config, 34, {"as_cuda": False}) != key

@@ -105,15 +105,17 @@ class Stack(ABC):
             | built.read_back
         )
 
-    def run(self, spec: TrialSpec, events: EventWriter) -> None:
-        """One trial: build, report what it runs with (`started`), train, report the end (`finished`)."""
+    def run(self, spec: TrialSpec, events: EventWriter, setup: bool = True) -> None:
+        """One trial: build, report what it runs with (`started`), train, report the end (`finished`).
+        setup: set the process up first (a probe session's shapes run in a process set up once)."""
         from trainers.device import device_info, setup_process
         from trainers.runtime import check_strategy, lora_b_abs_sum
         from trainers.startup import mark, marks
 
         # Threads, seeds and the budget's card before build(): a stack that patches at import (Unsloth)
         # imports inside build() and reads the card it will train on there.
-        setup_process(spec)
+        if setup:
+            setup_process(spec)
         built = self.build(spec, events)
         mark("trainer")
         effective = self.effective_knobs(built, spec)

@@ -25,6 +25,7 @@ class TrlStack(Stack):
         from transformers import AutoModelForCausalLM, BitsAndBytesConfig
         from trl import GRPOConfig, GRPOTrainer
 
+        from trainers._session import held, hold
         from trainers.device import card_total_bytes
         from trainers.generation import prepare_vllm, trl_vllm_kwargs
         from trainers.models import load_tokenizer
@@ -49,13 +50,20 @@ class TrlStack(Stack):
                 # store them in the compute dtype (bitsandbytes' default uint8 cannot be flattened with them).
                 **({"bnb_4bit_quant_storage": ready.dtype} if sharded else {}),
             )
-        model = AutoModelForCausalLM.from_pretrained(
-            ready.model_path,
-            dtype=ready.dtype,
-            quantization_config=quantization_config,
-            # A replica on each rank's own device; a sharding strategy places the weights itself.
-            device_map={"": int(os.environ.get("LOCAL_RANK", "0"))} if ready.on_gpu and not sharded else None,
-        )
+        model = held(spec)  # a probe session's model, loaded by its first shape (trainers/_session.py)
+        reused = model is not None
+        if reused and "ref" in getattr(model, "peft_config", {}):
+            model.delete_adapter("ref")  # TRL adds the reference adapter (beta > 0) again
+        if not reused:
+            model = AutoModelForCausalLM.from_pretrained(
+                ready.model_path,
+                dtype=ready.dtype,
+                quantization_config=quantization_config,
+                # A replica on each rank's own device; a sharding strategy places the weights itself.
+                device_map={"": int(os.environ.get("LOCAL_RANK", "0"))}
+                if ready.on_gpu and not sharded
+                else None,
+            )
         mark("model")
         lora = LoraConfig(
             r=spec.lora_r,
@@ -77,8 +85,10 @@ class TrlStack(Stack):
             task=ready.task,
             tokenizer=tokenizer,
             generation_probe=self.generation_probe(),
-            peft_config=lora if spec.adapter == "lora" else None,  # none: every weight trains
+            # none: every weight trains; a held model has its adapters already
+            peft_config=lora if spec.adapter == "lora" and not reused else None,
         )
+        hold(spec, trainer.model)
         if spec.generation == "vllm":
             vllm_read_back["vllm_gpu_memory_utilization_asked"] = spec.vllm_gpu_memory_utilization
         return Built(trainer, meter, longest_prompt, vllm_read_back)

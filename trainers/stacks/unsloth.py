@@ -144,8 +144,8 @@ class UnslothStack(Stack):
         # After unsloth: on a GPU host these names are Unsloth's patched UnslothGRPOConfig/-Trainer.
         from trl import GRPOConfig, GRPOTrainer
 
-        from trainers.device import card_total_bytes, real_card
-        from trainers.models import load_tokenizer, parse_model
+        from trainers._session import held, hold
+        from trainers.device import card_total_bytes
         from trainers.runtime import check_prompt_lengths, grpo_config_kwargs
         from trainers.startup import mark
 
@@ -160,40 +160,16 @@ class UnslothStack(Stack):
         # loaded against the real card's mem_get_info so the scaling is applied once.
         load_kwargs = fast_inference_kwargs(spec, card_total_bytes() if fast_inference else None)
         vllm_utilization = load_kwargs.get("gpu_memory_utilization")
-        try:
-            with real_card() if fast_inference else contextlib.nullcontext():
-                model, unsloth_tokenizer = FastLanguageModel.from_pretrained(
-                    model_name=ready.model_path,
-                    max_seq_length=spec.max_prompt_length + spec.max_completion_length,
-                    dtype=ready.dtype,
-                    load_in_4bit=spec.quantization == "nf4",
-                    use_gradient_checkpointing=gradient_checkpointing,
-                    random_state=spec.seed,
-                    # Without it Unsloth's mapper swaps a hub id (Qwen/Qwen2.5-3B-Instruct) for its own
-                    # pre-quantized "-unsloth-bnb-4bit" checkpoint, whose dynamic quant leaves some modules in
-                    # 16 bit; TRL quantizes the named model, so both stacks load exactly that one.
-                    use_exact_model_name=True,
-                    **load_kwargs,
-                )
-        except NotImplementedError as exc:  # Unsloth's way of saying "not on this model/host"
-            raise UnavailableError(
-                f"unsloth cannot load {spec.model} here: {exc}; run this configuration with framework trl"
-            ) from exc
-        # Built models (tiny, random:) carry their own byte-level tokenizer, as on the TRL stack; real
-        # models keep the tokenizer Unsloth returns, as an Unsloth user gets it.
-        tokenizer = load_tokenizer(ready.model_path) if parse_model(spec.model).built else unsloth_tokenizer
+        loaded = held(spec)  # a probe session's model, loaded by its first shape (trainers/_session.py)
+        if loaded is None:
+            loaded = self._load(
+                spec, ready, FastLanguageModel, load_kwargs, gradient_checkpointing, fast_inference
+            )
+            hold(spec, loaded)
+        else:  # loaded for the session's first shape: this shape's longest sequence, where Unsloth keeps it
+            stretch(loaded[0], spec.max_prompt_length + spec.max_completion_length)
+        model, tokenizer = loaded
         longest_prompt = check_prompt_lengths(ready.task.train, tokenizer, spec.max_prompt_length)
-
-        model = FastLanguageModel.get_peft_model(
-            model,
-            r=spec.lora_r,
-            lora_alpha=spec.lora_alpha,
-            lora_dropout=spec.lora_dropout,
-            target_modules=all_linear_modules(model),
-            bias="none",
-            use_gradient_checkpointing=gradient_checkpointing,
-            random_state=spec.seed,
-        )
         mark("model")
         asked = grpo_config_kwargs(spec, ready.dtype, ready.on_gpu)
         config = grpo_config(GRPOConfig, asked, ready.task)
@@ -227,6 +203,57 @@ class UnslothStack(Stack):
 
         import_unsloth_for_simulation()
         return simulate_step(spec, prompt_tokens, counter, **how)
+
+    def _load(self, spec, ready, FastLanguageModel, load_kwargs, gradient_checkpointing, fast_inference):
+        """(model with its LoRA adapters, tokenizer), as FastLanguageModel loads and wraps them."""
+        from trainers.device import real_card
+        from trainers.models import load_tokenizer, parse_model
+
+        try:
+            with real_card() if fast_inference else contextlib.nullcontext():
+                model, unsloth_tokenizer = FastLanguageModel.from_pretrained(
+                    model_name=ready.model_path,
+                    max_seq_length=spec.max_prompt_length + spec.max_completion_length,
+                    dtype=ready.dtype,
+                    load_in_4bit=spec.quantization == "nf4",
+                    use_gradient_checkpointing=gradient_checkpointing,
+                    random_state=spec.seed,
+                    # Without it Unsloth's mapper swaps a hub id (Qwen/Qwen2.5-3B-Instruct) for its own
+                    # pre-quantized "-unsloth-bnb-4bit" checkpoint, whose dynamic quant leaves some modules in
+                    # 16 bit; TRL quantizes the named model, so both stacks load exactly that one.
+                    use_exact_model_name=True,
+                    **load_kwargs,
+                )
+        except NotImplementedError as exc:  # Unsloth's way of saying "not on this model/host"
+            raise UnavailableError(
+                f"unsloth cannot load {spec.model} here: {exc}; run this configuration with framework trl"
+            ) from exc
+        # Built models (tiny, random:) carry their own byte-level tokenizer, as on the TRL stack; real
+        # models keep the tokenizer Unsloth returns, as an Unsloth user gets it.
+        tokenizer = load_tokenizer(ready.model_path) if parse_model(spec.model).built else unsloth_tokenizer
+
+        model = FastLanguageModel.get_peft_model(
+            model,
+            r=spec.lora_r,
+            lora_alpha=spec.lora_alpha,
+            lora_dropout=spec.lora_dropout,
+            target_modules=all_linear_modules(model),
+            bias="none",
+            use_gradient_checkpointing=gradient_checkpointing,
+            random_state=spec.seed,
+        )
+        return model, tokenizer
+
+
+def stretch(model, max_seq_length: int) -> None:
+    """Set max_seq_length (FastLanguageModel.from_pretrained's) on the model and each model it wraps that
+    holds one of its own."""
+    seen = model
+    while seen is not None:
+        if "max_seq_length" in vars(seen):
+            seen.max_seq_length = max_seq_length
+        children = vars(seen).get("_modules", {})
+        seen = children.get("base_model") or children.get("model")
 
 
 def checked_step_meter():
