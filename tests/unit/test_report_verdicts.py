@@ -232,23 +232,13 @@ def test_a_sweep_with_training_runs_and_probes_counts_the_probes_apart(tmp_path)
     )
 
 
-def _with_held_out_accuracy(out) -> None:
-    """The synthetic sweep's completed trials measured held-out accuracy (a learning sweep's fields)."""
-    table = pq.read_table(out / "trials.parquet").to_pandas()
-    completed = table["status"] == "completed"
-    table.loc[completed, "best_eval_pass_at_1"] = 0.6
-    table.loc[completed, "best_eval_step"] = 20
-    table.loc[completed, "accuracy_target"] = 0.5
-    table.to_parquet(out / "trials.parquet")
-
-
 def _headings(markdown: str) -> list[str]:
     return [line[3:] for line in markdown.splitlines() if line.startswith("## ")]
 
 
 def test_a_learning_sweeps_report_opens_on_which_configuration_learns(tmp_path):
     write_synthetic_sweep(tmp_path)
-    _with_held_out_accuracy(tmp_path)
+    with_held_out_accuracy(tmp_path)
     console = Console(record=True, width=200)
     markdown = write_report(tmp_path, console=console)["report_md"].read_text()
     headings = _headings(markdown)
@@ -268,7 +258,7 @@ def test_a_learning_sweeps_report_opens_on_which_configuration_learns(tmp_path):
 
 def test_a_sweep_under_a_memory_budget_still_opens_on_what_fits(tmp_path):
     write_synthetic_sweep(tmp_path)
-    _with_held_out_accuracy(tmp_path)
+    with_held_out_accuracy(tmp_path)
     table = pq.read_table(tmp_path / "trials.parquet").to_pandas()
     table["memory_budget_gib"] = 12.0
     table.to_parquet(tmp_path / "trials.parquet")

@@ -9,10 +9,11 @@ from types import SimpleNamespace
 import pytest
 
 from orchestrator.judging.memory import SIMULATED, MemoryModel
-from orchestrator.judging.memory._interval import SIMULATED_ERROR, UNCHECKED_ERROR
+from orchestrator.judging.memory._interval import UNCHECKED_ERROR
 from orchestrator.judging.memory._simulated import design, enabled, row
 from orchestrator.words.outcome import COMPLETED, GPU
 from trainers.simulate import SimulatedStep, _cache, _layers
+from trainers.stacks import memory_of
 from trainers.trial import TrialSpec
 
 BASE = TrialSpec(model="Qwen/Qwen2.5-3B-Instruct", framework="trl", num_generations=8, batch_size=2,
@@ -35,7 +36,7 @@ def test_a_family_with_only_simulated_rows_is_predicted_on_the_simulated_basis_w
     model = MemoryModel.fit(_simulated(BASE), GPU)
     p = model.predict(BASE)
     assert p.basis == SIMULATED and p.n_fitted == 4
-    low, high = SIMULATED_ERROR["trl"]
+    low, high = memory_of("trl").simulated_error
     assert p.low_gib <= p.peak_gib * low and p.high_gib >= p.peak_gib * high
     assert p.describe().startswith("simulated ")
 
@@ -58,7 +59,7 @@ def test_a_stack_no_gpu_row_checked_carries_the_wider_unchecked_range():
     )
     unsloth = dataclasses.replace(BASE, framework="unsloth")
     p = MemoryModel.fit(_simulated(unsloth), GPU).predict(unsloth)
-    low, high = SIMULATED_ERROR["unsloth"]
+    low, high = memory_of("unsloth").simulated_error
     assert p.basis == SIMULATED and p.low_gib <= p.peak_gib * low and p.high_gib >= p.peak_gib * high
 
 

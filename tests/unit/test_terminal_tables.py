@@ -128,11 +128,10 @@ def test_the_fit_map_of_two_models_of_one_organisation_fits_and_cuts_no_cell(col
 
 def test_the_reports_learning_table_at_80_columns_keeps_every_trial_whole(tmp_path):
     from orchestrator.views.report import write_report
-    from tests.helpers.synthetic_sweep import write_synthetic_sweep
-    from tests.unit.test_report_verdicts import _with_held_out_accuracy
+    from tests.helpers.synthetic_sweep import with_held_out_accuracy, write_synthetic_sweep
 
     write_synthetic_sweep(tmp_path)
-    _with_held_out_accuracy(tmp_path)
+    with_held_out_accuracy(tmp_path)
     console = Console(record=True, width=80)
     write_report(tmp_path, console=console)
     text = console.export_text()

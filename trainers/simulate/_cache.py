@@ -25,7 +25,8 @@ NOT_THE_STEP = frozenset({
     "eval_k", "seed", "data_seed", "num_threads", "trial_key", "sweep", "output_dir", "events_path",
     "model_cache_dir", "vllm_server_port", "hold_at_step", "task", "task_args",
 })  # fmt: skip
-LIBRARIES = ("torch", "transformers", "trl", "peft", "accelerate", "bitsandbytes", "unsloth", "unsloth_zoo")
+# The libraries every stack's step runs; each registered stack adds its own (StackEntry.packages).
+LIBRARIES = ("torch", "transformers", "peft", "accelerate", "bitsandbytes")
 
 
 def _version(name: str) -> str | None:
@@ -46,11 +47,17 @@ def _code() -> str:
     return digest.hexdigest()
 
 
+def _libraries() -> tuple[str, ...]:
+    from trainers.stacks import STACKS
+
+    return tuple(dict.fromkeys([*LIBRARIES, *(p for entry in STACKS.values() for p in entry.packages)]))
+
+
 def key(spec: Any, config: dict, prompt_tokens: int, how: dict) -> str:
     settings = {k: v for k, v in spec.to_dict().items() if k not in NOT_THE_STEP}
     said = {
         "settings": settings, "config": config, "prompt_tokens": prompt_tokens, "how": how,
-        "versions": {name: _version(name) for name in LIBRARIES}, "code": _code(),
+        "versions": {name: _version(name) for name in _libraries()}, "code": _code(),
     }  # fmt: skip
     return hashlib.sha256(json.dumps(said, sort_keys=True, default=str).encode()).hexdigest()[:32]
 

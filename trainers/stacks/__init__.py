@@ -53,12 +53,16 @@ class StackMemory:
     host_baseline_gib: the trainer's RSS besides the model's checkpoint (Python, torch, the CUDA
         libraries, the stack's imports), measured on a GPU host; None where never measured (the
         largest measured stack's is used).
+    simulated_error: (low, high), the measured NVML peak over its step simulated on meta tensors
+        (trainers/simulate) on the GPU rows that checked it (bench/bench_simulate.py); None where no
+        GPU row has (orchestrator/judging/memory/_interval.py then takes a wider range).
     """
 
     offloads_checkpoints: bool = False
     chunked_logprobs: bool = False
     fp32_logits: bool = True
     host_baseline_gib: float | None = None
+    simulated_error: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,9 @@ class StackEntry:
     vllm_min_tokens: bool = False  # its vLLM path reads min_tokens, so probe_steps force full length
     vllm_sleep_mode: bool = False  # vllm_enable_sleep_mode
     preload: tuple[str, ...] = ()
+    # The installed packages whose code its trainer runs besides torch, transformers, PEFT, accelerate and
+    # bitsandbytes: their versions key its simulated steps on disk (trainers/simulate/_cache.py).
+    packages: tuple[str, ...] = ()
     # What it does with memory (StackMemory above): the memory model and packing read this.
     memory: StackMemory = StackMemory()
     # The effective_config entry (key, value) a trial records when the stack ran a fallback rather than
@@ -186,7 +193,9 @@ register(
             "trainers.runtime",
             "trainers.stacks.trl",
         ),
-        memory=StackMemory(fp32_logits=True, host_baseline_gib=1.13),
+        packages=("trl",),
+        # simulated_error: NVML on the 7 TRL configurations of the H100 rows, -9.8% to -0.2% of the simulation
+        memory=StackMemory(fp32_logits=True, host_baseline_gib=1.13, simulated_error=(1.00, 1.11)),
     )
 )
 # Unsloth's fast_inference: vLLM inside the trainer's process, colocated, without sleep mode; its own vLLM
@@ -206,7 +215,12 @@ register(
         compile_caches=(("UNSLOTH_COMPILE_LOCATION", "unsloth"),),
         preload=("torch", "trainers.__main__", "trainers.device", "trainers.stacks.unsloth"),
         # unsloth_zoo 2026.10.9: chunked GRPO log-probs, checkpoints offloaded to the host (StackMemory)
-        memory=StackMemory(offloads_checkpoints=True, chunked_logprobs=True, host_baseline_gib=1.32),
+        packages=("trl", "unsloth", "unsloth_zoo"),
+        # simulated_error: NVML on the 11 Unsloth configurations of the H100 rows, -18.7% to -4.3% of the
+        # simulation, furthest at 1,024-2,048 tokens (docs/benchmarks.md)
+        memory=StackMemory(
+            offloads_checkpoints=True, chunked_logprobs=True, host_baseline_gib=1.32, simulated_error=(1.00, 1.23)
+        ),
         fallback_when=("unsloth_backend", "cpu"),  # trainers/stacks/unsloth.py records it
     )
 )

@@ -52,6 +52,11 @@ def import_unsloth_for_simulation():
     `sys.modules` is put back as it was after."""
     import sys
 
+    from trainers.models import cache_home
+
+    # Unsloth writes the source of its patched modules into UNSLOTH_COMPILE_LOCATION, by default a folder
+    # in the working directory: a simulation keeps it in rlsweep's cache, as the trainers' children do.
+    os.environ.setdefault("UNSLOTH_COMPILE_LOCATION", str(cache_home() / "compile" / "unsloth"))
     before = sys.modules.get("vllm", False)
     sys.modules["vllm"] = None
     try:

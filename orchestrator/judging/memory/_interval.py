@@ -96,17 +96,17 @@ def interval(
     return max(low, 0.0), peak + max(covariance_half, calibrated + above)
 
 
-# A figure drawn from steps simulated on meta (_simulated.py): the measured peak over the simulated one on
-# the GPU rows that checked it (NVML; bench/bench_simulate.py, docs/benchmarks.md "A step simulated on
-# meta tensors"), per stack; a stack no GPU row has checked yet, wider either way.
-# Unsloth's simulated step read 1.9-18.3% under NVML on all 11 of its H100 configurations (furthest at
-# 1,024-2,048 tokens): measured over simulated 1.02-1.22.
-SIMULATED_ERROR = {"trl": (1.00, 1.11), "unsloth": (1.00, 1.23)}
+# A figure drawn from steps simulated on meta (_simulated.py) carries its stack's error on the GPU rows that
+# checked it (trainers.stacks' StackMemory.simulated_error); a stack no GPU row has checked yet, this wider
+# range either way.
 UNCHECKED_ERROR = (0.85, 1.20)
 
 
 def simulated_interval(framework: str, peak: float, residual: float) -> tuple[float, float]:
     """(low, high) GiB of a figure drawn from simulated steps: the simulator's error range on GPU rows,
     widened by how far the family's fit missed its own simulated shapes (`residual`, a share of them)."""
-    low, high = SIMULATED_ERROR.get(framework, UNCHECKED_ERROR)
+    from trainers.stacks import STACKS
+
+    entry = STACKS.get(framework)
+    low, high = (entry.memory.simulated_error if entry else None) or UNCHECKED_ERROR
     return max(peak * (low - residual), 0.0), peak * (high + residual)
