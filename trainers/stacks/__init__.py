@@ -219,7 +219,10 @@ register(
         # simulated_error: NVML on the 11 Unsloth configurations of the H100 rows, -18.7% to -4.3% of the
         # simulation, furthest at 1,024-2,048 tokens (docs/benchmarks.md)
         memory=StackMemory(
-            offloads_checkpoints=True, chunked_logprobs=True, host_baseline_gib=1.32, simulated_error=(1.00, 1.23)
+            offloads_checkpoints=True,
+            chunked_logprobs=True,
+            host_baseline_gib=1.32,
+            simulated_error=(1.00, 1.23),
         ),
         fallback_when=("unsloth_backend", "cpu"),  # trainers/stacks/unsloth.py records it
     )
