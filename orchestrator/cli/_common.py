@@ -101,6 +101,21 @@ def stack_name(value: str) -> str:
     return name
 
 
+def add_stack(parser: argparse.ArgumentParser, help: str | None = None, **kwargs) -> None:
+    """--stack, one flag name for the stack on every verb (--stacks and --framework, the trial knob's
+    name, work too): the stack as the trial holds it (`--stack TRL` is trl), judged by the knob's rules."""
+    parser.add_argument(
+        "--stack",
+        "--stacks",
+        "--framework",
+        dest="framework",
+        type=knob_arg("framework"),
+        metavar="STACK",
+        help=help or f"the stack: {', '.join(stacks.names())} (--stacks and --framework work too)",
+        **kwargs,
+    )
+
+
 def knob_arg(name: str, kind=str):
     """The argparse type of a flag that sets trial knob `name`: the text read by `kind`, then as the trial
     holds it (trainers.trial.canonical: `--framework TRL` is trl); the knob's own rules judge it later."""

@@ -20,6 +20,7 @@ from orchestrator.cli.fitmap import (
     length_errors,
 )
 from orchestrator.words.settings import GuardSettings
+from trainers import stacks
 
 # What calibrate's own flags set, or what it chooses per probe, and so no --set: each with what to do instead.
 CALIBRATE_TAKEN = {
@@ -84,6 +85,10 @@ def request_of(args: argparse.Namespace):
             errors += str(exc).splitlines()
     errors += length_errors(args.min_length, args.max_length)
     try:
+        if "," in args.stack:
+            raise argparse.ArgumentTypeError(
+                "calibrate probes one stack; give one (e.g. --stack trl) and run calibrate again for the next"
+            )
         args.stack = stack_name(args.stack)  # as the trial holds it: `--stack TRL` is trl
     except argparse.ArgumentTypeError as exc:
         errors.append(f"--stack {args.stack}: {exc}")
@@ -141,7 +146,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     drawn = cmd_fitmap(fitmap)
     again = " ".join(
         [
-            f"rlsweep fitmap --trials {request.output_dir} --model {args.model} --stacks {args.stack}",
+            f"rlsweep fitmap --trials {request.output_dir} --model {args.model} --stack {args.stack}",
             f"--card {args.card.name}" if args.card is not None else f"--budget-gib {args.budget_gib:g}",
             *(f"--set {s}" for s in args.set),
         ]
@@ -183,7 +188,10 @@ def add_calibrate(sub) -> None:
         "memory model, then draw the fit map from them",
     )
     p.add_argument("--model", required=True, help="the model (a hub id, tiny, smollm2, random:ID, a folder)")
-    p.add_argument("--stack", required=True, help="the stack: trl or unsloth")
+    p.add_argument(
+        "--stack", "--stacks", "--framework", dest="stack", metavar="STACK", required=True,
+        help=f"the stack: one of {', '.join(stacks.names())} (--stacks and --framework work too)",
+    )  # fmt: skip
     add_card(p)
     p.add_argument("--budget-gib", type=budget_gib, help="the memory to fit in, GiB (instead of --card)")
     p.add_argument(

@@ -16,7 +16,8 @@ from orchestrator.words.settings import GUARD as GUARD
 from trainers.events import STARTED, STEP
 from trainers.trial import BOOKKEEPING, KNOBS, TrialSpec
 
-ALIASES = {"model": ["--model-name"]}
+# Other spellings of a knob's flag: --stack, the stack's flag on every verb (--stacks on fits and fitmap).
+ALIASES = {"model": ["--model-name"], "framework": ["--stack", "--stacks"]}
 
 
 # Bookkeeping knobs are not flags, except --trial-key: a standalone trial may be given its key.
