@@ -8,7 +8,16 @@ import dataclasses
 import time
 from pathlib import Path
 
-from orchestrator.cli._common import add_guard_flags, add_set, budget_gib, console, out, refused, stack_name
+from orchestrator.cli._common import (
+    add_guard_flags,
+    add_set,
+    add_stack,
+    budget_gib,
+    console,
+    out,
+    refused,
+    stack_name,
+)
 from orchestrator.cli.fitmap import (
     TAKEN,
     add_card,
@@ -20,7 +29,6 @@ from orchestrator.cli.fitmap import (
     length_errors,
 )
 from orchestrator.words.settings import GuardSettings
-from trainers import stacks
 
 # What calibrate's own flags set, or what it chooses per probe, and so no --set: each with what to do instead.
 CALIBRATE_TAKEN = {
@@ -188,10 +196,7 @@ def add_calibrate(sub) -> None:
         "memory model, then draw the fit map from them",
     )
     p.add_argument("--model", required=True, help="the model (a hub id, tiny, smollm2, random:ID, a folder)")
-    p.add_argument(
-        "--stack", "--stacks", "--framework", dest="stack", metavar="STACK", required=True,
-        help=f"the stack: one of {', '.join(stacks.names())} (--stacks and --framework work too)",
-    )  # fmt: skip
+    add_stack(p, dest="stack", type=str, required=True)
     add_card(p)
     p.add_argument("--budget-gib", type=budget_gib, help="the memory to fit in, GiB (instead of --card)")
     p.add_argument(

@@ -8,7 +8,7 @@ import re
 import time
 from pathlib import Path
 
-from orchestrator.cli._common import add_set, budget_gib, examples, out, refused, stack_name
+from orchestrator.cli._common import add_set, add_stack, budget_gib, examples, out, refused, stack_name
 from orchestrator.judging.cards import CARDS, Card, UnknownCard, card
 from trainers import stacks
 
@@ -80,11 +80,10 @@ def measured_rows(path: Path) -> list[dict]:
 def add_stacks_and_trials(parser: argparse.ArgumentParser, trials_do: str) -> None:
     """--stack (--stacks and --framework too: every registered stack by default, the base first) and --trials
     (measured trials `trials_do`, e.g. 'to fit the model on and draw')."""
-    parser.add_argument(
-        "--stack",
-        "--stacks",
-        "--framework",
+    add_stack(
+        parser,
         dest="stacks",
+        type=str,
         metavar="STACKS",
         default=",".join(sorted(stacks.names(), key=lambda name: name != stacks.BASE)),
         help="stacks, comma-separated; the first is the base (default: every registered stack, %(default)s; "
