@@ -5,6 +5,7 @@ trainers/trial.py's TrialSpec.problems() runs them; each `spec` here is a TrialS
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tasks.names import did_you_mean
@@ -13,7 +14,20 @@ from trainers.stacks import STACKS, label, supporting
 MODES = ("grpo", "gspo")
 QUANTIZATIONS = ("nf4", "none")
 DTYPES = ("auto", "bf16", "fp16", "fp32")
-LR_SCHEDULERS = ("constant", "linear", "cosine")
+LR_SCHEDULERS = ("constant", "linear", "cosine", "constant_with_warmup")
+# TRL 1.14's scale_rewards (its True is group, False none: trainers.trial.canonical reads them so).
+SCALE_REWARDS = ("group", "batch", "none")
+# GRPOConfig arguments no knob sets: every trial of both stacks gets these (trainers/runtime.py), Unsloth's
+# own defaults (adamw_8bit, weight decay 0.001) put back; an unknown-name hint names them.
+FIXED_GRPO = {
+    "optim": "adamw_torch",
+    "weight_decay": 0.0,
+    "max_grad_norm": 1.0,
+    "top_p": 1.0,
+    "top_k": 0,
+    "logging_steps": 1,
+    "save_strategy": "no",
+}
 # How a trial's ranks share the model: none (one process), ddp (a replica per rank), fsdp (PyTorch FSDP:
 # weights, gradients and optimizer state sharded), zero2 / zero3 (DeepSpeed ZeRO stage 2: optimizer
 # state and gradients sharded; stage 3: the weights too).
@@ -137,6 +151,17 @@ def _batch_errors(spec: Any) -> list[str]:
     return []
 
 
+def _warmup_errors(spec: Any) -> list[str]:
+    """A warmup the schedule would drop: transformers' constant schedule takes no warmup steps."""
+    if spec.warmup_ratio and spec.lr_scheduler == "constant":
+        return [
+            f"warmup_ratio: {spec.warmup_ratio:g} with lr_scheduler constant does nothing (transformers' "
+            "constant schedule has no warmup); set lr_scheduler: constant_with_warmup (or linear, cosine), "
+            "or warmup_ratio: 0"
+        ]
+    return []
+
+
 def _framework_dtype_errors(mapping: dict) -> list[str]:
     errors = []
     for framework, dtype in mapping.items():
@@ -174,3 +199,57 @@ def mode_warnings(spec: Any) -> list[str]:
             "within one optimizer step they compute the same gradient, so a grpo/gspo comparison measures noise. Set num_iterations >= 2 to compare them."
         )
     return warnings
+
+
+def _generation_errors(spec: Any, knob_default: Callable[[str], Any]) -> list[str]:
+    """vLLM settings that do nothing or cannot work, each with its fix (knob_default: a knob's default,
+    trainers.trial's)."""
+    if spec.generation == "transformers":
+        return [
+            f"{name}: {getattr(spec, name)!r} with generation: transformers does nothing (vLLM settings apply "
+            f"only to vLLM generation); set generation: vllm or remove {name}"
+            for name in VLLM_KNOBS
+            if getattr(spec, name) != knob_default(name)
+        ]
+    errors = []
+    modes = STACKS[spec.framework].vllm_modes
+    if not modes:
+        errors.append(
+            f"generation: vllm needs a framework that generates with vLLM "
+            f"({', '.join(n for n, st in STACKS.items() if st.vllm_modes)}); framework {spec.framework} does "
+            "not: set generation: transformers or change framework"
+        )
+    elif spec.vllm_mode not in modes:
+        errors.append(
+            f"vllm_mode: {spec.vllm_mode} with framework {spec.framework}, which runs vLLM only as "
+            f"{', '.join(modes)}; set vllm_mode: {modes[0]}"
+            + or_framework(tuple(n for n, st in STACKS.items() if spec.vllm_mode in st.vllm_modes))
+        )
+    if spec.probe_steps and not STACKS[spec.framework].vllm_min_tokens:
+        errors.append(
+            f"probe_steps: {spec.probe_steps} with generation: vllm on {spec.framework}; a decoded probe forces "
+            "full-length completions through vLLM's min_tokens and a synthetic one times its window through "
+            "TRL's vLLM generation, neither of which this stack's own vLLM path is shown to use, so they "
+            "would not be the worst case they claim; set probe_steps: 0 (oom.probe_steps: 0 in a sweep)"
+            + or_framework(supporting("vllm_min_tokens"))
+        )
+    if spec.vllm_enable_sleep_mode and not STACKS[spec.framework].vllm_sleep_mode:
+        able = supporting("vllm_sleep_mode")
+        errors.append(
+            f"vllm_enable_sleep_mode: true with framework {spec.framework}; {only(able, 'exposes', labels=True)} "
+            "vLLM's sleep mode: set vllm_enable_sleep_mode: false" + or_framework(able)
+        )
+    if spec.vllm_mode == "colocate" and spec.vllm_gpu_memory_utilization >= VLLM_MAX_SHARE:
+        budget = f"{spec.memory_budget_gib:g} GiB budget" if spec.memory_budget_gib else "card"
+        errors.append(
+            f"vllm_gpu_memory_utilization: {spec.vllm_gpu_memory_utilization:g} gives colocated vLLM's pool "
+            f"that share of the {budget}, which must stay under {VLLM_MAX_SHARE:g} so training has the rest; "
+            "lower it (0.2 to 0.5 is usual) or use vllm_mode: server"
+        )
+    if spec.model.lower().rstrip("/").endswith(("8bit", "int8", "w8a8")):
+        errors.append(
+            f"model: {spec.model!r} looks 8-bit; vLLM does not load bitsandbytes 8-bit weights (TRL refuses "
+            "in-flight 8-bit quantization): use the 16-bit checkpoint (quantization: nf4 for QLoRA) or "
+            "generation: transformers"
+        )
+    return errors

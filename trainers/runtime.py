@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trainers._trial_rules import FIXED_GRPO
 from trainers.models import total_params
 
 if TYPE_CHECKING:  # the type only: trainers.trial imports the stacks, which import this module
@@ -74,13 +75,12 @@ def grpo_config_kwargs(spec: TrialSpec, dtype, on_gpu: bool) -> dict[str, Any]:
     import torch
 
     return {
+        **FIXED_GRPO,  # optimizer, clipping, sampling and logging: the same for every trial
         "output_dir": spec.output_dir or "/tmp/rlsweep-trainer",
         "max_steps": spec.max_steps,
         "learning_rate": spec.learning_rate,
         "lr_scheduler_type": spec.lr_scheduler,
-        "warmup_steps": 0,
-        "optim": "adamw_torch",
-        "weight_decay": 0.0,
+        "warmup_steps": spec.warmup_ratio,  # transformers 5: below 1 a ratio of max_steps (Unsloth's: 0.1)
         "seed": spec.seed,
         # Completions per optimizer step (B x K, or with grad_accum B x grad_accum) in micro-batches of
         # completions; a generation is the fewest whole groups of K covering one step.
@@ -90,22 +90,19 @@ def grpo_config_kwargs(spec: TrialSpec, dtype, on_gpu: bool) -> dict[str, Any]:
         "num_generations": spec.num_generations,
         "max_completion_length": spec.max_completion_length,
         "temperature": spec.temperature,
-        "top_p": 1.0,
-        "top_k": 0,
         "beta": spec.beta,
         "num_iterations": spec.num_iterations,
         "loss_type": spec.loss_type,
         "importance_sampling_level": "sequence" if spec.mode == "gspo" else "token",
-        "epsilon": 0.2,
-        "epsilon_high": 0.2,  # Unsloth sets 0.28 with loss_type dapo unless told
-        "mask_truncated_completions": False,  # Unsloth turns this on with dapo unless told
-        "scale_rewards": "group",
+        "epsilon": spec.epsilon,
+        # TRL's unset epsilon_high is epsilon; Unsloth sets 0.28 with loss_type dapo unless told
+        "epsilon_high": spec.epsilon if spec.epsilon_high is None else spec.epsilon_high,
+        "mask_truncated_completions": spec.mask_truncated_completions,  # Unsloth turns it on with dapo unless told
+        "scale_rewards": spec.scale_rewards,  # Unsloth turns group to none with dr_grpo unless told
         "bf16": dtype == torch.bfloat16 and on_gpu,
         "fp16": dtype == torch.float16 and on_gpu,
         "use_cpu": not on_gpu,
         "gradient_checkpointing": spec.gradient_checkpointing and on_gpu,
-        "logging_steps": 1,
-        "save_strategy": "no",
         "report_to": "none",
         "disable_tqdm": True,
         "dataloader_num_workers": 0,
@@ -146,6 +143,7 @@ EFFECTIVE_KNOBS = (
     "optim",
     "weight_decay",
     "warmup_steps",
+    "max_grad_norm",
     "use_vllm",
     *VLLM_EFFECTIVE,
 )

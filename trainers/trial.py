@@ -22,25 +22,29 @@ from trainers._trial_rules import (  # noqa: F401  (the allowed values and mode_
     ADAPTERS,
     DISTRIBUTED,
     DTYPES,
+    FIXED_GRPO,
     GENERATIONS,
     LOSS_TYPES,
     LR_SCHEDULERS,
     MODES,
     QUANTIZATIONS,
+    SCALE_REWARDS,
     VLLM_KNOBS,
     VLLM_MAX_SHARE,
     VLLM_MODES,
     _adapter_errors,
     _batch_errors,
     _framework_dtype_errors,
+    _generation_errors,
     _rank_errors,
+    _warmup_errors,
     mode_warnings,
     only,
     or_framework,
 )
 from trainers.models import model_problems, parse_model
 from trainers.probe import PROBE_KINDS, SYNTHETIC  # noqa: F401  (the probe kinds are part of this face)
-from trainers.stacks import BASE, STACKS, supporting
+from trainers.stacks import BASE, STACKS
 
 
 def _knob(default: Any, help: str, **meta: Any) -> Any:
@@ -111,9 +115,18 @@ class TrialSpec:
     learning_rate: float = _knob(2e-4, "AdamW learning rate for the LoRA weights.", gt=0.0)
     lr_scheduler: str = _knob(
         "constant",
-        "Learning-rate schedule (transformers' lr_scheduler_type, no warmup): constant keeps steps "
-        "comparable; linear decays to 0 over max_steps (TRL's default, the original benchmark's).",
+        "Learning-rate schedule (transformers' lr_scheduler_type): constant keeps steps comparable "
+        "(no warmup: with warmup_ratio use constant_with_warmup); linear decays to 0 over max_steps (TRL's "
+        "default, the original benchmark's); cosine.",
         choices=LR_SCHEDULERS,
+        keyed="when_set",
+    )
+    warmup_ratio: float = _knob(
+        0.0,
+        "Share of max_steps over which the learning rate rises linearly from 0 (transformers 5's "
+        "warmup_steps below 1); 0: no warmup. Needs lr_scheduler linear, cosine or constant_with_warmup.",
+        min=0.0,
+        lt=1.0,
         keyed="when_set",
     )
     adapter: str = _knob(
@@ -146,6 +159,27 @@ class TrialSpec:
     num_iterations: int = _knob(1, "Optimisation passes per generation batch (mu); > 1 is off-policy.", min=1)
     temperature: float = _knob(1.0, "Sampling temperature.", gt=0.0)
     loss_type: str = _knob("grpo", "TRL loss_type; gspo mode wants grpo.", choices=LOSS_TYPES)
+    epsilon: float = _knob(
+        0.2, "TRL's clip epsilon: the importance ratio is clipped to [1 - epsilon, 1 + epsilon_high].", gt=0.0,
+        keyed="when_set",
+    )  # fmt: skip
+    epsilon_high: float | None = _knob(
+        None,
+        "TRL's upper clip epsilon (DAPO's clip-higher uses 0.28); unset: epsilon.",
+        gt=0.0,
+        keyed="when_set",
+    )
+    scale_rewards: str = _knob(
+        "group",
+        "TRL's reward scaling of advantages: group (by each group's std), batch (by the batch's std) or none "
+        "(Dr. GRPO); true is group, false none, as TRL reads them.",
+        choices=SCALE_REWARDS,
+        keyed="when_set",
+    )
+    mask_truncated_completions: bool = _knob(
+        False, "TRL's mask_truncated_completions: completions cut at max_completion_length add no loss (DAPO).",
+        keyed="when_set",
+    )  # fmt: skip
     gradient_checkpointing: bool = _knob(
         True, "Recompute activations in backward (less memory, slower). Ignored on CPU."
     )
@@ -327,6 +361,8 @@ def canonical(name: str, value: Any) -> Any:
     choices = KNOBS[name].metadata.get("choices") if name in KNOBS else None
     if choices is not None and isinstance(value, str) and value not in choices:
         return next((choice for choice in choices if choice.lower() == value.lower()), value)
+    if name == "scale_rewards" and str(value).lower() in ("true", "false"):  # TRL's bools: True is group
+        return "group" if str(value).lower() == "true" else "none"
     if name == "framework_dtype" and isinstance(value, dict):
         return {canonical("framework", k): canonical("dtype", v) for k, v in value.items()}
     return value
@@ -440,60 +476,8 @@ def _cross_field_errors(
             'dropout ("lora.ParamWrapper does not work with lora_dropout != 0"); set lora_dropout: 0'
         )
     errors += _adapter_errors(spec) if skip.isdisjoint(("adapter", "quantization", "framework")) else []
-    errors += _generation_errors(spec) if skip.isdisjoint(_GENERATION) else []
+    errors += _generation_errors(spec, knob_default) if skip.isdisjoint(_GENERATION) else []
+    errors += _warmup_errors(spec) if skip.isdisjoint(("warmup_ratio", "lr_scheduler")) else []
     if spec.eval_k > 1 and spec.temperature <= 0 and skip.isdisjoint(("eval_k", "temperature")):
         errors.append("eval_k: pass@k needs sampling, temperature must be > 0")
-    return errors
-
-
-def _generation_errors(spec: TrialSpec) -> list[str]:
-    """vLLM settings that do nothing or cannot work, each with its fix."""
-    if spec.generation == "transformers":
-        return [
-            f"{name}: {getattr(spec, name)!r} with generation: transformers does nothing (vLLM settings apply "
-            f"only to vLLM generation); set generation: vllm or remove {name}"
-            for name in VLLM_KNOBS
-            if getattr(spec, name) != knob_default(name)
-        ]
-    errors = []
-    modes = STACKS[spec.framework].vllm_modes
-    if not modes:
-        errors.append(
-            f"generation: vllm needs a framework that generates with vLLM "
-            f"({', '.join(n for n, st in STACKS.items() if st.vllm_modes)}); framework {spec.framework} does "
-            "not: set generation: transformers or change framework"
-        )
-    elif spec.vllm_mode not in modes:
-        errors.append(
-            f"vllm_mode: {spec.vllm_mode} with framework {spec.framework}, which runs vLLM only as "
-            f"{', '.join(modes)}; set vllm_mode: {modes[0]}"
-            + or_framework(tuple(n for n, st in STACKS.items() if spec.vllm_mode in st.vllm_modes))
-        )
-    if spec.probe_steps and not STACKS[spec.framework].vllm_min_tokens:
-        errors.append(
-            f"probe_steps: {spec.probe_steps} with generation: vllm on {spec.framework}; a decoded probe forces "
-            "full-length completions through vLLM's min_tokens and a synthetic one times its window through "
-            "TRL's vLLM generation, neither of which this stack's own vLLM path is shown to use, so they "
-            "would not be the worst case they claim; set probe_steps: 0 (oom.probe_steps: 0 in a sweep)"
-            + or_framework(supporting("vllm_min_tokens"))
-        )
-    if spec.vllm_enable_sleep_mode and not STACKS[spec.framework].vllm_sleep_mode:
-        able = supporting("vllm_sleep_mode")
-        errors.append(
-            f"vllm_enable_sleep_mode: true with framework {spec.framework}; {only(able, 'exposes', labels=True)} "
-            "vLLM's sleep mode: set vllm_enable_sleep_mode: false" + or_framework(able)
-        )
-    if spec.vllm_mode == "colocate" and spec.vllm_gpu_memory_utilization >= VLLM_MAX_SHARE:
-        budget = f"{spec.memory_budget_gib:g} GiB budget" if spec.memory_budget_gib else "card"
-        errors.append(
-            f"vllm_gpu_memory_utilization: {spec.vllm_gpu_memory_utilization:g} gives colocated vLLM's pool "
-            f"that share of the {budget}, which must stay under {VLLM_MAX_SHARE:g} so training has the rest; "
-            "lower it (0.2 to 0.5 is usual) or use vllm_mode: server"
-        )
-    if spec.model.lower().rstrip("/").endswith(("8bit", "int8", "w8a8")):
-        errors.append(
-            f"model: {spec.model!r} looks 8-bit; vLLM does not load bitsandbytes 8-bit weights (TRL refuses "
-            "in-flight 8-bit quantization): use the 16-bit checkpoint (quantization: nf4 for QLoRA) or "
-            "generation: transformers"
-        )
     return errors

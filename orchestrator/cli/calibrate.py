@@ -12,6 +12,7 @@ from orchestrator.cli._common import (
     add_guard_flags,
     add_set,
     add_simulate,
+    add_stack,
     budget_gib,
     console,
     out,
@@ -90,6 +91,10 @@ def request_of(args: argparse.Namespace):
             errors += str(exc).splitlines()
     errors += length_errors(args.min_length, args.max_length)
     try:
+        if "," in args.stack:
+            raise argparse.ArgumentTypeError(
+                "calibrate probes one stack; give one (e.g. --stack trl) and run calibrate again for the next"
+            )
         args.stack = stack_name(args.stack)  # as the trial holds it: `--stack TRL` is trl
     except argparse.ArgumentTypeError as exc:
         errors.append(f"--stack {args.stack}: {exc}")
@@ -153,7 +158,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     drawn = cmd_fitmap(fitmap)
     again = " ".join(
         [
-            f"rlsweep fitmap --trials {request.output_dir} --model {args.model} --stacks {args.stack}",
+            f"rlsweep fitmap --trials {request.output_dir} --model {args.model} --stack {args.stack}",
             f"--card {args.card.name}" if args.card is not None else f"--budget-gib {args.budget_gib:g}",
             *(f"--set {s}" for s in args.set),
         ]
@@ -195,7 +200,7 @@ def add_calibrate(sub) -> None:
         "memory model, then draw the fit map from them",
     )
     p.add_argument("--model", required=True, help="the model (a hub id, tiny, smollm2, random:ID, a folder)")
-    p.add_argument("--stack", required=True, help="the stack: trl or unsloth")
+    add_stack(p, dest="stack", type=str, required=True)
     add_card(p)
     p.add_argument("--budget-gib", type=budget_gib, help="the memory to fit in, GiB (instead of --card)")
     p.add_argument(

@@ -12,6 +12,7 @@ from pathlib import Path
 from orchestrator.cli._common import (
     add_set,
     add_simulate,
+    add_stack,
     budget_gib,
     config_source,
     examples,
@@ -91,12 +92,16 @@ def measured_rows(path: Path) -> list[dict]:
 
 
 def add_stacks_and_trials(parser: argparse.ArgumentParser, trials_do: str) -> None:
-    """--stacks (every registered stack by default, the base first) and --trials (measured trials
-    `trials_do`, e.g. 'to fit the model on and draw')."""
-    parser.add_argument(
-        "--stacks",
+    """--stack (--stacks and --framework too: every registered stack by default, the base first) and --trials
+    (measured trials `trials_do`, e.g. 'to fit the model on and draw')."""
+    add_stack(
+        parser,
+        dest="stacks",
+        type=str,
+        metavar="STACKS",
         default=",".join(sorted(stacks.names(), key=lambda name: name != stacks.BASE)),
-        help="stacks, comma-separated; the first is the base (default: every registered stack, %(default)s)",
+        help="stacks, comma-separated; the first is the base (default: every registered stack, %(default)s; "
+        "--stacks and --framework work too)",
     )
     parser.add_argument(
         "--trials",
@@ -107,13 +112,13 @@ def add_stacks_and_trials(parser: argparse.ArgumentParser, trials_do: str) -> No
 
 
 def stacks_and_trials(args: argparse.Namespace) -> tuple[list[str], list[str]]:
-    """(--stacks as registered names, the errors of --stacks and --trials, each naming its fix)."""
+    """(--stack as registered names, the errors of --stack and --trials, each naming its fix)."""
     frameworks, errors = [], []
     for framework in args.stacks.split(","):
         try:
             frameworks.append(stack_name(framework.strip()))
         except argparse.ArgumentTypeError as exc:
-            errors.append(f"--stacks {args.stacks}: {exc}")
+            errors.append(f"--stack {args.stacks}: {exc}")
     if args.trials is not None and not args.trials.exists():
         errors.append(
             f"--trials {args.trials}: no such file or folder; give a trials.parquet or a sweep's folder"
@@ -123,7 +128,7 @@ def stacks_and_trials(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 # What the map's own flags set, and so no --set: each with the flag to use instead.
 TAKEN = {
-    "framework": "the stacks are --stacks: give them there (e.g. --stacks trl,unsloth)",
+    "framework": "the stacks are --stack: give them there (e.g. --stack trl,unsloth)",
     "model": "the models are --model: give each there (e.g. --model Qwen/Qwen2.5-3B-Instruct)",
     "num_generations": "K is the map's axis --k: give its values there (e.g. --k 4,8,16)",
     "batch_size": "B is the map's axis --b: give its values there (e.g. --b 1,2)",
@@ -363,7 +368,7 @@ def add_fitmap(sub) -> None:
         "nothing runs",
         **examples(
             "rlsweep fitmap --card 24gb",
-            "rlsweep fitmap --card 4090 --stacks TRL,Unsloth --model Qwen/Qwen2.5-7B-Instruct --k 4,8,16",
+            "rlsweep fitmap --card 4090 --stack TRL,Unsloth --model Qwen/Qwen2.5-7B-Instruct --k 4,8,16",
             "rlsweep fitmap --budget-gib 16 --b 1 --set lora_r=8 --set quantization=none",
             "rlsweep fitmap --card h100 --trials bench/data/h100-2026-11-26 --model Qwen/Qwen2.5-3B-Instruct",
         ),

@@ -39,7 +39,7 @@ from trainers import stacks
 
 # What the verb's own flags set, and so no --set: each with the flag to use instead.
 TAKEN = {
-    "framework": "the stacks are --stacks (e.g. --stacks trl,unsloth)",
+    "framework": "the stacks are --stack (e.g. --stack trl,unsloth)",
     "model": "the model is --model (e.g. --model Qwen/Qwen2.5-3B-Instruct)",
     "num_generations": "K is --k (e.g. --k 8)",
     "batch_size": "B is --b (e.g. --b 2)",

@@ -7,12 +7,14 @@ import argparse
 from orchestrator.cli._common import (
     add_guard_flags,
     add_simulate,
+    add_stack,
     budget_gib,
     console,
     knob_arg,
     out,
     simulated_for,
 )
+from orchestrator.cli.fitmap import add_card
 from orchestrator.words.settings import GUARD as GUARD
 from orchestrator.words.settings import GuardSettings
 from trainers.trial import KNOBS
@@ -23,13 +25,16 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from orchestrator.running.solve import run_solve
     from orchestrator.words.runlock import OutputDirBusy
 
+    budget, card_words = solve_budget(args)
+    if budget is None:
+        return 2
     settings = {k: getattr(args, k) for k in ("model", "framework", "mode") if getattr(args, k) is not None}
     guard = GuardSettings(
         margin_gib=args.memory_margin_gib, sample_hz=args.sample_hz, timeout_s=args.timeout_s
     )
     try:
         request = make_request(
-            args.maximize, args.budget_gib, settings=settings, sets=args.set, values=args.values,
+            args.maximize, budget, settings=settings, sets=args.set, values=args.values,
             first=args.first, last=args.last, output_dir=args.output_dir, guard=guard,
             headroom_gib=args.headroom_gib,
         )  # fmt: skip
@@ -38,11 +43,12 @@ def cmd_solve(args: argparse.Namespace) -> int:
         for error in exc.errors:
             out.print(f"  {error}", markup=False)
         return 2
-    request.simulated = simulated_for(args, [request.spec(v) for v in request.values], args.budget_gib)
+    request.simulated = simulated_for(args, [request.spec(v) for v in request.values], budget)
     for note in request.notes:
         console.print(note, markup=False)
     console.print(
-        f"solve {args.maximize} over {request.values} in {args.budget_gib:g} GiB -> {request.output_dir}"
+        f"solve {args.maximize} over {request.values} in {card_words or f'{budget:g} GiB'} -> {request.output_dir}",
+        markup=False,
     )
     try:
         answer = run_solve(request, say=lambda line: console.print(line, markup=False))
@@ -58,6 +64,25 @@ def cmd_solve(args: argparse.Namespace) -> int:
     return 0 if answer.certified else 1
 
 
+def solve_budget(args: argparse.Namespace) -> tuple[float | None, str | None]:
+    """(budget GiB, the card's words) of exactly one of --card and --budget-gib; (None, None) after printing
+    why when neither or both are given."""
+    from orchestrator.cli.fitmap import card_budget
+
+    try:
+        budget, words = card_budget(args)
+    except ValueError as exc:
+        out.print(f"invalid solve, nothing started: {exc}", markup=False)
+        return None, None
+    if budget is None:
+        out.print(
+            "invalid solve, nothing started: give the budget as --card NAME (e.g. --card 24gb; rlsweep fitmap "
+            "--help lists the cards) or --budget-gib GIB (e.g. --budget-gib 16)",
+            markup=False,
+        )
+    return budget, words
+
+
 def add_solve(sub) -> None:
     from orchestrator.judging.solve import LADDERS, SOLVABLE
 
@@ -65,7 +90,8 @@ def add_solve(sub) -> None:
         "solve",
         help="the largest K, B or completion length that fits a memory budget, certified by probe trials",
     )
-    p.add_argument("--budget-gib", type=budget_gib, required=True, help="the memory to fit in, GiB")
+    add_card(p)
+    p.add_argument("--budget-gib", type=budget_gib, help="the memory to fit in, GiB (instead of --card)")
     p.add_argument(
         "--headroom-gib", type=float, default=0.0, help="GiB a fit must leave free under the budget"
     )
@@ -74,8 +100,9 @@ def add_solve(sub) -> None:
     ladders = ", ".join(f"{k} {a}..{b}" for k, (a, b) in LADDERS.items())
     p.add_argument("--from", dest="first", type=int, help=f"the ladder's first value (default: {ladders})")
     p.add_argument("--to", dest="last", type=int, help="the ladder's last value")
-    for name in ("model", "framework", "mode"):
-        p.add_argument(f"--{name}", type=knob_arg(name), help=KNOBS[name].metadata["help"])
+    p.add_argument("--model", type=knob_arg("model"), help=KNOBS["model"].metadata["help"])
+    add_stack(p)
+    p.add_argument("--mode", type=knob_arg("mode"), help=KNOBS["mode"].metadata["help"])
     p.add_argument(
         "--set",
         action="append",

@@ -9,14 +9,15 @@ from typing import Any
 
 import yaml
 
-from orchestrator.cli._common import add_guard_flags, console, knob_arg, out, trial_guard
+from orchestrator.cli._common import STACK_FLAGS, add_guard_flags, console, knob_arg, out, trial_guard
 from orchestrator.judging.verdict import STOPPABLE, VerdictSettings, stop_check
 from orchestrator.words.outcome import MEMORY_LABELS, peak_memory
 from orchestrator.words.settings import GUARD as GUARD
 from trainers.events import STARTED, STEP
 from trainers.trial import BOOKKEEPING, KNOBS, TrialSpec
 
-ALIASES = {"model": ["--model-name"]}
+# Other spellings of a knob's flag: --stack, the stack's flag on every verb (--stacks on fits and fitmap).
+ALIASES = {"model": ["--model-name"], "framework": [f for f in STACK_FLAGS if f != "--framework"]}
 
 
 # Bookkeeping knobs are not flags, except --trial-key: a standalone trial may be given its key.

@@ -55,7 +55,8 @@ AXES = ("framework", "model", "num_generations", "batch_size", "max_completion_l
 NOT_MEMORY = (
     *AXES, *BOOKKEEPING, *EXECUTION, "memory_budget_gib", "max_steps", "probe_steps", "seed", "data_seed",
     "learning_rate", "lr_scheduler", "temperature", "num_iterations", "task", "task_args", "eval_every",
-    "eval_at_end", "eval_samples", "eval_k",
+    "eval_at_end", "eval_samples", "eval_k", "warmup_ratio", "epsilon", "epsilon_high", "scale_rewards",
+    "mask_truncated_completions",
 )  # fmt: skip
 # What a measured trial says of the card the map is drawn for.
 MEASURED_FITS, MEASURED_OOM, MEASURED_UNDECIDED = "fits", "does not fit", "undecided"

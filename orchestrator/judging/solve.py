@@ -346,7 +346,7 @@ def _set_errors(knob: str, sets: list[str], base: dict[str, Any]) -> list[str]:
     taken = {
         knob: f"{knob} is the setting --maximize searches; give its candidates with --values or "
         "--from/--to instead",
-        "memory_budget_gib": "the budget is --budget-gib; give it there and drop this --set",
+        "memory_budget_gib": "the budget is --budget-gib or --card; give it there and drop this --set",
     }
     return trial_set_errors(sets, base, taken)
 

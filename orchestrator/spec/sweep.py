@@ -41,12 +41,13 @@ from pydantic import (
     model_validator,
 )
 
+from orchestrator.spec._foreign import FOREIGN_NAMES as FOREIGN_NAMES
+from orchestrator.spec._foreign import unknown_name_hint as unknown_name_hint
 from orchestrator.words.phases import MEMORY, PHASES, SPEED
 from orchestrator.words.settings import GUARD as DEFAULTS
 from orchestrator.words.settings import SETTLE, GuardSettings, SettleSettings, VerdictSettings
 from orchestrator.words.settings import VERDICT as VERDICT
 from orchestrator.words.verdicts import MEMORY_CREEP, STOPPABLE
-from tasks.names import did_you_mean
 from trainers.trial import BOOKKEEPING, KNOBS, PROBE_KINDS, knob_default
 
 if TYPE_CHECKING:
@@ -54,37 +55,6 @@ if TYPE_CHECKING:
 
 # A sweep file sets every knob but the bookkeeping ones, which the orchestrator fills in per trial.
 SWEEP_KNOBS = [k for k in KNOBS if k not in BOOKKEEPING]
-# TRL's (and Unsloth's) names for what rlsweep sets otherwise: the pointer an error gives instead.
-FOREIGN_NAMES = {
-    "gradient_accumulation_steps": "micro_batch_size (completions per forward/backward; the accumulation "
-    "is B x K / micro_batch_size), or grad_accum for TRL's own batch semantics",
-    "per_device_train_batch_size": "batch_size (B, prompts per optimizer step: completions per step = "
-    "B x K), or micro_batch_size for completions per forward/backward",
-    "importance_sampling_level": "mode: gspo (sequence-level) or mode: grpo (token-level)",
-    "generation_batch_size": "batch_size x num_generations (each step generates B x K completions)",
-    "steps_per_generation": "batch_size and micro_batch_size (steps per generation follow from them)",
-    "num_train_epochs": "max_steps",
-    "lr_scheduler_type": "lr_scheduler",
-    "max_seq_length": "max_prompt_length and max_completion_length",
-    "load_in_4bit": "quantization: nf4 (quantization: none for LoRA on the base)",
-    "bf16": "dtype: bf16 (or framework_dtype for one stack)",
-    "fp16": "dtype: fp16 (or framework_dtype for one stack)",
-    "use_vllm": "generation: vllm (with vllm_mode, vllm_gpu_memory_utilization, vllm_enable_sleep_mode)",
-    "fast_inference": "generation: vllm (Unsloth's fast_inference is vllm_mode: colocate)",
-    "gpu_memory_utilization": "vllm_gpu_memory_utilization (vLLM's share of the budget, or of the card)",
-    "lora_rank": "lora_r",
-    "r": "lora_r",
-}
-
-
-def unknown_name_hint(name: str, candidates) -> str:
-    """rlsweep's name for a TRL one ('gradient_accumulation_steps is TRL's; rlsweep sets ...'), else
-    did_you_mean's nearest candidates."""
-    if name in FOREIGN_NAMES:
-        return f"{name} is TRL's name; rlsweep sets {FOREIGN_NAMES[name]}"
-    return did_you_mean(name, candidates)
-
-
 # Counts and lengths are 32-bit inside torch and the tokenizers; their products must fit trials.parquet's
 # 64-bit columns. The seed goes to numpy, which takes 0 .. 2**32 - 1.
 INT_MAX = 2**31 - 1

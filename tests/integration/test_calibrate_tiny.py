@@ -49,7 +49,7 @@ def test_calibrate_runs_its_probes_and_draws_the_fit_map_from_them(tmp_path, cap
     assert "Measured (4 trial(s) of these settings; the rest is predicted):" in printed
     assert (
         "Draw this map again, or for another card (--card NAME): "
-        f"rlsweep fitmap --trials {out} --model tiny --stacks trl --budget-gib {BUDGET_GIB} "
+        f"rlsweep fitmap --trials {out} --model tiny --stack trl --budget-gib {BUDGET_GIB} "
         "--set max_prompt_length=96 --set num_threads=1" in printed
     )
 

@@ -42,7 +42,7 @@ def test_fitmap_sends_a_knob_its_own_flags_set_to_that_flag(capsys):
 
 
 def test_fitmap_checks_its_axes_and_lengths_by_the_knobs_rules_all_at_once(capsys):
-    argv = [*FITMAP, "--k", "0,abc", "--b", "0", "--min-length", "0", "--stacks", "trl,trll"]
+    argv = [*FITMAP, "--k", "0,abc", "--b", "0", "--min-length", "0", "--stack", "trl,trll"]
     code, text = run_cli(argv, capsys)
     assert code == 2
     assert "fitmap: 5 error(s), nothing drawn:" in text
@@ -50,7 +50,7 @@ def test_fitmap_checks_its_axes_and_lengths_by_the_knobs_rules_all_at_once(capsy
     assert "--k 0,abc: 'abc' is not a whole number; give e.g. --k 4,8" in text
     assert "--b 0: batch_size must be >= 1, got 0; give 1 or more" in text
     assert "--min-length 0: max_completion_length must be >= 1, got 0; give 1 or more" in text
-    assert "--stacks trl,trll: unknown stack 'trll'; did you mean 'trl'" in text
+    assert "--stack trl,trll: unknown stack 'trll'; did you mean 'trl'" in text
 
 
 def test_fitmap_refuses_a_length_range_that_runs_backwards(capsys):

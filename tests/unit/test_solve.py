@@ -191,7 +191,7 @@ def test_solve_settings_errors_name_the_flag_the_value_and_the_rule(tmp_path):
         "--set num_generations=4: num_generations is the setting --maximize searches; give its candidates "
         "with --values or --from/--to instead",
         "--set trial_key=x: trial_key is set by rlsweep for each trial; remove it",
-        "--set memory_budget_gib=3: the budget is --budget-gib; give it there and drop this --set",
+        "--set memory_budget_gib=3: the budget is --budget-gib or --card; give it there and drop this --set",
         "--values 1: num_generations must be >= 2, got 1; give 2 or more",
     ]
 
