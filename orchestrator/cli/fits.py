@@ -273,9 +273,15 @@ def cmd_fits(args: argparse.Namespace) -> int:
     for a in answers:
         out.print(f"  {a.stack:<{width}}  {a.verdict:<13} {_figure(a)}  {a.basis}", markup=False)
     out.print(f"assumed: {assumptions(spec)}", markup=False)
+    simulated = any(a.basis.startswith(SIMULATED) for a in answers)
     out.print(
-        "K is TRL's num_generations; B prompts per step, so B x K completions a step. Intervals are 90%: "
-        "fits = the whole interval under the budget, does not fit = all of it above.",
+        "K is TRL's num_generations; B prompts per step, so B x K completions a step. Intervals are 90%"
+        + (
+            " (a simulated step's: the range the simulator erred by on the H100's measured rows)"
+            if simulated
+            else ""
+        )
+        + ": fits = the whole interval under the budget, does not fit = all of it above.",
         markup=False,
     )
     for a, framework in zip(answers, frameworks, strict=True):
