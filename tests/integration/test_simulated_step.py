@@ -23,7 +23,7 @@ def _spec(**knobs) -> TrialSpec:
 def test_a_step_on_meta_allocates_what_the_same_step_allocates_on_real_cpu_tensors():
     # Without the CUDA kernels' stand-ins and with eager attention both run the same ops: the scoring
     # forward, then TRL's loss, backward, clipping and AdamW; only meta holds no memory.
-    meta = simulate(_spec(), 34, device="meta", attention="eager", as_cuda=False)
+    meta = simulate(_spec(), 34, device="meta", attention="eager", as_cuda=False, cache=False)
     cpu = simulate(_spec(), 34, device="cpu", attention="eager")
     assert meta.resting_gib == cpu.resting_gib > 0
     for phase in ("scoring", "training"):
@@ -32,8 +32,8 @@ def test_a_step_on_meta_allocates_what_the_same_step_allocates_on_real_cpu_tenso
 
 
 def test_the_simulated_peak_grows_with_the_completion_length_on_a_4_bit_model():
-    short = simulate(_spec(quantization="nf4", max_completion_length=64), 34)
-    long = simulate(_spec(quantization="nf4", max_completion_length=256), 34)
+    short = simulate(_spec(quantization="nf4", max_completion_length=64), 34, cache=False)
+    long = simulate(_spec(quantization="nf4", max_completion_length=256), 34, cache=False)
     assert long.allocated_gib > short.allocated_gib > long.resting_gib > 0
     # the caching allocator's replay reserves at least what is allocated, and grows with it
     assert long.reserved_gib >= long.allocated_gib and short.reserved_gib >= short.allocated_gib
@@ -77,7 +77,7 @@ class StubStack(Stack):
 
 
 def test_an_unsloth_step_runs_on_meta_through_unsloths_loss_with_every_phase_counted():
-    step = simulate(_spec(framework="unsloth", quantization="nf4"), 34)
+    step = simulate(_spec(framework="unsloth", quantization="nf4"), 34, cache=False)
     assert set(step.phase_gib) == {"generation", "scoring", "training"}
     assert step.allocated_gib == max(step.phase_gib.values()) > step.resting_gib > 0
     assert step.reserved_gib >= step.allocated_gib
@@ -87,7 +87,7 @@ def test_an_unsloth_step_runs_on_meta_through_unsloths_loss_with_every_phase_cou
 def test_an_unsloth_step_on_meta_allocates_what_the_same_step_allocates_on_real_cpu_tensors():
     # Without the CUDA stand-ins (the fused log-prob op's chunk) and with eager attention both run the
     # same ops: Unsloth's loss, the offloading checkpointer's and LoRA MLP's stand-ins, backward, AdamW.
-    meta = simulate(_spec(framework="unsloth"), 34, device="meta", attention="eager", as_cuda=False)
+    meta = simulate(_spec(framework="unsloth"), 34, device="meta", attention="eager", as_cuda=False, cache=False)
     cpu = simulate(_spec(framework="unsloth"), 34, device="cpu", attention="eager")
     assert meta.resting_gib == cpu.resting_gib > 0
     for phase in ("scoring", "training"):
