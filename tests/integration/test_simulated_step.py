@@ -87,7 +87,9 @@ def test_an_unsloth_step_runs_on_meta_through_unsloths_loss_with_every_phase_cou
 def test_an_unsloth_step_on_meta_allocates_what_the_same_step_allocates_on_real_cpu_tensors():
     # Without the CUDA stand-ins (the fused log-prob op's chunk) and with eager attention both run the
     # same ops: Unsloth's loss, the offloading checkpointer's and LoRA MLP's stand-ins, backward, AdamW.
-    meta = simulate(_spec(framework="unsloth"), 34, device="meta", attention="eager", as_cuda=False, cache=False)
+    meta = simulate(
+        _spec(framework="unsloth"), 34, device="meta", attention="eager", as_cuda=False, cache=False
+    )
     cpu = simulate(_spec(framework="unsloth"), 34, device="cpu", attention="eager")
     assert meta.resting_gib == cpu.resting_gib > 0
     for phase in ("scoring", "training"):
