@@ -1,4 +1,4 @@
-"""Bad input to the verbs that predict (issue 46): `rlsweep fitmap` checks its settings as `predict` and
+"""Bad input to the verbs that predict: `rlsweep fitmap` checks its settings as `predict` and
 `run` do, by the trainer's own rules (field, value, rule, fix; exit 2), a budget given on a command line
 must be a positive number, and a model the fit map knows nothing of is named with the models it knows."""
 
