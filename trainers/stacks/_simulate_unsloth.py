@@ -53,12 +53,11 @@ class _Accelerator(SimpleNamespace):
 
 
 def _config(spec: Any, dtype: Any):
-    from trl import GRPOConfig
+    """TRL's simulated GRPOConfig (the trial's, as a real trial builds it) with UnslothGRPOConfig's own
+    fields at their defaults."""
+    from trainers.stacks._simulate_trl import _config as trl_config
 
-    from trainers.runtime import grpo_config_kwargs
-
-    asked = grpo_config_kwargs(spec, dtype, on_gpu=True) | {"bf16": False, "fp16": False, "use_cpu": True}
-    config = GRPOConfig(**asked, reward_weights=[1.0])
+    config = trl_config(spec, dtype)
     for name, value in UNSLOTH_CONFIG_DEFAULTS.items():
         setattr(config, name, value)
     return config
