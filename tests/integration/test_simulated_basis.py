@@ -61,3 +61,25 @@ def test_no_simulate_answers_from_the_prior_and_simulates_nothing(tmp_path, monk
     assert code == 0, text
     assert "the prior (no measured trials)" in text and "simulated" not in text
     assert not (tmp_path / "simulated").exists()
+
+
+def test_a_first_simulated_answer_prints_the_answer_and_nothing_the_libraries_say(tmp_path):
+    # A fresh cache: both stacks' steps simulated in the process (TRL's and Unsloth's imports, transformers'
+    # checkpointing notice), as on a user's first question; what they print is not the answer's.
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RLSWEEP_", "PYTHONWARNINGS"))}
+    env |= {"RLSWEEP_CACHE": str(tmp_path), "HOME": str(tmp_path), "COLUMNS": "200", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "fits", "--model", "meta-llama/Llama-3.2-1B-Instruct",
+         "--card", "16gb", "--k", "2", "--b", "1", "--length", "64"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("meta-llama/Llama-3.2-1B-Instruct, GRPO, K=2")
+    assert [line.split()[:2] for line in lines[1:3]] == [["TRL", "fits"], ["Unsloth", "fits"]]
+    assert all("simulated (" in line for line in lines[1:3]) and len(lines) == 5

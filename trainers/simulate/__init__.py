@@ -15,8 +15,11 @@ steps". A stack says how it simulates (trainers/stacks/_base.py Stack.simulate_s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +102,22 @@ def simulate(
     return step
 
 
+@contextlib.contextmanager
+def _quiet():
+    """The libraries' warnings about the step they run (transformers' "use_cache=True is incompatible with
+    gradient checkpointing", TRL's note on the installed vLLM's version, Unsloth's on import order) unsaid
+    while it runs on meta: the user asked about memory, and the simulated trainer is not theirs. Errors
+    still raise."""
+    before = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(before)
+
+
 def _one(spec: Any, prompt_tokens: int, device: str, attention: str, cuda: bool) -> SimulatedStep:
     """One simulation of the step, every layer of the model as built."""
     from trainers import stacks
@@ -108,9 +127,9 @@ def _one(spec: Any, prompt_tokens: int, device: str, attention: str, cuda: bool)
 
     started = time.perf_counter()
     counter = AllocationCounter(trace=True)
-    stack = stacks.load(spec.framework)
     try:
-        with on_meta(as_cuda=cuda):
+        with _quiet(), on_meta(as_cuda=cuda):
+            stack = stacks.load(spec.framework)
             simulated = stack.simulate_step(
                 spec, prompt_tokens, counter, device=device, attention=attention, as_cuda=cuda
             )

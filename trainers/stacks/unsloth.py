@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import io
 import os
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -60,7 +61,10 @@ def import_unsloth_for_simulation():
     before = sys.modules.get("vllm", False)
     sys.modules["vllm"] = None
     try:
-        return import_unsloth()
+        # What Unsloth prints as it imports ("no GPU found, training on CPU ...") is about the host, not
+        # the simulated card: kept out of the answer's output.
+        with contextlib.redirect_stdout(io.StringIO()):
+            return import_unsloth()
     finally:
         if before is False:
             sys.modules.pop("vllm", None)
