@@ -9,9 +9,12 @@ is fitted but that constant.
     python bench/bench_simulate.py --stacks unsloth     # one
     python bench/bench_simulate.py --whole              # and every layer simulated: the layer cut's own error
 
-A row's `steps` says what it measured: the largest of 3-5 steps (the optimizer's state live through the
-step, as the simulation has it), or one first step before the optimizer had a state (rounds 2 and 4:
-those read short by the moments, and so does the comparison).
+A row's `steps` says what it measured: the largest of 3-10 steps, or one first step. Every trainer of
+these rounds let torch create AdamW's moments inside the first `optimizer.step()` (rlsweep's trainers
+allocate them before step 1 since: trainers/optimizer_state.py), so each configuration is simulated as
+they ran (`--optimizer-state lazy`, the default here): one step against a first-step row, two against a
+row of several steps, the second's peaks on the blocks the moments split. `--optimizer-state before`
+simulates as today's trainers run (one step, moments allocated before it), as the CLI's answers do.
 """
 
 from __future__ import annotations
@@ -42,6 +45,14 @@ def rows(files=ROUNDS, stacks=STACKS) -> dict[tuple, list[dict]]:
     return found
 
 
+def _simulate(spec, prompt_tokens: int, state: str, whole: bool = False):
+    """The step as the row's trainer ran it: "before" (moments made before the step), "lazy" (two steps,
+    moments made in the first), "first" (lazy's first step alone: no moments during it)."""
+    from trainers.simulate import simulate
+
+    return simulate(spec, prompt_tokens, cache=False, whole=whole, optimizer_state=state)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompt-tokens", type=int, default=34, help="the rows' prompts: 34 tokens each")
@@ -59,8 +70,13 @@ def main() -> int:
         action="store_true",
         help="also simulate every layer of each model: the layer cut's own error on reserved, and both times",
     )
+    parser.add_argument(
+        "--optimizer-state",
+        choices=("lazy", "before"),
+        default="lazy",
+        help="AdamW's moments made in the first step (as the rows' trainers did) or before it (default: %(default)s)",
+    )
     args = parser.parse_args()
-    from trainers.simulate import simulate
     from trainers.trial import TrialSpec
 
     print(
@@ -79,20 +95,23 @@ def main() -> int:
             max_completion_length=int(completion), num_iterations=int(iterations), quantization=quantization,
             lora_r=int(lora_r), lora_alpha=2 * int(lora_r), lora_dropout=0.05, learning_rate=2e-4,
         )  # fmt: skip
+        best = max(measured, key=lambda r: int(r.get("steps") or 0))  # the steadiest row
+        steps = int(best.get("steps") or 0)
+        state = "lazy" if args.optimizer_state == "lazy" and steps > 1 else "before"
+        if args.optimizer_state == "lazy" and steps <= 1:
+            state = "first"  # one step, no moments before it: simulated as lazy's first step alone
         started = time.perf_counter()
-        step = simulate(spec, args.prompt_tokens, cache=False)
+        step = _simulate(spec, args.prompt_tokens, state)
         seconds = time.perf_counter() - started
         if args.whole:
             started = time.perf_counter()
-            whole = simulate(spec, args.prompt_tokens, cache=False, whole=True)
+            whole = _simulate(spec, args.prompt_tokens, state, whole=True)
             print(
                 f"  every layer: allocated {whole.allocated_gib:.3f} (cut {100 * (step.allocated_gib / whole.allocated_gib - 1):+.2f}%), "
                 f"reserved {whole.reserved_gib:.3f} (cut {100 * (step.reserved_gib / whole.reserved_gib - 1):+.2f}%), "
                 f"{time.perf_counter() - started:.1f} s against the cut's {seconds:.1f} s",
                 flush=True,
             )
-        best = max(measured, key=lambda r: int(r.get("steps") or 0))  # the steadiest row
-        steps = int(best.get("steps") or 0)
         kind = f"largest of {steps}" if steps > 1 else "first step"
         nvml = step.reserved_gib + H100_CONTEXT_GIB
         cells = []

@@ -48,3 +48,26 @@ def test_fragmentation_reserves_more_than_is_ever_allocated():
 def test_a_step_replayed_again_on_the_memory_the_first_left_reserves_no_more():
     trace = [("a", 0, 30 * MIB), ("mark",), ("a", 1, 10 * MIB), ("a", 2, 10 * MIB), ("f", 1), ("f", 2)]
     assert replay(trace, repeat=1) == replay(trace, repeat=3) == 3 * LARGE_PAGE
+
+
+def test_under_expandable_segments_a_large_block_splits_off_a_remainder_under_1_mib():
+    allocator = Allocator()
+    allocator.alloc(1, 10 * MIB)
+    allocator.alloc(2, 10 * MIB)  # the first 20 MiB page, full
+    allocator.free(1)
+    allocator.alloc(3, 9 * MIB + MIB // 2)  # half a MiB left of the hole: split off, free
+    allocator.free(2)  # merges with it: 10.5 MiB free at the end
+    allocator.alloc(4, 10 * MIB + MIB // 2)
+    assert allocator.reserved == LARGE_PAGE  # were it kept inside 3, 10 MiB free: another page mapped
+
+
+def test_the_free_block_at_the_segments_end_is_taken_only_where_no_other_fits():
+    allocator = Allocator()
+    allocator.alloc(1, 8 * MIB)
+    allocator.alloc(2, 8 * MIB)  # 4 MiB free at the page's end
+    allocator.free(1)  # an 8 MiB hole at the start
+    allocator.alloc(3, 3 * MIB)  # the end block is the smaller fit, but it could grow: the hole is taken
+    assert allocator.blocks[3][1] == 0
+    allocator.alloc(4, 4 * MIB)  # the hole's 5 MiB left fit it
+    allocator.alloc(5, 4 * MIB)  # only the end block fits now
+    assert allocator.blocks[5][1] == 16 * MIB and allocator.reserved == LARGE_PAGE

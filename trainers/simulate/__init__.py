@@ -58,6 +58,7 @@ def simulate(
     as_cuda: bool | None = None,
     whole: bool = False,
     cache: bool = True,
+    optimizer_state: str = "before",
 ) -> SimulatedStep:
     """`spec`'s training step through its stack's code (module docstring). prompt_tokens: the prompt's
     length (default max_prompt_length, the worst case). device "cpu" runs the same step on real tensors,
@@ -65,7 +66,12 @@ def simulate(
     "Simulated steps"); attention: transformers' implementation ("eager" where the host's and meta's SDPA
     kernels would differ). On meta a deep model is simulated at two shallow depths and its own read off
     the line through them (trainers/simulate/_layers.py; `whole` simulates every layer), and the step is
-    kept on disk (trainers/simulate/_cache.py; `cache` False neither reads nor writes it)."""
+    kept on disk (trainers/simulate/_cache.py; `cache` False neither reads nor writes it). optimizer_state:
+    "before" allocates AdamW's moments before the step, as rlsweep's trainers do (trainers/optimizer_state.py),
+    so the one step simulated is every step; "lazy" leaves torch to create them inside the first step's
+    `optimizer.step()`, as a plain TRL or Unsloth run does, and simulates two steps: the peaks are the
+    larger of the two, the second's reserved on the blocks the moments split after the first; "first", that
+    first step alone."""
     from transformers import AutoConfig
 
     from trainers.models import _without_meta
@@ -83,19 +89,20 @@ def simulate(
             f"{spec.model}'s config: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
         ) from exc
     depth = None if whole or not on_meta else _layers.depths(built)
-    how = {"attention": attention, "as_cuda": cuda, "layers": depth, "framework": spec.framework}
+    how = {"attention": attention, "as_cuda": cuda, "layers": depth, "framework": spec.framework,
+           "optimizer_state": optimizer_state}  # fmt: skip
     name = _cache.key(spec, config, tokens, how) if on_meta and cache else None
     kept = _cache.read(name, SimulatedStep) if name else None
     if kept is not None:
         return dataclasses.replace(kept, simulated={**kept.simulated, "cached": True})
     started = time.perf_counter()
     if depth is None:
-        step = _one(spec, tokens, device, attention, cuda)
+        step = _one(spec, tokens, device, attention, cuda, optimizer_state)
     else:
         with _layers.cut_to(depth[0]):
-            small = _one(spec, tokens, device, attention, cuda)
+            small = _one(spec, tokens, device, attention, cuda, optimizer_state)
         with _layers.cut_to(depth[1]):
-            large = _one(spec, tokens, device, attention, cuda)
+            large = _one(spec, tokens, device, attention, cuda, optimizer_state)
         step = _layers.extrapolated(small, large, depth, time.perf_counter() - started)
     if name:
         _cache.write(name, step)
@@ -118,7 +125,9 @@ def _quiet():
         logging.disable(before)
 
 
-def _one(spec: Any, prompt_tokens: int, device: str, attention: str, cuda: bool) -> SimulatedStep:
+def _one(
+    spec: Any, prompt_tokens: int, device: str, attention: str, cuda: bool, optimizer_state: str
+) -> SimulatedStep:
     """One simulation of the step, every layer of the model as built."""
     from trainers import stacks
     from trainers.simulate._allocator import replay
@@ -131,7 +140,13 @@ def _one(spec: Any, prompt_tokens: int, device: str, attention: str, cuda: bool)
         with _quiet(), on_meta(as_cuda=cuda):
             stack = stacks.load(spec.framework)
             simulated = stack.simulate_step(
-                spec, prompt_tokens, counter, device=device, attention=attention, as_cuda=cuda
+                spec,
+                prompt_tokens,
+                counter,
+                device=device,
+                attention=attention,
+                as_cuda=cuda,
+                optimizer_state=optimizer_state,
             )
     except CannotSimulate:
         raise

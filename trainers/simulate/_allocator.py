@@ -3,10 +3,13 @@
 The rules, as c10/cuda/CUDACachingAllocator.cpp has them with `expandable_segments:True` (the setting
 rlsweep's trainers run with): a request is rounded up to 512 bytes; up to 1 MiB it is served from the
 small pool, above from the large pool; each pool is one expandable segment that maps memory at its end
-in pages of 2 MiB (small) or 20 MiB (large) when no free block fits. A request takes the smallest free
-block that fits (best fit, the lowest address among equals), split when what remains is at least 512
-bytes (small pool) or more than 1 MiB (large pool); a freed block merges with free neighbours. Nothing
-mapped is given back (no empty_cache). Reserved is what the two segments have mapped.
+in pages of 2 MiB (small) or 20 MiB (large) when no free block fits, only what the request lacks beyond
+a free block at the end. A request takes the smallest free block that fits (best fit, the lowest address
+among equals), save that the free block at the segment's end counts as the size it could grow to (its
+`expandable_size`), so it is taken only where no other free block fits. A block is split when what
+remains is at least 512 bytes, in both pools (`should_split` under expandable segments; without them the
+large pool keeps a remainder of up to 1 MiB inside the block). A freed block merges with free
+neighbours. Nothing mapped is given back (no empty_cache). Reserved is what the two segments have mapped.
 """
 
 from __future__ import annotations
@@ -35,12 +38,13 @@ class _Pool:
 
     def take(self, size: int) -> int:
         """The start of the block serving `size` (already rounded)."""
-        fits = [(self.sizes[s], s) for s in self.free if self.sizes[s] >= size]
+        tail = self.starts[-1] if self.starts and self.starts[-1] in self.free else None
+        fits = [(self.sizes[s], s) for s in self.free if self.sizes[s] >= size and s != tail]
         if fits:
             _, start = min(fits)
+        elif tail is not None and self.sizes[tail] >= size:
+            start = tail  # the end block's expandable size is all the segment could still map: taken last
         else:
-            last = self.starts[-1] if self.starts else None
-            tail = last if last is not None and last in self.free else None
             start = tail if tail is not None else self.mapped
             need = start + size
             grown = -(-need // self.page) * self.page
@@ -82,7 +86,7 @@ class Allocator:
 
     def __init__(self):
         self.small = _Pool(SMALL_PAGE, MIN_BLOCK)
-        self.large = _Pool(LARGE_PAGE, SMALL_SIZE + 1)
+        self.large = _Pool(LARGE_PAGE, MIN_BLOCK)  # expandable segments split large blocks as small ones
         self.blocks: dict[int, tuple[_Pool, int]] = {}
         self.peak_reserved = 0
 

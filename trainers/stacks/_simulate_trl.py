@@ -8,7 +8,8 @@ fp32 outputs around its forward, as `Accelerator.prepare` wraps it under bf16 mi
 GRPOTrainer.compute_loss / _compute_loss / _get_per_token_logps_and_entropies run unmodified, bound to a
 trainer holding the attributes they read, set from the trial's GRPOConfig (the same
 runtime.grpo_config_kwargs path as a real trial). Then backward, gradient clipping and AdamW's step, its
-state allocated before the step as a trainer allocates it (trainers/optimizer_state.py).
+state allocated before the step as rlsweep's trainers allocate it (trainers/optimizer_state.py), or
+inside the first step as torch does in a plain run (`steps`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from collections import defaultdict
 from contextlib import nullcontext
 from types import MethodType, SimpleNamespace
 from typing import Any
+
+# When AdamW's moments are made: before the first step, inside it, or inside it with only it simulated.
+OPTIMIZER_STATES = ("before", "lazy", "first")
 
 
 def _fused_logprob_entropy(logits, index, temperature=1.0, row_mask=None):
@@ -160,6 +164,7 @@ def simulate_step(
     device: str = "meta",
     attention: str = "sdpa",
     as_cuda: bool = True,
+    optimizer_state: str = "before",
 ) -> dict[str, Any]:
     """One training step of `spec` (a TrialSpec) on meta, counted by `counter` (simulate._count's
     AllocationCounter, entered here once the model, its adapters and the optimizer's state are built and
@@ -177,7 +182,8 @@ def simulate_step(
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=args.learning_rate, weight_decay=args.weight_decay, foreach=True)
     trainer.optimizer = optimizer
-    materialize(trainer)
+    if optimizer_state == "before":
+        materialize(trainer)
     held = list(model.parameters()) + list(model.buffers())
     for module in model.modules():
         state = getattr(getattr(module, "weight", None), "quant_state", None)
@@ -188,7 +194,19 @@ def simulate_step(
     held += [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
     with counter, _trl_on_meta(as_cuda):
         counter.hold(held)
-        return _step(spec, args, model, trainer, optimizer, params, prompt_tokens, counter, device)
+        for _ in range(steps(optimizer_state)):
+            said = _step(spec, args, model, trainer, optimizer, params, prompt_tokens, counter, device)
+        return said
+
+
+def steps(optimizer_state: str) -> int:
+    """How many steps a simulation runs, by when AdamW's moments are made: "before" the first step, as
+    rlsweep's trainers make them (one step: the first is every step); "lazy", inside the first
+    `optimizer.step()` as torch makes them in a plain TRL or Unsloth run (two steps: the second, the first
+    with the moments live, is the steady one); "first", lazy's first step alone (a one-step run's)."""
+    if optimizer_state not in OPTIMIZER_STATES:
+        raise ValueError(f"optimizer_state {optimizer_state!r}: one of {', '.join(OPTIMIZER_STATES)}")
+    return 2 if optimizer_state == "lazy" else 1
 
 
 def _step(spec, args, model, trainer, optimizer, params, prompt_tokens, counter, device) -> dict[str, Any]:

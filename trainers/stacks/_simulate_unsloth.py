@@ -135,6 +135,7 @@ def simulate_step(
     device: str = "meta",
     attention: str = "sdpa",
     as_cuda: bool = True,
+    optimizer_state: str = "before",
 ) -> dict[str, Any]:
     """One training step of `spec` (a TrialSpec) through Unsloth's GRPO loss on meta, counted by `counter`
     (entered here once the model, its adapters, the optimizer's state and Unsloth's persistent buffers are
@@ -144,6 +145,7 @@ def simulate_step(
     import torch
 
     from trainers.optimizer_state import materialize
+    from trainers.stacks._simulate_trl import steps
     from trainers.stacks._simulate_unsloth_kernels import OffloadingCheckpointer, unsloth_on_meta
 
     zoo = _zoo()
@@ -160,7 +162,8 @@ def simulate_step(
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=args.learning_rate, weight_decay=args.weight_decay, foreach=True)
     trainer.optimizer = optimizer
-    materialize(trainer)
+    if optimizer_state == "before":
+        materialize(trainer)
     held = list(model.parameters()) + list(model.buffers()) + checkpointer.buffers
     for module in model.modules():
         state = getattr(getattr(module, "weight", None), "quant_state", None)
@@ -171,9 +174,21 @@ def simulate_step(
     held += [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
     with counter, unsloth_on_meta(zoo, as_cuda):
         counter.hold(held)
-        return _step(
-            spec, zoo, args, model, checkpointer, trainer, optimizer, params, prompt_tokens, counter, device
-        )
+        for _ in range(steps(optimizer_state)):
+            said = _step(
+                spec,
+                zoo,
+                args,
+                model,
+                checkpointer,
+                trainer,
+                optimizer,
+                params,
+                prompt_tokens,
+                counter,
+                device,
+            )
+        return said
 
 
 def _step(
