@@ -138,7 +138,7 @@ def simulated_answer(spec, budget: float) -> Answer | str:
     verdict = FITS if high <= budget else DOES_NOT_FIT if low > budget else UNCERTAIN
     said = (
         f"{SIMULATED} ({stacks.label(spec.framework)}'s own step on meta tensors: allocated "
-        f"{step.allocated_gib:.2f} GiB, reserved {step.reserved_gib:.2f}, + context {context:.2f}; "
+        f"{step.allocated_gib:.2f} GiB in {step.phase}, reserved {step.reserved_gib:.2f}, + context {context:.2f}; "
         f"{'simulated before, read from disk' if step.simulated.get('cached') else f'{step.seconds:.0f} s'})"
     )
     return Answer(stacks.label(spec.framework), verdict, said, peak, low, high)

@@ -2,6 +2,8 @@
 copies of itself agrees with every layer simulated, a step simulated once is read back from disk at once,
 and a fit map of a family no trial measured is drawn from its stack's simulated steps and says so."""
 
+import re
+
 import pytest
 
 from trainers.simulate import simulate
@@ -83,3 +85,7 @@ def test_a_first_simulated_answer_prints_the_answer_and_nothing_the_libraries_sa
     assert lines[0].startswith("meta-llama/Llama-3.2-1B-Instruct, GRPO, K=2")
     assert [line.split()[:2] for line in lines[1:3]] == [["TRL", "fits"], ["Unsloth", "fits"]]
     assert all("simulated (" in line for line in lines[1:3]) and len(lines) == 5
+    # each names the phase that set its peak
+    assert all(
+        re.search(r"allocated [0-9.]+ GiB in (generation|scoring|training), ", line) for line in lines[1:3]
+    )
