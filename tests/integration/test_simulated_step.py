@@ -117,8 +117,10 @@ class StubStack(Stack):
 
 def test_an_unsloth_step_runs_on_meta_through_unsloths_loss_with_every_phase_counted():
     step = simulate(_spec(framework="unsloth", quantization="nf4"), 34, cache=False)
-    assert set(step.phase_gib) == {"generation", "scoring", "training"}
+    assert set(step.phase_gib) == {"generation", "decoding", "scoring", "training"}
     assert step.allocated_gib == max(step.phase_gib.values()) > step.resting_gib > 0
+    # Unsloth's decoding copies the full cache into buffers 512 tokens longer: more than generation held
+    assert step.phase_gib["decoding"] > step.phase_gib["generation"]
     assert step.reserved_gib >= step.allocated_gib
     assert step.simulated == {"micro_batch": 8, "prompt_tokens": 34, "num_iterations": 2}
 
@@ -152,3 +154,33 @@ def test_fits_answers_from_the_simulated_step_where_a_stack_has_one_and_says_why
     (unsloth,) = [x for x in text.splitlines() if x.startswith("  Unsloth ")]
     assert "fits" in trl and "H100 error range" in trl and "simulated (TRL's own step on meta tensors" in trl
     assert "simulated (Unsloth's own step on meta tensors" in unsloth
+
+
+def test_unsloths_decoding_buffers_are_512_tokens_past_the_cache_and_go_as_the_next_forward_reaches_each_layer():
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from trainers.simulate._count import AllocationCounter
+    from trainers.simulate._meta import on_meta
+    from trainers.stacks._simulate_unsloth_kernels import (
+        KV_CACHE_INCREMENT,
+        decode_buffers,
+        release_on_forward,
+    )
+
+    config = AutoConfig.for_model("llama", vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                                  num_attention_heads=4, num_key_value_heads=2)  # fmt: skip
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    rows, tokens, head_dim = 4, 100, 8
+    counter = AllocationCounter()
+    with counter, on_meta(as_cuda=False):
+        buffers = decode_buffers(model, rows, tokens, "meta")
+        paged = (KV_CACHE_INCREMENT + tokens + 1) * 2 * rows * 2 * head_dim * 2  # bf16 K and V, each layer
+        assert [b[0].untyped_storage().nbytes() for b in buffers] == [paged] * 3
+        held = counter.live_bytes
+        release_on_forward(model, buffers)
+        seen = []
+        model.model.layers[1].register_forward_pre_hook(lambda m, a: seen.append(counter.live_bytes))
+        model(input_ids=torch.zeros(1, 2, dtype=torch.long, device="meta"))
+        assert held - seen[0] >= paged  # layer 0's went as the forward reached it, layer 1's just after this
+        assert buffers == [[], [], []]

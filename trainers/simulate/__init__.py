@@ -26,9 +26,11 @@ from typing import Any
 from trainers.units import GIB
 
 # The phases a simulated step counts apart: generation (the KV cache filled to full length by chunked
-# prefill, as the synthetic probe fills it), the no-grad scoring forward (num_iterations > 1 or beta > 0)
-# and the training micro-batch (forward, backward, clipping, optimizer).
-PHASES = ("generation", "scoring", "training")
+# prefill, as the synthetic probe fills it), its decoding (a stack's own decoding buffers beside the full
+# cache: Unsloth's), the no-grad scoring forward (num_iterations > 1 or beta > 0) and the training
+# micro-batch (forward, backward, clipping, optimizer). Each phase's peak is affine in the layer count
+# (trainers/simulate/_layers.py); the step's is the largest.
+PHASES = ("generation", "decoding", "scoring", "training")
 
 
 class CannotSimulate(Exception):

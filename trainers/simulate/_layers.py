@@ -88,10 +88,13 @@ def extrapolated(small: Any, large: Any, depth: tuple[int, int, int], seconds: f
         for name in large.phase_gib
         if name in small.phase_gib
     }
+    # The step's peak is its largest phase's: each phase's is affine in the layers, their maximum is not (a
+    # phase that grows with depth can overtake one that set the shallow copies' peaks).
+    allocated = max(phases.values()) if phases else at(small.allocated_gib, large.allocated_gib)
     return dataclasses.replace(
         large,
-        allocated_gib=at(small.allocated_gib, large.allocated_gib),
-        reserved_gib=at(small.allocated_gib, large.allocated_gib) + _overhead(small, large, depth),
+        allocated_gib=allocated,
+        reserved_gib=allocated + _overhead(small, large, depth),
         phase=max(phases, key=phases.get) if phases else large.phase,
         phase_gib=phases,
         resting_gib=at(small.resting_gib, large.resting_gib),

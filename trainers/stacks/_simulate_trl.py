@@ -244,14 +244,15 @@ def _step(spec, args, model, trainer, optimizer, params, prompt_tokens, counter,
     return {"micro_batch": n, "prompt_tokens": prompt_tokens, "num_iterations": args.num_iterations}
 
 
-def _generation(model, spec, args, prompt_tokens: int, counter, device: str) -> None:
+def _generation(model, spec, args, prompt_tokens: int, counter, device: str, during=None) -> Any:
     """Generation's memory where the synthetic probe's reaches its peak (trainers/probe.py): the whole
     generation batch's KV cache holding prompt + max_completion_length less one prefill chunk, the last
     chunk prefilled onto it (the cache concatenated layer by layer, its logits for the last token only, as
     generate's); no gradients, gradient checkpointing off, as TRL generates. The chunks before the last
     allocate less than it and hold nothing after it, so the cache stands in for them; the decoding steps
     after it allocate less again and are not run (a one-row 4-bit matmul on meta ends the process in
-    bitsandbytes' fake kernel here)."""
+    bitsandbytes' fake kernel here). `during(rows, tokens)`, where given, runs with the cache at full length
+    (a stack's own decoding buffers: Unsloth's); what it returns is returned."""
     import torch
     from transformers import DynamicCache
 
@@ -282,7 +283,11 @@ def _generation(model, spec, args, prompt_tokens: int, counter, device: str) -> 
                 out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
                 cache = out.past_key_values
                 del out, ids
+            if during is not None:
+                counter.phase("decoding")
+            held = during(rows, total) if during is not None else None
             del cache
     finally:
         if was:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return held

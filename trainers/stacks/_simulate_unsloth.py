@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import defaultdict
+from functools import partial
 from types import MethodType, SimpleNamespace
 from typing import Any
 
@@ -197,6 +198,7 @@ def _step(
     import torch
 
     from trainers.stacks._simulate_trl import _generation
+    from trainers.stacks._simulate_unsloth_kernels import decode_buffers, release_on_forward
 
     n = spec.effective_micro_batch_size
     completion = spec.max_completion_length
@@ -205,7 +207,19 @@ def _step(
     prompt_mask = torch.ones(n, prompt_tokens, dtype=torch.long, device=device)
     completion_mask = torch.ones(n, completion, dtype=torch.long, device=device)
     advantages = torch.zeros(n, device=device)
-    _generation(model, spec, args, prompt_tokens, counter, device)  # turns checkpointing back on: torch's
+    # generation (it turns torch's checkpointing back on: Unsloth's is put back after), with Unsloth's
+    # decoding buffers, held until the next forward reaches each layer
+    buffers = _generation(
+        model,
+        spec,
+        args,
+        prompt_tokens,
+        counter,
+        device,
+        during=partial(decode_buffers, model, device=device),
+    )
+    release_on_forward(model, buffers)
+    del buffers
     if spec.gradient_checkpointing:
         _checkpoint_with(model, checkpointer)
     old_logps = None

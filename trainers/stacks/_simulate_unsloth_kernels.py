@@ -15,6 +15,12 @@ makes for it (docs/oom.md, "Simulated steps"; used by trainers/stacks/_simulate_
   of [rows, completion] per chunk of the loss (eager allocates at least what the compiled graph does).
 - autotune_batch_and_chunks runs as on an H100, with the card's free memory (CUDA_FREE_GIB), not the 8 GB
   it assumes without a GPU.
+- decode_buffers: Unsloth's fast decoding (unsloth/models/llama.py LlamaAttention_fast_forward_inference,
+  _decode_graphs.alloc_decode_buffers) copies each layer's KV cache at its first decoding step into a
+  buffer of its own, KV_CACHE_INCREMENT (512) tokens longer, with a few one-token scratch tensors, while
+  the cache it copies from is still held. The buffers stay on the attention modules after generate and
+  each is dropped when the next forward (scoring or training) reaches its layer
+  (LlamaAttention_fast_forward deletes `paged_attention`): release_on_forward.
 """
 
 from __future__ import annotations
@@ -394,3 +400,49 @@ def fast_lora(model) -> int:
             )
             count += 1
     return count
+
+
+KV_CACHE_INCREMENT = 512  # unsloth.models.llama.KV_CACHE_INCREMENT
+
+
+def decode_buffers(model: Any, rows: int, tokens: int, device: str) -> list[list]:
+    """Each decoder layer's decoding buffers as Unsloth's eager decode path allocates them at the first
+    decoding step after a prefill of `tokens` tokens for `rows` sequences (module docstring)."""
+    import torch
+
+    config = model.config.get_text_config()
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    attention = heads * head_dim
+    dtype = torch.bfloat16
+    layers = []
+    for _ in range(config.num_hidden_layers):
+        held = [
+            torch.empty((KV_CACHE_INCREMENT + tokens + 1, 2, rows, kv_heads, head_dim), dtype=dtype, device=device),
+            torch.empty((2, rows, 1, attention), dtype=dtype, device=device),  # temp_QA
+            torch.empty((2, rows, 1, kv_heads * head_dim), dtype=dtype, device=device),  # temp_KV
+            torch.empty((rows, heads, 1, head_dim), dtype=dtype, device=device),  # RH_Q
+            torch.empty((rows, heads, 1, KV_CACHE_INCREMENT + tokens + (-tokens) % 8), dtype=dtype, device=device),
+        ]  # fmt: skip
+        if attention != config.hidden_size:
+            held.append(torch.empty((rows, 1, config.hidden_size), dtype=dtype, device=device))  # temp_O
+        layers.append(held)
+    return layers
+
+
+def release_on_forward(model: Any, buffers: list[list]) -> None:
+    """Drop layer i's decoding buffers when a forward first reaches decoder layer i, as Unsloth's
+    attention forward deletes them (module docstring); all at once at the model's next forward where its
+    decoder layers cannot be told apart."""
+    layers = [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")]
+    if len(layers) != len(buffers):
+        layers, buffers[:] = [model], [[t for held in buffers for t in held]]
+    hooks = []
+
+    def drop(index: int, module, args):
+        buffers[index].clear()
+        hooks[index].remove()
+
+    for index, layer in enumerate(layers):
+        hooks.append(layer.register_forward_pre_hook(partial(drop, index)))
