@@ -13,8 +13,10 @@ A row's `steps` says what it measured: the largest of 3-10 steps, or one first s
 these rounds let torch create AdamW's moments inside the first `optimizer.step()` (rlsweep's trainers
 allocate them before step 1 since: trainers/optimizer_state.py), so each configuration is simulated as
 they ran (`--optimizer-state lazy`, the default here): one step against a first-step row, two against a
-row of several steps, the second's peaks on the blocks the moments split. `--optimizer-state before`
-simulates as today's trainers run (one step, moments allocated before it), as the CLI's answers do.
+row of several steps, the second's peaks on the blocks the moments split. A row whose
+`optimizer_state_primed` is true came from a trainer that made them before step 1, and is simulated so
+(one step, the moments made before it), as the CLI's answers are; `--optimizer-state before` simulates
+every row so.
 """
 
 from __future__ import annotations
@@ -97,9 +99,10 @@ def main() -> int:
         )  # fmt: skip
         best = max(measured, key=lambda r: int(r.get("steps") or 0))  # the steadiest row
         steps = int(best.get("steps") or 0)
-        state = "lazy" if args.optimizer_state == "lazy" and steps > 1 else "before"
-        if args.optimizer_state == "lazy" and steps <= 1:
-            state = "first"  # one step, no moments before it: simulated as lazy's first step alone
+        primed = (
+            best.get("optimizer_state_primed", "").lower() == "true"
+        )  # its trainer made them before step 1
+        state = "before" if primed or args.optimizer_state == "before" else "lazy" if steps > 1 else "first"
         started = time.perf_counter()
         step = _simulate(spec, args.prompt_tokens, state)
         seconds = time.perf_counter() - started
