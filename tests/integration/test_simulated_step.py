@@ -184,3 +184,26 @@ def test_unsloths_decoding_buffers_are_512_tokens_past_the_cache_and_go_as_the_n
         model(input_ids=torch.zeros(1, 2, dtype=torch.long, device="meta"))
         assert held - seen[0] >= paged  # layer 0's went as the forward reached it, layer 1's just after this
         assert buffers == [[], [], []]
+
+
+def test_a_decoding_step_of_a_4_bit_model_runs_on_meta_and_allocates_each_4_bit_layers_output():
+    # A decoding step's few rows go to bitsandbytes' custom kernel, which allocates its output alone; its
+    # fake kernel ended the process on meta, so the output is allocated in its place.
+    from transformers import DynamicCache
+
+    from trainers.simulate._meta import on_meta, qlora_model
+
+    model = qlora_model(_spec(quantization="nf4"), torch.bfloat16)
+    with on_meta(as_cuda=True), torch.no_grad():
+        cache = DynamicCache(config=model.config)
+        model(
+            input_ids=torch.zeros(2, 5, dtype=torch.long, device="meta"),
+            past_key_values=cache,
+            use_cache=True,
+        )
+        out = model(
+            input_ids=torch.zeros(2, 1, dtype=torch.long, device="meta"),
+            past_key_values=cache,
+            use_cache=True,
+        )
+    assert out.logits.shape == (2, 1, model.config.vocab_size) and cache.get_seq_length() == 6

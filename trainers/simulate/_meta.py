@@ -97,7 +97,9 @@ class _Gemm4bit:
 
         rows = A.numel() // max(1, A.shape[-1])
         if rows <= BNB_CUSTOM_KERNEL_MAX_ROWS:
-            return self.op.default(A, B, shape, absmax, blocksize, quant_type, bias=bias, **kw)
+            # the custom kernel allocates its output alone: as its fake kernel would, without calling it
+            # (on meta it ends the process in a decoding step's few rows)
+            return torch.empty((*A.shape[:-1], shape[0]), dtype=A.dtype, device=A.device)
         weight = torch.empty(tuple(shape), dtype=A.dtype, device=A.device)
         return torch.nn.functional.linear(A, weight, bias)
 
