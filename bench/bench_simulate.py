@@ -12,8 +12,8 @@ is fitted but that constant.
 A row's `steps` says what it measured: the largest of 3-10 steps, or one first step. Every trainer of
 these rounds let torch create AdamW's moments inside the first `optimizer.step()` (rlsweep's trainers
 allocate them before step 1 since: trainers/optimizer_state.py), so each configuration is simulated as
-they ran (`--optimizer-state lazy`, the default here): one step against a first-step row, two against a
-row of several steps, the second's peaks on the blocks the moments split. A row whose
+they ran (`--optimizer-state lazy`, the default here): one step against a first-step row, num_iterations
++ 1 against a row of several steps (up to the first that generates with the moments live). A row whose
 `optimizer_state_primed` is true came from a trainer that made them before step 1, and is simulated so
 (one step, the moments made before it), as the CLI's answers are; `--optimizer-state before` simulates
 every row so.
@@ -48,8 +48,8 @@ def rows(files=ROUNDS, stacks=STACKS) -> dict[tuple, list[dict]]:
 
 
 def _simulate(spec, prompt_tokens: int, state: str, whole: bool = False):
-    """The step as the row's trainer ran it: "before" (moments made before the step), "lazy" (two steps,
-    moments made in the first), "first" (lazy's first step alone: no moments during it)."""
+    """The step as the row's trainer ran it: "before" (moments made before the step), "lazy" (num_iterations
+    + 1 steps, moments made in the first), "first" (lazy's first step alone: no moments during it)."""
     from trainers.simulate import simulate
 
     return simulate(spec, prompt_tokens, cache=False, whole=whole, optimizer_state=state)

@@ -207,3 +207,25 @@ def test_a_decoding_step_of_a_4_bit_model_runs_on_meta_and_allocates_each_4_bit_
             use_cache=True,
         )
     assert out.logits.shape == (2, 1, model.config.vocab_size) and cache.get_seq_length() == 6
+
+
+def test_moments_made_in_the_first_step_leave_it_short_and_the_steady_step_as_if_made_before():
+    # torch's AdamW makes its moments inside the first optimizer.step(): that step's peak lacks them (a
+    # one-step run's, "first"); the step that generates with them live ("lazy": num_iterations + 1
+    # steps, the one between training on the first batch again) peaks as a step with them made before.
+    spec = _spec(quantization="nf4")
+    before, first, lazy = (
+        simulate(spec, 34, cache=False, optimizer_state=s) for s in ("before", "first", "lazy")
+    )
+    moments = 2 * sum(_trainable_bytes(spec))  # two moments the size and dtype of each trainable weight
+    assert first.allocated_gib * 2**30 <= before.allocated_gib * 2**30 - moments + 64 * GRANULE
+    assert lazy.allocated_gib == pytest.approx(before.allocated_gib, abs=64 * GRANULE / 2**30)
+    with pytest.raises(ValueError, match="optimizer_state 'late'"):
+        simulate(spec, 34, cache=False, optimizer_state="late")
+
+
+def _trainable_bytes(spec):
+    from trainers.stacks._simulate_trl import _model
+
+    model = _model(spec, torch.bfloat16, True, "meta", "sdpa")
+    return [p.numel() * p.element_size() for p in model.parameters() if p.requires_grad]

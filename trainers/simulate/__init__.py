@@ -31,6 +31,9 @@ from trainers.units import GIB
 # micro-batch (forward, backward, clipping, optimizer). Each phase's peak is affine in the layer count
 # (trainers/simulate/_layers.py); the step's is the largest.
 PHASES = ("generation", "decoding", "scoring", "training")
+# When AdamW's moments are made (simulate's optimizer_state): before the first step, inside it, or inside it
+# with only that step simulated.
+OPTIMIZER_STATES = ("before", "lazy", "first")
 
 
 class CannotSimulate(Exception):
@@ -71,9 +74,12 @@ def simulate(
     kept on disk (trainers/simulate/_cache.py; `cache` False neither reads nor writes it). optimizer_state:
     "before" allocates AdamW's moments before the step, as rlsweep's trainers do (trainers/optimizer_state.py),
     so the one step simulated is every step; "lazy" leaves torch to create them inside the first step's
-    `optimizer.step()`, as a plain TRL or Unsloth run does, and simulates two steps: the peaks are the
-    larger of the two, the second's reserved on the blocks the moments split after the first; "first", that
-    first step alone."""
+    `optimizer.step()`, as a plain TRL or Unsloth run does, and simulates num_iterations + 1 steps (up to
+    one that generates again with the moments live; those between train on the first batch again, as
+    TRL's do): the peaks are the largest, the later steps' reserved on the blocks the earlier left;
+    "first", that first step alone."""
+    if optimizer_state not in OPTIMIZER_STATES:
+        raise ValueError(f"optimizer_state {optimizer_state!r}: one of {', '.join(OPTIMIZER_STATES)}")
     from transformers import AutoConfig
 
     from trainers.models import _without_meta

@@ -20,9 +20,6 @@ from contextlib import nullcontext
 from types import MethodType, SimpleNamespace
 from typing import Any
 
-# When AdamW's moments are made: before the first step, inside it, or inside it with only it simulated.
-OPTIMIZER_STATES = ("before", "lazy", "first")
-
 
 def _fused_logprob_entropy(logits, index, temperature=1.0, row_mask=None):
     """TRL's Triton log-prob/entropy kernel (trl/kernels/logprob_entropy.py) by its allocations: four
@@ -194,22 +191,28 @@ def simulate_step(
     held += [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
     with counter, _trl_on_meta(as_cuda):
         counter.hold(held)
-        for _ in range(steps(optimizer_state)):
-            said = _step(spec, args, model, trainer, optimizer, params, prompt_tokens, counter, device)
+        for index in range(steps(optimizer_state, args.num_iterations)):
+            # with num_iterations > 1, TRL generates and scores once, then trains that many steps on the batch
+            fresh = index % args.num_iterations == 0
+            said = _step(spec, args, model, trainer, optimizer, params, prompt_tokens, counter, device, fresh)
         return said
 
 
-def steps(optimizer_state: str) -> int:
+def steps(optimizer_state: str, num_iterations: int = 1) -> int:
     """How many steps a simulation runs, by when AdamW's moments are made: "before" the first step, as
     rlsweep's trainers make them (one step: the first is every step); "lazy", inside the first
-    `optimizer.step()` as torch makes them in a plain TRL or Unsloth run (two steps: the second, the first
-    with the moments live, is the steady one); "first", lazy's first step alone (a one-step run's)."""
-    if optimizer_state not in OPTIMIZER_STATES:
-        raise ValueError(f"optimizer_state {optimizer_state!r}: one of {', '.join(OPTIMIZER_STATES)}")
-    return 2 if optimizer_state == "lazy" else 1
+    `optimizer.step()` as torch makes them in a plain TRL or Unsloth run (num_iterations + 1 steps: every
+    step that trains on the first batch again, then one that generates with the moments live, whose
+    peaks are the steady ones); "first", lazy's first step alone (a one-step run's). trainers.simulate
+    checks the name (OPTIMIZER_STATES)."""
+    return num_iterations + 1 if optimizer_state == "lazy" else 1
 
 
-def _step(spec, args, model, trainer, optimizer, params, prompt_tokens, counter, device) -> dict[str, Any]:
+def _step(
+    spec, args, model, trainer, optimizer, params, prompt_tokens, counter, device, fresh=True
+) -> dict[str, Any]:
+    """One optimizer step: generation, the scoring pass where TRL takes one, then training; `fresh` False
+    trains on a batch an earlier step generated and scored (num_iterations > 1): training alone."""
     import torch
 
     n = spec.effective_micro_batch_size
@@ -222,8 +225,11 @@ def _step(spec, args, model, trainer, optimizer, params, prompt_tokens, counter,
         "advantages": torch.zeros(n, device=device),
         "num_items_in_batch": torch.tensor(float(n * completion), device=device),
     }
-    _generation(model, spec, args, prompt_tokens, counter, device)
-    if args.num_iterations > 1 or args.beta != 0.0:
+    if not fresh:
+        inputs["old_per_token_logps"] = torch.zeros(n, completion, device=device)
+    else:
+        _generation(model, spec, args, prompt_tokens, counter, device)
+    if fresh and (args.num_iterations > 1 or args.beta != 0.0):
         counter.phase("scoring")
         with torch.no_grad():
             ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)

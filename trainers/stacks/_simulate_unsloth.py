@@ -175,8 +175,9 @@ def simulate_step(
     held += [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
     with counter, unsloth_on_meta(zoo, as_cuda):
         counter.hold(held)
-        for _ in range(steps(optimizer_state)):
+        for index in range(steps(optimizer_state, args.num_iterations)):
             said = _step(
+                index % args.num_iterations == 0,  # a batch generated and scored, or reused (trl's _step)
                 spec,
                 zoo,
                 args,
@@ -193,7 +194,7 @@ def simulate_step(
 
 
 def _step(
-    spec, zoo, args, model, checkpointer, trainer, optimizer, params, prompt_tokens, counter, device
+    fresh, spec, zoo, args, model, checkpointer, trainer, optimizer, params, prompt_tokens, counter, device
 ) -> dict[str, Any]:
     import torch
 
@@ -207,23 +208,24 @@ def _step(
     prompt_mask = torch.ones(n, prompt_tokens, dtype=torch.long, device=device)
     completion_mask = torch.ones(n, completion, dtype=torch.long, device=device)
     advantages = torch.zeros(n, device=device)
-    # generation (it turns torch's checkpointing back on: Unsloth's is put back after), with Unsloth's
-    # decoding buffers, held until the next forward reaches each layer
-    buffers = _generation(
-        model,
-        spec,
-        args,
-        prompt_tokens,
-        counter,
-        device,
-        during=partial(decode_buffers, model, device=device),
-    )
-    release_on_forward(model, buffers)
-    del buffers
-    if spec.gradient_checkpointing:
-        _checkpoint_with(model, checkpointer)
-    old_logps = None
-    if args.num_iterations > 1 or args.beta != 0.0:
+    if fresh:
+        # generation (it turns torch's checkpointing back on: Unsloth's is put back after), with Unsloth's
+        # decoding buffers, held until the next forward reaches each layer
+        buffers = _generation(
+            model,
+            spec,
+            args,
+            prompt_tokens,
+            counter,
+            device,
+            during=partial(decode_buffers, model, device=device),
+        )
+        release_on_forward(model, buffers)
+        del buffers
+        if spec.gradient_checkpointing:
+            _checkpoint_with(model, checkpointer)
+    old_logps = None if fresh else torch.zeros(n, completion, device=device)  # kept from the fresh step
+    if fresh and (args.num_iterations > 1 or args.beta != 0.0):
         counter.phase("scoring")
         with torch.no_grad():
             old_logps = _score(zoo, model, prompt_ids, completion_ids, prompt_mask, completion_mask)
