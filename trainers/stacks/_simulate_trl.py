@@ -256,8 +256,8 @@ def _generation(model, spec, args, prompt_tokens: int, counter, device: str, dur
     chunk prefilled onto it (the cache concatenated layer by layer, its logits for the last token only, as
     generate's); no gradients, gradient checkpointing off, as TRL generates. The chunks before the last
     allocate less than it and hold nothing after it, so the cache stands in for them; the decoding steps
-    after it allocate less again and are not run (a one-row 4-bit matmul on meta ends the process in
-    bitsandbytes' fake kernel here). `during(rows, tokens)`, where given, runs with the cache at full length
+    after it allocate less again and are not run (decoded token by token on meta they peak lower:
+    docs/benchmarks.md). `during(rows, tokens)`, where given, runs with the cache at full length
     (a stack's own decoding buffers: Unsloth's); what it returns is returned."""
     import torch
     from transformers import DynamicCache
