@@ -47,14 +47,6 @@ def rows(files=ROUNDS, stacks=STACKS) -> dict[tuple, list[dict]]:
     return found
 
 
-def _simulate(spec, prompt_tokens: int, state: str, whole: bool = False):
-    """The step as the row's trainer ran it: "before" (moments made before the step), "lazy" (num_iterations
-    + 1 steps, moments made in the first), "first" (lazy's first step alone: no moments during it)."""
-    from trainers.simulate import simulate
-
-    return simulate(spec, prompt_tokens, cache=False, whole=whole, optimizer_state=state)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompt-tokens", type=int, default=34, help="the rows' prompts: 34 tokens each")
@@ -79,6 +71,7 @@ def main() -> int:
         help="AdamW's moments made in the first step (as the rows' trainers did) or before it (default: %(default)s)",
     )
     args = parser.parse_args()
+    from trainers.simulate import simulate
     from trainers.trial import TrialSpec
 
     print(
@@ -104,11 +97,11 @@ def main() -> int:
         )  # its trainer made them before step 1
         state = "before" if primed or args.optimizer_state == "before" else "lazy" if steps > 1 else "first"
         started = time.perf_counter()
-        step = _simulate(spec, args.prompt_tokens, state)
+        step = simulate(spec, args.prompt_tokens, cache=False, optimizer_state=state)
         seconds = time.perf_counter() - started
         if args.whole:
             started = time.perf_counter()
-            whole = _simulate(spec, args.prompt_tokens, state, whole=True)
+            whole = simulate(spec, args.prompt_tokens, cache=False, whole=True, optimizer_state=state)
             print(
                 f"  every layer: allocated {whole.allocated_gib:.3f} (cut {100 * (step.allocated_gib / whole.allocated_gib - 1):+.2f}%), "
                 f"reserved {whole.reserved_gib:.3f} (cut {100 * (step.reserved_gib / whole.reserved_gib - 1):+.2f}%), "

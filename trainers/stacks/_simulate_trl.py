@@ -74,11 +74,13 @@ def _trl_on_meta(as_cuda: bool):
 
 
 class _Accelerator(SimpleNamespace):
-    """One process: gather, reduce and unwrap are identities, autocast is nothing on meta."""
+    """One process: gather, reduce and unwrap are identities, autocast is nothing on meta, no grad scaler
+    (bf16). Unsloth's simulated trainer holds one too."""
 
     num_processes = 1
     is_main_process = True
     sync_gradients = True
+    scaler = None
 
     def gather(self, tensor):
         return tensor
@@ -86,7 +88,7 @@ class _Accelerator(SimpleNamespace):
     def reduce(self, tensor, reduction="sum"):
         return tensor
 
-    def unwrap_model(self, model):
+    def unwrap_model(self, model, keep_fp32_wrapper=True):
         return model
 
     def autocast(self):
@@ -170,17 +172,51 @@ def simulate_step(
     step on real tensors (the test that meta counts what real execution allocates)."""
     import torch
 
-    from trainers.optimizer_state import materialize
-
     dtype = torch.bfloat16
     args = _config(spec, dtype)
     model = _model(spec, dtype, args.gradient_checkpointing, device, attention)
     trainer = _trainer(args, model)
+    params, optimizer = optimizer_for(trainer, model, args, optimizer_state)
+    held = held_before(model, optimizer)
+    with counter, _trl_on_meta(as_cuda):
+        counter.hold(held)
+        for fresh in schedule(optimizer_state, args.num_iterations):
+            said = _step(spec, args, model, trainer, optimizer, params, prompt_tokens, counter, device, fresh)
+        return said
+
+
+def schedule(optimizer_state: str, num_iterations: int = 1) -> list[bool]:
+    """The steps a simulation runs, each True where it generates and scores a batch, False where it trains
+    on the batch before again (num_iterations > 1, as TRL schedules them). How many, by when AdamW's
+    moments are made: "before" the first step, as rlsweep's trainers make them (one step: the first is
+    every step); "lazy", inside the first `optimizer.step()` as torch makes them in a plain TRL or Unsloth
+    run (num_iterations + 1 steps: every step that trains on the first batch again, then one that
+    generates with the moments live, whose peaks are the steady ones); "first", lazy's first step alone
+    (a one-step run's). trainers.simulate checks the name (OPTIMIZER_STATES)."""
+    count = num_iterations + 1 if optimizer_state == "lazy" else 1
+    return [index % num_iterations == 0 for index in range(count)]
+
+
+def optimizer_for(trainer: Any, model: Any, args: Any, optimizer_state: str) -> tuple[list, Any]:
+    """The trainable weights and their AdamW (the trial's rate and decay), set on `trainer`, its state
+    made before the step where `optimizer_state` is "before" (trainers/optimizer_state.py)."""
+    import torch
+
+    from trainers.optimizer_state import materialize
+
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=args.learning_rate, weight_decay=args.weight_decay, foreach=True)
     trainer.optimizer = optimizer
     if optimizer_state == "before":
         materialize(trainer)
+    return params, optimizer
+
+
+def held_before(model: Any, optimizer: Any) -> list:
+    """The storages made before the step, for the counter to hold: weights and buffers, bitsandbytes'
+    quantization state (absmax, code, the nested absmax), the optimizer's state where it exists."""
+    import torch
+
     held = list(model.parameters()) + list(model.buffers())
     for module in model.modules():
         state = getattr(getattr(module, "weight", None), "quant_state", None)
@@ -188,24 +224,7 @@ def simulate_step(
             held += [state.absmax, state.code]
             if state.nested:
                 held += [state.state2.absmax, state.state2.code, state.offset]
-    held += [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
-    with counter, _trl_on_meta(as_cuda):
-        counter.hold(held)
-        for index in range(steps(optimizer_state, args.num_iterations)):
-            # with num_iterations > 1, TRL generates and scores once, then trains that many steps on the batch
-            fresh = index % args.num_iterations == 0
-            said = _step(spec, args, model, trainer, optimizer, params, prompt_tokens, counter, device, fresh)
-        return said
-
-
-def steps(optimizer_state: str, num_iterations: int = 1) -> int:
-    """How many steps a simulation runs, by when AdamW's moments are made: "before" the first step, as
-    rlsweep's trainers make them (one step: the first is every step); "lazy", inside the first
-    `optimizer.step()` as torch makes them in a plain TRL or Unsloth run (num_iterations + 1 steps: every
-    step that trains on the first batch again, then one that generates with the moments live, whose
-    peaks are the steady ones); "first", lazy's first step alone (a one-step run's). trainers.simulate
-    checks the name (OPTIMIZER_STATES)."""
-    return num_iterations + 1 if optimizer_state == "lazy" else 1
+    return held + [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
 
 
 def _step(

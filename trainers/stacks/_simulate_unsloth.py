@@ -39,20 +39,6 @@ def _zoo():
     return zoo
 
 
-class _Accelerator(SimpleNamespace):
-    """One process: gather is the identity, no grad scaler (bf16), unwrap returns the model."""
-
-    num_processes = 1
-    is_main_process = True
-    scaler = None
-
-    def gather(self, tensor):
-        return tensor
-
-    def unwrap_model(self, model, keep_fp32_wrapper=True):
-        return model
-
-
 def _config(spec: Any, dtype: Any):
     """TRL's simulated GRPOConfig (the trial's, as a real trial builds it) with UnslothGRPOConfig's own
     fields at their defaults."""
@@ -66,6 +52,8 @@ def _config(spec: Any, dtype: Any):
 
 def _trainer(args: Any, model: Any):
     """What grpo_accumulated_loss reads of the UnslothGRPOTrainer."""
+    from trainers.stacks._simulate_trl import _Accelerator
+
     return SimpleNamespace(
         args=args, model=model, accelerator=_Accelerator(), processing_class=SimpleNamespace(pad_token_id=-1),
         beta=args.beta, use_vllm=False, vllm_importance_sampling_correction=False, loss_type=args.loss_type,
@@ -145,8 +133,7 @@ def simulate_step(
     runs the same step on real tensors."""
     import torch
 
-    from trainers.optimizer_state import materialize
-    from trainers.stacks._simulate_trl import steps
+    from trainers.stacks._simulate_trl import held_before, optimizer_for, schedule
     from trainers.stacks._simulate_unsloth_kernels import OffloadingCheckpointer, unsloth_on_meta
 
     zoo = _zoo()
@@ -160,24 +147,13 @@ def simulate_step(
     if spec.gradient_checkpointing:
         checkpointer.prepare(config.num_hidden_layers, rows * length * config.hidden_size, dtype)
     trainer = _trainer(args, model)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=args.learning_rate, weight_decay=args.weight_decay, foreach=True)
-    trainer.optimizer = optimizer
-    if optimizer_state == "before":
-        materialize(trainer)
-    held = list(model.parameters()) + list(model.buffers()) + checkpointer.buffers
-    for module in model.modules():
-        state = getattr(getattr(module, "weight", None), "quant_state", None)
-        if state is not None:
-            held += [state.absmax, state.code]
-            if state.nested:
-                held += [state.state2.absmax, state.state2.code, state.offset]
-    held += [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
+    params, optimizer = optimizer_for(trainer, model, args, optimizer_state)
+    held = held_before(model, optimizer) + checkpointer.buffers
     with counter, unsloth_on_meta(zoo, as_cuda):
         counter.hold(held)
-        for index in range(steps(optimizer_state, args.num_iterations)):
+        for fresh in schedule(optimizer_state, args.num_iterations):
             said = _step(
-                index % args.num_iterations == 0,  # a batch generated and scored, or reused (trl's _step)
+                fresh,
                 spec,
                 zoo,
                 args,
