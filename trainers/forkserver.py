@@ -40,7 +40,6 @@ dies takes its trainers with it.
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import importlib
 import json
@@ -73,11 +72,10 @@ _resident: list[tuple[int, int]] = []
 
 def profile_for(spec: Any) -> str | None:
     """The profile a trial forks from, or None: it starts cold (vLLM generation, whose hiding or import
-    is the trial's own; trials over several ranks, which accelerate's launcher starts; and every trial
-    on a host where vLLM is installed, below)."""
+    is the trial's own; and trials over several ranks, which accelerate's launcher starts)."""
     from trainers import stacks
 
-    if spec.generation == "vllm" or spec.num_processes > 1 or vllm_installed():
+    if spec.generation == "vllm" or spec.num_processes > 1:
         return None
     return spec.framework if spec.framework in stacks.STACKS else None
 
@@ -91,19 +89,6 @@ def profile_modules(profile: str) -> tuple[str, ...]:
     if profile in stacks.STACKS:
         return stacks.STACKS[profile].preload or BARE
     return PROFILES[profile]
-
-
-@functools.cache
-def vllm_installed() -> bool:
-    """Whether vLLM is installed here (found on the path: sys.modules may hide it in this process).
-    Where it is, trials start cold. With vLLM's CPU build installed, one of four runs of
-    test_forked_trainer read a forked tiny trainer's peak RSS 0.016 GiB (2.3%) under a cold one's (0.70
-    against 0.71-0.72 GiB, three of each, alternated), over that test's 2% floor; three runs agreed.
-    Until that is explained, a host with vLLM measures cold. Without vLLM the two agree within their
-    spread (test_forked_trainer; docs/benchmarks.md, "Start-up")."""
-    import importlib.machinery
-
-    return importlib.machinery.PathFinder.find_spec("vllm") is not None
 
 
 def send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:

@@ -22,6 +22,12 @@ from trainers.units import GIB
 # /proc/<pid>/smaps) ~30 ms for a forked copy of a trainer: at DEFAULT_HZ that alone would keep most of a
 # core busy beside the trainers. Children come and go rarely; a forked scorer's memory moves slowly.
 CHILDREN_REFRESH_S = 1.0
+# ... except where the trainer's own RSS reaches a new high, by this share over its reading at the last
+# refresh: then the children are read at once, so a peak never pairs the trainer's high with a list of
+# children up to a second old. The reward worker is forked at the first scoring, often under a second
+# before the step's peak: read a second late, it was in some peaks and not in others (tiny, 3 steps:
+# 0.638 or 0.665 GiB, the worker's 0.027 GiB unique set counted or not, cold and forked alike).
+CHILDREN_REFRESH_ON_HIGH = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,14 +97,17 @@ class _HostReader:
         self._children: list[psutil.Process] = []
         self._children_uss = 0  # bytes, as of the last refresh
         self._children_at = float("-inf")
+        self._own_at_refresh = 0  # the trainer's RSS when the children were last read, bytes
 
     def family(self) -> list[psutil.Process]:
         self._refresh_children()
         return [self.process, *self._children]
 
-    def _refresh_children(self) -> None:
+    def _refresh_children(self, own: int = 0) -> None:
         now = time.monotonic()
-        if now - self._children_at >= CHILDREN_REFRESH_S:
+        high = own > self._own_at_refresh * (1 + CHILDREN_REFRESH_ON_HIGH)
+        if high or now - self._children_at >= CHILDREN_REFRESH_S:
+            self._own_at_refresh = max(own, self._own_at_refresh)
             with contextlib.suppress(psutil.Error):
                 self._children = self.process.children(recursive=True)
             # A child counts by its unique set: a forked helper (the reward worker) shares the
@@ -119,7 +128,7 @@ class _HostReader:
             # Between the status look and this read the trainer reached its exit: its memory is released
             # before it turns zombie. A running process always holds pages, so 0 bytes is an exit.
             raise psutil.ZombieProcess(self.pid)
-        self._refresh_children()
+        self._refresh_children(rss)
         rss += self._children_uss
         return rss / GIB, read_vm_hwm_gib(self.pid), psutil.virtual_memory().available / GIB
 

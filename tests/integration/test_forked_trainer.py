@@ -12,16 +12,9 @@ from orchestrator.running.supervisor import run_trial
 from orchestrator.words.phases import TrialPhases
 from orchestrator.words.settings import GuardSettings
 from tests.helpers.trainer_child import ROOT
-from trainers.forkserver import vllm_installed
 from trainers.trial import TrialSpec
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        vllm_installed(),
-        reason="vLLM is installed: every trial starts cold here (trainers.forkserver.vllm_installed says why)",
-    ),
-]
+pytestmark = pytest.mark.slow
 ROUNDS = 3
 
 

@@ -206,6 +206,56 @@ def test_a_helpers_unique_memory_is_read_once_per_refresh_not_at_every_sample(mo
     assert 1 <= len(reads) <= 5  # about one a second (CHILDREN_REFRESH_S), for the one helper
 
 
+# Holds 200 MiB, forks a helper, rewrites its 200 MiB (the helper's copy becomes the helper's own: its
+# unique set), then reaches a new high (300 MiB more) and holds it until stdin closes.
+HIGH_AFTER_FORK_CHILD = textwrap.dedent(
+    """
+    import os, sys, time
+    held = bytearray(b"\\x01" * (200 * 2**20))
+    print("ready", flush=True)
+    sys.stdin.readline()
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    for i in range(0, len(held), 4096):
+        held[i] = 2
+    more = b"\\x01" * (300 * 2**20)
+    print("high", flush=True)
+    sys.stdin.readline()
+    os.kill(pid, 9)
+    """
+)
+
+
+def test_a_new_high_of_the_trainer_reads_its_children_at_once(monkeypatch):
+    # The reward worker is forked at the first scoring, often under a second before the step's peak: a
+    # peak that paired the trainer's high with the children read up to CHILDREN_REFRESH_S before left
+    # the worker out in some trials and not in others. Here the periodic refresh never comes again
+    # after the first reading, so only the new high can bring the helper into the peak.
+    from orchestrator.running import _readers
+
+    monkeypatch.setattr(_readers, "CHILDREN_REFRESH_S", 3600.0)
+    child = spawn(HIGH_AFTER_FORK_CHILD)
+    sampler = MemorySampler(child.pid, backend="psutil", hz=20)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        sampler.start()
+        wait_for_sample_after(sampler, time.time())  # the children read once, before the fork: none
+        child.stdin.write("fork\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "high"
+        wait_for_sample_after(sampler, time.time() + 0.3)
+        own = psutil.Process(child.pid).memory_info().rss / GIB
+        peak = sampler.peak()["rss_peak_gib"]
+    finally:
+        child.stdin.close()
+        child.wait(30)
+        sampler.stop()
+    assert own >= 480 * MIB / GIB
+    assert peak >= own + 150 * MIB / GIB, (peak, own)  # the helper's 200 MiB of its own, counted
+
+
 GROWING_CHILD = textwrap.dedent(
     """
     import time

@@ -80,8 +80,7 @@ def test_the_trial_cli_offers_a_registered_stack_and_builds_its_trial(third):
     assert report.base_stack == "third"
 
 
-def test_a_registered_stack_forks_from_its_own_profile(third, monkeypatch):
-    monkeypatch.setattr(forkserver, "vllm_installed", lambda: False)
+def test_a_registered_stack_forks_from_its_own_profile(third):
     assert forkserver.profile_for(TrialSpec(framework="third")) == "third"
     assert forkserver.profile_modules("third") == forkserver.BARE  # no preload named: the trainer's entry
     with registered(CAPABLE):
