@@ -26,6 +26,13 @@
 #   families  synthetic probes of FAMILIES, both stacks, K in FAMILY_KS, B=1, budget
 #             16 GiB, completions FAMILY_LENGTHS; beside them, a torch memory snapshot of one synthetic
 #             step per stack (bench/snapshot_hook, summarised by bench/memory_snapshot.py).
+#   unsloth_path  which path Unsloth's GRPO step took on the rows its simulation reads short: one step of
+#             UPATH_MODEL, K=UPATH_K B=UPATH_B, UPATH_LENGTH tokens, with Unsloth's logging on
+#             (UNSLOTH_ENABLE_LOGGING=1: whether sequence packing ran and passed its self-check) and torch's
+#             allocator history, beside the same step with the blocks uncompiled (UNSLOTH_BLOCK_COMPILE=0);
+#             both snapshots summarised (r/snapshot-unsloth-path*) and each trainer log's lines about
+#             packing and the compiled blocks (r/unsloth-path-lines.txt, r/unsloth-path-nocompile-lines.txt).
+#             Not in the default ITEMS: ITEMS=unsloth_path (the 3B's build, then 2 trials at once: ~4 min).
 # CPU rehearsal of every line (tiny model, 16-32 tokens, one trial at a time, no GPU):
 #   DRY_RUN=1 PY=.venv/bin/python PYTHONPATH=$PWD nice bash bench/gpu_round4.sh
 # shellcheck disable=SC2086 # PY, QLORA and the *_SET settings are word lists on purpose
@@ -37,6 +44,7 @@ if [[ $DRY_RUN == 1 ]]; then
     : "${PROBE_JOBS:=1}" "${MIN_PROBE_S:=20}" "${FAMILIES:=tiny}" "${FAMILY_KS:=2}" "${FAMILY_LENGTHS:=16}"
     : "${SESSION_MODEL:=tiny}" "${SESSION_LENGTHS:=16,32}" "${SESSION_THREADS:=1}"
     : "${FAMILY_JOBS:=1}" "${SNAP_MODEL:=tiny}" "${SNAP_LENGTH:=16}" "${LEARN_MIN_S:=60}" "${BUILD_THREADS:=1}"
+    : "${UPATH_MODEL:=tiny}" "${UPATH_K:=2}" "${UPATH_LENGTH:=16}"
     : "${FRONTIER_SET:=--set model=tiny --set grid.num_generations=[2] --set grid.batch_size=[1] --set grid.max_completion_length=[16,32] --set memory.budget_gib=8}"
     : "${LEARN_SET:=--set model=tiny --set max_steps=2 --set num_generations=2 --set batch_size=2 --set grid.framework=[trl] --set grid.mode=[grpo] --set eval_every=1 --set eval_samples=8 --set task_args.num_eval=8}"
     export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -66,6 +74,20 @@ FAMILY_LENGTHS=${FAMILY_LENGTHS:-512,1024,2048}
 FAMILY_JOBS=${FAMILY_JOBS:-3}
 SNAP_MODEL=${SNAP_MODEL:-random:Qwen/Qwen2.5-1.5B-Instruct}
 SNAP_LENGTH=${SNAP_LENGTH:-1024}
+SNAP_K=8 SNAP_B=2 SNAP_PROMPT=256 SNAP_BUDGET=16 SNAP_ITERATIONS=1 # families' snapshots; unsloth_path sets its own
+UPATH_MODEL=${UPATH_MODEL:-$MODEL3B}    # the rows Unsloth's simulation reads furthest short on (round 4's
+UPATH_K=${UPATH_K:-16}                  # frontier: 3B K=16 B=1, 2,048 tokens, num_iterations 1)
+UPATH_B=${UPATH_B:-1}
+UPATH_LENGTH=${UPATH_LENGTH:-2048}
+UPATH_PROMPT=${UPATH_PROMPT:-256}
+UPATH_BUDGET=${UPATH_BUDGET:-16}
+# The lines Unsloth prints about the path its step took (packing's self-check and fallbacks, the prefix
+# grouper, the compiled blocks and any demotion of them). Unsloth 2026.10.9 reads UNSLOTH_ENABLE_LOGGING
+# in unsloth/import_fixes.py and in the GRPO trainer module it generates (unsloth/models/rl_replacements.py
+# appends that definition, unsloth_zoo's grpo_accumulated_loss being inlined there), and
+# UNSLOTH_BLOCK_COMPILE in unsloth/models/_block_compile.py's _enabled() ("0": no layer compiled, and no
+# "compiling each transformer block" line at the model's patching).
+UPATH_LINES='\[Unsloth\] GRPO|seq-packing|sequence-packing|PrefixGrouper|transformer block|block compile'
 BUILD_THREADS=${BUILD_THREADS:-8}
 QLORA="--quantization nf4 --lora-r 16 --lora-alpha 32 --lora-dropout 0.05 --learning-rate 2e-4"
 REFERENCE=bench/data/h100-2026-11-26/trials.csv
@@ -191,22 +213,29 @@ learn() {
     sweep_until learn "$LEARN" "$limit" $LEARN_SET
 }
 
-snapshot() { # STACK: one synthetic step of SNAP_MODEL with torch's allocator history, summarised
-    local limit
+snapshot() { # STACK [NAME [VAR=VALUE ...]]: one synthetic step of SNAP_MODEL (K=SNAP_K B=SNAP_B, SNAP_LENGTH
+    # tokens) with torch's allocator history, the trainer run with the VAR=VALUEs set; r/snapshot-NAME.*
+    local stack=$1 name=${2:-$1} limit
+    shift $(($# < 2 ? $# : 2))
     limit=$(left 10)
-    ((limit > MIN_PROBE_S)) || { echo "[$(el)] snapshot $1 skipped: $limit s left"; return; }
-    RLSWEEP_COLD_START=1 RLSWEEP_BENCH_SNAPSHOT=$SNAPS/$1.pickle PYTHONPATH=$PWD/bench/snapshot_hook:${PYTHONPATH:-} \
-        timeout "$limit" $PY -m orchestrator.cli trial --framework "$1" --model-name "$SNAP_MODEL" \
-        --num-generations 8 --batch-size 2 --max-completion-length "$SNAP_LENGTH" --max-prompt-length 256 \
-        --max-steps 1 --probe-steps 1 --probe-kind synthetic --memory-budget-gib 16 $QLORA \
-        --timeout-s "$((limit - 5))" --output-dir "$W/snap-$1" >"$W/snap-$1.log" 2>&1
-    echo "[$(el)] snapshot trial $1 exit $?: $(grep -E '^(completed|oom|failed|timeout)' "$W/snap-$1.log" | tail -1)"
-    if [[ -f $SNAPS/$1.pickle ]]; then
-        cp -f "$SNAPS/$1.pickle.json" "$R/snapshot-$1.json"
-        $PY bench/memory_snapshot.py "$SNAPS/$1.pickle" --top 25 >"$R/snapshot-$1.txt" 2>&1
-        echo "[$(el)] snapshot $1: $(head -1 "$R/snapshot-$1.txt")"
+    ((limit > MIN_PROBE_S)) || { echo "[$(el)] snapshot $name skipped: $limit s left"; return; }
+    rm -f "$SNAPS/$name.pickle" "$SNAPS/$name.pickle.json" # an earlier call's, on a machine kept warm
+    env "$@" RLSWEEP_COLD_START=1 RLSWEEP_BENCH_SNAPSHOT="$SNAPS/$name.pickle" \
+        PYTHONPATH="$PWD/bench/snapshot_hook:${PYTHONPATH:-}" \
+        timeout "$limit" $PY -m orchestrator.cli trial --framework "$stack" --model-name "$SNAP_MODEL" \
+        --num-generations "$SNAP_K" --batch-size "$SNAP_B" --max-completion-length "$SNAP_LENGTH" \
+        --max-prompt-length "$SNAP_PROMPT" --max-steps 1 --probe-steps 1 --probe-kind synthetic \
+        --memory-budget-gib "$SNAP_BUDGET" $QLORA --num-iterations "$SNAP_ITERATIONS" \
+        --timeout-s "$((limit - 5))" --output-dir "$W/snap-$name" >"$W/snap-$name.log" 2>&1
+    echo "[$(el)] snapshot trial $name exit $?: $(grep -E '^(completed|oom|failed|timeout)' "$W/snap-$name.log" | tail -1)"
+    if [[ -f $SNAPS/$name.pickle ]]; then
+        cp -f "$SNAPS/$name.pickle.json" "$R/snapshot-$name.json"
+        limit=$(left 5) # the summary of a large history takes a while: it too ends by END_AT
+        timeout "$((limit > 5 ? limit : 5))" $PY bench/memory_snapshot.py "$SNAPS/$name.pickle" --top 25 \
+            >"$R/snapshot-$name.txt" 2>&1
+        echo "[$(el)] snapshot $name: $(head -1 "$R/snapshot-$name.txt")"
     else
-        echo "[$(el)] snapshot $1: none written (no CUDA, or the trial ended before its first forward)"
+        echo "[$(el)] snapshot $name: none written (no CUDA, or the trial ended before its first forward)"
     fi
 }
 
@@ -228,10 +257,34 @@ families() {
     wait $s
 }
 
+unsloth_path() { # Unsloth's step on UPATH_MODEL's rows: packed or padded, compiled blocks or not
+    wait $B3
+    [[ $UPATH_MODEL == "$MODEL3B" ]] || build "$UPATH_MODEL"
+    local limit
+    limit=$(left 15)
+    ((limit > MIN_PROBE_S)) || { echo "[$(el)] unsloth_path skipped: $limit s left"; return; }
+    echo "[$(el)] unsloth_path ($limit s): $UPATH_MODEL K=$UPATH_K B=$UPATH_B, $UPATH_LENGTH tokens, Unsloth's" \
+        "logging on, blocks compiled and not (2 trials at once)"
+    # snapshot() reads these (bash's locals are seen by the functions called from here)
+    local SNAP_MODEL=$UPATH_MODEL SNAP_K=$UPATH_K SNAP_B=$UPATH_B SNAP_LENGTH=$UPATH_LENGTH \
+        SNAP_PROMPT=$UPATH_PROMPT SNAP_BUDGET=$UPATH_BUDGET SNAP_ITERATIONS=1
+    snapshot unsloth unsloth-path UNSLOTH_ENABLE_LOGGING=1 &
+    local a=$!
+    snapshot unsloth unsloth-path-nocompile UNSLOTH_ENABLE_LOGGING=1 UNSLOTH_BLOCK_COMPILE=0 &
+    wait $a $!
+    local name log
+    for name in unsloth-path unsloth-path-nocompile; do
+        log=$(find "$W/snap-$name" -name trainer.log 2>/dev/null | head -1)
+        { echo "# $name: ${log:-no trainer.log}"; [[ -n $log ]] && grep -aE "$UPATH_LINES" "$log"; } >"$R/$name-lines.txt"
+        echo "[$(el)] $name: $(($(wc -l <"$R/$name-lines.txt") - 1)) lines about the path"
+        cat "$R/$name-lines.txt"
+    done
+}
+
 for item in $ITEMS; do
     case $item in
-    probes | steady | session | frontier | learn | families) $item ;;
-    *) echo "unknown item $item (probes, steady, session, frontier, learn, families)" ;;
+    probes | steady | session | frontier | learn | families | unsloth_path) $item ;;
+    *) echo "unknown item $item (probes, steady, session, frontier, learn, families, unsloth_path)" ;;
     esac
     results
 done

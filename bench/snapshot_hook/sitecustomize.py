@@ -4,9 +4,10 @@ Put this folder first on PYTHONPATH and set RLSWEEP_BENCH_SNAPSHOT=<file.pickle>
 (with RLSWEEP_COLD_START=1, so the trainer is a fresh process that imports this): in the trainer child
 (`python -m trainers`) on a GPU, the first forward pass of any module starts torch's allocator history
 (torch.cuda.memory._record_memory_history: every allocation and free with its Python stack), and the end
-of the first optimizer step (or the process's exit, if none ends) writes the snapshot there, with
-torch's own peaks beside it (<file>.json). Everything before the first forward (the loaded weights) shows
-as blocks allocated before the history. Any other process, or a run without CUDA, is left alone.
+of the first optimizer step (or the process's exit, if none ends; not the zero-rate step that allocates
+the optimizer's state before step 1) writes the snapshot there, with torch's own peaks beside it
+(<file>.json). Everything before the first forward (the loaded weights) shows as blocks allocated before
+the history. Any other process, or a run without CUDA, is left alone.
 """
 
 import os
@@ -47,6 +48,20 @@ def _dump(reason: str) -> None:
     print(f"[snapshot] written to {_OUT} ({reason})", file=sys.stderr, flush=True)
 
 
+def _priming() -> bool:
+    """Whether the optimizer step ending now is the trainer's own before step 1 (trainers/optimizer_state.py
+    `materialize`: a zero-rate step that allocates the moments), not the first training step's end."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "materialize" and code.co_filename.replace("\\", "/").endswith(
+            "trainers/optimizer_state.py"
+        ):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _first_forward(module, args):
     for handle in _state["handles"]:
         handle.remove()
@@ -63,7 +78,9 @@ def _first_forward(module, args):
     _state["armed"] = True
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    register_optimizer_step_post_hook(lambda optimizer, a, k: _dump("end of the first optimizer step"))
+    register_optimizer_step_post_hook(
+        lambda optimizer, a, k: _priming() or _dump("end of the first optimizer step")
+    )
     atexit.register(_dump, "exit before an optimizer step ended")
 
 

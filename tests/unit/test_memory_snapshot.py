@@ -54,3 +54,32 @@ def test_a_snapshot_without_history_peaks_at_its_live_blocks():
     bare["device_traces"] = []
     peak, index, live = at_peak(bare)
     assert peak == 3 * GIB and index == 0 and len(live) == 2
+
+
+def test_the_snapshot_hook_waits_past_the_step_that_allocates_the_optimizer_state(monkeypatch):
+    """The trainer's zero-rate step before step 1 (trainers/optimizer_state.py) is not the first step's end."""
+    import importlib.util
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import torch
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    from trainers.optimizer_state import materialize
+
+    monkeypatch.delenv("RLSWEEP_BENCH_SNAPSHOT", raising=False)
+    path = Path(__file__).resolve().parents[2] / "bench" / "snapshot_hook" / "sitecustomize.py"
+    spec = importlib.util.spec_from_file_location("snapshot_hook_sitecustomize", path)
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    weight = torch.nn.Parameter(torch.ones(2))
+    optimizer = torch.optim.AdamW([weight], lr=0.1)
+    seen = []
+    handle = register_optimizer_step_post_hook(lambda o, a, k: seen.append(hook._priming()))
+    try:
+        assert materialize(SimpleNamespace(optimizer=optimizer))
+        weight.grad = torch.ones(2)
+        optimizer.step()
+    finally:
+        handle.remove()
+    assert seen == [True, False]
