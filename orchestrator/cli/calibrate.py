@@ -115,7 +115,7 @@ def request_of(args: argparse.Namespace):
         axes["--k"],
         min(axes["--b"]),
         (args.min_length, args.max_length),
-        args.session,
+        session=args.session,
     ), []
 
 

@@ -85,3 +85,14 @@ def test_calibrate_refuses_a_budget_its_smallest_probe_is_predicted_over(calibra
     assert "calibrate: nothing run: the smallest probe (K=2 B=1 completion 128) is predicted" in text
     assert "over the 0.1 GiB budget" in text
     assert not (out / "trials.parquet").exists()
+
+
+@pytest.mark.parametrize("flag, session", [([], True), (["--session"], True), (["--no-session"], False)])
+def test_calibrate_runs_its_probes_in_a_session_unless_told_no_session(calibrate, flag, session):
+    from orchestrator.cli import build_parser
+    from orchestrator.cli.calibrate import request_of
+
+    _, argv = calibrate
+    request, errors = request_of(build_parser().parse_args([*argv, *flag]))
+    assert errors == []
+    assert request.session is session and request.simulated == []
