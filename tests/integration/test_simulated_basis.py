@@ -2,10 +2,14 @@
 copies of itself agrees with every layer simulated, a step simulated once is read back from disk at once,
 and a fit map of a family no trial measured is drawn from its stack's simulated steps and says so."""
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
+from tests.helpers.trainer_child import ROOT
 from trainers.simulate import simulate
 from trainers.trial import TrialSpec
 
@@ -39,6 +43,16 @@ def test_a_simulated_step_is_kept_on_disk_and_read_back_without_simulating(tmp_p
         first.reserved_gib,
         first.phase,
     )
+    # A kept step is found before transformers is imported: a cached answer costs under a second, not
+    # the libraries' imports (6 s of `rlsweep fits` here before).
+    code = (
+        "import sys; from trainers.simulate import simulate; from trainers.trial import TrialSpec; "
+        f"step = simulate(TrialSpec(**{DEEP!r}), 34); "
+        "print(step.simulated.get('cached'), 'transformers' in sys.modules, 'torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**os.environ, "RLSWEEP_CACHE": str(tmp_path)})  # fmt: skip
+    assert done.stdout.split() == ["True", "False", "False"], done.stdout + done.stderr[-2000:]
 
 
 def test_fitmap_draws_a_family_no_trial_measured_from_its_simulated_steps(tmp_path, monkeypatch, capsys):

@@ -80,29 +80,34 @@ def simulate(
     "first", that first step alone."""
     if optimizer_state not in OPTIMIZER_STATES:
         raise ValueError(f"optimizer_state {optimizer_state!r}: one of {', '.join(OPTIMIZER_STATES)}")
-    from transformers import AutoConfig
-
-    from trainers.models import _without_meta
-    from trainers.simulate import _cache, _layers
+    from trainers.simulate import _cache
     from trainers.simulate._meta import model_config
 
     tokens = prompt_tokens or spec.max_prompt_length
     cuda = device == "meta" if as_cuda is None else as_cuda
     on_meta = device == "meta"
     config = model_config(spec)
+    cut = on_meta and not whole
+    # The cut's depths follow from the config, the installed transformers and the simulator's source,
+    # all in the key: a kept step is found before transformers is imported (seconds of a cached answer).
+    how = {"attention": attention, "as_cuda": cuda, "layers": "cut" if cut else "whole",
+           "framework": spec.framework, "optimizer_state": optimizer_state}  # fmt: skip
+    name = _cache.key(spec, config, tokens, how) if on_meta and cache else None
+    kept = _cache.read(name, SimulatedStep) if name else None
+    if kept is not None:
+        return dataclasses.replace(kept, simulated={**kept.simulated, "cached": True})
+    from transformers import AutoConfig
+
+    from trainers.models import _without_meta
+    from trainers.simulate import _layers
+
     try:
         built = AutoConfig.for_model(**_without_meta(config))
     except Exception as exc:  # a model_type this transformers does not know, a config it refuses
         raise CannotSimulate(
             f"{spec.model}'s config: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
         ) from exc
-    depth = None if whole or not on_meta else _layers.depths(built)
-    how = {"attention": attention, "as_cuda": cuda, "layers": depth, "framework": spec.framework,
-           "optimizer_state": optimizer_state}  # fmt: skip
-    name = _cache.key(spec, config, tokens, how) if on_meta and cache else None
-    kept = _cache.read(name, SimulatedStep) if name else None
-    if kept is not None:
-        return dataclasses.replace(kept, simulated={**kept.simulated, "cached": True})
+    depth = _layers.depths(built) if cut else None
     started = time.perf_counter()
     if depth is None:
         step = _one(spec, tokens, device, attention, cuda, optimizer_state)
