@@ -132,10 +132,21 @@ def choose(
     if prediction.unknown is not None:
         raise CalibrationError(f"no prediction to choose probes by: {prediction.unknown}")
     if prediction.peak_gib > budget_gib:
+        fixes = ["a larger budget", "a smaller model"]
+        if k0 > 2 or b > 1:
+            fixes.append("fewer completions (--k 2 --b 1)")
+        if base.quantization != "nf4":
+            fixes.append("--set quantization=nf4")
+        where = (
+            " (no GPU here: the probes would measure this host's RSS, not a card's memory; run it on the "
+            "machine with the card)"
+            if getattr(model, "measure", None) == "RSS"
+            else ""
+        )
         raise CalibrationError(
             f"the smallest probe (K={k0} B={b} completion {lo}) is {prediction.describe()}, over the "
-            f"{budget_gib:g} GiB budget: nothing smaller would teach the model. Give a larger budget, a "
-            f"smaller model, or settings that take less memory (e.g. --set quantization=nf4)"
+            f"{budget_gib:g} GiB budget{where}, and it is the smallest asked for. Give "
+            f"{', '.join(fixes[:-1])} or {fixes[-1]}"
         )
     plan = Plan([Probe(FEW_SHORT, spec, prediction)])
     if prediction.verdict(budget_gib) != FITS:

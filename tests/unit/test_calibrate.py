@@ -102,10 +102,20 @@ def test_a_role_nothing_fits_is_left_out_and_said_why():
 
 def test_a_budget_the_smallest_probe_is_predicted_over_is_refused_with_the_fix():
     with pytest.raises(
-        CalibrationError, match="over the 4 GiB budget: nothing smaller would teach"
+        CalibrationError, match="over the 4 GiB budget, and it is the smallest asked for"
     ) as caught:
         _plan("GPU", "Qwen/Qwen2.5-14B-Instruct", "trl", "nf4", 4.0)
-    assert "Give a larger budget, a smaller model" in str(caught.value)
+    said = str(caught.value)
+    assert said.endswith("Give a larger budget or a smaller model")
+    assert "quantization=nf4" not in said and "no GPU here" not in said  # nf4 already; a GPU's figures
+
+
+def test_a_cpu_hosts_refusal_says_its_probes_would_measure_rss_and_offers_only_fixes_that_apply():
+    with pytest.raises(CalibrationError) as caught:
+        _plan("RSS", "Qwen/Qwen2.5-14B-Instruct", "trl", "none", 4.0)
+    said = str(caught.value)
+    assert "no GPU here: the probes would measure this host's RSS" in said
+    assert said.endswith("or --set quantization=nf4")
 
 
 def test_probes_chosen_after_one_measured_stay_within_the_room_the_fitted_model_leaves():
