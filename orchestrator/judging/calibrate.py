@@ -140,7 +140,7 @@ def choose(
         where = (
             " (no GPU here: the probes would measure this host's RSS, not a card's memory; run it on the "
             "machine with the card)"
-            if getattr(model, "measure", None) == "RSS"
+            if model.measure == "RSS"
             else ""
         )
         raise CalibrationError(
