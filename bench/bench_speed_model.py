@@ -4,12 +4,20 @@ it was not fitted on (leave one row out, leave one round out), its predictions f
 and the estimate of the default GPU sweep (sweeps/frontier-16gb.yaml) by probe kind.
 
     python bench/bench_speed_model.py
+
+`--step-error` does only the error of the seconds per step `rlsweep fits` and `fitmap` say
+(orchestrator/judging/speed_step.py): every row predicted by the model fitted on the others (leave one
+row out), its step against the measured one and whether the stated interval held it; it writes the
+held-out errors the interval is widened by to orchestrator/judging/h100_speed_error.json.
+
+    python bench/bench_speed_model.py --step-error
 """
 
 from __future__ import annotations
 
 import json
 import statistics
+import sys
 from pathlib import Path
 
 from orchestrator.judging.duration import estimate_sweep, load_times
@@ -19,8 +27,11 @@ from orchestrator.judging.speed_model import (
     h100_observations,
     held_out_errors,
     launches,
+    predicted_gen_s,
+    predicted_train_s,
     shape_of,
 )
+from orchestrator.judging.speed_step import ERROR_FILE
 from orchestrator.spec.load import load_sweep
 from orchestrator.spec.plan import plan
 from orchestrator.words.text import duration
@@ -30,7 +41,60 @@ UNMEASURED = ["meta-llama/Llama-3.2-1B-Instruct", "google/gemma-3-1b-it", "Qwen/
               "Qwen/Qwen3-4B", "Qwen/Qwen2.5-7B-Instruct"]  # fmt: skip
 
 
+def held_out_error(errors: list) -> dict:
+    """The error summary speed_step widens its intervals by: per part, the range and mean |error| of
+    the rows' leave-one-row-out errors ((predicted - measured) / measured)."""
+    out: dict = {"rows": len(errors), "held_out": "row", "source": "bench/data/h100-2026-11-26"}
+    for part, values in (("generation", [g for _, g, _ in errors]),
+                         ("training", [t for _, _, t in errors if t is not None])):  # fmt: skip
+        out[part] = {
+            "low": round(min(values), 4), "high": round(max(values), 4),
+            "mean_abs": round(statistics.mean(abs(v) for v in values), 4), "n": len(values),
+        }  # fmt: skip
+    return out
+
+
+def step_error(rows: list, times: dict) -> dict:
+    """The seconds per step on every GPU row, leave one row out (module docstring): prints the table,
+    writes ERROR_FILE, returns what it wrote."""
+    errors = held_out_errors(rows, times, "row")
+    summary = held_out_error(errors)
+    ERROR_FILE.write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"{ERROR_FILE.relative_to(ROOT)}: {summary}\n")
+    print("| stack | model | seqs | length | trials on card | step s measured | predicted | error | interval | held |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    held, steps = 0, []
+    for i, (obs, _, _) in enumerate(errors):
+        if obs.train_s is None:
+            continue
+        rest = [o for j, o in enumerate(rows) if o is not obs]
+        model = fit(rest, times)
+        others = held_out_error([e for j, e in enumerate(errors) if j != i])
+        per = obs.num_iterations
+        gen, train = predicted_gen_s(model, obs) / per, predicted_train_s(model, obs)
+        measured = obs.gen_s / per + obs.train_s
+        low = gen / (1 + others["generation"]["high"]) + train / (1 + others["training"]["high"])
+        high = gen / (1 + others["generation"]["low"]) + train / (1 + others["training"]["low"])
+        inside = low <= measured <= high
+        held += inside
+        steps.append(abs((gen + train) / measured - 1))
+        print(
+            f"| {obs.stack} | {obs.model.split('/')[-1]} | {obs.sequences} | {obs.completion} | {obs.concurrent} | "
+            f"{measured:.2f} | {gen + train:.2f} | {(gen + train) / measured - 1:+.1%} | {low:.2f}-{high:.2f} | "
+            f"{'yes' if inside else 'no'} |"
+        )
+    print(
+        f"step: {len(steps)} rows, mean |error| {statistics.mean(steps):.1%}, worst {max(steps):.1%}, within 10%: "
+        f"{sum(e <= 0.10 for e in steps)} of {len(steps)}; measured inside the interval (the other rows' error "
+        f"range): {held} of {len(steps)}"
+    )
+    return summary
+
+
 def main() -> None:
+    if "--step-error" in sys.argv[1:]:
+        step_error(h100_observations(ROOT), load_times())
+        return
     times = load_times()
     rows = h100_observations(ROOT)
     model = fit(rows, times)
