@@ -9,6 +9,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from orchestrator.cli._answers import print_map_remedies, print_map_speed
 from orchestrator.cli._common import (
     add_set,
     add_simulate,
@@ -309,8 +310,9 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
                 f"on this card: rlsweep calibrate --model {model} --stack {framework} {target}",
                 markup=False,
             )
+    print_map_remedies(fm, base, budget, args.min_length)
     if args.card is not None:
-        out.print(speed_line(args.card, [(f, m) for m in fm.models for f in fm.stacks]), markup=False)
+        print_map_speed(fm, base, args.card, ks, bs)
     if fm.measured:
         out.print(f"Measured ({len(fm.measured)} trial(s) of these settings; the rest is predicted):")
         _print_frame(

@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import sys
 
+from orchestrator.cli._answers import print_remedies, print_speed
 from orchestrator.cli._common import (
     add_set,
     add_simulate,
@@ -142,6 +143,19 @@ def simulated_answer(spec, budget: float) -> Answer | str:
         f"{'simulated before, read from disk' if step.simulated.get('cached') else f'{step.seconds:.0f} s'})"
     )
     return Answer(stacks.label(spec.framework), verdict, said, peak, low, high)
+
+
+def answer_check(spec, asked: dict, rows: list[dict], budget: float, measure: str | None, simulate: bool):
+    """`answer` as remedies' check (spec, budget) -> Answer, remembered, seeded with the answers given."""
+    memo = {(dataclasses.replace(spec, framework=f).to_json(), budget): a for f, a in asked.items()}
+
+    def check(candidate, budget_gib):
+        key = (candidate.to_json(), budget_gib)
+        if key not in memo:
+            memo[key] = answer(candidate, rows, budget_gib, measure, simulate)
+        return memo[key]
+
+    return check
 
 
 def answer(spec, rows: list[dict], budget: float, measure: str | None, simulate: bool = False) -> Answer:
@@ -284,6 +298,10 @@ def cmd_fits(args: argparse.Namespace) -> int:
         + ": fits = the whole interval under the budget, does not fit = all of it above.",
         markup=False,
     )
+    asked = dict(zip(frameworks, answers, strict=True))
+    check = answer_check(spec, asked, rows, budget, args.measure, simulate)
+    print_remedies(spec, asked, frameworks, budget, check, args.measure)
+    print_speed([("", [(stacks.label(f), dataclasses.replace(spec, framework=f)) for f in frameworks])], args.card)
     for a, framework in zip(answers, frameworks, strict=True):
         if a.verdict == "uncertain":
             target = f"--card {args.card.name}" if args.card is not None else f"--budget-gib {budget:g}"

@@ -166,7 +166,8 @@ def h100_decode_ms(framework: str, model: str, times: dict, speed) -> tuple[floa
 def decode_line(name: str, speed_figures: CardSpeed | None, pairs, times=None, speed=None) -> str:
     """One line: ms per generated token on the card `name` (speed figures `speed_figures`, None: not
     known by name) for each (framework, model) of `pairs`, with its basis and, on another card than the
-    H100, the interval (module docstring); or plainly that the card's speed is not known."""
+    H100, the interval (module docstring), headed by the launch-bound end (the H100's own figure); or
+    plainly that the card's speed is not known."""
     from orchestrator.judging.duration import load_times
     from orchestrator.judging.speed_model import load_speed_model
     from trainers import stacks
@@ -190,11 +191,12 @@ def decode_line(name: str, speed_figures: CardSpeed | None, pairs, times=None, s
             parts.append(f"{who} {ms:.0f} ({basis})")
         else:
             low, high = sorted((ms, ms * scale.decode))
-            parts.append(f"{who} {ms * scale.decode:.0f} ({low:.0f}-{high:.0f}; {basis} on an H100)")
+            parts.append(f"{who} {ms:.0f} ({low:.0f}-{high:.0f}; {basis} on an H100)")
     how = (
         "its rows' median, or the speed model's"
         if scale.measured
-        else f"the H100's x{scale.decode:.2f} by memory bandwidth ({MEASURED.bandwidth_gbs:,.0f} / "
-        f"{speed_figures.bandwidth_gbs:,.0f} GB/s), between the H100's and the scaled"
+        else "launch-bound, so headed by the H100's own figure (as fast with as fast a host), up to the "
+        f"H100's x{scale.decode:.2f} by memory bandwidth ({MEASURED.bandwidth_gbs:,.0f} / "
+        f"{speed_figures.bandwidth_gbs:,.0f} GB/s)"
     )
     return f"Decode on the {speed_figures.name}, ms per generated token ({how}): " + ", ".join(parts)

@@ -1,5 +1,6 @@
 """The fit map: for each stack and model, the longest completion length that fits a card at each K and B,
-predicted by the memory model (nothing runs), with the boundary's uncertainty, where the stacks part,
+predicted by the memory model (nothing runs), with the boundary's uncertainty, where the stacks part
+(either way: where Unsloth fits what TRL cannot, and where TRL fits what Unsloth cannot),
 and the trials measured so far placed on it, each said to be measured.
 
 For one (stack, model, K, B) the lengths LENGTHS[0]..LENGTHS[1] are searched by bisection on the
@@ -99,7 +100,8 @@ def length_words(length: int | None, lo: int, hi: int) -> str:
 @dataclass(frozen=True)
 class Parting:
     """Where `other` fits what `base` cannot at one (model, K, B): completion lengths from..to (both
-    likely boundaries); surely: even the sure ends part (other surely fits where base surely does not)."""
+    likely boundaries); surely: even the sure ends part (other surely fits where base surely does not).
+    Either way round: `base` is the stack that stops first, the map's base stack or not."""
 
     model: str
     k: int
@@ -354,7 +356,8 @@ def fit_map(
     by_key = {(x.framework, x.model, x.k, x.b): x for x in boundaries}
     for x in boundaries:
         if x.framework != frameworks[0]:
-            parting = _part(by_key[(frameworks[0], x.model, x.k, x.b)], x)
+            base_x = by_key[(frameworks[0], x.model, x.k, x.b)]
+            parting = _part(base_x, x) or _part(x, base_x)  # either stack may go on where the other stops
             if parting is not None:
                 partings.append(parting)
     measured, not_drawn = [], 0

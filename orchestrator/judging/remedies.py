@@ -42,6 +42,7 @@ LENGTH_STEP = 64  # a suggested completion length is a multiple of this
 # How far under its budget a proposal must be predicted for its candidate to be checked: the fast
 # predictor's misses (the prior against simulated steps) run to tens of percent.
 PROPOSE_SLACK = 1.5
+LENGTH_AIM = 1.1  # the longest length proposed is the one predicted this far under the budget
 
 
 @dataclass(frozen=True)
@@ -231,7 +232,8 @@ def _longest_length(
 
     lengths = list(range(LENGTH_STEP, asked, LENGTH_STEP))
     if propose is not None:
-        under = [n for n in lengths if (p := propose(at(n))) is not None and p <= budget_gib]
+        # aim inside the budget by the check's own interval's width: a fit needs its high end under it
+        under = [n for n in lengths if (p := propose(at(n))) is not None and p <= budget_gib / LENGTH_AIM]
         start = under[-1] if under else LENGTH_STEP
         for _ in range(per_kind):
             a = fits(start)

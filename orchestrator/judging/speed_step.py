@@ -157,25 +157,44 @@ def step_words(t: StepTime) -> str:
     )
 
 
-def basis_words(cards: list[CardSpeed], error: dict | None = None) -> list[str]:
-    """What the seconds rest on, in short lines."""
+def range_words(times: list[StepTime]) -> str:
+    """step_words of one card, or over several (a card known by its memory): each figure's range over
+    them, the interval from the lowest low to the highest high."""
+    if len(times) == 1:
+        return step_words(times[0])
+    if any(not t.known for t in times):
+        return "; ".join(f"{t.card.name}: {step_words(t)}" for t in times)
+
+    def span(values: list[float]) -> str:
+        lo, hi = min(values), max(values)
+        return _s(lo) if _s(lo) == _s(hi) else f"{_s(lo)}-{_s(hi)}"
+
+    totals = [t.total for t in times]
+    return (
+        f"{span([x[0] for x in totals])} s ({_s(min(x[1] for x in totals))}-{_s(max(x[2] for x in totals))}): "
+        f"generation {span([t.generation.seconds for t in times])}, "
+        f"training {span([t.training.seconds for t in times])}"
+    )
+
+
+def basis_words(cards: list[CardSpeed], error: dict | None = None) -> str:
+    """What the seconds rest on, one paragraph (the caller wraps it)."""
     error = error or load_error()
     g, t = error["generation"], error["training"]
-    lines = [
-        "predicted by the speed model (h100_speed.json, fitted on "
-        f"{error['rows']} H100 rows), one trial alone, every completion at full length;",
-        "decode is launch-bound there: headline as on the H100, interval to the "
-        "bandwidth-scaled figure;",
-        "training: per-call cost as on the H100, arithmetic scaled by BF16 TFLOPS;",
-        f"{SCORING}; intervals widened by the model's error on held-out rows",
-        f"(generation {g['low']:+.0%} to {g['high']:+.0%}, training {t['low']:+.0%} to {t['high']:+.0%}).",
-    ]
-    if any(c != MEASURED for c in cards):
-        lines.append(
-            "scaled by: "
-            + "; ".join(f"{c.name} decode x{Scale.to(c).decode:.2f}, train x{Scale.to(c).train:.2f}" for c in cards)
-        )
-    return lines
+    text = (
+        f"Predicted by the speed model (fitted on {error['rows']} H100 rows), one trial alone, every "
+        "completion at full length, prompts at max_prompt_length. Decode is launch-bound there: its "
+        "headline is the H100's figure, its interval runs to the bandwidth-scaled one; training: the "
+        f"per-call cost as on the H100, the arithmetic scaled by BF16 TFLOPS; {SCORING}. Intervals are "
+        f"widened by the model's error on held-out rows (generation {g['low']:+.0%} to {g['high']:+.0%}, "
+        f"training {t['low']:+.0%} to {t['high']:+.0%})."
+    )
+    scaled = [c for c in cards if c != MEASURED]
+    if scaled:
+        text += " Scaled by: " + "; ".join(
+            f"{c.name} decode x{Scale.to(c).decode:.2f}, training x{Scale.to(c).train:.2f}" for c in scaled
+        ) + "."
+    return text
 
 
 def card_words(card: Any, speeds: list[CardSpeed]) -> str:
@@ -187,4 +206,7 @@ def card_words(card: Any, speeds: list[CardSpeed]) -> str:
     return f"{card.name} is known by its memory only: it could be {', '.join(s.name for s in speeds)}"
 
 
-__all__ = ["SPEEDS", "StepTime", "Term", "basis_words", "card_speeds", "card_words", "load_error", "step_time", "step_words"]
+__all__ = [
+    "SPEEDS", "StepTime", "Term", "basis_words", "card_speeds", "card_words", "load_error", "range_words",
+    "step_time", "step_words",
+]  # fmt: skip
