@@ -19,7 +19,7 @@ simulated, else the memory model; fitmap: the memory model it drew the map with)
 `verdict`, `peak_gib`, `high_gib` and `basis`. A check may be slow (a simulated step, seconds to a
 minute on a busy CPU), so `propose` (a fast predictor, e.g. the memory model's prior; peak GiB or None)
 orders each kind's candidates and skips those it calls far over the budget, and at most `per_kind`
-checks are spent on a kind. Every suggestion printed has been checked by `check`, never by `propose`.
+checks are spent on a kind (where a check is slow). Every suggestion printed has been checked by `check`, never by `propose`.
 
     found = remedies(spec, budget, check, stacks=["trl", "unsloth"], propose=fast_peak)
     for r in found.fits: print(r.words())
@@ -39,9 +39,9 @@ FITS, DOES_NOT_FIT, UNCERTAIN = "fits", "does not fit", "uncertain"
 SMALLER_OPTIMIZERS = ("adamw_8bit", "paged_adamw_8bit")
 OPTIMIZER_KNOBS = ("optim", "optimizer")
 LENGTH_STEP = 64  # a suggested completion length is a multiple of this
-# How far under its budget a proposal must be predicted for its candidate to be checked: the fast
-# predictor's misses (the prior against simulated steps) run to tens of percent.
-PROPOSE_SLACK = 1.5
+# How far over the budget a candidate may be proposed and still be checked: the proposer is scaled to
+# the check's own answer at the configuration asked, so its misses on a neighbour are small.
+PROPOSE_SLACK = 1.1
 LENGTH_AIM = 1.1  # the longest length proposed is the one predicted this far under the budget
 
 
@@ -147,10 +147,11 @@ def remedies(
     check: Callable[[Any, float], Any],
     stacks: Sequence[str] = (),
     propose: Callable[[Any], float | None] | None = None,
-    per_kind: int = 2,
+    per_kind: int | None = None,
     cards: bool = True,
 ) -> Remedies:
-    """The nearest configurations to `spec` that fit `budget_gib` by `check` (module docstring)."""
+    """The nearest configurations to `spec` that fit `budget_gib` by `check` (module docstring);
+    per_kind: the most checks spent on one kind of change (None: as many as it takes)."""
     found = Remedies()
 
     def checked(words: str, kind: str, candidate: Any, budget: float = budget_gib) -> Remedy | None:
@@ -174,7 +175,7 @@ def remedies(
             continue
         spent = 0
         for words, candidate in options:
-            if spent >= per_kind:
+            if per_kind is not None and spent >= per_kind:
                 break
             if not _valid(candidate) or not worth_checking(candidate):
                 continue
@@ -207,7 +208,8 @@ def _smallest_card(spec: Any, budget_gib: float, checked: Callable, found: Remed
 
 
 def _longest_length(
-    spec: Any, budget_gib: float, check: Callable, propose: Callable | None, per_kind: int, found: Remedies
+    spec: Any, budget_gib: float, check: Callable, propose: Callable | None, per_kind: int | None,
+    found: Remedies,
 ) -> Remedy | None:
     """The longest completion (a multiple of LENGTH_STEP, shorter than asked) that `check` says fits:
     with `propose`, its longest fitting length is checked (then 3/4 of it, up to per_kind checks);
@@ -235,7 +237,7 @@ def _longest_length(
         # aim inside the budget by the check's own interval's width: a fit needs its high end under it
         under = [n for n in lengths if (p := propose(at(n))) is not None and p <= budget_gib / LENGTH_AIM]
         start = under[-1] if under else LENGTH_STEP
-        for _ in range(per_kind):
+        for _ in range(per_kind or 3):
             a = fits(start)
             if a is not None:
                 return remedy(start, a)
