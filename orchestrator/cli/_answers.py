@@ -86,11 +86,10 @@ def print_speed(groups: list[tuple[str, list[tuple[str, object]]]], card, title:
     if not speeds:
         return
     width = max(len(label) for _, pairs in groups for label, _ in pairs)
+    indent = "    "
     for heading, pairs in groups:
-        indent = "  "
         if heading:
             out.print(f"  {heading}", markup=False)
-            indent = "    "
         for label, spec in pairs:
             times = [step_time(spec, s) for s in speeds]
             if any(t is None for t in times):

@@ -11,7 +11,7 @@ import orchestrator.cli.validate as validate
 from orchestrator.cli import main
 from orchestrator.judging.card_speed import MEASURED, SPEEDS, AssumedCard, Scale, speed_of
 from orchestrator.judging.cards import card
-from orchestrator.judging.duration import estimate_sweep
+from orchestrator.judging.duration import estimate_sweep, load_times
 from orchestrator.spec.load import load_sweep
 from orchestrator.spec.plan import plan
 
@@ -113,18 +113,27 @@ def test_the_interval_runs_from_the_h100s_time_to_the_scaled_one_on_either_side(
     assert Scale.to(MEASURED).measured and (Scale.to(MEASURED).decode, Scale.to(MEASURED).train) == (1.0, 1.0)
 
 
-def test_fitmap_on_a_named_card_prints_its_decode_speed_scaled_from_the_h100s_with_the_basis(capsys):
+def test_fitmap_on_a_named_card_prints_seconds_per_step_scaled_from_the_h100s_with_the_basis(capsys):
     argv = ["fitmap", "--model", "Qwen/Qwen2.5-3B-Instruct", "--model", "google/gemma-3-4b-it", "--no-plot"]
     assert main([*argv, "--card", "4090"]) == 0
-    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Decode on the RTX 4090"))
-    assert "x3.32 by memory bandwidth (3,350 / 1,008 GB/s)" in line
-    assert "TRL Qwen2.5-3B-Instruct" in line and "measured on an H100" in line  # its H100 rows
-    assert "TRL gemma-3-4b-it" in line and "predicted on an H100" in line  # the speed model
+    said = " ".join(capsys.readouterr().out.split())
+    assert "longest completion that fits, on the RTX 4090:" in said and "RTX 4090 decode x3.32" in said
+    assert "Qwen/Qwen2.5-3B-Instruct TRL at" in said and "google/gemma-3-4b-it TRL at" in said
+    assert "Decode on the" not in said  # no ms per token headed by the bandwidth-scaled end any more
     assert main([*argv, "--card", "h100"]) == 0
-    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Decode on the H100"))
-    assert "(measured)" in line and "(predicted)" in line and "x" not in line.split(":")[0].split("(")[0]
+    said = " ".join(capsys.readouterr().out.split())
+    assert "on the H100 80GB HBM3:" in said and "Scaled by" not in said
     assert main([*argv, "--card", "24gb"]) == 0
-    assert "Speed: not measured on 24GB" in capsys.readouterr().out
+    assert "could be RTX 3090, RTX 4090" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_decode_line_is_headed_by_the_launch_bound_figure_the_h100s():
+    from orchestrator.judging.card_speed import decode_line
+
+    line = decode_line("24GB", SPEEDS["rtx4090"], [("trl", "Qwen/Qwen2.5-3B-Instruct")])
+    ms = load_times()["times"]["trl|Qwen/Qwen2.5-3B-Instruct"]["ms_per_token"]
+    assert f"TRL Qwen2.5-3B-Instruct {ms:.0f} ({ms:.0f}-{ms * Scale.to(SPEEDS['rtx4090']).decode:.0f};" in line
+    assert "launch-bound" in line
 
 
 def test_predict_on_a_named_card_prints_the_decode_speed_of_its_stacks(capsys):
