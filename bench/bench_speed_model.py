@@ -61,7 +61,9 @@ def step_error(rows: list, times: dict) -> dict:
     summary = held_out_error(errors)
     ERROR_FILE.write_text(json.dumps(summary, indent=1) + "\n")
     print(f"{ERROR_FILE.relative_to(ROOT)}: {summary}\n")
-    print("| stack | model | seqs | length | trials on card | step s measured | predicted | error | interval | held |")
+    print(
+        "| stack | model | seqs | length | trials on card | step s measured | predicted | error | interval | held |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     held, steps = 0, []
     for i, (obs, _, _) in enumerate(errors):
@@ -100,6 +102,8 @@ def main() -> None:
     model = fit(rows, times)
     SPEED_FILE.write_text(json.dumps(model.to_json(), indent=1) + "\n")
     print(f"{SPEED_FILE.relative_to(ROOT)} from {len(rows)} rows: {model.to_json()}\n")
+    step_error(rows, times)  # the error the CLI's seconds per step are widened by, refitted with the model
+    print()
     for group in ("row", "round"):
         errors = held_out_errors(rows, times, group)
         print(f"held out by {group}:")

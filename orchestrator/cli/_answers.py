@@ -48,7 +48,9 @@ def print_found(title: str, found) -> None:
     """A stack's remedies under its title line."""
     from orchestrator.judging.remedies import lines
 
-    kinds = sorted({basis_kind(r.basis) for r in found.fits} | ({basis_kind(found.card.basis)} if found.card else set()))
+    kinds = sorted(
+        {basis_kind(r.basis) for r in found.fits} | ({basis_kind(found.card.basis)} if found.card else set())
+    )
     how = f"each {' or '.join(kinds)} as above" if kinds else "none found"
     say(f"{title} ({how}):")
     for line in lines(found, WIDTH):
@@ -67,8 +69,12 @@ def print_remedies(spec, asked: dict, frameworks: list[str], budget: float, chec
         # a simulated check takes seconds to a minute a shape: the prior proposes which to simulate
         slow = basis_kind(a.basis) == "simulated"
         found = remedies(
-            mine, budget, check, frameworks, prior_proposer(mine, a, measure) if slow else None,
-            per_kind=2 if slow else None,
+            mine,
+            budget,
+            check,
+            frameworks,
+            prior_proposer(mine, a, measure) if slow else None,
+            per_kind=1 if slow else None,
         )
         print_found(f"{a.stack} would fit with one change", found)
 
@@ -86,17 +92,19 @@ def print_speed(groups: list[tuple[str, list[tuple[str, object]]]], card, title:
     if not speeds:
         return
     width = max(len(label) for _, pairs in groups for label, _ in pairs)
-    indent = "    "
+    indent, known = "    ", 0
     for heading, pairs in groups:
         if heading:
             out.print(f"  {heading}", markup=False)
         for label, spec in pairs:
             times = [step_time(spec, s) for s in speeds]
             if any(t is None for t in times):
-                say(f"{label:<{width}}  unknown: the speed model has no figure for it", indent)
+                say(f"{label:<{width}}  unknown: no fitted speed for this stack, or no architecture", indent)
                 continue
+            known += 1
             say(f"{label:<{width}}  {range_words(times)}", indent, indent + " " * (width + 2))
-    say(basis_words(speeds), "  ", "  ")
+    if known:
+        say(basis_words(speeds), "  ", "  ")
 
 
 def print_map_remedies(fm, base, budget: float, min_length: int) -> None:
@@ -106,7 +114,10 @@ def print_map_remedies(fm, base, budget: float, min_length: int) -> None:
     from orchestrator.judging.remedies import model_check, remedies
     from trainers import stacks
 
-    check = model_check(fm.model, "predicted" if not any(b.startswith("simulated") for b in fm.basis.values()) else "simulated")
+    check = model_check(
+        fm.model,
+        "predicted" if not any(b.startswith("simulated") for b in fm.basis.values()) else "simulated",
+    )
     for framework in fm.stacks:
         for model in fm.models:
             cells = [x for x in fm.boundaries if (x.framework, x.model) == (framework, model)

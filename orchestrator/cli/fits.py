@@ -301,7 +301,9 @@ def cmd_fits(args: argparse.Namespace) -> int:
     asked = dict(zip(frameworks, answers, strict=True))
     check = answer_check(spec, asked, rows, budget, args.measure, simulate)
     print_remedies(spec, asked, frameworks, budget, check, args.measure)
-    print_speed([("", [(stacks.label(f), dataclasses.replace(spec, framework=f)) for f in frameworks])], args.card)
+    print_speed(
+        [("", [(stacks.label(f), dataclasses.replace(spec, framework=f)) for f in frameworks])], args.card
+    )
     for a, framework in zip(answers, frameworks, strict=True):
         if a.verdict == "uncertain":
             target = f"--card {args.card.name}" if args.card is not None else f"--budget-gib {budget:g}"

@@ -109,18 +109,29 @@ def _candidates(spec: Any, stacks: Sequence[str]) -> Iterator[tuple[str, list[tu
     if not spec.grad_accum:
         yield "B", [(f"B={b} (--b {b})", r(spec, batch_size=b)) for b in range(spec.batch_size - 1, 0, -1)]
     yield "length", []  # searched apart (_longest_length)
-    yield "stack", [
-        (f"{_label(s)}, as asked (--stack {s})", r(spec, framework=s)) for s in stacks if s != spec.framework
-    ]
+    yield (
+        "stack",
+        [
+            (f"{_label(s)}, as asked (--stack {s})", r(spec, framework=s))
+            for s in stacks
+            if s != spec.framework
+        ],
+    )
     knob = _optimizer_knob(spec)
     if knob is not None:
-        yield "optimizer", [
-            (f"{o} optimizer state (--set {knob}={o})", r(spec, **{knob: o}))
-            for o in SMALLER_OPTIMIZERS
-            if getattr(spec, knob) != o
-        ]
+        yield (
+            "optimizer",
+            [
+                (f"{o} optimizer state (--set {knob}={o})", r(spec, **{knob: o}))
+                for o in SMALLER_OPTIMIZERS
+                if getattr(spec, knob) != o
+            ],
+        )
     if spec.adapter == "lora":
-        yield "LoRA rank", [(f"LoRA r={x} (--set lora_r={x})", r(spec, lora_r=x)) for x in _halvings(spec.lora_r, 4)]
+        yield (
+            "LoRA rank",
+            [(f"LoRA r={x} (--set lora_r={x})", r(spec, lora_r=x)) for x in _halvings(spec.lora_r, 4)],
+        )
     if spec.generation == "vllm":
         yield "generation", [("generation by transformers (--set generation=transformers)",
                               r(spec, generation="transformers"))]  # fmt: skip
@@ -199,7 +210,11 @@ def _smallest_card(spec: Any, budget_gib: float, checked: Callable, found: Remed
             continue
         seen.add(card.usable_gib)
         # a budget the spec holds (colocated vLLM's pool is a share of it) becomes the card's
-        sized = spec if spec.memory_budget_gib is None else dataclasses.replace(spec, memory_budget_gib=card.usable_gib)
+        sized = (
+            spec
+            if spec.memory_budget_gib is None
+            else dataclasses.replace(spec, memory_budget_gib=card.usable_gib)
+        )
         remedy = checked(f"--card {card.name} ({card.usable_gib:.2f} GiB)", "card", sized, card.usable_gib)
         if remedy is not None:
             found.card, found.card_name = remedy, card.name
@@ -208,7 +223,11 @@ def _smallest_card(spec: Any, budget_gib: float, checked: Callable, found: Remed
 
 
 def _longest_length(
-    spec: Any, budget_gib: float, check: Callable, propose: Callable | None, per_kind: int | None,
+    spec: Any,
+    budget_gib: float,
+    check: Callable,
+    propose: Callable | None,
+    per_kind: int | None,
     found: Remedies,
 ) -> Remedy | None:
     """The longest completion (a multiple of LENGTH_STEP, shorter than asked) that `check` says fits:

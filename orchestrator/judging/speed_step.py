@@ -30,6 +30,7 @@ it could be (cards.py's aliases with speed figures here) and the answer gives th
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,14 @@ SCORING = "scoring: inside training (not measured apart)"
 def load_error(path: Path = ERROR_FILE) -> dict[str, Any]:
     """The speed model's held-out errors (bench/bench_speed_model.py writes them)."""
     return json.loads(path.read_text())
+
+
+def without_figures(card: Any) -> list[str]:
+    """The aliases of a card known by its memory that name a GPU with no speed figures here."""
+    return [
+        a for a in card.aliases
+        if not re.fullmatch(r"\d+gib|\d+gb", a) and speed_of(a, card.name) is None
+    ]  # fmt: skip
 
 
 def card_speeds(card: Any) -> list[CardSpeed]:
@@ -102,20 +111,21 @@ def _widen(seconds: float, low: float, high: float, error: dict[str, float]) -> 
 def step_time(spec: Any, card: CardSpeed, speed: Any = None, error: dict | None = None) -> StepTime | None:
     """`spec`'s step on `card` (module docstring); None where the speed model cannot say (a stack it has
     no rows of, a model with no bundled architecture)."""
-    from orchestrator.judging.speed_model import load_speed_model, shape_of
+    from orchestrator.judging.speed_model import load_speed_model
 
     speed = speed or load_speed_model()
     error = error or load_error()
     if spec.framework not in speed.ms_per_launch:
         return None
-    try:
-        shape = shape_of(spec.model)
-    except ValueError:
+    shape = _shape(spec.model)
+    if shape is None:
         return None
     scale = Scale.to(card)
     seqs = spec.generation_batch_size
     per_gen = spec.num_iterations or 1
-    gen_h100 = speed.gen_s(spec.framework, shape, seqs, spec.max_prompt_length, spec.max_completion_length) / per_gen
+    gen_h100 = (
+        speed.gen_s(spec.framework, shape, seqs, spec.max_prompt_length, spec.max_completion_length) / per_gen
+    )
     gen_ends = sorted((gen_h100, gen_h100 * scale.decode))
     gen = Term("generation", *_widen(gen_h100, *gen_ends, error["generation"]))
     tokens = spec.completions_per_rank * (spec.max_prompt_length + spec.max_completion_length)
@@ -129,6 +139,18 @@ def step_time(spec: Any, card: CardSpeed, speed: Any = None, error: dict | None 
     if spec.generation == "vllm":
         vllm = Term("generation (vLLM)", None, None, None, "no GPU row measured vLLM's generation")
     return StepTime(card, gen, training, per_gen, vllm)
+
+
+def _shape(model: str) -> Any:
+    """The architecture the speed model reads: a bundled hub id's, else any config the memory model
+    reads (a config.json's path, a hub id in the HF cache); None where there is none."""
+    from orchestrator.judging.memory._model import model_shape
+    from orchestrator.judging.speed_model import shape_of
+
+    try:
+        return shape_of(model)
+    except ValueError:
+        return model_shape(model)[0]
 
 
 def _launches(shape: Any) -> int:
@@ -191,9 +213,14 @@ def basis_words(cards: list[CardSpeed], error: dict | None = None) -> str:
     )
     scaled = [c for c in cards if c != MEASURED]
     if scaled:
-        text += " Scaled by: " + "; ".join(
-            f"{c.name} decode x{Scale.to(c).decode:.2f}, training x{Scale.to(c).train:.2f}" for c in scaled
-        ) + "."
+        text += (
+            " Scaled by: "
+            + "; ".join(
+                f"{c.name} decode x{Scale.to(c).decode:.2f}, training x{Scale.to(c).train:.2f}"
+                for c in scaled
+            )
+            + "."
+        )
     return text
 
 
@@ -203,7 +230,9 @@ def card_words(card: Any, speeds: list[CardSpeed]) -> str:
         return f"no speed figures for {card.name}: name the GPU (e.g. --card 4090) for seconds per step"
     if len(speeds) == 1 and speed_of(card.typed or card.name, card.name) is not None:
         return f"on the {speeds[0].name}"
-    return f"{card.name} is known by its memory only: it could be {', '.join(s.name for s in speeds)}"
+    missing = without_figures(card)
+    also = f" (no figures here for {', '.join(missing)})" if missing else ""
+    return f"{card.name} is known by its memory only: it could be {', '.join(s.name for s in speeds)}{also}"
 
 
 __all__ = [

@@ -132,7 +132,9 @@ def test_the_decode_line_is_headed_by_the_launch_bound_figure_the_h100s():
 
     line = decode_line("24GB", SPEEDS["rtx4090"], [("trl", "Qwen/Qwen2.5-3B-Instruct")])
     ms = load_times()["times"]["trl|Qwen/Qwen2.5-3B-Instruct"]["ms_per_token"]
-    assert f"TRL Qwen2.5-3B-Instruct {ms:.0f} ({ms:.0f}-{ms * Scale.to(SPEEDS['rtx4090']).decode:.0f};" in line
+    assert (
+        f"TRL Qwen2.5-3B-Instruct {ms:.0f} ({ms:.0f}-{ms * Scale.to(SPEEDS['rtx4090']).decode:.0f};" in line
+    )
     assert "launch-bound" in line
 
 

@@ -46,11 +46,16 @@ def test_each_suggestion_is_the_nearest_of_its_kind():
     assert all(CHECK(dataclasses.replace(QWEN3_4B, micro_batch_size=m), 16.0).verdict != FITS for m in larger)
     length = found["length"].spec.max_completion_length
     assert CHECK(dataclasses.replace(QWEN3_4B, max_completion_length=length + 64), 16.0).verdict != FITS
-    assert "--set micro_batch_size=" in found["micro-batch"].words and f"--length {length}" in found["length"].words
+    assert (
+        "--set micro_batch_size=" in found["micro-batch"].words
+        and f"--length {length}" in found["length"].words
+    )
 
 
 def test_where_nothing_fits_on_the_card_it_names_the_smallest_card_that_does():
-    big = dataclasses.replace(QWEN3_4B, model="Qwen/Qwen2.5-14B-Instruct", num_generations=2, max_completion_length=128)
+    big = dataclasses.replace(
+        QWEN3_4B, model="Qwen/Qwen2.5-14B-Instruct", num_generations=2, max_completion_length=128
+    )
     found = remedies(big, 4.0, CHECK, ["trl"])
     assert not found.fits and found.card is not None
     fits_on = CARDS[found.card_name].usable_gib
@@ -77,7 +82,8 @@ def test_a_slow_check_is_spent_only_where_the_proposer_calls_it_near_the_budget(
 
 def test_remedy_lines_stay_within_80_columns(capsys):
     code, text = run_cli(
-        ["fits", "--model", "Qwen/Qwen3-4B", "--card", "16gb", "--k", "8", "--b", "1", "--length", "1024"], capsys
+        ["fits", "--model", "Qwen/Qwen3-4B", "--card", "16gb", "--k", "8", "--b", "1", "--length", "1024"],
+        capsys,
     )
     assert code == 0, text
     block = text[text.index("would fit with one change") :].split("Seconds per step")[0]

@@ -19,7 +19,9 @@ from tests.helpers.cli import run_cli
 from trainers.trial import TrialSpec
 
 ROOT = Path(__file__).parents[2]
-SPEC = TrialSpec(model="Qwen/Qwen3-4B", framework="trl", num_generations=8, batch_size=1, max_completion_length=1024)
+SPEC = TrialSpec(
+    model="Qwen/Qwen3-4B", framework="trl", num_generations=8, batch_size=1, max_completion_length=1024
+)
 
 
 def test_the_stored_error_is_the_speed_models_leave_one_row_out_error_on_bench_data():
@@ -70,7 +72,9 @@ def test_a_card_known_by_its_memory_could_be_each_named_card_of_that_size():
 
 
 def test_fits_and_fitmap_say_seconds_per_step_on_the_card(capsys):
-    code, text = run_cli(["fits", "--model", "Qwen/Qwen3-4B", "--card", "24gb", "--k", "8", "--b", "1"], capsys)
+    code, text = run_cli(
+        ["fits", "--model", "Qwen/Qwen3-4B", "--card", "24gb", "--k", "8", "--b", "1"], capsys
+    )
     assert code == 0, text
     block = text[text.index("Seconds per step") :].split("\nTRL is uncertain")[0]
     assert "could be RTX 3090, RTX" in block and "generation" in block and "training" in block
