@@ -44,15 +44,14 @@ def prior_proposer(spec, answer, measure):
     return propose
 
 
-def print_found(title: str, found) -> None:
-    """A stack's remedies under its title line."""
-    from orchestrator.judging.remedies import lines
+def print_found(found, stack: str, where: str = "") -> None:
+    """A stack's remedies under their title line (`where`: the cell they are for, on a map)."""
+    from orchestrator.judging.remedies import lines, title
 
-    kinds = sorted(
-        {basis_kind(r.basis) for r in found.fits} | ({basis_kind(found.card.basis)} if found.card else set())
-    )
-    how = f"each {' or '.join(kinds)} as above" if kinds else "none found"
-    say(f"{title} ({how}):")
+    shown = [*found.fits, *(x for x in (found.together, found.card) if x is not None)]
+    kinds = sorted({basis_kind(r.basis) for r in shown})
+    how = f", each {' or '.join(kinds)} as above" if kinds else ""
+    say(f"{title(found, stack + where)}{how}:")
     for line in lines(found, WIDTH):
         out.print(line, markup=False)
 
@@ -76,7 +75,7 @@ def print_remedies(spec, asked: dict, frameworks: list[str], budget: float, chec
             prior_proposer(mine, a, measure) if slow else None,
             per_kind=1 if slow else None,
         )
-        print_found(f"{a.stack} would fit with one change", found)
+        print_found(found, a.stack)
 
 
 def print_speed(groups: list[tuple[str, list[tuple[str, object]]]], card, title: str = "") -> None:
@@ -130,11 +129,9 @@ def print_map_remedies(fm, base, budget: float, min_length: int) -> None:
                 max_completion_length=min_length,
             )  # fmt: skip
             found = remedies(spec, budget, check, fm.stacks)
-            more = f"; {len(cells) - 1} more such cell(s)" if len(cells) > 1 else ""
-            print_found(
-                f"{stacks.label(framework)} {model.split('/')[-1]}: not surely {min_length} tokens at "
-                f"K={cell.k} B={cell.b}{more}; one change that fits", found,
-            )  # fmt: skip
+            more = f", {len(cells) - 1} more such cell(s)" if len(cells) > 1 else ""
+            where = f" at K={cell.k} B={cell.b} (not surely {min_length} tokens{more})"
+            print_found(found, f"{stacks.label(framework)} {model.split('/')[-1]}", where)
 
 
 def print_map_speed(fm, base, card, ks: list[int], bs: list[int]) -> None:

@@ -11,8 +11,9 @@ One change at a time, in the user's terms, each the least change of its kind tha
   LoRA rank     a smaller rank
   generation    vLLM or not (vLLM in server mode holds its pool on another GPU)
 
-and, where none of them fits on this card, the smallest registered card (orchestrator/judging/cards.py)
-the configuration as asked fits.
+and, where none of them fits alone, changes taken together (greedily: each round the nearest change of
+each kind with the lowest peak, up to TOGETHER rounds), and the smallest registered card (orchestrator/judging/cards.py) the configuration as
+asked fits.
 
 `check(spec, budget)` is the verb's own answer for a configuration (fits: measured rows, else its step
 simulated, else the memory model; fitmap: the memory model it drew the map with): an object with
@@ -42,7 +43,8 @@ LENGTH_STEP = 64  # a suggested completion length is a multiple of this
 # How far over the budget a candidate may be proposed and still be checked: the proposer is scaled to
 # the check's own answer at the configuration asked, so its misses on a neighbour are small.
 PROPOSE_SLACK = 1.1
-LENGTH_AIM = 1.1  # the longest length proposed is the one predicted this far under the budget
+LENGTH_AIM = 1.1
+TOGETHER = 12  # the most rounds of changes taken together where no one change fits  # the longest length proposed is the one predicted this far under the budget
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class Remedies:
     card_name: str | None = None
     checks: int = 0
     none_on_card: str | None = None  # where no registered card fits either: why
+    together: Remedy | None = None  # where no one change fits: changes taken together that do
 
 
 def _optimizer_knob(spec: Any) -> str | None:
@@ -195,9 +198,61 @@ def remedies(
             if remedy is not None:
                 found.fits.append(remedy)
                 break
+    if not found.fits:
+        found.together = _together(spec, budget_gib, check, stacks, propose, found)
     if cards and not found.fits:
         _smallest_card(spec, budget_gib, checked, found)
     return found
+
+
+def _together(
+    spec: Any,
+    budget_gib: float,
+    check: Callable,
+    stacks: Sequence[str],
+    propose: Callable | None,
+    found: Remedies,
+) -> Remedy | None:
+    """Where no one change fits: changes taken together, greedily, for up to TOGETHER rounds: each round
+    takes the nearest change of each kind (another stack aside) and keeps the one with the lowest peak
+    (by `propose` where given, else by `check`), then checks the whole."""
+    current, chosen = spec, {}
+    for _ in range(TOGETHER):
+        options = []
+        for kind, choices in _candidates(current, ()):
+            nearest = next(((w, c) for w, c in (choices if kind != "length" else _length_options(current))
+                            if _valid(c)), None)  # fmt: skip
+            if nearest is not None:
+                options.append((kind, *nearest))
+        if not options:
+            return None
+
+        def peak(option) -> float:
+            if propose is not None:
+                p = propose(option[2])
+            else:
+                found.checks += 1
+                p = check(option[2], budget_gib).peak_gib
+            return float("inf") if p is None else p
+
+        kind, words, current = min(options, key=peak)
+        chosen[kind] = words
+        if propose is not None and (p := propose(current)) is not None and p > budget_gib:
+            continue  # a slow check waits until the proposer calls the whole near enough
+        found.checks += 1
+        a = check(current, budget_gib)
+        if a.verdict == FITS:
+            said = "; ".join(chosen.values())
+            return Remedy("together", said, current, a.verdict, a.peak_gib, a.high_gib, a.basis)
+    return None
+
+
+def _length_options(spec: Any) -> list[tuple[str, Any]]:
+    """Halvings of the completion length, for changes taken together."""
+    return [
+        (f"completions of {n} tokens (--length {n})", dataclasses.replace(spec, max_completion_length=n))
+        for n in _halvings(spec.max_completion_length, LENGTH_STEP)
+    ][:1]
 
 
 def _smallest_card(spec: Any, budget_gib: float, checked: Callable, found: Remedies) -> None:
@@ -296,20 +351,36 @@ def model_check(model: Any, basis: str = "predicted") -> Callable[[Any, float], 
 
 
 def lines(found: Remedies, width: int = 80) -> list[str]:
-    """The remedies, one a line within `width` columns: the change, then its peak."""
+    """The remedies, each within `width` columns: the change, then its peak."""
     out = []
     for r in found.fits:
         out.append(_line(r.words, r.figure(), width))
+    if found.together is not None:
+        out.append(_line(found.together.words, found.together.figure(), width))
     if found.card is not None:
         out.append(_line(f"as asked, on {found.card.words}", found.card.figure(), width))
-    elif found.none_on_card and not found.fits:
+    elif found.none_on_card and not found.fits and found.together is None:
         out.append(f"    nothing tried fits, and {found.none_on_card}")
     return out
 
 
+def title(found: Remedies, stack: str) -> str:
+    """The line above `lines`: what kind of answer follows."""
+    if found.fits:
+        return f"{stack} would fit with one change"
+    if found.together is not None:
+        return f"{stack}: no one change fits; these together do"
+    return f"{stack}: no change tried fits"
+
+
 def _line(words: str, figure: str, width: int) -> str:
-    text = f"    {words}"
-    room = width - len(text) - 2
+    import textwrap
+
+    text = textwrap.fill(
+        words, width - 2, initial_indent="    ", subsequent_indent="      ", break_on_hyphens=False
+    )
+    last = text.rsplit("\n", 1)[-1]
+    room = width - len(last) - 2
     if len(figure) <= room:
         return f"{text}  {figure:>{room}}"
     return f"{text}\n      {figure}"

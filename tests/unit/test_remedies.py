@@ -106,7 +106,8 @@ def test_fitmap_gives_remedies_where_not_even_the_shortest_completion_surely_fit
          "--stack", "trl", "--no-plot"], capsys,
     )  # fmt: skip
     assert code == 0, text
-    assert "TRL Qwen2.5-14B-Instruct: not surely 128 tokens at K=32 B=2" in text
+    said = " ".join(text.split())
+    assert "TRL Qwen2.5-14B-Instruct at K=32 B=2 (not surely 128 tokens, 1 more such cell(s))" in said
     assert "K=2 (--k 2)" in text  # the prior's interval at 14B is wide: only K=2 surely fits
 
 
@@ -127,3 +128,19 @@ def test_through_the_real_simulated_step_each_suggestion_simulates_as_fitting(mo
     for r in found.fits:
         again = answer(r.spec, [], 3.0, None, simulate=True)
         assert again.basis.startswith("simulated") and again.verdict == FITS, (r.words, again)
+
+
+def test_where_no_one_change_fits_the_changes_taken_together_do_each_kind_named_once():
+    huge = dataclasses.replace(
+        QWEN3_4B,
+        model="Qwen/Qwen2.5-14B-Instruct",
+        num_generations=64,
+        batch_size=2,
+        max_completion_length=8192,
+    )
+    found = remedies(huge, 16.0, CHECK, ["trl"])
+    assert not found.fits and found.together is not None
+    assert CHECK(found.together.spec, 16.0).verdict == FITS
+    said = found.together.words.split("; ")
+    assert len(said) >= 2 and len({w.split(" ")[0] for w in said}) == len(said)
+    assert all(len(line) <= 80 for x in lines(found) for line in x.splitlines())
