@@ -40,9 +40,10 @@ FITS, DOES_NOT_FIT, UNCERTAIN = "fits", "does not fit", "uncertain"
 SMALLER_OPTIMIZERS = ("adamw_8bit", "paged_adamw_8bit")
 OPTIMIZER_KNOBS = ("optim", "optimizer")
 LENGTH_STEP = 64  # a suggested completion length is a multiple of this
-# How far over the budget a candidate may be proposed and still be checked: the proposer is scaled to
-# the check's own answer at the configuration asked, so its misses on a neighbour are small.
-PROPOSE_SLACK = 1.1
+# How far over the budget a candidate may be proposed and still be checked: none. The proposer is
+# scaled to the check's own answer at the configuration asked, so its misses on a neighbour are small,
+# and each check it spares is a simulated step (tens of seconds on a busy CPU).
+PROPOSE_SLACK = 1.0
 LENGTH_AIM = 1.1
 TOGETHER = 12  # the most rounds of changes taken together where no one change fits  # the longest length proposed is the one predicted this far under the budget
 
