@@ -136,7 +136,9 @@ def print_map_remedies(fm, base, budget: float, min_length: int) -> None:
 
 def print_map_speed(fm, base, card, ks: list[int], bs: list[int]) -> None:
     """Seconds per step on the card for each stack and model of a map, at one K and B (8 and the
-    smallest B where the map has them) and the longest completion that fits there."""
+    smallest B where the map has them) and the longest completion that fits there (the longest
+    searched where it fits all the way: `≥8192`)."""
+    from orchestrator.judging.fitmap import length_words
     from trainers import stacks
 
     k = 8 if 8 in ks else sorted(ks)[len(ks) // 2]
@@ -152,7 +154,7 @@ def print_map_speed(fm, base, card, ks: list[int], bs: list[int]) -> None:
                 base, framework=framework, model=model, num_generations=k, batch_size=b,
                 max_completion_length=x.likely,
             )  # fmt: skip
-            pairs.append((f"{stacks.label(framework)} at {x.likely}", spec))
+            pairs.append((f"{stacks.label(framework)} at {length_words(x.likely, x.lo, x.hi)}", spec))
         if pairs:
             groups.append((model, pairs))
     if groups:

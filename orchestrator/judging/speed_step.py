@@ -203,24 +203,28 @@ def basis_words(cards: list[CardSpeed], error: dict | None = None) -> str:
     """What the seconds rest on, one paragraph (the caller wraps it)."""
     error = error or load_error()
     g, t = error["generation"], error["training"]
+    scaled = [c for c in cards if c != MEASURED]
     text = (
         f"Predicted by the speed model (fitted on {error['rows']} H100 rows), one trial alone, every "
-        "completion at full length, prompts at max_prompt_length. Decode is launch-bound there: its "
-        "headline is the H100's figure, its interval runs to the bandwidth-scaled one; training: the "
-        f"per-call cost as on the H100, the arithmetic scaled by BF16 TFLOPS; {SCORING}. Intervals are "
-        f"widened by the model's error on held-out rows (generation {g['low']:+.0%} to {g['high']:+.0%}, "
-        f"training {t['low']:+.0%} to {t['high']:+.0%})."
+        "completion at full length, prompts at max_prompt_length. "
     )
-    scaled = [c for c in cards if c != MEASURED]
     if scaled:
         text += (
-            " Scaled by: "
-            + "; ".join(
-                f"{c.name} decode x{Scale.to(c).decode:.2f}, training x{Scale.to(c).train:.2f}"
-                for c in scaled
-            )
-            + "."
+            "Decode is launch-bound there: its headline is the H100's figure, its interval runs to the "
+            "bandwidth-scaled one; training: the per-call cost as on the H100, the arithmetic scaled by "
+            f"BF16 TFLOPS; {SCORING}. "
         )
+    else:
+        text += f"Decode is launch-bound there; {SCORING}. "
+    text += (
+        "Intervals are widened by the model's error on held-out rows (generation "
+        f"{g['low']:+.0%} to {g['high']:+.0%}, training {t['low']:+.0%} to {t['high']:+.0%})."
+    )
+    if scaled:
+        scales = [
+            f"{c.name} decode x{Scale.to(c).decode:.2f}, training x{Scale.to(c).train:.2f}" for c in scaled
+        ]
+        text += " Scaled by: " + "; ".join(scales) + "."
     return text
 
 
