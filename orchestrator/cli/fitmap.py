@@ -1,4 +1,6 @@
-"""`rlsweep fitmap`: where each stack stops fitting a card, predicted in seconds; nothing runs."""
+"""`rlsweep fitmap`: where each stack stops fitting a card, predicted in seconds; nothing runs. Under the
+map: where not even the shortest completion surely fits, the nearest configurations that do (by the
+map's own memory model), and with --card, seconds per step there (orchestrator/cli/_answers.py)."""
 
 from __future__ import annotations
 

@@ -7,8 +7,11 @@ Each stack's answer is fits / does not fit / uncertain, the peak with its 90% in
 card's usable memory, and its basis: measured (a trial of exactly these settings in --trials), implied by
 a measured trial (one that needs at least as much memory fitted, or one that needs no more ran out of
 memory), or predicted by the memory model (fitted on --trials' rows of the model's family, else its
-prior). A measured row always wins over a prediction. Under the answer: the assumptions that move it,
-in TRL's names, and where a stack is uncertain, the `rlsweep calibrate` line that would settle it.
+prior). A measured row always wins over a prediction. Under the answer: under a stack that does not fit
+or is uncertain, the nearest configurations that fit, each answered the same way
+(orchestrator/judging/remedies.py); with --card, seconds per step on that card per stack
+(orchestrator/judging/speed_step.py); the assumptions that move it, in TRL's names, and where a stack is
+uncertain, the `rlsweep calibrate` line that would settle it.
 """
 
 from __future__ import annotations
