@@ -85,7 +85,9 @@ def _parquet_files(fs, root: str) -> list[str]:
         for info in found
         if info.type == pafs.FileType.File
         and info.path.endswith(".parquet")
-        and not any(part in NOT_TRIALS or part.startswith(".") for part in info.path[len(root):].split("/")[:-1])
+        and not any(
+            part in NOT_TRIALS or part.startswith(".") for part in info.path[len(root) :].split("/")[:-1]
+        )
         and not info.base_name.startswith(".")
         and info.base_name != "steps.parquet"
     )
@@ -126,14 +128,13 @@ def load(given: Any) -> list[dict]:
             except (OSError, ValueError, pa.ArrowException) as exc:
                 raise ResultFileError(f"--trials {text}: cannot be reached ({str(exc)[:160]}); check the URI "
                                       "and the AWS_* settings (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...)") from None  # fmt: skip
-            scheme = text.split("://", 1)[0]
-            show = lambda p: f"{scheme}://{p}"  # noqa: E731
+            prefix = text.split("://", 1)[0] + "://"
         else:
             fs, root = pafs.LocalFileSystem(), str(Path(text).expanduser().resolve())
             info = fs.get_file_info(root)
-            show = lambda p: p  # noqa: E731
+            prefix = ""
         if info.type == pafs.FileType.File:
-            rows += _read(fs, root, show(root))
+            rows += _read(fs, root, prefix + root)
             continue
         if info.type == pafs.FileType.NotFound:
             raise ResultFileError(f"--trials {text}: no such file or folder there; give the file or folder "
@@ -152,5 +153,5 @@ def load(given: Any) -> list[dict]:
             raise ResultFileError(f"--trials {text}: holds no trials.parquet and no result file (.parquet); "
                                   "give a sweep's output folder or a folder of `rlsweep export` files")  # fmt: skip
         for path in files:
-            rows += _read(fs, path, show(path))
+            rows += _read(fs, path, prefix + path)
     return rows

@@ -28,7 +28,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         )  # fmt: skip
     target = Path(args.o) if args.o else Path(f"{location.name or 'trials'}.results.parquet")
     if URI.match(str(args.o or "")):
-        return refused("export", [f"-o {args.o}: write the file here, then copy it (e.g. `aws s3 cp`)"], "written")
+        return refused(
+            "export", [f"-o {args.o}: write the file here, then copy it (e.g. `aws s3 cp`)"], "written"
+        )
     if target.exists() and target.is_dir():
         return refused("export", [f"-o {target}: is a folder; give a file name, e.g. -o {target}/trials.parquet"],
                        "written")  # fmt: skip
@@ -45,7 +47,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         return refused("export", [str(exc)], "written")
     n = write_export(rows, target)
     out.print(f"wrote {target}: {n} trial(s), schema {SCHEMA_NAME}/{SCHEMA_VERSION}", markup=False)
-    out.print(f"anyone can ask with it: rlsweep fits --trials {target} --model M --card NAME ...", markup=False)
+    out.print(
+        f"anyone can ask with it: rlsweep fits --trials {target} --model M --card NAME ...", markup=False
+    )
     return 0
 
 
@@ -56,5 +60,7 @@ def add_export(sub) -> None:
         description=__doc__.split("\n\n")[0],
     )
     p.add_argument("output_dir", help="a sweep's output dir (holds trials.parquet), local or s3://")
-    p.add_argument("-o", metavar="FILE", help="the file to write (default ./<output dir's name>.results.parquet)")
+    p.add_argument(
+        "-o", metavar="FILE", help="the file to write (default ./<output dir's name>.results.parquet)"
+    )
     p.set_defaults(func=cmd_export)

@@ -9,6 +9,7 @@ was there (`<path>`, `<host>`, `<token>`, ...).
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import re
@@ -46,10 +47,8 @@ MIN_ENV_VALUE = 6
 
 def _host_words() -> set[str]:
     names = {socket.gethostname()}
-    try:
+    with contextlib.suppress(OSError):
         names.add(socket.getfqdn())
-    except OSError:
-        pass
     words = set()
     for name in names:
         if name and name not in ("localhost", "localhost.localdomain"):

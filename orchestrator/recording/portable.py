@@ -17,6 +17,7 @@ naming the file, the rule and the fix, and nothing of it is used.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -40,7 +41,9 @@ SCHEMA_VERSION = 1
 # What a file of this version holds (the record's trial fields at version 1), in its metadata too.
 SCHEMA_FIELDS_KEY = b"rlsweep.fields"
 # Knobs left out of an exported config: where things are on the machine that ran it.
-LOCAL_KNOBS = tuple(name for name, f in KNOBS.items() if f.metadata.get("role") in ("bookkeeping", "execution"))
+LOCAL_KNOBS = tuple(
+    name for name, f in KNOBS.items() if f.metadata.get("role") in ("bookkeeping", "execution")
+)
 KEPT_BOOKKEEPING = ("trial_key", "sweep")
 JSON_FIELDS = tuple(f.name for f in record.TRIAL_FIELDS if f.unit == record.JSON_TEXT)
 # Bounds a reader holds a file to: a result file is small (a sweep of 1,000 trials is about 1 MB).
@@ -67,10 +70,8 @@ def _model_name(model: str | None) -> str | None:
     kind = "model"
     where = Path(bare).expanduser()
     config = where / "config.json" if where.is_dir() else where
-    try:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         kind = str(json.loads(config.read_text()).get("model_type") or kind)
-    except (OSError, ValueError, AttributeError):
-        pass
     digest = hashlib.sha256(model.encode()).hexdigest()[:12]
     return f"local:{Scrubber().scrub(kind)[:40]}-{digest}"
 
@@ -157,9 +158,13 @@ def _check_schema(where: str, schema: pa.Schema, exported: bool) -> None:
     for column in schema:
         expected = TRIAL_SCHEMA.field(column.name).type if column.name in TRIAL_SCHEMA.names else None
         if expected is None:
-            raise _refuse(where, f"column {column.name[:60]!r} is not a trial field (docs/schema.md lists them)")
+            raise _refuse(
+                where, f"column {column.name[:60]!r} is not a trial field (docs/schema.md lists them)"
+            )
         if column.type != expected:
-            raise _refuse(where, f"column {column.name!r} is {column.type}, and the record's type is {expected}")
+            raise _refuse(
+                where, f"column {column.name!r} is {column.type}, and the record's type is {expected}"
+            )
     for needed in ("trial_key", "status", "config"):
         if needed not in schema.names:
             raise _refuse(where, f"it has no {needed!r} column, which every trial row has")
