@@ -25,7 +25,8 @@ TOKEN_PATTERNS = (
     r"(?:AKIA|ASIA)[0-9A-Z]{16}",  # AWS access key ids
     r"xox[abprs]-[A-Za-z0-9-]{8,}",  # Slack
     r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",  # JWTs
-    r"(?=[A-Za-z0-9+/_-]*[0-9])(?=[A-Za-z0-9+/_-]*[A-Za-z])[A-Za-z0-9+/_-]{32,}={0,2}",  # a long secret
+    # a long secret: 32+ letters and digits mixed, unbroken by a dash (so not a trial key of dashed parts)
+    r"(?=[A-Za-z0-9+/_]*[0-9])(?=[A-Za-z0-9+/_]*[A-Za-z])[A-Za-z0-9+/_]{32,}={0,2}",
 )
 _TOKEN = re.compile("|".join(f"(?:{p})" for p in TOKEN_PATTERNS))
 # NAME=value where the name says it holds a secret (TOKEN, SECRET, PASSWORD, KEY, CREDENTIAL, AUTH).

@@ -40,11 +40,16 @@ SCHEMA_NAME = "rlsweep.trials"
 SCHEMA_VERSION = 1
 # What a file of this version holds (the record's trial fields at version 1), in its metadata too.
 SCHEMA_FIELDS_KEY = b"rlsweep.fields"
-# Knobs left out of an exported config: where things are on the machine that ran it.
-LOCAL_KNOBS = tuple(
-    name for name, f in KNOBS.items() if f.metadata.get("role") in ("bookkeeping", "execution")
-)
+# Knobs left out of an exported config: where things are on the machine that ran it (the bookkeeping and
+# execution knobs that hold a path or a port; the trial's key and its sweep's name stay).
 KEPT_BOOKKEEPING = ("trial_key", "sweep")
+LOCAL_KNOBS = tuple(
+    name
+    for name, f in KNOBS.items()
+    if f.metadata.get("role") in ("bookkeeping", "execution")
+    and (f.type in (str, "str") or name.endswith("_port"))
+    and name not in KEPT_BOOKKEEPING
+)
 JSON_FIELDS = tuple(f.name for f in record.TRIAL_FIELDS if f.unit == record.JSON_TEXT)
 # Bounds a reader holds a file to: a result file is small (a sweep of 1,000 trials is about 1 MB).
 MAX_FILE_BYTES = 256 * 2**20
@@ -104,7 +109,7 @@ def _portable_config(text: str, scrubber: Scrubber) -> str | None:
         return None
     if not isinstance(config, dict):
         return None
-    kept = {k: v for k, v in config.items() if k not in LOCAL_KNOBS or k in KEPT_BOOKKEEPING}
+    kept = {k: v for k, v in config.items() if k not in LOCAL_KNOBS}
     if "model" in kept:
         kept["model"] = _model_name(kept["model"])
     return json.dumps({**scrubber.scrub_json(kept), "model": kept.get("model")}, sort_keys=True)
