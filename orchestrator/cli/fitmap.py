@@ -99,6 +99,11 @@ def add_stacks_and_trials(parser: argparse.ArgumentParser, trials_do: str) -> No
         help="stacks, comma-separated; the first is the base (default: every registered stack, %(default)s; "
         "--stacks and --framework work too)",
     )
+    add_trials(parser, trials_do)
+
+
+def add_trials(parser: argparse.ArgumentParser, trials_do: str) -> None:
+    """--trials SOURCE (repeatable; RLSWEEP_TRIALS by default): measured trials `trials_do`."""
     parser.add_argument(
         "--trials",
         action="append",

@@ -122,6 +122,9 @@ def row_of(run, server: str) -> dict[str, Any] | None:
 
 def served_rows(text: str) -> list[dict[str, Any]]:
     """The rows of every finished trial run in the experiment `text` names (mlflow+http://HOST/EXPERIMENT)."""
+    from orchestrator.publishing.tracking import _quiet_mlflow_env
+
+    _quiet_mlflow_env()  # a dead server costs seconds, not MLflow's minutes of retries
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 

@@ -219,3 +219,37 @@ def test_export_leaves_out_paths_hosts_users_environment_values_and_tokens(tmp_p
     assert kept["peak_device_gib"] == row["peak_device_gib"] and kept["status"] == row["status"]
     assert "<path>" in kept["status_detail"] and "HF_TOKEN=<redacted>" in kept["status_detail"]
     assert kept["model"].startswith("local:") and "model_cache_dir" not in json.loads(kept["config"])
+
+
+def test_predict_fits_its_memory_model_on_a_result_file_besides_the_sweep_s_own(tmp_path, capsys):
+    target = tmp_path / "frontier.parquet"
+    assert run_cli(["export", str(FRONTIER), "-o", str(target)], capsys)[0] == 0
+    sweep = str(REPO / "sweeps" / "frontier-16gb.yaml")
+    argv = ["predict", sweep, "--output-dir", str(tmp_path / "none"), "--no-simulate"]
+    _, alone = run_cli(argv, capsys)
+    code, text = run_cli([*argv, "--trials", str(target)], capsys)
+    assert code == 0, text
+    assert f"predicted from no trials.parquet yet, and 90 of {target}" in text
+    assert "fitted on" in text and "fitted on" not in alone  # the prior alone without them
+
+
+@pytest.mark.parametrize(
+    "source,says",
+    [
+        ("mlflow+ftp://host/x", "an MLflow source is mlflow+http://HOST:PORT/EXPERIMENT"),
+        ("mlflow+http://127.0.0.1:9", "an MLflow source is mlflow+http://HOST:PORT/EXPERIMENT"),
+        ("/no/such/place", "no such file or folder; give a trials.parquet"),
+    ],
+)
+def test_a_source_that_names_nothing_is_refused_before_anything_is_read(capsys, source, says):
+    code, text = run_cli([*QUESTION, "--card", "16gb", "--trials", source], capsys)
+    assert code == 2 and f"--trials {source}: {says}" in text and "Traceback" not in text
+
+
+def test_a_tracking_server_that_does_not_answer_is_refused_in_seconds_naming_the_fix(capsys):
+    from tests.helpers.services import free_port
+
+    source = f"mlflow+http://127.0.0.1:{free_port()}/team"  # nothing listens there
+    code, text = run_cli([*QUESTION, "--card", "16gb", "--trials", source], capsys)
+    assert code == 2 and f"--trials {source}: the tracking server at http://127.0.0.1:" in text
+    assert "did not answer" in text and "is reachable from here" in text
