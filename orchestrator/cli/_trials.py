@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 ENV = "RLSWEEP_TRIALS"
+# The packages whose versions move a peak: a row from others is used and flagged.
+PEAK_PACKAGES = ("torch", "transformers", "trl", "peft", "bitsandbytes", "unsloth")
+
 # Folders a sweep's output holds beside its trials.parquet whose Parquet files are not trial rows.
 NOT_TRIALS = ("steps", "ray", "plots", "simulated")
 
@@ -155,3 +158,43 @@ def load(given: Any) -> list[dict]:
         for path in files:
             rows += _read(fs, path, prefix + path)
     return rows
+
+
+def versions_differ(row: dict) -> str | None:
+    """The row's peak-moving packages whose versions are not this host's, in words (None: the same, or
+    not recorded)."""
+    import importlib.metadata
+    import json
+
+    try:
+        theirs = json.loads(row.get("versions") or "null") or {}
+    except ValueError:
+        return None
+    differ = []
+    for name in PEAK_PACKAGES:
+        if not theirs.get(name):
+            continue
+        try:
+            ours = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            ours = "not installed"
+        if str(theirs[name]).split("+")[0] != ours.split("+")[0]:
+            differ.append(f"{name} {theirs[name]} (here {ours})")
+    return ", ".join(differ) or None
+
+
+def provenance_lines(rows: list[dict], keys: set[str]) -> list[str]:
+    """Where the rows of `keys` came from, a line per source, card and date (with their count), then a
+    line per set of other versions they were measured with."""
+    said: dict[str, int] = {}
+    flagged: dict[str, int] = {}
+    for row in rows:
+        if row.get("trial_key") in keys:
+            where = row.get("_provenance") or "a source not named"
+            said[where] = said.get(where, 0) + 1
+            differ = versions_differ(row)
+            if differ:
+                flagged[differ] = flagged.get(differ, 0) + 1
+    lines = [f"from {where}: {n} trial(s)" for where, n in said.items()]
+    lines += [f"measured with other versions ({n} trial(s)): {differ}" for differ, n in flagged.items()]
+    return lines

@@ -325,6 +325,10 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
             fm.measured_table(),
             lambda v: "-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v),
         )
+        from orchestrator.cli._trials import provenance_lines
+
+        for line in provenance_lines(rows, {p.trial_key for p in fm.measured}):
+            out.print(line, markup=False)
     if fm.not_drawn:
         out.print(f"{fm.not_drawn} measured trial(s) of other models, stacks or settings are not on this map")
     if not args.no_plot:

@@ -27,6 +27,7 @@ from orchestrator.cli._common import (
     refused,
     simulating,
 )
+from orchestrator.cli._trials import versions_differ
 from orchestrator.cli.fitmap import (
     add_card,
     add_stacks_and_trials,
@@ -66,8 +67,6 @@ class Answer:
 # A card with no budget emulated is the card asked about when its own memory (gpu_total_gib, torch's
 # figure) is within this share of the card's: torch sees a little less than the maker's nominal figure.
 SAME_CARD_SHARE = 0.03
-# The packages whose versions move a peak: a row from others is used and flagged.
-PEAK_PACKAGES = ("torch", "transformers", "trl", "peft", "bitsandbytes", "unsloth")
 
 
 def same_card(row: dict, budget: float, measure: str | None) -> bool:
@@ -85,29 +84,6 @@ def same_card(row: dict, budget: float, measure: str | None) -> bool:
         return abs(emulated - budget) < 0.01
     total = finite_or_none(row.get("gpu_total_gib"))
     return total is not None and abs(total - budget) <= SAME_CARD_SHARE * budget
-
-
-def versions_differ(row: dict) -> str | None:
-    """The row's peak-moving packages whose versions are not this host's, in words (None: the same, or
-    not recorded)."""
-    import importlib.metadata
-    import json
-
-    try:
-        theirs = json.loads(row.get("versions") or "null") or {}
-    except ValueError:
-        return None
-    differ = []
-    for name in PEAK_PACKAGES:
-        if not theirs.get(name):
-            continue
-        try:
-            ours = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            ours = "not installed"
-        if str(theirs[name]).split("+")[0] != ours.split("+")[0]:
-            differ.append(f"{name} {theirs[name]} (here {ours})")
-    return ", ".join(differ) or None
 
 
 def _measured_answer(spec, rows: list[dict], budget: float, measure: str | None = None) -> Answer | None:

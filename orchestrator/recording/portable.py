@@ -237,7 +237,8 @@ def read_rows(source: Any, where: str | None = None) -> list[dict[str, Any]]:
 
 def provenance(row: Mapping[str, Any], source: str, run_id: str | None = None) -> str:
     """Where a row comes from, in words: its source (file or server), run id, card, date and versions."""
-    card = row.get("gpu_name") or "CPU"
+    ran = row.get("status") in ("completed", "oom", "timeout", "failed")
+    card = row.get("gpu_name") or ("CPU" if ran else f"not run ({row.get('status')})")
     budget = row.get("memory_budget_gib")
     if budget is not None:
         card += f" under a {budget:g} GiB budget"

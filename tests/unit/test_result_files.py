@@ -253,3 +253,13 @@ def test_a_tracking_server_that_does_not_answer_is_refused_in_seconds_naming_the
     code, text = run_cli([*QUESTION, "--card", "16gb", "--trials", source], capsys)
     assert code == 2 and f"--trials {source}: the tracking server at http://127.0.0.1:" in text
     assert "did not answer" in text and "is reachable from here" in text
+
+
+def test_the_fit_map_names_where_the_trials_on_it_come_from(tmp_path, capsys):
+    target = tmp_path / "h100.parquet"
+    write_export(_h100_rows(), target)
+    code, text = run_cli(["fitmap", "--card", "16gb", "--model", "Qwen/Qwen2.5-3B-Instruct", "--trials", str(target),
+                          *ROWS, "--no-plot"], capsys)  # fmt: skip
+    assert code == 0, text
+    assert f"from {target}: NVIDIA H100 80GB HBM3 under a 16 GiB budget, 2026-11-26, torch 2.11.0" in text
+    assert "measured with other versions (" in text and "torch 2.11.0 (here " in text
