@@ -70,9 +70,17 @@ def _user_words() -> set[str]:
     return words
 
 
+# Variables that hold settings, not secrets (torch's allocator, CUDA's devices, the locale, the shell's
+# state): their values are kept, so `alloc_conf` stays `expandable_segments:True`. A path in any of them is
+# still a path, scrubbed as one.
+SETTINGS_ENV = re.compile(r"^(PYTORCH_|CUDA_|NCCL_|OMP_|MKL_|LC_|LANG|TERM|SHELL|SHLVL|COLUMNS|LINES|_$)")
+
+
 def _env_values(environ: Mapping[str, str]) -> set[str]:
     values = set()
-    for value in environ.values():
+    for name, value in environ.items():
+        if SETTINGS_ENV.match(name):
+            continue
         for part in re.split(r"[:\s]", value) + [value]:
             part = part.strip()
             if len(part) >= MIN_ENV_VALUE and not part.isdigit() and not re.fullmatch(r"[a-z]+", part):
@@ -85,12 +93,16 @@ class Scrubber:
 
     def __init__(self, environ: Mapping[str, str] | None = None, extra: Iterable[str] = ()):
         env = os.environ if environ is None else environ
-        literal = {
-            **{v: "<env>" for v in _env_values(env)},
-            **{w: "<user>" for w in _user_words()},
-            **{w: "<host>" for w in _host_words()},
-            **{w: "<redacted>" for w in extra if w},
-        }
+        literal = {**{v: "<env>" for v in _env_values(env)}, **{w: "<redacted>" for w in extra if w}}
+        # Names as whole words (a host called `vm` leaves `nvml` alone), longest first.
+        names = {**{w: "<user>" for w in _user_words()}, **{w: "<host>" for w in _host_words()}}
+        ordered = sorted(names, key=len, reverse=True)
+        self._names = names
+        self._name = (
+            re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(map(re.escape, ordered)) + r")(?![A-Za-z0-9])")
+            if ordered
+            else None
+        )
         # Longest first, so a value holding a shorter one is replaced whole.
         self._literals = sorted(literal.items(), key=lambda kv: -len(kv[0]))
         self._literal = (
@@ -110,6 +122,8 @@ class Scrubber:
         text = _IPV6.sub("<ip>", text)
         if self._literal is not None:
             text = self._literal.sub(lambda m: self._words[m.group(0)], text)
+        if self._name is not None:
+            text = self._name.sub(lambda m: self._names[m.group(0)], text)
         return text
 
     def scrub_json(self, value):

@@ -150,6 +150,11 @@ def test_a_trial_logged_to_a_tracking_server_answers_from_it_naming_its_run_card
     )
     assert re.search(rf"from {re.escape(source)}, run {run.info.run_id}: CPU under a 4 GiB budget, {day}, "
                      r"torch [\d.]+", served), served  # fmt: skip
+    # an experiment the server does not have: refused, naming the ones it has
+    code, missing = run_cli(
+        [*question(spec), "--trials", f"mlflow+{services['mlflow']}/no-such-sweep"], capsys
+    )
+    assert code == 2 and "no experiment 'no-such-sweep'" in missing and measured["experiment"] in missing
     # RLSWEEP_TRIALS, set once, stands in for --trials
     os.environ["RLSWEEP_TRIALS"] = source
     try:
