@@ -263,3 +263,24 @@ def test_the_fit_map_names_where_the_trials_on_it_come_from(tmp_path, capsys):
     assert code == 0, text
     assert f"from {target}: NVIDIA H100 80GB HBM3 under a 16 GiB budget, 2026-11-26, torch 2.11.0" in text
     assert "measured with other versions (" in text and "torch 2.11.0 (here " in text
+
+
+def test_calibrate_refuses_a_hostile_trials_file_before_any_probe_runs(tmp_path, capsys):
+    bad = _hostile(tmp_path, "unknown_column")
+    out = tmp_path / "calibrate"
+    argv = [
+        "calibrate",
+        "--model",
+        "tiny",
+        "--stack",
+        "trl",
+        "--budget-gib",
+        "4",
+        "--out",
+        str(out),
+        "--trials",
+        str(bad),
+    ]
+    code, text = run_cli(argv, capsys)
+    assert code == 2 and "calibrate: 1 error(s), nothing run:" in text and str(bad) in text, text
+    assert not (out / "trials.parquet").exists()  # no probe ran
