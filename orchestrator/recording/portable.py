@@ -53,6 +53,7 @@ LOCAL_KNOBS = tuple(
 JSON_FIELDS = tuple(f.name for f in record.TRIAL_FIELDS if f.unit == record.JSON_TEXT)
 # Bounds a reader holds a file to: a result file is small (a sweep of 1,000 trials is about 1 MB).
 MAX_FILE_BYTES = 256 * 2**20
+MAX_DATA_BYTES = 2 * 2**30  # its data uncompressed, as the footer says: no decompression bomb is read
 MAX_ROWS = 200_000
 MAX_TEXT = 64 * 1024
 FIX = "export it again with `rlsweep export OUTPUT_DIR` (rlsweep's own writer), or leave it out of --trials"
@@ -226,6 +227,11 @@ def read_rows(source: Any, where: str | None = None) -> list[dict[str, Any]]:
     _check_schema(where, schema, exported)
     if parquet.metadata.num_rows > MAX_ROWS:
         raise _refuse(where, f"it holds {parquet.metadata.num_rows} rows, over the {MAX_ROWS} a file may")
+    data = sum(parquet.metadata.row_group(i).total_byte_size for i in range(parquet.metadata.num_row_groups))
+    if data > MAX_DATA_BYTES:
+        raise _refuse(
+            where, f"its data is {data} bytes uncompressed, over the {MAX_DATA_BYTES} a file may be"
+        )
     try:
         rows = parquet.read().to_pylist()
     except (pa.ArrowException, OSError, ValueError) as exc:

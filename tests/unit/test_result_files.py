@@ -284,3 +284,13 @@ def test_calibrate_refuses_a_hostile_trials_file_before_any_probe_runs(tmp_path,
     code, text = run_cli(argv, capsys)
     assert code == 2 and "calibrate: 1 error(s), nothing run:" in text and str(bad) in text, text
     assert not (out / "trials.parquet").exists()  # no probe ran
+
+
+def test_a_file_whose_data_would_decompress_past_the_bound_is_refused_unread(tmp_path, monkeypatch):
+    import orchestrator.recording.portable as portable
+
+    path = tmp_path / "big.parquet"
+    write_export(_h100_rows(), path)
+    monkeypatch.setattr(portable, "MAX_DATA_BYTES", 1000)  # the footer's figure is checked, not the data
+    with pytest.raises(portable.ResultFileError, match=r"bytes uncompressed, over the 1000 a file may be"):
+        read_rows(path)
