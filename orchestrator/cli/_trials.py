@@ -57,10 +57,17 @@ def source_errors(given: Any) -> list[str]:
 
 def _trial_json_rows(path: Path) -> list[dict]:
     rows = []
+    from orchestrator.recording.portable import ResultFileError
+
     for trial in sorted(path.rglob("trial.json")):
-        record = json.loads(trial.read_text())
-        config = record.get("config") or {}
-        outcome = dict(record.get("outcome", {}))
+        try:
+            record = json.loads(trial.read_text())
+            config = dict(record.get("config") or {})
+            outcome = dict(record.get("outcome", {}))
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            raise ResultFileError(
+                f"{trial}: not a trial folder's trial.json ({str(exc)[:120]}); leave it out of --trials"
+            ) from None
         if isinstance(outcome.get("versions"), dict):  # trials.parquet holds it as JSON text
             outcome["versions"] = json.dumps(outcome["versions"], sort_keys=True)
         rows.append(
@@ -164,7 +171,6 @@ def versions_differ(row: dict) -> str | None:
     """The row's peak-moving packages whose versions are not this host's, in words (None: the same, or
     not recorded)."""
     import importlib.metadata
-    import json
 
     try:
         theirs = json.loads(row.get("versions") or "null") or {}
