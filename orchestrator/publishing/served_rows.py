@@ -63,10 +63,13 @@ def _knobs(params: dict[str, str]) -> dict[str, Any]:
     for name, text in params.items():
         if name not in KNOBS:
             continue  # BxK and whatever else a run holds beside the knobs
-        try:
-            value = canonical(name, yaml.safe_load(text))
-        except yaml.YAMLError:
-            continue
+        try:  # JSON first (`1e-05` is a number there, a string to YAML 1.1), then YAML (`True`)
+            value = canonical(name, json.loads(text))
+        except ValueError:
+            try:
+                value = canonical(name, yaml.safe_load(text))
+            except yaml.YAMLError:
+                continue
         if check_value(name, value) is None:
             config[name] = value
     return config
