@@ -14,6 +14,7 @@ from pathlib import Path
 
 from orchestrator.cli.calibrate import add_calibrate
 from orchestrator.cli.compare import add_compare
+from orchestrator.cli.export import add_export
 from orchestrator.cli.fitmap import add_fitmap
 from orchestrator.cli.fits import add_fits
 from orchestrator.cli.gpu_check import add_gpu_check
@@ -40,6 +41,7 @@ COMMANDS = [
     add_sync_mlflow,
     add_report,
     add_compare,
+    add_export,
     add_gpu_check,
     add_submit,
     add_solve,

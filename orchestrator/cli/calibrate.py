@@ -23,11 +23,13 @@ from orchestrator.cli._common import (
 from orchestrator.cli.fitmap import (
     TAKEN,
     add_card,
+    add_trials,
     axis_values,
     base_spec,
     card_budget,
     cmd_fitmap,
     length_errors,
+    read_trials,
 )
 from orchestrator.words.settings import GuardSettings
 
@@ -90,6 +92,9 @@ def request_of(args: argparse.Namespace):
         except ValueError as exc:
             errors += str(exc).splitlines()
     errors += length_errors(args.min_length, args.max_length)
+    from orchestrator.cli._trials import source_errors
+
+    errors += source_errors(getattr(args, "trials", None))
     try:
         if "," in args.stack:
             raise argparse.ArgumentTypeError(
@@ -131,6 +136,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     request, errors = request_of(args)
     if request is None:
         return refused("calibrate", errors, "run")
+    _, refusal = read_trials(args, "calibrate", "run")  # a bad --trials file refuses before any probe
+    if refusal is not None:
+        return refusal
     asked = [
         dataclasses.replace(request.base, num_generations=k, batch_size=request.b, max_completion_length=length)
         for k in request.ks for length in request.lengths
@@ -149,10 +157,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         console.print("interrupted; trainer killed. The same command resumes, measuring no probe twice")
         return 130
     _summary(results)
+    from orchestrator.cli._trials import sources as trial_sources
+
     kinds = Counter(r.memory_kind for r in results if r.memory_kind is not None)
     fitmap = argparse.Namespace(
         card=args.card, budget_gib=args.budget_gib, model=[args.model], stacks=args.stack, k=args.k, b=args.b,
-        min_length=args.min_length, max_length=args.max_length, set=args.set, trials=request.output_dir,
+        min_length=args.min_length, max_length=args.max_length, set=args.set, trials=[str(request.output_dir), *trial_sources(args.trials)],
         measure=kinds.most_common(1)[0][0] if kinds else None, out=request.output_dir, no_plot=args.no_plot, after_probes=True,
     )  # fmt: skip
     drawn = cmd_fitmap(fitmap)
@@ -224,6 +234,7 @@ def add_calibrate(sub) -> None:
         help="where the probes' trials and the map go (default outputs/calibrate/<stack>-<model>-<budget>gib)",
     )
     p.add_argument("--no-plot", action="store_true", help="print the map's table only")
+    add_trials(p, "to draw the map from besides the probes")
     p.add_argument(
         "--session",
         action=argparse.BooleanOptionalAction,

@@ -5,7 +5,6 @@ map's own memory model), and with --card, seconds per step there (orchestrator/c
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import time
 from dataclasses import replace
@@ -71,27 +70,24 @@ def card_budget(args: argparse.Namespace) -> tuple[float | None, str | None]:
     return getattr(args, "budget_gib", None), None
 
 
-def measured_rows(path: Path) -> list[dict]:
-    """The measured trials at `path`: a trials.parquet, a sweep's output dir (its trials.parquet), or a
-    folder of trial folders each with a trial.json (as bench/data/h100-2026-11-26 keeps them)."""
-    from orchestrator.recording.sinks import TrialsTable
+def measured_rows(given) -> list[dict]:
+    """The measured trials --trials names (cli/_trials.py: folders, trials.parquet, result files, s3://,
+    mlflow+http://), each row with its provenance; ResultFileError or ServedTrialsError where a source
+    cannot be used."""
+    from orchestrator.cli._trials import load
 
-    ledger = path if path.suffix == ".parquet" else path / "trials.parquet"
-    if ledger.is_file():
-        return list(TrialsTable(ledger).rows.values())
-    rows = []
-    for trial in sorted(path.rglob("trial.json")):
-        record = json.loads(trial.read_text())
-        config = record.get("config") or {}
-        rows.append(
-            {
-                **record.get("outcome", {}),
-                "config": json.dumps(config),
-                "memory_budget_gib": config.get("memory_budget_gib"),
-                "trial_key": config.get("trial_key"),
-            }
-        )
-    return rows
+    return load(given)
+
+
+def read_trials(args: argparse.Namespace, verb: str, nothing: str) -> tuple[list[dict], int | None]:
+    """(--trials' rows, None), or ([], 2) after printing why a source was refused (its file, rule, fix)."""
+    from orchestrator.publishing.served_rows import ServedTrialsError
+    from orchestrator.recording.portable import ResultFileError
+
+    try:
+        return measured_rows(args.trials), None
+    except (ResultFileError, ServedTrialsError) as exc:
+        return [], refused(verb, [str(exc)], nothing)
 
 
 def add_stacks_and_trials(parser: argparse.ArgumentParser, trials_do: str) -> None:
@@ -106,11 +102,19 @@ def add_stacks_and_trials(parser: argparse.ArgumentParser, trials_do: str) -> No
         help="stacks, comma-separated; the first is the base (default: every registered stack, %(default)s; "
         "--stacks and --framework work too)",
     )
+    add_trials(parser, trials_do)
+
+
+def add_trials(parser: argparse.ArgumentParser, trials_do: str) -> None:
+    """--trials SOURCE (repeatable; RLSWEEP_TRIALS by default): measured trials `trials_do`."""
     parser.add_argument(
         "--trials",
-        type=Path,
-        help=f"measured trials {trials_do}: a trials.parquet, a sweep's output dir, or a folder of trial "
-        "folders with trial.json (bench/data/h100-2026-11-26)",
+        action="append",
+        metavar="SOURCE",
+        help=f"measured trials {trials_do}: a trials.parquet, a sweep's output dir, a result file of "
+        "`rlsweep export` or a folder of them, a folder of trial folders with trial.json "
+        "(bench/data/h100-2026-11-26), any of these on s3://, or mlflow+http://HOST:PORT/EXPERIMENT; "
+        "give it again for more; default $RLSWEEP_TRIALS (comma-separated)",
     )
 
 
@@ -122,10 +126,9 @@ def stacks_and_trials(args: argparse.Namespace) -> tuple[list[str], list[str]]:
             frameworks.append(stack_name(framework.strip()))
         except argparse.ArgumentTypeError as exc:
             errors.append(f"--stack {args.stacks}: {exc}")
-    if args.trials is not None and not args.trials.exists():
-        errors.append(
-            f"--trials {args.trials}: no such file or folder; give a trials.parquet or a sweep's folder"
-        )
+    from orchestrator.cli._trials import source_errors
+
+    errors += source_errors(args.trials)
     return frameworks, errors
 
 
@@ -254,7 +257,9 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
     errors += bad
     if errors:
         return refused("fitmap", errors, "drawn")
-    rows = measured_rows(args.trials) if args.trials is not None else []
+    rows, refusal = read_trials(args, "fitmap", "drawn")
+    if refusal is not None:
+        return refusal
     models = args.model or list(DEFAULT_MODELS)
     fm = fit_map(
         rows, base, models, frameworks, budget, ks, bs, (args.min_length, args.max_length),
@@ -273,7 +278,10 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
         for reason in dict.fromkeys(x.unknown for x in fm.boundaries):
             out.print(f"  {reason}", markup=False)
         return 2
-    source = f"{len(rows)} trial(s) of {args.trials}" if rows else "the prior (no measured trials)"
+    from orchestrator.cli._trials import sources
+
+    named = ", ".join(sources(args.trials))
+    source = f"{len(rows)} trial(s) of {named}" if rows else "the prior (no measured trials)"
     simulated = [f"{stacks.label(f)} {m}" for (f, m), said in fm.basis.items() if said.startswith(SIMULATED)]
     if simulated:
         source = (
@@ -321,6 +329,10 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
             fm.measured_table(),
             lambda v: "-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v),
         )
+        from orchestrator.cli._trials import provenance_lines
+
+        for line in provenance_lines(rows, {p.trial_key for p in fm.measured}):
+            out.print(line, markup=False)
     if fm.not_drawn:
         out.print(f"{fm.not_drawn} measured trial(s) of other models, stacks or settings are not on this map")
     if not args.no_plot:

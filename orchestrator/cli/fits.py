@@ -31,12 +31,13 @@ from orchestrator.cli._common import (
     refused,
     simulating,
 )
+from orchestrator.cli._trials import versions_differ
 from orchestrator.cli.fitmap import (
     add_card,
     add_stacks_and_trials,
     base_spec,
     card_budget,
-    measured_rows,
+    read_trials,
     stacks_and_trials,
 )
 from trainers import stacks
@@ -63,19 +64,44 @@ class Answer:
     peak_gib: float | None = None
     low_gib: float | None = None
     high_gib: float | None = None
+    provenance: str | None = None  # the measured row's: its source, run, card, date and versions
+    versions_differ: str | None = None  # its packages where they are not this host's
 
 
-def _measured_answer(spec, rows: list[dict], budget: float) -> Answer | None:
+# A card with no budget emulated is the card asked about when its own memory (gpu_total_gib, torch's
+# figure) is within this share of the card's: torch sees a little less than the maker's nominal figure.
+SAME_CARD_SHARE = 0.03
+
+
+def same_card(row: dict, budget: float, measure: str | None) -> bool:
+    """Whether a measured row ran on the card asked about, its budget meaning the same: under a budget of
+    `budget` GiB (memory_budget_gib), or with none on a card of that memory, its peak read the way the
+    question reads it (`measure`, default the GPU's NVML peak: a CPU trial's RSS is not a card's)."""
+    from orchestrator.words.outcome import GPU
+    from trainers.record import finite_or_none, peak_memory
+
+    _, kind = peak_memory(row)
+    if kind != (measure or GPU):
+        return False
+    emulated = finite_or_none(row.get("memory_budget_gib"))
+    if emulated is not None:
+        return abs(emulated - budget) < 0.01
+    total = finite_or_none(row.get("gpu_total_gib"))
+    return total is not None and abs(total - budget) <= SAME_CARD_SHARE * budget
+
+
+def _measured_answer(spec, rows: list[dict], budget: float, measure: str | None = None) -> Answer | None:
     """The answer measured rows give (judging.fitmap.on_card: what a row says of this card): a row of
     exactly these settings, else a fit of one that needs at least as much, else an out-of-memory of one
-    that needs no more."""
+    that needs no more. Only a row of the same card (same_card) is `measured`; one of another card or
+    budget only implies, as a dominating fit or a dominated out-of-memory does."""
     from orchestrator.judging.fitmap import MEASURED_FITS, MEASURED_OOM, on_card
     from orchestrator.judging.memory import spec_of
     from orchestrator.judging.pruning import dominates
     from orchestrator.words.outcome import COMPLETED, OOM, TIMEOUT
 
     label = stacks.label(spec.framework)
-    same = bigger_fit = smaller_oom = None
+    found: dict[tuple[bool, str], tuple] = {}
     for row in rows:
         if not row.get("config") or row.get("status") not in (COMPLETED, OOM, TIMEOUT):
             continue  # measured rows only: an implied one is no measurement
@@ -87,18 +113,40 @@ def _measured_answer(spec, rows: list[dict], budget: float) -> Answer | None:
         )  # fmt: skip
         if other.framework != spec.framework or other.model.removeprefix("random:") != spec.model:
             continue
-        found = (row, *on_card(row, budget))
+        said = (row, *on_card(row, budget))
+        here = same_card(row, budget, measure)
         over, under = dominates(other, spec), dominates(spec, other)
-        if over and under and found[1] in (MEASURED_FITS, MEASURED_OOM):
-            same = same or found
-        elif over and found[1] == MEASURED_FITS:
-            bigger_fit = bigger_fit or found
-        elif under and found[1] == MEASURED_OOM:
-            smaller_oom = smaller_oom or found
-    for found, how in ((same, MEASURED), (bigger_fit, IMPLIED), (smaller_oom, IMPLIED)):
-        if found is not None:
-            return _row_answer(label, how, *found)
+        if over and under and said[1] in (MEASURED_FITS, MEASURED_OOM):
+            found.setdefault((here, "same"), said)
+        elif over and said[1] == MEASURED_FITS:
+            found.setdefault((here, "bigger_fit"), said)
+        elif under and said[1] == MEASURED_OOM:
+            found.setdefault((here, "smaller_oom"), said)
+    for here in (True, False):
+        for kind in ("same", "bigger_fit", "smaller_oom"):
+            if (here, kind) in found:
+                how = MEASURED if here and kind == "same" else IMPLIED
+                row = found[(here, kind)][0]
+                a = _row_answer(label, how, *found[(here, kind)])
+                if not here and kind == "same":
+                    peak = found[(here, kind)][2]
+                    said = f"measured {peak:.2f} GiB" if peak is not None else f"ended {row.get('status')}"
+                    a = dataclasses.replace(a, basis=f"{IMPLIED}: {row.get('trial_key')}, these settings, "
+                                            f"{said} on another card or budget: {_ran_on(row)}")  # fmt: skip
+                elif not here:
+                    a = dataclasses.replace(a, basis=f"{a.basis} (on another card or budget: {_ran_on(row)})")
+                return dataclasses.replace(
+                    a, provenance=row.get("_provenance"), versions_differ=versions_differ(row)
+                )
     return None
+
+
+def _ran_on(row: dict) -> str:
+    budget, total = row.get("memory_budget_gib"), row.get("gpu_total_gib")
+    card = row.get("gpu_name") or "CPU"
+    if budget is not None:
+        return f"{card} under a {budget:g} GiB budget"
+    return f"{card}, {total:.2f} GiB" if total is not None else card
 
 
 def _row_answer(label: str, how: str, row, said: str, peak, ran_under) -> Answer:
@@ -169,7 +217,7 @@ def answer(spec, rows: list[dict], budget: float, measure: str | None, simulate:
     from orchestrator.words.outcome import GPU
 
     rows = [_hub_row(r) for r in rows]
-    found = _measured_answer(spec, rows, budget)
+    found = _measured_answer(spec, rows, budget, measure)
     if found is not None:
         return found
     why_not = None
@@ -265,7 +313,9 @@ def cmd_fits(args: argparse.Namespace) -> int:
         errors += [p for p in spec.problems() if not p.startswith("framework")]
     if errors:
         return refused("fits", errors, "answered")
-    rows = measured_rows(args.trials) if args.trials is not None else []
+    rows, refusal = read_trials(args, "fits", "answered")
+    if refusal is not None:
+        return refusal
     simulate = simulating(args)
     if simulate and sys.stderr.isatty():  # live word at a terminal; piped, each answer says its seconds
         progress("simulating each stack's training step on meta tensors where no measured row answers...")
@@ -289,6 +339,10 @@ def cmd_fits(args: argparse.Namespace) -> int:
     width = max(len(a.stack) for a in answers)
     for a in answers:
         out.print(f"  {a.stack:<{width}}  {a.verdict:<13} {_figure(a)}  {a.basis}", markup=False)
+        if a.provenance:
+            out.print(f"  {'':<{width}}  from {a.provenance}", markup=False)
+        if a.versions_differ:
+            out.print(f"  {'':<{width}}  measured with other versions: {a.versions_differ}", markup=False)
     out.print(f"assumed: {assumptions(spec)}", markup=False)
     simulated = any(a.basis.startswith(SIMULATED) for a in answers)
     out.print(

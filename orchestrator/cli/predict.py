@@ -15,7 +15,7 @@ from orchestrator.cli._common import (
     refused,
     simulating,
 )
-from orchestrator.cli.fitmap import add_card, card_budget, speed_line
+from orchestrator.cli.fitmap import add_card, add_trials, card_budget, read_trials, speed_line
 from orchestrator.cli.validate import print_laid, trial_cells, trial_columns
 from orchestrator.views.tables import Column, lay_out
 from orchestrator.words.outcome import GPU, peak_memory
@@ -55,8 +55,19 @@ def cmd_predict(args: argparse.Namespace) -> int:
         unreadable += [why] if why else []
     if unreadable:
         return refused("predict", unreadable, "predicted")
+    from orchestrator.cli._trials import source_errors
+    from orchestrator.cli._trials import sources as trial_sources
+
+    bad = source_errors(args.trials)
+    if bad:
+        return refused("predict", bad, "predicted")
+    shared, refusal = read_trials(args, "predict", "predicted")
+    if refusal is not None:
+        return refusal
     ledger = output_dir / "trials.parquet"
     rows_by_key = TrialsTable(ledger).rows if ledger.exists() else {}
+    # --trials' rows (a team's server, result files) after the sweep's own: the model is fitted on both.
+    rows_by_key = {**{f"shared:{i}": row for i, row in enumerate(shared)}, **rows_by_key}
     try:
         budget, card_words = card_budget(args)
     except ValueError as exc:
@@ -69,7 +80,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     )
     model = MemoryModel.fit(rows_by_key.values(), args.measure, unmeasured=GPU if gpu_question else None)
     budget = budget if budget is not None else sweep.memory.budget_gib
-    source = f"{len(rows_by_key)} trial(s) of {ledger}" if rows_by_key else "no trials.parquet yet: the prior"
+    own = len(rows_by_key) - len(shared)
+    source = f"{own} trial(s) of {ledger}" if own else "no trials.parquet yet"
+    if shared:
+        source += f", and {len(shared)} of {', '.join(trial_sources(args.trials))}"
+    elif not own:
+        source += ": the prior"
     if simulating(args):
         simulated, why_not = simulated_rows(
             result.trials, rows_by_key.values(), model.measure, progress, budget
@@ -202,5 +218,6 @@ def add_predict(sub) -> None:
         "budget: the sweep's only trial, or the one --trial names",
     )
     p.add_argument("--trial", metavar="KEY", help="the trial --explain explains (a key predict lists)")
+    add_trials(p, "to fit the memory model on besides the sweep's own")
     add_simulate(p)
     p.set_defaults(func=cmd_predict)

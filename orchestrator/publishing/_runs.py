@@ -12,7 +12,7 @@ import yaml
 from orchestrator.recording.sinks import STEP_RECORD
 from orchestrator.words.names import NAMED, axis_part, key_digest, name_parts
 from orchestrator.words.outcome import COMPLETED, IMPLIED, PRUNED, STOPPED, UNAVAILABLE
-from trainers.record import EPOCH_S, FLOAT64, finite_or_none, trl_name
+from trainers.record import EPOCH_S, FLOAT64, SPEC, TRIAL_FIELDS, finite_or_none, trl_name
 from trainers.trial import BOOKKEEPING, TrialSpec
 
 TRIAL_KEY_TAG = "rlsweep.trial_key"
@@ -47,6 +47,20 @@ SKIPPED_TAG = "rlsweep.skipped"
 BEST = {"median_tokens_per_s": True, "median_step_s": False, "peak_memory_gib": False, "final_reward": True}
 
 VERDICT_TAGS = ("training_verdict", "training_verdict_detail")
+# A trial run's record beyond its params (the knobs) and its other tags: every trial field (trainers/record.py)
+# no knob sets, as JSON, so `--trials mlflow+http://...` rebuilds the trials.parquet row from the run
+# (publishing/served_rows.py). CARD_TAG and BUDGET_TAG say the card and budget it ran on at a glance.
+ROW_TAG = "rlsweep.row"
+CARD_TAG = "rlsweep.card"
+BUDGET_TAG = "rlsweep.budget_gib"
+SCHEMA_TAG = "rlsweep.schema"
+EFFECTIVE_TAG = "rlsweep.effective_config"
+TAG_LIMIT = 5000  # characters of a tag's value every MLflow store keeps
+ROW_TAG_FIELDS = tuple(
+    f.name
+    for f in TRIAL_FIELDS
+    if f.measured_by != SPEC and f.name not in ("status", "status_detail", "effective_config", *VERDICT_TAGS)
+)
 SEARCH_PAGE = 1000  # runs per page of a search (MLflow's largest page for a SQL store is 50,000)
 
 
@@ -121,6 +135,37 @@ def sweep_params(resolved_yaml: str) -> dict[str, str]:
 
     walk("", yaml.safe_load(resolved_yaml) or {})
     return params
+
+
+def row_tags(row: dict[str, Any]) -> dict[str, str]:
+    """The tags that let a reader rebuild a trial's row from its run: ROW_TAG (ROW_TAG_FIELDS' values; the
+    longest text left out until it fits TAG_LIMIT), the card, the budget and the effective settings."""
+    from datetime import datetime
+
+    values = {}
+    for name in ROW_TAG_FIELDS:
+        value = row.get(name)
+        if isinstance(value, datetime):
+            value = value.isoformat()
+        elif isinstance(value, float) and finite_or_none(value) is None:
+            value = None
+        if value is not None:
+            values[name] = value
+    text = json.dumps(values, sort_keys=True, default=str)
+    while len(text) > TAG_LIMIT:
+        longest = max((k for k, v in values.items() if isinstance(v, str)), key=lambda k: len(values[k]))
+        values.pop(longest)
+        text = json.dumps(values, sort_keys=True, default=str)
+    budget = finite_or_none(row.get("memory_budget_gib"))
+    tags = {
+        ROW_TAG: text,
+        CARD_TAG: row.get("gpu_name") or "cpu",
+        BUDGET_TAG: f"{budget:g}" if budget is not None else "the card's own",
+    }
+    effective = row.get("effective_config")
+    if isinstance(effective, str) and len(effective) <= TAG_LIMIT:
+        tags[EFFECTIVE_TAG] = effective
+    return tags
 
 
 def version_tags(row: dict[str, Any]) -> dict[str, str]:

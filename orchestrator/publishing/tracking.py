@@ -45,6 +45,7 @@ from orchestrator.publishing._runs import (
     TRIAL_KEY_TAG,
     VERDICT_TAGS,
     best_figures,
+    row_tags,
     run_name,
     run_status,
     runs_url,
@@ -302,7 +303,7 @@ class MlflowSink:
         figures += [_metric(k, v) for k, v in prediction_metrics(row).items()]  # when one was made
         detail = (row.get("status_detail") or "")[:5000]
         tags = {"status": row["status"], "status_detail": detail, "gpu": row.get("gpu_name") or NO_GPU}
-        tags |= version_tags(row)
+        tags |= version_tags(row) | row_tags(row)
         if isinstance(row.get("session"), str):  # its probe session (orchestrator/running/session.py)
             tags["session"] = row["session"]
         for name in VERDICT_TAGS:  # a judged trial's training verdict (orchestrator/judging/verdict.py)
