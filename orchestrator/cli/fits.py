@@ -163,8 +163,9 @@ def judged(spec, step, budget: float, error: tuple[float, float, str] | None = N
     capped = None if needed > capacity else min(reserved, capacity)
     peak = max((reserved if capped is None else capped) + beside[1], sum(generating)) + context
     low_error, high_error, named = error or simulated_error(spec.framework, architecture(spec.model))
-    low = context + max(needed * low_error + beside[0], generating[0] * low_error + generating[1])
-    high = context + max(needed * high_error + beside[1], generating[0] * high_error + generating[1])
+    # the error was measured on the trainer's NVML (its needed + context), vLLM's pool is its own setting
+    low = max((needed + context) * low_error + beside[0], (generating[0] + context) * low_error + generating[1])
+    high = max((needed + context) * high_error + beside[1], (generating[0] + context) * high_error + generating[1])
     verdict = FITS if high <= budget else DOES_NOT_FIT if low > budget else UNCERTAIN
     if vllm is not None and vllm.refused:
         verdict = DOES_NOT_FIT
