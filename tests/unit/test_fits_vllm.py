@@ -74,3 +74,13 @@ def test_fits_with_vllm_answers_from_the_prior_without_asking_for_a_budget_it_re
     assert code == 0, text
     assert "memory_budget_gib" not in text and "generation by vllm" in text
     assert "TRL " in text and "Unsloth " in text
+
+
+def test_the_prior_counts_vllms_pool_and_weights_by_the_same_rules():
+    from orchestrator.judging.memory._terms import terms
+
+    shape, _ = model_shape(SPEC.model)
+    trl = terms(SPEC, shape, "gpu")
+    assert trl["vllm_pool"] == pytest.approx(0.3 * 24.0) and trl["weights"] > 1.0 and trl["kv_cache"] == 0
+    unsloth = terms(dataclasses.replace(SPEC, framework="unsloth"), shape, "gpu")
+    assert unsloth["vllm_pool"] == pytest.approx(0.3 * (24.0 - CONTEXT)) and unsloth["weights"] == 0
