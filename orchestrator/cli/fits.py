@@ -47,8 +47,6 @@ TAKEN = {
     "memory_budget_gib": "the budget is --budget-gib or --card",
 }
 MEASURED, IMPLIED, SIMULATED, PREDICTED = "measured", "implied", "simulated", "predicted"
-# A simulated step's phases in which the trainer generates: vLLM's instead with generation: vllm
-GENERATING = ("generation", "decoding")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,26 +144,16 @@ def judged(spec, step, budget: float, error: tuple[float, float, str] | None = N
     from orchestrator.judging.memory import DOES_NOT_FIT, FITS, UNCERTAIN
     from orchestrator.judging.memory._interval import architecture, simulated_error
     from orchestrator.judging.memory._terms import FACE
-    from orchestrator.judging.memory._vllm import held
+    from orchestrator.judging.memory._vllm import beside_vllm
 
     context = FACE["gpu"]["baseline"][0]
-    vllm = held(spec, budget, context, step.resting_gib)
-    # The trainer's own figures: with vLLM generating, its step less the generation phases it never runs
-    trained = step.allocated_gib
-    if vllm is not None:
-        trained = max((v for k, v in step.phase_gib.items() if k not in GENERATING), default=trained)
-    shared = vllm.shared_weights if vllm else 0.0
-    needed = trained + (step.reserved_gib if step.needed_gib is None else step.needed_gib) - step.allocated_gib - shared
-    reserved = trained + step.reserved_gib - step.allocated_gib - shared
-    beside = vllm.training if vllm else (0.0, 0.0)
-    generating = (step.resting_gib - shared, vllm.generating) if vllm else (0.0, 0.0)
+    parts = beside_vllm(spec, step, budget, context)
+    vllm, needed, reserved, beside = parts.vllm, parts.needed, parts.reserved, parts.beside
     capacity = budget - context - beside[1]
     capped = None if needed > capacity else min(reserved, capacity)
-    peak = max((reserved if capped is None else capped) + beside[1], sum(generating)) + context
+    peak = max((reserved if capped is None else capped) + beside[1], sum(parts.generating)) + context
     low_error, high_error, named = error or simulated_error(spec.framework, architecture(spec.model))
-    # the error was measured on the trainer's NVML (its needed + context), vLLM's pool is its own setting
-    low = max((needed + context) * low_error + beside[0], (generating[0] + context) * low_error + generating[1])
-    high = max((needed + context) * high_error + beside[1], (generating[0] + context) * high_error + generating[1])
+    low, high = parts.least(context, low_error, upper=False), parts.least(context, high_error)
     verdict = FITS if high <= budget else DOES_NOT_FIT if low > budget else UNCERTAIN
     if vllm is not None and vllm.refused:
         verdict = DOES_NOT_FIT
@@ -178,7 +166,7 @@ def judged(spec, step, budget: float, error: tuple[float, float, str] | None = N
     said = (
         f"{SIMULATED} ({stacks.label(spec.framework)}'s own step on meta tensors: allocated "
         f"{step.allocated_gib:.2f} GiB in {step.phase}, reserved {step.reserved_gib:.2f} uncapped, "
-        + (f"trainer {trained:.2f} without generating, " if vllm else "")
+        + (f"trainer {parts.trained:.2f} without generating, " if vllm else "")
         + f"runs in {needed:.2f} at least ({cap}), + context {context:.2f}"
         + (f"; {vllm.words}" if vllm and vllm.words else "")
         + (f"; refused: {vllm.refused}" if vllm and vllm.refused else "")

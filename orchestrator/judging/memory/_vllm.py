@@ -101,3 +101,47 @@ def held(spec, budget_gib: float, context_gib: float, trainer_resting_gib: float
         words += f"; asleep while training: 0-{sleeping:.1f} GiB kept)"
         return VllmHeld(pool, (0.0, sleeping), shared, refused, words)
     return VllmHeld(pool, (pool, pool), shared, refused, words + ")")
+
+
+@dataclass(frozen=True)
+class Beside:
+    """A simulated step's trainer beside vLLM on a card (GiB, torch's; the context not in them): what the
+    trainer needs at least and reserves uncapped while it trains (without the generation phases where vLLM
+    generates, less the weights vLLM holds for it), vLLM's (low, high) beside it then, and while generating
+    the trainer's resting memory and vLLM's; `vllm` None without generation: vllm."""
+
+    needed: float
+    reserved: float
+    trained: float
+    beside: tuple[float, float]
+    generating: tuple[float, float]
+    vllm: VllmHeld | None
+
+    def least(self, context_gib: float, error: float = 1.0, upper: bool = True) -> float:
+        """The least NVML the step runs in, the trainer's part (with the context: the error was measured
+        on it) times `error`, beside vLLM's most (`upper`) or least while the trainer trains."""
+        training = (self.needed + context_gib) * error + self.beside[1 if upper else 0]
+        generating = (self.generating[0] + context_gib) * error + self.generating[1]
+        return max(training, generating if self.vllm is not None else 0.0)
+
+
+# A simulated step's phases in which the trainer generates: vLLM's instead with generation: vllm
+GENERATING = ("generation", "decoding")
+
+
+def beside_vllm(spec, step, budget_gib: float, context_gib: float) -> Beside:
+    """`step` (a trainers.simulate SimulatedStep) on a card of `budget_gib` beside what vLLM holds there."""
+    vllm = held(spec, budget_gib, context_gib, step.resting_gib)
+    trained = step.allocated_gib
+    if vllm is not None:
+        trained = max((v for k, v in step.phase_gib.items() if k not in GENERATING), default=trained)
+    shared = vllm.shared_weights if vllm else 0.0
+    needed = step.reserved_gib if step.needed_gib is None else step.needed_gib
+    return Beside(
+        needed=trained + needed - step.allocated_gib - shared,
+        reserved=trained + step.reserved_gib - step.allocated_gib - shared,
+        trained=trained,
+        beside=vllm.training if vllm else (0.0, 0.0),
+        generating=(step.resting_gib - shared, vllm.generating) if vllm else (0.0, 0.0),
+        vllm=vllm,
+    )
