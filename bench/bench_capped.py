@@ -45,7 +45,9 @@ def main() -> int:
     step = simulate(spec, args.prompt_tokens)
     capacity = args.budget_gib - CONTEXT_GIB
     capped = step.under_cap(capacity)
-    print(f"{args.stack} {args.model} K={args.k} B={args.b} {args.length} tokens, budget {args.budget_gib:g} GiB:")
+    print(
+        f"{args.stack} {args.model} K={args.k} B={args.b} {args.length} tokens, budget {args.budget_gib:g} GiB:"
+    )
     print(f"| figure | simulated GiB | + context {CONTEXT_GIB} |")
     print("|---|---|---|")
     for name, value in (

@@ -41,7 +41,9 @@ def ratios(rows: Iterable[dict]) -> dict[tuple[str, str], list[float]]:
     for row in rows:
         if row["status"] == "completed" and row["peak_nvml_gib"]:
             simulated = float(row["simulated_needed_gib"]) + float(row["context_gib"])
-            found.setdefault((row["stack"], row["family"]), []).append(float(row["peak_nvml_gib"]) / simulated)
+            found.setdefault((row["stack"], row["family"]), []).append(
+                float(row["peak_nvml_gib"]) / simulated
+            )
     return found
 
 

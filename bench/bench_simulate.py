@@ -163,7 +163,18 @@ def main() -> int:
         with (ROOT / args.out).open("w", newline="") as handle:
             writer = csv.DictWriter(handle, OUT_COLUMNS)
             writer.writeheader()
-            writer.writerows(sorted(written, key=lambda r: (r["stack"], r["round"], r["model"], int(r["K"]) * int(r["B"]), int(r["max_completion"]))))
+            writer.writerows(
+                sorted(
+                    written,
+                    key=lambda r: (
+                        r["stack"],
+                        r["round"],
+                        r["model"],
+                        int(r["K"]) * int(r["B"]),
+                        int(r["max_completion"]),
+                    ),
+                )
+            )
     for (stack, name), values in errors.items():
         if values:
             print(

@@ -230,7 +230,11 @@ def _figure(a: Answer) -> str:
         and a.low_gib != a.high_gib
     ):
         if a.interval:  # a simulated answer's: the least it runs in, by the simulator's error on GPU rows
-            reach = f"{a.low_gib:.1f} or more" if a.high_gib == float("inf") else f"{a.low_gib:.1f}-{a.high_gib:.1f}"
+            reach = (
+                f"{a.low_gib:.1f} or more"
+                if a.high_gib == float("inf")
+                else f"{a.low_gib:.1f}-{a.high_gib:.1f}"
+            )
             return f"{a.peak_gib:5.1f} GiB (needs {reach}: {a.interval})"
         return f"{a.peak_gib:5.1f} GiB (90%: {a.low_gib:.1f}-{a.high_gib:.1f})"
     if a.peak_gib is not None:

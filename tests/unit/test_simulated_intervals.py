@@ -23,7 +23,9 @@ from trainers.trial import TrialSpec
 
 
 def _step(allocated: float) -> SimulatedStep:
-    return SimulatedStep(allocated, allocated + 0.5, "training", {"training": allocated}, 2.0, 1.0, {}, allocated)
+    return SimulatedStep(
+        allocated, allocated + 0.5, "training", {"training": allocated}, 2.0, 1.0, {}, allocated
+    )
 
 
 def test_a_family_with_gpu_rows_of_the_stack_takes_that_familys_own_error_and_says_so():

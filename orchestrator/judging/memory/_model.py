@@ -27,11 +27,11 @@ from orchestrator.judging.memory._fit import fit as fit_coefficients
 from orchestrator.judging.memory._fit import predictive_sd
 from orchestrator.judging.memory._interval import (
     Z,
+    architecture,
     calibrated_share,
     extrapolated_gib,
     interval,
     score,
-    architecture,
     simulated_interval,
 )
 from orchestrator.judging.memory._terms import (
@@ -393,7 +393,10 @@ class MemoryModel:
         low, high = self._interval(family, spec.framework, vector, peak, beyond)
         if family.simulated == n > 0:  # drawn from simulated steps: the simulator's error, not the fit's
             architecture_family = architecture(spec.model)
-            basis, (low, high) = SIMULATED, simulated_interval(spec.framework, peak, family.residual, architecture_family)
+            basis, (low, high) = (
+                SIMULATED,
+                simulated_interval(spec.framework, peak, family.residual, architecture_family),
+            )
         return Prediction(
             peak, low, high, self.measure, n, basis, None, parts, None if beyond is None else sum(beyond)
         )

@@ -91,7 +91,6 @@ def row(spec: TrialSpec, step: Any, index: int, budget: float | None = None) -> 
     """A simulated step as a trials row: the columns a MemoryModel reads, marked simulated."""
     from orchestrator.judging.memory._model import MEASURE_COLUMNS
     from orchestrator.judging.memory._terms import FACE
-
     from orchestrator.judging.memory._vllm import beside_vllm
 
     context = FACE["gpu"]["baseline"][0]
