@@ -32,18 +32,24 @@ def load(path: Path = SIMULATED_ROWS) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
-def ratios(rows: Iterable[dict]) -> dict[tuple[str, str], list[float]]:
-    """Per (stack, family): the measured NVML peak over the least the simulated step runs in (its capped
-    replay's `needed` + context), every completed row that measured NVML. The measured peak is at least
-    what the trial needed (reserved holds cached blocks a cap would release), so a range of these
-    reaches at least as high as the true need's."""
-    found: dict[tuple[str, str], list[float]] = {}
+def ratios(rows: Iterable[dict]) -> dict[tuple[str, str], tuple[list[float], list[float]]]:
+    """Per (stack, family), over every completed row that measured NVML: (lows, highs), the measured over
+    the least the simulated step runs in (its capped replay's `needed` + context), from below and from
+    above. The true least a trial ran in lies between its live tensors (torch's allocated peak, where
+    measured, else NVML) and its NVML peak (reserved holds cached blocks a cap would release), each +
+    the context: so lows take the allocated peak, highs NVML, and a range of them holds the true need's."""
+    found: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
     for row in rows:
         if row["status"] == "completed" and row["peak_nvml_gib"]:
-            simulated = float(row["simulated_needed_gib"]) + float(row["context_gib"])
-            found.setdefault((row["stack"], row["family"]), []).append(
-                float(row["peak_nvml_gib"]) / simulated
+            context = float(row["context_gib"])
+            simulated = float(row["simulated_needed_gib"]) + context
+            nvml = float(row["peak_nvml_gib"])
+            live = (
+                float(row["peak_torch_allocated_gib"]) + context if row["peak_torch_allocated_gib"] else nvml
             )
+            lows, highs = found.setdefault((row["stack"], row["family"]), ([], []))
+            lows.append(live / simulated)
+            highs.append(nvml / simulated)
     return found
 
 
@@ -53,9 +59,9 @@ def error_ranges(rows: Iterable[dict]) -> dict[str, tuple[tuple[str, float, floa
     import math
 
     out: dict[str, list] = {}
-    for (stack, family), values in sorted(ratios(rows).items()):
-        low, high = math.floor(min(values) * 100) / 100, math.ceil(max(values) * 100) / 100
-        out.setdefault(stack, []).append((family, low, high, len(values)))
+    for (stack, family), (lows, highs) in sorted(ratios(rows).items()):
+        low, high = math.floor(min(lows) * 100) / 100, math.ceil(max(highs) * 100) / 100
+        out.setdefault(stack, []).append((family, low, high, len(highs)))
     return {stack: tuple(found) for stack, found in out.items()}
 
 
@@ -104,6 +110,10 @@ class Judged:
     def false_fit(self) -> bool:
         return self.verdict == "fits" and not self.fitted
 
+    @property
+    def false_no_fit(self) -> bool:
+        return self.verdict == "does not fit" and self.fitted
+
 
 def judged(rows: list[dict], leave_family_out: bool = False) -> list[Judged]:
     """Every row judged at its budget and on every smaller card (module doc)."""
@@ -135,7 +145,7 @@ def judged(rows: list[dict], leave_family_out: bool = False) -> list[Judged]:
 
 def main() -> int:
     rows = load()
-    print("| stack | families measured: GPU rows | simulated error (measured NVML / simulated) |")
+    print("| stack | families measured: GPU rows | simulated error (measured / simulated least + context) |")
     print("|---|---|---|")
     ranges = error_ranges(rows)
     for stack, families in sorted(coverage(rows).items()):
@@ -149,7 +159,9 @@ def main() -> int:
         counts = {v: sum(j.verdict == v for j in found) for v in ("fits", "uncertain", "does not fit")}
         print(
             f"{how}: {len(false)} false fits of {len(found)} answers ({len(rows)} rows x their budget and "
-            f"each smaller card): " + ", ".join(f"{n} {v}" for v, n in counts.items())
+            f"each smaller card): "
+            + ", ".join(f"{n} {v}" for v, n in counts.items())
+            + f"; {sum(j.false_no_fit for j in found)} false does-not-fit"
         )
         for j in false:
             print(f"  false fits: {j.stack} {j.row} at {j.budget_gib:g} GiB")
