@@ -167,7 +167,7 @@ def judged(spec, step, budget: float, error: tuple[float, float, str] | None = N
         f"{SIMULATED} ({stacks.label(spec.framework)}'s own step on meta tensors: allocated "
         f"{step.allocated_gib:.2f} GiB in {step.phase}, reserved {step.reserved_gib:.2f} uncapped, "
         + (f"trainer {parts.trained:.2f} without generating, " if vllm else "")
-        + f"runs in {needed:.2f} at least ({cap}), + context {context:.2f}"
+        + f"{'the trainer ' if vllm else ''}runs in {needed:.2f} at least ({cap}), + context {context:.2f}"
         + (f"; {vllm.words}" if vllm and vllm.words else "")
         + (f"; refused: {vllm.refused}" if vllm and vllm.refused else "")
         + f"; {'simulated before, read from disk' if step.simulated.get('cached') else f'{step.seconds:.0f} s'})"
