@@ -157,3 +157,22 @@ def test_needed_is_the_capacity_a_trace_runs_in_and_a_byte_less_fails():
     assert needed < replay(trace, repeat=2)  # the uncapped replay reserves more than the step needs
     assert replayed(trace, repeat=2, capacity=needed).failed is False
     assert replayed(trace, repeat=2, capacity=needed - 1).failed is True
+
+
+def test_a_step_under_a_cap_reads_its_uncapped_peak_the_cap_or_runs_out():
+    from trainers.simulate import SimulatedStep
+
+    step = SimulatedStep(10.0, 13.0, "training", {"training": 10.0}, 2.0, 1.0, {}, 10.5)
+    assert step.under_cap(14.0) == 13.0  # never released: the uncapped peak
+    assert step.under_cap(12.0) == 12.0  # released and retried: held at the cap
+    assert step.under_cap(10.4) is None  # live blocks' pages need more
+
+
+def test_a_deep_steps_needed_is_its_allocated_plus_the_deeper_cuts_shared_pages():
+    from trainers.simulate import SimulatedStep, _layers
+
+    small = SimulatedStep(5.0, 6.0, "training", {"training": 5.0}, 1.0, 1.0, {}, 5.1)
+    large = SimulatedStep(7.0, 8.0, "training", {"training": 7.0}, 1.0, 1.0, {}, 7.2)
+    whole = _layers.extrapolated(small, large, (4, 8, 36), 1.0)
+    assert whole.needed_gib == pytest.approx(whole.allocated_gib + 0.2)
+    assert whole.needed_gib <= whole.reserved_gib
