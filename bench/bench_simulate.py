@@ -34,17 +34,33 @@ STACKS = ("trl", "unsloth")
 KEY = ("stack", "model", "K", "B", "max_prompt", "max_completion", "num_iterations", "quantization", "lora_r")
 
 
-def rows(files=ROUNDS, stacks=STACKS) -> dict[tuple, list[dict]]:
-    """The completed rows of `stacks` in these trials.csv files that measured torch's allocated peak or
-    NVML's, by stack and configuration."""
+# Every row simulated, one line each (--out): what bench/bench_false_fits.py judges the intervals on.
+SIMULATED_ROWS = "bench/data/simulated-h100.csv"
+OUT_COLUMNS = (
+    "round", "stack", "model", "family", "K", "B", "max_prompt", "max_completion", "num_iterations", "quantization",
+    "lora_r", "budget_gib", "status", "steps", "peak_nvml_gib", "peak_torch_reserved_gib", "peak_torch_allocated_gib",
+    "optimizer_state", "simulated_allocated_gib", "simulated_reserved_gib", "simulated_needed_gib", "context_gib",
+)  # fmt: skip
+
+
+def rows(files=ROUNDS, stacks=STACKS, statuses=("completed",)) -> dict[tuple, list[dict]]:
+    """The rows of `stacks` in these trials.csv files that measured torch's allocated peak or NVML's and
+    ended in one of `statuses`, by stack and configuration."""
     found: dict[tuple, list[dict]] = {}
     for name in files:
         with (ROOT / name).open(newline="") as handle:
             for row in csv.DictReader(handle):
                 measured = row["peak_torch_allocated_gib"] or row["peak_nvml_gib"]
-                if row["stack"] in stacks and row["status"] == "completed" and measured:
+                if row["stack"] in stacks and row["status"] in statuses and measured:
                     found.setdefault(tuple(row[k] for k in KEY), []).append(row)
     return found
+
+
+def family(model: str) -> str | None:
+    """The model's architecture family: its config's model_type."""
+    from trainers.models import model_config
+
+    return model_config(model).config.get("model_type")
 
 
 def main() -> int:
@@ -70,6 +86,10 @@ def main() -> int:
         default="lazy",
         help="AdamW's moments made in the first step (as the rows' trainers did) or before it (default: %(default)s)",
     )
+    parser.add_argument(
+        "--out",
+        help=f"also write every row, completed and out of memory, simulated, to this CSV ({SIMULATED_ROWS})",
+    )
     args = parser.parse_args()
     from trainers.simulate import simulate
     from trainers.trial import TrialSpec
@@ -80,8 +100,10 @@ def main() -> int:
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     errors: dict[tuple[str, str], list[float]] = {}
+    written: list[dict] = []
+    statuses = ("completed", "oom") if args.out else ("completed",)
     for key, measured in sorted(
-        rows(args.rows, args.stacks).items(),
+        rows(args.rows, args.stacks, statuses).items(),
         key=lambda kv: (kv[0][0], kv[0][1], int(kv[0][2]) * int(kv[0][3]), int(kv[0][5]), int(kv[0][6])),
     ):
         stack, model, k, b, prompt, completion, iterations, quantization, lora_r = key
@@ -90,7 +112,8 @@ def main() -> int:
             max_completion_length=int(completion), num_iterations=int(iterations), quantization=quantization,
             lora_r=int(lora_r), lora_alpha=2 * int(lora_r), lora_dropout=0.05, learning_rate=2e-4,
         )  # fmt: skip
-        best = max(measured, key=lambda r: int(r.get("steps") or 0))  # the steadiest row
+        completed = [r for r in measured if r["status"] == "completed"]
+        best = max(completed or measured, key=lambda r: int(r.get("steps") or 0))  # the steadiest row
         steps = int(best.get("steps") or 0)
         primed = (
             best.get("optimizer_state_primed", "").lower() == "true"
@@ -110,6 +133,14 @@ def main() -> int:
             )
         kind = f"largest of {steps}" if steps > 1 else "first step"
         nvml = step.reserved_gib + H100_CONTEXT_GIB
+        for row in measured:
+            written.append({
+                **{k: row.get(k, "") for k in OUT_COLUMNS}, "family": family(model), "optimizer_state": state,
+                "simulated_allocated_gib": f"{step.allocated_gib:.4f}", "simulated_reserved_gib": f"{step.reserved_gib:.4f}",
+                "simulated_needed_gib": f"{step.needed_gib:.4f}", "context_gib": H100_CONTEXT_GIB,
+            })  # fmt: skip
+        if not completed:
+            continue
         cells = []
         for name, simulated, column in (
             ("allocated", step.allocated_gib, "peak_torch_allocated_gib"),
@@ -128,6 +159,22 @@ def main() -> int:
             f"| {seconds:.1f} |",
             flush=True,
         )
+    if args.out:
+        with (ROOT / args.out).open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, OUT_COLUMNS)
+            writer.writeheader()
+            writer.writerows(
+                sorted(
+                    written,
+                    key=lambda r: (
+                        r["stack"],
+                        r["round"],
+                        r["model"],
+                        int(r["K"]) * int(r["B"]),
+                        int(r["max_completion"]),
+                    ),
+                )
+            )
     for (stack, name), values in errors.items():
         if values:
             print(

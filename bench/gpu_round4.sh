@@ -33,6 +33,14 @@
 #             both snapshots summarised (r/snapshot-unsloth-path*) and each trainer log's lines about
 #             packing and the compiled blocks (r/unsloth-path-lines.txt, r/unsloth-path-nocompile-lines.txt).
 #             Not in the default ITEMS: ITEMS=unsloth_path (the 3B's build, then 2 trials at once: ~4 min).
+#   capped    the caching allocator under the card's cap (trainers/simulate/_allocator.py): one
+#             configuration whose simulated reserved passes CAP_BUDGET GiB while its allocated stays under
+#             (CAP_STACK on MODEL3B, K=CAP_K B=CAP_B, CAP_LENGTH tokens), one synthetic probe step with the
+#             budget (torch's allocator capped there) and one without, at once; then
+#             bench/bench_capped.py sets their NVML and torch reserved peaks beside the simulated
+#             allocated, uncapped reserved, needed and capped reserved (r/capped.md). Confirms: capped, it
+#             completes and reads at most the budget; uncapped, reserved reads about the replay's.
+#             Not in the default ITEMS: ITEMS=capped (the 3B's build, then 2 trials at once: ~3 min).
 # CPU rehearsal of every line (tiny model, 16-32 tokens, one trial at a time, no GPU):
 #   DRY_RUN=1 PY=.venv/bin/python PYTHONPATH=$PWD nice bash bench/gpu_round4.sh
 # shellcheck disable=SC2086 # PY, QLORA and the *_SET settings are word lists on purpose
@@ -45,6 +53,7 @@ if [[ $DRY_RUN == 1 ]]; then
     : "${SESSION_MODEL:=tiny}" "${SESSION_LENGTHS:=16,32}" "${SESSION_THREADS:=1}"
     : "${FAMILY_JOBS:=1}" "${SNAP_MODEL:=tiny}" "${SNAP_LENGTH:=16}" "${LEARN_MIN_S:=60}" "${BUILD_THREADS:=1}"
     : "${UPATH_MODEL:=tiny}" "${UPATH_K:=2}" "${UPATH_LENGTH:=16}"
+    : "${CAP_K:=2}" "${CAP_LENGTH:=16}" "${CAP_BUDGET:=8}"
     : "${FRONTIER_SET:=--set model=tiny --set grid.num_generations=[2] --set grid.batch_size=[1] --set grid.max_completion_length=[16,32] --set memory.budget_gib=8}"
     : "${LEARN_SET:=--set model=tiny --set max_steps=2 --set num_generations=2 --set batch_size=2 --set grid.framework=[trl] --set grid.mode=[grpo] --set eval_every=1 --set eval_samples=8 --set task_args.num_eval=8}"
     export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -88,6 +97,11 @@ UPATH_BUDGET=${UPATH_BUDGET:-16}
 # UNSLOTH_BLOCK_COMPILE in unsloth/models/_block_compile.py's _enabled() ("0": no layer compiled, and no
 # "compiling each transformer block" line at the model's patching).
 UPATH_LINES='\[Unsloth\] GRPO|seq-packing|sequence-packing|PrefixGrouper|transformer block|block compile'
+CAP_STACK=${CAP_STACK:-trl}     # TRL 3B K=16 B=1 at 576 tokens: simulated reserved 17.56 GiB with
+CAP_K=${CAP_K:-16}               # the context, allocated 14.70 and needed 14.80 (bench/bench_capped.py)
+CAP_B=${CAP_B:-1}
+CAP_LENGTH=${CAP_LENGTH:-576}
+CAP_BUDGET=${CAP_BUDGET:-16}
 BUILD_THREADS=${BUILD_THREADS:-8}
 QLORA="--quantization nf4 --lora-r 16 --lora-alpha 32 --lora-dropout 0.05 --learning-rate 2e-4"
 REFERENCE=bench/data/h100-2026-11-26/trials.csv
@@ -281,10 +295,34 @@ unsloth_path() { # Unsloth's step on UPATH_MODEL's rows: packed or padded, compi
     done
 }
 
+capped() { # one configuration near CAP_BUDGET, with the budget's allocator cap and without
+    wait $B3
+    local limit budget pids=()
+    limit=$(left 30)
+    ((limit > MIN_PROBE_S)) || { echo "[$(el)] capped skipped: $limit s left"; return; }
+    echo "[$(el)] capped ($limit s): $CAP_STACK $MODEL3B K=$CAP_K B=$CAP_B, $CAP_LENGTH tokens, budget $CAP_BUDGET and none"
+    for budget in "$CAP_BUDGET" none; do
+        rm -rf "$W/capped-$budget"
+        RLSWEEP_COLD_START=1 timeout "$limit" $PY -m orchestrator.cli trial --framework "$CAP_STACK" \
+            --model-name "$MODEL3B" --num-generations "$CAP_K" --batch-size "$CAP_B" \
+            --max-completion-length "$CAP_LENGTH" --max-prompt-length 256 --max-steps 1 --probe-steps 1 \
+            --probe-kind synthetic $([[ $budget == none ]] || echo "--memory-budget-gib $budget") $QLORA \
+            --num-iterations 1 --timeout-s "$((limit - 5))" --output-dir "$W/capped-$budget" \
+            >"$W/capped-$budget.log" 2>&1 &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
+    timeout "$(left 5)" $PY bench/bench_capped.py --stack "$CAP_STACK" --model "$MODEL3B" -k "$CAP_K" -b "$CAP_B" \
+        --length "$CAP_LENGTH" --budget-gib "$CAP_BUDGET" --trials "$W/capped-$CAP_BUDGET" "$W/capped-none" \
+        >"$R/capped.md" 2>&1
+    echo "[$(el)] capped done"
+    cat "$R/capped.md"
+}
+
 for item in $ITEMS; do
     case $item in
-    probes | steady | session | frontier | learn | families | unsloth_path) $item ;;
-    *) echo "unknown item $item (probes, steady, session, frontier, learn, families, unsloth_path)" ;;
+    probes | steady | session | frontier | learn | families | unsloth_path | capped) $item ;;
+    *) echo "unknown item $item (probes, steady, session, frontier, learn, families, unsloth_path, capped)" ;;
     esac
     results
 done

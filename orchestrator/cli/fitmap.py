@@ -5,6 +5,8 @@ map's own memory model), and with --card, seconds per step there (orchestrator/c
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import re
 import time
 from dataclasses import replace
@@ -241,7 +243,8 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
         return 2
     errors: list[str] = []
     try:
-        base = base_spec(args.set)
+        # the card is each cell's budget: what sizes a colocated vLLM's pool (its share of it)
+        base = dataclasses.replace(base_spec(args.set), memory_budget_gib=budget)
     except SweepError as exc:
         errors += exc.errors
     ks = bs = []

@@ -64,6 +64,7 @@ class Answer:
     peak_gib: float | None = None
     low_gib: float | None = None
     high_gib: float | None = None
+    interval: str = ""  # what the interval is, where it is not a 90% one (a simulated step's)
     provenance: str | None = None  # the measured row's: its source, run, card, date and versions
     versions_differ: str | None = None  # its packages where they are not this host's
 
@@ -172,28 +173,58 @@ def _row_answer(label: str, how: str, row, said: str, peak, ran_under) -> Answer
 
 
 def simulated_answer(spec, budget: float) -> Answer | str:
-    """The answer of `spec`'s step simulated on meta tensors (trainers/simulate): NVML as the replayed
-    reserved peak plus the GPU's context (the memory model's baseline), with the simulator's error range
-    on GPU rows (memory._simulated); the reason where the stack or model cannot be simulated here."""
-    from orchestrator.judging.memory import DOES_NOT_FIT, FITS, UNCERTAIN
-    from orchestrator.judging.memory._interval import simulated_interval
-    from orchestrator.judging.memory._terms import FACE
+    """The answer of `spec`'s step simulated on meta tensors (trainers/simulate) on a card of `budget` GiB
+    (judged()); the reason where the stack or model cannot be simulated here."""
     from trainers.simulate import CannotSimulate, simulate
 
     try:
         step = simulate(spec)
     except CannotSimulate as exc:
         return str(exc)
+    return judged(spec, step, budget)
+
+
+def judged(spec, step, budget: float, error: tuple[float, float, str] | None = None) -> Answer:
+    """A simulated step's answer on a card of `budget` GiB: its allocations replayed under the card's
+    capacity for torch (the budget less the GPU's context, the memory model's baseline, and less what a
+    colocated vLLM holds: memory._vllm), as the caching allocator runs there (it releases its cache and
+    retries before it gives up: trainers/simulate/_allocator.py). It fits where the least it runs in
+    (live tensors plus the fragmentation no release removes, + context + vLLM's), the trainer's part
+    times the simulator's error on GPU rows of the model's family (or across families where none:
+    memory._interval.simulated_error; `error` gives another), is under the budget in every phase. The
+    peak shown is NVML's under that cap."""
+    from orchestrator.judging.memory import DOES_NOT_FIT, FITS, UNCERTAIN
+    from orchestrator.judging.memory._interval import architecture, simulated_error
+    from orchestrator.judging.memory._terms import FACE
+    from orchestrator.judging.memory._vllm import beside_vllm
+
     context = FACE["gpu"]["baseline"][0]
-    peak = step.reserved_gib + context
-    low, high = simulated_interval(spec.framework, peak, 0.0)
+    parts = beside_vllm(spec, step, budget, context)
+    vllm, needed, reserved, beside = parts.vllm, parts.needed, parts.reserved, parts.beside
+    capacity = budget - context - beside[1]
+    capped = None if needed > capacity else min(reserved, capacity)
+    peak = max((reserved if capped is None else capped) + beside[1], sum(parts.generating)) + context
+    low_error, high_error, named = error or simulated_error(spec.framework, architecture(spec.model))
+    low, high = parts.least(context, low_error, upper=False), parts.least(context, high_error)
     verdict = FITS if high <= budget else DOES_NOT_FIT if low > budget else UNCERTAIN
+    if vllm is not None and vllm.refused:
+        verdict = DOES_NOT_FIT
+    if capped is None:
+        cap = f"more than the {budget:g} GiB card leaves torch"
+    elif capped < reserved:
+        cap = f"under the card's cap reserved stays at {capped:.2f}, the cache released and retried"
+    else:
+        cap = "under the card's cap the same, the cache never released"
     said = (
         f"{SIMULATED} ({stacks.label(spec.framework)}'s own step on meta tensors: allocated "
-        f"{step.allocated_gib:.2f} GiB in {step.phase}, reserved {step.reserved_gib:.2f}, + context {context:.2f}; "
-        f"{'simulated before, read from disk' if step.simulated.get('cached') else f'{step.seconds:.0f} s'})"
+        f"{step.allocated_gib:.2f} GiB in {step.phase}, reserved {step.reserved_gib:.2f} uncapped, "
+        + (f"trainer {parts.trained:.2f} without generating, " if vllm else "")
+        + f"{'the trainer ' if vllm else ''}runs in {needed:.2f} at least ({cap}), + context {context:.2f}"
+        + (f"; {vllm.words}" if vllm and vllm.words else "")
+        + (f"; refused: {vllm.refused}" if vllm and vllm.refused else "")
+        + f"; {'simulated before, read from disk' if step.simulated.get('cached') else f'{step.seconds:.0f} s'})"
     )
-    return Answer(stacks.label(spec.framework), verdict, said, peak, low, high)
+    return Answer(stacks.label(spec.framework), verdict, said, peak, low, high, named)
 
 
 def answer_check(spec, asked: dict, rows: list[dict], budget: float, measure: str | None, simulate: bool):
@@ -263,9 +294,14 @@ def _figure(a: Answer) -> str:
         and a.high_gib is not None
         and a.low_gib != a.high_gib
     ):
-        # a simulated answer's interval is the range of its error on the H100 rows, not a 90% one
-        kind = "H100 error range" if a.basis.startswith(SIMULATED) else "90%"
-        return f"{a.peak_gib:5.1f} GiB ({kind}: {a.low_gib:.1f}-{a.high_gib:.1f})"
+        if a.interval:  # a simulated answer's: the least it runs in, by the simulator's error on GPU rows
+            reach = (
+                f"{a.low_gib:.1f} or more"
+                if a.high_gib == float("inf")
+                else f"{a.low_gib:.1f}-{a.high_gib:.1f}"
+            )
+            return f"{a.peak_gib:5.1f} GiB (needs {reach}: {a.interval})"
+        return f"{a.peak_gib:5.1f} GiB (90%: {a.low_gib:.1f}-{a.high_gib:.1f})"
     if a.peak_gib is not None:
         return f"{a.peak_gib:5.1f} GiB"
     if a.high_gib is not None:
@@ -307,9 +343,11 @@ def cmd_fits(args: argparse.Namespace) -> int:
     source, unreadable = config_source(args.model) if not errors else (None, None)
     errors += [unreadable] if unreadable else []
     if base is not None and not errors:
+        # the card is the trial's budget: what sizes a colocated vLLM's pool (its share of it)
         spec = dataclasses.replace(
-            base, model=model, num_generations=args.k, batch_size=args.b, max_completion_length=args.length
-        )
+            base, model=model, num_generations=args.k, batch_size=args.b, max_completion_length=args.length,
+            memory_budget_gib=budget,
+        )  # fmt: skip
         errors += [p for p in spec.problems() if not p.startswith("framework")]
     if errors:
         return refused("fits", errors, "answered")
@@ -348,7 +386,8 @@ def cmd_fits(args: argparse.Namespace) -> int:
     out.print(
         "K is TRL's num_generations; B prompts per step, so B x K completions a step. Intervals are 90%"
         + (
-            " (a simulated step's: the range the simulator erred by on the H100's measured rows)"
+            " (a simulated step's: the least it runs in under the card's cap, by the simulator's error on "
+            "GPU rows of the model's family, or across families where none was measured)"
             if simulated
             else ""
         )

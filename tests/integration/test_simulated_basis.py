@@ -97,8 +97,12 @@ def test_a_first_simulated_answer_prints_the_answer_and_nothing_the_libraries_sa
     assert done.stderr == ""
     lines = done.stdout.splitlines()
     assert lines[0].startswith("meta-llama/Llama-3.2-1B-Instruct, GRPO, K=2")
-    assert [line.split()[:2] for line in lines[1:3]] == [["TRL", "fits"], ["Unsloth", "fits"]]
-    assert all("simulated (" in line for line in lines[1:3]) and len(lines) == 5
+    # Llama: no GPU row of its family, so no upper bound on the simulator's error there (and the calibrate
+    # line that would measure it, one per stack, under the answer)
+    assert [line.split()[:2] for line in lines[1:3]] == [["TRL", "uncertain"], ["Unsloth", "uncertain"]]
+    assert (
+        all("simulated (" in line and "no llama GPU row" in line for line in lines[1:3]) and len(lines) == 7
+    )
     # each names the phase that set its peak
     assert all(
         re.search(r"allocated [0-9.]+ GiB in (generation|scoring|training), ", line) for line in lines[1:3]

@@ -1,7 +1,17 @@
 """The caching allocator's replay (trainers/simulate/_allocator.py): the rules of PyTorch's CUDA caching
 allocator with expandable segments, each on a trace whose answer follows from the rule alone."""
 
-from trainers.simulate._allocator import LARGE_PAGE, SMALL_PAGE, Allocator, replay, round_size
+import pytest
+
+from trainers.simulate._allocator import (
+    LARGE_PAGE,
+    SMALL_PAGE,
+    Allocator,
+    OutOfMemory,
+    replay,
+    replayed,
+    round_size,
+)
 
 MIB = 1 << 20
 
@@ -31,7 +41,7 @@ def test_the_best_fitting_free_block_is_taken_and_a_freed_block_merges_with_free
     allocator.free(1)
     allocator.free(3)
     allocator.alloc(5, 5 * MIB)  # the 6 MiB hole fits better than the 8 MiB one
-    _, start = allocator.blocks[5]
+    _, start, _ = allocator.blocks[5]
     assert start == 12 * MIB
     allocator.free(2)  # 8 + 4 MiB free side by side: one block of 12 MiB
     allocator.alloc(6, 11 * MIB)
@@ -71,3 +81,98 @@ def test_the_free_block_at_the_segments_end_is_taken_only_where_no_other_fits():
     allocator.alloc(4, 4 * MIB)  # the hole's 5 MiB left fit it
     allocator.alloc(5, 4 * MIB)  # only the end block fits now
     assert allocator.blocks[5][1] == 16 * MIB and allocator.reserved == LARGE_PAGE
+
+
+# --- under a card's capacity: release the cache and retry, fail only on what live blocks need ---------
+
+
+def _growing_then_shrinking():
+    # 30 MiB freed before a live 10 MiB block; then 50 MiB: the hole is too small, so the segment grows
+    # past the live block (5 pages mapped), while live blocks never touch more than 4 pages at once
+    return [("a", 1, 30 * MIB), ("a", 2, 10 * MIB), ("f", 1), ("a", 3, 50 * MIB)]
+
+
+def test_a_capacity_that_holds_the_uncapped_peak_changes_nothing():
+    trace = _growing_then_shrinking()
+    free_run, capped = replayed(trace), replayed(trace, capacity=replay(trace))
+    assert (capped.peak_reserved, capped.failed, capped.releases) == (free_run.peak_reserved, False, 0)
+
+
+def test_a_request_past_the_capacity_releases_the_cache_and_is_retried():
+    trace = _growing_then_shrinking()
+    assert replay(trace) == 5 * LARGE_PAGE  # uncapped: 2 pages for 1 and 2, 3 more at the end for 3
+    capped = replayed(trace, capacity=4 * LARGE_PAGE)  # the hole's first page is unmapped, then 3 mapped
+    assert not capped.failed and capped.releases == 1
+    assert capped.peak_reserved == 4 * LARGE_PAGE == capped.needed  # what the card reads: never past the cap
+
+
+def test_it_fails_only_where_live_blocks_need_more_than_the_capacity():
+    trace = [("a", 1, 30 * MIB), ("a", 2, 30 * MIB)]  # both live: 60 MiB, 3 pages
+    assert replayed(trace, capacity=3 * LARGE_PAGE).failed is False
+    failed = replayed(trace, capacity=3 * LARGE_PAGE - 1)
+    assert failed.failed and failed.releases == 1  # the cache was released first, and still no room
+
+
+def test_a_page_two_live_blocks_share_is_fragmentation_no_release_removes():
+    # 15 and 10 MiB live: 25 MiB of tensors, but the second crosses into a second page: 40 MiB needed
+    allocator = Allocator(capacity=2 * LARGE_PAGE - MIB)
+    allocator.alloc(1, 15 * MIB)
+    with pytest.raises(OutOfMemory):
+        allocator.alloc(2, 10 * MIB)
+    assert replayed([("a", 1, 15 * MIB), ("a", 2, 10 * MIB)]).needed == 2 * LARGE_PAGE
+
+
+def test_a_release_unmaps_free_pages_of_both_pools():
+    allocator = Allocator(capacity=LARGE_PAGE + SMALL_PAGE)
+    for key in range(4):  # 4 small blocks of 1 MiB: 2 pages of the small pool
+        allocator.alloc(key, MIB)
+    for key in range(4):
+        allocator.free(key)
+    assert allocator.reserved == 2 * SMALL_PAGE
+    allocator.alloc(9, 15 * MIB)  # 20 MiB more would pass the cap: the small pool's free pages go
+    assert allocator.releases == 1 and allocator.reserved == LARGE_PAGE
+
+
+def test_pages_released_are_mapped_again_when_a_block_there_is_reused():
+    allocator = Allocator(capacity=2 * LARGE_PAGE)
+    allocator.alloc(1, 20 * MIB)
+    allocator.alloc(2, 20 * MIB)
+    allocator.free(1)
+    allocator.alloc(3, 5 * MIB)  # in 1's freed page, still mapped: nothing released
+    allocator.free(3)
+    allocator.free(2)
+    allocator.release()
+    assert allocator.reserved == 0
+    allocator.alloc(4, 5 * MIB)  # the first page again: mapped anew
+    assert allocator.reserved == LARGE_PAGE
+
+
+def test_needed_is_the_capacity_a_trace_runs_in_and_a_byte_less_fails():
+    trace = [("a", 0, 3 * MIB), ("mark",)]
+    for i in range(1, 40):  # live and freed blocks of mixed sizes, both pools
+        trace.append(("a", i, (i * 7919) % (45 * MIB) + 256))
+        if i % 3:
+            trace.append(("f", i - 1))
+    needed = replayed(trace, repeat=2).needed
+    assert needed < replay(trace, repeat=2)  # the uncapped replay reserves more than the step needs
+    assert replayed(trace, repeat=2, capacity=needed).failed is False
+    assert replayed(trace, repeat=2, capacity=needed - 1).failed is True
+
+
+def test_a_step_under_a_cap_reads_its_uncapped_peak_the_cap_or_runs_out():
+    from trainers.simulate import SimulatedStep
+
+    step = SimulatedStep(10.0, 13.0, "training", {"training": 10.0}, 2.0, 1.0, {}, 10.5)
+    assert step.under_cap(14.0) == 13.0  # never released: the uncapped peak
+    assert step.under_cap(12.0) == 12.0  # released and retried: held at the cap
+    assert step.under_cap(10.4) is None  # live blocks' pages need more
+
+
+def test_a_deep_steps_needed_is_its_allocated_plus_the_deeper_cuts_shared_pages():
+    from trainers.simulate import SimulatedStep, _layers
+
+    small = SimulatedStep(5.0, 6.0, "training", {"training": 5.0}, 1.0, 1.0, {}, 5.1)
+    large = SimulatedStep(7.0, 8.0, "training", {"training": 7.0}, 1.0, 1.0, {}, 7.2)
+    whole = _layers.extrapolated(small, large, (4, 8, 36), 1.0)
+    assert whole.needed_gib == pytest.approx(whole.allocated_gib + 0.2)
+    assert whole.needed_gib <= whole.reserved_gib

@@ -36,7 +36,8 @@ def test_a_family_with_only_simulated_rows_is_predicted_on_the_simulated_basis_w
     model = MemoryModel.fit(_simulated(BASE), GPU)
     p = model.predict(BASE)
     assert p.basis == SIMULATED and p.n_fitted == 4
-    low, high = memory_of("trl").simulated_error
+    ((family, low, high, _),) = memory_of("trl").simulated_error
+    assert family == "qwen2"  # Qwen2.5's family: its own rows' error range
     assert p.low_gib <= p.peak_gib * low and p.high_gib >= p.peak_gib * high
     assert p.describe().startswith("simulated ")
 
@@ -51,7 +52,7 @@ def test_a_measured_trial_of_the_family_supersedes_its_simulated_rows():
     assert both.predict(other).basis == SIMULATED and both.predict(BASE).basis == "fitted"
 
 
-def test_a_stack_no_gpu_row_checked_carries_the_wider_unchecked_range():
+def test_a_stack_no_gpu_row_checked_has_no_upper_bound():
     from orchestrator.judging.memory._interval import simulated_interval
 
     assert simulated_interval("a-stack-never-checked", 10.0, 0.0) == pytest.approx(
@@ -59,8 +60,14 @@ def test_a_stack_no_gpu_row_checked_carries_the_wider_unchecked_range():
     )
     unsloth = dataclasses.replace(BASE, framework="unsloth")
     p = MemoryModel.fit(_simulated(unsloth), GPU).predict(unsloth)
-    low, high = memory_of("unsloth").simulated_error
+    ((_, low, high, _),) = memory_of("unsloth").simulated_error
     assert p.basis == SIMULATED and p.low_gib <= p.peak_gib * low and p.high_gib >= p.peak_gib * high
+
+
+def test_a_family_no_gpu_row_measured_never_reads_fits_from_simulated_rows():
+    qwen3 = dataclasses.replace(BASE, model="Qwen/Qwen3-4B")
+    p = MemoryModel.fit(_simulated(qwen3), GPU).predict(qwen3)
+    assert p.basis == SIMULATED and p.high_gib == float("inf") and p.verdict(80.0) != "fits"
 
 
 def test_a_few_asked_shapes_are_simulated_themselves_and_many_by_a_design_near_the_budget():

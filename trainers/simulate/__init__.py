@@ -44,7 +44,10 @@ class CannotSimulate(Exception):
 class SimulatedStep:
     """One simulated training step: torch's allocated peak (GiB), the caching allocator's reserved peak for
     it, the phase that set the allocated peak, each phase's peak, what the step held at rest, and how it
-    was simulated."""
+    was simulated. needed_gib: the least torch may map for the step to run, the allocator releasing its
+    cache and retrying where a card runs out (trainers/simulate/_allocator.py: live tensors plus the
+    fragmentation no release removes); a card whose capacity for torch is below it runs out of memory.
+    under_cap() gives the reserved peak a card would read."""
 
     allocated_gib: float
     reserved_gib: float
@@ -53,6 +56,17 @@ class SimulatedStep:
     resting_gib: float
     seconds: float
     simulated: dict[str, Any] = field(default_factory=dict)
+    needed_gib: float | None = None
+
+    def under_cap(self, capacity_gib: float) -> float | None:
+        """torch's reserved peak (GiB) under a capacity for torch of `capacity_gib` (the card less what is
+        held outside torch), or None where the step runs out of it: the uncapped peak where it fits under
+        the capacity (the cache is never released), else the capacity (the allocator maps up to it, then
+        releases its cache and retries)."""
+        needed = self.reserved_gib if self.needed_gib is None else self.needed_gib
+        if needed > capacity_gib:
+            return None
+        return min(self.reserved_gib, capacity_gib)
 
 
 def simulate(
@@ -143,7 +157,7 @@ def _one(
 ) -> SimulatedStep:
     """One simulation of the step, every layer of the model as built."""
     from trainers import stacks
-    from trainers.simulate._allocator import replay
+    from trainers.simulate._allocator import replayed
     from trainers.simulate._count import AllocationCounter
     from trainers.simulate._meta import on_meta
 
@@ -166,9 +180,11 @@ def _one(
     except Exception as exc:  # an op with no meta kernel, an architecture the stand-ins miss: said
         raise CannotSimulate(f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from exc
     phases = {name: counter.phase_peaks[name] / GIB for name in PHASES if name in counter.phase_peaks}
+    replay = replayed(counter.trace)
     return SimulatedStep(
         allocated_gib=counter.peak_bytes / GIB,
-        reserved_gib=replay(counter.trace) / GIB,
+        reserved_gib=replay.peak_reserved / GIB,
+        needed_gib=replay.needed / GIB,
         phase=max(phases, key=phases.get) if phases else "training",
         phase_gib=phases,
         resting_gib=counter.resting_bytes / GIB,

@@ -9,7 +9,18 @@ among equals), save that the free block at the segment's end counts as the size 
 `expandable_size`), so it is taken only where no other free block fits. A block is split when what
 remains is at least 512 bytes, in both pools (`should_split` under expandable segments; without them the
 large pool keeps a remainder of up to 1 MiB inside the block). A freed block merges with free
-neighbours. Nothing mapped is given back (no empty_cache). Reserved is what the two segments have mapped.
+neighbours. Nothing mapped is given back (no empty_cache) until the card runs out: reserved is what the
+two segments have mapped.
+
+Under a card's capacity (`Allocator(capacity)`, `replayed(trace, capacity=...)`), as the allocator behaves
+on a card that runs out: a request that would map pages past the capacity first releases the cache
+(release_cached_blocks, which with expandable segments unmaps every page lying wholly inside free
+blocks, in both pools) and is retried; it fails only when the pages its live blocks touch, its own
+included, exceed the capacity: live tensors plus the fragmentation no release removes (a page shared by
+two live blocks, or by a live block and a free one). A block's address is chosen as without a cap (its
+pages are mapped again where they were released), so whether a trace fails under a capacity is one
+figure, `needed`: the most bytes the live blocks' pages ever touched. The peak reserved under the cap
+is path-dependent (what was mapped when it first ran out) and at most the capacity.
 """
 
 from __future__ import annotations
@@ -81,45 +92,127 @@ class _Pool:
             self.free.add(start)
 
 
-class Allocator:
-    """Replays allocations (`alloc(key, nbytes)`) and frees (`free(key)`); `reserved` and its peak."""
+class OutOfMemory(Exception):
+    """A request the capacity cannot hold even with the cache released: what torch raises as
+    torch.OutOfMemoryError."""
 
-    def __init__(self):
+
+def _pages(pool: _Pool, start: int, size: int) -> range:
+    return range(start // pool.page, -(-(start + size) // pool.page))
+
+
+class Allocator:
+    """Replays allocations (`alloc(key, nbytes)`) and frees (`free(key)`); `reserved` and its peak, and
+    `needed` (module doc). capacity: the bytes torch may map (the card less what is held outside torch);
+    None, no limit. A request past it raises OutOfMemory."""
+
+    def __init__(self, capacity: int | None = None):
         self.small = _Pool(SMALL_PAGE, MIN_BLOCK)
         self.large = _Pool(LARGE_PAGE, MIN_BLOCK)  # expandable segments split large blocks as small ones
-        self.blocks: dict[int, tuple[_Pool, int]] = {}
+        self.capacity = capacity
+        self.blocks: dict[int, tuple[_Pool, int, int]] = {}  # key -> (pool, start, size)
         self.peak_reserved = 0
+        self.needed = 0  # the most bytes the live blocks' pages touched at once
+        self.releases = 0  # how often the cache was released for a request
+        # Per pool: pages below its segment's end that a release unmapped, and how many live blocks
+        # touch each page.
+        self._holes: dict[int, set[int]] = {id(self.small): set(), id(self.large): set()}
+        self._touched: dict[int, dict[int, int]] = {id(self.small): {}, id(self.large): {}}
 
     @property
     def reserved(self) -> int:
-        return self.small.mapped + self.large.mapped
+        return sum(p.mapped - len(self._holes[id(p)]) * p.page for p in (self.small, self.large))
+
+    def _touched_bytes(self) -> int:
+        return sum(len(self._touched[id(p)]) * p.page for p in (self.small, self.large))
+
+    def _unmapped(self, pool: _Pool, pages: range, extent: int) -> list[int]:
+        """The pages of `pages` not mapped, the segment's end having been `extent` before the request."""
+        holes = self._holes[id(pool)]
+        return [p for p in pages if p * pool.page >= extent or p in holes]
+
+    def release(self) -> None:
+        """release_cached_blocks: every page no live block touches is unmapped, in both pools."""
+        self.releases += 1
+        for pool in (self.small, self.large):
+            touched = self._touched[id(pool)]
+            self._holes[id(pool)] = {p for p in range(pool.mapped // pool.page) if p not in touched}
 
     def alloc(self, key: int, nbytes: int) -> None:
         size = round_size(nbytes)
         pool = self.small if size <= SMALL_SIZE else self.large
-        self.blocks[key] = (pool, pool.take(size))
+        extent = pool.mapped
+        start = pool.take(size)
+        pages = _pages(pool, start, size)
+        touched = self._touched[id(pool)]
+        fresh = sum(1 for p in pages if p not in touched) * pool.page
+        self.needed = max(self.needed, self._touched_bytes() + fresh)
+        missing = self._unmapped(pool, pages, extent)
+        if self.capacity is not None and self.reserved - (pool.mapped - extent) + len(missing) * pool.page > (
+            self.capacity
+        ):
+            self.release()
+            missing = self._unmapped(pool, pages, extent)
+            if self._touched_bytes() + fresh > self.capacity:
+                pool.give(start)
+                raise OutOfMemory(
+                    f"{nbytes} bytes with {self._touched_bytes()} held by live blocks' pages, over the "
+                    f"capacity of {self.capacity}"
+                )
+        holes = self._holes[id(pool)]
+        holes.difference_update(missing)
+        # the segment's end moved past pages this request does not touch: those stay unmapped
+        holes.update(p for p in range(extent // pool.page, pool.mapped // pool.page) if p not in pages)
+        for p in pages:
+            touched[p] = touched.get(p, 0) + 1
+        self.blocks[key] = (pool, start, size)
         self.peak_reserved = max(self.peak_reserved, self.reserved)
 
     def free(self, key: int) -> None:
         found = self.blocks.pop(key, None)
         if found is not None:
-            pool, start = found
+            pool, start, size = found
             pool.give(start)
+            touched = self._touched[id(pool)]
+            for p in _pages(pool, start, size):
+                touched[p] -= 1
+                if not touched[p]:
+                    del touched[p]
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A trace replayed: the peak reserved (bytes), `needed` (the least capacity it runs in), whether it
+    ran out of the capacity, and how often the cache was released for a request."""
+
+    peak_reserved: int
+    needed: int
+    failed: bool
+    releases: int
+
+
+def replayed(trace: list[tuple], repeat: int = 1, capacity: int | None = None) -> Replay:
+    """A trace of ("a", key, nbytes) and ("f", key) events replayed, the storages made before the step
+    first (up to its ("mark",)); the step's events are replayed `repeat` times (a step run again on the
+    memory the one before left). capacity: the bytes torch may map (module doc); the replay stops at the
+    first request that fails."""
+    allocator = Allocator(capacity)
+    marks = [i for i, event in enumerate(trace) if event[0] == "mark"]
+    head, body = (trace[: marks[0]], trace[marks[0] + 1 :]) if marks else ([], trace)
+    try:
+        for event in head:
+            _apply(allocator, event, 0)
+        for round_ in range(repeat):
+            for event in body:
+                _apply(allocator, event, round_ + 1)
+    except OutOfMemory:
+        return Replay(allocator.peak_reserved, allocator.needed, True, allocator.releases)
+    return Replay(allocator.peak_reserved, allocator.needed, False, allocator.releases)
 
 
 def replay(trace: list[tuple], repeat: int = 1) -> int:
-    """Peak reserved bytes of a trace of ("a", key, nbytes) and ("f", key) events, the storages made before
-    the step first (up to its ("mark",)); the step's events are replayed `repeat` times (a step run
-    again on the memory the one before left)."""
-    allocator = Allocator()
-    marks = [i for i, event in enumerate(trace) if event[0] == "mark"]
-    head, body = (trace[: marks[0]], trace[marks[0] + 1 :]) if marks else ([], trace)
-    for event in head:
-        _apply(allocator, event, 0)
-    for round_ in range(repeat):
-        for event in body:
-            _apply(allocator, event, round_ + 1)
-    return allocator.peak_reserved
+    """Peak reserved bytes of a trace replayed without a cap (replayed())."""
+    return replayed(trace, repeat).peak_reserved
 
 
 def _apply(allocator: Allocator, event: tuple, round_: int) -> None:

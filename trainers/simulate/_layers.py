@@ -91,10 +91,16 @@ def extrapolated(small: Any, large: Any, depth: tuple[int, int, int], seconds: f
     # The step's peak is its largest phase's: each phase's is affine in the layers, their maximum is not (a
     # phase that grows with depth can overtake one that set the shallow copies' peaks).
     allocated = max(phases.values()) if phases else at(small.allocated_gib, large.allocated_gib)
+    reserved = allocated + _overhead(small, large, depth)
+    needed = None
+    if large.needed_gib is not None:
+        # the pages live blocks share beyond their bytes: the deeper cut's, at most reserved's overhead
+        needed = min(reserved, allocated + max(large.needed_gib - large.allocated_gib, 0.0))
     return dataclasses.replace(
         large,
         allocated_gib=allocated,
-        reserved_gib=allocated + _overhead(small, large, depth),
+        reserved_gib=reserved,
+        needed_gib=needed,
         phase=max(phases, key=phases.get) if phases else large.phase,
         phase_gib=phases,
         resting_gib=at(small.resting_gib, large.resting_gib),

@@ -53,16 +53,26 @@ class StackMemory:
     host_baseline_gib: the trainer's RSS besides the model's checkpoint (Python, torch, the CUDA
         libraries, the stack's imports), measured on a GPU host; None where never measured (the
         largest measured stack's is used).
-    simulated_error: (low, high), the measured NVML peak over its step simulated on meta tensors
-        (trainers/simulate) on the GPU rows that checked it (bench/bench_simulate.py); None where no
-        GPU row has (orchestrator/judging/memory/_interval.py then takes a wider range).
+    simulated_error: per architecture family (a config's model_type), (family, low, high, rows): the
+        measured NVML peak over the least its step simulated on meta tensors (trainers/simulate) runs in
+        (the capped replay's needed + the context) on the GPU rows of that family that checked it (bench/bench_simulate.py --out, bench/data/simulated-h100.csv;
+        tests/unit/test_simulated_intervals.py checks these against it); () where no GPU row has. A
+        family not in it takes the error across these families, one left out, or no upper bound where
+        fewer than two (orchestrator/judging/memory/_interval.py).
+    vllm_pool_of_free: with generation: vllm, its vLLM asks for vllm_gpu_memory_utilization of the
+        card's free memory at load (the card less the context), not of its total (Unsloth: unsloth_zoo's
+        approximate_vllm_memory_usage); orchestrator/judging/memory/_vllm.py.
+    vllm_shares_weights: with generation: vllm, the trainer's model is built on vLLM's own weight
+        tensors, so the base weights count once, in vLLM's pool (Unsloth: convert_vllm_to_huggingface).
     """
 
     offloads_checkpoints: bool = False
     chunked_logprobs: bool = False
     fp32_logits: bool = True
     host_baseline_gib: float | None = None
-    simulated_error: tuple[float, float] | None = None
+    simulated_error: tuple[tuple[str, float, float, int], ...] = ()
+    vllm_pool_of_free: bool = False
+    vllm_shares_weights: bool = False
 
 
 @dataclass(frozen=True)
@@ -194,8 +204,10 @@ register(
             "trainers.stacks.trl",
         ),
         packages=("trl",),
-        # simulated_error: NVML on the 7 TRL configurations of the H100 rows, -9.8% to -0.2% of the simulation
-        memory=StackMemory(fp32_logits=True, host_baseline_gib=1.13, simulated_error=(1.00, 1.11)),
+        # simulated_error: NVML on the 15 completed TRL rows of the H100 (docs/benchmarks.md)
+        memory=StackMemory(
+            fp32_logits=True, host_baseline_gib=1.13, simulated_error=(("qwen2", 0.98, 1.24, 15),)
+        ),
     )
 )
 # Unsloth's fast_inference: vLLM inside the trainer's process, colocated, without sleep mode; its own vLLM
@@ -216,13 +228,15 @@ register(
         preload=("torch", "trainers.__main__", "trainers.device", "trainers.stacks.unsloth"),
         # unsloth_zoo 2026.10.9: chunked GRPO log-probs, checkpoints offloaded to the host (StackMemory)
         packages=("trl", "unsloth", "unsloth_zoo"),
-        # simulated_error: NVML on the 11 Unsloth configurations of the H100 rows, each simulated as its
-        # trainer ran, -19.1% to -2.5% of the simulation, furthest at 1,024-2,048 tokens (docs/benchmarks.md)
+        # simulated_error: NVML on the 15 completed Unsloth rows of the H100, each simulated as its trainer
+        # ran, furthest at 1,024-2,048 tokens (docs/benchmarks.md)
         memory=StackMemory(
             offloads_checkpoints=True,
             chunked_logprobs=True,
             host_baseline_gib=1.32,
-            simulated_error=(1.00, 1.24),
+            simulated_error=(("qwen2", 0.99, 1.32, 15),),
+            vllm_pool_of_free=True,
+            vllm_shares_weights=True,
         ),
         fallback_when=("unsloth_backend", "cpu"),  # trainers/stacks/unsloth.py records it
     )

@@ -96,17 +96,72 @@ def interval(
     return max(low, 0.0), peak + max(covariance_half, calibrated + above)
 
 
-# A figure drawn from steps simulated on meta (_simulated.py) carries its stack's error on the GPU rows that
-# checked it (trainers.stacks' StackMemory.simulated_error); a stack no GPU row has checked yet, this wider
-# range either way.
-UNCHECKED_ERROR = (0.85, 1.20)
+# A figure drawn from steps simulated on meta (_simulated.py) carries its stack's error on the GPU rows of
+# its architecture family that checked it (trainers.stacks' StackMemory.simulated_error); a family no GPU
+# row of the stack measured, the error across the families measured, one left out (unseen_error); with
+# fewer than two families measured, this low end and no upper bound (the answer can then be "does not
+# fit" or "uncertain", never "fits").
+UNCHECKED_ERROR = (0.85, math.inf)
 
 
-def simulated_interval(framework: str, peak: float, residual: float) -> tuple[float, float]:
-    """(low, high) GiB of a figure drawn from simulated steps: the simulator's error range on GPU rows,
-    widened by how far the family's fit missed its own simulated shapes (`residual`, a share of them)."""
+def architecture(model: str) -> str | None:
+    """A model's architecture family, the family simulated errors are kept by: its config's model_type;
+    None where no config.json is found here."""
+    from trainers.models import model_config
+
+    try:
+        return model_config(model).config.get("model_type")
+    except ValueError:
+        return None
+
+
+def unseen_error(ranges: Sequence[tuple[float, float]], rate: float = RATE) -> tuple[float, float] | None:
+    """(low, high): the measured over simulated peak to expect of a family no GPU row measured, from the
+    families that were measured (`ranges`: each one's (low, high) over its rows), leaving one family out:
+    each family's score is how far its range reaches past the others' together; the union of every range
+    is widened by q either way, q the scores' conformal quantile (conformal_quantile: a family
+    exchangeable with them falls inside with probability at least `rate`), LOO_FACTOR times the largest
+    score where too few for it (from 2 to 8 families at 90%: not a 90% range). None below two families:
+    one family says nothing of another."""
+    if len(ranges) < 2:
+        return None
+    scores = []
+    for i, (low, high) in enumerate(ranges):
+        others = ranges[:i] + ranges[i + 1 :]
+        scores.append(max(0.0, min(o[0] for o in others) - low, high - max(o[1] for o in others)))
+    q = conformal_quantile(scores, rate)
+    q = LOO_FACTOR * max(scores) if q is None else q
+    return min(r[0] for r in ranges) - q, max(r[1] for r in ranges) + q
+
+
+def simulated_error(framework: str, family: str | None) -> tuple[float, float, str]:
+    """(low, high, what it is): the measured peak over the simulated one to expect of `framework`'s step on
+    a model of `family` (architecture()), and the words that name that range."""
     from trainers.stacks import STACKS
 
     entry = STACKS.get(framework)
-    low, high = (entry.memory.simulated_error if entry else None) or UNCHECKED_ERROR
+    seen = {f: (low, high, n) for f, low, high, n in (entry.memory.simulated_error if entry else ())}
+    if family in seen:
+        low, high, n = seen[family]
+        return low, high, f"the simulator's error on {n} {family} GPU rows"
+    unseen = unseen_error([(low, high) for low, high, _ in seen.values()])
+    if unseen is not None:
+        return (
+            *unseen,
+            f"no {family or 'such'} GPU row: the simulator's error across {len(seen)} families, one left out",
+        )
+    measured = ", ".join(seen) or "none"
+    return (
+        *UNCHECKED_ERROR,
+        f"no {family or 'such'} GPU row, too few families measured to bound it (measured: {measured})",
+    )
+
+
+def simulated_interval(
+    framework: str, peak: float, residual: float, family: str | None = None
+) -> tuple[float, float]:
+    """(low, high) GiB of a figure drawn from simulated steps: the simulator's error range on GPU rows
+    (simulated_error), widened by how far the family's fit missed its own simulated shapes (`residual`,
+    a share of them)."""
+    low, high, _ = simulated_error(framework, family)
     return max(peak * (low - residual), 0.0), peak * (high + residual)

@@ -27,6 +27,7 @@ from orchestrator.judging.memory._fit import fit as fit_coefficients
 from orchestrator.judging.memory._fit import predictive_sd
 from orchestrator.judging.memory._interval import (
     Z,
+    architecture,
     calibrated_share,
     extrapolated_gib,
     interval,
@@ -391,7 +392,11 @@ class MemoryModel:
             beyond = extrapolated_gib(vector, family.coefficients, family.smallest, family.largest)
         low, high = self._interval(family, spec.framework, vector, peak, beyond)
         if family.simulated == n > 0:  # drawn from simulated steps: the simulator's error, not the fit's
-            basis, (low, high) = SIMULATED, simulated_interval(spec.framework, peak, family.residual)
+            architecture_family = architecture(spec.model)
+            basis, (low, high) = (
+                SIMULATED,
+                simulated_interval(spec.framework, peak, family.residual, architecture_family),
+            )
         return Prediction(
             peak, low, high, self.measure, n, basis, None, parts, None if beyond is None else sum(beyond)
         )

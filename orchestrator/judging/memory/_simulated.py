@@ -9,8 +9,9 @@ rather than the fit's.
     MemoryModel.fit(rows, GPU).predict(spec).basis          # "simulated"
 
 What a simulated row holds: torch's reserved peak replayed through the caching allocator, and NVML as
-that plus the CUDA context (the GPU baseline of the memory model's terms: the H100's, the one card the
-context was measured on).
+the least the step runs in under a card's cap (the replay's `needed`, the figure the simulator's error
+is measured on) plus the CUDA context (the GPU baseline of the memory model's terms: the H100's, the one
+card the context was measured on), and with generation: vllm what vLLM holds beside it (_vllm.py).
 """
 
 from __future__ import annotations
@@ -86,15 +87,18 @@ def design(specs: list[TrialSpec], budget: float | None = None) -> list[TrialSpe
     return out
 
 
-def row(spec: TrialSpec, step: Any, index: int) -> dict[str, Any]:
+def row(spec: TrialSpec, step: Any, index: int, budget: float | None = None) -> dict[str, Any]:
     """A simulated step as a trials row: the columns a MemoryModel reads, marked simulated."""
     from orchestrator.judging.memory._model import MEASURE_COLUMNS
     from orchestrator.judging.memory._terms import FACE
+    from orchestrator.judging.memory._vllm import beside_vllm
 
     context = FACE["gpu"]["baseline"][0]
+    # NVML as the least the step runs in under a cap (the figure its error is measured on), vLLM's beside
+    least = beside_vllm(spec, step, spec.memory_budget_gib or budget or 0.0, context).least(context)
     return {
         "trial_key": f"simulated-{index}", "config": spec.to_json(), "status": COMPLETED, "basis": SIMULATED,
-        MEASURE_COLUMNS[GPU]: step.reserved_gib + context, MEASURE_COLUMNS[TORCH]: step.reserved_gib,
+        MEASURE_COLUMNS[GPU]: least, MEASURE_COLUMNS[TORCH]: step.reserved_gib,
         "peak_torch_allocated_gib": step.allocated_gib, "simulated_phase": step.phase,
     }  # fmt: skip
 
@@ -140,5 +144,5 @@ def simulated_rows(
                     f"{shape.max_completion_length} tokens: {step.reserved_gib:.1f} GiB reserved, "
                     f"{time.perf_counter() - started:.1f} s{cached}"
                 )
-            out.append(row(shape, step, len(out)))
+            out.append(row(shape, step, len(out), budget))
     return out, why_not

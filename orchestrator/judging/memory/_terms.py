@@ -163,6 +163,8 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
     # Full fine-tuning with beta > 0: TRL's reference model, a second copy of the weights.
     copies = 2 if full and spec.beta > 0 else 1
     weights = (shape.linear_params * linear_bytes + shape.other_params * w) * weights_share * copies
+    if device == "gpu" and vllm_colocated(spec) and memory_of(spec.framework).vllm_shares_weights:
+        weights = 0.0  # the trainer's model is built on vLLM's weights: counted in its pool (_vllm.py)
     # What trains: every weight's gradient (compute dtype) and AdamW's fp32 moments; or the LoRA weights
     # (fp32, on every rank unless FSDP or ZeRO-3 shard them) with their gradient and AdamW state.
     params = shape.linear_params + shape.other_params
@@ -182,7 +184,7 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
     kept = (0 if offloaded else shape.layers * shape.hidden) + layer if checkpointed else shape.layers * layer
     completion_rows = micro * spec.max_completion_length
     chunked = chunks_logprobs(spec, device)
-    vllm = spec.generation == "vllm" and spec.vllm_mode == "colocate"
+    vllm = vllm_colocated(spec)
     sizes = {
         "baseline": float(GIB),
         "weights": weights,
@@ -213,6 +215,10 @@ def dropout_copies(spec: TrialSpec, shape: Shape, checkpointed: bool, w: int) ->
     return shape.layers * shape.adapted_width() * (w + 1)
 
 
+def vllm_colocated(spec: TrialSpec) -> bool:
+    return spec.generation == "vllm" and spec.vllm_mode == "colocate"
+
+
 def unsized_vllm_pool(spec: TrialSpec) -> bool:
     """Colocated vLLM without a budget: its pool is a share of a card the model does not know."""
     return spec.generation == "vllm" and spec.vllm_mode == "colocate" and not spec.memory_budget_gib
@@ -226,7 +232,10 @@ def vllm_pool_bytes(spec: TrialSpec, shape: Shape, device: str, w: int) -> float
         return 0
     if device == "cpu":
         return cpu_kvcache_space_gib(spec) * GIB + (shape.linear_params + shape.other_params) * w
-    return spec.vllm_gpu_memory_utilization * spec.memory_budget_gib * GIB
+    of = spec.memory_budget_gib
+    if memory_of(spec.framework).vllm_pool_of_free:  # a share of the free memory at load: less the context
+        of -= FACE["gpu"]["baseline"][0]
+    return spec.vllm_gpu_memory_utilization * of * GIB
 
 
 def logit_rows(spec: TrialSpec, device: str) -> int:
