@@ -64,6 +64,14 @@ def print_remedies(spec, asked: dict, frameworks: list[str], budget: float, chec
     for framework, a in asked.items():
         if a.verdict not in NOT_FITTING:
             continue
+        if a.high_gib == float("inf"):
+            # no GPU row bounds the simulator's error on this family: no change could be called a fit,
+            # so none is searched for (each would be simulated for nothing)
+            say(
+                f"{a.stack}: no change can be called a fit until the simulator's error on this family is "
+                "measured (its answer has no upper bound); the calibrate line below measures it on the card"
+            )
+            continue
         mine = dataclasses.replace(spec, framework=framework)
         # a simulated check takes seconds to a minute a shape: the prior proposes which to simulate
         slow = basis_kind(a.basis) == "simulated"

@@ -144,3 +144,22 @@ def test_where_no_one_change_fits_the_changes_taken_together_do_each_kind_named_
     said = found.together.words.split("; ")
     assert len(said) >= 2 and len({w.split(" ")[0] for w in said}) == len(said)
     assert all(len(line) <= 80 for x in lines(found) for line in x.splitlines())
+
+
+def test_an_answer_with_no_upper_bound_gets_no_search_and_says_what_would_bound_it(capsys):
+    """A simulated answer on a family no GPU row measured has no upper bound: no change could be called
+    a fit, so none is checked (each would be a simulation spent for nothing) and the line says why."""
+    from orchestrator.cli._answers import print_remedies
+    from orchestrator.cli.fits import Answer
+
+    unbounded = Answer("TRL", "uncertain", "simulated (...)", 16.0, 12.4, float("inf"), "no qwen3 GPU row")
+    checked = []
+
+    def check(spec, budget):
+        checked.append(spec)
+        return CHECK(spec, budget)
+
+    print_remedies(QWEN3_4B, {"trl": unbounded}, ["trl", "unsloth"], 16.0, check, None)
+    said = capsys.readouterr().out
+    assert checked == []
+    assert "no change can be called a fit" in said and "calibrate" in said
