@@ -133,11 +133,18 @@ def killed_by(run: _sandbox.Run) -> str | None:
             return "time limit"
         if status == "killed":
             return f"{_SIGNAL_LIMITS.get(detail, 'a signal')} ({detail})"
-        if status == "forbidden":  # blocked, not killed, but the attempt pays nothing either
-            return f"forbidden call ({detail})"
+        if status == "forbidden":  # seen, blocked or not, and ended: the attempt pays nothing either
+            return detail if detail.startswith("left running") else f"forbidden call ({detail})"
         if status == "error" and detail in _ERROR_LIMITS:
             return f"{_ERROR_LIMITS[detail]} ({detail})"
     return None
+
+
+def is_act(killed: str | None) -> bool:
+    """Whether killed_by's reason is an act (a forbidden call, network included, or something left
+    running), not a limit the run ran into: an act scores 0 under every reward, pay_format_when_killed
+    or not."""
+    return killed is not None and killed.startswith(("forbidden call", "left running"))
 
 
 def _answer(text: str) -> str | None:
@@ -252,7 +259,10 @@ class Grader:
             why = f"sandbox killed it: {scored.killed}"
             scored.rewards["tests"] = scored.rewards["perfect"] = 0.0
             scored.why_zero["tests"] = scored.why_zero["perfect"] = why
-            if not self.pay_format_when_killed and not bad_format:
+            if is_act(scored.killed) and not bad_format:  # never paid: a policy must not learn that trying pays
+                scored.rewards["format"] = 0.0
+                scored.why_zero["format"] = f"{why} (an act: no reward pays it)"
+            elif not self.pay_format_when_killed and not bad_format:
                 scored.rewards["format"] = 0.0
                 scored.why_zero["format"] = f"{why} (task_args.pay_format_when_killed: true pays it)"
             return scored
@@ -284,12 +294,11 @@ def _reward(grader: Grader, name: str, counts: bool) -> RewardFunc:
 
     def reward(prompts=None, completions=None, tests=None, **_columns) -> list[float]:
         completions = [completion_text(c) for c in completions or []]
-        if name == "format" and grader.pay_format_when_killed and not counts:  # no run needed
-            return [0.0 if format_problem(text, grader.reasoning_format) else 1.0 for text in completions]
         scored = grader.many(list(zip(completions, tests, strict=True)))
         if counts:
             SCORING.sandboxed += len(scored)
             SCORING.sandbox_kills += sum(s.killed is not None for s in scored)
+            SCORING.count_kills(s.killed for s in scored)
         return [s.rewards[name] for s in scored]
 
     reward.__name__ = reward.__qualname__ = name  # TRL names the logged metrics after __name__

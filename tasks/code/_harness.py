@@ -14,6 +14,7 @@ non-dumpable and holds no capabilities (no /proc/1/fd, no ptrace), and as the in
 namespace it ignores the signals its children send.
 """
 
+import _thread
 import contextlib
 import ctypes
 import json
@@ -29,6 +30,7 @@ import time
 
 REPLY_CAP = 65_536
 PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def _limit(limits: dict) -> None:
@@ -68,13 +70,16 @@ def _refuse_sockets() -> None:
         raise OSError(ctypes.get_errno(), "seccomp filter refused")
 
 
-# Forbidden calls, seen by Python's audit hooks (PEP 578) in the completion's own process: a write, delete,
-# rename, link or mode change outside its working directory, or a read of a private file (in an .ssh
-# folder, under /root or /home, /etc/shadow, a process's environ). The sandbox blocks these anyway
-# (read-only /, uid nobody, private mounts); the hook makes the attempt itself a kill: it replies
-# "forbidden WHAT" for the test and ends the process, so a blocked attempt scores like a killed run.
-# Detection, not the boundary: calls made outside Python (a program the completion starts, ctypes) are
-# not seen, and the sandbox still blocks them.
+# Forbidden calls, seen by Python's audit hooks (PEP 578) in the completion's own process: a read outside
+# its working directory (a file, or a folder's listing; Python's own files and /dev/null, /dev/urandom
+# excepted), a write, delete, rename, link or mode change outside it, a signal to a process outside its
+# own process group (its parent, the harness, any other), a network attempt (a socket, a name lookup),
+# a program started (what it does is out of the hook's sight) or native code loaded (ctypes), and the
+# garbage collector's object walks (the way to the hook's own state). The sandbox blocks or contains these
+# anyway (read-only /, uid nobody, private mounts, namespaces, seccomp); the hook makes the attempt itself
+# an act: it replies "forbidden WHAT" for the test and ends the process with ACT_EXIT, which the harness
+# reads from the exit status, so a reply forged first does not hide it. Detection, not the boundary.
+ACT_EXIT = 86
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 # event -> (what it does, the positions of its path arguments, the position of its dir_fd or None)
 _CHANGES = {
@@ -90,40 +95,78 @@ _CHANGES = {
     "os.link": ("link", (1,), 3),
     "os.utime": ("touch", (0,), 3),
 }
-_PRIVATE_PREFIXES = ("/root/", "/home/", "/etc/shadow", "/etc/gshadow", "/etc/sudoers")
+_LISTINGS = ("os.listdir", "os.scandir", "glob.glob")
+_SIGNALS = ("os.kill", "os.killpg")
+_NETWORK = {
+    "socket.__new__": "a socket",
+    "socket.getaddrinfo": "a name lookup",
+    "socket.gethostbyname": "a name lookup",
+    "socket.gethostbyname_ex": "a name lookup",
+    "socket.gethostbyaddr": "a name lookup",
+    "socket.getnameinfo": "a name lookup",
+}
+_PROGRAMS = ("os.exec", "os.posix_spawn", "os.system", "subprocess.Popen", "os.forkpty", "pty.spawn")
+_OTHERS = {
+    "ctypes.dlopen": "native code loaded (ctypes)",
+    "ctypes.dlsym": "native code loaded (ctypes)",
+    "ctypes.call_function": "native code called (ctypes)",
+    "gc.get_objects": "a walk of the interpreter's objects (gc.get_objects)",
+    "gc.get_referrers": "a walk of the interpreter's objects (gc.get_referrers)",
+    "gc.get_referents": "a walk of the interpreter's objects (gc.get_referents)",
+}
+WATCHED = frozenset(("open", *_CHANGES, *_LISTINGS, *_SIGNALS, *_NETWORK, *_PROGRAMS, *_OTHERS))
+_PUBLIC = ("/dev/null", "/dev/urandom", "/dev/random", "/dev/zero")
 
 
 def _path(value) -> str | None:
-    """A path argument as text; None for a file descriptor (its open was checked) or anything else."""
-    if isinstance(value, int):
+    """A path argument as text; None for none or a file descriptor (its open was checked). Only text,
+    bytes and pathlib's paths are read: another object's __fspath__ could answer the check one path and
+    the call another (TypeError: the call is unchecked, so not allowed)."""
+    if value is None or isinstance(value, int):
         return None
-    try:
+    if type(value) in (str, bytes) or type(value).__module__ == "pathlib":
         return os.fsdecode(os.fspath(value))
-    except (TypeError, ValueError):
-        return None
+    raise TypeError(f"a path of type {type(value).__name__}")
 
 
-def _inside(path: str, workdir: str) -> bool:
-    """In `workdir` or the folder itself (tempfile's NamedTemporaryFile audits its open with the folder)."""
-    real = os.path.realpath(os.path.join(workdir, path))
+def _inside(path: str, workdir: str, cwd: str | None = None) -> bool:
+    """In `workdir` or the folder itself (tempfile's NamedTemporaryFile audits its open with the folder);
+    a relative path is taken from `cwd` (the process's, which the completion may have changed)."""
+    real = os.path.realpath(os.path.join(cwd or workdir, path))
     return real == workdir or real.startswith(workdir + os.sep)
 
 
-def _private(path: str, workdir: str, trusted: tuple[str, ...]) -> bool:
-    real = os.path.realpath(os.path.join(workdir, path))
-    if real.startswith(trusted):  # Python's own files (imports read them)
-        return False
-    parts = real.split(os.sep)
-    return (
-        ".ssh" in parts
-        or (real + os.sep).startswith(_PRIVATE_PREFIXES)
-        or (len(parts) == 4 and parts[1] == "proc" and parts[3] == "environ")
-    )
+def _readable(path: str, workdir: str, trusted: tuple[str, ...], cwd: str | None) -> bool:
+    real = os.path.realpath(os.path.join(cwd or workdir, path))
+    return _inside(real, workdir) or real in _PUBLIC or (real + os.sep).startswith(trusted)
 
 
-def forbidden(event: str, args: tuple, workdir: str, trusted: tuple[str, ...]) -> str | None:
+def _signal(args: tuple, group: int) -> str | None:
+    target, sig = (*args, None, None)[:2]
+    if not isinstance(target, int):
+        return None
+    try:
+        name = signal.Signals(sig).name
+    except ValueError:
+        name = f"signal {sig}"
+    if target in (0, -group, os.getpid()):  # its own group, or itself
+        return None
+    if target > 0:
+        try:
+            if os.getpgid(target) == group:  # a process it started
+                return None
+        except OSError:
+            pass
+    whom = "every process it may signal" if target == -1 else f"process {abs(target)}"
+    return f"signal outside the sandbox: {name} to {whom}{' (a group)' if target < -1 else ''}"
+
+
+def forbidden(
+    event: str, args: tuple, workdir: str, trusted: tuple[str, ...], cwd: str | None = None, group: int = 0
+) -> str | None:
     """What the audit event `event(*args)` would do that a completion may not, in words; None when it
-    may (anything inside `workdir`, reading what is not private)."""
+    may (anything inside `workdir`; reading Python's own files under `trusted`; signalling its own
+    process `group`). Relative paths are taken from `cwd` (default: `workdir`)."""
     if event == "open":
         path, mode, flags = (*args, None, None, None)[:3]
         path = _path(path)
@@ -132,11 +175,31 @@ def forbidden(event: str, args: tuple, workdir: str, trusted: tuple[str, ...]) -
         writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
             isinstance(flags, int) and flags & _WRITE_FLAGS
         )
-        if writes and path != os.devnull and not _inside(path, workdir):
+        if writes and path != os.devnull and not _inside(path, workdir, cwd):
             return f"write outside its directory: {path[:100]}"
-        if not writes and _private(path, workdir, trusted):
-            return f"read of a private file: {path[:100]}"
+        if not writes and not _readable(path, workdir, trusted, cwd):
+            return f"read outside its directory: {path[:100]}"
         return None
+    if event in _LISTINGS:
+        path = _path(args[0] if args and args[0] is not None else ".")
+        if path is None or event == "glob.glob" and not os.path.dirname(path):
+            return None
+        folder = os.path.dirname(path) if event == "glob.glob" else path
+        if not _readable(folder, workdir, trusted, cwd):
+            return f"read outside its directory: {path[:100]}"
+        return None
+    if event in _SIGNALS:
+        return _signal(args if event == "os.kill" else (-args[0], *args[1:]), group)
+    if event in _NETWORK:
+        return f"network attempt: {_NETWORK[event]}"
+    if event in _PROGRAMS:  # (path or command, ...) or Popen's (executable, args, ...)
+        for value in args[:2]:
+            value = value[0] if isinstance(value, (list, tuple)) and value else value
+            if isinstance(value, (str, bytes)):
+                return f"program started: {os.fsdecode(value)[:100]}"
+        return f"program started ({event})"
+    if event in _OTHERS:
+        return _OTHERS[event]
     if event not in _CHANGES:
         return None
     what, positions, dir_fd_at = _CHANGES[event]
@@ -147,30 +210,40 @@ def forbidden(event: str, args: tuple, workdir: str, trusted: tuple[str, ...]) -
         if path is None:
             continue
         relative_to_fd = dir_fd is not None and not os.path.isabs(path)  # its folder is not known here
-        if relative_to_fd or not _inside(path, workdir):
+        if relative_to_fd or not _inside(path, workdir, cwd):
             return f"{what} outside its directory: {path[:100]}"
     return None
 
 
 def _watch(write_fd: int) -> None:
-    """From here on, a forbidden call (forbidden()) replies 'forbidden WHAT' and ends this process."""
+    """From here on, a forbidden call (forbidden()) replies 'forbidden WHAT' and ends this process with
+    ACT_EXIT."""
     workdir = os.path.realpath(os.getcwd())
     trusted = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+    trusted += ("/usr/share/zoneinfo/",)  # zoneinfo's time zones
+    group = os.getpgrp()
     busy = []  # the hook's own calls (realpath) are not the completion's
+    check, getcwd, write, leave = forbidden, os.getcwd, os.write, os._exit  # fixed before the completion runs
 
     def hook(event: str, args: tuple) -> None:
-        if busy or (event != "open" and event not in _CHANGES):
+        if busy or event not in WATCHED:
             return
         busy.append(event)
         try:
-            what = forbidden(event, args, workdir, trusted)
-        except Exception:  # a path the real call will refuse as well
-            what = None
+            try:
+                cwd = getcwd()
+            except OSError:
+                cwd = workdir
+            what = check(event, args, workdir, trusted, cwd, group)
+        except Exception as exc:  # an argument the check cannot read: unchecked, so not allowed
+            what = f"unchecked {event} ({type(exc).__name__})"
         finally:
             busy.clear()
         if what is not None:
-            os.write(write_fd, ("forbidden " + what).encode("utf-8", "replace")[:REPLY_CAP] + b"\n")
-            os._exit(0)
+            busy.append("ending")  # nothing after this is the completion's
+            with contextlib.suppress(OSError):
+                write(write_fd, ("forbidden " + what).encode("utf-8", "replace")[:REPLY_CAP] + b"\n")
+            leave(ACT_EXIT)
 
     sys.addaudithook(hook)
 
@@ -195,6 +268,8 @@ def _child(job: dict, probe: str, write_fd: int, out_path: str) -> None:
             os.write(write_fd, b"error NoNetworkIsolation\n")
             os._exit(0)
     tempfile.tempdir = os.getcwd()  # a completion's temporary files stay in its working directory
+    # fixed before the completion runs, which may replace what the modules hold
+    threads, write, leave, sleep, clock = _thread._count, os.write, os._exit, time.sleep, time.monotonic
     if job.get("watch_calls", True):
         _watch(write_fd)
     try:
@@ -203,8 +278,17 @@ def _child(job: dict, probe: str, write_fd: int, out_path: str) -> None:
         reply = "value " + repr(eval(compile(probe, "<test>", "eval"), namespace))
     except BaseException as exc:  # the completion's failure, reported as its exception's type
         reply = "error " + type(exc).__name__
-    os.write(write_fd, reply.encode("utf-8", "replace")[:REPLY_CAP] + b"\n")
-    os._exit(0)
+    # Nothing from here on is an audited call (the hook has no switch a completion could reach). A thread still running when the call has ended is an act (the test's process ends it; a thread
+    # finishing on its own gets 50 ms); where calls are not watched, only the sandbox's end stops it.
+    until = clock() + 0.05
+    while threads() and clock() < until and job.get("watch_calls", True):
+        sleep(0.002)
+    if threads() and job.get("watch_calls", True):
+        left = threads()
+        write(write_fd, f"forbidden left running after the call: {left} thread{'s' * (left > 1)}\n".encode())
+        leave(ACT_EXIT)
+    write(write_fd, reply.encode("utf-8", "replace")[:REPLY_CAP] + b"\n")
+    leave(0)
 
 
 def _kill_all_but_me() -> None:
@@ -231,6 +315,52 @@ def _reap() -> None:
             return
 
 
+def _descendants() -> list[int]:
+    """This process's live descendants (zombies aside): in a PID namespace every other process; else those
+    whose parents lead here (a subreaper, it inherits the orphans of what it forked)."""
+    me = os.getpid()
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        if fields and fields[0] not in (b"Z", b"X"):
+            parents[int(entry)] = int(fields[1])
+    if me == 1:
+        return [pid for pid in parents if pid != me]
+    found, frontier = [], [me]
+    while frontier:
+        frontier = [pid for pid, parent in parents.items() if parent in frontier]
+        found += frontier
+    return found
+
+
+def _wait_exit(pid: int, deadline: float) -> int | None:
+    """The wait status of the test's process once it has exited, None if it has not by the deadline."""
+    pause = 0.0002
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(pause)
+        pause = min(pause * 2, 0.005)
+
+
+def _rest(fd: int, reply: bytes) -> bytes:
+    """What more the test's process wrote to its reply pipe, read without waiting."""
+    os.set_blocking(fd, False)
+    with contextlib.suppress(OSError):
+        while len(reply) <= 2 * REPLY_CAP and (chunk := os.read(fd, REPLY_CAP)):
+            reply += chunk
+    return reply
+
+
 def _run_probe(job: dict, probe: str, out_path: str, in_namespace: bool) -> dict:
     if time.monotonic() >= job["deadline"]:
         return {"status": "timeout"}
@@ -242,6 +372,7 @@ def _run_probe(job: dict, probe: str, out_path: str, in_namespace: bool) -> dict
     os.close(write_fd)
     reply = b""
     outcome = None
+    status = None
     while True:
         left = job["deadline"] - time.monotonic()
         if left <= 0:
@@ -256,15 +387,34 @@ def _run_probe(job: dict, probe: str, out_path: str, in_namespace: bool) -> dict
         reply += chunk
         if b"\n" in reply or len(reply) > REPLY_CAP:  # a daemon it forked may hold the pipe open
             break
+    if outcome is None:  # the call ended: the process exits by itself (ACT_EXIT after an act)
+        status = _wait_exit(pid, job["deadline"])
+        if status is None:
+            outcome = {"status": "timeout"}
+        else:
+            reply = _rest(read_fd, reply)
     os.close(read_fd)
+    left_running = len(_descendants()) if outcome is None and job.get("watch_calls", True) else 0
     with contextlib.suppress(OSError):
         os.killpg(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
+    if status is None:
+        _, status = os.waitpid(pid, 0)
     if in_namespace:
         _kill_all_but_me()
+    else:
+        for other in _descendants():  # what it left, its own process group or not
+            with contextlib.suppress(OSError):
+                os.kill(other, signal.SIGKILL)
     _reap()
     if outcome is not None:
         return outcome
+    lines = reply.decode("utf-8", "replace").split("\n")
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == ACT_EXIT:  # the watch's, after any forged line
+        acts = [line for line in lines if line.startswith("forbidden ")]
+        return {"status": "forbidden", "detail": acts[-1][10:210] if acts else "its report was lost"}
+    if left_running:
+        s = "es" * (left_running > 1)
+        return {"status": "forbidden", "detail": f"left running after the call: {left_running} process{s}"}
     if not reply and os.WIFSIGNALED(status):
         return {"status": "killed", "detail": signal.Signals(os.WTERMSIG(status)).name}
     if not reply:
@@ -272,8 +422,7 @@ def _run_probe(job: dict, probe: str, out_path: str, in_namespace: bool) -> dict
             "status": "error",
             "detail": f"exited with status {os.WEXITSTATUS(status)} before the test ran",
         }
-    first = reply.split(b"\n", 1)[0]  # a probe that forked may have replied more than once
-    kind, _, text = first.decode("utf-8", "replace").partition(" ")
+    kind, _, text = lines[0].partition(" ")  # a probe that forked may have replied more than once
     if kind == "value":
         return {"status": "value", "value": text[:REPLY_CAP]}
     if kind == "forbidden":
@@ -298,6 +447,9 @@ def main() -> None:
     # rlsweep ends a sandbox by SIGKILL or by closing its stdin.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     in_namespace = os.getpid() == 1
+    # Orphans of what a test forks become this process's children (in a PID namespace, its init, they do
+    # anyway): what a test left running is found, and killed, without a namespace too.
+    ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     home = os.getcwd()
     for line in sys.stdin.buffer:
         job = json.loads(line)
