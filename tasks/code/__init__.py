@@ -137,6 +137,9 @@ def killed_by(run: _sandbox.Run) -> str | None:
             return detail if detail.startswith("left running") else f"forbidden call ({detail})"
         if status == "error" and detail in _ERROR_LIMITS:
             return f"{_ERROR_LIMITS[detail]} ({detail})"
+        if outcome.get("left_running"):
+            count = outcome["left_running"]
+            return f"left running after the call: {count} process{'es' * (count > 1)}"
     return None
 
 
@@ -259,7 +262,9 @@ class Grader:
             why = f"sandbox killed it: {scored.killed}"
             scored.rewards["tests"] = scored.rewards["perfect"] = 0.0
             scored.why_zero["tests"] = scored.why_zero["perfect"] = why
-            if is_act(scored.killed) and not bad_format:  # never paid: a policy must not learn that trying pays
+            if (
+                is_act(scored.killed) and not bad_format
+            ):  # never paid: a policy must not learn that trying pays
                 scored.rewards["format"] = 0.0
                 scored.why_zero["format"] = f"{why} (an act: no reward pays it)"
             elif not self.pay_format_when_killed and not bad_format:

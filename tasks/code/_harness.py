@@ -412,9 +412,13 @@ def _run_probe(job: dict, probe: str, out_path: str, in_namespace: bool) -> dict
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == ACT_EXIT:  # the watch's, after any forged line
         acts = [line for line in lines if line.startswith("forbidden ")]
         return {"status": "forbidden", "detail": acts[-1][10:210] if acts else "its report was lost"}
-    if left_running:
-        s = "es" * (left_running > 1)
-        return {"status": "forbidden", "detail": f"left running after the call: {left_running} process{s}"}
+    outcome = _outcome(reply, lines, status)
+    if left_running:  # processes still running when the call ended: an act, beside its outcome
+        outcome["left_running"] = left_running
+    return outcome
+
+
+def _outcome(reply: bytes, lines: list[str], status: int) -> dict:
     if not reply and os.WIFSIGNALED(status):
         return {"status": "killed", "detail": signal.Signals(os.WTERMSIG(status)).name}
     if not reply:

@@ -113,9 +113,18 @@ def double(x):
 # it ({path}: a file outside the completion's directory; the parent is process 1 in a PID namespace).
 ACTS = {
     "read outside": (READ_OUTSIDE, "forbidden call (read outside its directory: {path})"),
-    "write outside": (WRITE_OUTSIDE, "forbidden call (write outside its directory: /rlsweep-no-such-folder/planted)"),
-    "delete outside": (DELETE_OUTSIDE, "forbidden call (delete outside its directory: /rlsweep-no-such-folder/victim)"),
-    "signal to its parent": (SIGNAL_PARENT, "forbidden call (signal outside the sandbox: SIGTERM to process "),
+    "write outside": (
+        WRITE_OUTSIDE,
+        "forbidden call (write outside its directory: /rlsweep-no-such-folder/planted)",
+    ),
+    "delete outside": (
+        DELETE_OUTSIDE,
+        "forbidden call (delete outside its directory: /rlsweep-no-such-folder/victim)",
+    ),
+    "signal to its parent": (
+        SIGNAL_PARENT,
+        "forbidden call (signal outside the sandbox: SIGTERM to process ",
+    ),
     "process left running": (LEFT_PROCESS, "left running after the call: 1 process"),
     "detached daemon": (DAEMON, "left running after the call: 1 process"),
     "thread left running": (LEFT_THREAD, "left running after the call: 1 thread"),

@@ -191,7 +191,8 @@ def test_environment_secrets_and_ssh_keys_reach_no_output(grader, unwatched, tmp
     """
     scored = grader.one(fenced(code), TESTS)
     assert scored.rewards["tests"] == 0.0
-    assert scored.killed == f"forbidden call (read of a private file: {key})"
+    # its first read outside its directory ends the run: the listing glob makes, before any open
+    assert scored.killed == "forbidden call (read outside its directory: /root/.ssh/*)"
     assert unwatched.one(fenced(code), TESTS).rewards["tests"] == 0.0
     # what the sandbox alone lets it see, with no call watch to end the run at its first read
     run = _sandbox.run(textwrap.dedent(code), ["double(1)"], Limits(timeout_s=TIMEOUT_S, watch_calls=False))
@@ -222,7 +223,9 @@ def test_a_socket_reaches_nothing(grader):
     """
     scored = grader.one(fenced(code), TESTS)
     assert scored.rewards["tests"] == 0.0
-    assert scored.killed == "forbidden call (SIGSYS)"  # socket() is one, network namespace or not
+    # the attempt is an act (the name lookup create_connection starts with); were it not seen, socket()
+    # would be killed by the seccomp filter, network namespace or not (the test without namespaces)
+    assert scored.killed == "forbidden call (network attempt: a name lookup)"
     with pytest.raises(BlockingIOError):
         server.accept()
     server.close()
@@ -245,7 +248,9 @@ def test_killing_its_parent_or_the_scorer_hurts_neither(grader):
     assert grader.one(fenced("def double(x):\n    return 2 * x"), TESTS).rewards["perfect"] == 1.0
     sandbox = sandbox_processes()
     scored = grader.one(fenced(code), TESTS)
-    assert scored.rewards["tests"] == 0.0
+    assert scored.rewards == {"format": 0.0, "tests": 0.0, "perfect": 0.0}
+    # in a PID namespace its parent, the harness, is process 1 there
+    assert scored.killed == "forbidden call (signal outside the sandbox: SIGINT to process 1)"
     assert_nothing_left(scored)
     # the same sandbox, not a replacement, serves the next completion
     assert grader.one(fenced("def double(x):\n    return 2 * x"), TESTS).rewards["perfect"] == 1.0
@@ -255,7 +260,8 @@ def test_killing_its_parent_or_the_scorer_hurts_neither(grader):
 @needs_cgroups
 def test_a_detached_daemon_does_not_outlive_its_test(grader):
     scored = grader.one(fenced(DAEMON), TESTS)
-    assert scored.rewards["tests"] == 0.0
+    assert scored.rewards == {"format": 0.0, "tests": 0.0, "perfect": 0.0}
+    assert scored.killed == "left running after the call: 1 process"
     assert (
         scored.seconds < TIMEOUT_S
     )  # the daemon holds the reply pipe open: the harness reads up to the reply's end
@@ -280,7 +286,29 @@ def test_a_detached_daemon_does_not_outlive_its_test(grader):
 )
 def test_a_completion_cannot_forge_a_pass(grader, forgery):
     scored = grader.one(fenced(forgery), TESTS)
-    assert scored.rewards == {"format": 1.0, "tests": 0.0, "perfect": 0.0}
+    assert scored.rewards["tests"] == scored.rewards["perfect"] == 0.0
+    # the descriptor forgery also opens /proc/1/fd/N for writing: an act, which pays no format either
+    assert scored.rewards["format"] == (0.0 if "/proc/1/fd" in forgery else 1.0)
+    assert_nothing_left(scored)
+
+
+def test_a_reply_forged_before_an_act_does_not_hide_it(grader):
+    """The watch ends the process with its own exit status: a right answer written first to every
+    descriptor, then a read outside its directory, is still the act."""
+    code = """
+    import os
+    for fd in range(3, 64):
+        try:
+            os.write(fd, b"value 6\\n")
+        except OSError:
+            pass
+    seen = open("/etc/hostname").read()
+    def double(x):
+        return x * 2
+    """
+    scored = grader.one(fenced(code), TESTS)
+    assert scored.rewards == {"format": 0.0, "tests": 0.0, "perfect": 0.0}
+    assert scored.killed == "forbidden call (read outside its directory: /etc/hostname)"
     assert_nothing_left(scored)
 
 
@@ -307,7 +335,7 @@ def without_namespaces(monkeypatch):
 
 def test_without_namespaces_a_socket_is_a_forbidden_call_and_the_workdir_is_removed(without_namespaces):
     code = "import socket\ntry:\n    socket.socket()\n    seen = 'socket'\nexcept OSError as exc:\n    seen = type(exc).__name__"
-    sandbox = _sandbox.Sandbox(LIMITS)
+    sandbox = _sandbox.Sandbox(Limits(timeout_s=TIMEOUT_S, watch_calls=False))  # the filter, not the watch
     workdir = Path(sandbox.workdir)
     killed = sandbox.run(code, ["seen"])
     run = sandbox.run("import os", ["os.getuid()"])
@@ -390,7 +418,16 @@ def test_its_own_files_temporary_files_and_dev_null_are_not_forbidden(grader):
         f.write("y")
     with open(os.devnull, "w") as f:
         f.write("z")
-    words = open("/etc/passwd").read()
+    # what honest code does: Python's own modules, a thread and a process each waited for
+    import collections, dataclasses, enum, threading, zoneinfo
+    Point = collections.namedtuple("Point", "x y")
+    worker = threading.Thread(target=sum, args=([1, 2],))
+    worker.start()
+    worker.join()
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    os.waitpid(child, 0)
     def double(x):
         return x * 2
     """
@@ -399,19 +436,32 @@ def test_its_own_files_temporary_files_and_dev_null_are_not_forbidden(grader):
     assert scored.rewards["perfect"] == 1.0
 
 
+def test_reading_a_file_outside_its_directory_is_an_act(grader):
+    scored = grader.one(fenced("words = open('/etc/passwd').read()\ndef double(x):\n    return x * 2"), TESTS)
+    assert scored.killed == "forbidden call (read outside its directory: /etc/passwd)"
+    assert scored.rewards == {"format": 0.0, "tests": 0.0, "perfect": 0.0}
+
+
 def test_a_forbidden_call_is_told_from_an_allowed_one_by_its_path_and_mode():
     from tasks.code._harness import forbidden
 
     work, python = "/tmp/work", ("/usr/lib/python3/",)
     assert forbidden("open", ("out.txt", "w", 0), work, python) is None
-    assert forbidden("open", ("/etc/passwd", "r", 0), work, python) is None
+    assert (
+        forbidden("open", ("/etc/passwd", "r", 0), work, python) == "read outside its directory: /etc/passwd"
+    )
+    assert forbidden("open", ("/usr/lib/python3/os.py", "r", 0), work, python) is None  # Python's own
+    assert forbidden("open", ("/dev/urandom", "rb", 0), work, python) is None
     assert forbidden("open", ("/etc/passwd", None, os.O_WRONLY), work, python) == (
         "write outside its directory: /etc/passwd"
     )
     assert forbidden("open", ("../escape", "a", 0), work, python) == "write outside its directory: ../escape"
-    assert forbidden("open", ("/root/.netrc", "r", 0), work, python) == "read of a private file: /root/.netrc"
+    assert (
+        forbidden("open", ("/root/.netrc", "r", 0), work, python)
+        == "read outside its directory: /root/.netrc"
+    )
     assert forbidden("open", ("/proc/1/environ", "rb", 0), work, python) == (
-        "read of a private file: /proc/1/environ"
+        "read outside its directory: /proc/1/environ"
     )
     assert forbidden("open", ("/home/u/.ssh/id_rsa", "r", 0), work, ("/home/u/",)) is None  # Python's own
     assert forbidden("open", (3, "w", 0), work, python) is None  # a descriptor: its open was checked
@@ -421,4 +471,18 @@ def test_a_forbidden_call_is_told_from_an_allowed_one_by_its_path_and_mode():
         "rename outside its directory: /etc/b"
     )
     assert forbidden("shutil.rmtree", ("/tmp",), work, python) == "delete outside its directory: /tmp"
-    assert forbidden("os.listdir", ("/",), work, python) is None
+    assert forbidden("os.listdir", ("/",), work, python) == "read outside its directory: /"
+    assert forbidden("os.listdir", (None,), work, python) is None  # its own directory
+    assert forbidden("glob.glob", ("*.txt", False), work, python) is None
+    assert forbidden("os.kill", (os.getppid(), 15), work, python, group=os.getpgrp()) is None  # its group
+    assert forbidden("os.kill", (1, 9), work, python, group=os.getpgrp() + 1) == (
+        "signal outside the sandbox: SIGKILL to process 1"
+    )
+    assert forbidden("os.kill", (-1, 9), work, python, group=5) == (
+        "signal outside the sandbox: SIGKILL to every process it may signal"
+    )
+    assert forbidden("socket.__new__", (None, 2, 1, 0), work, python) == "network attempt: a socket"
+    assert (
+        forbidden("subprocess.Popen", (None, ["ls", "/"], None, None), work, python) == "program started: ls"
+    )
+    assert forbidden("ctypes.dlopen", ("libc.so.6",), work, python) == "native code loaded (ctypes)"
