@@ -16,9 +16,12 @@ A completion's tests run once: the rewards of one completion share a cached run.
 
 A completion whose run the sandbox killed (its time limit, memory limit, file size or process limit, a
 forbidden call, any signal: killed_by) scores 0 in every reward, format included: a policy must not
-learn that a tidy hang pays. A forbidden call the sandbox only blocks (a write or delete outside the
-working directory, a read of a private file: the harness's forbidden()) counts as a kill too. `pay_format_when_killed: true` pays its format reward back. Each scoring
-of training completions counts them and the killed ones (the step row's sandbox_kills).
+learn that a tidy hang pays. An act the sandbox refuses or sees counts as a kill too (is_act): a read,
+write or delete outside the working directory, a signal outside the sandbox, a network attempt, a
+program or native code, a process or thread left running when the call ends (the harness's forbidden()
+and its checks after the call). `pay_format_when_killed: true` pays the format reward back to a run that
+ran into a limit, never to an act. Each scoring of training completions counts them, the killed ones and
+why (the step row's sandbox_kills and sandbox_kill_reasons).
 """
 
 from __future__ import annotations

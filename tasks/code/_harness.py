@@ -6,8 +6,10 @@ Usage: python -I -S -c "$(cat _harness.py)" RESULT_FD --owner=PID (the owner tag
 reaches this process). Per job it makes a fresh working directory; per probe it forks a child that
 closes the result descriptor and stdin, starts a process group, sets the rlimits, sends its output to
 a capped file, runs the completion's code in a fresh namespace, evaluates the probe and writes
-repr(value) to its own pipe. This process reads at most a capped reply per probe, kills every process
-the probe left (in a PID namespace: all but itself), empties the working folders, and writes one JSON
+repr(value) to its own pipe (or, when the call watch saw an act, "forbidden WHAT", exiting ACT_EXIT).
+This process reads at most a capped reply per probe, waits for the child to exit, counts the processes
+the probe left running (an act), kills them (in a PID namespace: all but itself; else its descendants,
+as a child subreaper), empties the working folders, and writes one JSON
 line with every probe's outcome to RESULT_FD, the only channel the parent reads. The completion's
 process cannot reach that descriptor: it is closed before the completion runs, this process is
 non-dumpable and holds no capabilities (no /proc/1/fd, no ptrace), and as the init of a new PID
