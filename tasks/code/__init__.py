@@ -124,7 +124,8 @@ _ERROR_LIMITS = {"MemoryError": "memory limit", "BlockingIOError": "process limi
 
 def killed_by(run: _sandbox.Run) -> str | None:
     """Why the sandbox killed a completion's run ('time limit', 'memory limit (MemoryError)',
-    'forbidden call (SIGSYS)', ...), or None when every test ran to an answer or an ordinary exception.
+    'forbidden call (SIGSYS)', an act: 'forbidden call (read outside its directory: /x)', 'left running
+    after the call: 2 processes', ...), or None when every test ran to an answer or an ordinary exception.
     A sandbox that failed to start is not the completion's doing: None."""
     if run.failure == "timeout":
         return "time limit"
