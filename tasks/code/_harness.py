@@ -42,8 +42,10 @@ def _limit(limits: dict) -> None:
 
 # seccomp: (AUDIT_ARCH, __NR_socket) per machine; socket() then kills the process with SIGSYS, a forbidden
 # call the parent reads as a kill (x32 syscalls fail with EPERM; another ABI kills too). Installed in every
-# mode where it can be; required where there is no network namespace.
+# mode where it can be; required where there is no network namespace. pidfd_send_signal() (424 on both),
+# a signal no audit hook sees, kills too.
 _SOCKET_SYSCALL = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}
+_PIDFD_SEND_SIGNAL = 424
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 
 
@@ -54,8 +56,9 @@ def _refuse_sockets() -> None:
         (0x15, 1, 0, arch),  # ours: go on
         (0x06, 0, 0, 0x80000000),  # another ABI: kill the process
         (0x20, 0, 0, 0),  # load the syscall number
-        (0x35, 3, 0, 0x40000000),  # an x32 syscall: refuse
-        (0x15, 1, 0, socket_nr),  # socket(): kill
+        (0x35, 4, 0, 0x40000000),  # an x32 syscall: refuse
+        (0x15, 2, 0, socket_nr),  # socket(): kill
+        (0x15, 1, 0, _PIDFD_SEND_SIGNAL),  # pidfd_send_signal(): kill
         (0x06, 0, 0, 0x7FFF0000),  # allow
         (0x06, 0, 0, 0x80000000),  # kill the process (SIGSYS)
         (0x06, 0, 0, 0x00050000 | 1),  # refuse with EPERM
@@ -151,7 +154,8 @@ def _signal(args: tuple, group: int) -> str | None:
         name = signal.Signals(sig).name
     except ValueError:
         name = f"signal {sig}"
-    if target in (0, -group, os.getpid()):  # its own group, or itself
+    target = -os.getpgrp() if target == 0 else target  # its group now: it may have joined another
+    if target in (-group, os.getpid()):  # its own group, or itself
         return None
     if target > 0:
         try:
@@ -293,21 +297,6 @@ def _child(job: dict, probe: str, write_fd: int, out_path: str) -> None:
     leave(0)
 
 
-def _kill_all_but_me() -> None:
-    """Kill and reap every other process of this PID namespace, again until none is left (a fork bomb
-    forks while it is being killed; the pids cgroup bounds how many rounds that takes)."""
-    me = str(os.getpid())
-    for _ in range(10_000):
-        others = [int(e) for e in os.listdir("/proc") if e.isdigit() and e != me]
-        if not others:
-            return
-        for pid in others:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        _reap()
-        time.sleep(0.0005)
-
-
 def _reap() -> None:
     while True:
         try:
@@ -317,11 +306,12 @@ def _reap() -> None:
             return
 
 
-def _descendants() -> list[int]:
-    """This process's live descendants (zombies aside): in a PID namespace every other process; else those
-    whose parents lead here (a subreaper, it inherits the orphans of what it forked)."""
+def _descendants(in_namespace: bool) -> tuple[list[int], bool]:
+    """This process's live descendants (zombies aside), and whether any, zombie or not, is left: in a PID
+    namespace every other process; else those whose parents lead here (a subreaper, it inherits the
+    orphans of what it forked)."""
     me = os.getpid()
-    parents: dict[int, int] = {}
+    states: dict[int, tuple[int, bool]] = {}  # pid -> (parent, alive)
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -330,15 +320,37 @@ def _descendants() -> list[int]:
                 fields = f.read().rpartition(b")")[2].split()
         except OSError:
             continue
-        if fields and fields[0] not in (b"Z", b"X"):
-            parents[int(entry)] = int(fields[1])
-    if me == 1:
-        return [pid for pid in parents if pid != me]
-    found, frontier = [], [me]
-    while frontier:
-        frontier = [pid for pid, parent in parents.items() if parent in frontier]
-        found += frontier
-    return found
+        if fields:
+            states[int(entry)] = (int(fields[1]), fields[0] not in (b"Z", b"X"))
+    tree, frontier = [], [me]
+    while frontier and not in_namespace:
+        frontier = [pid for pid, (parent, _) in states.items() if parent in frontier]
+        tree += frontier
+    tree = [pid for pid in states if pid != me] if in_namespace else tree
+    return [pid for pid in tree if states[pid][1]], bool(tree)
+
+
+def _end_the_rest(group: int, in_namespace: bool) -> int:
+    """Stop, count and kill every process the test left, again until none is left (a fork bomb forks while
+    it is being killed; the pids cgroup bounds the rounds). In a PID namespace one kill(-1) reaches every
+    other process at once, so none can fork past it; else the test's process group, then what descends
+    from here. Returns how many were alive (zombies aside)."""
+    with contextlib.suppress(OSError):
+        os.kill(-1, signal.SIGSTOP) if in_namespace else os.killpg(group, signal.SIGSTOP)
+    seen: set[int] = set()
+    for _ in range(10_000):
+        live, anything = _descendants(in_namespace)
+        seen.update(live)  # a process that forks and exits in a loop is caught alive in some round
+        if not anything:
+            break
+        with contextlib.suppress(OSError):
+            os.kill(-1, signal.SIGKILL) if in_namespace else os.killpg(group, signal.SIGKILL)
+        for pid in () if in_namespace else live:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        _reap()
+        time.sleep(0.0005)
+    return len(seen)
 
 
 def _wait_exit(pid: int, deadline: float) -> int | None:
@@ -396,17 +408,11 @@ def _run_probe(job: dict, probe: str, out_path: str, in_namespace: bool) -> dict
         else:
             reply = _rest(read_fd, reply)
     os.close(read_fd)
-    left_running = len(_descendants()) if outcome is None and job.get("watch_calls", True) else 0
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGKILL)
-    if status is None:
+    if status is None:  # still running at the deadline
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
-    if in_namespace:
-        _kill_all_but_me()
-    else:
-        for other in _descendants():  # what it left, its own process group or not
-            with contextlib.suppress(OSError):
-                os.kill(other, signal.SIGKILL)
+    left_running = _end_the_rest(pid, in_namespace)
     _reap()
     if outcome is not None:
         return outcome
@@ -415,7 +421,7 @@ def _run_probe(job: dict, probe: str, out_path: str, in_namespace: bool) -> dict
         acts = [line for line in lines if line.startswith("forbidden ")]
         return {"status": "forbidden", "detail": acts[-1][10:210] if acts else "its report was lost"}
     outcome = _outcome(reply, lines, status)
-    if left_running:  # processes still running when the call ended: an act, beside its outcome
+    if left_running and job.get("watch_calls", True):  # processes running after the call: an act
         outcome["left_running"] = left_running
     return outcome
 

@@ -292,26 +292,6 @@ def test_a_completion_cannot_forge_a_pass(grader, forgery):
     assert_nothing_left(scored)
 
 
-def test_a_reply_forged_before_an_act_does_not_hide_it(grader):
-    """The watch ends the process with its own exit status: a right answer written first to every
-    descriptor, then a read outside its directory, is still the act."""
-    code = """
-    import os
-    for fd in range(3, 64):
-        try:
-            os.write(fd, b"value 6\\n")
-        except OSError:
-            pass
-    seen = open("/etc/hostname").read()
-    def double(x):
-        return x * 2
-    """
-    scored = grader.one(fenced(code), TESTS)
-    assert scored.rewards == {"format": 0.0, "tests": 0.0, "perfect": 0.0}
-    assert scored.killed == "forbidden call (read outside its directory: /etc/hostname)"
-    assert_nothing_left(scored)
-
-
 def test_completions_run_in_parallel_workers(monkeypatch):
     """Four one-second sleeps with four workers take about one second, not four."""
     grader = Grader(Limits(timeout_s=3.0), workers=4, reasoning_format=False)
@@ -434,12 +414,6 @@ def test_its_own_files_temporary_files_and_dev_null_are_not_forbidden(grader):
     scored = grader.one(fenced(code), TESTS)
     assert scored.killed is None
     assert scored.rewards["perfect"] == 1.0
-
-
-def test_reading_a_file_outside_its_directory_is_an_act(grader):
-    scored = grader.one(fenced("words = open('/etc/passwd').read()\ndef double(x):\n    return x * 2"), TESTS)
-    assert scored.killed == "forbidden call (read outside its directory: /etc/passwd)"
-    assert scored.rewards == {"format": 0.0, "tests": 0.0, "perfect": 0.0}
 
 
 def test_a_forbidden_call_is_told_from_an_allowed_one_by_its_path_and_mode():
