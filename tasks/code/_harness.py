@@ -97,8 +97,10 @@ _CHANGES = {
     "os.chown": ("chown", (0,), 3),
     "os.mkdir": ("mkdir", (0,), 2),
     "os.symlink": ("link", (1,), 2),
-    "os.link": ("link", (1,), 3),
+    "os.link": ("link", (0, 1), 3),  # a hard link to a file outside would be read as one inside
     "os.utime": ("touch", (0,), 3),
+    "os.setxattr": ("xattr", (0,), None),
+    "os.removexattr": ("xattr", (0,), None),
 }
 _LISTINGS = ("os.listdir", "os.scandir", "glob.glob")
 _SIGNALS = ("os.kill", "os.killpg")
