@@ -4,6 +4,7 @@ a hostile policy's acts score 0 and are named in the step rows."""
 
 import json
 import os
+import socket
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +12,7 @@ import psutil
 import pytest
 
 from orchestrator.cli import main
-from tests.helpers.hostile_code import LEFT_PROCESS, LEFT_THREAD, READ_OUTSIDE, SIGNAL_PARENT
+from tests.helpers.hostile_code import ACTS
 
 pytestmark = pytest.mark.slow
 TASK_ARGS = {"num_samples": 8, "num_eval": 2, "reward_timeout_s": 1.0, "reward_workers": 2}
@@ -57,16 +58,22 @@ def test_a_code_trial_records_each_reward_and_pass_at_k(framework, tmp_path, cap
 def test_a_policy_that_tries_to_get_out_is_paid_nothing_and_its_acts_are_named(
     framework, tmp_path, capsys, monkeypatch
 ):
-    """A 2-step trial whose 4 completions a step are hostile (tests/helpers/hostile_policy replaces what
-    the tiny model wrote as the rewards see it): a read outside its folder, a signal to its parent, a
-    process and a thread left running. Every step scores them 0 under every reward, its row names each
-    act, and no process of theirs outlives the trial."""
-    codes = [
-        READ_OUTSIDE.format(path="/etc/hostname"),
-        SIGNAL_PARENT,
-        LEFT_PROCESS,
-        LEFT_THREAD,
-    ]
+    """A 2-step trial whose 8 completions (4 a step) are one of each kind of act (tests/helpers/
+    hostile_policy replaces what the tiny model wrote as the rewards see it): a read outside its folder,
+    a write and a delete outside it, a signal to its parent, a process and a thread left running, a
+    connection to a server here, a program started. Every reward of both steps is 0, the step rows name
+    each act, and nothing is left: no planted file, no process of theirs, no connection."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.setblocking(False)
+    connect = f"socket.create_connection(('127.0.0.1', {server.getsockname()[1]}), timeout=0.5)"
+    kinds = ["read outside", "signal to its parent", "process left running", "thread left running"]
+    kinds += ["write outside", "delete outside", "network attempt", "program started"]
+    codes = [ACTS[kind][0] for kind in kinds]
+    codes[0] = codes[0].format(path="/etc/hostname")
+    codes[6] = codes[6].replace('socket.create_connection(("1.1.1.1", 80), timeout=0.5)', connect)
+    assert connect in codes[6]
     helper = Path(__file__).resolve().parents[1] / "helpers" / "hostile_policy"
     monkeypatch.setenv(
         "PYTHONPATH", os.pathsep.join(filter(None, [str(helper), os.environ.get("PYTHONPATH")]))
@@ -96,16 +103,19 @@ def test_a_policy_that_tries_to_get_out_is_paid_nothing_and_its_acts_are_named(
         assert list(steps[f"rewards/{name}/mean"]) == [0.0, 0.0], name
     assert list(steps.reward_mean) == [0.0, 0.0]  # the weighted total TRL trains on
     assert list(steps.sandbox_kills) == [4.0, 4.0]
-    for reasons in steps.sandbox_kill_reasons:
-        assert json.loads(reasons) == {
-            "forbidden call (read outside its directory: /etc/hostname)": 1,
-            # the harness, its parent, is process 1 of the sandbox's PID namespace (or its pid without one)
-            next(
-                r for r in json.loads(reasons) if r.startswith("forbidden call (signal outside the sandbox: ")
-            ): 1,
-            "left running after the call: 1 process": 1,
-            "left running after the call: 1 thread": 1,
-        }
+    reasons = [json.loads(text) for text in steps.sandbox_kill_reasons]
+    assert all(sum(r.values()) == 4 for r in reasons)
+    named = sorted(reason for r in reasons for reason in r)
+    # the harness, its parent, is process 1 of the sandbox's PID namespace (or its pid without one)
+    signal = next(reason for reason in named if reason.startswith(ACTS["signal to its parent"][1]))
+    expected = [
+        ACTS[kind][1].format(path="/etc/hostname") for kind in kinds if kind != "signal to its parent"
+    ]
+    assert named == sorted([*expected, signal])
+    assert not Path("/rlsweep-no-such-folder").exists()
+    with pytest.raises(BlockingIOError):
+        server.accept()
+    server.close()
     assert owned_sandbox_processes() <= before
 
 
