@@ -321,8 +321,7 @@ def _reap() -> None:
 
 def _descendants(in_namespace: bool) -> tuple[list[int], bool]:
     """This process's live descendants (zombies aside), and whether any, zombie or not, is left: in a PID
-    namespace every other process; else those whose parents lead here (a subreaper, it inherits the
-    orphans of what it forked)."""
+    namespace every other process; else those whose parents lead here (a subreaper: orphans come here)."""
     me = os.getpid()
     states: dict[int, tuple[int, bool]] = {}  # pid -> (parent, alive)
     for entry in filter(str.isdigit, os.listdir("/proc")):
@@ -342,10 +341,9 @@ def _descendants(in_namespace: bool) -> tuple[list[int], bool]:
 
 
 def _end_the_rest(group: int, in_namespace: bool) -> int:
-    """Stop, count and kill every process the test left, again until none is left (a fork bomb forks while
-    it is being killed; the pids cgroup bounds the rounds). In a PID namespace one kill(-1) reaches every
-    other process at once, so none can fork past it; else the test's process group, then what descends
-    from here. Returns how many were alive (zombies aside)."""
+    """Stop, count and kill what the test left, again until none is left (a fork bomb forks while it is
+    killed; the pids cgroup bounds the rounds). In a PID namespace kill(-1) reaches every other process
+    at once, none forking past it; else the test's group, then the descendants. Returns how many lived."""
     with contextlib.suppress(OSError):
         os.kill(-1, signal.SIGSTOP) if in_namespace else os.killpg(group, signal.SIGSTOP)
     seen: set[int] = set()
@@ -480,7 +478,12 @@ def main() -> None:
         workdir = tempfile.mkdtemp(dir=home)
         os.chdir(workdir)
         out_path = os.path.join(workdir, ".output")
-        outcomes = [_run_probe(job, probe, out_path, in_namespace) for probe in job["probes"]]
+        outcomes: list[dict] = []
+        for probe in job["probes"]:  # after an act, the run's other tests change nothing: skipped
+            acted = outcomes and (outcomes[-1]["status"] == "forbidden" or outcomes[-1].get("left_running"))
+            outcomes.append(
+                {"status": "skipped"} if acted else _run_probe(job, probe, out_path, in_namespace)
+            )
         try:
             with open(out_path, "rb") as f:
                 output = f.read(job["output_cap"]).decode("utf-8", "replace")

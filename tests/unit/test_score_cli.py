@@ -261,8 +261,9 @@ def test_each_act_scores_0_in_total_is_named_and_leaves_no_file_process_or_conne
         "".join(json.dumps({"row": 3, "completion": f"```python\n{c}```"}) + "\n" for c in codes.values())
     )
     argv = [sys.executable, "-m", "orchestrator.cli", "score", "--task", "code", str(completions)]
+    # every act ends its run at its first test: 3 s only keeps a loaded machine from timing one out
     proc = subprocess.Popen(
-        [*argv, "--set", "reward_timeout_s=1"],
+        [*argv, "--set", "reward_timeout_s=3"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
