@@ -6,8 +6,7 @@ harness's process group) are caught too."""
 import pytest
 
 from tasks.code import Grader, _sandbox
-from tests.helpers.hostile_code import DAEMON
-from tests.unit.test_code_sandbox import (
+from tests.helpers.code_sandbox import (
     LIMITS,
     TESTS,
     assert_nothing_left,
@@ -15,6 +14,7 @@ from tests.unit.test_code_sandbox import (
     needs_cgroups,
     sandbox_tree,
 )
+from tests.helpers.hostile_code import DAEMON
 
 
 @pytest.fixture

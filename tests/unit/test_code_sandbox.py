@@ -17,16 +17,20 @@ import pytest
 from tasks.bounded import SCORING
 from tasks.code import Grader, _sandbox
 from tasks.code._sandbox import Limits
+from tests.helpers.code_sandbox import (
+    LIMITS,
+    SECRET,
+    TESTS,
+    TIMEOUT_S,
+    assert_nothing_left,
+    fenced,
+    needs_cgroups,
+    sandbox_processes,
+    sandbox_tree,
+)
 from tests.helpers.hostile_code import BIG_WRITE, DAEMON, FORK_BOMB, GROWING_MEMORY_BOMB, LOOP, MEMORY_BOMB
 
 ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT_S = 1.0
-LIMITS = Limits(timeout_s=TIMEOUT_S)
-TESTS = ["assert double(3) == 6", "assert double(4) == 8", "assert double(0) == 0"]
-SECRET = f"s3cr3t-{uuid.uuid4().hex}"
-needs_cgroups = pytest.mark.skipif(
-    not _sandbox.cgroups_available(), reason="no pids/memory cgroup can be made"
-)
 
 
 @pytest.fixture
@@ -45,35 +49,6 @@ def unwatched(monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://user:{SECRET}@example.invalid")
     yield Grader(Limits(timeout_s=TIMEOUT_S, watch_calls=False), workers=1, reasoning_format=False)
     _sandbox.close_all()
-
-
-def fenced(code: str) -> str:
-    return f"```python\n{textwrap.dedent(code).strip()}\n```"
-
-
-def sandbox_processes() -> list[int]:
-    """Processes in the cgroups of the sandboxes now open: the harness and its unshare parent per sandbox
-    when nothing of a run is left."""
-    pids = set()
-    for sandbox in list(_sandbox._open):
-        for procs in sandbox.cgroup.procs():
-            pids.update(int(p) for p in Path(procs).read_text().split())
-    return sorted(pids)
-
-
-def sandbox_tree() -> list[psutil.Process]:
-    """Every process of this process's sandboxes, found by their command line's owner tag."""
-    return [p for p in psutil.process_iter(["cmdline"]) if _sandbox.owner_tag() in (p.info["cmdline"] or [])]
-
-
-def assert_nothing_left(scored, marker: str | None = None) -> None:
-    text = repr(scored)
-    assert SECRET not in text
-    assert sandbox_processes() == sorted(sandbox_processes())  # readable: the cgroups still exist
-    assert len(sandbox_processes()) == 2, "a process of the run outlived it"
-    if marker:
-        for folder in ("/tmp", "/dev/shm", "/var/tmp", os.getcwd(), "/"):
-            assert not Path(folder, marker).exists()
 
 
 def test_a_correct_completion_scores_full_marks_and_a_wrong_one_zero(grader):
@@ -261,7 +236,11 @@ def test_killing_its_parent_or_the_scorer_hurts_neither(grader):
 def test_a_detached_daemon_does_not_outlive_its_test(grader):
     scored = grader.one(fenced(DAEMON), TESTS)
     assert scored.rewards == {"format": 0.0, "tests": 0.0, "perfect": 0.0}
-    assert scored.killed == "left running after the call: 1 process"
+    # its first child may not have exited yet when the test ends: 1 or 2 processes
+    assert scored.killed in (
+        "left running after the call: 1 process",
+        "left running after the call: 2 processes",
+    )
     assert (
         scored.seconds < TIMEOUT_S
     )  # the daemon holds the reply pipe open: the harness reads up to the reply's end

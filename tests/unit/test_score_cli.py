@@ -226,10 +226,14 @@ def test_the_hostile_set_scores_zero_and_the_scoring_process_carries_on(tmp_path
         "fork bomb": "process limit (BlockingIOError)",
         "memory bomb": killed["memory bomb"],  # MemoryError (address space) or SIGKILL (cgroup)
         "10 GB write": "file size limit (SIGXFSZ)",
-        "detached daemon": "left running after the call: 1 process",
+        "detached daemon": killed["detached daemon"],  # 1 or 2 processes: its first child may not have exited
         "socket": "forbidden call (network attempt: a name lookup)",
     }
     assert killed["memory bomb"].startswith("memory limit")
+    assert killed["detached daemon"] in (
+        "left running after the call: 1 process",
+        "left running after the call: 2 processes",
+    )
     assert secret not in done.stdout + done.stderr
     owner = _sandbox.owner_tag(proc.pid)
     assert [p.pid for p in psutil.process_iter(["cmdline"]) if owner in (p.info["cmdline"] or [])] == []
