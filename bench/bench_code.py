@@ -3,12 +3,15 @@
 
 Benign: the shipped problems' reference solutions (every test passes) and a wrong solution per
 problem (every test fails), 3-4 tests each. Hostile: tests/helpers/hostile_code.py (endless loop, fork
-bomb, memory bomb, 10 GB write, detached daemon, socket), at reward_timeout_s 1 s. Reports per-completion
-latency p50/p99/max, completions per second (a batch scored with `workers` at a time, as a step's B x K
-is) and the cold start of a sandbox. Targets (2-core machine): benign p99 <= 200 ms; a hostile
-completion costs at most its timeout plus 100 ms.
+bomb, memory bomb, 10 GB write, detached daemon, socket, and one completion per act: a read, write or
+delete outside its folder, a signal to its parent, a process or thread left running, a network attempt,
+a program started), at reward_timeout_s 1 s; every one must total 0 under the default rewards. Reports
+per-completion latency p50/p99/max, completions per second (a batch scored with `workers` at a time, as a
+step's B x K is), the cold start of a sandbox, and what watching for acts costs a benign completion (the
+benign set with 1 worker, watch_calls on and off in alternate rounds). Targets (2-core machine): benign
+p99 <= 200 ms; a hostile completion costs at most its timeout plus 100 ms.
 
-    .venv/bin/python bench/bench_code.py [--workers 1 2 4] [--repeat 3] [--json out.json]
+    .venv/bin/python bench/bench_code.py [--workers 1 2 4] [--repeat 3] [--watch-rounds 4] [--json out.json]
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tasks.code import SHIPPED, Grader, _sandbox  # noqa: E402
-from tests.helpers.hostile_code import HOSTILE  # noqa: E402
+from tests.helpers.hostile_code import ACTS, HOSTILE  # noqa: E402
 
 TIMEOUT_S = 1.0
 TESTS = ["assert double(3) == 6", "assert double(4) == 8", "assert double(0) == 0"]
@@ -49,7 +52,34 @@ def benign_items(repeat: int) -> list[tuple[str, list[str]]]:
 
 
 def hostile_items(repeat: int) -> list[tuple[str, str, list[str]]]:
-    return [(kind, fenced(f"{code}\n# {r}"), TESTS) for r in range(repeat) for kind, code in HOSTILE.items()]
+    # each act's text its own (the network attempt's code is the socket's): the grader's cache never answers
+    acts = {kind: code.replace("{path!r}", "'/etc/hostname'") + "# act\n" for kind, (code, _) in ACTS.items()}
+    return [
+        (kind, fenced(f"{code}\n# {r}"), TESTS)
+        for r in range(repeat)
+        for kind, code in (HOSTILE | acts).items()
+    ]
+
+
+def watch_cost(repeat: int) -> dict:
+    """The benign set with 1 worker, the act watch off and on in alternate rounds: p50 and mean per completion."""
+    latencies: dict[bool, list[float]] = {False: [], True: []}
+    for round_ in range(2 * repeat):
+        watched = round_ % 2 == 1
+        grader = Grader(_sandbox.Limits(timeout_s=TIMEOUT_S, watch_calls=watched), 1, reasoning_format=False)
+        latencies[watched] += timed_batch(grader, benign_items(1))[0]
+        _sandbox.close_all()
+    p50 = {w: 1000 * statistics.median(ts) for w, ts in latencies.items()}
+    mean = {w: 1000 * statistics.mean(ts) for w, ts in latencies.items()}
+    return {
+        "completions_each": len(latencies[True]),
+        "p50_ms_unwatched_watched": [round(p50[False], 1), round(p50[True], 1)],
+        "mean_ms_unwatched_watched": [round(mean[False], 1), round(mean[True], 1)],
+        "cost_per_completion_ms_p50_mean": [
+            round(p50[True] - p50[False], 1),
+            round(mean[True] - mean[False], 1),
+        ],
+    }
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -93,6 +123,11 @@ def main() -> int:
     )
     parser.add_argument("--workers", type=int, nargs="+", default=[1, max(1, (os.cpu_count() or 2) - 1), 4])
     parser.add_argument("--repeat", type=int, default=2, help="rounds over the benign and hostile sets")
+    parser.add_argument(
+        "--watch-rounds",
+        type=int,
+        help="rounds of the benign set with the act watch off, and on; default --repeat",
+    )
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
     isolation, python = _sandbox.setup()
@@ -126,6 +161,8 @@ def main() -> int:
             scored = grader.one(text, tests)
             elapsed = time.perf_counter() - start
             assert scored.rewards["tests"] == 0.0, (kind, scored)
+            if kind in ACTS:  # an act pays nothing, format included
+                assert set(scored.rewards.values()) == {0.0} and scored.killed, (kind, scored)
             by_kind.setdefault(kind, []).append(elapsed)
             overshoot.append(elapsed - TIMEOUT_S)
 
@@ -138,6 +175,8 @@ def main() -> int:
         }
         _sandbox.close_all()
         print(json.dumps({k: v for k, v in results.items() if str(workers) in k}, indent=1), flush=True)
+    results["watch_cost"] = watch_cost(args.watch_rounds or args.repeat)
+    print(json.dumps(results["watch_cost"], indent=1), flush=True)
     results["load_before_after"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     print(json.dumps(results, indent=1))
     if args.json:

@@ -34,8 +34,8 @@ _LOCK = threading.Lock()
 
 class ScoringCounter:
     """Since the last reset (the step meter's): scoring calls and the ones killed at their time limit;
-    training completions a sandboxing task (the code task) scored, and the ones whose run its sandbox
-    killed."""
+    training completions a sandboxing task (the code task) scored, the ones whose run its sandbox
+    killed, and why (reason -> count)."""
 
     def __init__(self):
         self.reset()
@@ -45,6 +45,13 @@ class ScoringCounter:
         self.timeouts = 0
         self.sandboxed = 0
         self.sandbox_kills = 0
+        self.kill_reasons: dict[str, int] = {}
+
+    def count_kills(self, reasons) -> None:
+        """Count each reason a sandbox gave for a kill (None: not killed), up to 8 distinct reasons."""
+        for reason in reasons:
+            if reason is not None and (reason in self.kill_reasons or len(self.kill_reasons) < 8):
+                self.kill_reasons[reason] = self.kill_reasons.get(reason, 0) + 1
 
 
 SCORING = ScoringCounter()

@@ -19,6 +19,7 @@ running since training began.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from pathlib import Path
@@ -509,6 +510,7 @@ class StepMeter(TrainerCallback):
         row[F.reward_timeouts] = SCORING.timeouts if SCORING.calls else None
         # Training completions the code task's sandbox killed; null where no sandbox scored any.
         row[F.sandbox_kills] = SCORING.sandbox_kills if SCORING.sandboxed else None
+        row[F.sandbox_kill_reasons] = json.dumps(SCORING.kill_reasons) if SCORING.sandboxed else None
         self.pending = row
 
     def _probe_fields(self, cycle: Cycle, c: StepCounters, generated: bool) -> dict[str, Any]:

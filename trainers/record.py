@@ -170,9 +170,14 @@ STEP_FIELDS: tuple[Field, ...] = (
        "no scoring ran in the step (a step that reuses its cycle's completions)"),
     Field("sandbox_kills", FLOAT64, COUNT, TRAINER, "the step's training completions whose run the task's sandbox "
        "killed (time, memory, file size or process limit, a forbidden call, a signal), each scored 0 in every "
-       "reward (format too, unless `task_args.pay_format_when_killed`): a reward-hacking signal, a policy "
-       "learning that hangs or bombs pay; null when the task runs no sandbox (every task but code) or the step "
+       "reward (format too, unless `task_args.pay_format_when_killed` and the kill was a limit, not an act): "
+       "a reward-hacking signal, a policy learning that hangs or bombs pay; null when the task runs no sandbox (every task but code) or the step "
        "scored nothing (it reuses its cycle's completions)"),
+    Field("sandbox_kill_reasons", STRING, JSON_TEXT, TRAINER, "why the sandbox killed the step's `sandbox_kills` "
+       "completions, reason -> count (at most 8 reasons), each reason as `rlsweep score` gives it: a limit "
+       "(`time limit`, `memory limit (MemoryError)`, ...) or an act (`forbidden call (read outside its "
+       "directory: /etc/hostname)`, `left running after the call: 1 process`, ...); `{}` when it killed none; "
+       "null where `sandbox_kills` is"),
     Field("reward_mean", FLOAT64, "reward", TRAINER, "TRL's reward mean (weighted sum of the task's rewards)"),
     Field("reward_std", FLOAT64, "reward", TRAINER, "TRL's reward standard deviation"),
     Field("frac_reward_zero_std", FLOAT64, FRACTION, TRAINER, "groups whose rewards are all equal (no learning "

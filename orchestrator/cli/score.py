@@ -5,9 +5,10 @@ the same task_args and seed builds it. Each output line (JSONL, stdout or --outp
 reward, the weighted total (as TRL sums them), the seconds scoring took, and why each zero reward is
 zero: the task's own reason where it has one (task code: timeout, no code block, test failed,
 killed), else "timeout" (over task_args.reward_timeout_s) or "scored 0". A task that runs completions
-in a sandbox (code) adds "killed": why its sandbox killed the completion's run ("time limit",
-"memory limit (MemoryError)", "forbidden call (SIGSYS)", ...), which scores 0 in every reward, or null
-when it did not.
+in a sandbox (code) adds "killed": why its sandbox killed the completion's run, a limit ("time limit",
+"memory limit (MemoryError)", ...) or an act ("forbidden call (read outside its directory: /etc/x)",
+"forbidden call (signal outside the sandbox: SIGTERM to process 1)", "left running after the call:
+1 process", ...), which scores 0 in every reward, or null when it did not.
 """
 
 from __future__ import annotations

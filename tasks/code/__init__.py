@@ -16,9 +16,12 @@ A completion's tests run once: the rewards of one completion share a cached run.
 
 A completion whose run the sandbox killed (its time limit, memory limit, file size or process limit, a
 forbidden call, any signal: killed_by) scores 0 in every reward, format included: a policy must not
-learn that a tidy hang pays. A forbidden call the sandbox only blocks (a write or delete outside the
-working directory, a read of a private file: the harness's forbidden()) counts as a kill too. `pay_format_when_killed: true` pays its format reward back. Each scoring
-of training completions counts them and the killed ones (the step row's sandbox_kills).
+learn that a tidy hang pays. An act the sandbox refuses or sees counts as a kill too (is_act): a read,
+write or delete outside the working directory, a signal outside the sandbox, a network attempt, a
+program or native code, a process or thread left running when the call ends (the harness's forbidden()
+and its checks after the call). `pay_format_when_killed: true` pays the format reward back to a run that
+ran into a limit, never to an act. Each scoring of training completions counts them, the killed ones and
+why (the step row's sandbox_kills and sandbox_kill_reasons).
 """
 
 from __future__ import annotations
@@ -121,7 +124,8 @@ _ERROR_LIMITS = {"MemoryError": "memory limit", "BlockingIOError": "process limi
 
 def killed_by(run: _sandbox.Run) -> str | None:
     """Why the sandbox killed a completion's run ('time limit', 'memory limit (MemoryError)',
-    'forbidden call (SIGSYS)', ...), or None when every test ran to an answer or an ordinary exception.
+    'forbidden call (SIGSYS)', an act: 'forbidden call (read outside its directory: /x)', 'left running
+    after the call: 2 processes', ...), or None when every test ran to an answer or an ordinary exception.
     A sandbox that failed to start is not the completion's doing: None."""
     if run.failure == "timeout":
         return "time limit"
@@ -133,11 +137,21 @@ def killed_by(run: _sandbox.Run) -> str | None:
             return "time limit"
         if status == "killed":
             return f"{_SIGNAL_LIMITS.get(detail, 'a signal')} ({detail})"
-        if status == "forbidden":  # blocked, not killed, but the attempt pays nothing either
-            return f"forbidden call ({detail})"
+        if status == "forbidden":  # seen, blocked or not, and ended: the attempt pays nothing either
+            return detail if detail.startswith("left running") else f"forbidden call ({detail})"
         if status == "error" and detail in _ERROR_LIMITS:
             return f"{_ERROR_LIMITS[detail]} ({detail})"
+        if outcome.get("left_running"):
+            count = outcome["left_running"]
+            return f"left running after the call: {count} process{'es' * (count > 1)}"
     return None
+
+
+def is_act(killed: str | None) -> bool:
+    """Whether killed_by's reason is an act (a forbidden call, network included, or something left
+    running), not a limit the run ran into: an act scores 0 under every reward, pay_format_when_killed
+    or not."""
+    return killed is not None and killed.startswith(("forbidden call", "left running"))
 
 
 def _answer(text: str) -> str | None:
@@ -252,7 +266,12 @@ class Grader:
             why = f"sandbox killed it: {scored.killed}"
             scored.rewards["tests"] = scored.rewards["perfect"] = 0.0
             scored.why_zero["tests"] = scored.why_zero["perfect"] = why
-            if not self.pay_format_when_killed and not bad_format:
+            if (
+                is_act(scored.killed) and not bad_format
+            ):  # never paid: a policy must not learn that trying pays
+                scored.rewards["format"] = 0.0
+                scored.why_zero["format"] = f"{why} (an act: no reward pays it)"
+            elif not self.pay_format_when_killed and not bad_format:
                 scored.rewards["format"] = 0.0
                 scored.why_zero["format"] = f"{why} (task_args.pay_format_when_killed: true pays it)"
             return scored
@@ -284,12 +303,11 @@ def _reward(grader: Grader, name: str, counts: bool) -> RewardFunc:
 
     def reward(prompts=None, completions=None, tests=None, **_columns) -> list[float]:
         completions = [completion_text(c) for c in completions or []]
-        if name == "format" and grader.pay_format_when_killed and not counts:  # no run needed
-            return [0.0 if format_problem(text, grader.reasoning_format) else 1.0 for text in completions]
         scored = grader.many(list(zip(completions, tests, strict=True)))
         if counts:
             SCORING.sandboxed += len(scored)
             SCORING.sandbox_kills += sum(s.killed is not None for s in scored)
+            SCORING.count_kills(s.killed for s in scored)
         return [s.rewards[name] for s in scored]
 
     reward.__name__ = reward.__qualname__ = name  # TRL names the logged metrics after __name__

@@ -6,22 +6,28 @@ Usage: python -I -S -c "$(cat _harness.py)" RESULT_FD --owner=PID (the owner tag
 reaches this process). Per job it makes a fresh working directory; per probe it forks a child that
 closes the result descriptor and stdin, starts a process group, sets the rlimits, sends its output to
 a capped file, runs the completion's code in a fresh namespace, evaluates the probe and writes
-repr(value) to its own pipe. This process reads at most a capped reply per probe, kills every process
-the probe left (in a PID namespace: all but itself), empties the working folders, and writes one JSON
+repr(value) to its own pipe (or, when the call watch saw an act, "forbidden WHAT", exiting ACT_EXIT).
+This process reads at most a capped reply per probe, waits for the child to exit, counts the processes
+the probe left running (an act), kills them (in a PID namespace: all but itself; else its descendants,
+as a child subreaper), empties the working folders, and writes one JSON
 line with every probe's outcome to RESULT_FD, the only channel the parent reads. The completion's
 process cannot reach that descriptor: it is closed before the completion runs, this process is
 non-dumpable and holds no capabilities (no /proc/1/fd, no ptrace), and as the init of a new PID
 namespace it ignores the signals its children send.
 """
 
+import _thread
+import builtins
 import contextlib
 import ctypes
+import genericpath
 import json
 import os
 import resource
 import select
 import shutil
 import signal
+import stat
 import struct
 import sys
 import tempfile
@@ -29,6 +35,7 @@ import time
 
 REPLY_CAP = 65_536
 PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def _limit(limits: dict) -> None:
@@ -38,8 +45,10 @@ def _limit(limits: dict) -> None:
 
 # seccomp: (AUDIT_ARCH, __NR_socket) per machine; socket() then kills the process with SIGSYS, a forbidden
 # call the parent reads as a kill (x32 syscalls fail with EPERM; another ABI kills too). Installed in every
-# mode where it can be; required where there is no network namespace.
+# mode where it can be; required where there is no network namespace. pidfd_send_signal() (424 on both),
+# a signal no audit hook sees, kills too.
 _SOCKET_SYSCALL = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}
+_PIDFD_SEND_SIGNAL = 424
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 
 
@@ -50,8 +59,9 @@ def _refuse_sockets() -> None:
         (0x15, 1, 0, arch),  # ours: go on
         (0x06, 0, 0, 0x80000000),  # another ABI: kill the process
         (0x20, 0, 0, 0),  # load the syscall number
-        (0x35, 3, 0, 0x40000000),  # an x32 syscall: refuse
-        (0x15, 1, 0, socket_nr),  # socket(): kill
+        (0x35, 4, 0, 0x40000000),  # an x32 syscall: refuse
+        (0x15, 2, 0, socket_nr),  # socket(): kill
+        (0x15, 1, 0, _PIDFD_SEND_SIGNAL),  # pidfd_send_signal(): kill
         (0x06, 0, 0, 0x7FFF0000),  # allow
         (0x06, 0, 0, 0x80000000),  # kill the process (SIGSYS)
         (0x06, 0, 0, 0x00050000 | 1),  # refuse with EPERM
@@ -68,13 +78,12 @@ def _refuse_sockets() -> None:
         raise OSError(ctypes.get_errno(), "seccomp filter refused")
 
 
-# Forbidden calls, seen by Python's audit hooks (PEP 578) in the completion's own process: a write, delete,
-# rename, link or mode change outside its working directory, or a read of a private file (in an .ssh
-# folder, under /root or /home, /etc/shadow, a process's environ). The sandbox blocks these anyway
-# (read-only /, uid nobody, private mounts); the hook makes the attempt itself a kill: it replies
-# "forbidden WHAT" for the test and ends the process, so a blocked attempt scores like a killed run.
-# Detection, not the boundary: calls made outside Python (a program the completion starts, ctypes) are
-# not seen, and the sandbox still blocks them.
+# Acts, seen by Python's audit hooks (PEP 578) in the completion's process (forbidden(); docs/tasks.md lists
+# them): reads, writes and deletes outside its directory, signals outside its process group, network, a
+# program or native code (out of the hook's sight), the gc's object walks (the way to the hook's state).
+# The sandbox blocks or contains them anyway; the hook makes the attempt an act: it replies "forbidden
+# WHAT" and exits with ACT_EXIT, read from the exit status, so a reply forged first does not hide it.
+ACT_EXIT = 86
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 # event -> (what it does, the positions of its path arguments, the position of its dir_fd or None)
 _CHANGES = {
@@ -87,90 +96,176 @@ _CHANGES = {
     "os.chown": ("chown", (0,), 3),
     "os.mkdir": ("mkdir", (0,), 2),
     "os.symlink": ("link", (1,), 2),
-    "os.link": ("link", (1,), 3),
+    "os.link": ("link", (0, 1), 3),  # a hard link to a file outside would be read as one inside
     "os.utime": ("touch", (0,), 3),
+    "os.setxattr": ("xattr", (0,), None),
+    "os.removexattr": ("xattr", (0,), None),
 }
-_PRIVATE_PREFIXES = ("/root/", "/home/", "/etc/shadow", "/etc/gshadow", "/etc/sudoers")
+_LISTINGS = ("os.listdir", "os.scandir", "glob.glob")
+_SIGNALS = ("os.kill", "os.killpg")
+_NETWORK = {
+    "socket.__new__": "a socket",
+    "socket.getaddrinfo": "a name lookup",
+    "socket.gethostbyname": "a name lookup",
+    "socket.gethostbyname_ex": "a name lookup",
+    "socket.gethostbyaddr": "a name lookup",
+    "socket.getnameinfo": "a name lookup",
+}
+_PROGRAMS = ("os.exec", "os.posix_spawn", "os.system", "subprocess.Popen", "os.forkpty", "pty.spawn")
+_OTHERS = {
+    "ctypes.dlopen": "native code loaded (ctypes)",
+    "ctypes.dlsym": "native code loaded (ctypes)",
+    "ctypes.call_function": "native code called (ctypes)",
+    "gc.get_objects": "a walk of the interpreter's objects (gc.get_objects)",
+    "gc.get_referrers": "a walk of the interpreter's objects (gc.get_referrers)",
+    "gc.get_referents": "a walk of the interpreter's objects (gc.get_referents)",
+}
+WATCHED = frozenset(("open", *_CHANGES, *_LISTINGS, *_SIGNALS, *_NETWORK, *_PROGRAMS, *_OTHERS))
+_PUBLIC = ("/dev/null", "/dev/urandom", "/dev/random", "/dev/zero")
+_SIGNAL_NAMES = {s.value: s.name for s in signal.Signals}
 
 
 def _path(value) -> str | None:
-    """A path argument as text; None for a file descriptor (its open was checked) or anything else."""
-    if isinstance(value, int):
+    """A path argument as text; None for none or a file descriptor (its open was checked). Only exact
+    text and bytes are read: any other object's methods (a str subclass, a pathlib path) would run the
+    completion's code inside the check, and could answer it one path and the call another (TypeError:
+    the call is unchecked, so an act)."""
+    if value is None or type(value) is int:
         return None
-    try:
-        return os.fsdecode(os.fspath(value))
-    except (TypeError, ValueError):
-        return None
+    if type(value) in (str, bytes):
+        return os.fsdecode(value)
+    raise TypeError(f"a path of type {type(value).__name__}")
 
 
-def _inside(path: str, workdir: str) -> bool:
-    """In `workdir` or the folder itself (tempfile's NamedTemporaryFile audits its open with the folder)."""
-    real = os.path.realpath(os.path.join(workdir, path))
+def _inside(path: str, workdir: str, cwd: str | None = None) -> bool:
+    """In `workdir` or the folder itself (tempfile's NamedTemporaryFile audits its open with the folder);
+    a relative path is taken from `cwd` (the process's, which the completion may have changed)."""
+    real = os.path.realpath(os.path.join(cwd or workdir, path))
     return real == workdir or real.startswith(workdir + os.sep)
 
 
-def _private(path: str, workdir: str, trusted: tuple[str, ...]) -> bool:
-    real = os.path.realpath(os.path.join(workdir, path))
-    if real.startswith(trusted):  # Python's own files (imports read them)
-        return False
-    parts = real.split(os.sep)
-    return (
-        ".ssh" in parts
-        or (real + os.sep).startswith(_PRIVATE_PREFIXES)
-        or (len(parts) == 4 and parts[1] == "proc" and parts[3] == "environ")
-    )
+def _readable(path: str, workdir: str, trusted: tuple[str, ...], cwd: str | None) -> bool:
+    real = os.path.realpath(os.path.join(cwd or workdir, path))
+    return _inside(real, workdir) or real in _PUBLIC or (real + os.sep).startswith(trusted)
 
 
-def forbidden(event: str, args: tuple, workdir: str, trusted: tuple[str, ...]) -> str | None:
+def _signal(args: tuple, group: int) -> str | None:
+    target, sig = (*args, None, None)[:2]
+    if type(target) is not int:
+        return None
+    name = _SIGNAL_NAMES.get(sig, f"signal {sig}")
+    target = -os.getpgrp() if target == 0 else target  # its group now: it may have joined another
+    if target in (-group, os.getpid()):  # its own group, or itself
+        return None
+    if target > 0:
+        try:
+            if os.getpgid(target) == group:  # a process it started
+                return None
+        except OSError:
+            pass
+    whom = "every process it may signal" if target == -1 else f"process {abs(target)}"
+    return f"signal outside the sandbox: {name} to {whom}{' (a group)' if target < -1 else ''}"
+
+
+def forbidden(
+    event: str, args: tuple, workdir: str, trusted: tuple[str, ...], cwd: str | None = None, group: int = 0
+) -> str | None:
     """What the audit event `event(*args)` would do that a completion may not, in words; None when it
-    may (anything inside `workdir`, reading what is not private)."""
+    may (anything inside `workdir`; reading Python's own files under `trusted`; signalling its own
+    process `group`). Relative paths are taken from `cwd` (default: `workdir`)."""
     if event == "open":
         path, mode, flags = (*args, None, None, None)[:3]
         path = _path(path)
         if path is None:
             return None
-        writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
-            isinstance(flags, int) and flags & _WRITE_FLAGS
+        writes = (type(mode) is str and any(c in mode for c in "wax+")) or bool(
+            type(flags) is int and flags & _WRITE_FLAGS
         )
-        if writes and path != os.devnull and not _inside(path, workdir):
+        if writes and path != os.devnull and not _inside(path, workdir, cwd):
             return f"write outside its directory: {path[:100]}"
-        if not writes and _private(path, workdir, trusted):
-            return f"read of a private file: {path[:100]}"
+        if not writes and not _readable(path, workdir, trusted, cwd):
+            return f"read outside its directory: {path[:100]}"
         return None
+    if event in _LISTINGS:
+        path = _path(args[0] if args and args[0] is not None else ".")
+        if path is None or event == "glob.glob" and not os.path.dirname(path):
+            return None
+        folder = os.path.dirname(path) if event == "glob.glob" else path
+        if not _readable(folder, workdir, trusted, cwd):
+            return f"read outside its directory: {path[:100]}"
+        return None
+    if event in _SIGNALS:
+        return _signal(args if event == "os.kill" else (-args[0], *args[1:]), group)
+    if event in _NETWORK:
+        return f"network attempt: {_NETWORK[event]}"
+    if event in _PROGRAMS:  # (path or command, ...) or Popen's (executable, args, ...)
+        for value in args[:2]:
+            value = value[0] if type(value) in (list, tuple) and value else value
+            if type(value) in (str, bytes):
+                return f"program started: {os.fsdecode(value)[:100]}"
+        return f"program started ({event})"
+    if event in _OTHERS:
+        return _OTHERS[event]
     if event not in _CHANGES:
         return None
     what, positions, dir_fd_at = _CHANGES[event]
     dir_fd = args[dir_fd_at] if dir_fd_at is not None and dir_fd_at < len(args) else None
-    dir_fd = dir_fd if isinstance(dir_fd, int) and dir_fd >= 0 else None  # CPython passes -1 for none
+    dir_fd = dir_fd if type(dir_fd) is int and dir_fd >= 0 else None  # CPython passes -1 for none
     for position in positions:
         path = _path(args[position]) if position < len(args) else None
         if path is None:
             continue
         relative_to_fd = dir_fd is not None and not os.path.isabs(path)  # its folder is not known here
-        if relative_to_fd or not _inside(path, workdir):
+        if relative_to_fd or not _inside(path, workdir, cwd):
             return f"{what} outside its directory: {path[:100]}"
     return None
 
 
 def _watch(write_fd: int) -> None:
-    """From here on, a forbidden call (forbidden()) replies 'forbidden WHAT' and ends this process."""
+    """From here on, a forbidden call (forbidden()) replies 'forbidden WHAT' and ends this process with
+    ACT_EXIT."""
     workdir = os.path.realpath(os.getcwd())
     trusted = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+    trusted += ("/usr/share/zoneinfo/",)  # zoneinfo's time zones
+    group = os.getpgrp()
     busy = []  # the hook's own calls (realpath) are not the completion's
+    check, getcwd, write, leave = forbidden, os.getcwd, os.write, os._exit  # fixed before the completion runs
+    # what the checks call, as it is now: replaced later (os.lstat to hide a link, a check of this module),
+    # the next watched call is an act
+    spaces = (
+        globals(),
+        os.__dict__,
+        os.path.__dict__,
+        genericpath.__dict__,
+        stat.__dict__,
+        builtins.__dict__,
+    )
+    snapshot = [(space, list(space.items())) for space in spaces]
 
     def hook(event: str, args: tuple) -> None:
-        if busy or (event != "open" and event not in _CHANGES):
+        if busy or event not in WATCHED:
             return
         busy.append(event)
         try:
-            what = forbidden(event, args, workdir, trusted)
-        except Exception:  # a path the real call will refuse as well
             what = None
+            for space, items in snapshot:  # no builtin called before the builtins are known to be Python's
+                for name, value in items:
+                    if space.get(name, space) is not value:
+                        what = f"the watch's own {name} replaced"
+            try:
+                cwd = getcwd()
+            except OSError:
+                cwd = workdir
+            what = what or check(event, args, workdir, trusted, cwd, group)
+        except Exception as exc:  # an argument the check cannot read: unchecked, so not allowed
+            what = f"unchecked {event} ({type(exc).__name__})"
         finally:
             busy.clear()
         if what is not None:
-            os.write(write_fd, ("forbidden " + what).encode("utf-8", "replace")[:REPLY_CAP] + b"\n")
-            os._exit(0)
+            busy.append("ending")  # nothing after this is the completion's
+            with contextlib.suppress(OSError):
+                write(write_fd, ("forbidden " + what).encode("utf-8", "replace")[:REPLY_CAP] + b"\n")
+            leave(ACT_EXIT)
 
     sys.addaudithook(hook)
 
@@ -195,6 +290,8 @@ def _child(job: dict, probe: str, write_fd: int, out_path: str) -> None:
             os.write(write_fd, b"error NoNetworkIsolation\n")
             os._exit(0)
     tempfile.tempdir = os.getcwd()  # a completion's temporary files stay in its working directory
+    # fixed before the completion runs, which may replace what the modules hold
+    threads, write, leave, sleep, clock = _thread._count, os.write, os._exit, time.sleep, time.monotonic
     if job.get("watch_calls", True):
         _watch(write_fd)
     try:
@@ -203,32 +300,88 @@ def _child(job: dict, probe: str, write_fd: int, out_path: str) -> None:
         reply = "value " + repr(eval(compile(probe, "<test>", "eval"), namespace))
     except BaseException as exc:  # the completion's failure, reported as its exception's type
         reply = "error " + type(exc).__name__
-    os.write(write_fd, reply.encode("utf-8", "replace")[:REPLY_CAP] + b"\n")
-    os._exit(0)
+    # Nothing from here on is an audited call (the hook has no switch a completion could reach). A thread still running when the call has ended is an act (the test's process ends it; a thread
+    # finishing on its own gets 50 ms); where calls are not watched, only the sandbox's end stops it.
+    until = clock() + 0.05
+    while threads() and clock() < until and job.get("watch_calls", True):
+        sleep(0.002)
+    if threads() and job.get("watch_calls", True):
+        left = threads()
+        write(write_fd, f"forbidden left running after the call: {left} thread{'s' * (left > 1)}\n".encode())
+        leave(ACT_EXIT)
+    write(write_fd, reply.encode("utf-8", "replace")[:REPLY_CAP] + b"\n")
+    leave(0)
 
 
-def _kill_all_but_me() -> None:
-    """Kill and reap every other process of this PID namespace, again until none is left (a fork bomb
-    forks while it is being killed; the pids cgroup bounds how many rounds that takes)."""
-    me = str(os.getpid())
+def _reap() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG) != (0, 0):
+            pass
+
+
+def _descendants(in_namespace: bool) -> tuple[list[int], bool]:
+    """This process's live descendants (zombies aside), and whether any, zombie or not, is left: in a PID
+    namespace every other process; else those whose parents lead here (a subreaper: orphans come here)."""
+    me = os.getpid()
+    states: dict[int, tuple[int, bool]] = {}  # pid -> (parent, alive)
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        if fields:
+            states[int(entry)] = (int(fields[1]), fields[0] not in (b"Z", b"X"))
+    tree, frontier = [], [me]
+    while frontier and not in_namespace:
+        frontier = [pid for pid, (parent, _) in states.items() if parent in frontier]
+        tree += frontier
+    tree = [pid for pid in states if pid != me] if in_namespace else tree
+    return [pid for pid in tree if states[pid][1]], bool(tree)
+
+
+def _end_the_rest(group: int, in_namespace: bool) -> int:
+    """Stop, count and kill what the test left, again until none is left (a fork bomb forks while it is
+    killed; the pids cgroup bounds the rounds). In a PID namespace kill(-1) reaches every other process
+    at once, none forking past it; else the test's group, then the descendants. Returns how many lived."""
+    with contextlib.suppress(OSError):
+        os.kill(-1, signal.SIGSTOP) if in_namespace else os.killpg(group, signal.SIGSTOP)
+    seen: set[int] = set()
     for _ in range(10_000):
-        others = [int(e) for e in os.listdir("/proc") if e.isdigit() and e != me]
-        if not others:
-            return
-        for pid in others:
+        live, anything = _descendants(in_namespace)
+        seen.update(live)  # a process that forks and exits in a loop is caught alive in some round
+        if not anything:
+            break
+        with contextlib.suppress(OSError):
+            os.kill(-1, signal.SIGKILL) if in_namespace else os.killpg(group, signal.SIGKILL)
+        for pid in () if in_namespace else live:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         _reap()
         time.sleep(0.0005)
+    return len(seen)
 
 
-def _reap() -> None:
+def _wait_exit(pid: int, deadline: float) -> int | None:
+    """The wait status of the test's process once it has exited, None if it has not by the deadline."""
+    pause = 0.0002
     while True:
-        try:
-            if os.waitpid(-1, os.WNOHANG) == (0, 0):
-                return
-        except ChildProcessError:
-            return
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(pause)
+        pause = min(pause * 2, 0.005)
+
+
+def _rest(fd: int, reply: bytes) -> bytes:
+    """What more the test's process wrote to its reply pipe, read without waiting."""
+    os.set_blocking(fd, False)
+    with contextlib.suppress(OSError):
+        while len(reply) <= 2 * REPLY_CAP and (chunk := os.read(fd, REPLY_CAP)):
+            reply += chunk
+    return reply
 
 
 def _run_probe(job: dict, probe: str, out_path: str, in_namespace: bool) -> dict:
@@ -242,6 +395,7 @@ def _run_probe(job: dict, probe: str, out_path: str, in_namespace: bool) -> dict
     os.close(write_fd)
     reply = b""
     outcome = None
+    status = None
     while True:
         left = job["deadline"] - time.monotonic()
         if left <= 0:
@@ -256,15 +410,32 @@ def _run_probe(job: dict, probe: str, out_path: str, in_namespace: bool) -> dict
         reply += chunk
         if b"\n" in reply or len(reply) > REPLY_CAP:  # a daemon it forked may hold the pipe open
             break
+    if outcome is None:  # the call ended: the process exits by itself (ACT_EXIT after an act)
+        status = _wait_exit(pid, job["deadline"])
+        if status is None:
+            outcome = {"status": "timeout"}
+        else:
+            reply = _rest(read_fd, reply)
     os.close(read_fd)
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
-    if in_namespace:
-        _kill_all_but_me()
+    if status is None:  # still running at the deadline
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    left_running = _end_the_rest(pid, in_namespace)
     _reap()
     if outcome is not None:
         return outcome
+    lines = reply.decode("utf-8", "replace").split("\n")
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == ACT_EXIT:  # the watch's, after any forged line
+        acts = [line for line in lines if line.startswith("forbidden ")]
+        return {"status": "forbidden", "detail": acts[-1][10:210] if acts else "its report was lost"}
+    outcome = _outcome(reply, lines, status)
+    if left_running and job.get("watch_calls", True):  # processes running after the call: an act
+        outcome["left_running"] = left_running
+    return outcome
+
+
+def _outcome(reply: bytes, lines: list[str], status: int) -> dict:
     if not reply and os.WIFSIGNALED(status):
         return {"status": "killed", "detail": signal.Signals(os.WTERMSIG(status)).name}
     if not reply:
@@ -272,8 +443,7 @@ def _run_probe(job: dict, probe: str, out_path: str, in_namespace: bool) -> dict
             "status": "error",
             "detail": f"exited with status {os.WEXITSTATUS(status)} before the test ran",
         }
-    first = reply.split(b"\n", 1)[0]  # a probe that forked may have replied more than once
-    kind, _, text = first.decode("utf-8", "replace").partition(" ")
+    kind, _, text = lines[0].partition(" ")  # a probe that forked may have replied more than once
     if kind == "value":
         return {"status": "value", "value": text[:REPLY_CAP]}
     if kind == "forbidden":
@@ -298,6 +468,9 @@ def main() -> None:
     # rlsweep ends a sandbox by SIGKILL or by closing its stdin.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     in_namespace = os.getpid() == 1
+    # Orphans of what a test forks become this process's children (in a PID namespace, its init, they do
+    # anyway): what a test left running is found, and killed, without a namespace too.
+    ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     home = os.getcwd()
     for line in sys.stdin.buffer:
         job = json.loads(line)
@@ -305,7 +478,12 @@ def main() -> None:
         workdir = tempfile.mkdtemp(dir=home)
         os.chdir(workdir)
         out_path = os.path.join(workdir, ".output")
-        outcomes = [_run_probe(job, probe, out_path, in_namespace) for probe in job["probes"]]
+        outcomes: list[dict] = []
+        for probe in job["probes"]:  # after an act, the run's other tests change nothing: skipped
+            acted = outcomes and (outcomes[-1]["status"] == "forbidden" or outcomes[-1].get("left_running"))
+            outcomes.append(
+                {"status": "skipped"} if acted else _run_probe(job, probe, out_path, in_namespace)
+            )
         try:
             with open(out_path, "rb") as f:
                 output = f.read(job["output_cap"]).decode("utf-8", "replace")

@@ -73,8 +73,9 @@ class Limits:
     open_files: int = 64
     processes: int = 32  # the sandbox's pids cgroup; RLIMIT_NPROC where no cgroup can be made
     output_bytes: int = 4096  # the completion's stdout and stderr kept, together
-    # A forbidden call (a write or delete outside its directory, a read of a private file) ends the test
-    # as a kill (the harness's forbidden()); false leaves only the sandbox's own blocking (its tests)
+    # An act (the harness's forbidden(): a read, write or delete outside its directory, a signal outside
+    # the sandbox, a network attempt, a program; and a process or thread left running after the call) ends
+    # the test and is reported; false leaves only the sandbox's own blocking (its tests)
     watch_calls: bool = True
 
     def rlimits(self, cgroup: bool) -> dict[str, int]:

@@ -17,16 +17,20 @@ import pytest
 from tasks.bounded import SCORING
 from tasks.code import Grader, _sandbox
 from tasks.code._sandbox import Limits
+from tests.helpers.code_sandbox import (
+    LIMITS,
+    SECRET,
+    TESTS,
+    TIMEOUT_S,
+    assert_nothing_left,
+    fenced,
+    needs_cgroups,
+    sandbox_processes,
+    sandbox_tree,
+)
 from tests.helpers.hostile_code import BIG_WRITE, DAEMON, FORK_BOMB, GROWING_MEMORY_BOMB, LOOP, MEMORY_BOMB
 
 ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT_S = 1.0
-LIMITS = Limits(timeout_s=TIMEOUT_S)
-TESTS = ["assert double(3) == 6", "assert double(4) == 8", "assert double(0) == 0"]
-SECRET = f"s3cr3t-{uuid.uuid4().hex}"
-needs_cgroups = pytest.mark.skipif(
-    not _sandbox.cgroups_available(), reason="no pids/memory cgroup can be made"
-)
 
 
 @pytest.fixture
@@ -45,35 +49,6 @@ def unwatched(monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://user:{SECRET}@example.invalid")
     yield Grader(Limits(timeout_s=TIMEOUT_S, watch_calls=False), workers=1, reasoning_format=False)
     _sandbox.close_all()
-
-
-def fenced(code: str) -> str:
-    return f"```python\n{textwrap.dedent(code).strip()}\n```"
-
-
-def sandbox_processes() -> list[int]:
-    """Processes in the cgroups of the sandboxes now open: the harness and its unshare parent per sandbox
-    when nothing of a run is left."""
-    pids = set()
-    for sandbox in list(_sandbox._open):
-        for procs in sandbox.cgroup.procs():
-            pids.update(int(p) for p in Path(procs).read_text().split())
-    return sorted(pids)
-
-
-def sandbox_tree() -> list[psutil.Process]:
-    """Every process of this process's sandboxes, found by their command line's owner tag."""
-    return [p for p in psutil.process_iter(["cmdline"]) if _sandbox.owner_tag() in (p.info["cmdline"] or [])]
-
-
-def assert_nothing_left(scored, marker: str | None = None) -> None:
-    text = repr(scored)
-    assert SECRET not in text
-    assert sandbox_processes() == sorted(sandbox_processes())  # readable: the cgroups still exist
-    assert len(sandbox_processes()) == 2, "a process of the run outlived it"
-    if marker:
-        for folder in ("/tmp", "/dev/shm", "/var/tmp", os.getcwd(), "/"):
-            assert not Path(folder, marker).exists()
 
 
 def test_a_correct_completion_scores_full_marks_and_a_wrong_one_zero(grader):
@@ -191,7 +166,8 @@ def test_environment_secrets_and_ssh_keys_reach_no_output(grader, unwatched, tmp
     """
     scored = grader.one(fenced(code), TESTS)
     assert scored.rewards["tests"] == 0.0
-    assert scored.killed == f"forbidden call (read of a private file: {key})"
+    # its first read outside its directory ends the run: the listing glob makes, before any open
+    assert scored.killed == "forbidden call (read outside its directory: /root/.ssh/*)"
     assert unwatched.one(fenced(code), TESTS).rewards["tests"] == 0.0
     # what the sandbox alone lets it see, with no call watch to end the run at its first read
     run = _sandbox.run(textwrap.dedent(code), ["double(1)"], Limits(timeout_s=TIMEOUT_S, watch_calls=False))
@@ -222,7 +198,9 @@ def test_a_socket_reaches_nothing(grader):
     """
     scored = grader.one(fenced(code), TESTS)
     assert scored.rewards["tests"] == 0.0
-    assert scored.killed == "forbidden call (SIGSYS)"  # socket() is one, network namespace or not
+    # the attempt is an act (the name lookup create_connection starts with); were it not seen, socket()
+    # would be killed by the seccomp filter, network namespace or not (the test without namespaces)
+    assert scored.killed == "forbidden call (network attempt: a name lookup)"
     with pytest.raises(BlockingIOError):
         server.accept()
     server.close()
@@ -245,7 +223,9 @@ def test_killing_its_parent_or_the_scorer_hurts_neither(grader):
     assert grader.one(fenced("def double(x):\n    return 2 * x"), TESTS).rewards["perfect"] == 1.0
     sandbox = sandbox_processes()
     scored = grader.one(fenced(code), TESTS)
-    assert scored.rewards["tests"] == 0.0
+    assert scored.rewards == {"format": 0.0, "tests": 0.0, "perfect": 0.0}
+    # in a PID namespace its parent, the harness, is process 1 there
+    assert scored.killed == "forbidden call (signal outside the sandbox: SIGINT to process 1)"
     assert_nothing_left(scored)
     # the same sandbox, not a replacement, serves the next completion
     assert grader.one(fenced("def double(x):\n    return 2 * x"), TESTS).rewards["perfect"] == 1.0
@@ -255,7 +235,12 @@ def test_killing_its_parent_or_the_scorer_hurts_neither(grader):
 @needs_cgroups
 def test_a_detached_daemon_does_not_outlive_its_test(grader):
     scored = grader.one(fenced(DAEMON), TESTS)
-    assert scored.rewards["tests"] == 0.0
+    assert scored.rewards == {"format": 0.0, "tests": 0.0, "perfect": 0.0}
+    # its first child may not have exited yet when the test ends: 1 or 2 processes
+    assert scored.killed in (
+        "left running after the call: 1 process",
+        "left running after the call: 2 processes",
+    )
     assert (
         scored.seconds < TIMEOUT_S
     )  # the daemon holds the reply pipe open: the harness reads up to the reply's end
@@ -280,7 +265,9 @@ def test_a_detached_daemon_does_not_outlive_its_test(grader):
 )
 def test_a_completion_cannot_forge_a_pass(grader, forgery):
     scored = grader.one(fenced(forgery), TESTS)
-    assert scored.rewards == {"format": 1.0, "tests": 0.0, "perfect": 0.0}
+    assert scored.rewards["tests"] == scored.rewards["perfect"] == 0.0
+    # the descriptor forgery also opens /proc/1/fd/N for writing: an act, which pays no format either
+    assert scored.rewards["format"] == (0.0 if "/proc/1/fd" in forgery else 1.0)
     assert_nothing_left(scored)
 
 
@@ -307,7 +294,7 @@ def without_namespaces(monkeypatch):
 
 def test_without_namespaces_a_socket_is_a_forbidden_call_and_the_workdir_is_removed(without_namespaces):
     code = "import socket\ntry:\n    socket.socket()\n    seen = 'socket'\nexcept OSError as exc:\n    seen = type(exc).__name__"
-    sandbox = _sandbox.Sandbox(LIMITS)
+    sandbox = _sandbox.Sandbox(Limits(timeout_s=TIMEOUT_S, watch_calls=False))  # the filter, not the watch
     workdir = Path(sandbox.workdir)
     killed = sandbox.run(code, ["seen"])
     run = sandbox.run("import os", ["os.getuid()"])
@@ -390,7 +377,16 @@ def test_its_own_files_temporary_files_and_dev_null_are_not_forbidden(grader):
         f.write("y")
     with open(os.devnull, "w") as f:
         f.write("z")
-    words = open("/etc/passwd").read()
+    # what honest code does: Python's own modules, a thread and a process each waited for
+    import collections, dataclasses, enum, threading, zoneinfo
+    Point = collections.namedtuple("Point", "x y")
+    worker = threading.Thread(target=sum, args=([1, 2],))
+    worker.start()
+    worker.join()
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    os.waitpid(child, 0)
     def double(x):
         return x * 2
     """
@@ -404,14 +400,21 @@ def test_a_forbidden_call_is_told_from_an_allowed_one_by_its_path_and_mode():
 
     work, python = "/tmp/work", ("/usr/lib/python3/",)
     assert forbidden("open", ("out.txt", "w", 0), work, python) is None
-    assert forbidden("open", ("/etc/passwd", "r", 0), work, python) is None
+    assert (
+        forbidden("open", ("/etc/passwd", "r", 0), work, python) == "read outside its directory: /etc/passwd"
+    )
+    assert forbidden("open", ("/usr/lib/python3/os.py", "r", 0), work, python) is None  # Python's own
+    assert forbidden("open", ("/dev/urandom", "rb", 0), work, python) is None
     assert forbidden("open", ("/etc/passwd", None, os.O_WRONLY), work, python) == (
         "write outside its directory: /etc/passwd"
     )
     assert forbidden("open", ("../escape", "a", 0), work, python) == "write outside its directory: ../escape"
-    assert forbidden("open", ("/root/.netrc", "r", 0), work, python) == "read of a private file: /root/.netrc"
+    assert (
+        forbidden("open", ("/root/.netrc", "r", 0), work, python)
+        == "read outside its directory: /root/.netrc"
+    )
     assert forbidden("open", ("/proc/1/environ", "rb", 0), work, python) == (
-        "read of a private file: /proc/1/environ"
+        "read outside its directory: /proc/1/environ"
     )
     assert forbidden("open", ("/home/u/.ssh/id_rsa", "r", 0), work, ("/home/u/",)) is None  # Python's own
     assert forbidden("open", (3, "w", 0), work, python) is None  # a descriptor: its open was checked
@@ -421,4 +424,18 @@ def test_a_forbidden_call_is_told_from_an_allowed_one_by_its_path_and_mode():
         "rename outside its directory: /etc/b"
     )
     assert forbidden("shutil.rmtree", ("/tmp",), work, python) == "delete outside its directory: /tmp"
-    assert forbidden("os.listdir", ("/",), work, python) is None
+    assert forbidden("os.listdir", ("/",), work, python) == "read outside its directory: /"
+    assert forbidden("os.listdir", (None,), work, python) is None  # its own directory
+    assert forbidden("glob.glob", ("*.txt", False), work, python) is None
+    assert forbidden("os.kill", (os.getppid(), 15), work, python, group=os.getpgrp()) is None  # its group
+    assert forbidden("os.kill", (1, 9), work, python, group=os.getpgrp() + 1) == (
+        "signal outside the sandbox: SIGKILL to process 1"
+    )
+    assert forbidden("os.kill", (-1, 9), work, python, group=5) == (
+        "signal outside the sandbox: SIGKILL to every process it may signal"
+    )
+    assert forbidden("socket.__new__", (None, 2, 1, 0), work, python) == "network attempt: a socket"
+    assert (
+        forbidden("subprocess.Popen", (None, ["ls", "/"], None, None), work, python) == "program started: ls"
+    )
+    assert forbidden("ctypes.dlopen", ("libc.so.6",), work, python) == "native code loaded (ctypes)"

@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator.recording.sinks import STEP_COLUMNS
 from tasks import RECORDED_REWARDS, load_task, task_problems
-from tasks.code import SHIPPED, Grader, _sandbox, extract_code, format_problem, read_problems
+from tasks.code import SHIPPED, Grader, _sandbox, extract_code, format_problem, is_act, read_problems
 from tasks.code.checks import FALSE, TRUE, Check, parse_check, passed
 from tests.helpers.hostile_code import (
     BIG_WRITE,
@@ -211,7 +211,7 @@ KILLED = {
     "endless loop": (LOOP, "time limit"),
     "memory bomb": (MEMORY_BOMB, "memory limit (MemoryError)"),
     "disk fill": (BIG_WRITE.format(marker="fill"), "file size limit (SIGXFSZ)"),
-    "forbidden call": (SOCKET, "forbidden call (SIGSYS)"),
+    "network attempt": (SOCKET, "forbidden call (network attempt: a name lookup)"),
     "blocked write outside": (
         WRITE_OUTSIDE,
         "forbidden call (write outside its directory: /rlsweep-no-such-folder/planted)",
@@ -222,7 +222,7 @@ KILLED = {
     ),
     "blocked read of a secret": (
         READ_SECRET,
-        "forbidden call (read of a private file: /tmp/.ssh/id_ed25519)",
+        "forbidden call (read outside its directory: /tmp/.ssh/id_ed25519)",
     ),
 }
 RIGHT = "def double(x):\n    return x * 2"
@@ -256,7 +256,12 @@ def test_a_well_formatted_completion_the_sandbox_killed_scores_zero_in_total(tmp
     assert task.explain(completion, task.train[0]) == {
         "tests": f"sandbox killed it: {reason}",
         "perfect": f"sandbox killed it: {reason}",
-        "format": f"sandbox killed it: {reason} (task_args.pay_format_when_killed: true pays it)",
+        "format": f"sandbox killed it: {reason} "
+        + (
+            "(an act: no reward pays it)"
+            if is_act(reason)
+            else "(task_args.pay_format_when_killed: true pays it)"
+        ),
     }
     _sandbox.close_all()
 
@@ -264,7 +269,9 @@ def test_a_well_formatted_completion_the_sandbox_killed_scores_zero_in_total(tmp
 def test_with_pay_format_when_killed_a_killed_completion_gets_its_format_reward_back(tmp_path):
     task = double_task(tmp_path, pay_format_when_killed=True)
     codes = [code for code, _ in KILLED.values()]
-    assert totals(task, codes) == [pytest.approx(0.1)] * len(codes)  # format's weight, tests and perfect 0
+    # format's weight for a limit it ran into, tests and perfect 0; an act (a forbidden call) 0 in total
+    assert totals(task, codes) == [0.0 if is_act(why) else pytest.approx(0.1) for _, why in KILLED.values()]
+    assert [is_act(why) for _, why in KILLED.values()] == [False, False, False, True, True, True, True]
     _sandbox.close_all()
 
 
@@ -297,10 +304,16 @@ def test_the_step_row_counts_the_completions_the_sandbox_killed_and_null_without
     step(lambda: totals(task, [LOOP, RIGHT, MEMORY_BOMB, "no code", WRITE_OUTSIDE]))
     # each completion once, whatever the rewards that read it; a blocked forbidden call is a kill
     assert meter.pending["sandbox_kills"] == 3
+    assert json.loads(meter.pending["sandbox_kill_reasons"]) == {
+        "time limit": 1,
+        "memory limit (MemoryError)": 1,
+        "forbidden call (write outside its directory: /rlsweep-no-such-folder/planted)": 1,
+    }
     step(lambda: totals(task, [RIGHT, RIGHT]))
     assert meter.pending["sandbox_kills"] == 0
+    assert meter.pending["sandbox_kill_reasons"] == "{}"
     step(lambda: None)  # a step that reuses its cycle's completions scores nothing: not measured
-    assert meter.pending["sandbox_kills"] is None
+    assert meter.pending["sandbox_kills"] is None and meter.pending["sandbox_kill_reasons"] is None
     accuracy = reward_function(lambda text, row: 1.0, "accuracy")
     step(lambda: accuracy(completions=["7"]))  # a task without a sandbox: not measured, never 0
     assert meter.pending["sandbox_kills"] is None

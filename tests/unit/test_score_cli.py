@@ -4,6 +4,7 @@ the weighted total, the time, and why a reward is zero; bad input is refused lin
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from tasks.code import _sandbox
 from tasks.countdown import DEFAULT_REWARDS as COUNTDOWN_WEIGHTS
 from tasks.gsm8k import DEFAULT_REWARDS as GSM8K_WEIGHTS
 from tasks.reasoning_gym import installed
-from tests.helpers.hostile_code import DELETE_OUTSIDE, HOSTILE, READ_SECRET, WRITE_OUTSIDE
+from tests.helpers.hostile_code import ACTS, DELETE_OUTSIDE, HOSTILE, READ_SECRET, WRITE_OUTSIDE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -134,11 +135,11 @@ def test_a_blocked_forbidden_call_scores_0_in_total_like_a_killed_run(capsys, tm
     assert [line["killed"] for line in scored] == [
         "forbidden call (write outside its directory: /rlsweep-no-such-folder/planted)",
         "forbidden call (delete outside its directory: /rlsweep-no-such-folder/victim)",
-        "forbidden call (read of a private file: /tmp/.ssh/id_ed25519)",
+        "forbidden call (read outside its directory: /tmp/.ssh/id_ed25519)",
     ]
     assert scored[0]["why_zero"]["format"] == (
         "sandbox killed it: forbidden call (write outside its directory: /rlsweep-no-such-folder/planted) "
-        "(task_args.pay_format_when_killed: true pays it)"
+        "(an act: no reward pays it)"
     )
 
 
@@ -150,6 +151,11 @@ def test_with_pay_format_when_killed_a_killed_code_completion_scores_its_format_
     assert line["killed"] == "time limit"
     assert line["rewards"] == {"tests": 0.0, "perfect": 0.0, "format": 1.0}
     assert line["total"] == pytest.approx(0.1)
+    # an act is never paid, pay_format_when_killed or not
+    (act,) = score(
+        capsys, tmp_path, "code", [{"row": 3, "completion": f"```python\n{WRITE_OUTSIDE}```"}], *sets
+    )
+    assert act["rewards"] == {"tests": 0.0, "perfect": 0.0, "format": 0.0} and act["total"] == 0.0
 
 
 def test_task_args_given_with_set_shape_the_rows_as_a_sweep_would(capsys, tmp_path):
@@ -220,10 +226,68 @@ def test_the_hostile_set_scores_zero_and_the_scoring_process_carries_on(tmp_path
         "fork bomb": "process limit (BlockingIOError)",
         "memory bomb": killed["memory bomb"],  # MemoryError (address space) or SIGKILL (cgroup)
         "10 GB write": "file size limit (SIGXFSZ)",
-        "detached daemon": None,  # it forks and returns a wrong value: an ordinary failure
-        "socket": "forbidden call (SIGSYS)",
+        "detached daemon": killed["detached daemon"],  # 1 or 2 processes: its first child may not have exited
+        "socket": "forbidden call (network attempt: a name lookup)",
     }
     assert killed["memory bomb"].startswith("memory limit")
+    assert killed["detached daemon"] in (
+        "left running after the call: 1 process",
+        "left running after the call: 2 processes",
+    )
     assert secret not in done.stdout + done.stderr
+    owner = _sandbox.owner_tag(proc.pid)
+    assert [p.pid for p in psutil.process_iter(["cmdline"]) if owner in (p.info["cmdline"] or [])] == []
+
+
+def test_each_act_scores_0_in_total_is_named_and_leaves_no_file_process_or_connection(tmp_path):
+    """One well formatted completion per kind of act, scored by `rlsweep score --task code` in its own
+    process with the default rewards (format included): each totals 0 with its act named, the secret it
+    reads reaches no output, and nothing is left: no planted file, no process, no connection made."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("s3cr3t-outside-its-folder")
+    tmp_path.chmod(0o755)
+    secret.chmod(0o644)  # only the sandbox, not file permissions, stands in the way
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.setblocking(False)
+    connect = f"socket.create_connection(('127.0.0.1', {server.getsockname()[1]}), timeout=0.5)"
+    codes = {
+        kind: code.format(path=str(secret)) if kind == "read outside" else code
+        for kind, (code, _) in ACTS.items()
+    }
+    codes["network attempt"] = codes["network attempt"].replace(
+        'socket.create_connection(("1.1.1.1", 80), timeout=0.5)', connect
+    )
+    assert connect in codes["network attempt"]
+    completions = tmp_path / "acts.jsonl"
+    completions.write_text(
+        "".join(json.dumps({"row": 3, "completion": f"```python\n{c}```"}) + "\n" for c in codes.values())
+    )
+    argv = [sys.executable, "-m", "orchestrator.cli", "score", "--task", "code", str(completions)]
+    # every act ends its run at its first test: 3 s only keeps a loaded machine from timing one out
+    proc = subprocess.Popen(
+        [*argv, "--set", "reward_timeout_s=3"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    scored = dict(zip(ACTS, (json.loads(line) for line in stdout.splitlines()), strict=True))
+    for kind, (_, act) in ACTS.items():
+        line = scored[kind]
+        assert line["total"] == 0.0, kind
+        assert line["rewards"] == {"tests": 0.0, "perfect": 0.0, "format": 0.0}, kind
+        assert line["killed"].startswith(act.format(path=secret)), (kind, line["killed"])
+        assert (
+            line["why_zero"]["format"] == f"sandbox killed it: {line['killed']} (an act: no reward pays it)"
+        )
+    assert "s3cr3t" not in stdout + stderr
+    assert not Path("/rlsweep-no-such-folder").exists()
+    with pytest.raises(BlockingIOError):
+        server.accept()
+    server.close()
     owner = _sandbox.owner_tag(proc.pid)
     assert [p.pid for p in psutil.process_iter(["cmdline"]) if owner in (p.info["cmdline"] or [])] == []

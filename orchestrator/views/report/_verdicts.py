@@ -118,10 +118,11 @@ def sandbox_kill_blocks(summary: pd.DataFrame) -> list[Block]:
         Block(
             "p",
             f"The sandbox killed {total} training completion{'s' if total != 1 else ''} in {len(killed)} of "
-            f"the {trials}: runs stopped at the time, memory, file size or process limit, or by a forbidden "
-            "call. Each scored 0 in every reward (format too, unless task_args.pay_format_when_killed). A "
-            "policy that probes the sandbox writes them; kills that rise over the steps (the steps' "
-            "sandbox_kills) are one learning that they pay.",
+            f"the {trials}: runs stopped at the time, memory, file size or process limit, or by an act (a "
+            "forbidden call, a process or thread left running). Each scored 0 in every reward (format too, "
+            "unless task_args.pay_format_when_killed and the kill was a limit, not an act). A policy that "
+            "probes the sandbox writes them; kills that rise over the steps (the steps' sandbox_kills; "
+            "sandbox_kill_reasons names each) are one learning that they pay.",
         )
     )
     ordered = killed.assign(_kills=kills[killed.index]).sort_values(
