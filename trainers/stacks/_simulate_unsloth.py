@@ -93,6 +93,13 @@ def _checkpoint_with(model, checkpointer) -> None:
             module._gradient_checkpointing_func = checkpointer
 
 
+def _path(model):
+    """The model's family's path through Unsloth (trainers/stacks/_unsloth_paths.py)."""
+    from trainers.stacks._unsloth_paths import path_for
+
+    return path_for(model.config.get_text_config().model_type)
+
+
 def _model(spec: Any, dtype: Any, device: str, attention: str, checkpointer: Any):
     import torch
     from peft import LoraConfig, get_peft_model
@@ -112,7 +119,8 @@ def _model(spec: Any, dtype: Any, device: str, attention: str, checkpointer: Any
     if spec.gradient_checkpointing:
         model.enable_input_require_grads()
         _checkpoint_with(model, checkpointer)
-    fast_lora(model)
+    if _path(model).lora == "unsloth kernels":
+        fast_lora(model)
     model.train()
     return _hidden_states_forward(model)
 
@@ -176,6 +184,7 @@ def _step(
 
     from trainers.stacks._simulate_trl import _generation
     from trainers.stacks._simulate_unsloth_kernels import decode_buffers, release_on_forward
+    from trainers.stacks._unsloth_paths import UNSLOTH
 
     n = spec.effective_micro_batch_size
     completion = spec.max_completion_length
@@ -185,8 +194,10 @@ def _step(
     completion_mask = torch.ones(n, completion, dtype=torch.long, device=device)
     advantages = torch.zeros(n, device=device)
     if fresh:
-        # generation (it turns torch's checkpointing back on: Unsloth's is put back after), with Unsloth's
-        # decoding buffers, held until the next forward reaches each layer
+        # generation (it turns torch's checkpointing back on: Unsloth's is put back after); where the family
+        # decodes through Unsloth's fast path, with its decoding buffers, held until the next forward reaches
+        # each layer; elsewhere transformers' generate, its cache alone
+        unsloth_decoding = _path(model).decoding == UNSLOTH
         buffers = _generation(
             model,
             spec,
@@ -194,9 +205,10 @@ def _step(
             prompt_tokens,
             counter,
             device,
-            during=partial(decode_buffers, model, device=device),
+            during=partial(decode_buffers, model, device=device) if unsloth_decoding else None,
         )
-        release_on_forward(model, buffers)
+        if buffers is not None:
+            release_on_forward(model, buffers)
         del buffers
         if spec.gradient_checkpointing:
             _checkpoint_with(model, checkpointer)
@@ -226,7 +238,9 @@ def _step(
     torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return {"micro_batch": n, "prompt_tokens": prompt_tokens, "num_iterations": args.num_iterations}
+    path = _path(model)
+    return {"micro_batch": n, "prompt_tokens": prompt_tokens, "num_iterations": args.num_iterations,
+            "unsloth_path": f"{path.model_type}: {path.patch}, {path.decoding} decoding, {path.lora} LoRA"}  # fmt: skip
 
 
 def _score(zoo, model, prompt_ids, completion_ids, prompt_mask, completion_mask):
