@@ -27,7 +27,9 @@ def _spec(tmp_path, model_type: str, architecture: str, **extra) -> TrialSpec:
 def test_a_fast_family_decodes_with_unsloths_buffers_and_a_fastmodel_family_through_generate(tmp_path):
     fast = simulate(_spec(tmp_path, "llama", "LlamaForCausalLM"), 34, cache=False)
     generic = simulate(_spec(tmp_path, "smollm3", "SmolLM3ForCausalLM"), 34, cache=False)
-    assert "decoding" in fast.phase_gib and "FastLlamaModel, unsloth decoding" in fast.simulated["unsloth_path"]
+    assert (
+        "decoding" in fast.phase_gib and "FastLlamaModel, unsloth decoding" in fast.simulated["unsloth_path"]
+    )
     assert "decoding" not in generic.phase_gib, generic.phase_gib
     assert "FastBaseModel (FastModel), transformers decoding, peft LoRA" in generic.simulated["unsloth_path"]
     # the same shapes otherwise: generation's cache alike, Unsloth's buffers beside it on the fast path only

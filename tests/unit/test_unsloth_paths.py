@@ -86,7 +86,9 @@ def test_a_fast_familys_model_file_decodes_through_unsloths_fast_inference_and_t
     generate = _function(_source("models/vision.py"), "unsloth_base_fast_generate")
     assert 'cache_implementation = "static"' in generate and "_old_generate" in generate
     buffers = _function(_source("models/_decode_graphs.py"), "alloc_decode_buffers")
-    assert "increment + seq_len + 1" in buffers, "the eager decode buffer is no longer increment + seq_len + 1"
+    assert "increment + seq_len + 1" in buffers, (
+        "the eager decode buffer is no longer increment + seq_len + 1"
+    )
     assert re.search(r"KV_CACHE_INCREMENT = 512\b", _source("models/llama.py"))
 
 
@@ -101,7 +103,9 @@ def test_the_families_decoded_as_cuda_graphs_are_unsloths_own_list():
 
 def test_unsloths_fused_lora_kernels_run_on_the_fast_families_alone():
     patch_peft = _function(_source("models/llama.py"), "patch_peft_model")
-    fused = set(re.findall(r'model_type == "(\w+)":\s*\n\s*apply_lora_mlp = apply_lora_mlp_swiglu', patch_peft))
+    fused = set(
+        re.findall(r'model_type == "(\w+)":\s*\n\s*apply_lora_mlp = apply_lora_mlp_swiglu', patch_peft)
+    )
     for model_type in _bundled_model_types():
         path = PATHS[model_type]
         assert (path.lora == "unsloth kernels") == (path.fast and model_type in fused), model_type
