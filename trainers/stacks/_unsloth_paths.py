@@ -106,3 +106,30 @@ def path_for(model_type: str) -> UnslothPath:
     """The family's path; a model type rlsweep does not bundle takes FastModel's, as Unsloth's loader
     sends every type without a model file of its own there."""
     return PATHS.get(model_type) or _generic(model_type)
+
+
+def compile_threads(cpus: int | None = None) -> int:
+    """Inductor's compile threads in an Unsloth trainer: TORCHINDUCTOR_COMPILE_THREADS where set (Unsloth's
+    _gpu_init plants 1 where NVIDIA_VISIBLE_DEVICES pins a card and CUDA_VISIBLE_DEVICES is unset), else
+    unsloth_zoo's determine_compile_threads, min(32, max(4, the host's CPUs)), which its compile options
+    pass to Inductor over torch's own default."""
+    import os
+
+    asked = os.environ.get("TORCHINDUCTOR_COMPILE_THREADS", "").strip()
+    if asked.isdigit():
+        return int(asked)
+    return min(32, max(4, cpus or os.cpu_count() or 1))
+
+
+def outside_terms(spec) -> list:
+    """What an Unsloth trainer holds outside torch's allocator beyond every trainer's terms: Inductor's
+    compile workers where the family's blocks compile (trainers/simulate/_outside.py)."""
+    from trainers.simulate._meta import model_config
+    from trainers.simulate._outside import inductor_compile_workers
+
+    config = model_config(spec)
+    path = path_for((config.get("text_config") or config).get("model_type", ""))
+    threads = compile_threads()
+    if threads <= 1:
+        return []  # Inductor compiles in the trainer itself: no child
+    return [inductor_compile_workers(threads, f"{path.model_type}'s blocks: {path.blocks}")]

@@ -9,8 +9,9 @@ rather than the fit's.
     MemoryModel.fit(rows, GPU).predict(spec).basis          # "simulated"
 
 What a simulated row holds: torch's reserved peak replayed through the caching allocator, and NVML as
-that plus the CUDA context (the GPU baseline of the memory model's terms: the H100's, the one card the
-context was measured on).
+that plus what the trial's processes hold outside torch's allocator, term by term from the stack
+(trainers/simulate/_outside.py: the trainer's CUDA context as measured on the H100, the one card it was
+measured on; terms no GPU row has measured are not counted, their bound is kept beside it).
 """
 
 from __future__ import annotations
@@ -89,13 +90,16 @@ def design(specs: list[TrialSpec], budget: float | None = None) -> list[TrialSpe
 def row(spec: TrialSpec, step: Any, index: int) -> dict[str, Any]:
     """A simulated step as a trials row: the columns a MemoryModel reads, marked simulated."""
     from orchestrator.judging.memory._model import MEASURE_COLUMNS
-    from orchestrator.judging.memory._terms import FACE
+    from trainers.simulate._outside import counted_gib, outside, possible_gib
 
-    context = FACE["gpu"]["baseline"][0]
+    terms = outside(spec)
     return {
         "trial_key": f"simulated-{index}", "config": spec.to_json(), "status": COMPLETED, "basis": SIMULATED,
-        MEASURE_COLUMNS[GPU]: step.reserved_gib + context, MEASURE_COLUMNS[TORCH]: step.reserved_gib,
+        MEASURE_COLUMNS[GPU]: step.reserved_gib + counted_gib(terms), MEASURE_COLUMNS[TORCH]: step.reserved_gib,
         "peak_torch_allocated_gib": step.allocated_gib, "simulated_phase": step.phase,
+        # outside torch's allocator: what NVML's figure counts, and the most the unmeasured terms allow
+        "simulated_outside_gib": counted_gib(terms), "simulated_outside_possible_gib": possible_gib(terms),
+        "simulated_outside_unmeasured": "; ".join(t.name for t in terms if t.gib is None) or None,
     }  # fmt: skip
 
 
