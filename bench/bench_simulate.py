@@ -139,7 +139,9 @@ def main() -> int:
             )
     for stack, (bound, names) in unmeasured.items():
         if names:
-            print(f"{stack}: outside torch, not measured and not counted: {', '.join(names)} (at most {bound:.2f} GiB here)")
+            print(
+                f"{stack}: outside torch, not measured and not counted: {', '.join(names)} (at most {bound:.2f} GiB here)"
+            )
     return 0
 
 
