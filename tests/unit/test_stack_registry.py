@@ -199,9 +199,14 @@ def test_no_stacks_simulator_imports_another_stacks_private_names():
     for name, path in own.items():
         stack = name.removeprefix("_simulate_").split("_")[0]
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("trainers.stacks."):
-                other = node.module.removeprefix("trainers.stacks.")
-                assert other.startswith((f"_simulate_{stack}", f"_{stack}", stack)), (
-                    f"{path.name} imports {node.module}: a stack's simulator reaches another's "
-                    "only through trainers/simulate/_step.py"
+            if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith("trainers.stacks"):
+                continue
+            module = node.module.removeprefix("trainers.stacks").lstrip(".")
+            ours = module.startswith((f"_simulate_{stack}", f"_{stack}", stack)) or module in ("", "_base")
+            for alias in node.names:
+                name = f"{module}.{alias.name}" if module else alias.name
+                mine = ours if module else alias.name.startswith((f"_simulate_{stack}", f"_{stack}", stack))
+                assert mine or not alias.name.startswith("_"), (
+                    f"{path.name} imports {name}, another stack's private name: the step's shared parts "
+                    "are trainers/simulate/_step.py's"
                 )
