@@ -63,6 +63,19 @@ class StepHooks:
         """Persistent buffers the stack makes before the step, beyond the model and the optimizer's state."""
         return []
 
+    def inputs(self, n: int, prompt_tokens: int, completion: int, device: str) -> dict:
+        """The micro-batch the stack's trainer hands its loss: ids, masks, advantages (TRL's inputs)."""
+        import torch
+
+        return {
+            "prompt_ids": torch.zeros(n, prompt_tokens, dtype=torch.long, device=device),
+            "prompt_mask": torch.ones(n, prompt_tokens, dtype=torch.long, device=device),
+            "completion_ids": torch.zeros(n, completion, dtype=torch.long, device=device),
+            "completion_mask": torch.ones(n, completion, dtype=torch.long, device=device),
+            "advantages": torch.zeros(n, device=device),
+            "num_items_in_batch": torch.tensor(float(n * completion), device=device),
+        }
+
     def decoding(self, model: Any, device: str):
         """`during(rows, tokens)`: the stack's own decoding buffers beside the full cache, or None where it
         decodes through transformers' generate."""
@@ -178,14 +191,7 @@ def _one_step(hooks, fresh, spec, args, model, trainer, optimizer, params, promp
 
     n = spec.effective_micro_batch_size
     completion = spec.max_completion_length
-    inputs = {
-        "prompt_ids": torch.zeros(n, prompt_tokens, dtype=torch.long, device=device),
-        "prompt_mask": torch.ones(n, prompt_tokens, dtype=torch.long, device=device),
-        "completion_ids": torch.zeros(n, completion, dtype=torch.long, device=device),
-        "completion_mask": torch.ones(n, completion, dtype=torch.long, device=device),
-        "advantages": torch.zeros(n, device=device),
-        "num_items_in_batch": torch.tensor(float(n * completion), device=device),
-    }
+    inputs = hooks.inputs(n, prompt_tokens, completion, device)
     if not fresh:
         inputs["old_per_token_logps"] = torch.zeros(n, completion, device=device)  # kept from the fresh step
     else:

@@ -161,6 +161,17 @@ class UnslothHooks(StepHooks):
     def held(self):
         return list(self.checkpointer.buffers)
 
+    def inputs(self, n, prompt_tokens, completion, device):
+        """The ids, masks and advantages grpo_accumulated_loss takes (no item count: it takes an int)."""
+        import torch
+
+        ids = {"prompt_ids": (n, prompt_tokens), "completion_ids": (n, completion)}
+        masks = {"prompt_mask": (n, prompt_tokens), "completion_mask": (n, completion)}
+        made = {
+            name: torch.ones(shape, dtype=torch.long, device=device) for name, shape in (ids | masks).items()
+        }
+        return made | {"advantages": torch.zeros(n, device=device)}
+
     def decoding(self, model, device):
         """Unsloth's decoding buffers, held until the next forward reaches each layer, where the family
         decodes through Unsloth's fast path; none where it decodes through transformers' generate."""
