@@ -201,8 +201,9 @@ class UnslothHooks(StepHooks):
 
         args = trainer.args
         n, completion = inputs["completion_ids"].shape
-        input_ids = torch.cat([inputs.pop("prompt_ids"), inputs["completion_ids"]], dim=1)
-        attention_mask = torch.cat([inputs.pop("prompt_mask"), inputs["completion_mask"]], dim=1)
+        input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+        attention_mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+        del inputs["prompt_ids"], inputs["prompt_mask"]
         loss, *_ = self.zoo.grpo_accumulated_loss(
             trainer=trainer, input_ids=input_ids, logits_to_keep=completion, completion_mask=inputs["completion_mask"],
             advantages=inputs["advantages"], old_logps=inputs.pop("old_per_token_logps", None), ref_logps=None,
