@@ -1,6 +1,6 @@
 """The Unsloth simulator follows Unsloth's path per family (trainers/stacks/_unsloth_paths.py): a family
 Unsloth runs through its own model file decodes with Unsloth's buffers and its fused LoRA kernels; one it
-sends to FastModel decodes through transformers' generate with PEFT's LoRA modules, as Unsloth runs it."""
+sends to FastModel decodes through transformers' generate, its LoRA through unsloth_zoo's compiled forward."""
 
 import json
 
@@ -31,6 +31,9 @@ def test_a_fast_family_decodes_with_unsloths_buffers_and_a_fastmodel_family_thro
         "decoding" in fast.phase_gib and "FastLlamaModel, unsloth decoding" in fast.simulated["unsloth_path"]
     )
     assert "decoding" not in generic.phase_gib, generic.phase_gib
-    assert "FastBaseModel (FastModel), transformers decoding, peft LoRA" in generic.simulated["unsloth_path"]
+    assert (
+        "FastBaseModel (FastModel), transformers decoding, unsloth_zoo's lora_forward LoRA"
+        in generic.simulated["unsloth_path"]
+    )
     # the same shapes otherwise: generation's cache alike, Unsloth's buffers beside it on the fast path only
     assert fast.phase_gib["decoding"] > fast.phase_gib["generation"]

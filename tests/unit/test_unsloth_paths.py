@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 
 from trainers.models import CONFIG_DIR, TINY_CONFIG
-from trainers.stacks._unsloth_paths import GENERIC_PATCH, PATHS, TRANSFORMERS, UNSLOTH, path_for
+from trainers.stacks._unsloth_paths import (
+    COMPILED_LORA,
+    FUSED,
+    GENERIC_PATCH,
+    PATHS,
+    TRANSFORMERS,
+    UNSLOTH,
+    path_for,
+)
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("unsloth") is None, reason="unsloth not installed")
 
@@ -108,8 +116,17 @@ def test_unsloths_fused_lora_kernels_run_on_the_fast_families_alone():
     )
     for model_type in _bundled_model_types():
         path = PATHS[model_type]
-        assert (path.lora == "unsloth kernels") == (path.fast and model_type in fused), model_type
+        assert (path.lora == FUSED) == (path.fast and model_type in fused), model_type
+        assert (path.lora == COMPILED_LORA) == (not path.fast), model_type
     assert "apply_lora_mlp" not in _source("models/vision.py"), "FastBaseModel now fuses its LoRA MLP"
+
+
+def test_fastmodels_lora_forward_casts_the_adapters_to_the_base_outputs_dtype_not_the_input_to_theirs():
+    compiler = (Path(importlib.util.find_spec("unsloth_zoo").origin).parent / "compiler.py").read_text()
+    forward = compiler[compiler.index('COMPILED_LORA_FORWARD = """') :]
+    forward = forward[: forward.index('"""', len('COMPILED_LORA_FORWARD = """'))]
+    assert "target_dtype = result.dtype" in forward
+    assert "dropout(x).to(target_dtype) @ lora_A.weight.to(target_dtype).t()" in forward
 
 
 def test_blocks_compile_per_layer_on_both_paths_the_fast_one_from_torch_2_11():

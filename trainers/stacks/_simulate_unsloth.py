@@ -24,6 +24,7 @@ from types import MethodType, SimpleNamespace
 from typing import Any
 
 from trainers.simulate._step import Accelerator, StepHooks, grpo_config, run_step
+from trainers.stacks._unsloth_paths import FUSED
 
 # UnslothGRPOConfig's own fields (unsloth/models/rl.py) at the defaults a trial leaves them at.
 UNSLOTH_CONFIG_DEFAULTS = {
@@ -117,8 +118,7 @@ def _model(spec: Any, dtype: Any, device: str, attention: str, checkpointer: Any
     if spec.gradient_checkpointing:
         model.enable_input_require_grads()
         _checkpoint_with(model, checkpointer)
-    if _path(model).lora == "unsloth kernels":
-        fast_lora(model)
+    fast_lora(model, fused_mlp=_path(model).lora == FUSED)
     model.train()
     return _hidden_states_forward(model)
 

@@ -3,7 +3,7 @@ installed unsloth and unsloth_zoo (2026.10.9) and checked against them by tests/
 (a release that moves a family to another path fails it). The Unsloth simulator follows it
 (trainers/stacks/_simulate_unsloth.py): Unsloth's decoding buffers only where the family decodes through
 Unsloth's fast path, transformers' decoding elsewhere; Unsloth's fused LoRA kernels only where its model
-file installs them, PEFT's LoRA modules elsewhere.
+file installs them, unsloth_zoo's compiled LoRA forward elsewhere.
 
 Where each column comes from:
 
@@ -24,7 +24,9 @@ Where each column comes from:
   TRL's own unwrap_model_for_generation (trainers/measure.py), outside that scope: eager buffers, kept
   until the next forward reaches each layer - what the simulator counts.
 - lora: FastLlamaModel.patch_peft_model names a fused MLP kernel per model type (apply_lora_mlp_swiglu:
-  LoRA_MLP) and patches q/k/v (LoRA_QKV) and o (LoRA_W); FastBaseModel keeps PEFT's LoRA modules.
+  LoRA_MLP) and patches q/k/v (LoRA_QKV) and o (LoRA_W); FastBaseModel keeps PEFT's LoRA modules with
+  their forward rewritten by unsloth_zoo's compiler (compiler.py COMPILED_LORA_FORWARD, lora_forward: the
+  adapters cast to the base output's dtype, where PEFT would cast the input to the fp32 adapters').
 - blocks: one torch.compile region per decoder layer on CUDA (unsloth/models/_block_compile.py
   patch_block_compile, torch >= 2.7). The fast path compiles them through llama.py's _legacy_block_compile
   only from torch 2.11 (unsloth/kernels/fast_lora.py TRACE_LORA_FUNCTIONS); below, its blocks run eager.
@@ -44,6 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 FAST, GENERIC = "fast", "generic"
+FUSED, COMPILED_LORA = "unsloth kernels", "unsloth_zoo's lora_forward"
 UNSLOTH, TRANSFORMERS = "unsloth", "transformers"
 
 
@@ -55,7 +58,7 @@ class UnslothPath:
     patch: str  # the model file and class FastLanguageModel dispatches to
     decoding: str  # UNSLOTH (fast decoding, its cache buffers) or TRANSFORMERS (generate, static cache)
     decode_graphs: bool  # CUDA-graph decode inside an RL trainer's generate
-    lora: str  # "unsloth kernels" or "peft"
+    lora: str  # FUSED (LoRA_MLP, LoRA_QKV, LoRA_W) or COMPILED_LORA (PEFT's modules, unsloth_zoo's forward)
     blocks: str  # how its decoder layers run on CUDA
     loss: str
     attention: str
@@ -75,14 +78,19 @@ _GENERIC_ATTENTION = "transformers' (SDPA)"
 
 
 def _fast(model_type: str, patch: str, graphs: bool) -> UnslothPath:
-    return UnslothPath(
-        model_type, patch, UNSLOTH, graphs, "unsloth kernels", _FAST_BLOCKS, _PACKED, _FAST_ATTENTION
-    )
+    return UnslothPath(model_type, patch, UNSLOTH, graphs, FUSED, _FAST_BLOCKS, _PACKED, _FAST_ATTENTION)
 
 
 def _generic(model_type: str) -> UnslothPath:
     return UnslothPath(
-        model_type, GENERIC_PATCH, TRANSFORMERS, False, "peft", _GENERIC_BLOCKS, _PACKED, _GENERIC_ATTENTION
+        model_type,
+        GENERIC_PATCH,
+        TRANSFORMERS,
+        False,
+        COMPILED_LORA,
+        _GENERIC_BLOCKS,
+        _PACKED,
+        _GENERIC_ATTENTION,
     )
 
 
