@@ -1,6 +1,7 @@
 """Simulated against measured: torch's allocated peak of a TRL or Unsloth step simulated on meta tensors
 (trainers/simulate), the caching allocator's reserved peak replayed from its trace, and NVML as reserved
-plus the H100's context (H100_CONTEXT_GIB), against the H100 rows that measured them
+plus what the stack's processes hold outside torch's allocator (trainers/simulate/_outside.py: the
+measured terms; the unmeasured ones' bound is printed after the table), against the H100 rows that measured them
 (bench/data/h100-2026-11-26 and h100-2026-11-27, trials.csv: the stack's completed rows with
 peak_torch_allocated_gib or peak_nvml_gib known), one row per stack and distinct configuration, with the seconds each simulation took on this host. Nothing
 is fitted but that constant.
@@ -28,8 +29,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ROUNDS = ("bench/data/h100-2026-11-26/trials.csv", "bench/data/h100-2026-11-27/trials.csv")
-# NVML less torch's reserved on every H100 row (0.756-0.767 GiB): the CUDA context and memory outside torch.
-H100_CONTEXT_GIB = 0.76
 STACKS = ("trl", "unsloth")
 KEY = ("stack", "model", "K", "B", "max_prompt", "max_completion", "num_iterations", "quantization", "lora_r")
 
@@ -92,16 +91,18 @@ def main() -> int:
     )
     args = parser.parse_args()
     from trainers.simulate import simulate
+    from trainers.simulate._outside import counted_gib, outside, possible_gib
     from trainers.trial import TrialSpec
 
     print(
         "| stack | model | K | B | completion | iterations | allocated: simulated / measured (steps) | error "
-        "| reserved: replayed / measured | error | NVML: reserved + context / measured | error | s |"
+        "| reserved: replayed / measured | error | NVML: reserved + outside torch / measured | error | s |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     errors: dict[tuple[str, str], list[float]] = {}
     written: list[dict] = []
     statuses = ("completed", "oom") if args.out else ("completed",)
+    unmeasured: dict[str, tuple[float, list[str]]] = {}
     for key, measured in sorted(
         rows(args.rows, args.stacks, statuses).items(),
         key=lambda kv: (kv[0][0], kv[0][1], int(kv[0][2]) * int(kv[0][3]), int(kv[0][5]), int(kv[0][6])),
@@ -132,12 +133,14 @@ def main() -> int:
                 flush=True,
             )
         kind = f"largest of {steps}" if steps > 1 else "first step"
-        nvml = step.reserved_gib + H100_CONTEXT_GIB
+        terms = outside(spec)
+        nvml = step.reserved_gib + counted_gib(terms)
+        unmeasured[stack] = possible_gib(terms) - counted_gib(terms), [t.name for t in terms if t.gib is None]
         for row in measured:
             written.append({
                 **{k: row.get(k, "") for k in OUT_COLUMNS}, "family": family(model), "optimizer_state": state,
                 "simulated_allocated_gib": f"{step.allocated_gib:.4f}", "simulated_reserved_gib": f"{step.reserved_gib:.4f}",
-                "simulated_needed_gib": f"{step.needed_gib:.4f}", "context_gib": H100_CONTEXT_GIB,
+                "simulated_needed_gib": f"{step.needed_gib:.4f}", "context_gib": counted_gib(terms),
             })  # fmt: skip
         if not completed:
             continue
@@ -180,6 +183,11 @@ def main() -> int:
             print(
                 f"{stack} {name}: mean |error| {sum(map(abs, values)) / len(values):.1f}%, range {min(values):+.1f}% to "
                 f"{max(values):+.1f}% over {len(values)} configurations"
+            )
+    for stack, (bound, names) in unmeasured.items():
+        if names:
+            print(
+                f"{stack}: outside torch, not measured and not counted: {', '.join(names)} (at most {bound:.2f} GiB here)"
             )
     return 0
 

@@ -41,6 +41,15 @@
 #             allocated, uncapped reserved, needed and capped reserved (r/capped.md). Confirms: capped, it
 #             completes and reads at most the budget; uncapped, reserved reads about the replay's.
 #             Not in the default ITEMS: ITEMS=capped (the 3B's build, then 2 trials at once: ~3 min).
+#   outside   what each trial's processes hold outside torch's caching allocator (trainers/simulate/_outside.py):
+#             one synthetic probe of each of OUT_MODELS on each of OUT_STACKS (K=OUT_K B=1, OUT_LENGTH
+#             tokens, budget 16 GiB, compile caches cold: RLSWEEP_COLD_START=1), one at a time, each sampled by
+#             bench/outside_alloc.py every OUT_INTERVAL s (NVML per process: the trainer and each child by PID,
+#             with their commands); r/outside.md: at each trial's peak step, torch's reserved, the trainer's NVML
+#             and its difference, each child holding GPU memory (Inductor's compile sidecar and workers, Triton's
+#             autotuning), beside the simulated terms (counted / at most). `nproc` goes first into
+#             r/outside.md: Unsloth's compile workers follow the host's CPUs. Not in the default ITEMS:
+#             ITEMS=outside (6 trials of 1-3B models: ~6 min).
 # CPU rehearsal of every line (tiny model, 16-32 tokens, one trial at a time, no GPU):
 #   DRY_RUN=1 PY=.venv/bin/python PYTHONPATH=$PWD nice bash bench/gpu_round4.sh
 # shellcheck disable=SC2086 # PY, QLORA and the *_SET settings are word lists on purpose
@@ -54,6 +63,7 @@ if [[ $DRY_RUN == 1 ]]; then
     : "${FAMILY_JOBS:=1}" "${SNAP_MODEL:=tiny}" "${SNAP_LENGTH:=16}" "${LEARN_MIN_S:=60}" "${BUILD_THREADS:=1}"
     : "${UPATH_MODEL:=tiny}" "${UPATH_K:=2}" "${UPATH_LENGTH:=16}"
     : "${CAP_K:=2}" "${CAP_LENGTH:=16}" "${CAP_BUDGET:=8}"
+    : "${OUT_MODELS:=tiny}" "${OUT_K:=2}" "${OUT_LENGTH:=16}" "${OUT_INTERVAL:=0.2}"
     : "${FRONTIER_SET:=--set model=tiny --set grid.num_generations=[2] --set grid.batch_size=[1] --set grid.max_completion_length=[16,32] --set memory.budget_gib=8}"
     : "${LEARN_SET:=--set model=tiny --set max_steps=2 --set num_generations=2 --set batch_size=2 --set grid.framework=[trl] --set grid.mode=[grpo] --set eval_every=1 --set eval_samples=8 --set task_args.num_eval=8}"
     export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -90,6 +100,11 @@ UPATH_B=${UPATH_B:-1}
 UPATH_LENGTH=${UPATH_LENGTH:-2048}
 UPATH_PROMPT=${UPATH_PROMPT:-256}
 UPATH_BUDGET=${UPATH_BUDGET:-16}
+OUT_MODELS=${OUT_MODELS:-random:meta-llama/Llama-3.2-1B-Instruct,random:google/gemma-3-1b-it,random:Qwen/Qwen3-1.7B}
+OUT_STACKS=${OUT_STACKS:-trl,unsloth}
+OUT_K=${OUT_K:-8}
+OUT_LENGTH=${OUT_LENGTH:-1024}
+OUT_INTERVAL=${OUT_INTERVAL:-0.5}
 # The lines Unsloth prints about the path its step took (packing's self-check and fallbacks, the prefix
 # grouper, the compiled blocks and any demotion of them). Unsloth 2026.10.9 reads UNSLOTH_ENABLE_LOGGING
 # in unsloth/import_fixes.py and in the GRPO trainer module it generates (unsloth/models/rl_replacements.py
@@ -319,10 +334,37 @@ capped() { # one configuration near CAP_BUDGET, with the budget's allocator cap 
     cat "$R/capped.md"
 }
 
+outside() { # NVML per process beside torch's reserved at each trial's peak (bench/outside_alloc.py)
+    local model stack name limit pid
+    echo "nproc $(nproc); TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-unset}" >"$R/outside.md"
+    $PY bench/outside_alloc.py header >>"$R/outside.md"
+    for model in ${OUT_MODELS//,/ }; do
+        build "$model"
+        for stack in ${OUT_STACKS//,/ }; do
+            limit=$(left 10)
+            ((limit > MIN_PROBE_S)) || { echo "[$(el)] outside $model $stack skipped: $limit s left"; continue; }
+            name=out-$stack-${model//[^A-Za-z0-9.-]/_}
+            RLSWEEP_COLD_START=1 timeout "$limit" $PY -m orchestrator.cli trial --framework "$stack" \
+                --model-name "$model" --num-generations "$OUT_K" --batch-size 1 --max-completion-length "$OUT_LENGTH" \
+                --max-prompt-length 256 --max-steps 1 --probe-steps 1 --probe-kind synthetic --memory-budget-gib 16 \
+                $QLORA --num-iterations 1 --timeout-s "$((limit - 5))" --output-dir "$W/$name" >"$W/$name.log" 2>&1 &
+            pid=$!
+            $PY bench/outside_alloc.py sample --root-pid "$pid" --out "$W/$name.csv" --interval "$OUT_INTERVAL" &
+            wait $pid
+            echo "[$(el)] outside $model $stack exit $?: $(grep -E '^(completed|oom|failed|timeout)' "$W/$name.log" | tail -1)"
+            wait $! # the sampler ends with the trial
+            $PY bench/outside_alloc.py table --samples "$W/$name.csv" --trial "$W/$name" --label "$stack $model" \
+                >>"$R/outside.md" 2>>"$W/$name.log"
+            cp -f "$W/$name.csv" "$R/" 2>/dev/null
+        done
+    done
+    cat "$R/outside.md"
+}
+
 for item in $ITEMS; do
     case $item in
-    probes | steady | session | frontier | learn | families | unsloth_path | capped) $item ;;
-    *) echo "unknown item $item (probes, steady, session, frontier, learn, families, unsloth_path, capped)" ;;
+    probes | steady | session | frontier | learn | families | unsloth_path | capped | outside) $item ;;
+    *) echo "unknown item $item (probes, steady, session, frontier, learn, families, unsloth_path, capped, outside)" ;;
     esac
     results
 done

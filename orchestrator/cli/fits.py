@@ -186,7 +186,8 @@ def simulated_answer(spec, budget: float) -> Answer | str:
 
 def judged(spec, step, budget: float, error: tuple[float, float, str] | None = None) -> Answer:
     """A simulated step's answer on a card of `budget` GiB: its allocations replayed under the card's
-    capacity for torch (the budget less the GPU's context, the memory model's baseline, and less what a
+    capacity for torch (the budget less what the processes hold outside torch's allocator, trainers/simulate/
+    _outside.py's counted terms, and less what a
     colocated vLLM holds: memory._vllm), as the caching allocator runs there (it releases its cache and
     retries before it gives up: trainers/simulate/_allocator.py). It fits where the least it runs in
     (live tensors plus the fragmentation no release removes, + context + vLLM's), the trainer's part
@@ -195,10 +196,13 @@ def judged(spec, step, budget: float, error: tuple[float, float, str] | None = N
     peak shown is NVML's under that cap."""
     from orchestrator.judging.memory import DOES_NOT_FIT, FITS, UNCERTAIN
     from orchestrator.judging.memory._interval import architecture, simulated_error
-    from orchestrator.judging.memory._terms import FACE
     from orchestrator.judging.memory._vllm import beside_vllm
+    from trainers.simulate._outside import counted_gib, outside, possible_gib
 
-    context = FACE["gpu"]["baseline"][0]
+    # outside torch's allocator: the terms GPU rows measured (the CUDA context); the unmeasured are named
+    terms = outside(spec)
+    context = counted_gib(terms)
+    unmeasured = [t.name for t in terms if t.gib is None]
     parts = beside_vllm(spec, step, budget, context)
     vllm, needed, reserved, beside = parts.vllm, parts.needed, parts.reserved, parts.beside
     capacity = budget - context - beside[1]
@@ -222,6 +226,11 @@ def judged(spec, step, budget: float, error: tuple[float, float, str] | None = N
         + f"{'the trainer ' if vllm else ''}runs in {needed:.2f} at least ({cap}), + context {context:.2f}"
         + (f"; {vllm.words}" if vllm and vllm.words else "")
         + (f"; refused: {vllm.refused}" if vllm and vllm.refused else "")
+        + (
+            f"; not counted, never measured: {', '.join(unmeasured)} (up to {possible_gib(terms) - context:.1f} GiB)"
+            if unmeasured
+            else ""
+        )
         + f"; {'simulated before, read from disk' if step.simulated.get('cached') else f'{step.seconds:.0f} s'})"
     )
     return Answer(stacks.label(spec.framework), verdict, said, peak, low, high, named)

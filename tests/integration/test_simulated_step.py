@@ -122,7 +122,10 @@ def test_an_unsloth_step_runs_on_meta_through_unsloths_loss_with_every_phase_cou
     # Unsloth's decoding copies the full cache into buffers 512 tokens longer: more than generation held
     assert step.phase_gib["decoding"] > step.phase_gib["generation"]
     assert step.reserved_gib >= step.allocated_gib
-    assert step.simulated == {"micro_batch": 8, "prompt_tokens": 34, "num_iterations": 2}
+    assert step.simulated == {
+        "micro_batch": 8, "prompt_tokens": 34, "num_iterations": 2,
+        "unsloth_path": "qwen2: unsloth/models/qwen2.py FastQwen2Model, unsloth decoding, unsloth kernels LoRA",
+    }  # fmt: skip
 
 
 def test_a_change_in_unsloths_loss_code_that_allocates_more_moves_the_simulated_peak(monkeypatch):

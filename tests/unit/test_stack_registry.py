@@ -177,3 +177,36 @@ def test_no_code_outside_the_stacks_package_names_a_stack():
     )
     stale = sorted(set(ALLOWED) - set(found))
     assert stale == [], "these allowed names are gone from the code: take them out of ALLOWED"
+
+
+def test_a_registered_stub_stack_simulates_its_step_through_the_shared_skeleton(third):
+    from trainers.simulate import simulate
+
+    spec = TrialSpec(framework="third", model="tiny", num_generations=4, batch_size=2, max_completion_length=32,
+                     num_iterations=2, quantization="none", lora_r=8, learning_rate=2e-4)  # fmt: skip
+    step = simulate(spec, 34, cache=False)
+    assert set(step.phase_gib) == {"generation", "scoring", "training"}
+    assert step.allocated_gib == max(step.phase_gib.values()) > step.resting_gib > 0
+    assert step.simulated == {"micro_batch": 8, "prompt_tokens": 34, "num_iterations": 2}
+
+
+def test_no_stacks_simulator_imports_another_stacks_private_names():
+    import ast
+
+    stacks_dir = Path(stacks.__file__).parent
+    own = {p.stem: p for p in stacks_dir.glob("_simulate_*.py")}
+    assert {"_simulate_trl", "_simulate_unsloth"} <= set(own)
+    for name, path in own.items():
+        stack = name.removeprefix("_simulate_").split("_")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith("trainers.stacks"):
+                continue
+            module = node.module.removeprefix("trainers.stacks").lstrip(".")
+            ours = module.startswith((f"_simulate_{stack}", f"_{stack}", stack)) or module in ("", "_base")
+            for alias in node.names:
+                name = f"{module}.{alias.name}" if module else alias.name
+                mine = ours if module else alias.name.startswith((f"_simulate_{stack}", f"_{stack}", stack))
+                assert mine or not alias.name.startswith("_"), (
+                    f"{path.name} imports {name}, another stack's private name: the step's shared parts "
+                    "are trainers/simulate/_step.py's"
+                )

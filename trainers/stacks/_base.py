@@ -95,6 +95,14 @@ class Stack(ABC):
 
         raise CannotSimulate(f"the {self.entry.label} stack has no simulated step yet")
 
+    def outside_allocator(self, spec: TrialSpec) -> list:
+        """GPU memory the trial's processes hold outside torch's caching allocator, term by term, each with
+        its source (trainers/simulate/_outside.py Outside): the terms every trainer has; a stack whose
+        code allocates more outside torch (children that initialise CUDA) adds its own."""
+        from trainers.simulate._outside import shared_terms
+
+        return shared_terms()
+
     def effective_knobs(self, built: Built, spec: TrialSpec) -> dict[str, Any]:
         """The knobs as the built trainer holds them (what the library read back), plus the stack's own."""
         from trainers.runtime import effective_config

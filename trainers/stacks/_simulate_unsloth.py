@@ -23,6 +23,9 @@ from functools import partial
 from types import MethodType, SimpleNamespace
 from typing import Any
 
+from trainers.simulate._step import Accelerator, StepHooks, grpo_config, run_step
+from trainers.stacks._unsloth_paths import FUSED
+
 # UnslothGRPOConfig's own fields (unsloth/models/rl.py) at the defaults a trial leaves them at.
 UNSLOTH_CONFIG_DEFAULTS = {
     "unsloth_num_chunks": -1,
@@ -40,11 +43,9 @@ def _zoo():
 
 
 def _config(spec: Any, dtype: Any):
-    """TRL's simulated GRPOConfig (the trial's, as a real trial builds it) with UnslothGRPOConfig's own
-    fields at their defaults."""
-    from trainers.stacks._simulate_trl import _config as trl_config
-
-    config = trl_config(spec, dtype)
+    """The trial's GRPOConfig (as a real trial builds it) with UnslothGRPOConfig's own fields at their
+    defaults."""
+    config = grpo_config(spec, dtype)
     for name, value in UNSLOTH_CONFIG_DEFAULTS.items():
         setattr(config, name, value)
     return config
@@ -52,10 +53,8 @@ def _config(spec: Any, dtype: Any):
 
 def _trainer(args: Any, model: Any):
     """What grpo_accumulated_loss reads of the UnslothGRPOTrainer."""
-    from trainers.stacks._simulate_trl import _Accelerator
-
     return SimpleNamespace(
-        args=args, model=model, accelerator=_Accelerator(), processing_class=SimpleNamespace(pad_token_id=-1),
+        args=args, model=model, accelerator=Accelerator(), processing_class=SimpleNamespace(pad_token_id=-1),
         beta=args.beta, use_vllm=False, vllm_importance_sampling_correction=False, loss_type=args.loss_type,
         num_generations=args.num_generations, mask_truncated_completions=args.mask_truncated_completions,
         entropy_coef=getattr(args, "entropy_coef", 0.0), epsilon_low=args.epsilon,
@@ -93,6 +92,13 @@ def _checkpoint_with(model, checkpointer) -> None:
             module._gradient_checkpointing_func = checkpointer
 
 
+def _path(model):
+    """The model's family's path through Unsloth (trainers/stacks/_unsloth_paths.py)."""
+    from trainers.stacks._unsloth_paths import path_for
+
+    return path_for(model.config.get_text_config().model_type)
+
+
 def _model(spec: Any, dtype: Any, device: str, attention: str, checkpointer: Any):
     import torch
     from peft import LoraConfig, get_peft_model
@@ -112,9 +118,110 @@ def _model(spec: Any, dtype: Any, device: str, attention: str, checkpointer: Any
     if spec.gradient_checkpointing:
         model.enable_input_require_grads()
         _checkpoint_with(model, checkpointer)
-    fast_lora(model)
+    fast_lora(model, fused_mlp=_path(model).lora == FUSED)
     model.train()
     return _hidden_states_forward(model)
+
+
+class UnslothHooks(StepHooks):
+    """Unsloth's parts of the simulated step (trainers/simulate/_step.py), on the family's path
+    (trainers/stacks/_unsloth_paths.py): its model with the offloading checkpointer and, where its model
+    file installs them, its fused LoRA kernels; its arrangements on meta; its decoding buffers where the
+    family decodes through Unsloth's fast path; its scoring pass and unsloth_zoo's loss."""
+
+    def __init__(self, spec: Any, prompt_tokens: int, device: str):
+        from trainers.stacks._simulate_unsloth_kernels import OffloadingCheckpointer
+
+        self.zoo = _zoo()
+        self.rows = spec.effective_micro_batch_size
+        self.length = prompt_tokens + spec.max_completion_length
+        self.checkpointer = OffloadingCheckpointer(device)
+        self.gradient_checkpointing = spec.gradient_checkpointing
+
+    def config(self, spec, dtype):
+        return _config(spec, dtype)
+
+    def model(self, spec, args, dtype, device, attention):
+        model = _model(spec, dtype, device, attention, self.checkpointer)
+        config = model.config.get_text_config()
+        if self.gradient_checkpointing:
+            self.checkpointer.prepare(
+                config.num_hidden_layers, self.rows * self.length * config.hidden_size, dtype
+            )
+        return model
+
+    def trainer(self, args, model):
+        return _trainer(args, model)
+
+    def patches(self, as_cuda):
+        from trainers.stacks._simulate_unsloth_kernels import unsloth_on_meta
+
+        return unsloth_on_meta(self.zoo, as_cuda)
+
+    def held(self):
+        return list(self.checkpointer.buffers)
+
+    def inputs(self, n, prompt_tokens, completion, device):
+        """The ids, masks and advantages grpo_accumulated_loss takes (no item count: it takes an int)."""
+        import torch
+
+        ids = {"prompt_ids": (n, prompt_tokens), "completion_ids": (n, completion)}
+        masks = {"prompt_mask": (n, prompt_tokens), "completion_mask": (n, completion)}
+        made = {
+            name: torch.ones(shape, dtype=torch.long, device=device) for name, shape in (ids | masks).items()
+        }
+        return made | {"advantages": torch.zeros(n, device=device)}
+
+    def decoding(self, model, device):
+        """Unsloth's decoding buffers, held until the next forward reaches each layer, where the family
+        decodes through Unsloth's fast path; none where it decodes through transformers' generate."""
+        from trainers.stacks._simulate_unsloth_kernels import decode_buffers
+        from trainers.stacks._unsloth_paths import UNSLOTH
+
+        return partial(decode_buffers, model, device=device) if _path(model).decoding == UNSLOTH else None
+
+    def after_generation(self, model, decoded):
+        """The decoding buffers dropped as the next forward reaches each layer; generation turned torch's
+        checkpointing back on: Unsloth's is put back."""
+        from trainers.stacks._simulate_unsloth_kernels import release_on_forward
+
+        if decoded is not None:
+            release_on_forward(model, decoded)
+        if self.gradient_checkpointing:
+            _checkpoint_with(model, self.checkpointer)
+
+    def score(self, trainer, model, inputs):
+        return _score(self.zoo, model, inputs["prompt_ids"], inputs["completion_ids"], inputs["prompt_mask"],
+                      inputs["completion_mask"])  # fmt: skip
+
+    def loss(self, trainer, model, inputs):
+        """unsloth_zoo's grpo_accumulated_loss on the whole micro-batch, as the UnslothGRPOTrainer's
+        compute_loss calls it."""
+        import torch
+
+        args = trainer.args
+        n, completion = inputs["completion_ids"].shape
+        input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+        attention_mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+        del inputs["prompt_ids"], inputs["prompt_mask"]
+        loss, *_ = self.zoo.grpo_accumulated_loss(
+            trainer=trainer, input_ids=input_ids, logits_to_keep=completion, completion_mask=inputs["completion_mask"],
+            advantages=inputs["advantages"], old_logps=inputs.pop("old_per_token_logps", None), ref_logps=None,
+            n_chunks=args.unsloth_num_chunks, loss_type=args.loss_type,
+            importance_sampling_level=args.importance_sampling_level, epsilon_low=trainer.epsilon_low,
+            epsilon_high=trainer.epsilon_high, max_completion_length=args.max_completion_length,
+            delta=getattr(args, "delta", None), temperature=args.temperature, max_left_pad=0,
+            logit_softcapping=0.0, logit_scale_multiply=0.0, logit_scale_divide=0.0, attention_mask=attention_mask,
+            num_items_in_batch=n * completion, current_gradient_accumulation_steps=args.gradient_accumulation_steps,
+            num_processes=1, sampling_per_token_logps=None,
+        )  # fmt: skip
+        return loss
+
+    def said(self, model):
+        path = _path(model)
+        return {
+            "unsloth_path": f"{path.model_type}: {path.patch}, {path.decoding} decoding, {path.lora} LoRA"
+        }
 
 
 def simulate_step(
@@ -127,106 +234,11 @@ def simulate_step(
     optimizer_state: str = "before",
 ) -> dict[str, Any]:
     """One training step of `spec` (a TrialSpec) through Unsloth's GRPO loss on meta, counted by `counter`
-    (entered here once the model, its adapters, the optimizer's state and Unsloth's persistent buffers are
-    built and held): generation, the scoring pass where num_iterations > 1 or beta > 0, then the training
-    micro-batch's loss, backward, clipping and the optimizer. Returns what was simulated. device "cpu"
-    runs the same step on real tensors."""
-    import torch
-
-    from trainers.stacks._simulate_trl import held_before, optimizer_for, schedule
-    from trainers.stacks._simulate_unsloth_kernels import OffloadingCheckpointer, unsloth_on_meta
-
-    zoo = _zoo()
-    dtype = torch.bfloat16
-    args = _config(spec, dtype)
-    rows = spec.effective_micro_batch_size
-    length = prompt_tokens + spec.max_completion_length
-    checkpointer = OffloadingCheckpointer(device)
-    model = _model(spec, dtype, device, attention, checkpointer)
-    config = model.config.get_text_config()
-    if spec.gradient_checkpointing:
-        checkpointer.prepare(config.num_hidden_layers, rows * length * config.hidden_size, dtype)
-    trainer = _trainer(args, model)
-    params, optimizer = optimizer_for(trainer, model, args, optimizer_state)
-    held = held_before(model, optimizer) + checkpointer.buffers
-    with counter, unsloth_on_meta(zoo, as_cuda):
-        counter.hold(held)
-        for fresh in schedule(optimizer_state, args.num_iterations):
-            said = _step(
-                fresh,
-                spec,
-                zoo,
-                args,
-                model,
-                checkpointer,
-                trainer,
-                optimizer,
-                params,
-                prompt_tokens,
-                counter,
-                device,
-            )
-        return said
-
-
-def _step(
-    fresh, spec, zoo, args, model, checkpointer, trainer, optimizer, params, prompt_tokens, counter, device
-) -> dict[str, Any]:
-    import torch
-
-    from trainers.stacks._simulate_trl import _generation
-    from trainers.stacks._simulate_unsloth_kernels import decode_buffers, release_on_forward
-
-    n = spec.effective_micro_batch_size
-    completion = spec.max_completion_length
-    prompt_ids = torch.ones(n, prompt_tokens, dtype=torch.long, device=device)
-    completion_ids = torch.ones(n, completion, dtype=torch.long, device=device)
-    prompt_mask = torch.ones(n, prompt_tokens, dtype=torch.long, device=device)
-    completion_mask = torch.ones(n, completion, dtype=torch.long, device=device)
-    advantages = torch.zeros(n, device=device)
-    if fresh:
-        # generation (it turns torch's checkpointing back on: Unsloth's is put back after), with Unsloth's
-        # decoding buffers, held until the next forward reaches each layer
-        buffers = _generation(
-            model,
-            spec,
-            args,
-            prompt_tokens,
-            counter,
-            device,
-            during=partial(decode_buffers, model, device=device),
-        )
-        release_on_forward(model, buffers)
-        del buffers
-        if spec.gradient_checkpointing:
-            _checkpoint_with(model, checkpointer)
-    old_logps = None if fresh else torch.zeros(n, completion, device=device)  # kept from the fresh step
-    if fresh and (args.num_iterations > 1 or args.beta != 0.0):
-        counter.phase("scoring")
-        with torch.no_grad():
-            old_logps = _score(zoo, model, prompt_ids, completion_ids, prompt_mask, completion_mask)
-    counter.phase("training")
-    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
-    attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
-    del prompt_ids, prompt_mask
-    loss, *_ = zoo.grpo_accumulated_loss(
-        trainer=trainer, input_ids=input_ids, logits_to_keep=completion, completion_mask=completion_mask,
-        advantages=advantages, old_logps=old_logps, ref_logps=None, n_chunks=args.unsloth_num_chunks,
-        loss_type=args.loss_type, importance_sampling_level=args.importance_sampling_level,
-        epsilon_low=trainer.epsilon_low, epsilon_high=trainer.epsilon_high,
-        max_completion_length=args.max_completion_length, delta=getattr(args, "delta", None),
-        temperature=args.temperature, max_left_pad=0, logit_softcapping=0.0, logit_scale_multiply=0.0,
-        logit_scale_divide=0.0, attention_mask=attention_mask, num_items_in_batch=n * completion,
-        current_gradient_accumulation_steps=args.gradient_accumulation_steps, num_processes=1,
-        sampling_per_token_logps=None,
-    )  # fmt: skip
-    del input_ids, attention_mask, old_logps
-    loss.backward()
-    del loss
-    torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return {"micro_batch": n, "prompt_tokens": prompt_tokens, "num_iterations": args.num_iterations}
+    (trainers/simulate/_step.py run_step: generation, the scoring pass where num_iterations > 1 or beta >
+    0, then the training micro-batch's loss, backward, clipping and the optimizer). device "cpu" runs the
+    same step on real tensors."""
+    hooks = UnslothHooks(spec, prompt_tokens, device)
+    return run_step(hooks, spec, prompt_tokens, counter, device, attention, as_cuda, optimizer_state)
 
 
 def _score(zoo, model, prompt_ids, completion_ids, prompt_mask, completion_mask):

@@ -373,10 +373,12 @@ def _linear_class():
 MLP_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
 
 
-def fast_lora(model) -> int:
-    """Unsloth's LoRA kernels' stand-ins: every SwiGLU MLP whose three projections carry LoRA runs
-    LoRAMLP (LoRA_MLP), every other LoRA projection LoRALinear (LoRA_W, LoRA_QKV). Returns how many
-    modules run one."""
+def fast_lora(model, fused_mlp: bool = True) -> int:
+    """Unsloth's LoRA kernels' stand-ins: with fused_mlp (Unsloth's own model files) every SwiGLU MLP whose
+    three projections carry LoRA runs LoRAMLP (LoRA_MLP); every other LoRA projection LoRALinear (LoRA_W,
+    LoRA_QKV; on FastModel's path unsloth_zoo's compiled lora_forward, which allocates as LoRA_W does: the
+    adapters cast to the base output's dtype, never the input to theirs). Returns how many modules run
+    one."""
     from types import MethodType
 
     mlp, linear = _mlp_class(), _linear_class()
@@ -384,7 +386,7 @@ def fast_lora(model) -> int:
     in_mlp = set()
     for module in model.modules():
         projs = [getattr(module, name, None) for name in MLP_PROJECTIONS]
-        if not all(p is not None and hasattr(p, "lora_A") for p in projs):
+        if not fused_mlp or not all(p is not None and hasattr(p, "lora_A") for p in projs):
             continue
         if getattr(getattr(module, "config", None), "hidden_act", "silu") not in ("silu", "swish"):
             continue

@@ -213,6 +213,13 @@ class UnslothStack(Stack):
         import_unsloth_for_simulation()
         return simulate_step(spec, prompt_tokens, counter, **how)
 
+    def outside_allocator(self, spec: TrialSpec) -> list:
+        """Every trainer's terms, and Inductor's compile workers where the family's blocks compile
+        (trainers/stacks/_unsloth_paths.py outside_terms)."""
+        from trainers.stacks._unsloth_paths import outside_terms
+
+        return super().outside_allocator(spec) + outside_terms(spec)
+
     def _load(self, spec, ready, FastLanguageModel, load_kwargs, gradient_checkpointing, fast_inference):
         """(model with its LoRA adapters, tokenizer), as FastLanguageModel loads and wraps them."""
         from trainers.device import real_card

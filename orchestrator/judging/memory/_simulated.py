@@ -10,8 +10,10 @@ rather than the fit's.
 
 What a simulated row holds: torch's reserved peak replayed through the caching allocator, and NVML as
 the least the step runs in under a card's cap (the replay's `needed`, the figure the simulator's error
-is measured on) plus the CUDA context (the GPU baseline of the memory model's terms: the H100's, the one
-card the context was measured on), and with generation: vllm what vLLM holds beside it (_vllm.py).
+is measured on) plus what the trial's processes hold outside torch's allocator, term by term from the
+stack (trainers/simulate/_outside.py: the trainer's CUDA context as measured on the H100, the one card it
+was measured on; terms no GPU row has measured are not counted, their bound is kept beside it), and with
+generation: vllm what vLLM holds beside it (_vllm.py).
 """
 
 from __future__ import annotations
@@ -90,16 +92,20 @@ def design(specs: list[TrialSpec], budget: float | None = None) -> list[TrialSpe
 def row(spec: TrialSpec, step: Any, index: int, budget: float | None = None) -> dict[str, Any]:
     """A simulated step as a trials row: the columns a MemoryModel reads, marked simulated."""
     from orchestrator.judging.memory._model import MEASURE_COLUMNS
-    from orchestrator.judging.memory._terms import FACE
     from orchestrator.judging.memory._vllm import beside_vllm
+    from trainers.simulate._outside import counted_gib, outside, possible_gib
 
-    context = FACE["gpu"]["baseline"][0]
+    terms = outside(spec)
+    context = counted_gib(terms)
     # NVML as the least the step runs in under a cap (the figure its error is measured on), vLLM's beside
     least = beside_vllm(spec, step, spec.memory_budget_gib or budget or 0.0, context).least(context)
     return {
         "trial_key": f"simulated-{index}", "config": spec.to_json(), "status": COMPLETED, "basis": SIMULATED,
         MEASURE_COLUMNS[GPU]: least, MEASURE_COLUMNS[TORCH]: step.reserved_gib,
         "peak_torch_allocated_gib": step.allocated_gib, "simulated_phase": step.phase,
+        # outside torch's allocator: what NVML's figure counts, and the most the unmeasured terms allow
+        "simulated_outside_gib": counted_gib(terms), "simulated_outside_possible_gib": possible_gib(terms),
+        "simulated_outside_unmeasured": "; ".join(t.name for t in terms if t.gib is None) or None,
     }  # fmt: skip
 
 
