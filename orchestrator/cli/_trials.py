@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any
 
 ENV = "RLSWEEP_TRIALS"
-# The packages whose versions move a peak: a row from others is used and flagged.
-PEAK_PACKAGES = ("torch", "transformers", "trl", "peft", "bitsandbytes", "unsloth")
 
 # Folders a sweep's output holds beside its trials.parquet whose Parquet files are not trial rows.
 NOT_TRIALS = ("steps", "ray", "plots", "simulated")
@@ -177,7 +175,9 @@ def versions_differ(row: dict) -> str | None:
     except ValueError:
         return None
     differ = []
-    for name in PEAK_PACKAGES:
+    from orchestrator.recording.portable import peak_packages
+
+    for name in peak_packages():
         if not theirs.get(name):
             continue
         try:

@@ -63,6 +63,23 @@ class ResultFileError(ValueError):
     """A result file refused: str() names the file, the rule it broke and the fix."""
 
 
+# The packages whose versions move a peak, besides each registered stack's own (peak_packages()): a row
+# from others is used and flagged.
+BASE_PACKAGES = ("torch", "transformers", "peft", "bitsandbytes")
+
+
+def stack_packages() -> tuple[str, ...]:
+    """Every registered stack's own packages (its StackEntry's), each once."""
+    from trainers import stacks
+
+    return tuple(dict.fromkeys(p for name in stacks.names() for p in stacks.get(name).packages))
+
+
+def peak_packages() -> tuple[str, ...]:
+    """BASE_PACKAGES and every registered stack's packages (its StackEntry's), each once."""
+    return tuple(dict.fromkeys((*BASE_PACKAGES, *stack_packages())))
+
+
 def _model_name(model: str | None) -> str | None:
     """A model as a shared file may name it: a hub id, `random:<hub id>`, `tiny`, `smollm2`; a local folder
     or config.json as `local:<model_type>-<digest>` (its architecture, never its path)."""
@@ -259,7 +276,10 @@ def provenance(row: Mapping[str, Any], source: str, run_id: str | None = None) -
         versions = json.loads(row.get("versions") or "null") or {}
     except ValueError:
         versions = {}
-    said = ", ".join(f"{k} {v}" for k, v in sorted(versions.items()) if k in ("torch", "transformers", "trl",
-                                                                            "unsloth") and v)  # fmt: skip
+    said = ", ".join(
+        f"{k} {v}"
+        for k, v in sorted(versions.items())
+        if k in ("torch", "transformers", *stack_packages()) and v
+    )
     run = f", run {run_id}" if run_id else ""
     return f"{source}{run}: {card}, {date}, {said or 'versions not recorded'}"
