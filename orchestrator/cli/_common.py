@@ -200,3 +200,23 @@ def simulated_for(args: argparse.Namespace, specs, budget_gib: float | None) -> 
     for family, why in why_not.items():
         progress(f"not simulated: {family}: {why}")
     return rows
+
+
+def card_unmeasurable(args: argparse.Namespace, verb: str, predict: str) -> str | None:
+    """Why `verb`'s probes cannot measure the card --card names on this host (None where they can, or no
+    card is named): on a host NVML finds no GPU on, a probe measures the host's RSS, not the card's
+    memory. The reason names the commands that would answer: the verb on the card's machine, `predict`
+    (a verb that predicts without probes, e.g. `rlsweep fits --card 4090 --model M`) here, or --budget-gib
+    to measure this host's RSS under the card's size."""
+    from trainers.nvml import local_gpus
+
+    chosen = getattr(args, "card", None)
+    if chosen is None or local_gpus():
+        return None
+    typed = chosen.typed or chosen.name
+    return (
+        f"--card {typed}: this host has no GPU (NVML finds none), so {verb}'s probes would measure this "
+        f"host's RSS, not the {chosen.name} card's memory, and a probe for a GPU card cannot run here. Run "
+        f"the same command on the machine with the card; here, `{predict}` predicts without probes, or "
+        f"--budget-gib {chosen.usable_gib:g} instead of --card measures this host's RSS under that budget"
+    )

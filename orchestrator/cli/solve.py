@@ -9,6 +9,7 @@ from orchestrator.cli._common import (
     add_simulate,
     add_stack,
     budget_gib,
+    card_unmeasurable,
     console,
     knob_arg,
     out,
@@ -74,6 +75,15 @@ def solve_budget(args: argparse.Namespace) -> tuple[float | None, str | None]:
     except ValueError as exc:
         out.print(f"invalid solve, nothing started: {exc}", markup=False)
         return None, None
+    if budget is not None and args.card is not None:
+        model = f" --model {args.model}" if args.model else ""
+        stack = f" --stack {args.framework}" if args.framework else ""
+        why = card_unmeasurable(
+            args, "solve", f"rlsweep fits --card {args.card.typed or args.card.name}{model}{stack}"
+        )
+        if why is not None:
+            out.print(f"invalid solve, nothing started: {why}", markup=False)
+            return None, None
     if budget is None:
         out.print(
             "invalid solve, nothing started: give the budget as --card NAME (e.g. --card 24gb; rlsweep fitmap "
