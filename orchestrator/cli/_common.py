@@ -103,10 +103,10 @@ def config_source(model: str) -> tuple[str | None, str | None]:
 
 
 def refused(verb: str, errors: list[str], nothing: str) -> int:
-    """Print a verb's refused input, every error on its own line, and return exit code 2."""
-    out.print(f"{verb}: {len(errors)} error(s), nothing {nothing}:", markup=False)
+    """Print a verb's refused input to stderr, every error on its own line, and return exit code 2."""
+    console.print(f"{verb}: {len(errors)} error(s), nothing {nothing}:", markup=False)
     for error in errors:
-        out.print(f"  {error}", markup=False)
+        console.print(f"  {error}", markup=False)
     return 2
 
 

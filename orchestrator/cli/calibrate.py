@@ -144,10 +144,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     try:
         results = run_calibration(request, say=lambda line: console.print(line, markup=False))
     except CalibrationError as exc:
-        out.print(f"calibrate: nothing run: {exc}", markup=False)
+        console.print(f"calibrate: nothing run: {exc}", markup=False)
         return 2
     except OutputDirBusy as exc:
-        out.print(str(exc), markup=False)
+        console.print(str(exc), markup=False)
         return 2
     except KeyboardInterrupt:
         console.print("interrupted; trainer killed. The same command resumes, measuring no probe twice")

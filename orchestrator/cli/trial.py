@@ -118,9 +118,9 @@ def cmd_trial(args: argparse.Namespace) -> int:
     spec = TrialSpec(**values)
     problems = spec.problems()
     if problems:
-        out.print(f"invalid trial, nothing started ({len(problems)} problem(s)):", markup=False)
+        console.print(f"invalid trial, nothing started ({len(problems)} problem(s)):", markup=False)
         for problem in problems:
-            out.print(f"  {problem}", markup=False)
+            console.print(f"  {problem}", markup=False)
         return 2
     spec.trial_key = spec.trial_key or trial_key(spec)
     output = Path(args.output_dir or Path("outputs") / "trials" / spec.trial_key).resolve()

@@ -325,13 +325,18 @@ def combination_errors(raw: dict[str, Any], refused: list[tuple]) -> list[str]:
     return [f"{msg} (in {len(keys)} of {len(trials)} trials, e.g. {keys[0]})" for msg, keys in found.items()]
 
 
+def _yaml_error(exc: yaml.YAMLError, source: str) -> str:
+    """PyYAML's message, its places in `source` (the file, or --set) rather than in "<unicode string>"."""
+    return f"not valid YAML: {str(exc).replace('<unicode string>', source)}"
+
+
 def yaml_data(text: str, source: str) -> Any:
     """yaml.safe_load (exponents read as numbers: _Loader), refusing a document whose aliases expand it
     past MAX_NODES values."""
     try:
         loader = _Loader(text)
     except yaml.YAMLError as exc:  # the reader refuses control characters at once
-        raise SweepError([f"not valid YAML: {exc}"], source) from None
+        raise SweepError([_yaml_error(exc, source)], source) from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -347,7 +352,7 @@ def yaml_data(text: str, source: str) -> Any:
             )
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise SweepError([f"not valid YAML: {exc}"], source) from None
+        raise SweepError([_yaml_error(exc, source)], source) from None
     except RecursionError:
         raise SweepError(
             ["YAML nested too deeply; a sweep file is a few levels of settings"], source

@@ -1,0 +1,89 @@
+"""Small answers a new user meets first: the cards they own by name, the closest model id to a mistyped
+one, a hub id in the wrong case, a YAML error that names its file, a length past the model's context,
+and errors on stderr."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers.cli import run_cli
+
+
+@pytest.mark.parametrize(
+    "typed, name, gib",
+    [("t4", "T4", 16.0), ("Tesla T4", "T4", 16.0), ("v100-16gb", "V100-16GB", 16.0),
+     ("V100 32GB", "V100-32GB", 32.0), ("a4000", "A4000", 16.0), ("RTX A5000", "A5000", 24.0)],
+)  # fmt: skip
+def test_the_older_and_workstation_cards_are_known_by_name_with_their_memory(typed, name, gib):
+    from orchestrator.judging.cards import card
+
+    found = card(typed)
+    assert (found.name, found.usable_gib, found.measured) == (name, gib, False)
+
+
+def test_a_v100_without_its_size_asks_which_of_the_two():
+    from orchestrator.judging.cards import UnknownCard, card
+
+    with pytest.raises(UnknownCard, match="did you mean 'V100-16GB' or 'V100-32GB'"):
+        card("v100")
+
+
+@pytest.mark.parametrize(
+    "typed, speed", [("t4", "T4"), ("v100-32gb", "V100"), ("a4000", "RTX A4000"), ("a5000", "RTX A5000")]
+)
+def test_the_new_cards_have_speed_figures_for_the_card_speed_model(typed, speed):
+    from orchestrator.judging.card_speed import speed_of
+    from orchestrator.judging.cards import card
+
+    found = speed_of(typed, card(typed).name)
+    assert found is not None and found.name == speed
+    assert found.bandwidth_gbs > 0 and found.tflops > 0
+
+
+def test_a_mistyped_random_id_suggests_the_bundled_id_it_extends_not_another_size():
+    from trainers.models import model_problems
+
+    (problem,) = model_problems("random:Qwen/Qwen3-4B-Instruct")
+    assert "did you mean 'random:Qwen/Qwen3-4B'?" in problem
+    assert "Qwen2.5-14B" not in problem
+
+
+def test_a_hub_id_in_the_wrong_case_fails_validation_with_the_right_spelling(tmp_path, capsys):
+    sweep = tmp_path / "case.yaml"
+    sweep.write_text("name: case\nfixed: {model: qwen/qwen3-4b}\n")
+    code, text = run_cli(["validate", str(sweep)], capsys)
+    assert code == 2
+    assert "'qwen/qwen3-4b' differs from the hub id 'Qwen/Qwen3-4B' only in case" in text
+    assert "give Qwen/Qwen3-4B" in text
+
+
+def test_a_yaml_error_names_the_file_not_a_unicode_string(tmp_path, capsys):
+    sweep = tmp_path / "broken.yaml"
+    sweep.write_text("name: x\ngrid:\n  num_generations: [2, 4\n")
+    code, text = run_cli(["validate", str(sweep)], capsys)
+    assert code == 2
+    assert f'in "{sweep}", line 3' in text and "<unicode string>" not in text
+
+
+def test_a_length_past_a_bundled_models_context_is_refused_with_its_fix():
+    from trainers.trial import TrialSpec
+
+    spec = TrialSpec(model="Qwen/Qwen3-4B", max_prompt_length=256, max_completion_length=40960)
+    problems = " ".join(spec.problems())
+    assert "41216 tokens exceeds Qwen/Qwen3-4B's context of 40960" in problems
+    assert "lower max_prompt_length or max_completion_length" in problems
+    assert TrialSpec(model="Qwen/Qwen3-4B", max_completion_length=8192).problems() == []
+
+
+def test_refused_input_goes_to_stderr_and_leaves_stdout_empty(tmp_path, capsys):
+    from orchestrator.cli import main
+
+    sweep = tmp_path / "broken.yaml"
+    sweep.write_text("name: x\ngrid: [\n")
+    assert main(["validate", str(sweep)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "not valid YAML" in captured.err
+    assert main(["calibrate", "--model", "tiny", "--stack", "trl", "--budget-gib", "4", "--k", "0",
+                 "--out", str(tmp_path / "c")]) == 2  # fmt: skip
+    captured = capsys.readouterr()
+    assert captured.out == "" and "calibrate: 1 error(s), nothing run:" in captured.err
