@@ -181,9 +181,23 @@ def _divisor_hint(n: int, near: int | None) -> int:
     return min(divisors, key=lambda d: abs(d - (near or n)))
 
 
+def probe_steps_within(max_steps: int, probe_steps: int) -> int:
+    """The probe steps a trial of max_steps takes when the probe steps are left to their default: at most
+    max_steps - 1 where it has two steps or more, so at least its last step trains on completions of its
+    own (a trial of probe steps alone has no step to judge: verdict too_short); a one-step trial is a
+    probe."""
+    return probe_steps if max_steps <= 1 else min(probe_steps, max_steps - 1)
+
+
 def mode_warnings(spec: Any) -> list[str]:
     """Settings that are legal but probably not what the user meant."""
     warnings = []
+    if spec.max_steps > 1 and spec.probe_steps >= spec.max_steps:
+        warnings.append(
+            f"probe_steps: {spec.probe_steps} of max_steps {spec.max_steps}: every step is a probe (its "
+            "completions forced to the length limit), so none is judged for training (verdict too_short); "
+            f"set probe_steps (oom.probe_steps in a sweep) to {spec.max_steps - 1} or fewer to let it train"
+        )
     # TRL reuses a generation off-policy when an optimizer step does not consume it whole.
     steps_per_generation = spec.generation_batch_size // (
         spec.effective_micro_batch_size * spec.num_processes

@@ -41,6 +41,7 @@ from trainers._trial_rules import (  # noqa: F401  (the allowed values and mode_
     mode_warnings,
     only,
     or_framework,
+    probe_steps_within,
 )
 from trainers.models import model_problems, parse_model
 from trainers.probe import PROBE_KINDS, SYNTHETIC  # noqa: F401  (the probe kinds are part of this face)

@@ -14,7 +14,7 @@ from orchestrator.judging.verdict import STOPPABLE, VerdictSettings, stop_check
 from orchestrator.words.outcome import MEMORY_LABELS, peak_memory
 from orchestrator.words.settings import GUARD as GUARD
 from trainers.events import STARTED, STEP
-from trainers.trial import BOOKKEEPING, KNOBS, TrialSpec
+from trainers.trial import BOOKKEEPING, KNOBS, TrialSpec, knob_default, probe_steps_within
 
 # Other spellings of a knob's flag: --stack, the stack's flag on every verb (--stacks on fits and fitmap).
 ALIASES = {"model": ["--model-name"], "framework": [f for f in STACK_FLAGS if f != "--framework"]}
@@ -115,6 +115,10 @@ def cmd_trial(args: argparse.Namespace) -> int:
     from orchestrator.words.outcome import COMPLETED
 
     values = {k: v for k, v in vars(args).items() if k in KNOBS and v is not None}
+    if args.probe_steps is None:
+        values["probe_steps"] = probe_steps_within(
+            values.get("max_steps", knob_default("max_steps")), GUARD.probe_steps
+        )
     spec = TrialSpec(**values)
     problems = spec.problems()
     if problems:
@@ -172,4 +176,5 @@ def add_trial(sub) -> None:
         "thresholds: the verdict section's defaults, docs/schema.md)",
     )
     add_trial_knobs(p, {"probe_steps": GUARD.probe_steps})
-    p.set_defaults(func=cmd_trial)
+    # left unset, the probe steps leave a trial of two steps or more one to train (probe_steps_within)
+    p.set_defaults(func=cmd_trial, probe_steps=None)

@@ -87,3 +87,40 @@ def test_refused_input_goes_to_stderr_and_leaves_stdout_empty(tmp_path, capsys):
                  "--out", str(tmp_path / "c")]) == 2  # fmt: skip
     captured = capsys.readouterr()
     assert captured.out == "" and "calibrate: 1 error(s), nothing run:" in captured.err
+
+
+def test_a_two_step_sweep_trial_left_to_the_default_probe_steps_keeps_a_step_to_train():
+    from orchestrator.spec.load import parse_sweep
+    from orchestrator.spec.plan import plan
+
+    def trials(**oom):
+        raw = {"name": "s", "fixed": {"model": "tiny", "max_steps": 2}, "grid": {"num_generations": [2]}}
+        return plan(parse_sweep({**raw, **({"oom": oom} if oom else {})}))
+
+    default = trials()
+    assert [t.probe_steps for t in default.trials] == [1]
+    assert not any("every step is a probe" in w for w in default.warnings)
+    asked = trials(probe_steps=2)  # set on purpose: kept, and said
+    assert [t.probe_steps for t in asked.trials] == [2]
+    assert any("probe_steps: 2 of max_steps 2: every step is a probe" in w for w in asked.warnings)
+
+
+@pytest.mark.parametrize("max_steps, probes", [(1, 2), (2, 1), (3, 2), (10, 2)])
+def test_probe_steps_left_to_their_default_leave_the_last_step_to_train(max_steps, probes):
+    from trainers.trial import probe_steps_within
+
+    assert probe_steps_within(max_steps, 2) == probes
+
+
+def test_rlsweep_trial_of_two_steps_probes_one_unless_told(monkeypatch, tmp_path):
+    import orchestrator.cli.trial as trial_cli
+    from orchestrator.cli import build_parser
+
+    ran = []
+    monkeypatch.setattr(
+        trial_cli.TrialSpec, "problems", lambda self, skip=frozenset(): ran.append(self) or ["stop"]
+    )
+    for extra, probes in (([], 1), (["--probe-steps", "2"], 2)):
+        args = build_parser().parse_args(["trial", "--max-steps", "2", "--output-dir", str(tmp_path), *extra])
+        assert args.func(args) == 2
+        assert ran[-1].probe_steps == probes
