@@ -124,3 +124,30 @@ def test_rlsweep_trial_of_two_steps_probes_one_unless_told(monkeypatch, tmp_path
         args = build_parser().parse_args(["trial", "--max-steps", "2", "--output-dir", str(tmp_path), *extra])
         assert args.func(args) == 2
         assert ran[-1].probe_steps == probes
+
+
+def test_rlsweep_report_on_a_trial_folder_writes_its_report_beside_it(tmp_path, capsys):
+    from orchestrator.cli import main
+    from orchestrator.recording.recorder import Recorder, TrialFolder
+    from orchestrator.spec.plan import trial_key
+    from orchestrator.words.outcome import COMPLETED, TrialResult
+    from trainers.trial import TrialSpec
+
+    spec = TrialSpec(model="tiny", max_steps=2, probe_steps=1)
+    spec.trial_key = trial_key(spec)
+    folder = tmp_path / spec.trial_key
+    folder.mkdir()
+    step = {"step": 2, "probe": False, "step_s": 1.0, "rss_peak_gib": 0.7, "reward_mean": 0.5}
+    recorder = Recorder([spec], [TrialFolder(folder)])
+    recorder.start(spec.trial_key)
+    recorder.step(spec.trial_key, {"step": 1, "probe": True, "step_s": 1.0, "rss_peak_gib": 0.75})
+    recorder.step(spec.trial_key, step)
+    recorder.end(
+        spec.trial_key, TrialResult(status=COMPLETED, status_detail="2 steps", peak={"rss_peak_gib": 0.75})
+    )
+    assert (folder / "trial.json").is_file() and not (folder / "trials.parquet").exists()
+    assert main(["report", str(folder)]) == 0
+    said = capsys.readouterr().out
+    assert f"Report: {folder / 'report' / 'report.html'}" in said
+    assert (folder / "report" / "report.html").is_file()
+    assert "0.75 GiB" in said
