@@ -151,3 +151,25 @@ def test_rlsweep_report_on_a_trial_folder_writes_its_report_beside_it(tmp_path, 
     assert f"Report: {folder / 'report' / 'report.html'}" in said
     assert (folder / "report" / "report.html").is_file()
     assert "0.75 GiB" in said
+
+
+@pytest.mark.parametrize("verb", ["fits", "fitmap", "calibrate", "solve"])
+def test_the_card_flag_says_a_card_that_drives_a_display_has_less(verb, capsys):
+    from orchestrator.cli import main
+
+    with pytest.raises(SystemExit):
+        main([verb, "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "a card that also drives a display has less, give --budget-gib as docs/oom.md says" in said
+
+
+def test_the_budget_advice_says_what_a_card_name_stands_for_and_what_a_display_takes():
+    from pathlib import Path
+
+    from orchestrator.judging.cards import CARDS
+
+    text = " ".join((Path(__file__).parents[2] / "docs" / "oom.md").read_text().split())
+    assert "Type the total nvidia-smi shows for the card" in text
+    assert "the marketed size for every other card (`T4` is 16, `24GB` is 24)" in text
+    assert CARDS["T4"].usable_gib == 16 and CARDS["24GB"].usable_gib == 24  # what the page says
+    assert "A card that also drives a display has less" in text
