@@ -386,6 +386,8 @@ def add_fitmap(sub) -> None:
     add_stacks_and_trials(p, "to fit the model on and draw")
     p.add_argument("--measure", choices=MEASURES, help="which peak; default GPU with --card")
     add_simulate(p)
-    p.add_argument("--out", type=Path, default=Path("fitmap"), help="where the PNGs go (default ./fitmap)")
+    p.add_argument(
+        "--out", type=Path, default=Path("outputs/fitmap"), help="where the PNGs go (default outputs/fitmap)"
+    )
     p.add_argument("--no-plot", action="store_true", help="print the table only")
     p.set_defaults(func=cmd_fitmap)

@@ -173,3 +173,16 @@ def test_the_budget_advice_says_what_a_card_name_stands_for_and_what_a_display_t
     assert "the marketed size for every other card (`T4` is 16, `24GB` is 24)" in text
     assert CARDS["T4"].usable_gib == 16 and CARDS["24GB"].usable_gib == 24  # what the page says
     assert "A card that also drives a display has less" in text
+
+
+def test_fitmap_draws_under_outputs_not_a_fitmap_folder_in_the_working_directory(
+    tmp_path, monkeypatch, capsys
+):
+    from orchestrator.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    code = main(["fitmap", "--budget-gib", "4", "--model", "tiny", "--stack", "trl", "--k", "2", "--b", "1",
+                 "--no-simulate"])  # fmt: skip
+    assert code == 0, capsys.readouterr()
+    assert not (tmp_path / "fitmap").exists()
+    assert list((tmp_path / "outputs" / "fitmap").glob("fitmap_*.png"))
