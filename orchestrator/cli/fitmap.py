@@ -160,11 +160,13 @@ def map_assumptions(base) -> str:
         if base.micro_batch_size
         else "per_device_train_batch_size = B x K (all of a step's completions at once, no accumulation)"
     )
-    adapter = f"LoRA r={base.lora_r}" if base.adapter == "lora" else "full fine-tuning"
+    adapter = (
+        f"LoRA r={base.lora_r} ({base.lora_target_modules})" if base.adapter == "lora" else "full fine-tuning"
+    )
     return (
         f"{micro}, max_prompt_length {base.max_prompt_length}, {adapter} on a {base.quantization} base, "
         f"gradient_checkpointing {'on' if base.gradient_checkpointing else 'off'}, generation by "
-        f"{base.generation}, num_iterations {base.num_iterations}; change any with --set KNOB=VALUE"
+        f"{base.generation}, num_iterations {base.num_iterations}, optim {base.optim}; change any with --set KNOB=VALUE"
     )
 
 

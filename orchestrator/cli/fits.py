@@ -178,7 +178,9 @@ def assumptions(spec) -> str:
     """The settings that move the answer, in TRL's names."""
     completions = spec.num_generations * spec.batch_size
     micro = spec.effective_micro_batch_size
-    adapter = f"LoRA r={spec.lora_r}" if spec.adapter == "lora" else "full fine-tuning"
+    adapter = (
+        f"LoRA r={spec.lora_r} ({spec.lora_target_modules})" if spec.adapter == "lora" else "full fine-tuning"
+    )
     quant = {"nf4": "on a 4-bit NF4 base (QLoRA)", "none": f"on a {spec.dtype} base"}.get(
         spec.quantization, spec.quantization
     )
@@ -187,7 +189,7 @@ def assumptions(spec) -> str:
         f"gradient_accumulation_steps {completions // micro}; --set micro_batch_size=N), "
         f"max_prompt_length {spec.max_prompt_length}, {adapter} {quant}, gradient_checkpointing "
         f"{'on' if spec.gradient_checkpointing else 'off'}, generation by {spec.generation}, "
-        f"num_iterations {spec.num_iterations}; change any with --set KNOB=VALUE"
+        f"num_iterations {spec.num_iterations}, optim {spec.optim}; change any with --set KNOB=VALUE"
     )
 
 

@@ -25,7 +25,7 @@ from orchestrator.spec.sweep import (
 )
 from orchestrator.words.phases import packing
 from tasks.names import did_you_mean
-from trainers.trial import BOOKKEEPING, KNOBS, canonical, check_value
+from trainers.trial import BOOKKEEPING, KNOBS, canonical, check_value, idle_set_errors, knob_default
 
 
 class _Loader(yaml.SafeLoader):
@@ -120,7 +120,8 @@ def trial_set_errors(sets: list[str], base: dict[str, Any], taken: dict[str, str
             errors.append(f"--set {item}: {taken[key]}")
         else:
             base[key] = value
-    return errors
+    asked = [item.partition("=")[0].strip() for item in sets]
+    return errors + idle_set_errors([key for key in asked if key in base], base, knob_default)
 
 
 def grid_size_errors(raw: dict[str, Any], spec: SweepSpec | None) -> list[str]:

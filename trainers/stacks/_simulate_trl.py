@@ -99,9 +99,14 @@ def _config(spec: Any, dtype: Any):
     from trl import GRPOConfig
 
     from trainers.runtime import grpo_config_kwargs
+    from trainers.trial import optim_of
 
     asked = grpo_config_kwargs(spec, dtype, on_gpu=True) | {"bf16": False, "fp16": False, "use_cpu": True}
-    return GRPOConfig(**asked, reward_weights=[1.0])
+    config = GRPOConfig(**asked, reward_weights=[1.0])
+    # the optimizer the GPU run builds: `stack` is the stack's own default (Unsloth's simulation reads this
+    # too), and Unsloth's config, imported on a host without a GPU, swaps adamw_8bit for adamw_torch_fused
+    config.optim = type(config.optim)(optim_of(spec)) if hasattr(config.optim, "value") else optim_of(spec)
+    return config
 
 
 def _model(spec: Any, dtype: Any, gradient_checkpointing: bool, device: str, attention: str):
@@ -110,13 +115,15 @@ def _model(spec: Any, dtype: Any, gradient_checkpointing: bool, device: str, att
     from peft import LoraConfig, get_peft_model
 
     from trainers.simulate._meta import qlora_model
+    from trainers.trial import peft_targets
 
     model = qlora_model(spec, dtype, device, attention)
     quantized = getattr(model, "is_loaded_in_4bit", False)
     if spec.adapter == "lora":
         lora = LoraConfig(
             r=spec.lora_r, lora_alpha=spec.lora_alpha, lora_dropout=spec.lora_dropout,
-            target_modules="all-linear", task_type="CAUSAL_LM",
+            target_modules=peft_targets(spec.lora_target_modules),
+            task_type="CAUSAL_LM",
         )  # fmt: skip
         model = get_peft_model(model, lora)
         if gradient_checkpointing:
@@ -200,15 +207,15 @@ def schedule(optimizer_state: str, num_iterations: int = 1) -> list[bool]:
 def optimizer_for(trainer: Any, model: Any, args: Any, optimizer_state: str) -> tuple[list, Any]:
     """The trainable weights and their AdamW (the trial's rate and decay), set on `trainer`, its state
     made before the step where `optimizer_state` is "before" (trainers/optimizer_state.py)."""
-    import torch
-
     from trainers.optimizer_state import materialize
+    from trainers.stacks._simulate_optim import optimizer as simulated_optimizer
 
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=args.learning_rate, weight_decay=args.weight_decay, foreach=True)
+    name = str(getattr(args.optim, "value", args.optim))  # the trial's, or its stack's GRPOConfig default
+    optimizer = simulated_optimizer(name, params, args.learning_rate, args.weight_decay)
     trainer.optimizer = optimizer
-    if optimizer_state == "before":
-        materialize(trainer)
+    if optimizer_state == "before" and not materialize(trainer) and hasattr(optimizer, "allocate"):
+        optimizer.allocate()  # bitsandbytes' 8-bit state, as every step after the first carries it
     return params, optimizer
 
 
