@@ -15,6 +15,7 @@ from orchestrator.cli._common import (
     add_stack,
     budget_gib,
     config_source,
+    console,
     examples,
     out,
     progress,
@@ -230,10 +231,12 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
     try:
         budget, card_words = card_budget(args)
     except ValueError as exc:
-        out.print(str(exc), markup=False)
+        console.print(str(exc), markup=False)
         return 2
     if budget is None:
-        out.print("fitmap: name the card (--card 24GB; rlsweep fitmap --help lists them) or --budget-gib GIB")
+        console.print(
+            "fitmap: name the card (--card 24GB; rlsweep fitmap --help lists them) or --budget-gib GIB"
+        )
         return 2
     errors: list[str] = []
     try:
@@ -262,15 +265,15 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
     )  # fmt: skip
     unknown = unknown_models(fm)
     if unknown:  # each reason names its fix: the fetch command, a stand-in, the nearest names
-        out.print(f"fitmap: {len(unknown)} model(s) it knows nothing of, nothing drawn:", markup=False)
+        console.print(f"fitmap: {len(unknown)} model(s) it knows nothing of, nothing drawn:", markup=False)
         for model, why in unknown.items():
-            out.print(f"  --model {model}: {why}", markup=False)
-        out.print("`rlsweep models` lists the models it knows, with their sizes", markup=False)
+            console.print(f"  --model {model}: {why}", markup=False)
+        console.print("`rlsweep models` lists the models it knows, with their sizes", markup=False)
         return 2
     if all(x.unknown is not None for x in fm.boundaries):
-        out.print("fitmap: no cell of the map can be predicted, nothing drawn:", markup=False)
+        console.print("fitmap: no cell of the map can be predicted, nothing drawn:", markup=False)
         for reason in dict.fromkeys(x.unknown for x in fm.boundaries):
-            out.print(f"  {reason}", markup=False)
+            console.print(f"  {reason}", markup=False)
         return 2
     source = f"{len(rows)} trial(s) of {args.trials}" if rows else "the prior (no measured trials)"
     simulated = [f"{stacks.label(f)} {m}" for (f, m), said in fm.basis.items() if said.startswith(SIMULATED)]

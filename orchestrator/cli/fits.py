@@ -22,6 +22,7 @@ from orchestrator.cli._common import (
     add_simulate,
     budget_gib,
     config_source,
+    console,
     out,
     progress,
     refused,
@@ -260,8 +261,8 @@ def cmd_fits(args: argparse.Namespace) -> int:
     ]
     unknown = [a for a in answers if a.verdict == "unknown"]
     if len(unknown) == len(answers):
-        out.print(f"fits: {model}: {unknown[0].basis}", markup=False)
-        out.print("`rlsweep models` lists the models known here, with their sizes", markup=False)
+        console.print(f"fits: {model}: {unknown[0].basis}", markup=False)
+        console.print("`rlsweep models` lists the models known here, with their sizes", markup=False)
         return 2
     where = card_words or f"a {budget:g} GiB budget"
     out.print(

@@ -61,7 +61,12 @@ def formulas(spec: TrialSpec, shape: Shape, device: str) -> dict[str, str]:
     generation = spec.generation_batch_size / spec.num_processes  # one rank's share of the step
     micro = spec.effective_micro_batch_size
     weights_share, state_share = sharded(spec)
-    moments, optim = adam_bytes(spec), optim_of(spec)
+    moments = adam_bytes(spec)
+    optim = (
+        "AdamW"
+        if "8bit" not in optim_of(spec)
+        else optim_of(spec).replace("_", " ").replace("adamw", "AdamW")
+    )
 
     def share(fraction: float) -> str:  # one rank's part of what its strategy shards
         return "" if fraction == 1 else f" x 1/{spec.num_processes} ({spec.distributed}: this rank's share)"
@@ -118,7 +123,7 @@ def formulas(spec: TrialSpec, shape: Shape, device: str) -> dict[str, str]:
         f"{share(weights_share)}{copies}",
         "lora": (
             f"{shape.linear_params + shape.other_params:,} params trained in full x ({dtype} gradient + "
-            f"{moments:g} B {optim}'s 2 moments){share(state_share)}"
+            f"{moments:g} B {optim}'s 2 {'fp32' if moments == ADAM_BYTES else '8-bit'} moments){share(state_share)}"
             if spec.adapter == "none"
             else f"{shape.lora_params(spec.lora_r, lora_modules(spec.lora_target_modules)):,} LoRA params (r "
             f"{spec.lora_r}, {'every nn.Linear' if spec.lora_target_modules == 'all-linear' else spec.lora_target_modules}) x "
