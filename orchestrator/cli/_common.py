@@ -216,7 +216,7 @@ def card_unmeasurable(args: argparse.Namespace, verb: str, predict: str) -> str 
     typed = chosen.typed or chosen.name
     return (
         f"--card {typed}: this host has no GPU (NVML finds none), so {verb}'s probes would measure this "
-        f"host's RSS, not the {chosen.name} card's memory, and a probe for a GPU card cannot run here. Run "
+        f"host's RSS, not the memory of the card ({typed}: {chosen.name}, {chosen.usable_gib:g} GiB), and a probe for a GPU card cannot run here. Run "
         f"the same command on the machine with the card; here, `{predict}` predicts without probes, or "
         f"--budget-gib {chosen.usable_gib:g} instead of --card measures this host's RSS under that budget"
     )

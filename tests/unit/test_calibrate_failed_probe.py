@@ -106,7 +106,7 @@ def test_a_gpu_card_is_refused_up_front_on_a_host_without_a_gpu(verb, predict, t
     code, text = run_cli([*verb, "--card", "4090", flag, str(out)], capsys)
     assert code == 2
     assert "--card 4090: this host has no GPU (NVML finds none)" in text
-    assert "would measure this host's RSS, not the 24GB card's memory" in text
+    assert "would measure this host's RSS, not the memory of the card (4090: 24GB, 24 GiB)" in text
     assert predict in text and "--budget-gib 24 instead of --card" in text
     assert "Traceback" not in text and not out.exists()
 
