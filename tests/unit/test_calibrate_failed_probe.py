@@ -124,3 +124,13 @@ def test_a_gpu_card_is_not_refused_where_the_host_has_a_gpu(monkeypatch):
     monkeypatch.setattr(trainers.nvml, "local_gpus", lambda: 0)
     assert card_unmeasurable(args, "solve", "rlsweep fits --card 4090") is not None
     assert card_unmeasurable(argparse.Namespace(card=None), "solve", "x") is None
+
+
+def test_solve_reads_no_peak_from_a_probe_that_did_not_run_its_step():
+    from orchestrator.judging.solve import measured_from_row
+
+    row = {"status": FAILED, "status_detail": LOAD_FAILED, "peak_rss_gib": 0.57, "trial_key": "k"}
+    failed = measured_from_row(8, row, 4.0)
+    assert failed.fits is None and failed.peak_gib is None and failed.memory_kind is None
+    done = measured_from_row(8, {**row, "status": COMPLETED, "status_detail": "1 step"}, 4.0)
+    assert done.fits is True and done.peak_gib == 0.57
