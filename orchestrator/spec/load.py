@@ -25,7 +25,15 @@ from orchestrator.spec.sweep import (
 )
 from orchestrator.words.phases import packing
 from tasks.names import did_you_mean
-from trainers.trial import BOOKKEEPING, KNOBS, canonical, check_value, idle_set_errors, knob_default
+from trainers.trial import (
+    BOOKKEEPING,
+    KNOBS,
+    VLLM_KNOBS,
+    canonical,
+    check_value,
+    idle_set_errors,
+    knob_default,
+)
 
 
 class _Loader(yaml.SafeLoader):
@@ -256,12 +264,43 @@ def parse_sweep(raw: Any, source: str = "") -> SweepSpec:
         errors = _pydantic_errors(exc)
         refused = [err["loc"] for err in exc.errors()]
     errors += knob_errors(raw)
+    errors += idle_knob_errors(raw)
     errors += grid_size_errors(raw, spec)
     errors += predict_errors(spec)
     errors += packing_errors(spec)
     if errors:
         raise SweepError(errors + combination_errors(raw, refused), source)
     return spec
+
+
+def idle_knob_errors(raw: dict[str, Any]) -> list[str]:
+    """Knobs a sweep names in fixed or grid that do nothing in every trial it plans, even at their default
+    value: vLLM's where no trial generates with vLLM, LoRA's where every trial fine-tunes in full."""
+    sections = {name: raw.get(name) if isinstance(raw.get(name), dict) else {} for name in ("fixed", "grid")}
+
+    def values(knob: str) -> set:
+        try:
+            found = {sections["fixed"][knob]} if knob in sections["fixed"] else set()
+            grid = sections["grid"].get(knob, [])
+            found |= set(grid) if isinstance(grid, list) else {grid} if knob in sections["grid"] else set()
+        except TypeError:  # an unhashable value: knob_errors says why
+            return {"vllm", "lora"}  # judged by nothing here
+        return found or {knob_default(knob)}
+
+    errors = []
+    for section, settings in sections.items():
+        for name in settings:
+            if name in VLLM_KNOBS and "vllm" not in values("generation"):
+                errors.append(
+                    f"{section}.{name}: does nothing, no trial generates with vLLM (generation: "
+                    f"{', '.join(sorted(map(str, values('generation'))))}); set generation: vllm or remove {name}"
+                )
+            elif str(name).startswith("lora_") and values("adapter") == {"none"}:
+                errors.append(
+                    f"{section}.{name}: does nothing, every trial fine-tunes in full (adapter: none, no LoRA "
+                    f"adapter); set adapter: lora or remove {name}"
+                )
+    return errors
 
 
 # The trial knob each section setting gives every trial (SweepSpec.base).

@@ -175,3 +175,23 @@ def _lora_weights(model, spec):
         r=spec.lora_r, target_modules=peft_targets(spec.lora_target_modules), task_type="CAUSAL_LM"
     )
     return [(n, p) for n, p in get_peft_model(model, config).named_parameters() if p.requires_grad]
+
+
+@pytest.mark.parametrize(
+    "raw, said",
+    [
+        ({"fixed": {"vllm_mode": "colocate"}}, "fixed.vllm_mode: does nothing, no trial generates with vLLM"),
+        ({"grid": {"lora_r": [8, 16]}, "fixed": {"adapter": "none", "quantization": "none"}},
+         "grid.lora_r: does nothing, every trial fine-tunes in full"),
+    ],
+)  # fmt: skip
+def test_a_sweep_naming_a_knob_that_does_nothing_is_refused(raw, said):
+    from orchestrator.spec.load import parse_sweep
+    from orchestrator.spec.sweep import SweepError
+
+    with pytest.raises(SweepError) as refused:
+        parse_sweep({"name": "idle", **raw})
+    assert any(said in error for error in refused.value.errors)
+    parse_sweep(
+        {"name": "busy", "grid": {"generation": ["transformers", "vllm"]}, "fixed": {"vllm_mode": "colocate"}}
+    )
