@@ -51,7 +51,7 @@ def add_card(parser: argparse.ArgumentParser, budget_flag: str = "--budget-gib")
         type=card_arg,
         metavar="NAME",
         help=f"judge against this card's usable memory instead of {budget_flag}: "
-        f"{', '.join(CARDS)} (case-insensitive; aliases like 24gb, 4090, rtx4090, l4, a100-80gb, h100; the maker's size: a card that also drives a display has less, give {budget_flag} as docs/oom.md says)",
+        f"{', '.join(CARDS)} (case-insensitive; aliases like 24gb, 4090, rtx4090, l4, a100-80gb, h100). The maker's size: a card that also drives a display has less, give {budget_flag} as docs/oom.md says",
     )
 
 
