@@ -76,13 +76,14 @@ def add_guard_flags(parser: argparse.ArgumentParser, timeout_help: str) -> None:
 
 
 def trial_guard(args: argparse.Namespace) -> GuardSettings:
-    """The guard settings of `rlsweep trial`'s flags."""
+    """The guard settings of `rlsweep trial`'s flags (probe steps left unset: the shared default; the
+    trial's own, probe_steps_within's, is the spec's)."""
     return GuardSettings(
         budget_gib=args.memory_budget_gib,
         margin_gib=args.memory_margin_gib,
         sample_hz=args.sample_hz,
         timeout_s=args.timeout_s,
-        probe_steps=args.probe_steps,
+        probe_steps=GUARD.probe_steps if args.probe_steps is None else args.probe_steps,
     )
 
 

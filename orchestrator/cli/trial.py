@@ -145,7 +145,8 @@ def cmd_trial(args: argparse.Namespace) -> int:
     recorder.start(spec.trial_key)
     try:
         result = run_trial(
-            spec, trial_dir=output, guard=trial_guard(args), on_event=show, cpus=spec.num_threads,
+            spec, trial_dir=output, guard=dataclasses.replace(trial_guard(args), probe_steps=spec.probe_steps),
+            on_event=show, cpus=spec.num_threads,
             stop_check=stop_check(verdict),
         )  # fmt: skip
     except KeyboardInterrupt:
