@@ -18,9 +18,8 @@ LR_SCHEDULERS = ("constant", "linear", "cosine", "constant_with_warmup")
 # TRL 1.14's scale_rewards (its True is group, False none: trainers.trial.canonical reads them so).
 SCALE_REWARDS = ("group", "batch", "none")
 # GRPOConfig arguments no knob sets: every trial of both stacks gets these (trainers/runtime.py), Unsloth's
-# own defaults (adamw_8bit, weight decay 0.001) put back; an unknown-name hint names them.
+# own default (weight decay 0.001) put back; an unknown-name hint names them.
 FIXED_GRPO = {
-    "optim": "adamw_torch",
     "weight_decay": 0.0,
     "max_grad_norm": 1.0,
     "top_p": 1.0,
@@ -32,6 +31,87 @@ FIXED_GRPO = {
 # weights, gradients and optimizer state sharded), zero2 / zero3 (DeepSpeed ZeRO stage 2: optimizer
 # state and gradients sharded; stage 3: the weights too).
 DISTRIBUTED = ("none", "ddp", "fsdp", "zero2", "zero3")
+# The optimizers a trial may ask for (transformers' `optim` names; `stack`: the stack's own default, its
+# StackEntry's default_optim: TRL's adamw_torch_fused, Unsloth's adamw_8bit). The 8-bit ones are
+# bitsandbytes' (blockwise 8-bit moments); paged: their state in CUDA unified memory, which the driver may
+# move to host memory under pressure.
+OPTIMS = ("adamw_torch", "adamw_8bit", "paged_adamw_8bit", "stack")
+# LoRA targets: every linear layer but the head (PEFT's all-linear), attention or the MLP alone, or
+# leaf module names, comma-separated (q_proj,v_proj).
+LORA_TARGET_GROUPS = {
+    "attention": ("q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj"),
+    "mlp": ("gate_proj", "up_proj", "down_proj", "gate_up_proj"),
+}
+LORA_MODULES = tuple(name for names in LORA_TARGET_GROUPS.values() for name in names)
+
+
+def lora_modules(targets: str) -> tuple[str, ...] | None:
+    """The leaf module names a lora_target_modules value adapts (None: every linear layer, all-linear);
+    a name missing from a model is left out by the stack (Phi-3 has qkv_proj, not q_proj)."""
+    if targets == "all-linear":
+        return None
+    if targets in LORA_TARGET_GROUPS:
+        return LORA_TARGET_GROUPS[targets]
+    return tuple(dict.fromkeys(name.strip() for name in targets.split(",")))
+
+
+def peft_targets(targets: str) -> list[str] | str:
+    """PEFT's target_modules for a lora_target_modules value: all-linear, or the leaf names (PEFT adapts
+    those the model has, and refuses only a list none of which it has)."""
+    names = lora_modules(targets)
+    return "all-linear" if names is None else list(names)
+
+
+def optim_of(spec: Any) -> str:
+    """The optimizer a trial runs: its optim, or its stack's own default for `stack`."""
+    return STACKS[spec.framework].default_optim if spec.optim == "stack" else spec.optim
+
+
+def _lora_errors(spec: Any, knob_default: Callable[[str], Any]) -> list[str]:
+    """LoRA targets no stack can adapt, and LoRA settings that do nothing under full fine-tuning."""
+    targets = spec.lora_target_modules
+    if targets not in ("all-linear", *LORA_TARGET_GROUPS):
+        names = lora_modules(targets) or ()
+        unknown = [n for n in names if n and n not in LORA_MODULES]
+        if unknown or not names or "" in names:
+            return [
+                f"lora_target_modules: {targets!r}: {', '.join(map(repr, unknown)) or 'an empty name'} is no "
+                f"decoder linear layer; give all-linear, attention, mlp or names of {', '.join(LORA_MODULES)}, "
+                "comma-separated (e.g. q_proj,v_proj)"
+            ]
+    if spec.adapter == "none":
+        return [
+            f"{name}: {getattr(spec, name)!r} with adapter: none does nothing (full fine-tuning trains every "
+            f"weight, no LoRA adapter); set adapter: lora or remove {name}"
+            for name in ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
+            if getattr(spec, name) != knob_default(name)
+        ]
+    return []
+
+
+def idle_set_errors(
+    asked: list[str], values: dict[str, Any], knob_default: Callable[[str], Any]
+) -> list[str]:
+    """Knobs a user set by name (`asked`: --set KNOB=VALUE) that do nothing in the configuration `values`
+    makes (its other knobs at their defaults), even at their default value: vLLM's with transformers
+    generation, LoRA's under full fine-tuning. Each with the reason and the fix."""
+    generation = values.get("generation", knob_default("generation"))
+    adapter = values.get("adapter", knob_default("adapter"))
+    errors = []
+    for name in dict.fromkeys(asked):
+        if name in VLLM_KNOBS and generation != "vllm":
+            errors.append(
+                f"--set {name}: does nothing with generation: {generation} (vLLM settings apply only to vLLM "
+                f"generation); add --set generation=vllm or remove --set {name}"
+            )
+        elif name.startswith("lora_") and adapter == "none":
+            errors.append(
+                f"--set {name}: does nothing with adapter: none (full fine-tuning, no LoRA adapter); set "
+                f"adapter=lora or remove --set {name}"
+            )
+    return errors
+
+
 ADAPTERS = ("lora", "none")
 GENERATIONS = ("transformers", "vllm")
 VLLM_MODES = ("colocate", "server")
@@ -181,9 +261,23 @@ def _divisor_hint(n: int, near: int | None) -> int:
     return min(divisors, key=lambda d: abs(d - (near or n)))
 
 
+def probe_steps_within(max_steps: int, probe_steps: int) -> int:
+    """The probe steps a trial of max_steps takes when the probe steps are left to their default: at most
+    max_steps - 1 where it has two steps or more, so at least its last step trains on completions of its
+    own (a trial of probe steps alone has no step to judge: verdict too_short); a one-step trial is a
+    probe."""
+    return probe_steps if max_steps <= 1 else min(probe_steps, max_steps - 1)
+
+
 def mode_warnings(spec: Any) -> list[str]:
     """Settings that are legal but probably not what the user meant."""
     warnings = []
+    if spec.max_steps > 1 and spec.probe_steps >= spec.max_steps:
+        warnings.append(
+            f"probe_steps: {spec.probe_steps} of max_steps {spec.max_steps}: every step is a probe (its "
+            "completions forced to the length limit), so none is judged for training (verdict too_short); "
+            f"set probe_steps (oom.probe_steps in a sweep) to {spec.max_steps - 1} or fewer to let it train"
+        )
     # TRL reuses a generation off-policy when an optimizer step does not consume it whole.
     steps_per_generation = spec.generation_batch_size // (
         spec.effective_micro_batch_size * spec.num_processes

@@ -174,6 +174,11 @@ def model_problems(model: str, total_length: int | None = None) -> list[str]:
                 f"model: {model!r} is neither a path, a hub id (org/name), 'tiny' nor 'random:<hub id>'; "
                 f"{did_you_mean(model, known)}"
             ]
+        elif (cased := _cased(model)) is not None:
+            return [
+                f"model: {model!r} differs from the hub id {cased!r} only in case; the HF cache and the bundled "
+                f"configs match a hub id exactly, so it would fetch again or not be found: give {cased}"
+            ]
     if total_length is not None:
         # tiny, smollm2 and random:<hub id> are never a folder (parse_model's order): no look at the disk
         built = model in ("tiny", SMOLLM2) or model.startswith("random:")
@@ -211,16 +216,39 @@ def _twin_fix(hub: str, known: list[str]) -> str:
     try:
         found = hub_config(hub) if _HUB_ID.match(hub) else None
     except ConfigUnavailable as exc:
-        typo = difflib.get_close_matches(f"random:{hub}", known, n=1, cutoff=0.9)
         return (
-            (f"did you mean {typo[0]!r}? " if typo else "")
+            _closest_hint(hub, known)
             + f"no twin chosen, its architecture is not known here: {str(exc).removeprefix('model: ')}; or "
             f"use the hub id {hub} itself for real weights (`rlsweep models` lists the bundled ones)"
         )
     if found is None:
-        return did_you_mean(f"random:{hub}", known)
+        return _closest_hint(hub, known) + did_you_mean(f"random:{hub}", known)
     twin, why = nearest_twin(found.config, hub, bundled_models())
     return f"{why}: --set model=random:{twin}; or use the hub id {hub} itself for real weights"
+
+
+def _cased(hub: str) -> str | None:
+    """The bundled hub id `hub` is in another case (`qwen/qwen3-4b` of Qwen/Qwen3-4B), else None."""
+    if hub in bundled_models():
+        return None
+    return next((known for known in bundled_models() if known.lower() == hub.lower()), None)
+
+
+def _closest_hint(hub: str, known: list[str]) -> str:
+    """'did you mean 'random:X'? ' for the bundled id closest to `hub` (case ignored): the one sharing the
+    longest start with it where one is the other's start (Qwen/Qwen3-4B of Qwen/Qwen3-4B-Instruct), else
+    one spelled within 10% of it; '' when none is that close."""
+    names = {k.removeprefix("random:").lower(): k for k in known if k.startswith("random:")}
+    asked = hub.lower()
+
+    def score(name: str) -> tuple[int, float]:
+        return len(os.path.commonprefix([name, asked])), difflib.SequenceMatcher(None, name, asked).ratio()
+
+    if not names:
+        return ""
+    best = max(names, key=score)
+    close = asked.startswith(best) or best.startswith(asked) or score(best)[1] >= 0.9
+    return f"did you mean {names[best]!r}? " if close else ""
 
 
 def model_config(model: str) -> FoundConfig:
@@ -245,6 +273,8 @@ def _config_of(model: str) -> dict | None:
         return dict(SMOLLM2_CONFIG)
     if model.startswith("random:") and model[7:] in bundled_models():
         return dict(_bundled_config(model[7:]))
+    if model in bundled_models():  # a bundled hub id: its real weights have the same context
+        return dict(_bundled_config(model))
     return None
 
 

@@ -74,8 +74,11 @@ def grpo_config_kwargs(spec: TrialSpec, dtype, on_gpu: bool) -> dict[str, Any]:
     back is set explicitly here, so TRL and Unsloth get the same values."""
     import torch
 
+    # optim: the trial's, or none given for `stack`, so the stack's own GRPOConfig default stands
+    optim = {} if spec.optim == "stack" else {"optim": spec.optim}
     return {
-        **FIXED_GRPO,  # optimizer, clipping, sampling and logging: the same for every trial
+        **FIXED_GRPO,  # clipping, sampling and logging: the same for every trial
+        **optim,
         "output_dir": spec.output_dir or "/tmp/rlsweep-trainer",
         "max_steps": spec.max_steps,
         "learning_rate": spec.learning_rate,

@@ -27,6 +27,7 @@ from trainers._trial_rules import (  # noqa: F401  (the allowed values and mode_
     LOSS_TYPES,
     LR_SCHEDULERS,
     MODES,
+    OPTIMS,
     QUANTIZATIONS,
     SCALE_REWARDS,
     VLLM_KNOBS,
@@ -36,11 +37,17 @@ from trainers._trial_rules import (  # noqa: F401  (the allowed values and mode_
     _batch_errors,
     _framework_dtype_errors,
     _generation_errors,
+    _lora_errors,
     _rank_errors,
     _warmup_errors,
+    idle_set_errors,
+    lora_modules,
     mode_warnings,
     only,
+    optim_of,
     or_framework,
+    peft_targets,
+    probe_steps_within,
 )
 from trainers.models import model_problems, parse_model
 from trainers.probe import PROBE_KINDS, SYNTHETIC  # noqa: F401  (the probe kinds are part of this face)
@@ -139,6 +146,13 @@ class TrialSpec:
     lora_r: int = _knob(16, "LoRA rank.", min=1)
     lora_alpha: int = _knob(32, "LoRA alpha (scale = alpha / r).", min=1)
     lora_dropout: float = _knob(0.05, "LoRA dropout.", min=0.0, lt=1.0)
+    lora_target_modules: str = _knob(
+        "all-linear", "Layers LoRA adapts: all-linear (every linear layer but the head), attention, mlp, or "
+        "leaf names, comma-separated (q_proj,v_proj).", keyed="when_set",
+    )  # fmt: skip
+    optim: str = _knob("adamw_torch", "Optimizer (transformers' optim): adamw_torch, adamw_8bit or paged_adamw_8bit "
+        "(bitsandbytes' 8-bit moments), or stack: the stack's own (TRL adamw_torch_fused, Unsloth adamw_8bit).",
+        choices=OPTIMS, keyed="when_set")  # fmt: skip
     quantization: str = _knob(
         "nf4", "nf4: QLoRA (bitsandbytes 4-bit NF4); none: LoRA on the base.", choices=QUANTIZATIONS
     )
@@ -476,6 +490,7 @@ def _cross_field_errors(
             'dropout ("lora.ParamWrapper does not work with lora_dropout != 0"); set lora_dropout: 0'
         )
     errors += _adapter_errors(spec) if skip.isdisjoint(("adapter", "quantization", "framework")) else []
+    errors += _lora_errors(spec, knob_default) if "adapter" not in skip else []
     errors += _generation_errors(spec, knob_default) if skip.isdisjoint(_GENERATION) else []
     errors += _warmup_errors(spec) if skip.isdisjoint(("warmup_ratio", "lr_scheduler")) else []
     if spec.eval_k > 1 and spec.temperature <= 0 and skip.isdisjoint(("eval_k", "temperature")):

@@ -76,13 +76,14 @@ def add_guard_flags(parser: argparse.ArgumentParser, timeout_help: str) -> None:
 
 
 def trial_guard(args: argparse.Namespace) -> GuardSettings:
-    """The guard settings of `rlsweep trial`'s flags."""
+    """The guard settings of `rlsweep trial`'s flags (probe steps left unset: the shared default; the
+    trial's own, probe_steps_within's, is the spec's)."""
     return GuardSettings(
         budget_gib=args.memory_budget_gib,
         margin_gib=args.memory_margin_gib,
         sample_hz=args.sample_hz,
         timeout_s=args.timeout_s,
-        probe_steps=args.probe_steps,
+        probe_steps=GUARD.probe_steps if args.probe_steps is None else args.probe_steps,
     )
 
 
@@ -103,10 +104,10 @@ def config_source(model: str) -> tuple[str | None, str | None]:
 
 
 def refused(verb: str, errors: list[str], nothing: str) -> int:
-    """Print a verb's refused input, every error on its own line, and return exit code 2."""
-    out.print(f"{verb}: {len(errors)} error(s), nothing {nothing}:", markup=False)
+    """Print a verb's refused input to stderr, every error on its own line, and return exit code 2."""
+    console.print(f"{verb}: {len(errors)} error(s), nothing {nothing}:", markup=False)
     for error in errors:
-        out.print(f"  {error}", markup=False)
+        console.print(f"  {error}", markup=False)
     return 2
 
 
@@ -200,3 +201,23 @@ def simulated_for(args: argparse.Namespace, specs, budget_gib: float | None) -> 
     for family, why in why_not.items():
         progress(f"not simulated: {family}: {why}")
     return rows
+
+
+def card_unmeasurable(args: argparse.Namespace, verb: str, predict: str) -> str | None:
+    """Why `verb`'s probes cannot measure the card --card names on this host (None where they can, or no
+    card is named): on a host NVML finds no GPU on, a probe measures the host's RSS, not the card's
+    memory. The reason names the commands that would answer: the verb on the card's machine, `predict`
+    (a verb that predicts without probes, e.g. `rlsweep fits --card 4090 --model M`) here, or --budget-gib
+    to measure this host's RSS under the card's size."""
+    from trainers.nvml import local_gpus
+
+    chosen = getattr(args, "card", None)
+    if chosen is None or local_gpus():
+        return None
+    typed = chosen.typed or chosen.name
+    return (
+        f"--card {typed}: this host has no GPU (NVML finds none), so {verb}'s probes would measure this "
+        f"host's RSS, not the memory of the card ({typed}: {chosen.name}, {chosen.usable_gib:g} GiB), and a probe for a GPU card cannot run here. Run "
+        f"the same command on the machine with the card; here, `{predict}` predicts without probes, or "
+        f"--budget-gib {chosen.usable_gib:g} instead of --card measures this host's RSS under that budget"
+    )

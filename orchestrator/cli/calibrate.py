@@ -14,6 +14,7 @@ from orchestrator.cli._common import (
     add_simulate,
     add_stack,
     budget_gib,
+    card_unmeasurable,
     console,
     out,
     refused,
@@ -80,6 +81,9 @@ def request_of(args: argparse.Namespace):
     if budget is None:
         return None, ["name the card (--card 24GB; rlsweep fitmap --help lists them) or --budget-gib GIB"]
     errors: list[str] = []
+    if args.card is not None:
+        predict = f"rlsweep fitmap --card {args.card.typed or args.card.name} --model {args.model} --stack {args.stack}"
+        errors += [why] if (why := card_unmeasurable(args, "calibrate", predict)) else []
     base = None
     try:
         base = base_spec(args.set, CALIBRATE_TAKEN)
@@ -148,10 +152,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     try:
         results = run_calibration(request, say=lambda line: console.print(line, markup=False))
     except CalibrationError as exc:
-        out.print(f"calibrate: nothing run: {exc}", markup=False)
+        console.print(f"calibrate: nothing run: {exc}", markup=False)
         return 2
     except OutputDirBusy as exc:
-        out.print(str(exc), markup=False)
+        console.print(str(exc), markup=False)
         return 2
     except KeyboardInterrupt:
         console.print("interrupted; trainer killed. The same command resumes, measuring no probe twice")
@@ -159,7 +163,17 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     _summary(results)
     from orchestrator.cli._trials import sources as trial_sources
 
-    kinds = Counter(r.memory_kind for r in results if r.memory_kind is not None)
+    ran = [r for r in results if r.ran]
+    if not ran:
+        for r in results:
+            console.print(f"probe {r.probe.role} ({r.probe.words()}) {r.words()}", markup=False)
+        console.print(
+            "calibrate: no probe ran its step, so nothing was measured and no map is drawn; fix what stopped "
+            "it (above) and run the same command again",
+            markup=False,
+        )
+        return 1
+    kinds = Counter(r.memory_kind for r in ran if r.memory_kind is not None)
     fitmap = argparse.Namespace(
         card=args.card, budget_gib=args.budget_gib, model=[args.model], stacks=args.stack, k=args.k, b=args.b,
         min_length=args.min_length, max_length=args.max_length, set=args.set, trials=[str(request.output_dir), *trial_sources(args.trials)],
@@ -177,7 +191,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     failed = [r for r in results if r.status != COMPLETED]
     for r in failed:
         out.print(f"probe {r.probe.role} ({r.probe.words()}) did not complete: {r.words()}", markup=False)
-    console.print(f"calibrated in {time.monotonic() - started:.0f} s", markup=False)
+    of = (
+        ""
+        if len(ran) == len(results)
+        else f" from {len(ran)} of {len(results)} probes (the rest measured nothing)"
+    )
+    console.print(f"calibrated{of} in {time.monotonic() - started:.0f} s", markup=False)
     return 1 if failed or drawn != 0 else 0
 
 

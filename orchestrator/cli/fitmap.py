@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import re
 import time
 from dataclasses import replace
@@ -19,6 +18,7 @@ from orchestrator.cli._common import (
     add_stack,
     budget_gib,
     config_source,
+    console,
     examples,
     out,
     progress,
@@ -54,7 +54,7 @@ def add_card(parser: argparse.ArgumentParser, budget_flag: str = "--budget-gib")
         type=card_arg,
         metavar="NAME",
         help=f"judge against this card's usable memory instead of {budget_flag}: "
-        f"{', '.join(CARDS)} (case-insensitive; aliases like 24gb, 4090, rtx4090, l4, a100-80gb, h100)",
+        f"{', '.join(CARDS)} (case-insensitive; aliases like 24gb, 4090, rtx4090, l4, a100-80gb, h100). The maker's size: a card that also drives a display has less, give {budget_flag} as docs/oom.md says",
     )
 
 
@@ -168,11 +168,13 @@ def map_assumptions(base) -> str:
         if base.micro_batch_size
         else "per_device_train_batch_size = B x K (all of a step's completions at once, no accumulation)"
     )
-    adapter = f"LoRA r={base.lora_r}" if base.adapter == "lora" else "full fine-tuning"
+    adapter = (
+        f"LoRA r={base.lora_r} ({base.lora_target_modules})" if base.adapter == "lora" else "full fine-tuning"
+    )
     return (
         f"{micro}, max_prompt_length {base.max_prompt_length}, {adapter} on a {base.quantization} base, "
         f"gradient_checkpointing {'on' if base.gradient_checkpointing else 'off'}, generation by "
-        f"{base.generation}, num_iterations {base.num_iterations}; change any with --set KNOB=VALUE"
+        f"{base.generation}, num_iterations {base.num_iterations}, optim {base.optim}; change any with --set KNOB=VALUE"
     )
 
 
@@ -236,10 +238,12 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
     try:
         budget, card_words = card_budget(args)
     except ValueError as exc:
-        out.print(str(exc), markup=False)
+        console.print(str(exc), markup=False)
         return 2
     if budget is None:
-        out.print("fitmap: name the card (--card 24GB; rlsweep fitmap --help lists them) or --budget-gib GIB")
+        console.print(
+            "fitmap: name the card (--card 24GB; rlsweep fitmap --help lists them) or --budget-gib GIB"
+        )
         return 2
     errors: list[str] = []
     try:
@@ -271,15 +275,15 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
     )  # fmt: skip
     unknown = unknown_models(fm)
     if unknown:  # each reason names its fix: the fetch command, a stand-in, the nearest names
-        out.print(f"fitmap: {len(unknown)} model(s) it knows nothing of, nothing drawn:", markup=False)
+        console.print(f"fitmap: {len(unknown)} model(s) it knows nothing of, nothing drawn:", markup=False)
         for model, why in unknown.items():
-            out.print(f"  --model {model}: {why}", markup=False)
-        out.print("`rlsweep models` lists the models it knows, with their sizes", markup=False)
+            console.print(f"  --model {model}: {why}", markup=False)
+        console.print("`rlsweep models` lists the models it knows, with their sizes", markup=False)
         return 2
     if all(x.unknown is not None for x in fm.boundaries):
-        out.print("fitmap: no cell of the map can be predicted, nothing drawn:", markup=False)
+        console.print("fitmap: no cell of the map can be predicted, nothing drawn:", markup=False)
         for reason in dict.fromkeys(x.unknown for x in fm.boundaries):
-            out.print(f"  {reason}", markup=False)
+            console.print(f"  {reason}", markup=False)
         return 2
     from orchestrator.cli._trials import sources
 
@@ -405,6 +409,8 @@ def add_fitmap(sub) -> None:
     add_stacks_and_trials(p, "to fit the model on and draw")
     p.add_argument("--measure", choices=MEASURES, help="which peak; default GPU with --card")
     add_simulate(p)
-    p.add_argument("--out", type=Path, default=Path("fitmap"), help="where the PNGs go (default ./fitmap)")
+    p.add_argument(
+        "--out", type=Path, default=Path("outputs/fitmap"), help="where the PNGs go (default outputs/fitmap)"
+    )
     p.add_argument("--no-plot", action="store_true", help="print the table only")
     p.set_defaults(func=cmd_fitmap)

@@ -26,6 +26,7 @@ from orchestrator.cli._common import (
     add_simulate,
     budget_gib,
     config_source,
+    console,
     out,
     progress,
     refused,
@@ -283,7 +284,9 @@ def assumptions(spec) -> str:
     """The settings that move the answer, in TRL's names."""
     completions = spec.num_generations * spec.batch_size
     micro = spec.effective_micro_batch_size
-    adapter = f"LoRA r={spec.lora_r}" if spec.adapter == "lora" else "full fine-tuning"
+    adapter = (
+        f"LoRA r={spec.lora_r} ({spec.lora_target_modules})" if spec.adapter == "lora" else "full fine-tuning"
+    )
     quant = {"nf4": "on a 4-bit NF4 base (QLoRA)", "none": f"on a {spec.dtype} base"}.get(
         spec.quantization, spec.quantization
     )
@@ -292,7 +295,7 @@ def assumptions(spec) -> str:
         f"gradient_accumulation_steps {completions // micro}; --set micro_batch_size=N), "
         f"max_prompt_length {spec.max_prompt_length}, {adapter} {quant}, gradient_checkpointing "
         f"{'on' if spec.gradient_checkpointing else 'off'}, generation by {spec.generation}, "
-        f"num_iterations {spec.num_iterations}; change any with --set KNOB=VALUE"
+        f"num_iterations {spec.num_iterations}, optim {spec.optim}; change any with --set KNOB=VALUE"
     )
 
 
@@ -372,8 +375,8 @@ def cmd_fits(args: argparse.Namespace) -> int:
     ]
     unknown = [a for a in answers if a.verdict == "unknown"]
     if len(unknown) == len(answers):
-        out.print(f"fits: {model}: {unknown[0].basis}", markup=False)
-        out.print("`rlsweep models` lists the models known here, with their sizes", markup=False)
+        console.print(f"fits: {model}: {unknown[0].basis}", markup=False)
+        console.print("`rlsweep models` lists the models known here, with their sizes", markup=False)
         return 2
     where = card_words or f"a {budget:g} GiB budget"
     out.print(

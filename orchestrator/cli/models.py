@@ -120,7 +120,7 @@ def models_table(facts, console, title: str | None = None) -> Table:
 def cmd_models(args: argparse.Namespace) -> int:
     from transformers.utils import logging as hf_logging
 
-    from orchestrator.cli._common import out
+    from orchestrator.cli._common import console, out
 
     hf_logging.set_verbosity_error()  # Phi-4-mini's published rope fields draw a notice that is no news here
 
@@ -133,15 +133,17 @@ def cmd_models(args: argparse.Namespace) -> int:
         if hub_id not in bundled_models():
             said, hub_id = not_bundled(args.hub_id)
             if hub_id is None:
-                out.print(said[0], markup=False)
+                console.print(said[0], markup=False)
                 return 2
         try:
             facts = [model_facts(hub_id)]
         except (ValueError, KeyError, TypeError) as exc:  # a config transformers builds no model from
             for line in said or []:
-                out.print(line, markup=False)
+                console.print(line, markup=False)
             reason = str(exc).splitlines()[0].split(". ")[0] if str(exc) else type(exc).__name__
-            out.print(f"{hub_id}: transformers builds no model from its config.json: {reason}", markup=False)
+            console.print(
+                f"{hub_id}: transformers builds no model from its config.json: {reason}", markup=False
+            )
             return 2
     else:  # by organisation, family, then size
         facts = sorted(

@@ -9,6 +9,7 @@ from orchestrator.cli._common import (
     add_simulate,
     budget_gib,
     config_source,
+    console,
     examples,
     out,
     progress,
@@ -41,12 +42,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
         result = plan(sweep)
         output_dir = sweep.resolved_output_dir(args.output_dir)
     except SweepError as exc:
-        out.print(str(exc), markup=False)
+        console.print(str(exc), markup=False)
         return 2
     if result.problems:
-        out.print(f"{args.sweep}: {len(result.problems)} impossible combination(s)", markup=False)
+        console.print(f"{args.sweep}: {len(result.problems)} impossible combination(s)", markup=False)
         for problem in result.problems:
-            out.print(f"  {problem}", markup=False)
+            console.print(f"  {problem}", markup=False)
         return 2
     sources, unreadable = [], []
     for name in dict.fromkeys(spec.model for spec in result.trials):

@@ -39,7 +39,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             sweep, output_dir=args.output_dir, console=console, report_to=None if args.no_report else out
         )
     except (SweepError, OutputDirBusy) as exc:
-        out.print(str(exc), markup=False)
+        console.print(str(exc), markup=False)
         return 2
     except ReportDiskFull as exc:
         console.print(f"report: {exc.strerror}", markup=False, style="red")

@@ -9,6 +9,7 @@ from orchestrator.cli._common import (
     add_simulate,
     add_stack,
     budget_gib,
+    card_unmeasurable,
     console,
     knob_arg,
     out,
@@ -39,9 +40,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
             headroom_gib=args.headroom_gib,
         )  # fmt: skip
     except SolveError as exc:
-        out.print(f"invalid solve, nothing started ({len(exc.errors)} error(s)):", markup=False)
+        console.print(f"invalid solve, nothing started ({len(exc.errors)} error(s)):", markup=False)
         for error in exc.errors:
-            out.print(f"  {error}", markup=False)
+            console.print(f"  {error}", markup=False)
         return 2
     request.simulated = simulated_for(args, [request.spec(v) for v in request.values], budget)
     for note in request.notes:
@@ -53,7 +54,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     try:
         answer = run_solve(request, say=lambda line: console.print(line, markup=False))
     except OutputDirBusy as exc:
-        out.print(str(exc), markup=False)
+        console.print(str(exc), markup=False)
         return 2
     except KeyboardInterrupt:
         console.print("interrupted; trainer killed. The same command resumes, measuring no value twice")
@@ -72,10 +73,19 @@ def solve_budget(args: argparse.Namespace) -> tuple[float | None, str | None]:
     try:
         budget, words = card_budget(args)
     except ValueError as exc:
-        out.print(f"invalid solve, nothing started: {exc}", markup=False)
+        console.print(f"invalid solve, nothing started: {exc}", markup=False)
         return None, None
+    if budget is not None and args.card is not None:
+        model = f" --model {args.model}" if args.model else ""
+        stack = f" --stack {args.framework}" if args.framework else ""
+        why = card_unmeasurable(
+            args, "solve", f"rlsweep fits --card {args.card.typed or args.card.name}{model}{stack}"
+        )
+        if why is not None:
+            console.print(f"invalid solve, nothing started: {why}", markup=False)
+            return None, None
     if budget is None:
-        out.print(
+        console.print(
             "invalid solve, nothing started: give the budget as --card NAME (e.g. --card 24gb; rlsweep fitmap "
             "--help lists the cards) or --budget-gib GIB (e.g. --budget-gib 16)",
             markup=False,

@@ -14,7 +14,7 @@ from orchestrator.judging.verdict import STOPPABLE, VerdictSettings, stop_check
 from orchestrator.words.outcome import MEMORY_LABELS, peak_memory
 from orchestrator.words.settings import GUARD as GUARD
 from trainers.events import STARTED, STEP
-from trainers.trial import BOOKKEEPING, KNOBS, TrialSpec
+from trainers.trial import BOOKKEEPING, KNOBS, TrialSpec, knob_default, probe_steps_within
 
 # Other spellings of a knob's flag: --stack, the stack's flag on every verb (--stacks on fits and fitmap).
 ALIASES = {"model": ["--model-name"], "framework": [f for f in STACK_FLAGS if f != "--framework"]}
@@ -115,12 +115,16 @@ def cmd_trial(args: argparse.Namespace) -> int:
     from orchestrator.words.outcome import COMPLETED
 
     values = {k: v for k, v in vars(args).items() if k in KNOBS and v is not None}
+    if args.probe_steps is None:
+        values["probe_steps"] = probe_steps_within(
+            values.get("max_steps", knob_default("max_steps")), GUARD.probe_steps
+        )
     spec = TrialSpec(**values)
     problems = spec.problems()
     if problems:
-        out.print(f"invalid trial, nothing started ({len(problems)} problem(s)):", markup=False)
+        console.print(f"invalid trial, nothing started ({len(problems)} problem(s)):", markup=False)
         for problem in problems:
-            out.print(f"  {problem}", markup=False)
+            console.print(f"  {problem}", markup=False)
         return 2
     spec.trial_key = spec.trial_key or trial_key(spec)
     output = Path(args.output_dir or Path("outputs") / "trials" / spec.trial_key).resolve()
@@ -141,7 +145,8 @@ def cmd_trial(args: argparse.Namespace) -> int:
     recorder.start(spec.trial_key)
     try:
         result = run_trial(
-            spec, trial_dir=output, guard=trial_guard(args), on_event=show, cpus=spec.num_threads,
+            spec, trial_dir=output, guard=dataclasses.replace(trial_guard(args), probe_steps=spec.probe_steps),
+            on_event=show, cpus=spec.num_threads,
             stop_check=stop_check(verdict),
         )  # fmt: skip
     except KeyboardInterrupt:
@@ -172,4 +177,5 @@ def add_trial(sub) -> None:
         "thresholds: the verdict section's defaults, docs/schema.md)",
     )
     add_trial_knobs(p, {"probe_steps": GUARD.probe_steps})
-    p.set_defaults(func=cmd_trial)
+    # left unset, the probe steps leave a trial of two steps or more one to train (probe_steps_within)
+    p.set_defaults(func=cmd_trial, probe_steps=None)

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from orchestrator.cli._common import add_set, out
+from orchestrator.cli._common import console as err
 from trainers.trial import TrialSpec
 
 
@@ -20,7 +21,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for path in args.files:
         if not Path(path).is_file():
             refused = True
-            out.print(f"[red]{path}: no such file[/red]; give a sweep YAML file (e.g. sweeps/cpu-smoke.yaml)")
+            err.print(f"[red]{path}: no such file[/red]; give a sweep YAML file (e.g. sweeps/cpu-smoke.yaml)")
             continue
         try:
             sweep = load_sweep(path, args.set)
@@ -28,15 +29,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
             output_dir = sweep.resolved_output_dir(args.output_dir)
         except SweepError as exc:
             refused = True
-            out.print(f"[red]{path}: {len(exc.errors)} error(s)[/red]")
+            err.print(f"[red]{path}: {len(exc.errors)} error(s)[/red]")
             for error in exc.errors:
-                out.print(f"  {error}", markup=False)
+                err.print(f"  {error}", markup=False)
             continue
         if result.problems:
             refused = True
-            out.print(f"[red]{path}: {len(result.problems)} impossible combination(s)[/red]")
+            err.print(f"[red]{path}: {len(result.problems)} impossible combination(s)[/red]")
             for problem in result.problems:
-                out.print(f"  {problem}", markup=False)
+                err.print(f"  {problem}", markup=False)
             continue
         axes = ", ".join(f"{k}={len(v)}" for k, v in sweep.axes().items()) or "no grid"
         out.print(f"[green]{path}: ok[/green], {len(result.trials)} trials ({axes}) -> {output_dir}")

@@ -64,6 +64,13 @@ _SPEEDS = (
     # NVIDIA RTX Blackwell GPU architecture whitepaper: RTX 5090 1,792 GB/s, FP16 tensor with FP32
     # accumulate 209.5 TFLOPS.
     (("rtx5090",), CardSpeed("RTX 5090", 1792, 209.5)),
+    # NVIDIA T4 datasheet: 320 GB/s; FP16 tensor 65 TFLOPS (Turing: no BF16, so training runs in FP16).
+    (("t4", "teslat4", "nvidiat4"), CardSpeed("T4", 320, 65)),
+    # NVIDIA V100 datasheet (SXM2): 900 GB/s at 16 and 32 GB; tensor 125 TFLOPS (Volta: no BF16, FP16).
+    (("v10016gb", "v10032gb", "v100", "teslav100"), CardSpeed("V100", 900, 125)),
+    # NVIDIA RTX A4000 datasheet: 448 GB/s, tensor 153.4 TFLOPS with sparsity; RTX A5000: 768 GB/s, 222.2.
+    (("a4000", "rtxa4000"), CardSpeed("RTX A4000", 448, 76.7)),
+    (("a5000", "rtxa5000"), CardSpeed("RTX A5000", 768, 111.1)),
 )
 SPEEDS: dict[str, CardSpeed] = {key: speed for keys, speed in _SPEEDS for key in keys}
 MEASURED = SPEEDS["h100"]

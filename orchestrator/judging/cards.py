@@ -78,8 +78,14 @@ _card("16GB", 16.0, f"{_NOMINAL} (RTX 4060 Ti 16GB, 4070 Ti Super, 4080, 5060 Ti
                "rtx5060ti"))  # fmt: skip
 _card("24GB", 24.0, f"{_NOMINAL} (RTX 3090, 3090 Ti, 4090)",
       aliases=("24gib", "rtx3090", "rtx3090ti", "rtx4090"))  # fmt: skip
+_card("T4", 16.0, f"{_NOMINAL} (NVIDIA T4 16 GB; nvidia-smi shows 15360 MiB with ECC on)",
+      aliases=("teslat4", "nvidiat4"))  # fmt: skip
+_card("V100-16GB", 16.0, f"{_NOMINAL} (Tesla V100 16 GB)", aliases=("v10016", "v10016gib", "teslav10016gb"))
+_card("A4000", 16.0, f"{_NOMINAL} (RTX A4000 16 GB)", aliases=("rtxa4000",))
+_card("A5000", 24.0, f"{_NOMINAL} (RTX A5000 24 GB)", aliases=("rtxa5000",))
 _card("L4", 24.0, f"{_NOMINAL} (NVIDIA L4 24 GB)", aliases=("nvidial4",))
 _card("A10", 24.0, f"{_NOMINAL} (NVIDIA A10 24 GB)", aliases=("nvidiaa10", "a10g"))
+_card("V100-32GB", 32.0, f"{_NOMINAL} (Tesla V100 32 GB)", aliases=("v10032", "v10032gib", "teslav10032gb"))
 _card("32GB", 32.0, f"{_NOMINAL} (RTX 5090)", aliases=("32gib", "rtx5090"))
 _card("A100-40GB", 40.0, f"{_NOMINAL} (A100 40 GB)", aliases=("a10040", "a10040gib", "40gb", "40gib"))
 _card("48GB", 48.0, f"{_NOMINAL} (L40S, L40, RTX A6000, RTX 6000 Ada)",

@@ -27,7 +27,16 @@ from orchestrator.judging.memory import Prediction
 from orchestrator.spec.load import bound_problem, trial_set_errors
 from orchestrator.spec.plan import trial_key
 from orchestrator.words.names import model_short
-from orchestrator.words.outcome import COMPLETED, OOM, STATUS_WORDS, TIMEOUT, peak_memory
+from orchestrator.words.outcome import (
+    COMPLETED,
+    FAILED,
+    OOM,
+    STATUS_WORDS,
+    STOPPED,
+    TIMEOUT,
+    UNAVAILABLE,
+    peak_memory,
+)
 from orchestrator.words.settings import GUARD as GUARD_DEFAULTS
 from orchestrator.words.settings import GuardSettings
 from orchestrator.words.storage import local_output_dir
@@ -78,9 +87,10 @@ def measured_from_row(
 ) -> Measured:
     """A trials.parquet row as a candidate's measurement against the budget, less the headroom a fit
     must leave free (--headroom-gib). A timeout's peak is a lower bound: over the budget less the headroom,
-    it does not fit; under it, nothing is known."""
-    peak, kind = peak_memory(row)
+    it does not fit; under it, nothing is known. A probe that failed, was unavailable or stopped did not
+    run its step: no peak is read from it (null), whatever its process's memory was."""
     status = row["status"]
+    peak, kind = (None, None) if status in (FAILED, UNAVAILABLE, STOPPED) else peak_memory(row)
     if status == COMPLETED:
         fits = peak is not None and peak <= budget_gib - headroom_gib
     elif status == TIMEOUT and peak is not None and peak > budget_gib - headroom_gib:

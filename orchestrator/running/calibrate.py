@@ -20,7 +20,7 @@ from orchestrator.running.session import close_sessions, in_session
 from orchestrator.running.solve import run_recorded
 from orchestrator.running.supervisor import run_trial
 from orchestrator.spec.plan import trial_key
-from orchestrator.words.outcome import COMPLETED, MEMORY_LABELS, STOPPED, peak_memory
+from orchestrator.words.outcome import COMPLETED, MEMORY_LABELS, OOM, TIMEOUT, peak_memory
 from orchestrator.words.runlock import output_dir_lock
 from orchestrator.words.settings import GuardSettings
 from trainers.trial import TrialSpec
@@ -29,7 +29,8 @@ from trainers.trial import TrialSpec
 @dataclass(frozen=True)
 class Measured:
     """One probe's outcome: its role and configuration, the prediction made just before it ran, its
-    status and measured peak (None where it measured none), and its seconds (None: measured before)."""
+    status and measured peak (None where it measured none: a probe that did not run its step is no
+    measurement, whatever its process's memory read), and its seconds (None: measured before)."""
 
     probe: Probe
     status: str
@@ -37,6 +38,12 @@ class Measured:
     peak_gib: float | None
     memory_kind: str | None
     seconds: float | None
+    steps: int | None = None  # steps_completed of its row
+
+    @property
+    def ran(self) -> bool:
+        """The probe ran its step: completed it, ran out of memory, or timed out after it."""
+        return ran_its_step(self.status, self.steps)
 
     @property
     def error(self) -> float | None:
@@ -49,6 +56,11 @@ class Measured:
     def words(self) -> str:
         """'completed, 0.84 GiB RSS (CPU run) peak against predicted 0.81 GiB (0.60-1.02): -3.6%, within the interval'."""
         p = self.probe.prediction
+        if not self.ran:
+            return (
+                f"did not run its step: {self.status} ({self.reason()}); not a measurement, not scored "
+                f"against {p.describe()}"
+            )
         if self.peak_gib is None:
             return f"{self.status} ({self.detail.strip().splitlines()[0] if self.detail.strip() else 'no detail'}), no peak measured; {p.describe()}"
         kind = f" {MEMORY_LABELS.get(self.memory_kind, self.memory_kind)}" if self.memory_kind else ""
@@ -58,6 +70,18 @@ class Measured:
             f"{self.status}, {self.peak_gib:.2f} GiB{kind} peak against {p.describe()}{error}, "
             f"{within} the interval"
         )
+
+    def reason(self) -> str:
+        """The first line of its status detail, or 'no detail'."""
+        detail = self.detail.strip()
+        return detail.splitlines()[0] if detail else "no detail"
+
+
+def ran_its_step(status: str, steps: int | None) -> bool:
+    """A probe ran its step where it completed, ran out of memory (its peak passed the budget), or timed out
+    after a step; a failed, unavailable or stopped one (the model not loadable, no GPU for a GPU card, a
+    crash, Ctrl-C) did not, and measured nothing, whatever its process's memory read."""
+    return status in (COMPLETED, OOM) or (status == TIMEOUT and bool(steps))
 
 
 @dataclass
@@ -130,7 +154,15 @@ def _calibrate(request: CalibrationRequest, results: list[Measured], say: Callab
             note = next((n for n in plan.notes if n.startswith(role)), f"{role} left out")
             say(f"[{number}] {note}")
             continue
-        results.append(_measure(request, ledger, probe, number, say))
+        measured = _measure(request, ledger, probe, number, say)
+        results.append(measured)
+        if not measured.ran:
+            say(
+                f"[{number}] no more probes: {probe.role} did not run its step, and the probes after it load "
+                "the same model and stack; fix what stopped it and run the same command again (a probe that "
+                "did not run is run again)"
+            )
+            break
         before.append(ledger.rows[probe.spec.trial_key])
 
 
@@ -139,7 +171,7 @@ def _measure(
 ) -> Measured:
     spec = probe.spec
     row = ledger.rows.get(spec.trial_key)
-    if row is not None and row.get("status") != STOPPED:
+    if row is not None and ran_its_step(row.get("status"), row.get("steps_completed")):
         say(f"[{number}] {probe.role}: {probe.words()}, already measured ({spec.trial_key})")
         return _result(probe, row, None)
     say(f"[{number}] {probe.role}: {probe.words()}, {probe.prediction.describe()}; running {spec.trial_key}")
@@ -160,5 +192,6 @@ def _measure(
 
 
 def _result(probe: Probe, row, seconds: float | None) -> Measured:
-    peak, kind = peak_memory(row)
-    return Measured(probe, str(row.get("status")), row.get("status_detail") or "", peak, kind, seconds)
+    status, steps = str(row.get("status")), row.get("steps_completed")
+    peak, kind = peak_memory(row) if ran_its_step(status, steps) else (None, None)
+    return Measured(probe, status, row.get("status_detail") or "", peak, kind, seconds, steps)

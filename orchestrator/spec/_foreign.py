@@ -38,7 +38,6 @@ FOREIGN_NAMES = {
 # the name, the value and why; an error says so instead of pointing to a knob.
 FIXED_NAMES = {
     **{name: (value, "on both stacks") for name, value in FIXED_GRPO.items()},
-    "optim": (FIXED_GRPO["optim"], "on both stacks (Unsloth's adamw_8bit default is put back)"),
     "weight_decay": (FIXED_GRPO["weight_decay"], "on both stacks (Unsloth's 0.001 default is put back)"),
     "top_k": (FIXED_GRPO["top_k"], "(no top-k: sampling reads temperature alone)"),
     "logging_steps": (FIXED_GRPO["logging_steps"], "(every step is recorded)"),
@@ -47,7 +46,6 @@ FIXED_NAMES = {
         f"(save_strategy {FIXED_GRPO['save_strategy']}: a trial measures, it keeps no weights)",
     ),
     "save_strategy": (FIXED_GRPO["save_strategy"], "(a trial measures, it keeps no weights)"),
-    "lora_target_modules": ("all-linear", "(every linear layer but the output head, on both stacks)"),
 }
 
 

@@ -25,7 +25,15 @@ from orchestrator.spec.sweep import (
 )
 from orchestrator.words.phases import packing
 from tasks.names import did_you_mean
-from trainers.trial import BOOKKEEPING, KNOBS, canonical, check_value
+from trainers.trial import (
+    BOOKKEEPING,
+    KNOBS,
+    VLLM_KNOBS,
+    canonical,
+    check_value,
+    idle_set_errors,
+    knob_default,
+)
 
 
 class _Loader(yaml.SafeLoader):
@@ -120,7 +128,8 @@ def trial_set_errors(sets: list[str], base: dict[str, Any], taken: dict[str, str
             errors.append(f"--set {item}: {taken[key]}")
         else:
             base[key] = value
-    return errors
+    asked = [item.partition("=")[0].strip() for item in sets]
+    return errors + idle_set_errors([key for key in asked if key in base], base, knob_default)
 
 
 def grid_size_errors(raw: dict[str, Any], spec: SweepSpec | None) -> list[str]:
@@ -255,12 +264,43 @@ def parse_sweep(raw: Any, source: str = "") -> SweepSpec:
         errors = _pydantic_errors(exc)
         refused = [err["loc"] for err in exc.errors()]
     errors += knob_errors(raw)
+    errors += idle_knob_errors(raw)
     errors += grid_size_errors(raw, spec)
     errors += predict_errors(spec)
     errors += packing_errors(spec)
     if errors:
         raise SweepError(errors + combination_errors(raw, refused), source)
     return spec
+
+
+def idle_knob_errors(raw: dict[str, Any]) -> list[str]:
+    """Knobs a sweep names in fixed or grid that do nothing in every trial it plans, even at their default
+    value: vLLM's where no trial generates with vLLM, LoRA's where every trial fine-tunes in full."""
+    sections = {name: raw.get(name) if isinstance(raw.get(name), dict) else {} for name in ("fixed", "grid")}
+
+    def values(knob: str) -> set:
+        try:
+            found = {sections["fixed"][knob]} if knob in sections["fixed"] else set()
+            grid = sections["grid"].get(knob, [])
+            found |= set(grid) if isinstance(grid, list) else {grid} if knob in sections["grid"] else set()
+        except TypeError:  # an unhashable value: knob_errors says why
+            return {"vllm", "lora"}  # judged by nothing here
+        return found or {knob_default(knob)}
+
+    errors = []
+    for section, settings in sections.items():
+        for name in settings:
+            if name in VLLM_KNOBS and "vllm" not in values("generation"):
+                errors.append(
+                    f"{section}.{name}: does nothing, no trial generates with vLLM (generation: "
+                    f"{', '.join(sorted(map(str, values('generation'))))}); set generation: vllm or remove {name}"
+                )
+            elif str(name).startswith("lora_") and values("adapter") == {"none"}:
+                errors.append(
+                    f"{section}.{name}: does nothing, every trial fine-tunes in full (adapter: none, no LoRA "
+                    f"adapter); set adapter: lora or remove {name}"
+                )
+    return errors
 
 
 # The trial knob each section setting gives every trial (SweepSpec.base).
@@ -325,13 +365,18 @@ def combination_errors(raw: dict[str, Any], refused: list[tuple]) -> list[str]:
     return [f"{msg} (in {len(keys)} of {len(trials)} trials, e.g. {keys[0]})" for msg, keys in found.items()]
 
 
+def _yaml_error(exc: yaml.YAMLError, source: str) -> str:
+    """PyYAML's message, its places in `source` (the file, or --set) rather than in "<unicode string>"."""
+    return f"not valid YAML: {str(exc).replace('<unicode string>', source)}"
+
+
 def yaml_data(text: str, source: str) -> Any:
     """yaml.safe_load (exponents read as numbers: _Loader), refusing a document whose aliases expand it
     past MAX_NODES values."""
     try:
         loader = _Loader(text)
     except yaml.YAMLError as exc:  # the reader refuses control characters at once
-        raise SweepError([f"not valid YAML: {exc}"], source) from None
+        raise SweepError([_yaml_error(exc, source)], source) from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -347,7 +392,7 @@ def yaml_data(text: str, source: str) -> Any:
             )
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise SweepError([f"not valid YAML: {exc}"], source) from None
+        raise SweepError([_yaml_error(exc, source)], source) from None
     except RecursionError:
         raise SweepError(
             ["YAML nested too deeply; a sweep file is a few levels of settings"], source

@@ -28,6 +28,7 @@ from trainers.trial import (
     TrialSpec,
     knob_default,
     mode_warnings,
+    probe_steps_within,
 )
 
 # The knobs named in the readable part of a key (words/names.py); the hash covers everything else that
@@ -108,6 +109,8 @@ class Plan:
 def expand(sweep: SweepSpec) -> list[TrialSpec]:
     axes = sweep.axes()
     base = sweep.base()
+    # probe steps left to their default leave a trial of two steps or more at least one step to train
+    probes_set = "probe_steps" in sweep.oom.model_fields_set or "probe_steps" in {**sweep.fixed, **axes}
     specs = []
     for combo in itertools.product(*axes.values()):
         values = {**base, **dict(zip(axes, combo, strict=True))}
@@ -117,6 +120,9 @@ def expand(sweep: SweepSpec) -> list[TrialSpec]:
                 if name in axes:
                     values.pop(name)
         values["task_args"] = sweep.task_args_for(values["task"], values.get("task_args", {}))
+        steps, probes = values.get("max_steps", knob_default("max_steps")), values.get("probe_steps")
+        if not probes_set and isinstance(steps, int) and isinstance(probes, int):
+            values["probe_steps"] = probe_steps_within(steps, probes)
         spec = TrialSpec(**values)
         spec.trial_key = trial_key(spec)
         specs.append(spec)

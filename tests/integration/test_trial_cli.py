@@ -62,7 +62,7 @@ def test_invalid_trial_refused_before_anything_starts(tmp_path, capsys):
     code = main(["trial", "--num-generations", "3", "--batch-size", "1", "--micro-batch-size", "2",
                  "--model-name", "nosuch", "--output-dir", str(tmp_path / "t")])  # fmt: skip
     assert code == 2
-    printed = capsys.readouterr().out
+    printed = capsys.readouterr().err
     assert "micro_batch_size" in printed and "model" in printed
     assert not (tmp_path / "t").exists()
 

@@ -50,7 +50,7 @@ def test_a_source_checkout_that_is_not_installed_reports_pyprojects_version(monk
 
 def test_a_mistyped_bare_knob_in_set_suggests_the_knob(capsys):
     assert main(["validate", SMOKE, "--set", "max_step=5"]) == 2
-    assert "--set max_step: unknown setting; did you mean 'max_steps'" in capsys.readouterr().out
+    assert "--set max_step: unknown setting; did you mean 'max_steps'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -64,7 +64,7 @@ def test_a_mistyped_bare_knob_in_set_suggests_the_knob(capsys):
 def test_trls_names_point_to_rlsweeps(trl_name, ours, capsys):
     for where in (trl_name, f"fixed.{trl_name}"):
         assert main(["validate", SMOKE, "--set", f"{where}=2"]) == 2
-        printed = " ".join(capsys.readouterr().out.split())  # rich folds long lines
+        printed = " ".join(capsys.readouterr().err.split())  # rich folds long lines
         assert f"{where}: unknown setting; {trl_name} is TRL's name; rlsweep sets {ours}" in printed
     assert FOREIGN_NAMES[trl_name].startswith(ours)
 

@@ -157,9 +157,9 @@ def test_fitmap_refuses_an_unknown_card_and_no_card_at_all(tmp_path, capsys):
         main(["fitmap", "--card", "gtx1080", "--out", str(tmp_path)])
     assert exited.value.code == 2 and "'gtx1080'" in capsys.readouterr().err
     assert main(["fitmap", "--out", str(tmp_path)]) == 2
-    assert "--card" in capsys.readouterr().out
+    assert "--card" in capsys.readouterr().err
     assert main(["fitmap", "--card", "l4", "--stacks", "trl,nope", "--no-plot"]) == 2
-    assert "unknown stack 'nope'" in capsys.readouterr().out
+    assert "unknown stack 'nope'" in capsys.readouterr().err
 
 
 def _tiny_ledger(path: Path) -> TrialsTable:

@@ -159,12 +159,7 @@ def test_warmup_moves_the_key_once_set():
             "max_grad_norm",
             "max_grad_norm is TRL's name; rlsweep fixes max_grad_norm at 1.0 on both stacks: remove it",
         ),
-        ("optim", "optim is TRL's name; rlsweep fixes optim at adamw_torch on both stacks"),
         ("weight_decay", "weight_decay is TRL's name; rlsweep fixes weight_decay at 0.0"),
-        (
-            "lora_target_modules",
-            "lora_target_modules is TRL's name; rlsweep fixes lora_target_modules at all-linear",
-        ),
         ("logging_steps", "logging_steps is TRL's name; rlsweep fixes logging_steps at 1 (every step"),
     ],
 )

@@ -408,7 +408,7 @@ def test_rlsweep_models_says_how_to_fetch_the_config_of_a_model_that_is_not_bund
     from orchestrator.cli import main
 
     assert main(["models", "Qwen/Qwen3-9B"]) == 2  # HF_HUB_OFFLINE (tests/unit/conftest.py), nothing cached
-    said = capsys.readouterr().out.replace("\n", "")
+    said = capsys.readouterr().err.replace("\n", "")
     assert said.startswith("'Qwen/Qwen3-9B' is not bundled and its config.json is not in the HF cache (")
     assert "HF_HUB_OFFLINE is set, so it was not fetched from " in said
     assert "fetch it once where the hub is reachable with `hf download Qwen/Qwen3-9B config.json`" in said

@@ -66,7 +66,9 @@ def test_a_simulated_row_reads_nvml_as_reserved_plus_the_counted_terms_and_keeps
 
     spec = TrialSpec(model="tiny", framework="unsloth")
     # NVML as the least the step runs in under a card's cap (the replay's needed) plus the counted terms
-    step = SimpleNamespace(reserved_gib=3.0, allocated_gib=2.5, needed_gib=2.6, resting_gib=1.0, phase="training")
+    step = SimpleNamespace(
+        reserved_gib=3.0, allocated_gib=2.5, needed_gib=2.6, resting_gib=1.0, phase="training"
+    )
     made = row(spec, step, 0)
     terms = outside(spec)
     assert made[MEASURE_COLUMNS[GPU]] == pytest.approx(2.6 + counted_gib(terms))

@@ -60,7 +60,9 @@ def test_expand_orders_small_first_and_sets_keys():
     sizes = [(t.completions_per_step, t.max_prompt_length + t.max_completion_length) for t in trials]
     assert sizes == sorted(sizes)
     assert len({t.trial_key for t in trials}) == len(trials)
-    assert all(t.sweep == "p" and t.max_steps == 2 and t.probe_steps == 2 for t in trials)
+    assert all(
+        t.sweep == "p" and t.max_steps == 2 and t.probe_steps == 1 for t in trials
+    )  # one step left to train
     assert trials[0].completions_per_step == 2 and trials[-1].completions_per_step == 16
 
 

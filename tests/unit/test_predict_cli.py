@@ -62,7 +62,7 @@ def test_predict_refuses_a_model_whose_config_it_cannot_read_with_the_command_th
     sweep = tmp_path / "hub.yaml"
     sweep.write_text("name: hub\nfixed: {model: someorg/unseen-model}\n")
     assert main(["predict", str(sweep), "--output-dir", str(tmp_path / "out"), "--measure", "GPU"]) == 2
-    printed = capsys.readouterr().out
+    printed = capsys.readouterr().err
     assert "predict: 1 error(s), nothing predicted:" in printed
     assert "--model someorg/unseen-model: 'someorg/unseen-model' is not bundled" in printed
     assert "`hf download someorg/unseen-model config.json`" in printed

@@ -105,7 +105,7 @@ def test_trial_without_explain_is_refused_with_the_fix(tmp_path, capsys):
 def test_explain_of_a_model_with_no_config_here_is_refused_with_the_fetch_line(tmp_path, capsys):
     sweep = sweep_file(tmp_path, "fixed: {model: someorg/unseen-model}")
     assert main(["predict", sweep, "--explain", "--measure", "GPU", "--output-dir", str(tmp_path)]) == 2
-    printed = capsys.readouterr().out
+    printed = capsys.readouterr().err
     assert (
         "'someorg/unseen-model' is not bundled" in printed
         and "hf download someorg/unseen-model config.json" in printed

@@ -62,7 +62,7 @@ def test_a_second_run_on_a_held_output_dir_is_refused_naming_the_holder(tmp_path
         assert main(["run", str(sweep), "--output-dir", str(out)]) == 2
     finally:
         proc.communicate("")
-    said = capsys.readouterr().out
+    said = capsys.readouterr().err
     assert f"host {holder.host}, PID {proc.pid}, started {holder.started_at}" in said, said
     assert "another --output-dir" in said
     assert sorted(p.name for p in out.iterdir()) == [LOCK_NAME]  # nothing of the sweep written

@@ -115,7 +115,7 @@ def test_impossible_combinations_reported_once_with_an_example(tmp_path, capsys)
     assert len(divides) == 1
     assert "(in 2 of 8 trials, e.g. " in divides[0]
     assert main(["validate", str(sweep)]) == 2
-    assert "impossible combination" in capsys.readouterr().out
+    assert "impossible combination" in capsys.readouterr().err
 
 
 def test_overrides():

@@ -249,14 +249,14 @@ def test_validate_checks_the_output_dir_run_would_use(tmp_path, capsys):
     file = tmp_path / "f"
     file.write_text("x")
     assert main(["validate", SMOKE, "--output-dir", str(file / "out")]) == 2
-    assert f"--output-dir: {file}/out is under {file}, which is a file" in capsys.readouterr().out
+    assert f"--output-dir: {file}/out is under {file}, which is a file" in capsys.readouterr().err
     assert main(["validate", SMOKE, "--output-dir", str(tmp_path / "ok")]) == 0
     assert f"-> {tmp_path / 'ok'}" in capsys.readouterr().out
     assert not (tmp_path / "ok").exists(), "validate writes nothing"
     sweep = tmp_path / "s.yaml"
     sweep.write_text(yaml.safe_dump({"name": "s", "output_dir": "/"}))
     assert main(["validate", str(sweep)]) == 2
-    assert "output_dir: '/' is a system folder" in capsys.readouterr().out
+    assert "output_dir: '/' is a system folder" in capsys.readouterr().err
 
 
 def test_run_refuses_a_bad_output_dir_before_writing_anything(tmp_path, capsys, monkeypatch):
@@ -268,7 +268,7 @@ def test_run_refuses_a_bad_output_dir_before_writing_anything(tmp_path, capsys, 
     monkeypatch.setattr(orchestrator.running.driver, "make_plan", past_the_check)
     before = sorted(os.listdir("/"))
     assert main(["run", SMOKE, "--output-dir", "/"]) == 2
-    assert "--output-dir: '/' is a system folder" in capsys.readouterr().out
+    assert "--output-dir: '/' is a system folder" in capsys.readouterr().err
     assert sorted(os.listdir("/")) == before
     quoted = tmp_path / "it's"
     assert main(["run", SMOKE, "--output-dir", str(quoted)]) == 2

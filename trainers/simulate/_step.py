@@ -103,9 +103,14 @@ def grpo_config(spec: Any, dtype: Any) -> Any:
     from trl import GRPOConfig
 
     from trainers.runtime import grpo_config_kwargs
+    from trainers.trial import optim_of
 
     asked = grpo_config_kwargs(spec, dtype, on_gpu=True) | {"bf16": False, "fp16": False, "use_cpu": True}
-    return GRPOConfig(**asked, reward_weights=[1.0])
+    config = GRPOConfig(**asked, reward_weights=[1.0])
+    # the optimizer the GPU run builds: `stack` is the stack's own default, and Unsloth's config, imported on
+    # a host without a GPU, swaps adamw_8bit for adamw_torch_fused
+    config.optim = type(config.optim)(optim_of(spec)) if hasattr(config.optim, "value") else optim_of(spec)
+    return config
 
 
 def schedule(optimizer_state: str, num_iterations: int = 1) -> list[bool]:
@@ -123,15 +128,15 @@ def schedule(optimizer_state: str, num_iterations: int = 1) -> list[bool]:
 def optimizer_for(trainer: Any, model: Any, args: Any, optimizer_state: str) -> tuple[list, Any]:
     """The trainable weights and their AdamW (the trial's rate and decay), set on `trainer`, its state
     made before the step where `optimizer_state` is "before" (trainers/optimizer_state.py)."""
-    import torch
-
     from trainers.optimizer_state import materialize
+    from trainers.simulate._optim import optimizer as simulated_optimizer
 
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=args.learning_rate, weight_decay=args.weight_decay, foreach=True)
+    name = str(getattr(args.optim, "value", args.optim))  # the trial's, or its stack's GRPOConfig default
+    optimizer = simulated_optimizer(name, params, args.learning_rate, args.weight_decay)
     trainer.optimizer = optimizer
-    if optimizer_state == "before":
-        materialize(trainer)
+    if optimizer_state == "before" and not materialize(trainer) and hasattr(optimizer, "allocate"):
+        optimizer.allocate()  # bitsandbytes' 8-bit state, as every step after the first carries it
     return params, optimizer
 
 

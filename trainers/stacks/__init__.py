@@ -83,6 +83,7 @@ class StackEntry:
     label: str  # how the report and gpu-check write it
     target: str
     vllm_modes: tuple[str, ...] = ()  # the vllm_mode values it generates with (generation: vllm)
+    default_optim: str = "adamw_torch"  # the optimizer its own GRPOConfig picks (a trial's `optim: stack`)
     # The environment every trainer child gets for this stack (orchestrator/running/child_env.py sets
     # every registered stack's, so one fork server serves them all): variables set outright, and
     # compile caches (variable, folder under rlsweep's cache/compile/) a user's own setting overrides.
@@ -204,6 +205,7 @@ register(
             "trainers.stacks.trl",
         ),
         packages=("trl",),
+        default_optim="adamw_torch_fused",  # transformers' default with torch >= 2.8
         # simulated_error: NVML on the 15 completed TRL rows of the H100 (docs/benchmarks.md)
         memory=StackMemory(
             fp32_logits=True, host_baseline_gib=1.13, simulated_error=(("qwen2", 0.98, 1.24, 15),)
@@ -228,6 +230,7 @@ register(
         preload=("torch", "trainers.__main__", "trainers.device", "trainers.stacks.unsloth"),
         # unsloth_zoo 2026.10.9: chunked GRPO log-probs, checkpoints offloaded to the host (StackMemory)
         packages=("trl", "unsloth", "unsloth_zoo"),
+        default_optim="adamw_8bit",  # UnslothGRPOConfig's (its notebooks' too)
         # simulated_error: NVML on the 15 completed Unsloth rows of the H100, each simulated as its trainer
         # ran, furthest at 1,024-2,048 tokens (docs/benchmarks.md)
         memory=StackMemory(

@@ -80,13 +80,14 @@ def _model(spec: Any, dtype: Any, gradient_checkpointing: bool, device: str, att
     from peft import LoraConfig, get_peft_model
 
     from trainers.simulate._meta import qlora_model
+    from trainers.trial import peft_targets
 
     model = qlora_model(spec, dtype, device, attention)
     quantized = getattr(model, "is_loaded_in_4bit", False)
     if spec.adapter == "lora":
         lora = LoraConfig(
             r=spec.lora_r, lora_alpha=spec.lora_alpha, lora_dropout=spec.lora_dropout,
-            target_modules="all-linear", task_type="CAUSAL_LM",
+            target_modules=peft_targets(spec.lora_target_modules), task_type="CAUSAL_LM",
         )  # fmt: skip
         model = get_peft_model(model, lora)
         if gradient_checkpointing:

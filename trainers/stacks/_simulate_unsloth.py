@@ -105,11 +105,12 @@ def _model(spec: Any, dtype: Any, device: str, attention: str, checkpointer: Any
 
     from trainers.simulate._meta import qlora_model
     from trainers.stacks._simulate_unsloth_kernels import fast_lora
+    from trainers.trial import peft_targets
 
     model = qlora_model(spec, dtype, device, attention)
     lora = LoraConfig(
         r=spec.lora_r, lora_alpha=spec.lora_alpha, lora_dropout=spec.lora_dropout,
-        target_modules="all-linear", task_type="CAUSAL_LM", bias="none",
+        target_modules=peft_targets(spec.lora_target_modules), task_type="CAUSAL_LM", bias="none",
     )  # fmt: skip
     model = get_peft_model(model, lora)
     for param in model.parameters():  # unsloth_zoo's prepare_model_for_training: LoRA upcast to fp32

@@ -31,6 +31,7 @@ class TrlStack(Stack):
         from trainers.models import load_tokenizer
         from trainers.runtime import check_prompt_lengths, grpo_config_kwargs
         from trainers.startup import mark
+        from trainers.trial import peft_targets
 
         mark("imports")
         ready = prepare(spec)
@@ -69,7 +70,7 @@ class TrlStack(Stack):
             r=spec.lora_r,
             lora_alpha=spec.lora_alpha,
             lora_dropout=spec.lora_dropout,
-            target_modules="all-linear",
+            target_modules=peft_targets(spec.lora_target_modules),
             task_type="CAUSAL_LM",
         )
         asked = grpo_config_kwargs(spec, ready.dtype, ready.on_gpu) | trl_vllm_kwargs(

@@ -118,6 +118,21 @@ def all_linear_modules(model) -> list[str]:
     return sorted({name.rsplit(".", 1)[-1] for name in config.target_modules})
 
 
+def lora_targets(spec, linear: list[str]) -> list[str]:
+    """The leaf names LoRA adapts on this model: its linear layers (`linear`, all-linear's) that the trial's
+    lora_target_modules names (Unsloth's get_peft_model takes names the model has)."""
+    from trainers.trial import lora_modules
+
+    wanted = lora_modules(spec.lora_target_modules)
+    chosen = linear if wanted is None else [name for name in linear if name in wanted]
+    if not chosen:
+        raise ValueError(
+            f"lora_target_modules: {spec.lora_target_modules!r} names none of {spec.model}'s linear layers "
+            f"({', '.join(linear)}); give some of those, or all-linear"
+        )
+    return chosen
+
+
 def restore_asked(config, asked: dict[str, Any]) -> dict[str, list]:
     """Put back every knob Unsloth's GRPOConfig changed from what we asked; returns {knob: [asked, unsloth's]}.
 
@@ -253,7 +268,7 @@ class UnslothStack(Stack):
             r=spec.lora_r,
             lora_alpha=spec.lora_alpha,
             lora_dropout=spec.lora_dropout,
-            target_modules=all_linear_modules(model),
+            target_modules=lora_targets(spec, all_linear_modules(model)),
             bias="none",
             use_gradient_checkpointing=gradient_checkpointing,
             random_state=spec.seed,

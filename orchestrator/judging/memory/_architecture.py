@@ -31,6 +31,9 @@ DESCRIBED = {
     "qwen3_moe": (2, True),
     "smollm3": (2, False),
 }
+# The leaf names of a layer's attention_shapes and mlp_shapes, in their order.
+ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")
+MLP = ("gate_proj", "up_proj", "down_proj")
 SLIDING = ("gemma3_text", "mistral", "phi3", "qwen2", "qwen3", "qwen3_moe", "smollm3")  # llama: none
 GEMMA3_SLIDING_PATTERN = 6  # transformers' default: every 6th layer global, the others sliding
 
@@ -140,9 +143,18 @@ class Shape:
     def parameters(self) -> int:
         return self.linear_params + self.other_params
 
-    def lora_params(self, rank: int) -> int:
-        """LoRA's A and B of every nn.Linear, and of each MoE layer's experts and router (module docstring)."""
+    def lora_params(self, rank: int, targets: tuple[str, ...] | None = None) -> int:
+        """LoRA's A and B of every nn.Linear, and of each MoE layer's experts and router (module docstring);
+        targets: the leaf names adapted (None: all-linear; a fused qkv_proj or gate_up_proj counted as its
+        parts, the experts only under all-linear)."""
         h, e, i = self.hidden, self.experts, self.expert_intermediate
+        if targets is not None:
+            names = set(targets) | ({"q_proj", "k_proj", "v_proj"} if "qkv_proj" in targets else set())
+            names |= {"gate_proj", "up_proj"} if "gate_up_proj" in targets else set()
+            chosen = [s for s, n in zip(self.attention_shapes(), ATTENTION, strict=True) if n in names]
+            mlp = [s for s, n in zip(self.mlp_shapes(), MLP, strict=True) if n in names]
+            per_layer = [*(self.layers * chosen), *(self.dense_layers * mlp)]
+            return sum(rank * (a + b) for a, b in per_layer)
         experts = 2 * rank * e * (h + 2 * i) + rank * e * (i + h) + rank * (h + e)
         return sum(rank * (a + b) for a, b in self.linear_shapes()) + self.moe_layers * experts
 

@@ -11,6 +11,7 @@ from orchestrator.judging.memory._terms import (
     LORA_STATE_BYTES,
     LORA_WEIGHT_BYTES,
     NF4_BYTES,
+    adam_bytes,
     chunks_logprobs,
     dropout_copies,
     dtype_bytes,
@@ -21,7 +22,7 @@ from orchestrator.judging.memory._terms import (
     unsloth_chunk_rows,
 )
 from trainers.stacks import label, memory_of
-from trainers.trial import TrialSpec
+from trainers.trial import TrialSpec, lora_modules, optim_of
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,12 @@ def formulas(spec: TrialSpec, shape: Shape, device: str) -> dict[str, str]:
     generation = spec.generation_batch_size / spec.num_processes  # one rank's share of the step
     micro = spec.effective_micro_batch_size
     weights_share, state_share = sharded(spec)
+    moments = adam_bytes(spec)
+    optim = (
+        "AdamW"
+        if "8bit" not in optim_of(spec)
+        else optim_of(spec).replace("_", " ").replace("adamw", "AdamW")
+    )
 
     def share(fraction: float) -> str:  # one rank's part of what its strategy shards
         return "" if fraction == 1 else f" x 1/{spec.num_processes} ({spec.distributed}: this rank's share)"
@@ -116,11 +123,12 @@ def formulas(spec: TrialSpec, shape: Shape, device: str) -> dict[str, str]:
         f"{share(weights_share)}{copies}",
         "lora": (
             f"{shape.linear_params + shape.other_params:,} params trained in full x ({dtype} gradient + "
-            f"{ADAM_BYTES} B AdamW's 2 fp32 moments){share(state_share)}"
+            f"{moments:g} B {optim}'s 2 {'fp32' if moments == ADAM_BYTES else '8-bit'} moments){share(state_share)}"
             if spec.adapter == "none"
-            else f"{shape.lora_params(spec.lora_r):,} LoRA params (r {spec.lora_r}, every nn.Linear) x "
-            f"({LORA_WEIGHT_BYTES} B fp32 weight{share(weights_share)} + {LORA_STATE_BYTES} B gradient and "
-            f"AdamW's 2 moments{share(state_share)})"
+            else f"{shape.lora_params(spec.lora_r, lora_modules(spec.lora_target_modules)):,} LoRA params (r "
+            f"{spec.lora_r}, {'every nn.Linear' if spec.lora_target_modules == 'all-linear' else spec.lora_target_modules}) x "
+            f"({LORA_WEIGHT_BYTES} B fp32 weight{share(weights_share)} + "
+            f"{LORA_STATE_BYTES - ADAM_BYTES + moments:g} B gradient and {optim}'s 2 moments{share(state_share)})"
         ),
         "kv_cache": f"2 (K and V) x {shape.kv_heads} KV heads x {shape.head_dim} head dim x {dtype} x "
         f"{generation:g} sequences x {cached}",

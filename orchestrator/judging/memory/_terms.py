@@ -60,7 +60,7 @@ from __future__ import annotations
 
 from orchestrator.judging.memory._architecture import Shape
 from trainers.stacks import memory_of
-from trainers.trial import TrialSpec
+from trainers.trial import TrialSpec, lora_modules, optim_of
 from trainers.units import GIB
 
 STATIC, GENERATION, TRAINING = "static", "generation", "training"
@@ -126,6 +126,17 @@ UNSLOTH_MIN_ROWS = 512
 LORA_WEIGHT_BYTES = 4  # fp32 weight
 LORA_STATE_BYTES = 12  # fp32 gradient + AdamW's two moments
 ADAM_BYTES = 8  # AdamW's two fp32 moments a parameter
+# bitsandbytes' 8-bit AdamW (adamw_8bit, paged_adamw_8bit): two uint8 moments a parameter and an fp32
+# absmax each per 256-value block (trainers/simulate/_optim.py; weights under 4,096 values keep
+# 32-bit moments: LoRA's A and B are larger on every bundled model).
+ADAM_8BIT_BYTES = 2 + 2 * 4 / 256
+
+
+def adam_bytes(spec: TrialSpec) -> float:
+    """The optimizer's moments a trained parameter, bytes: AdamW's two fp32, or 8-bit's."""
+    return ADAM_8BIT_BYTES if "8bit" in optim_of(spec) else ADAM_BYTES
+
+
 NF4_BYTES = 0.5
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
@@ -168,10 +179,11 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
     # What trains: every weight's gradient (compute dtype) and AdamW's fp32 moments; or the LoRA weights
     # (fp32, on every rank unless FSDP or ZeRO-3 shard them) with their gradient and AdamW state.
     params = shape.linear_params + shape.other_params
-    lora = shape.lora_params(spec.lora_r) * (
-        LORA_WEIGHT_BYTES * weights_share + LORA_STATE_BYTES * state_share
+    moments = adam_bytes(spec)
+    lora = shape.lora_params(spec.lora_r, lora_modules(spec.lora_target_modules)) * (
+        LORA_WEIGHT_BYTES * weights_share + (LORA_STATE_BYTES - ADAM_BYTES + moments) * state_share
     )
-    trained = params * (w + ADAM_BYTES) * state_share if full else lora
+    trained = params * (w + moments) * state_share if full else lora
     tokens = spec.max_prompt_length + spec.max_completion_length
     generation = spec.generation_batch_size / spec.num_processes
     micro = spec.effective_micro_batch_size
