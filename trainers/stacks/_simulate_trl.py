@@ -132,7 +132,9 @@ def _model(spec: Any, dtype: Any, gradient_checkpointing: bool, device: str, att
     return model
 
 
-def _trainer(args: Any, model: Any):
+def _trainer(args: Any, model: Any, use_liger_kernel: bool = False):
+    """A GRPOTrainer holding what its loss code reads; use_liger_kernel: TRL's chunked log-probs (the
+    liger stack's loss path, trainers/stacks/_simulate_liger.py)."""
     import inspect
 
     from trl import GRPOTrainer
@@ -141,7 +143,7 @@ def _trainer(args: Any, model: Any):
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     t.__dict__.update(
         args=args, model=model, accelerator=_Accelerator(), model_kwarg_keys=inspect.signature(base.forward).parameters.keys(),
-        _is_vlm=False, is_fsdp_enabled=False, use_liger_kernel=False, use_vllm=False,
+        _is_vlm=False, is_fsdp_enabled=False, use_liger_kernel=use_liger_kernel, use_vllm=False,
         vllm_importance_sampling_correction=False, loss_type=args.loss_type, temperature=args.temperature,
         importance_sampling_level=args.importance_sampling_level, off_policy_mask_threshold=args.off_policy_mask_threshold,
         top_entropy_quantile=args.top_entropy_quantile, entropy_coef=args.entropy_coef,
@@ -164,6 +166,7 @@ def simulate_step(
     attention: str = "sdpa",
     as_cuda: bool = True,
     optimizer_state: str = "before",
+    use_liger_kernel: bool = False,
 ) -> dict[str, Any]:
     """One training step of `spec` (a TrialSpec) on meta, counted by `counter` (simulate._count's
     AllocationCounter, entered here once the model, its adapters and the optimizer's state are built and
@@ -175,7 +178,7 @@ def simulate_step(
     dtype = torch.bfloat16
     args = _config(spec, dtype)
     model = _model(spec, dtype, args.gradient_checkpointing, device, attention)
-    trainer = _trainer(args, model)
+    trainer = _trainer(args, model, use_liger_kernel)
     params, optimizer = optimizer_for(trainer, model, args, optimizer_state)
     held = held_before(model, optimizer)
     with counter, _trl_on_meta(as_cuda):
