@@ -8,7 +8,8 @@ error in torch: it is off there (the simulated model is in bf16, the dtype autoc
 under bf16 mixed precision, so the tiles are of the same dtype). And selecting rows by a boolean mask asks for the mask's nonzero
 indices, whose count depends on values meta does not hold. The simulated batch's completion mask is all
 ones (every completion at full length, as the synthetic probe forces them), so the selection is every row:
-on meta it allocates what CUDA's does for such a mask (the nonzero indices, then the selected rows).
+on meta it allocates the selected rows, the output of the one op torch dispatches (the nonzero indices are
+the op's own temporary, [rows, mask dims] int64, as the counter leaves any op's temporaries uncounted).
 
 Not simulated: Liger's Triton kernels in the layers (RMSNorm, SwiGLU, RoPE), which no host without a GPU
 can run; the layers are transformers' own. TRL 1.14 compiles nothing on this path (no torch.compile), so
@@ -22,16 +23,13 @@ from typing import Any
 
 
 def _select_all(tensor, mask):
-    """`tensor[mask]` for a boolean `mask` of all ones on meta, allocating as CUDA's index does: the int64
-    nonzero indices [count, mask dims], then the selected rows, copied."""
+    """`tensor[mask]` for a boolean `mask` of all ones on meta: the selected rows, copied into one new
+    tensor as the index op's output is."""
     import torch
 
     dims = mask.dim()
-    count = mask.numel()
-    indices = torch.empty((count, dims), dtype=torch.long, device=tensor.device)
-    out = torch.empty((count, *tensor.shape[dims:]), dtype=tensor.dtype, device=tensor.device)
+    out = torch.empty((mask.numel(), *tensor.shape[dims:]), dtype=tensor.dtype, device=tensor.device)
     out.view(tensor.shape).copy_(tensor)
-    del indices
     return out
 
 
