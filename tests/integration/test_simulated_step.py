@@ -52,7 +52,12 @@ def _lifetimes(trace: list[tuple], floor: int = 4096) -> list[tuple[int, int | N
 
 @pytest.mark.parametrize(
     "model, framework",
-    [("tiny", "trl"), ("tiny", "unsloth"), ("tiny", "liger"), pytest.param("smollm2", "trl", marks=pytest.mark.heavy)],
+    [
+        ("tiny", "trl"),
+        ("tiny", "unsloth"),
+        ("tiny", "liger"),
+        pytest.param("smollm2", "trl", marks=pytest.mark.heavy),
+    ],
 )
 def test_a_step_on_meta_allocates_op_for_op_what_the_same_step_allocates_on_real_cpu_tensors(
     model, framework

@@ -67,7 +67,11 @@ def test_the_chunked_loss_and_its_lora_gradients_match_plain_trls_on_the_same_ba
     (plain_loss, plain), (liger_loss, liger) = out[False], out[True]
     assert plain_loss.abs() > 1e-4  # a loss that says something
     assert torch.allclose(liger_loss, plain_loss, rtol=LOSS_RTOL, atol=0)
-    assert sorted(liger) == sorted(plain) and any("lora_A" in n for n in plain) and any("lora_B" in n for n in plain)
+    assert (
+        sorted(liger) == sorted(plain)
+        and any("lora_A" in n for n in plain)
+        and any("lora_B" in n for n in plain)
+    )
     for name, grad in plain.items():
         scale = grad.abs().max()
         assert scale > 0, f"{name} got no gradient"

@@ -124,7 +124,10 @@ def test_the_trainer_child_refuses_an_unregistered_framework_naming_the_choices(
     code = main([str(spec_path)])
     final = json.loads((tmp_path / "events.jsonl").read_text().splitlines()[-1])
     assert code == 1 and final["type"] == "TrialSpecError"
-    assert "framework: unknown value 'third'; did you mean 'trl'? available: liger, trl, unsloth" in final["message"]
+    assert (
+        "framework: unknown value 'third'; did you mean 'trl'? available: liger, trl, unsloth"
+        in final["message"]
+    )
 
 
 # ------------------------------------------------------------------------------------------------

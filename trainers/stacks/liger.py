@@ -29,7 +29,9 @@ from trainers.stacks.trl import TrlStack
 if TYPE_CHECKING:
     from trainers.trial import TrialSpec
 
-INSTALL_FIX = "install it with `make setup` (liger-kernel, pinned in the Makefile; Triton comes with CUDA torch)"
+INSTALL_FIX = (
+    "install it with `make setup` (liger-kernel, pinned in the Makefile; Triton comes with CUDA torch)"
+)
 
 
 def kernels_here(on_gpu: bool) -> str:
