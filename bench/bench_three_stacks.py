@@ -39,7 +39,9 @@ def main() -> None:
 
     lengths = [int(x) for x in args.lengths.split(",")]
     budgets = [float(x) for x in args.budgets.split(",")]
-    print(f"K={args.k} B={args.b}, prompts {args.max_prompt_length}, num_iterations {args.num_iterations}, nf4 LoRA r=16")
+    print(
+        f"K={args.k} B={args.b}, prompts {args.max_prompt_length}, num_iterations {args.num_iterations}, nf4 LoRA r=16"
+    )
     print("| model | stack | " + " | ".join(f"{n} tokens: allocated / NVML" for n in lengths) + " | "
           + " | ".join(f"fits {b:g} GiB up to" for b in budgets) + " | s |")  # fmt: skip
     print("|---|---|" + "---|" * (len(lengths) + len(budgets) + 1))
