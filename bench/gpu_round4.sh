@@ -50,6 +50,12 @@
 #             autotuning), beside the simulated terms (counted / at most). `nproc` goes first into
 #             r/outside.md: Unsloth's compile workers follow the host's CPUs. Not in the default ITEMS:
 #             ITEMS=outside (6 trials of 1-3B models: ~6 min).
+#   liger     the three stacks side by side: plain TRL, Liger (TRL's use_liger_kernel: chunked log-probs and
+#             Liger's Triton kernels) and Unsloth, one synthetic probe step each of LIGER_MODEL, K=8 B=1,
+#             completions LIGER_LENGTHS, each under a 16 GiB budget (bench/bench_synthetic_probe.py: NVML's,
+#             torch's allocated and reserved peaks in r/liger.md), beside each stack's step simulated on meta
+#             for the same configurations (rlsweep fits --simulate, r/liger-fits.txt). Not in the default
+#             ITEMS: ITEMS=liger (the 4B's build, then 6 probes 3 at once: ~4 min).
 # CPU rehearsal of every line (tiny model, 16-32 tokens, one trial at a time, no GPU):
 #   DRY_RUN=1 PY=.venv/bin/python PYTHONPATH=$PWD nice bash bench/gpu_round4.sh
 # shellcheck disable=SC2086 # PY, QLORA and the *_SET settings are word lists on purpose
@@ -64,6 +70,7 @@ if [[ $DRY_RUN == 1 ]]; then
     : "${UPATH_MODEL:=tiny}" "${UPATH_K:=2}" "${UPATH_LENGTH:=16}"
     : "${CAP_K:=2}" "${CAP_LENGTH:=16}" "${CAP_BUDGET:=8}"
     : "${OUT_MODELS:=tiny}" "${OUT_K:=2}" "${OUT_LENGTH:=16}" "${OUT_INTERVAL:=0.2}"
+    : "${LIGER_MODEL:=tiny}" "${LIGER_LENGTHS:=16,32}" "${LIGER_JOBS:=1}"
     : "${FRONTIER_SET:=--set model=tiny --set grid.num_generations=[2] --set grid.batch_size=[1] --set grid.max_completion_length=[16,32] --set memory.budget_gib=8}"
     : "${LEARN_SET:=--set model=tiny --set max_steps=2 --set num_generations=2 --set batch_size=2 --set grid.framework=[trl] --set grid.mode=[grpo] --set eval_every=1 --set eval_samples=8 --set task_args.num_eval=8}"
     export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -117,6 +124,9 @@ CAP_K=${CAP_K:-16}               # the context, allocated 14.70 and needed 14.80
 CAP_B=${CAP_B:-1}
 CAP_LENGTH=${CAP_LENGTH:-576}
 CAP_BUDGET=${CAP_BUDGET:-16}
+LIGER_MODEL=${LIGER_MODEL:-random:Qwen/Qwen3-4B}
+LIGER_LENGTHS=${LIGER_LENGTHS:-1024,4096}
+LIGER_JOBS=${LIGER_JOBS:-3}
 BUILD_THREADS=${BUILD_THREADS:-8}
 QLORA="--quantization nf4 --lora-r 16 --lora-alpha 32 --lora-dropout 0.05 --learning-rate 2e-4"
 REFERENCE=bench/data/h100-2026-11-26/trials.csv
@@ -361,10 +371,30 @@ outside() { # NVML per process beside torch's reserved at each trial's peak (ben
     cat "$R/outside.md"
 }
 
+liger() { # plain TRL, Liger and Unsloth at LIGER_LENGTHS under 16 GiB: measured peaks beside simulated ones
+    build "$LIGER_MODEL"
+    local until length
+    until=$(left 15)
+    ((until > MIN_PROBE_S)) || { echo "[$(el)] liger skipped: $until s left"; return; }
+    echo "[$(el)] liger ($until s): $LIGER_MODEL, trl, liger and unsloth, K=8 B=1, completions $LIGER_LENGTHS, 16 GiB"
+    (for length in ${LIGER_LENGTHS//,/ }; do
+        timeout "$until" $PY -m orchestrator.cli fits --model "$LIGER_MODEL" --budget-gib 16 --k 8 --b 1 \
+            --length "$length" --simulate --set max_prompt_length=256 --set num_iterations=2
+    done >"$R/liger-fits.txt" 2>"$W/liger-fits.log") &
+    local f=$!
+    $PY bench/bench_synthetic_probe.py --out "$W/liger" --models "$LIGER_MODEL" --stacks trl,liger,unsloth \
+        --lengths "$LIGER_LENGTHS" --decodes 0 -k 8 -b 1 --max-prompt-length 256 --budget-gib 16 \
+        --jobs "$LIGER_JOBS" --deadline-s "$until" --min-probe-s "$MIN_PROBE_S" --table "$R/liger.md" \
+        --trial-args "$QLORA --num-iterations 2" >"$W/liger.log" 2>&1
+    echo "[$(el)] liger probes exit $?"
+    wait $f
+    cat "$R/liger.md" "$R/liger-fits.txt" 2>/dev/null
+}
+
 for item in $ITEMS; do
     case $item in
-    probes | steady | session | frontier | learn | families | unsloth_path | capped | outside) $item ;;
-    *) echo "unknown item $item (probes, steady, session, frontier, learn, families, unsloth_path, capped, outside)" ;;
+    probes | steady | session | frontier | learn | families | unsloth_path | capped | outside | liger) $item ;;
+    *) echo "unknown item $item (probes, steady, session, frontier, learn, families, unsloth_path, capped, outside, liger)" ;;
     esac
     results
 done

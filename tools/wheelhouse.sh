@@ -15,7 +15,7 @@
 # 27 MiB, 25 of them its Studio web app), over the 60 MiB one transfer allows, so by default they are
 # split into two groups, each under the limit:
 #   .whl/a  bitsandbytes, trl, datasets, dill, multiprocess, pydantic(+core, annotated-types,
-#           typing-inspection), typing-extensions  -> enough for TRL trials
+#           typing-inspection), typing-extensions, liger-kernel  -> enough for TRL and Liger trials
 #   .whl/b  unsloth, unsloth_zoo                    -> adds the Unsloth stack
 # Install a, then b, into the same --target (see docs/gpu-results.md, "Offline GPU host").
 #
@@ -68,6 +68,7 @@ GROUP_A=(
     "annotated-types==0.8.0 --hash=sha256:f072f4d804ea359e4eaf198b1af7a8b0943881a87f31bb764f8bf219bb9419e0"
     "typing-inspection==0.4.5 --hash=sha256:bc210535442b39e1bf2805e0c7a17dfd6a4ace760c84c7f7d16245d23a6b1c39"
     "typing-extensions==4.16.0 --hash=sha256:481caa481374e813c1b176ada14e97f1f67a4539ce9cfeb3f350d78d6370c2e8"
+    "liger-kernel==0.8.5 --hash=sha256:60789cd576af073ab9b192b570d2597fd0cdad489cd62fb44fb16256d43754c9"
 )
 GROUP_B=(
     "unsloth==2026.10.9 --hash=sha256:feb40b99bc4f8c543a36cbd0fe6e1410d6e4ac16bd4d0c731f607adce3d63bb0"

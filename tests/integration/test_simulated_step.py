@@ -1,4 +1,4 @@
-"""A training step simulated on meta tensors through a stack's own code (trainers/simulate), TRL's and
+"""A training step simulated on meta tensors through a stack's own code (trainers/simulate), TRL's, Liger's and
 Unsloth's: the same step on real CPU tensors allocates what meta counted, the length moves it, and a
 change in the stack's code moves it too, since the simulation runs that code rather than a formula of it."""
 
@@ -52,7 +52,12 @@ def _lifetimes(trace: list[tuple], floor: int = 4096) -> list[tuple[int, int | N
 
 @pytest.mark.parametrize(
     "model, framework",
-    [("tiny", "trl"), ("tiny", "unsloth"), pytest.param("smollm2", "trl", marks=pytest.mark.heavy)],
+    [
+        ("tiny", "trl"),
+        ("tiny", "unsloth"),
+        ("tiny", "liger"),
+        pytest.param("smollm2", "trl", marks=pytest.mark.heavy),
+    ],
 )
 def test_a_step_on_meta_allocates_op_for_op_what_the_same_step_allocates_on_real_cpu_tensors(
     model, framework

@@ -103,7 +103,7 @@ def test_fitmap_draws_the_cells_it_can_and_says_why_not_the_others(capsys):
     argv = [*FITMAP, "--model", "Qwen/Qwen3-4B", "--k", "3,4", "--b", "1", "--set", "micro_batch_size=2"]
     code, text = run_cli(argv, capsys)
     assert code == 0
-    assert "unknown (2 cell(s), e.g. trl Qwen/Qwen3-4B K=3 B=1): micro_batch_size: 2 does not divide" in text
+    assert "unknown (3 cell(s), e.g. trl Qwen/Qwen3-4B K=3 B=1): micro_batch_size: 2 does not divide" in text
 
 
 @pytest.mark.parametrize(

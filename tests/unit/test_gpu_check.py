@@ -95,7 +95,9 @@ def test_table_has_a_row_per_stack_and_mode_with_ratios_and_reasons():
 
 def test_the_check_is_the_fixed_comparison_of_the_stacks_in_grpo():
     specs = check_specs(gpu_check.Path("/tmp/x"))
-    assert sorted((s.framework, s.mode) for s in specs) == [("trl", "grpo"), ("unsloth", "grpo")]
+    assert sorted((s.framework, s.mode) for s in specs) == [
+        ("liger", "grpo"), ("trl", "grpo"), ("unsloth", "grpo")
+    ]  # fmt: skip
     for s in specs:
         assert s.model == "random:Qwen/Qwen2.5-1.5B-Instruct" and s.quantization == "nf4"
         assert (s.num_generations, s.batch_size, s.max_steps, s.num_iterations) == (4, 2, 5, 1)
@@ -105,7 +107,8 @@ def test_the_check_is_the_fixed_comparison_of_the_stacks_in_grpo():
 def test_asking_for_both_modes_runs_them_off_policy_where_they_differ():
     specs = check_specs(gpu_check.Path("/tmp/x"), gpu_check.parse_modes("grpo,gspo"))
     assert sorted((s.framework, s.mode) for s in specs) == [
-        ("trl", "grpo"), ("trl", "gspo"), ("unsloth", "grpo"), ("unsloth", "gspo")
+        ("liger", "grpo"), ("liger", "gspo"), ("trl", "grpo"), ("trl", "gspo"), ("unsloth", "grpo"),
+        ("unsloth", "gspo"),
     ]  # fmt: skip
     assert {s.num_iterations for s in specs} == {2}
     assert all(s.problems() == [] for s in specs)
@@ -156,7 +159,7 @@ def test_a_registered_third_stack_is_checked_and_compared_with_trl():
         ]
         lines = notes(rows)
     assert [(s.framework, s.mode) for s in specs][-1] == ("third", "grpo")
-    assert len(specs) == 3
+    assert len(specs) == 4  # trl, unsloth, liger and the stub
     # third over trl: NVML peak 18 / 12, median tokens/s after warm-up 50 / 100
     assert ratios(rows) == {
         ("third", "grpo"): {

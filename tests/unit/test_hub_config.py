@@ -104,7 +104,7 @@ def test_predict_of_a_fetched_config_is_the_bundled_ones(hub_env, monkeypatch, c
     with FakeHub({CLONE: bundled_as_published(BUNDLED)}) as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
         fetched = figures(CLONE)
-    assert len(fetched) == 4 and fetched == figures(BUNDLED)
+    assert len(fetched) == 6 and fetched == figures(BUNDLED)
 
 
 def test_an_unreachable_hub_is_refused_with_what_was_tried_and_the_command_that_fetches_it(

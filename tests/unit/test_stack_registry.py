@@ -73,7 +73,7 @@ def test_the_trial_cli_offers_a_registered_stack_and_builds_its_trial(third):
     trial = next(
         a for a in parser._subparsers._group_actions[0].choices["trial"]._actions if a.dest == "framework"
     )
-    assert trial.help.endswith("[trl|unsloth|third]")
+    assert trial.help.endswith("[trl|unsloth|liger|third]")
     args = parser.parse_args(["trial", "--framework", "third"])
     assert TrialSpec(framework=args.framework).problems() == []
     report = parser.parse_args(["report", "out", "--base-stack", "third"])
@@ -124,7 +124,7 @@ def test_a_sweep_over_a_registered_stack_plans_its_trials(third):
 
 
 def test_gpu_check_runs_every_registered_stack(third, tmp_path):
-    assert [s.framework for s in check_specs(tmp_path, ("grpo",))] == ["trl", "unsloth", "third"]
+    assert [s.framework for s in check_specs(tmp_path, ("grpo",))] == ["trl", "unsloth", "liger", "third"]
     assert stacks.label("third") == "Third"
 
 
@@ -156,7 +156,7 @@ def _strings(path: Path):
 
 def test_no_code_outside_the_stacks_package_names_a_stack():
     names = stacks.names()
-    assert names == ("trl", "unsloth"), "the check reads the registered names: run it without stubs"
+    assert names == ("trl", "unsloth", "liger"), "the check reads the registered names: run it without stubs"
     # A stack's name as a value ("trl"), or as a setting's value in a message's fix ("framework trl").
     named = re.compile(rf"\bframework:? ({'|'.join(names)})\b")
     found: dict[tuple[str, str], list[int]] = {}

@@ -42,7 +42,7 @@ def test_an_unknown_framework_names_the_field_the_value_and_the_registered_stack
         stacks.get("unslot")
     assert (
         str(info.value)
-        == "framework: unknown value 'unslot'; did you mean 'unsloth'? available: trl, unsloth"
+        == "framework: unknown value 'unslot'; did you mean 'unsloth'? available: liger, trl, unsloth"
     )
 
 
@@ -52,7 +52,7 @@ def test_a_stack_name_is_registered_once():
         ValueError, match=r"^stack 'trl' is registered already \(trainers.stacks.trl:TrlStack\)$"
     ):
         stacks.register(another)
-    assert stacks.names() == ("trl", "unsloth")
+    assert stacks.names() == ("trl", "unsloth", "liger")
 
 
 def test_the_registry_imports_no_stack_module_until_a_stack_is_loaded():
@@ -74,7 +74,7 @@ def test_a_registered_stack_is_a_framework_a_trial_spec_accepts_and_leaves_with_
         assert TrialSpec(framework="third").problems() == []
         assert TrialSpec(framework_dtype={"third": "fp16"}).problems() == []
     assert TrialSpec(framework="third").problems() == [
-        "framework: unknown value 'third'; did you mean 'trl'? available: trl, unsloth"
+        "framework: unknown value 'third'; did you mean 'trl'? available: liger, trl, unsloth"
     ]
 
 
@@ -124,7 +124,10 @@ def test_the_trainer_child_refuses_an_unregistered_framework_naming_the_choices(
     code = main([str(spec_path)])
     final = json.loads((tmp_path / "events.jsonl").read_text().splitlines()[-1])
     assert code == 1 and final["type"] == "TrialSpecError"
-    assert "framework: unknown value 'third'; did you mean 'trl'? available: trl, unsloth" in final["message"]
+    assert (
+        "framework: unknown value 'third'; did you mean 'trl'? available: liger, trl, unsloth"
+        in final["message"]
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -306,7 +309,7 @@ def test_an_unknown_base_is_refused_before_the_report_is_written(tmp_path):
     write_synthetic_sweep(tmp_path)
     with pytest.raises(ValueError) as info:
         write_report(tmp_path, console=Console(record=True), base="trll")
-    assert str(info.value) == "base: unknown value 'trll'; did you mean 'trl'? available: trl, unsloth"
+    assert str(info.value) == "base: unknown value 'trll'; did you mean 'trl'? available: liger, trl, unsloth"
     assert not (tmp_path / "report.md").exists()
 
 
@@ -338,5 +341,5 @@ def test_rlsweep_report_takes_the_base_stack_from_the_command_line(tmp_path, mon
         rlsweep(["report", str(tmp_path), "--base-stack", "trll"])
     assert exit_.value.code == 2
     assert (
-        "argument --base-stack: unknown stack 'trll'; did you mean 'trl'? available: trl, unsloth"
+        "argument --base-stack: unknown stack 'trll'; did you mean 'trl'? available: liger, trl, unsloth"
     ) in capsys.readouterr().err

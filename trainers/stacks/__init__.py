@@ -244,3 +244,18 @@ register(
         fallback_when=("unsloth_backend", "cpu"),  # trainers/stacks/unsloth.py records it
     )
 )
+# TRL's GRPOTrainer with use_liger_kernel (trainers/stacks/liger.py): the log-probs in TRL's chunks of
+# 2,048 rows x 8,192 tokens, never the whole logits (chunked_logprobs; the memory model sizes the chunk as
+# Unsloth's, larger than TRL's), Liger's Triton kernels in the layers on a GPU. Claims no capability it
+# has not been shown to run; its preload is TRL's trainer and its own module.
+register(
+    StackEntry(
+        "liger",
+        "Liger",
+        "trainers.stacks.liger:LigerStack",
+        preload=(*STACKS["trl"].preload, "trainers.stacks.liger"),
+        packages=("trl", "liger_kernel"),
+        default_optim="adamw_torch_fused",  # TRL's GRPOConfig's, as the trl stack's
+        memory=StackMemory(chunked_logprobs=True, fp32_logits=False),
+    )
+)

@@ -103,7 +103,9 @@ def _model(spec: Any, dtype: Any, gradient_checkpointing: bool, device: str, att
     return model
 
 
-def _trainer(args: Any, model: Any):
+def _trainer(args: Any, model: Any, use_liger_kernel: bool = False):
+    """A GRPOTrainer holding what its loss code reads; use_liger_kernel: TRL's chunked log-probs (the
+    liger stack's loss path, trainers/stacks/_simulate_liger.py)."""
     import inspect
 
     from trl import GRPOTrainer
@@ -112,7 +114,7 @@ def _trainer(args: Any, model: Any):
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     t.__dict__.update(
         args=args, model=model, accelerator=Accelerator(), model_kwarg_keys=inspect.signature(base.forward).parameters.keys(),
-        _is_vlm=False, is_fsdp_enabled=False, use_liger_kernel=False, use_vllm=False,
+        _is_vlm=False, is_fsdp_enabled=False, use_liger_kernel=use_liger_kernel, use_vllm=False,
         vllm_importance_sampling_correction=False, loss_type=args.loss_type, temperature=args.temperature,
         importance_sampling_level=args.importance_sampling_level, off_policy_mask_threshold=args.off_policy_mask_threshold,
         top_entropy_quantile=args.top_entropy_quantile, entropy_coef=args.entropy_coef,
@@ -129,13 +131,16 @@ def _trainer(args: Any, model: Any):
 
 class TrlHooks(StepHooks):
     """TRL's parts of the simulated step (trainers/simulate/_step.py): its model, its trainer, its
-    arrangements on meta, its scoring pass and its loss (compute_loss)."""
+    arrangements on meta, its scoring pass and its loss (compute_loss). use_liger_kernel: TRL's chunked
+    log-probs in the loss and the scoring pass (the liger stack's hooks set it)."""
+
+    use_liger_kernel = False
 
     def model(self, spec, args, dtype, device, attention):
         return _model(spec, dtype, args.gradient_checkpointing, device, attention)
 
     def trainer(self, args, model):
-        return _trainer(args, model)
+        return _trainer(args, model, self.use_liger_kernel)
 
     def patches(self, as_cuda):
         return _trl_on_meta(as_cuda)

@@ -20,6 +20,14 @@ if TYPE_CHECKING:
 
 
 class TrlStack(Stack):
+    def own_config(self, on_gpu: bool) -> dict:
+        """GRPOConfig arguments a stack built on this one adds to the trial's (none here)."""
+        return {}
+
+    def own_read_back(self, trainer) -> dict:
+        """What such a stack reports of the built trainer beside the knobs (none here)."""
+        return {}
+
     def build(self, spec: TrialSpec, events: EventWriter) -> Built:
         from peft import LoraConfig
         from transformers import AutoModelForCausalLM, BitsAndBytesConfig
@@ -76,7 +84,7 @@ class TrlStack(Stack):
         asked = grpo_config_kwargs(spec, ready.dtype, ready.on_gpu) | trl_vllm_kwargs(
             spec, card_total_bytes()
         )
-        config = grpo_config(GRPOConfig, asked, ready.task)
+        config = grpo_config(GRPOConfig, asked | self.own_config(ready.on_gpu), ready.task)
         trainer, meter = assemble(
             spec,
             events,
@@ -92,7 +100,7 @@ class TrlStack(Stack):
         hold(spec, trainer.model)
         if spec.generation == "vllm":
             vllm_read_back["vllm_gpu_memory_utilization_asked"] = spec.vllm_gpu_memory_utilization
-        return Built(trainer, meter, longest_prompt, vllm_read_back)
+        return Built(trainer, meter, longest_prompt, vllm_read_back | self.own_read_back(trainer))
 
     def simulate_step(self, spec: TrialSpec, prompt_tokens: int, counter, **how) -> dict:
         """TRL's own loss, backward, clipping and AdamW on the trial's model as TRL holds it on a GPU, on
