@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from trainers import stacks
+from trainers.simulate._step import grpo_config
 from trainers.stacks import _simulate_trl as trl_step
 from trainers.trial import TrialSpec
 
@@ -30,7 +31,7 @@ def _loss_and_lora_grads(mode: str, monkeypatch) -> dict[bool, tuple[torch.Tenso
                      batch_size=1, max_prompt_length=8, max_completion_length=12, num_iterations=2,
                      lora_dropout=0.0)  # fmt: skip
     torch.manual_seed(0)
-    args = trl_step._config(spec, torch.float32)
+    args = grpo_config(spec, torch.float32)
     model = trl_step._model(spec, torch.float32, False, "cpu", "eager")
     for name, param in model.named_parameters():
         if "lora_B" in name:  # PEFT starts B at zero, which leaves every A without a gradient
