@@ -61,16 +61,16 @@ def print_remedies(spec, asked: dict, frameworks: list[str], budget: float, chec
     configurations that fit, each checked by `check`, the verb's own answer."""
     from orchestrator.judging.remedies import remedies
 
+    # no GPU row bounds the simulator's error on this family: no change could be called a fit, so none is
+    # searched for (each would be a simulation spent for nothing)
+    unbounded = [a.stack for a in asked.values() if a.verdict in NOT_FITTING and a.high_gib == float("inf")]
+    if unbounded:
+        say(
+            f"{', '.join(unbounded)}: no change can be called a fit until the simulator's error on this "
+            "family is measured (no upper bound yet); the calibrate lines below measure it on the card"
+        )
     for framework, a in asked.items():
-        if a.verdict not in NOT_FITTING:
-            continue
-        if a.high_gib == float("inf"):
-            # no GPU row bounds the simulator's error on this family: no change could be called a fit,
-            # so none is searched for (each would be simulated for nothing)
-            say(
-                f"{a.stack}: no change can be called a fit until the simulator's error on this family is "
-                "measured (its answer has no upper bound); the calibrate line below measures it on the card"
-            )
+        if a.verdict not in NOT_FITTING or a.stack in unbounded:
             continue
         mine = dataclasses.replace(spec, framework=framework)
         # a simulated check takes seconds to a minute a shape: the prior proposes which to simulate
