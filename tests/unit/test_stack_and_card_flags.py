@@ -28,6 +28,7 @@ def test_solve_with_a_card_and_a_budget_is_refused_with_exit_2_naming_both(capsy
 
 def test_solve_on_a_card_searches_within_that_cards_usable_memory(monkeypatch, tmp_path, capsys):
     import orchestrator.running.solve as running
+    import trainers.nvml
 
     asked = []
 
@@ -36,6 +37,8 @@ def test_solve_on_a_card_searches_within_that_cards_usable_memory(monkeypatch, t
         raise KeyboardInterrupt
 
     monkeypatch.setattr(running, "run_solve", interrupted)
+    # a host with a GPU (NVML's count stood in for): without one, solve refuses a GPU card up front
+    monkeypatch.setattr(trainers.nvml, "local_gpus", lambda: 1)
     code, text = run_cli([*SOLVE, "--card", "4090", "--output-dir", str(tmp_path / "out")], capsys)
     assert code == 130, text
     (request,) = asked

@@ -84,15 +84,7 @@ class LigerHooks(TrlHooks):
             yield
 
 
-def simulate_step(
-    spec: Any,
-    prompt_tokens: int,
-    counter: Any,
-    device: str = "meta",
-    attention: str = "sdpa",
-    as_cuda: bool = True,
-    optimizer_state: str = "before",
-) -> dict[str, Any]:
+def simulate_step(spec: Any, prompt_tokens: int, counter: Any, **how: Any) -> dict[str, Any]:
     """TRL's simulated step (its model, generation, scoring, loss, backward, clipping and optimizer) on the
     step's skeleton with TRL's chunked log-probs, as `use_liger_kernel` runs them."""
-    return run_step(LigerHooks(), spec, prompt_tokens, counter, device, attention, as_cuda, optimizer_state)
+    return run_step(LigerHooks(), spec, prompt_tokens, counter, **how)

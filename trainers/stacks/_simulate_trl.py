@@ -161,17 +161,9 @@ class TrlHooks(StepHooks):
         return trainer.compute_loss(model, inputs)
 
 
-def simulate_step(
-    spec: Any,
-    prompt_tokens: int,
-    counter: Any,
-    device: str = "meta",
-    attention: str = "sdpa",
-    as_cuda: bool = True,
-    optimizer_state: str = "before",
-) -> dict[str, Any]:
+def simulate_step(spec: Any, prompt_tokens: int, counter: Any, **how: Any) -> dict[str, Any]:
     """One training step of `spec` (a TrialSpec) through TRL's code on meta, counted by `counter`
     (trainers/simulate/_step.py run_step: generation, the scoring forward where num_iterations > 1 or
     beta > 0, then the training micro-batch's loss, backward, clipping and the optimizer). device "cpu"
     runs the same step on real tensors."""
-    return run_step(TrlHooks(), spec, prompt_tokens, counter, device, attention, as_cuda, optimizer_state)
+    return run_step(TrlHooks(), spec, prompt_tokens, counter, **how)

@@ -225,21 +225,14 @@ class UnslothHooks(StepHooks):
         }
 
 
-def simulate_step(
-    spec: Any,
-    prompt_tokens: int,
-    counter: Any,
-    device: str = "meta",
-    attention: str = "sdpa",
-    as_cuda: bool = True,
-    optimizer_state: str = "before",
-) -> dict[str, Any]:
+def simulate_step(spec: Any, prompt_tokens: int, counter: Any, **how: Any) -> dict[str, Any]:
     """One training step of `spec` (a TrialSpec) through Unsloth's GRPO loss on meta, counted by `counter`
     (trainers/simulate/_step.py run_step: generation, the scoring pass where num_iterations > 1 or beta >
     0, then the training micro-batch's loss, backward, clipping and the optimizer). device "cpu" runs the
     same step on real tensors."""
-    hooks = UnslothHooks(spec, prompt_tokens, device)
-    return run_step(hooks, spec, prompt_tokens, counter, device, attention, as_cuda, optimizer_state)
+    return run_step(
+        UnslothHooks(spec, prompt_tokens, how.get("device", "meta")), spec, prompt_tokens, counter, **how
+    )
 
 
 def _score(zoo, model, prompt_ids, completion_ids, prompt_mask, completion_mask):
