@@ -104,9 +104,12 @@ def trials_as_sweep(args: argparse.Namespace) -> tuple[Path | None, int]:
     table.rows.clear()
     for row in rows:
         config = json.loads(row.get("config") or "{}")
-        table.rows[row["trial_key"]] = {
-            c: row[c] if row.get(c) is not None else config.get(c) for c in TRIAL_COLUMNS
-        }
+        key, n = row["trial_key"], 1
+        while key in table.rows:  # the same settings from another source (another machine): both kept
+            n += 1
+            key = f"{row['trial_key']}#{n}"
+        row = {**row, "trial_key": key}
+        table.rows[key] = {c: row[c] if row.get(c) is not None else config.get(c) for c in TRIAL_COLUMNS}
     table.write()
     lines = provenance_lines(rows, {r["trial_key"] for r in rows})
     (folder / SOURCES_FILE).write_text(json.dumps({"sources": names, "provenance": lines}, indent=2))

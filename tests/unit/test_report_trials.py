@@ -94,3 +94,14 @@ def test_a_sweep_folder_with_trials_is_refused_naming_both(exported, tmp_path, c
     code, text = run_cli(["report", str(tmp_path), "--trials", str(exported)], capsys)
     assert code == 2, text
     assert f"{tmp_path} with --trials: give one, a sweep's folder or --trials sources" in text
+
+
+def test_the_same_settings_from_two_sources_are_both_kept_in_the_report(exported, tmp_path, capsys):
+    folder = tmp_path / "two"
+    code, text = run_cli(["report", "--trials", str(exported), "--trials", str(FRONTIER), "--output-dir", str(folder)],
+                         capsys)  # fmt: skip
+    assert code == 0, text
+    keys = pq.read_table(folder / "trials.parquet").column("trial_key").to_pylist()
+    assert len(keys) == 180 and sum(k.endswith("#2") for k in keys) == 90
+    assert "180 trials: 6 completed, 6 out of memory" in (folder / "report.md").read_text()
+    assert json.loads((folder / "sources.json").read_text())["sources"] == [str(exported), str(FRONTIER)]
