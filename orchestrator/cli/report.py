@@ -1,4 +1,6 @@
-"""`rlsweep report`: the frontier, the matrices, plots and report.html of a sweep."""
+"""`rlsweep report`: the frontier, the matrices, plots and report.html of a sweep, or of measured trials
+read from --trials sources (a result file of `rlsweep export`, a team's tracking server's experiment, ...):
+those hold one row per trial and no steps, so that report has no per-step tables or curves and says so."""
 
 from __future__ import annotations
 
@@ -14,14 +16,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     from orchestrator.publishing.tracking import MlflowSink
     from orchestrator.views.report import ReportDiskFull
 
-    output_dir = Path(args.output_dir)
-    if not (output_dir / "trials.parquet").exists() and (output_dir / "trial.json").is_file():
-        output_dir = trial_folder_as_sweep(output_dir)  # `rlsweep trial`'s folder: its report in report/
+    mlflow = None  # a report of others' trials is logged nowhere
+    if _is_source(args.output_dir) or args.trials or (args.output_dir is None and _trials_sources(None)):
+        output_dir, code = trials_as_sweep(args)
+        if output_dir is None:
+            return code
+    elif args.output_dir is None:
+        from orchestrator.cli._common import refused
+
+        return refused("report", ["give a sweep's output dir (e.g. rlsweep report outputs/my-sweep), a result "
+                                  "file of `rlsweep export`, or --trials SOURCE"], "written")  # fmt: skip
+    else:
+        output_dir = Path(args.output_dir)
+        if not (output_dir / "trials.parquet").exists() and (output_dir / "trial.json").is_file():
+            output_dir = trial_folder_as_sweep(output_dir)  # `rlsweep trial`'s folder: its report in report/
+        mlflow = MlflowSink.for_output(output_dir)
     try:
         finish_sweep(
             output_dir,
             console=out,
-            mlflow=MlflowSink.for_output(output_dir),
+            mlflow=mlflow,
             budget_gib=args.budget_gib,
             base_stack=args.base_stack,
         )
@@ -32,6 +46,74 @@ def cmd_report(args: argparse.Namespace) -> int:
         console.print(f"[red]{exc}[/red]", markup=True)
         return 2
     return 0
+
+
+# The file a report of --trials sources keeps beside the rows it wrote: the sources and their provenance
+# (views/report/_outputs.py reads it: no steps were recorded there).
+SOURCES_FILE = "sources.json"
+
+
+def _trials_sources(given) -> list[str]:
+    from orchestrator.cli._trials import sources
+
+    return sources(given)
+
+
+def _is_source(text: str | None) -> bool:
+    """A positional argument that names measured trials rather than a sweep's folder: a file (a result
+    file of `rlsweep export`, a trials.parquet), s3://... or mlflow+http://..."""
+    from orchestrator.publishing.served_rows import is_served
+    from orchestrator.words.storage import URI
+
+    return text is not None and (
+        is_served(text) or bool(URI.match(text)) or Path(text).expanduser().is_file()
+    )
+
+
+def trials_as_sweep(args: argparse.Namespace) -> tuple[Path | None, int]:
+    """The rows of the --trials sources (and of the positional source) laid out as a sweep's output dir,
+    trials.parquet and sources.json, in --output-dir (default outputs/report/<the source's name>): (the
+    folder, 0), or (None, 2) after printing why a source or the folder was refused."""
+    import json
+
+    from orchestrator.cli._common import refused
+    from orchestrator.cli._trials import provenance_lines, source_errors
+    from orchestrator.cli.fitmap import read_trials
+    from orchestrator.recording.sinks import TRIAL_COLUMNS, TrialsTable
+
+    given = [*([args.output_dir] if args.output_dir else []), *(args.trials or [])] or None
+    names = _trials_sources(given)
+    errors = source_errors(given)
+    if args.output_dir is not None and not _is_source(args.output_dir):
+        errors.append(f"{args.output_dir} with --trials: give one, a sweep's folder or --trials sources")
+    first = names[0].rstrip("/").rsplit("/", 1)[-1].removesuffix(".parquet") if names else "trials"
+    folder = Path(args.report_dir or Path("outputs") / "report" / (first if len(names) == 1 else "trials"))
+    if (folder / "trials.parquet").exists() and not (folder / SOURCES_FILE).exists():
+        errors.append(f"--output-dir {folder}: holds a sweep's trials.parquet; give another folder")
+    if errors:
+        return None, refused("report", errors, "written")
+    args.trials = given
+    rows, refusal = read_trials(args, "report", "written")
+    if refusal is not None:
+        return None, refusal
+    if not rows:
+        return None, refused("report", [f"--trials {', '.join(names)}: holds no trials; give a source with "
+                                        "measured trials"], "written")  # fmt: skip
+    folder.mkdir(parents=True, exist_ok=True)
+    table = TrialsTable(folder / "trials.parquet")
+    table.rows.clear()
+    for row in rows:
+        config = json.loads(row.get("config") or "{}")
+        key, n = row["trial_key"], 1
+        while key in table.rows:  # the same settings from another source (another machine): both kept
+            n += 1
+            key = f"{row['trial_key']}#{n}"
+        row = {**row, "trial_key": key}
+        table.rows[key] = {c: row[c] if row.get(c) is not None else config.get(c) for c in TRIAL_COLUMNS}
+    table.write()
+    lines = provenance_lines(rows, {r["trial_key"] for r in rows})
+    (folder / SOURCES_FILE).write_text(json.dumps({"sources": names, "provenance": lines}, indent=2))
+    return folder, 0
 
 
 def trial_folder_as_sweep(folder: Path) -> Path:
@@ -75,8 +157,18 @@ def add_report(sub) -> None:
     )
     p.add_argument(
         "output_dir",
-        help="a sweep's output dir (holds trials.parquet), or `rlsweep trial`'s folder (holds trial.json; "
-        "the report goes in its report/)",
+        nargs="?",
+        help="a sweep's output dir (holds trials.parquet), `rlsweep trial`'s folder (holds trial.json; "
+        "the report goes in its report/), or measured trials: a result file of `rlsweep export`, "
+        "s3://BUCKET/PATH or mlflow+http://HOST:PORT/EXPERIMENT (as --trials)",
+    )
+    from orchestrator.cli.fitmap import add_trials
+
+    add_trials(p, "to report on instead of a sweep's folder (one row per trial: no steps, so no curves)")
+    p.add_argument(
+        "--output-dir",
+        dest="report_dir",
+        help="where a report of --trials sources goes (default outputs/report/<the source's name>)",
     )
     p.add_argument(
         "--budget-gib",

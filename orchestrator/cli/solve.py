@@ -13,15 +13,17 @@ from orchestrator.cli._common import (
     console,
     knob_arg,
     out,
+    refused,
     simulated_for,
 )
-from orchestrator.cli.fitmap import add_card
+from orchestrator.cli.fitmap import add_card, add_trials, read_trials
 from orchestrator.words.settings import GUARD as GUARD
 from orchestrator.words.settings import GuardSettings
 from trainers.trial import KNOBS
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    from orchestrator.cli._trials import source_errors
     from orchestrator.judging.solve import SolveError, make_request
     from orchestrator.running.solve import run_solve
     from orchestrator.words.runlock import OutputDirBusy
@@ -29,6 +31,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
     budget, card_words = solve_budget(args)
     if budget is None:
         return 2
+    bad = source_errors(args.trials)
+    if bad:
+        return refused("solve", bad, "started")
     settings = {k: getattr(args, k) for k in ("model", "framework", "mode") if getattr(args, k) is not None}
     guard = GuardSettings(
         margin_gib=args.memory_margin_gib, sample_hz=args.sample_hz, timeout_s=args.timeout_s
@@ -44,6 +49,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
         for error in exc.errors:
             console.print(f"  {error}", markup=False)
         return 2
+    rows, refusal = read_trials(args, "solve", "started")  # a bad --trials file refuses before any probe
+    if refusal is not None:
+        return refusal
+    request.answered = answered_by(request, rows, budget)
     request.simulated = simulated_for(args, [request.spec(v) for v in request.values], budget)
     for note in request.notes:
         console.print(note, markup=False)
@@ -61,8 +70,50 @@ def cmd_solve(args: argparse.Namespace) -> int:
         return 130
     for line in answer.lines():
         out.print(line, markup=False)
+    if answer.sources:
+        from orchestrator.cli._trials import provenance_lines
+
+        used = {request.answered[v]["trial_key"] for v in answer.sources}
+        for line in provenance_lines(list(request.answered.values()), used):
+            out.print(line, markup=False)
     console.print(f"wrote {request.output_dir}/solve.json, trials.parquet, steps/")
     return 0 if answer.certified else 1
+
+
+def answered_by(request, rows: list[dict], budget: float) -> dict[int, dict]:
+    """The --trials rows that answer a candidate: measured (completed, oom, or timed out past the budget)
+    for exactly its settings on the card or budget asked about (fits.same_card, its peak read the way this
+    host's probes read it: the GPU's where NVML finds one, else RSS); the first row of each value."""
+    import dataclasses
+
+    from orchestrator.cli.fits import same_card
+    from orchestrator.judging.memory import spec_of
+    from orchestrator.judging.pruning import dominates
+    from orchestrator.judging.solve import measured_from_row
+    from orchestrator.words.outcome import COMPLETED, GPU, OOM, RSS, TIMEOUT
+    from trainers.nvml import local_gpus
+
+    measure = GPU if local_gpus() else RSS
+    found: dict[int, dict] = {}
+    for value in request.values:
+        spec = request.spec(value)
+        for row in rows:
+            if not row.get("config") or row.get("status") not in (COMPLETED, OOM, TIMEOUT):
+                continue
+            if row.get("basis") == "simulated" or not same_card(row, budget, measure):
+                continue
+            other = dataclasses.replace(
+                spec_of(row), memory_budget_gib=spec.memory_budget_gib, max_steps=spec.max_steps,
+                probe_steps=spec.probe_steps,
+            )  # fmt: skip
+            if other.framework != spec.framework or other.model.removeprefix("random:") != spec.model:
+                continue
+            if not (dominates(other, spec) and dominates(spec, other)):
+                continue
+            if measured_from_row(value, row, budget, request.headroom_gib).fits is not None:
+                found[value] = row
+                break
+    return found
 
 
 def solve_budget(args: argparse.Namespace) -> tuple[float | None, str | None]:
@@ -124,4 +175,5 @@ def add_solve(sub) -> None:
     p.add_argument("--output-dir", help="default outputs/solve/<knob>-<framework>-<mode>-<model>-<budget>gib")
     add_guard_flags(p, "wall-clock limit of each probe trial in seconds")
     add_simulate(p)
+    add_trials(p, "whose rows of exactly a candidate on this card or budget answer it instead of a probe")
     p.set_defaults(func=cmd_solve)

@@ -141,6 +141,9 @@ class Answer:
     beyond: str | None = None  # the next value past the last candidate, predicted (when that one fits)
     contradictions: list[str] = field(default_factory=list)
     headroom_gib: float = 0.0  # what a fit must leave free under the budget (--headroom-gib)
+    # values a --trials row answered instead of a probe: value -> the row's provenance (source, run, card,
+    # date, versions)
+    sources: dict[int, str] = field(default_factory=dict)
 
     @property
     def certified(self) -> bool:
@@ -189,6 +192,12 @@ class Answer:
                     + (f". Next: {self.beyond}" if self.beyond else "")
                 )
         lines += [f"not certain: {c}" for c in self.contradictions]
+        probed = {m.value for m in self.probes}
+        lines += [
+            f"{name}={v}: not probed, measured by a --trials row from {where}"
+            for v, where in self.sources.items()
+            if v in probed
+        ]
         return lines
 
     @property
@@ -291,6 +300,9 @@ class SolveRequest:
     notes: list[str] = field(default_factory=list)  # ladder values left out, and why
     headroom_gib: float = 0.0  # what a fit must leave free under the budget
     simulated: list[dict] = field(default_factory=list)  # rows of steps simulated on meta (memory._simulated)
+    # --trials rows measured for exactly a candidate on this card and budget (cli/solve.py's answered_by):
+    # value -> row (with its _provenance); each answers its value instead of a probe
+    answered: dict[int, dict] = field(default_factory=dict)
 
     def spec(self, value: int) -> TrialSpec:
         spec = TrialSpec(

@@ -67,6 +67,13 @@ def run_solve(request: SolveRequest, *, say: Callable[[str], None] = print) -> A
         }
         if known:
             say(f"resuming {out}: already measured {', '.join(f'{symbol}={v}' for v in sorted(known))}")
+        sources = {}
+        for value, row in sorted(request.answered.items()):
+            if value in known:
+                continue  # this output dir's own measurement first
+            known[value] = measured_from_row(value, row, budget, request.headroom_gib)
+            sources[value] = row.get("_provenance") or "a source not named"
+            say(f"{symbol}={value}: measured by {row['trial_key']} from {sources[value]}: not probed")
         forecast = Forecast(ledger.rows, simulated=request.simulated)
         predictions = [forecast.model().predict(specs[v]) for v in request.values]
         for value, prediction in zip(request.values, predictions, strict=True):
@@ -87,6 +94,7 @@ def run_solve(request: SolveRequest, *, say: Callable[[str], None] = print) -> A
 
         answer = search(request.knob, request.values, measure, budget, known, guess)
         answer.headroom_gib = request.headroom_gib
+        answer.sources = sources
         if answer.fit is not None and answer.above is None:
             answer.beyond = _beyond(request, forecast, budget)
         (out / "solve.json").write_text(json.dumps(answer.to_dict(), indent=2))

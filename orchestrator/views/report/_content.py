@@ -130,8 +130,28 @@ def _budget_words(budget_gib: float | None) -> str:
 def title_section(data: ReportData) -> list[Block]:
     """The title, what was trained (report._trained) with its length warning, how the trials ended."""
     trials = data.outputs.trials
-    blocks = [Block("h1", f"Sweep report: {data.outputs.sweep_name}"), *trained_blocks(data.outputs)]
+    given = data.outputs.sources
+    if given is not None:
+        blocks = [Block("h1", f"Measured trials: {data.outputs.output_dir.name}"), *_sources_blocks(given)]
+    else:
+        blocks = [Block("h1", f"Sweep report: {data.outputs.sweep_name}")]
+    blocks += trained_blocks(data.outputs)
     return blocks + [Block("p", _status_sentence(trials)), *(Block("p", w) for w in data.outputs.warnings)]
+
+
+# Where a report of --trials sources would show steps (curves, per-step tables, steps/).
+NO_STEPS = (
+    "Steps were not recorded in these sources: a result file or a tracking server's trial holds one row per "
+    "trial (its status, peaks, median step time and verdicts), not its steps"
+)
+
+
+def _sources_blocks(given: dict) -> list[Block]:
+    """Where a report of --trials sources got its rows, and what it therefore lacks."""
+    sources = ", ".join(f"`{s}`" for s in given.get("sources") or []) or "sources not named"
+    blocks = [Block("p", f"**Measured trials from**: {sources} (`--trials`).")]
+    blocks += [Block("p", line) for line in given.get("provenance") or []]
+    return [*blocks, Block("p", f"{NO_STEPS}, so this report has no per-step tables or training curves.")]
 
 
 def _all_fit(data: ReportData) -> bool:
@@ -357,6 +377,8 @@ def not_completed_section(data: ReportData) -> list[Block]:
 def curves_section(data: ReportData) -> list[Block]:
     curves = data.plot_paths.get("curves", {})
     blocks = [Block("h2", "Training curves")]
+    if not curves and data.outputs.sources is not None:
+        return [*blocks, Block("p", f"{NO_STEPS}: no training curves.")]
     if not curves:
         return [*blocks, Block("p", "No trial recorded steps.", filler=True)]
     children = [Block("image", f"Curves {key}", path=path) for key, path in curves.items()]
@@ -372,6 +394,12 @@ def curves_section(data: ReportData) -> list[Block]:
 
 
 def files_section(data: ReportData) -> list[Block]:
+    if data.outputs.sources is not None:
+        return [
+            Block("h2", "Files"),
+            Block("p", "Every trial with its measurements: `summary.csv`. Raw data: `trials.parquet`, the "
+                  f"sources' rows (their provenance: `sources.json`); no `steps/`. {NO_STEPS}."),
+        ]  # fmt: skip
     return [
         Block("h2", "Files"),
         Block(

@@ -84,6 +84,10 @@ class SweepOutputs:
     trials: pd.DataFrame
     steps: pd.DataFrame
     warnings: list[str] = field(default_factory=list)
+    # Where the rows came from when they are measured trials read from --trials sources (a result file, a
+    # tracking server; sources.json, `rlsweep report --trials`): one row per trial, no steps recorded.
+    # None for a sweep's own folder.
+    sources: dict | None = None
 
     @property
     def sweep_name(self) -> str:
@@ -127,7 +131,21 @@ def load_outputs(output_dir: str | Path) -> SweepOutputs:
     steps["probe"] = (
         steps["probe"].astype("boolean").fillna(False).astype(bool) if "probe" in steps else False
     )
-    return SweepOutputs(out, trials, steps, warnings)
+    return SweepOutputs(out, trials, steps, warnings, _sources(out))
+
+
+def _sources(out: Path) -> dict | None:
+    """sources.json of a report of --trials sources: {"sources": [...], "provenance": [lines]}."""
+    import json
+
+    path = out / "sources.json"
+    if not path.is_file():
+        return None
+    try:
+        found = json.loads(path.read_text())
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def _unjudged(trials: pd.DataFrame) -> set[str]:
