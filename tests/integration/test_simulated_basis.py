@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from tests.helpers.trainer_child import ROOT
+from trainers import stacks
 from trainers.simulate import simulate
 from trainers.trial import TrialSpec
 
@@ -99,11 +100,21 @@ def test_a_first_simulated_answer_prints_the_answer_and_nothing_the_libraries_sa
     assert lines[0].startswith("meta-llama/Llama-3.2-1B-Instruct, GRPO, K=2")
     # Llama: no GPU row of its family, so no upper bound on the simulator's error there (and the calibrate
     # line that would measure it, one per stack, under the answer)
-    assert [line.split()[:2] for line in lines[1:3]] == [["TRL", "uncertain"], ["Unsloth", "uncertain"]]
-    assert (
-        all("simulated (" in line and "no llama GPU row" in line for line in lines[1:3]) and len(lines) == 7
-    )
+    labels = [stacks.label(name) for name in stacks.names()]
+    answers = lines[1 : 1 + len(labels)]
+    assert [line.split()[:2] for line in answers] == [[label, "uncertain"] for label in labels]
+    assert all("simulated (" in line and "no llama GPU row" in line for line in answers)
+    # every other line is the answer's own: its assumptions, how to read it, what would bound it, seconds
+    # per step on the card (its block indented), the calibrate line per stack; nothing a library printed
+    own = ("assumed: ", "K is TRL's num_generations", "Seconds per step", ", ".join(labels) + ": no change")
+    rest = lines[1 + len(labels) :]
+    calibrate = [
+        line for line in rest if " is uncertain: measure it on the card with `rlsweep calibrate" in line
+    ]
+    assert len(calibrate) == len(labels)
+    assert all(line.startswith((" ", *own)) or line in calibrate for line in rest), rest
     # each names the phase that set its peak
     assert all(
-        re.search(r"allocated [0-9.]+ GiB in (generation|scoring|training), ", line) for line in lines[1:3]
+        re.search(r"allocated [0-9.]+ GiB in (generation|decoding|scoring|training), ", line)
+        for line in answers
     )
