@@ -1,18 +1,23 @@
 """The three stacks on CPU, measured: step time and peak RSS of plain TRL, Liger and Unsloth, one sweep.
 
-    python bench/bench_three_stacks_cpu.py                       # the sweep into a temporary folder (~7 min, 2 cores)
-    python bench/bench_three_stacks_cpu.py --lengths 32 --steps 3 --model tiny    # a quick rehearsal
+    python bench/bench_three_stacks_cpu.py                       # the sweep into a temporary folder (~6 min, 2 cores)
+    python bench/bench_three_stacks_cpu.py --lengths 16 --steps 3 --model tiny   # a quick rehearsal
     python bench/bench_three_stacks_cpu.py --from DIR            # a finished run's folder
 
 Runs one `rlsweep run` of a grid of the stacks (trl, unsloth, liger) x completion lengths (32, 128) on
 SmolLM2-135M-Instruct (`smollm2`, fp32 weights as sweeps/cpu-learn.yaml has them: bitsandbytes on CPU is
-slow), K=4 x B=2, one-digit sums, one trial at a time with both cores (resources.max_concurrent=1), so the
+slow), K=4 x B=1, one-digit sums, one trial at a time with both cores (resources.max_concurrent=1), so the
 stacks' figures come from one invocation and their ratios compare within it. Every step but the last is a
-`decode` probe (probe_kind: decode, EOS masked): its completions run to the length asked, the same token
-count on every stack. It then reads the run's trials.parquet and steps/ and prints, per stack and length:
+synthetic probe (oom.probe_kind: synthetic, trainers/probe.py): the KV cache filled to the full length by
+chunked prefill, two short decode windows, then the real training step on completions of exactly the
+length asked, the same token count on every stack. The training step is where the stacks differ (Liger's
+chunked log-probs); decoding every token instead (probe_kind: decode) took 217 s of generation for one
+128-token step of K=4 x B=2 on this host under load, too slow for a benchmark of minutes. It then reads
+the run's trials.parquet and steps/ and prints, per stack and length:
 
   step s     the median step_s of the measured steps (the probe steps after the first, which warms caches),
-             in brackets their min-max (the interval: repeated steps of one trial);
+             in brackets their min-max (the interval: repeated steps of one trial); train s likewise, the
+             training step alone (train_s);
   peak RSS   the trial's RSS high-water mark (trials.parquet's peak_rss_gib, the sampler's VmHWM), in
              brackets the min-max of the measured steps' own peaks (steps' rss_peak_gib, sampled in each step);
   vs TRL     the stack's median over TRL's at the same length, in brackets the min-max of the ratios of
@@ -52,7 +57,7 @@ def sweep(args) -> dict:
                   "batch_size": args.b, "max_steps": args.steps, "max_prompt_length": 64,
                   "lora_r": 16, "lora_alpha": 32, "learning_rate": 3.0e-4},
         "resources": {"gpus_per_trial": 1, "cpus_per_trial": args.cpus, "max_concurrent": 1},
-        "oom": {"probe_steps": args.steps - 1, "probe_kind": "decode"},
+        "oom": {"probe_steps": args.steps - 1, "probe_kind": "synthetic"},
         "timeout_s": 900,
     }  # fmt: skip
 
@@ -91,6 +96,7 @@ def figures(source: Path) -> dict[tuple[str, int], dict]:
             "status": trial["status"],
             "peak": trial["peak_rss_gib"],
             "step_s": dict(zip(steps.get("step", []), steps.get("step_s", []), strict=True)),
+            "train_s": [x for x in steps.get("train_s", []) if pd.notna(x)],
             "rss": [x for x in steps.get("rss_peak_gib", []) if pd.notna(x)],
             "tokens": sorted({int(x) for x in steps.get("completion_tokens", []) if pd.notna(x)}),
         }
@@ -107,8 +113,8 @@ def interval(values) -> str:
 def table(found: dict[tuple[str, int], dict]) -> list[str]:
     lines = [
         "| stack | completion tokens | status | steps | step s, median (min-max) | vs TRL (paired steps) "
-        "| peak RSS GiB (steps' peaks min-max) |",
-        "|---|---|---|---|---|---|---|",
+        "| train s | peak RSS GiB (steps' peaks min-max) | vs TRL |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for length in sorted({n for _, n in found}):
         base = found.get(("trl", length))
@@ -120,12 +126,15 @@ def table(found: dict[tuple[str, int], dict]) -> list[str]:
                 median = statistics.median(f["step_s"].values()) / statistics.median(base["step_s"].values())
                 ratio = f"x{median:.2f} ({min(paired):.2f}-{max(paired):.2f})" if paired else f"x{median:.2f}"
             rss = "not measured" if pd.isna(f["peak"]) else f"{f['peak']:.3f}"
+            rss_ratio = "-"
+            if stack != "trl" and base and pd.notna(f["peak"]) and pd.notna(base["peak"]):
+                rss_ratio = f"x{f['peak'] / base['peak']:.3f}"
             if f["rss"]:
                 rss += f" ({min(f['rss']):.3f}-{max(f['rss']):.3f})"
             tokens = ",".join(map(str, f["tokens"])) or "-"
             lines.append(
                 f"| {stack} | {length} ({tokens} a step) | {f['status']} | {len(f['step_s'])} "
-                f"| {interval(f['step_s'].values())} | {ratio} | {rss} |"
+                f"| {interval(f['step_s'].values())} | {ratio} | {interval(f['train_s'])} | {rss} | {rss_ratio} |"
             )
     return lines
 
@@ -137,9 +146,9 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--stacks", type=lambda s: s.split(","), default=list(STACKS))
     parser.add_argument("--lengths", type=lambda s: [int(x) for x in s.split(",")], default=[32, 128])
-    parser.add_argument("--steps", type=int, default=6, help="max_steps; every one but the last a probe")
+    parser.add_argument("--steps", type=int, default=5, help="max_steps; every one but the last a probe")
     parser.add_argument("-k", type=int, default=4)
-    parser.add_argument("-b", type=int, default=2)
+    parser.add_argument("-b", type=int, default=1)
     parser.add_argument("--cpus", type=int, default=2, help="CPUs (and torch threads) per trial")
     args = parser.parse_args()
     if args.steps < 3:
