@@ -146,7 +146,7 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--stacks", type=lambda s: s.split(","), default=list(STACKS))
     parser.add_argument("--lengths", type=lambda s: [int(x) for x in s.split(",")], default=[32, 128])
-    parser.add_argument("--steps", type=int, default=5, help="max_steps; every one but the last a probe")
+    parser.add_argument("--steps", type=int, default=4, help="max_steps; every one but the last a probe")
     parser.add_argument("-k", type=int, default=4)
     parser.add_argument("-b", type=int, default=1)
     parser.add_argument("--cpus", type=int, default=2, help="CPUs (and torch threads) per trial")
