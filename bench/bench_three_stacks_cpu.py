@@ -1,6 +1,6 @@
 """The three stacks on CPU, measured: step time and peak RSS of plain TRL, Liger and Unsloth, one sweep.
 
-    python bench/bench_three_stacks_cpu.py                       # the sweep into a temporary folder (~6 min, 2 cores)
+    python bench/bench_three_stacks_cpu.py                       # the sweep into a temporary folder (28 min on 2 loaded cores)
     python bench/bench_three_stacks_cpu.py --lengths 16 --steps 3 --model tiny   # a quick rehearsal
     python bench/bench_three_stacks_cpu.py --from DIR            # a finished run's folder
 
