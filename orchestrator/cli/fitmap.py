@@ -308,6 +308,8 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
         "prompt), B the prompts per step: B x K completions a step.",
         markup=False,
     )
+    for line in fm.against_base():  # where each stack fits longer completions than the first, and shorter
+        out.print(line, markup=False)
     reasons: dict[str, list] = {}
     for x in fm.boundaries:
         if x.unknown is not None:

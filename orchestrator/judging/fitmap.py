@@ -1,7 +1,8 @@
 """The fit map: for each stack and model, the longest completion length that fits a card at each K and B,
 predicted by the memory model (nothing runs), with the boundary's uncertainty, where the stacks part
-(either way: where Unsloth fits what TRL cannot, and where TRL fits what Unsloth cannot),
-and the trials measured so far placed on it, each said to be measured.
+(either way: where Unsloth or Liger fits what TRL cannot, and where TRL fits what it cannot; every
+stack against the map's first, one line a model: FitMap.against_base), and the trials measured so far
+placed on it, each said to be measured.
 
 For one (stack, model, K, B) the lengths LENGTHS[0]..LENGTHS[1] are searched by bisection on the
 predictor (a peak grows with the completion length), three times:
@@ -168,7 +169,9 @@ class FitMap:
     def table(self) -> pd.DataFrame:
         """One row per model, K and B: each stack's longest completion that fits, and where the stacks part."""
         rows = []
-        parts = {(p.model, p.k, p.b): p for p in self.partings}
+        parts: dict[tuple[str, int, int], list[Parting]] = {}
+        for p in self.partings:
+            parts.setdefault((p.model, p.k, p.b), []).append(p)
         for model in self.models:
             ks = sorted({x.k for x in self.boundaries if x.model == model})
             bs = sorted({x.b for x in self.boundaries if x.model == model})
@@ -180,9 +183,36 @@ class FitMap:
                         row[header] = self.boundary(framework, model, k, b).words()
                     if len(self.stacks) > 1:
                         parting = parts.get((model, k, b))
-                        row["stacks part at"] = parting.words() if parting else "—"
+                        row["stacks part at"] = "; ".join(p.words() for p in parting) if parting else "—"
                     rows.append(row)
         return pd.DataFrame(rows)
+
+    def against_base(self) -> list[str]:
+        """One line per model: where each other stack fits longer completions than the map's first (the
+        base) and where shorter, by their likely boundaries over the (K, B) cells both could predict;
+        none with one stack."""
+        lines = []
+        for model in self.models if len(self.stacks) > 1 else []:
+            clauses = []
+            for other in self.stacks[1:]:
+                longer, shorter, cells = [], [], 0
+                for x in self.boundaries:
+                    if x.framework != other or x.model != model or x.unknown is not None:
+                        continue
+                    base = self.boundary(self.stacks[0], model, x.k, x.b)
+                    if base.unknown is not None:
+                        continue
+                    cells += 1
+                    if _reach(x) != _reach(base):
+                        (longer if _reach(x) > _reach(base) else shorter).append((base, x))
+                if cells:
+                    clauses.append(
+                        f"{stacks.label(other)} fits longer completions than {stacks.label(self.stacks[0])} "
+                        f"at {_cells(longer, cells, True)}, shorter at {_cells(shorter, cells, False)}"
+                    )
+            if clauses:
+                lines.append(f"{model}: " + "; ".join(clauses))
+        return lines
 
     def measured_table(self) -> pd.DataFrame:
         """The measured trials on the map: their configuration, outcome, what they say of the card, and
@@ -248,6 +278,28 @@ def boundary(
     sure = _longest(lambda n: predict(n).high_gib <= budget_gib, lo, likely if likely is not None else lo)
     possible = _longest(lambda n: predict(n).low_gib <= budget_gib, likely if likely is not None else lo, hi)
     return Boundary(*key, likely, sure, possible, lo, hi)
+
+
+def _reach(x: Boundary) -> int:
+    """How far a boundary reaches: its likely length, lo - 1 where not even lo fits, hi where hi does."""
+    return x.lo - 1 if x.likely is None else min(x.likely, x.hi)
+
+
+def _cells(pairs: list[tuple[Boundary, Boundary]], cells: int, longer: bool) -> str:
+    """'3 of 12 (K, B) (2-8 completions a step, surely at 2; most at K=2 B=1: 3551 -> ≥8192 tokens)':
+    the (base, other) cells where other reaches past the base (longer) or falls short of it, or 'none'."""
+    if not pairs:
+        return "none"
+    sizes = sorted(x.k * x.b for _, x in pairs)
+    span = f"{sizes[0]}" if sizes[0] == sizes[-1] else f"{sizes[0]}-{sizes[-1]}"
+    ordered = [(base, x) if longer else (x, base) for base, x in pairs]  # (stops first, goes on)
+    surely = sum(1 for first, on in ordered if getattr(_part(first, on), "surely", False))
+    _, (base, x) = max(
+        zip(ordered, pairs, strict=True), key=lambda p: _reach(p[0][1]) / max(_reach(p[0][0]), 1)
+    )
+    most = f"K={x.k} B={x.b}: {length_words(base.likely, x.lo, x.hi)} -> {length_words(x.likely, x.lo, x.hi)} tokens"
+    sure = f", surely at {surely}" if surely else ""
+    return f"{len(pairs)} of {cells} (K, B) ({span} completions a step{sure}; most at {most})"
 
 
 def _part(base: Boundary, other: Boundary) -> Parting | None:

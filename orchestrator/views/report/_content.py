@@ -21,7 +21,7 @@ from orchestrator.views.report._feasibility import (
 from orchestrator.views.report._learning import learning_blocks, ranked_learning
 from orchestrator.views.report._outputs import SweepOutputs, column, parse_json
 from orchestrator.views.report._ranked import ranked_table
-from orchestrator.views.report._stacks import comparison_view, stack_pairs
+from orchestrator.views.report._stacks import comparison_view, pair_sentence, stack_pairs
 from orchestrator.views.report._time import time_paragraphs
 from orchestrator.views.report._trained import trained_blocks
 from orchestrator.views.report._verdicts import memory_probes, sandbox_kill_blocks, verdict_blocks
@@ -217,6 +217,7 @@ def stacks_section(data: ReportData) -> list[Block]:
             )
         )
         blocks.append(Block("table", table=comparison_view(rows)))
+        blocks.append(Block("p", pair_sentence(rows)))
     return blocks
 
 

@@ -62,6 +62,7 @@ def fitmap_blocks(fm: FitMap | None, plots: dict[str, Any]) -> list[Block]:
             "trial's. Markers on the pictures are measured trials; the rest is predicted.",
         ),
         Block("table", table=fm.table()),
+        *(Block("p", line) for line in fm.against_base()),
     ]
     for model in fm.models:
         path = plots.get(model)

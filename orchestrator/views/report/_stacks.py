@@ -184,3 +184,50 @@ def _tokens(row: pd.Series, side: str) -> str:
         int(row[f"{side}_cycles"]),
         int(row[f"{side}_seeds"]),
     ).words(unit="")
+
+
+SHOWN_CELLS = 4  # configurations a sentence names before "and N more"
+
+
+def _cells(rows: pd.DataFrame, varying: list[str], ratio: bool = False) -> str:
+    """'grpo K=8 B=1 (1.12×), gspo K=2 B=2 and 3 more': the rows' configurations, named by what varies."""
+    named = []
+    for _, r in rows.head(SHOWN_CELLS).iterrows():
+        words = [str(r["mode"]), f"K={plain(r['num_generations'])}", f"B={plain(r['batch_size'])}"]
+        words += [f"{CONFIG_WORDS.get(c, c).lower()} {plain(r[c])}" for c in varying]
+        named.append(" ".join(words) + (f" ({r['memory_ratio']:.2f}×)" if ratio else ""))
+    more = f" and {len(rows) - SHOWN_CELLS} more" if len(rows) > SHOWN_CELLS else ""
+    return ", ".join(named) + more
+
+
+def pair_sentence(rows: pd.DataFrame) -> str:
+    """What one stack's rows of stack_comparison say in words: where it fits what the base does not (the
+    base out of memory, or over the budget) and the other way round, and where its peak is clearly above
+    the base's (it costs more memory: the ratio's spread all above 1) or clearly below."""
+    base, other = stacks.label(rows["base"].iloc[0]), stacks.label(rows["stack"].iloc[0])
+    varying = varying_config_columns(rows, exclude=("mode", "num_generations", "batch_size"))
+    said = []
+    for winner, loser, wins in ((other, base, "stack"), (base, other, "base")):
+        lose = "base" if wins == "stack" else "stack"
+        only = rows[rows[f"{wins}_fits"].astype(bool) & ~rows[f"{lose}_fits"].astype(bool)]
+        if not only.empty:
+            oom = int((only[f"{lose}_status"] == OOM).sum())
+            why = (
+                f"{loser} ran out of memory at each" if oom == len(only)
+                else f"{loser}'s peak passed the budget at each" if oom == 0
+                else f"{loser} ran out of memory at {oom} of them, its peak passed the budget at the rest"
+            )  # fmt: skip
+            said.append(
+                f"{winner} fits where {loser} does not at {len(only)} configuration(s) "
+                f"({_cells(only, varying)}; {why})"
+            )
+    more, less = rows[rows["memory_ratio_lo"] > 1], rows[rows["memory_ratio_hi"] < 1]
+    if not more.empty:
+        said.append(
+            f"{other}'s peak is above {base}'s, so it costs more memory, at {len(more)} ({_cells(more, varying, True)})"
+        )
+    if not less.empty:
+        said.append(f"{other}'s peak is below {base}'s at {len(less)} ({_cells(less, varying, True)})")
+    if not said:
+        return f"{other} and {base} fit the same configurations here, and no peak of one is clearly above the other's."
+    return "; ".join(said) + "."

@@ -38,7 +38,7 @@ from orchestrator.views.report._outputs import (
     trial_steps,
 )
 from orchestrator.views.report._predictions import error_table, prediction_pairs, terms_table
-from orchestrator.views.report._stacks import comparison_view, stack_comparison, stack_pairs
+from orchestrator.views.report._stacks import comparison_view, pair_sentence, stack_comparison, stack_pairs
 from orchestrator.views.report._terminal import frontier_table, rich_table
 from orchestrator.views.report._verdicts import memory_probes
 from trainers import stacks
@@ -278,3 +278,4 @@ def _print_answer(console: Console, fits, grids, comparison) -> None:
         console.print(view.caption, markup=False)  # under the table, the console's width, not the table's
     for base, other, rows in stack_pairs(comparison):
         console.print(rich_table(comparison_view(rows), f"{other} against {base} (ratios {other} ÷ {base})"))
+        console.print(pair_sentence(rows), markup=False)
