@@ -92,28 +92,37 @@ def same_card(row: dict, budget: float, measure: str | None) -> bool:
     return total is not None and abs(total - budget) <= SAME_CARD_SHARE * budget
 
 
+def measured_as(row: dict, spec):
+    """A measured row's settings as `spec`'s would be set (None where the row is no measurement, or of
+    another stack or model): neither the budget it ran under nor how many steps it ran is a setting of the
+    step, so its peak is judged against the card asked about."""
+    from orchestrator.judging.memory import spec_of
+    from orchestrator.words.outcome import COMPLETED, OOM, TIMEOUT
+
+    if not row.get("config") or row.get("status") not in (COMPLETED, OOM, TIMEOUT):
+        return None  # measured rows only: an implied one is no measurement
+    other = dataclasses.replace(
+        spec_of(row), memory_budget_gib=spec.memory_budget_gib, max_steps=spec.max_steps,
+        probe_steps=spec.probe_steps,
+    )  # fmt: skip
+    if other.framework != spec.framework or other.model.removeprefix("random:") != spec.model:
+        return None
+    return other
+
+
 def _measured_answer(spec, rows: list[dict], budget: float, measure: str | None = None) -> Answer | None:
     """The answer measured rows give (judging.fitmap.on_card: what a row says of this card): a row of
     exactly these settings, else a fit of one that needs at least as much, else an out-of-memory of one
     that needs no more. Only a row of the same card (same_card) is `measured`; one of another card or
     budget only implies, as a dominating fit or a dominated out-of-memory does."""
     from orchestrator.judging.fitmap import MEASURED_FITS, MEASURED_OOM, on_card
-    from orchestrator.judging.memory import spec_of
     from orchestrator.judging.pruning import dominates
-    from orchestrator.words.outcome import COMPLETED, OOM, TIMEOUT
 
     label = stacks.label(spec.framework)
     found: dict[tuple[bool, str], tuple] = {}
     for row in rows:
-        if not row.get("config") or row.get("status") not in (COMPLETED, OOM, TIMEOUT):
-            continue  # measured rows only: an implied one is no measurement
-        # Neither the budget it ran under nor how many steps it ran is a setting of the step: its peak
-        # is judged against this card.
-        other = dataclasses.replace(
-            spec_of(row), memory_budget_gib=spec.memory_budget_gib, max_steps=spec.max_steps,
-            probe_steps=spec.probe_steps,
-        )  # fmt: skip
-        if other.framework != spec.framework or other.model.removeprefix("random:") != spec.model:
+        other = measured_as(row, spec)
+        if other is None:
             continue
         said = (row, *on_card(row, budget))
         here = same_card(row, budget, measure)

@@ -84,13 +84,10 @@ def answered_by(request, rows: list[dict], budget: float) -> dict[int, dict]:
     """The --trials rows that answer a candidate: measured (completed, oom, or timed out past the budget)
     for exactly its settings on the card or budget asked about (fits.same_card, its peak read the way this
     host's probes read it: the GPU's where NVML finds one, else RSS); the first row of each value."""
-    import dataclasses
-
-    from orchestrator.cli.fits import same_card
-    from orchestrator.judging.memory import spec_of
+    from orchestrator.cli.fits import measured_as, same_card
     from orchestrator.judging.pruning import dominates
     from orchestrator.judging.solve import measured_from_row
-    from orchestrator.words.outcome import COMPLETED, GPU, OOM, RSS, TIMEOUT
+    from orchestrator.words.outcome import GPU, RSS
     from trainers.nvml import local_gpus
 
     measure = GPU if local_gpus() else RSS
@@ -98,15 +95,8 @@ def answered_by(request, rows: list[dict], budget: float) -> dict[int, dict]:
     for value in request.values:
         spec = request.spec(value)
         for row in rows:
-            if not row.get("config") or row.get("status") not in (COMPLETED, OOM, TIMEOUT):
-                continue
-            if row.get("basis") == "simulated" or not same_card(row, budget, measure):
-                continue
-            other = dataclasses.replace(
-                spec_of(row), memory_budget_gib=spec.memory_budget_gib, max_steps=spec.max_steps,
-                probe_steps=spec.probe_steps,
-            )  # fmt: skip
-            if other.framework != spec.framework or other.model.removeprefix("random:") != spec.model:
+            other = measured_as(row, spec)
+            if other is None or row.get("basis") == "simulated" or not same_card(row, budget, measure):
                 continue
             if not (dominates(other, spec) and dominates(spec, other)):
                 continue
