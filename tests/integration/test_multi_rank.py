@@ -148,7 +148,8 @@ def test_the_budget_is_per_rank_and_a_rank_passing_it_ends_the_whole_trial_as_oo
         result.status_detail,
     )
     assert match, result.status_detail
-    assert float(match[2]) > 0.05
+    # the guard compares the unrounded reading (> the budget); the detail prints it to 3 decimals
+    assert float(match[2]) >= 0.05
     spec_path = str(tmp_path / "spec.json")
     left = [p for p in psutil.process_iter(["cmdline"]) if spec_path in (p.info["cmdline"] or [])]
     assert left == [], f"ranks left running: {left}"
