@@ -107,12 +107,35 @@ def test_finite_or_none_keeps_finite_numbers_and_nulls_the_rest():
     ]  # fmt: skip
 
 
-def test_the_record_imports_nothing_but_the_standard_library():
-    tree = ast.parse(Path(record.__file__).read_text())
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}  # fmt: skip
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert imported <= set(sys.stdlib_module_names)
+def test_the_record_and_its_table_import_nothing_but_the_standard_library_and_each_other():
+    table = Path(record.__file__).with_name("_record_fields.py")
+    imported = set()
+    for source in (Path(record.__file__), table):
+        tree = ast.parse(source.read_text())
+        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                     for alias in node.names}  # fmt: skip
+        imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert "trainers._record_fields" in imported, "the record re-exports its table"
+    outside = {
+        name
+        for name in imported - {"trainers._record_fields"}
+        if name.split(".")[0] not in sys.stdlib_module_names
+    }
+    assert outside == set()
+
+
+def test_every_name_of_the_records_table_is_the_records_own():
+    from trainers import _record_fields
+
+    declared = {
+        name
+        for name in vars(_record_fields)
+        if not name.startswith("_") and name.isupper() or name == "Field"
+    }
+    declared -= {"TYPE_CHECKING"}
+    assert {
+        name for name in declared if getattr(record, name, None) is not getattr(_record_fields, name)
+    } == set()
 
 
 # -- a trial's start-up: its time to its first step and the warm-up that step paid ----------------
