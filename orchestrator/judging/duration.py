@@ -3,12 +3,13 @@
 A trial's time on an H100 is
     start-up + first-step extra + generations x decode steps x ms per token + steps x train s per step,
 with, per stack and model, the medians of the H100 rows of 2026-11-26 (bench/data/h100-2026-11-26/
-trials.csv, `derive_times`): ms per generated token (a generation's wall time over its decode steps,
+trials.csv): ms per generated token (a generation's wall time over its decode steps,
 which probes force to max_completion_length), train seconds per step (grown in proportion to the
 completions' tokens beyond the largest step measured), the first step's extra (warm-up; Unsloth's
 compile) and start-up (the trial's wall time less its steps: process, imports, model build). The
-figures live in h100_times.json beside this module; bench/bench_duration.py writes it from the rows,
-and tests/unit/test_duration.py checks that they agree. Decoding is latency-bound there (ms per token
+figures live in h100_times.json beside this module; bench/bench_duration.py fits them from the rows
+(`derive_times`) and writes it, beside bench/bench_speed_model.py, which fits h100_speed.json, and
+tests/unit/test_duration.py checks that they agree. This module only estimates, at run time. Decoding is latency-bound there (ms per token
 barely moves from 2 to 16 sequences), so a generation's time grows with its length, not with K x B.
 
 Two totals, one trial at a time (`estimate_sweep`):
@@ -39,10 +40,8 @@ part is extrapolated from the measured ms per token and the speed model's forwar
 
 from __future__ import annotations
 
-import csv
 import json
 import math
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -52,56 +51,10 @@ from orchestrator.judging.pruning import dominates
 from orchestrator.judging.speed import DEFAULT_PROBE, WINDOW_TOKENS, check_probe_kind, prefill_chunks
 
 TIMES_FILE = Path(__file__).with_name("h100_times.json")
-SOURCE = "bench/data/h100-2026-11-26/trials.csv"
-# A row's steady figures need a step after the first (round 2's 1-step probes have only the first).
-STEADY_FROM_STEPS = 3
 
 
 def _hub(model: str) -> str:
     return model.removeprefix("random:")
-
-
-def _num(value: str) -> float | None:
-    return float(value) if value not in ("", None) else None
-
-
-def derive_times(trials_csv: str | Path) -> dict[str, Any]:
-    """The per-(stack, model) figures of h100_times.json from the H100 rows: completed rows with a step
-    after the first (STEADY_FROM_STEPS), medians over them (module docstring)."""
-    with open(trials_csv, newline="") as f:
-        rows = [
-            r
-            for r in csv.DictReader(f)
-            if r["status"] == "completed" and int(r["steps"]) >= STEADY_FROM_STEPS
-        ]
-    groups: dict[str, list[dict[str, str]]] = {}
-    for row in rows:
-        groups.setdefault(f"{row['stack']}|{_hub(row['model'])}", []).append(row)
-    times: dict[str, Any] = {}
-    for key, group in sorted(groups.items()):
-        gen = [float(r["median_gen_s"]) for r in group]
-        train = [float(r["median_train_s"]) for r in group]
-        first = [float(r["first_step_s"]) for r in group]
-        startup = [
-            float(r["wall_s"]) - float(r["first_step_s"]) - (int(r["steps"]) - 1) * float(r["median_train_s"])
-            - (math.ceil(int(r["steps"]) / int(r["num_iterations"])) - 1) * float(r["median_gen_s"])
-            for r in group if _num(r["wall_s"]) is not None
-        ]  # fmt: skip
-        times[key] = {
-            "ms_per_token": round(statistics.median(g / int(r["max_completion"]) * 1000 for g, r in zip(gen, group, strict=True)), 1),
-            "train_s": round(statistics.median(train), 2),
-            "train_completion_tokens": max(int(r["completions_per_step"]) * int(r["max_completion"]) for r in group),
-            "first_step_extra_s": round(statistics.median(f - g - t for f, g, t in zip(first, gen, train, strict=True)), 1),
-            "startup_s": round(statistics.median(startup), 1) if startup else None,
-            "rows": len(group),
-        }  # fmt: skip
-    # A stack's start-up where its rows of a model lack wall times: the stack's other models'.
-    for key, figures in times.items():
-        if figures["startup_s"] is None:
-            stack = key.split("|")[0]
-            known = [f["startup_s"] for k, f in times.items() if k.startswith(stack + "|") and f["startup_s"]]
-            figures["startup_s"] = round(statistics.median(known), 1) if known else 0.0
-    return {"source": SOURCE, "card": "H100 80GB HBM3", "times": times}
 
 
 def load_times(path: Path = TIMES_FILE) -> dict[str, Any]:

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.bench_duration import SOURCE, derive_times
 from orchestrator.cli import main
-from orchestrator.judging.duration import SOURCE, derive_times, estimate_sweep, expected_probes, load_times
+from orchestrator.judging.duration import estimate_sweep, expected_probes, load_times
 from orchestrator.spec.load import load_sweep
 from orchestrator.spec.plan import plan
 
