@@ -24,10 +24,10 @@ from orchestrator.cli.report import add_report
 from orchestrator.cli.run import add_run
 from orchestrator.cli.score import add_score
 from orchestrator.cli.solve import add_solve
+from orchestrator.cli.submit import add_submit
 from orchestrator.cli.sync_mlflow import add_sync_mlflow
 from orchestrator.cli.trial import add_trial
 from orchestrator.cli.validate import add_validate
-from orchestrator.running.submit import add_submit
 from tasks.names import did_you_mean
 
 COMMANDS = [

@@ -10,28 +10,28 @@ of four trials took over 10 minutes (docs/benchmarks.md, "gpu-check"). GSPO is a
 generation the two compute the same gradient and their comparison would measure noise.
 
 Medians skip the first step, which pays for warm-up (CUDA context, kernel compilation, caches).
+
+This module runs the check and writes its results; orchestrator/cli/gpu_check.py reads the verb's
+options and prints the table.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from orchestrator.judging.intervals import memory_ratio_interval, ratio_interval
 from orchestrator.words.outcome import COMPLETED
 from orchestrator.words.settings import GuardSettings
 from trainers import stacks
 from trainers.record import STEP, startup_figures
-from trainers.trial import TrialSpec, canonical
+from trainers.trial import TrialSpec
 
 MODES = ("grpo", "gspo")
 DEFAULT_MODES = ("grpo",)
@@ -82,17 +82,6 @@ def check_specs(output_dir: Path, modes: tuple[str, ...] = DEFAULT_MODES) -> lis
         for framework in stacks.names()
         for mode in modes
     ]
-
-
-def parse_modes(text: str) -> tuple[str, ...]:
-    """`--modes grpo,gspo` as a tuple, or argparse's error naming the value, the rule and the fix."""
-    modes = tuple(dict.fromkeys(canonical("mode", m.strip()) for m in text.split(",") if m.strip()))
-    wrong = [m for m in modes if m not in MODES]
-    if wrong or not modes:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: each mode must be one of {', '.join(MODES)}, comma-separated (e.g. --modes grpo,gspo)"
-        )
-    return modes
 
 
 def gpu_problem() -> str | None:
@@ -218,16 +207,6 @@ def title(rows: list[Row]) -> str:
     return f"GPU check on {', '.join(gpus) or 'unknown GPU'}: {setup}"
 
 
-def build_table(rows: list[Row]) -> Table:
-    table = Table(title=title(rows))
-    for header in HEADERS:
-        table.add_column(header, justify="left" if header in ("stack", "mode", "status") else "right")
-    for r in rows:
-        table.add_row(*cells(r))
-    table.caption = "\n".join(notes(rows))
-    return table
-
-
 def markdown_table(rows: list[Row]) -> str:
     """The same table as Markdown, for docs/gpu-results.md."""
     lines = [f"**{title(rows)}**", "", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
@@ -280,46 +259,3 @@ def run_check(specs: list[TrialSpec], timeout_s: float, console: Console, output
         rows.append(row)
         write_results(rows, output_dir)
     return rows
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """gpu-check's options, shared by `rlsweep gpu-check` and `python -m orchestrator.running.gpu_check`."""
-    parser.add_argument(
-        "--output-dir", default="outputs/gpu-check", help="where trials and results go (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--timeout", type=float, default=TRIAL_TIMEOUT_S, help="seconds per trial (default: %(default)g)"
-    )
-    parser.add_argument(
-        "--modes",
-        type=parse_modes,
-        default=DEFAULT_MODES,
-        help="comma-separated modes to run for each stack (default: grpo; grpo,gspo runs both with "
-        f"num_iterations={COMPARED_MODES_ITERATIONS})",
-    )
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rlsweep gpu-check", description=__doc__.split("\n\n")[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-def run(args: argparse.Namespace) -> int:
-    console = Console()
-    problem = gpu_problem()
-    if problem:
-        console.print(
-            f"gpu-check compares the stacks on an NVIDIA GPU: {problem}. Run it on a GPU host; "
-            "on this one, `make sweep` trains a real model on CPU (sweeps/cpu-learn.yaml)."
-        )
-        return 2
-    output_dir = Path(args.output_dir)
-    rows = run_check(check_specs(output_dir, args.modes), args.timeout, console, output_dir)
-    console.print(build_table(rows))
-    console.print(f"results: {output_dir / 'results.json'}, {output_dir / 'results.md'}")
-    return 0 if all(r.status == COMPLETED for r in rows) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -20,7 +20,6 @@ kept, interrupted ones start over.
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import shutil
 import subprocess
@@ -30,7 +29,6 @@ from pathlib import Path
 from orchestrator.words.storage import PROJECT_ROOT, URI
 
 STOP_WARNING_S = 120  # --signal=B:TERM@120: the sweep's time to stop before the time limit
-SLURM_EXIT = {"COMPLETED": 0, "FAILED": 1, "TIMEOUT": 1, "NODE_FAIL": 1, "OUT_OF_MEMORY": 1, "CANCELLED": 3}
 
 
 class SlurmError(ValueError):
@@ -119,9 +117,10 @@ def batch_script(
 
 
 # ------------------------------------------------------------------------------------------------
-# Submitting, asking, stopping
+# Submitting, asking, stopping (orchestrator/cli/submit.py reads `submit --slurm`'s arguments and prints)
 # ------------------------------------------------------------------------------------------------
-def _slurm_command(name: str) -> str:
+def slurm_command(name: str) -> str:
+    """The path of a Slurm command (sbatch, scontrol, scancel), or SlurmError naming the fix."""
     found = shutil.which(name)
     if not found:
         raise SlurmError(
@@ -133,7 +132,7 @@ def _slurm_command(name: str) -> str:
 def sbatch(script: str) -> str:
     """Submit the script (on stdin); the job id."""
     done = subprocess.run(
-        [_slurm_command("sbatch"), "--parsable"], input=script, capture_output=True, text=True, timeout=120
+        [slurm_command("sbatch"), "--parsable"], input=script, capture_output=True, text=True, timeout=120
     )
     if done.returncode != 0:
         raise SlurmError(f"sbatch refused the job (exit {done.returncode}): {done.stderr.strip()}")
@@ -142,7 +141,7 @@ def sbatch(script: str) -> str:
 
 def job_state(job: str) -> str | None:
     done = subprocess.run(
-        [_slurm_command("scontrol"), "show", "job", "-o", job], capture_output=True, text=True, timeout=60
+        [slurm_command("scontrol"), "show", "job", "-o", job], capture_output=True, text=True, timeout=60
     )
     for field in done.stdout.split():
         if field.startswith("JobState="):
@@ -150,70 +149,36 @@ def job_state(job: str) -> str | None:
     return None
 
 
-def stop_job(job: str) -> str:
-    """A running job: TERM to its batch shell, so the sweep stops as on Ctrl-C and Ray after it; a
-    pending one is cancelled. The state it was in."""
+def slurm_log(output_dir: str) -> str | None:
+    """The job's log file under its output dir (Slurm's %j its id); None for a URI, which Slurm cannot
+    write: the log then goes to slurm-%j.out in the folder sbatch runs in."""
+    return None if URI.match(output_dir) else f"{output_dir}/slurm/slurm-%j.out"
+
+
+def submit_script(script: str, log: str | None) -> str:
+    """Submit the batch script: sbatch found before anything is written, the log's folder made (Slurm
+    opens the log before the script runs), then sbatch; the job id."""
+    slurm_command("sbatch")
+    if log:
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
+    return sbatch(script)
+
+
+def known_state(job: str) -> str:
+    """The job's state in Slurm, or SlurmError when Slurm knows no such job."""
     state = job_state(job)
     if state is None:
         raise SlurmError(f"JOB {job!r}: Slurm knows no such job (`squeue --me` lists yours)")
-    scancel = _slurm_command("scancel")
+    return state
+
+
+def stop_job(job: str) -> str:
+    """A running job: TERM to its batch shell, so the sweep stops as on Ctrl-C and Ray after it; a
+    pending one is cancelled. The state it was in."""
+    state = known_state(job)
+    scancel = slurm_command("scancel")
     command = [scancel, job] if state == "PENDING" else [scancel, "--batch", "--signal=TERM", job]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
         raise SlurmError(f"{shlex.join(command)}: {done.stderr.strip()}")
     return state
-
-
-def submit_slurm(args: argparse.Namespace, sweep, console) -> int:
-    if args.status or args.stop:
-        job = args.status or args.stop
-        if args.stop:
-            state = stop_job(job)
-            what = "cancelled" if state == "PENDING" else "stop requested (the sweep stops, then Ray)"
-            console.print(f"job {job}: {what}", markup=False)
-            return 0
-        state = job_state(job)
-        if state is None:
-            raise SlurmError(f"JOB {job!r}: Slurm knows no such job (`squeue --me` lists yours)")
-        console.print(f"job {job}: {state}", markup=False)
-        return SLURM_EXIT.get(state, 0)
-    if args.attach:
-        raise SlurmError("--attach: a Slurm job's output is its log file; follow it with `tail -f LOG`")
-    output_dir = slurm_output_dir(args.output_dir, sweep.output_dir, sweep.name)
-    log = None
-    if not URI.match(output_dir):
-        log = f"{output_dir}/slurm/slurm-%j.out"
-    gpus = args.gpus_per_node or 0
-    script = batch_script(
-        Path(args.sweep),
-        args.set,
-        output_dir,
-        f"rlsweep-{sweep.name}",
-        nodes=args.nodes,
-        gpus_per_node=gpus,
-        cpus=args.cpus_per_node or cpus_per_node(sweep.resources, gpus),
-        partition=args.partition,
-        time_limit=args.time,
-        account=args.account,
-        sbatch_lines=args.sbatch,
-        tracking_uri=args.tracking_uri,
-        log=log,
-    )
-    if args.dry_run:
-        print(script, end="")
-        return 0
-    _slurm_command("sbatch")  # before anything is written
-    if log:  # Slurm opens the log before the script runs: its folder must be there
-        Path(log).parent.mkdir(parents=True, exist_ok=True)
-    job = sbatch(script)
-    print(job, flush=True)
-    again = shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["submit"] else "the same `rlsweep submit --slurm`"
-    console.print(
-        f"submitted Slurm job {job}; outputs: {output_dir}; log: "
-        f"{(log or 'slurm-%j.out in this folder').replace('%j', job)}\n"
-        f"  status: rlsweep submit --slurm --status {job}   (or squeue -j {job})\n"
-        f"  stop:   rlsweep submit --slurm --stop {job}     (the sweep stops, finished trials are kept)\n"
-        f"  resume: {again}",
-        markup=False,
-    )
-    return 0

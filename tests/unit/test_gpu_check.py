@@ -1,5 +1,6 @@
 """gpu-check's table from synthetic trial results (no GPU here), and its refusal without a GPU."""
 
+import argparse
 import io
 import json
 import sys
@@ -8,9 +9,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from orchestrator.cli import main
+from orchestrator.cli.gpu_check import build_table, parse_modes
 from orchestrator.judging.intervals import ratio_interval
 from orchestrator.running import gpu_check, supervisor
-from orchestrator.running.gpu_check import build_table, check_specs, markdown_table, notes, ratios, summarize
+from orchestrator.running.gpu_check import check_specs, markdown_table, notes, ratios, summarize
 from tests.helpers.stacks import registered
 from trainers.trial import TrialSpec
 
@@ -105,7 +108,7 @@ def test_the_check_is_the_fixed_comparison_of_the_stacks_in_grpo():
 
 
 def test_asking_for_both_modes_runs_them_off_policy_where_they_differ():
-    specs = check_specs(gpu_check.Path("/tmp/x"), gpu_check.parse_modes("grpo,gspo"))
+    specs = check_specs(gpu_check.Path("/tmp/x"), parse_modes("grpo,gspo"))
     assert sorted((s.framework, s.mode) for s in specs) == [
         ("liger", "grpo"), ("liger", "gspo"), ("trl", "grpo"), ("trl", "gspo"), ("unsloth", "grpo"),
         ("unsloth", "gspo"),
@@ -116,13 +119,13 @@ def test_asking_for_both_modes_runs_them_off_policy_where_they_differ():
 
 @pytest.mark.parametrize("text", ["grpo,ppo", "", " , "])
 def test_a_mode_that_is_not_grpo_or_gspo_is_refused_with_the_choices(text):
-    with pytest.raises(gpu_check.argparse.ArgumentTypeError, match="one of grpo, gspo.*--modes grpo,gspo"):
-        gpu_check.parse_modes(text)
+    with pytest.raises(argparse.ArgumentTypeError, match="one of grpo, gspo.*--modes grpo,gspo"):
+        parse_modes(text)
 
 
 @pytest.mark.skipif(gpu_check.gpu_problem() is None, reason="a GPU is present: main() would run the check")
 def test_without_a_gpu_main_says_so_and_runs_nothing(tmp_path, capsys):
-    assert gpu_check.main(["--output-dir", str(tmp_path / "out")]) == 2
+    assert main(["gpu-check", "--output-dir", str(tmp_path / "out")]) == 2
     out = capsys.readouterr().out
     assert "no NVIDIA GPU found" in out and "make sweep" in out
     assert not (tmp_path / "out").exists()

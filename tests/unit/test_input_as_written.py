@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli import build_parser
+from orchestrator.cli.gpu_check import parse_modes
 from orchestrator.judging.cards import card
-from orchestrator.running.gpu_check import parse_modes
 from orchestrator.spec.load import load_sweep, trial_set_errors
 from orchestrator.spec.plan import plan
 from orchestrator.spec.sweep import SweepError

@@ -80,7 +80,7 @@ def test_trial_and_gpu_check_commands_load_neither_ray_mlflow_nor_pandas():
         "orchestrator.running.telemetry",
         "orchestrator.recording.sinks",
     ]
-    modules += ["orchestrator.spec.plan", "orchestrator.running.gpu_check"]
+    modules += ["orchestrator.spec.plan", "orchestrator.running.gpu_check", "orchestrator.cli.gpu_check"]
     assert loaded_top_level_packages(modules, ("ray", "mlflow", "pandas")) == []
 
 
