@@ -20,7 +20,9 @@ Modules, each with one job (imports run down this list, never up):
   _trained      what was trained (model and source, task, rewards, lengths, K, B, steps) and the warning
                 where completions hit their length limit on most steps
   _content      the report's sections in reading order (SECTIONS), built from the above
-  _plots        PNG figures (matplotlib, imported only when a report is written)
+  _figure       what every PNG figure shares: colours, resolution, text size, width, its style and saving
+  _fitmap_plot  the fit map's PNG figure
+  _plots        PNG figures, the fit map's included (matplotlib, imported only when a report is written)
   _write        write_report, the entry point
 """
 

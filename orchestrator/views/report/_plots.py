@@ -1,18 +1,17 @@
-"""PNG figures of a sweep report (matplotlib's object API with the Agg canvas: no pyplot state, no display)."""
+"""PNG figures of a sweep report (matplotlib's object API with the Agg canvas: no pyplot state, no display).
+
+Every figure is imported from here; what they share (style, size, saving) is _figure.py's, the fit map's
+figure _fitmap_plot.py's."""
 
 from __future__ import annotations
 
-import functools
 import textwrap
 from pathlib import Path
 
-import matplotlib
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator, ScalarFormatter
 
@@ -26,6 +25,16 @@ from orchestrator.views.report._accuracy import (
 )
 from orchestrator.views.report._configs import varying_config_columns
 from orchestrator.views.report._feasibility import OVER_BUDGET, FeasibilityGrid, memory_words
+from orchestrator.views.report._figure import (  # noqa: F401 - DPI re-exported with the figures
+    DPI,
+    FONT_PT,
+    MAX_WIDTH_IN,
+    OVER_BUDGET_COLOUR,
+    STACK_COLOURS,
+    report_style,
+    save_figure,
+)
+from orchestrator.views.report._fitmap_plot import fit_map_plot  # noqa: F401 - the report's figures, one face
 from orchestrator.views.report._learning import ranked_learning, stack_words
 from orchestrator.views.report._outputs import SweepOutputs, plain, trial_peak, trial_steps
 from orchestrator.words.outcome import (
@@ -39,51 +48,10 @@ from orchestrator.words.outcome import (
 )
 from orchestrator.words.verdicts import MARK
 from trainers.record import STEP
-from trainers.stacks import label as stacks_label
 from trainers.stacks import names as stacks_names
 
-STACK_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
-DPI = 90
-# Legible where report.html shows them: no text under FONT_PT points (12.5 px at DPI), and no figure
-# wider than MAX_WIDTH_IN inches (1080 px), so the page (1150 px at most) does not shrink it.
-FONT_PT = 10
-MAX_WIDTH_IN = 12.0
-OVER_BUDGET_COLOUR = "#e6e6e6"
 
-
-# Every text of a report figure at FONT_PT or more, whatever the user's matplotlibrc says: set where the
-# text is made (walking a finished figure's texts to resize them took 40% of a figure's time).
-REPORT_STYLE = {
-    "font.size": FONT_PT,
-    "axes.labelsize": FONT_PT,
-    "axes.titlesize": FONT_PT + 1,
-    "xtick.labelsize": FONT_PT,
-    "ytick.labelsize": FONT_PT,
-    "legend.fontsize": FONT_PT,
-    "legend.title_fontsize": FONT_PT,
-    "figure.titlesize": FONT_PT + 2,
-}
-
-
-def _report_style(draw):
-    """A figure function drawn under REPORT_STYLE."""
-
-    @functools.wraps(draw)
-    def styled(*args, **kwargs):
-        with matplotlib.rc_context(REPORT_STYLE):
-            return draw(*args, **kwargs)
-
-    return styled
-
-
-def _save(fig: Figure, path: Path, tight: bool = True) -> Path:
-    # bbox_inches="tight" draws the figure twice; per-trial curves (many per sweep) use a fixed layout.
-    FigureCanvasAgg(fig)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight" if tight else None, facecolor="white")
-    return path
-
-
-@_report_style
+@report_style
 def feasibility_heatmap(grid: FeasibilityGrid, path: Path) -> Path:
     """Peak GiB per (K, B) on a colour scale; outcomes in their colours; cells whose peak passed the
     budget hatched grey and labelled "over budget": they do not fit."""
@@ -127,7 +95,7 @@ def feasibility_heatmap(grid: FeasibilityGrid, path: Path) -> Path:
         )
     if handles:
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0, -0.2), ncol=min(3, len(handles)))
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _annotate_cell(ax, grid: FeasibilityGrid, i: int, j: int, k, b, shade: float | None) -> None:
@@ -155,7 +123,7 @@ def _config_label(row: pd.Series, extra: list[str]) -> str:
     return label
 
 
-@_report_style
+@report_style
 def throughput_plot(ranked: pd.DataFrame, path: Path) -> Path | None:
     """Median tokens/s (bars, whiskers its 95% interval, hatched where too few cycles gave none) per
     configuration, one colour per framework·mode."""
@@ -190,10 +158,10 @@ def throughput_plot(ranked: pd.DataFrame, path: Path) -> Path | None:
     ax.set_title("Throughput of completed configurations")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(title="framework · mode")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-@_report_style
+@report_style
 def memory_plot(outputs: SweepOutputs, path: Path, budget_gib: float | None) -> Path | None:
     """Peak memory against completions per step (B×K), one line per framework·mode·model; OOM as ✕."""
     trials = outputs.trials
@@ -239,10 +207,10 @@ def memory_plot(outputs: SweepOutputs, path: Path, budget_gib: float | None) -> 
     ax.set_title("Where memory goes: peak memory against completions per step")
     ax.grid(alpha=0.3)
     ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-@_report_style
+@report_style
 def trial_curves(trial: pd.Series, steps: pd.DataFrame, path: Path) -> Path:
     """Reward, loss, completion length and memory over steps for one trial, and beneath them its held-out
     accuracy where it measured any (step 0: before training); probe steps shaded."""
@@ -286,7 +254,7 @@ def trial_curves(trial: pd.Series, steps: pd.DataFrame, path: Path) -> Path:
                                 Patch(color="#ff7f0e", alpha=0.3, label="probe step")])  # fmt: skip
     status = STATUS_WORDS.get(trial.get("status"), str(trial.get("status")))
     fig.suptitle(f"{trial.get('trial_key')} ({status})", fontsize=FONT_PT + 2)
-    return _save(fig, path, tight=False)
+    return save_figure(fig, path, tight=False)
 
 
 def _series(ax, x: np.ndarray, steps: pd.DataFrame, columns, ylabel: str, band: str | None = None) -> None:
@@ -316,7 +284,7 @@ def _series(ax, x: np.ndarray, steps: pd.DataFrame, columns, ylabel: str, band: 
     ax.set_ylabel(ylabel)
 
 
-@_report_style
+@report_style
 def prediction_plot(pairs: pd.DataFrame, path: Path, budget_gib: float | None) -> Path | None:
     """Predicted against measured peak per trial (report._predictions.prediction_pairs), the interval
     as error bars, one colour per family, the identity line and the budget; an `oom` or `timeout`
@@ -369,105 +337,13 @@ def prediction_plot(pairs: pd.DataFrame, path: Path, budget_gib: float | None) -
     handles, labels = ax.get_legend_handles_labels()
     ax.legend(handles, [textwrap.fill(label, 60) for label in labels], fontsize=FONT_PT, loc="upper center",
               bbox_to_anchor=(0.5, -0.1), frameon=False)  # fmt: skip
-    return _save(fig, path)
-
-
-FIT_COLOURS = {"fits": "#a1d99b", "uncertain": "#fdd49e", "does not fit": "#fcbba1"}
-MEASURED_MARKERS = {  # what a measured trial says of the card: (marker, face, edge, legend)
-    "fits": ("o", "#2ca02c", "black", "measured: fits"),
-    "does not fit": ("X", "#d62728", "black", "measured: out of memory"),
-    "undecided": (
-        "o",
-        "none",
-        "#5f5f5f",
-        "measured: undecided here (OOM under a smaller budget, or timed out)",
-    ),
-}
-
-
-@_report_style
-def fit_map_plot(fm, model: str, path: Path) -> Path:
-    """One model's fit map (orchestrator.judging.fitmap.FitMap): a panel per stack (side by side) and B;
-    x the completion length (log2), y K; each K's lengths shaded predicted fits / uncertain (the
-    prediction interval crosses the budget) / does not fit, the likely boundary a black line, the first
-    stack's boundary dashed on the others' panels (where the stacks part), measured trials as markers."""
-    lo, hi = fm.lengths
-    frameworks, bs = fm.stacks, sorted({x.b for x in fm.boundaries if x.model == model})
-    fig = Figure(figsize=(min(MAX_WIDTH_IN, 1.0 + 4.6 * len(frameworks)), 0.8 + 2.9 * len(bs)))
-    axes = fig.subplots(len(bs), len(frameworks), squeeze=False, sharex=True, sharey=True)
-    first = frameworks[0]
-    for row, b in enumerate(bs):
-        for col, framework in enumerate(frameworks):
-            ax = axes[row][col]
-            rows = sorted((x for x in fm.boundaries if (x.framework, x.model, x.b) == (framework, model, b)),
-                          key=lambda x: x.k)  # fmt: skip
-            for x in rows:
-                y = np.log2(x.k)
-                if x.unknown is not None:
-                    ax.text(np.sqrt(lo * hi), y, "unknown", ha="center", va="center")
-                    continue
-                sure = lo if x.sure is None else x.sure
-                possible = lo if x.possible is None else x.possible
-                for start, end, verdict in ((lo, sure, "fits"), (sure, possible, "uncertain"),
-                                            (possible, hi, "does not fit")):  # fmt: skip
-                    if end > start:
-                        ax.barh(
-                            y, end - start, left=start, height=0.8, color=FIT_COLOURS[verdict], linewidth=0
-                        )
-            _boundary_line(ax, rows, "-", "black", lo)
-            if framework != first:
-                base = sorted((x for x in fm.boundaries if (x.framework, x.model, x.b) == (first, model, b)),
-                              key=lambda x: x.k)  # fmt: skip
-                _boundary_line(ax, base, "--", "#1f4e8c", lo)
-            for point in fm.measured:
-                if (point.framework, point.model, point.b) == (framework, model, b):
-                    marker, face, edge, _ = MEASURED_MARKERS[point.on_card]
-                    ax.scatter(point.length, np.log2(point.k), marker=marker, s=70, facecolors=face,
-                               edgecolors=edge, linewidths=1.2, zorder=5)  # fmt: skip
-            ax.set_xscale("log", base=2)
-            ax.set_xlim(lo / 1.12, hi * 1.12)  # room for a marker at either end
-            ticks = [2**i for i in range(int(np.ceil(np.log2(lo))), int(np.floor(np.log2(hi))) + 1)]
-            ax.xaxis.set_major_locator(FixedLocator(ticks))
-            ax.xaxis.set_major_formatter(ScalarFormatter())
-            ax.xaxis.set_minor_locator(NullLocator())
-            ks = [x.k for x in rows]
-            ax.set_yticks([np.log2(k) for k in ks], [str(k) for k in ks])
-            ax.set_title(f"{stacks_label(framework)}, B={b} ({fm.basis.get((framework, model), 'prior')})")
-            if row == len(bs) - 1:
-                ax.set_xlabel("completion length (tokens, log scale)")
-                ax.tick_params(axis="x", labelrotation=45)
-            if col == 0:
-                ax.set_ylabel("K: completions per prompt")
-    card = f"{fm.card}, " if fm.card else ""
-    fig.suptitle(
-        f"{model}: where it fits on {card}{fm.budget_gib:g} GiB, {MEMORY_LABELS[fm.measure]} peak predicted"
-    )
-    handles = [Patch(color=c, label=f"predicted: {v}") for v, c in FIT_COLOURS.items()]
-    handles.append(Line2D([], [], color="black", label="predicted boundary (peak = budget)"))
-    if len(frameworks) > 1:
-        handles.append(
-            Line2D([], [], color="#1f4e8c", linestyle="--", label=f"{stacks_label(first)}'s boundary")
-        )
-    for on_card in sorted({p.on_card for p in fm.measured if p.model == model}):
-        marker, face, edge, label = MEASURED_MARKERS[on_card]
-        handles.append(Line2D([], [], marker=marker, linestyle="", markerfacecolor=face, markeredgecolor=edge,
-                              markersize=8, label=label))  # fmt: skip
-    fig.legend(handles=handles, loc="upper center", ncol=2, bbox_to_anchor=(0.5, 0.02))
-    return _save(fig, path)
-
-
-def _boundary_line(ax, rows, style: str, colour: str, lo: int) -> None:
-    """The likely boundary through each K's row (at lo where nothing fits)."""
-    points = [(lo if x.likely is None else x.likely, np.log2(x.k)) for x in rows if x.unknown is None]
-    if points:
-        xs, ys = zip(*points, strict=True)
-        ax.plot(xs, ys, linestyle=style, color=colour, marker="|", markersize=14, linewidth=1.5, zorder=4)
+    return save_figure(fig, path)
 
 
 MODE_STYLES = ["-", "--", ":", "-."]
 
 
-@_report_style
+@report_style
 def learning_curves_plot(trials: pd.DataFrame, steps: pd.DataFrame, path: Path) -> Path | None:
     """Held-out accuracy over the steps of every judged trial (a timeout's kept steps), on one axis: a colour
     per stack (the registry's order), a line style per mode, the sweep's target; None when none did."""
@@ -502,7 +378,7 @@ def learning_curves_plot(trials: pd.DataFrame, steps: pd.DataFrame, path: Path) 
     ax.set_title("Held-out accuracy over the steps, the stacks on one axis (bands: 95% intervals)")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False, ncol=1 if len(drawn) > 6 else 2)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 LETTERS = {"num_generations": "K", "batch_size": "B", "seed": "seed"}
