@@ -5,10 +5,11 @@ trainers/trial.py's TrialSpec.problems() runs them; each `spec` here is a TrialS
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tasks.names import did_you_mean
+from trainers.models import parse_model
 from trainers.stacks import STACKS, label, supporting
 
 MODES = ("grpo", "gspo")
@@ -347,3 +348,44 @@ def _generation_errors(spec: Any, knob_default: Callable[[str], Any]) -> list[st
             "generation: transformers"
         )
     return errors
+
+
+def _expert_dropout_errors(spec: Any) -> list[str]:
+    """LoRA dropout on a mixture of experts whose experts transformers fuses (qwen3_moe): PEFT refuses it."""
+    if spec.lora_dropout and (parse_model(spec.model).config or {}).get("model_type") == "qwen3_moe":
+        return [
+            f"lora_dropout: {spec.lora_dropout:g} with {spec.model}, a mixture of experts whose experts "
+            "transformers fuses into 3-D tensors: PEFT adapts those with its ParamWrapper, which refuses "
+            'dropout ("lora.ParamWrapper does not work with lora_dropout != 0"); set lora_dropout: 0'
+        ]
+    return []
+
+
+def value_problem(meta: Mapping[str, Any], default: Any, annotation: Any, value: Any) -> str | None:
+    """The rule one knob's `value` breaks, then its fix ("must be >= 2, got 0; give 2 or more"), or None:
+    its type (the default's, else `annotation`'s int or float), its choices and bounds (`meta`, the knob's
+    metadata). trainers/trial.py's check_value asks it for each knob."""
+    if value is None:
+        return (
+            None if default is None else f"must be set, got null; give a value, or leave it out ({default!r})"
+        )
+    expected = type(default) if default is not None else (int if "int" in str(annotation) else float)
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if expected is bool and not isinstance(value, bool):
+        return f"must be true or false, got {value!r}"
+    if expected is not bool and isinstance(value, bool) or not isinstance(value, expected):
+        kind = {int: "a whole number", float: "a number", str: "text"}.get(expected, expected.__name__)
+        example = f", e.g. {default!r}" if default is not None else ""
+        return f"must be {expected.__name__}, got {value!r} ({type(value).__name__}); give {kind}{example}"
+    if "choices" in meta and value not in meta["choices"]:
+        return f"unknown value {value!r}; {did_you_mean(str(value), meta['choices'])}"
+    if "min" in meta and value < meta["min"]:
+        return f"must be >= {meta['min']}, got {value!r}; give {meta['min']} or more"
+    if "gt" in meta and value <= meta["gt"]:
+        return f"must be > {meta['gt']}, got {value!r}; give a number above {meta['gt']:g}"
+    if "max" in meta and value > meta["max"]:
+        return f"must be <= {meta['max']}, got {value!r}; give {meta['max']} or less"
+    if "lt" in meta and value >= meta["lt"]:
+        return f"must be < {meta['lt']}, got {value!r}; give a number below {meta['lt']:g}"
+    return None

@@ -3,7 +3,8 @@
 A TrialSpec is plain data (JSON in, JSON out) so the orchestrator can write it to a file and the
 trainer child (`python -m trainers spec.json`) can read it back without importing Ray or MLflow.
 Cross-field rules live in `problems()`, one place, each message naming the value, the rule and a fix;
-the allowed values and the rules of a trial's shape (ranks, batches, adapters) are in _trial_rules.py.
+the allowed values, each value's own rule (value_problem) and the rules of a trial's shape (ranks, batches,
+adapters) are in _trial_rules.py.
 Not the sweep file's spec: that is orchestrator/spec (SweepSpec), which plans many TrialSpecs.
 """
 
@@ -35,6 +36,7 @@ from trainers._trial_rules import (  # noqa: F401  (the allowed values and mode_
     VLLM_MODES,
     _adapter_errors,
     _batch_errors,
+    _expert_dropout_errors,
     _framework_dtype_errors,
     _generation_errors,
     _lora_errors,
@@ -48,8 +50,9 @@ from trainers._trial_rules import (  # noqa: F401  (the allowed values and mode_
     or_framework,
     peft_targets,
     probe_steps_within,
+    value_problem,
 )
-from trainers.models import model_problems, parse_model
+from trainers.models import model_problems
 from trainers.probe import PROBE_KINDS, SYNTHETIC  # noqa: F401  (the probe kinds are part of this face)
 from trainers.stacks import BASE, STACKS
 
@@ -415,32 +418,7 @@ def check_value(name: str, value: Any) -> str | None:
 
 def _check_value(name: str, value: Any) -> str | None:
     """The rule `value` breaks, then its fix ("must be >= 2, got 0; give 2 or more"), or None."""
-    meta = KNOBS[name].metadata
-    default = knob_default(name)
-    if value is None:
-        return (
-            None if default is None else f"must be set, got null; give a value, or leave it out ({default!r})"
-        )
-    expected = type(default) if default is not None else (int if "int" in str(KNOBS[name].type) else float)
-    if expected is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if expected is bool and not isinstance(value, bool):
-        return f"must be true or false, got {value!r}"
-    if expected is not bool and isinstance(value, bool) or not isinstance(value, expected):
-        kind = {int: "a whole number", float: "a number", str: "text"}.get(expected, expected.__name__)
-        example = f", e.g. {default!r}" if default is not None else ""
-        return f"must be {expected.__name__}, got {value!r} ({type(value).__name__}); give {kind}{example}"
-    if "choices" in meta and value not in meta["choices"]:
-        return f"unknown value {value!r}; {did_you_mean(str(value), meta['choices'])}"
-    if "min" in meta and value < meta["min"]:
-        return f"must be >= {meta['min']}, got {value!r}; give {meta['min']} or more"
-    if "gt" in meta and value <= meta["gt"]:
-        return f"must be > {meta['gt']}, got {value!r}; give a number above {meta['gt']:g}"
-    if "max" in meta and value > meta["max"]:
-        return f"must be <= {meta['max']}, got {value!r}; give {meta['max']} or less"
-    if "lt" in meta and value >= meta["lt"]:
-        return f"must be < {meta['lt']}, got {value!r}; give a number below {meta['lt']:g}"
-    return None
+    return value_problem(KNOBS[name].metadata, knob_default(name), KNOBS[name].type, value)
 
 
 def field_errors(data: dict[str, Any]) -> list[str]:
@@ -478,17 +456,8 @@ def _cross_field_errors(
         model_errors = model_problems(spec.model, spec.max_prompt_length + spec.max_completion_length)
     errors += model_errors
     errors += task_problems(spec.task, spec.task_args) if skip.isdisjoint(("task", "task_args")) else []
-    if (
-        not model_errors
-        and skip.isdisjoint(("model", "lora_dropout"))
-        and spec.lora_dropout
-        and (parse_model(spec.model).config or {}).get("model_type") == "qwen3_moe"
-    ):
-        errors.append(
-            f"lora_dropout: {spec.lora_dropout:g} with {spec.model}, a mixture of experts whose experts "
-            "transformers fuses into 3-D tensors: PEFT adapts those with its ParamWrapper, which refuses "
-            'dropout ("lora.ParamWrapper does not work with lora_dropout != 0"); set lora_dropout: 0'
-        )
+    if not model_errors and skip.isdisjoint(("model", "lora_dropout")):
+        errors += _expert_dropout_errors(spec)
     errors += _adapter_errors(spec) if skip.isdisjoint(("adapter", "quantization", "framework")) else []
     errors += _lora_errors(spec, knob_default) if "adapter" not in skip else []
     errors += _generation_errors(spec, knob_default) if skip.isdisjoint(_GENERATION) else []
