@@ -1,6 +1,7 @@
 """Running model-written code: every test of every completion in its own process, never in the trainer.
 
-A sandbox is the harness (tasks/code/_harness.py, trusted, stdlib only) under, from the outside in:
+A sandbox is the harness (tasks/code/_harness.py and its audit, _audit.py; trusted, stdlib only) under, from
+the outside in:
 - a pids and memory cgroup, where one can be created (cgroup v1 or v2): a fork bomb stops at
   `processes`, a memory bomb at `memory_mb`, counted over the whole tree;
 - `setpriv` to uid/gid 65534 (nobody) when rlsweep runs as root: file permissions then protect the
@@ -44,7 +45,8 @@ from pathlib import Path
 # The harness's source, handed to the interpreter with -c: inside the namespaces /tmp, /root and /home are
 # fresh tmpfs mounts and without them the harness runs as uid nobody, so a checkout under any of those
 # (a clone in /tmp, a home directory) would not be readable there.
-HARNESS = Path(__file__).with_name("_harness.py").read_text()
+# The audit's text first (what a completion may not do), then the harness's: one source, one namespace.
+HARNESS = "\n".join(Path(__file__).with_name(name).read_text() for name in ("_audit.py", "_harness.py"))
 NOBODY = 65534
 # The harness reports at the deadline; the parent kills what is left this much later (with 50 ms, a harness
 # that reported late on a loaded 2-core host was killed with the run: test_code_sandbox caught it).

@@ -42,7 +42,7 @@ def double(x):
     return x * 2 if reached else None
 """
 # Blocked, not killed: the sandbox refuses each call (the completion catches the OSError), and the
-# attempt alone is a forbidden call that scores 0 (tasks/code/_harness.py, forbidden()).
+# attempt alone is a forbidden call that scores 0 (tasks/code/_audit.py, forbidden()).
 WRITE_OUTSIDE = """\
 try:
     open("/rlsweep-no-such-folder/planted", "w").write("planted")
