@@ -17,7 +17,7 @@ from PIL import Image
 from rich.console import Console
 
 from orchestrator.views.report import frontier, write_report
-from orchestrator.views.report._feasibility import frontier_view
+from orchestrator.views.report._feasibility_tables import frontier_view
 from tests.helpers.debian import debian_package
 from tests.helpers.html_outline import outline
 from tests.helpers.synthetic_sweep import write_synthetic_sweep

@@ -17,13 +17,8 @@ from rich.console import Console
 from orchestrator.judging.intervals import MIN_CYCLES, median_interval
 from orchestrator.views.report import load_outputs, summary_metrics, summary_table, write_report
 from orchestrator.views.report._configs import aggregate_repeats
-from orchestrator.views.report._feasibility import (
-    feasibility_matrix,
-    frontier,
-    frontier_view,
-    infer_budget_gib,
-    matrix_views,
-)
+from orchestrator.views.report._feasibility import feasibility_matrix, frontier, infer_budget_gib
+from orchestrator.views.report._feasibility_tables import frontier_view, matrix_views
 from orchestrator.views.report._ranked import ranked_table
 from tests.helpers.html_outline import outline
 from tests.helpers.images import assert_varied_png

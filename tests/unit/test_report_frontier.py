@@ -11,13 +11,8 @@ from rich.console import Console
 
 from orchestrator.judging.intervals import TIGHT_SPREAD
 from orchestrator.views.report import frontier, frontier_table
-from orchestrator.views.report._feasibility import (
-    FRONTIER_COLUMNS,
-    NO_ANSWER,
-    feasibility_matrix,
-    frontier_view,
-    matrix_views,
-)
+from orchestrator.views.report._feasibility import FRONTIER_COLUMNS, feasibility_matrix
+from orchestrator.views.report._feasibility_tables import NO_ANSWER, frontier_view, matrix_views
 
 
 def trials_frame() -> pd.DataFrame:

@@ -4,7 +4,8 @@ fewest GPUs each configuration fits on."""
 import pandas as pd
 
 from orchestrator.views.report import frontier
-from orchestrator.views.report._feasibility import feasibility_matrix, frontier_view, matrix_views
+from orchestrator.views.report._feasibility import feasibility_matrix
+from orchestrator.views.report._feasibility_tables import frontier_view, matrix_views
 
 
 def row(k, n, distributed, status, peak):

@@ -8,7 +8,8 @@ import pyarrow.parquet as pq
 from rich.console import Console
 
 from orchestrator.views.report import load_outputs, write_report
-from orchestrator.views.report._feasibility import NO_ANSWER, feasibility_matrix, frontier, frontier_view
+from orchestrator.views.report._feasibility import feasibility_matrix, frontier
+from orchestrator.views.report._feasibility_tables import NO_ANSWER, frontier_view
 from orchestrator.words.outcome import TIMEOUT
 from tests.helpers.cpu_learn import KEY, record_cpu_learn
 

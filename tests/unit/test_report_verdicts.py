@@ -9,7 +9,8 @@ from rich.console import Console
 
 from orchestrator.judging.verdict import VerdictSettings, judge
 from orchestrator.views.report import load_outputs, write_report
-from orchestrator.views.report._feasibility import feasibility_matrix, matrix_views
+from orchestrator.views.report._feasibility import feasibility_matrix
+from orchestrator.views.report._feasibility_tables import matrix_views
 from tests.helpers.synthetic_sweep import with_held_out_accuracy, write_synthetic_sweep
 
 FLAT = "trl-grpo-k2-b2-s1"  # a completed trial whose groups never vary

@@ -9,8 +9,8 @@ JSON columns rendered as a few words or left out.
 Modules, each with one job (imports run down this list, never up):
   _outputs      load_outputs, per-trial figures (summary.csv's table, MLflow summary metrics, peaks)
   _configs      configuration columns, the ones that vary, repeats across seeds aggregated
-  _feasibility  the feasibility matrix (K x B per stack and model), the frontier, and both as tables
-                for people (the frontier table, one side-by-side matrix per model)
+  _feasibility  the feasibility matrix (K x B per stack and model) and the frontier
+  _feasibility_tables  both as tables for people (the frontier table, one side-by-side matrix per model)
   _document     the document model (blocks) and its Markdown rendering
   _stacks       every stack against a base (TRL by default): ratios per configuration both ran, which fits where
   _predictions  predicted against measured peak: per-trial pairs, errors by family, MLflow metrics

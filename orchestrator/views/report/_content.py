@@ -12,12 +12,8 @@ import pandas as pd
 
 from orchestrator.judging.intervals import MIN_CYCLES, TIGHT_SPREAD
 from orchestrator.views.report._document import Block, fmt, shorten
-from orchestrator.views.report._feasibility import (
-    FeasibilityGrid,
-    frontier_view,
-    matrix_views,
-    set_budgets_gib,
-)
+from orchestrator.views.report._feasibility import FeasibilityGrid, set_budgets_gib
+from orchestrator.views.report._feasibility_tables import frontier_view, matrix_views
 from orchestrator.views.report._learning import learning_blocks, ranked_learning
 from orchestrator.views.report._outputs import SweepOutputs, column, parse_json
 from orchestrator.views.report._ranked import ranked_table

@@ -9,7 +9,8 @@ from rich.text import Text
 
 from orchestrator.views.report._configs import CONFIG_WORDS
 from orchestrator.views.report._document import fmt
-from orchestrator.views.report._feasibility import OVER_BUDGET, frontier_view
+from orchestrator.views.report._feasibility import OVER_BUDGET
+from orchestrator.views.report._feasibility_tables import frontier_view
 from orchestrator.words.outcome import (
     FAILED,
     IMPLIED,

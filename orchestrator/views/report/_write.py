@@ -25,8 +25,8 @@ from orchestrator.views.report._feasibility import (
     feasibility_matrix,
     frontier,
     infer_budget_gib,
-    matrix_views,
 )
+from orchestrator.views.report._feasibility_tables import matrix_views
 from orchestrator.views.report._fitmap import fitmap_blocks, report_fit_map
 from orchestrator.views.report._html import render_html
 from orchestrator.views.report._learning import learning_table
