@@ -2,6 +2,7 @@
 tests/integration/test_slurm.py runs the script on a real loopback Slurm."""
 
 import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -83,3 +84,81 @@ def test_refusals(capsys, monkeypatch):
     assert "sbatch: not found on PATH" in capsys.readouterr().err
     assert main(["submit", "--slurm", "--stop", "12"]) == 2
     assert "scontrol: not found" in capsys.readouterr().err
+
+
+# -- inside the job: `python -m orchestrator.cli._slurm_job env|node|driver` (tests/integration/test_slurm.py
+# runs them in a real Slurm job; here each one's wiring, with Slurm and Ray stood in for)
+
+
+def test_the_job_env_exports_the_heads_address_and_a_token_for_this_job_only(capsys, monkeypatch):
+    from orchestrator.cli import _slurm_job
+    from orchestrator.running import slurm_job
+
+    monkeypatch.setenv("SLURMD_NODENAME", "node0")
+    monkeypatch.setattr(slurm_job, "node_address", lambda node: "127.0.0.1")
+    assert _slurm_job.main(["env"]) == 0
+    first = capsys.readouterr().out
+    assert _slurm_job.main(["env"]) == 0
+    exports = dict(pair.split("=", 1) for pair in first.removeprefix("export ").split())
+    assert (
+        exports["RAY_ADDRESS"].startswith("127.0.0.1:") and 20000 <= int(exports["RAY_ADDRESS"][10:]) < 30000
+    )
+    assert exports["RAY_AUTH_MODE"] == "token" and len(exports["RAY_AUTH_TOKEN"]) == 64
+    assert exports["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0"  # loopback: Ray kept there
+    assert exports["RAY_AUTH_TOKEN"] not in capsys.readouterr().out  # a fresh token each time
+
+
+def test_the_job_driver_runs_the_sweep_once_every_node_joined_ray(capsys, monkeypatch):
+    import orchestrator.cli
+    from orchestrator.cli import _slurm_job
+    from orchestrator.running import slurm_job
+
+    ran = []
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:20001")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
+    monkeypatch.setattr(slurm_job, "stop_as_interrupt", lambda: None)
+    monkeypatch.setattr(slurm_job, "join_cluster", lambda address, nodes: (nodes, {"CPU": 8.0}))
+    monkeypatch.setattr(orchestrator.cli, "main", lambda argv: ran.append(argv) or 0)
+    assert _slurm_job.main(["driver", SWEEP, "--set=max_steps=1"]) == 0
+    assert ran == [["run", SWEEP, "--set=max_steps=1"]]
+    assert "2 node(s) in Ray at 10.0.0.1:20001: {'CPU': 8.0}" in capsys.readouterr().out
+
+
+def test_the_job_driver_short_of_nodes_says_how_many_joined_and_runs_nothing(capsys, monkeypatch):
+    import orchestrator.cli
+    from orchestrator.cli import _slurm_job
+    from orchestrator.running import slurm_job
+
+    ran = []
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:20001")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "3")
+    monkeypatch.setattr(slurm_job, "stop_as_interrupt", lambda: None)
+    monkeypatch.setattr(slurm_job, "join_cluster", lambda address, nodes: (1, {}))
+    monkeypatch.setattr(orchestrator.cli, "main", lambda argv: ran.append(argv) or 0)
+    assert _slurm_job.main(["driver", SWEEP]) == 1
+    assert ran == []
+    assert f"1 of 3 nodes joined Ray in {slurm_job.START_TIMEOUT_S} s" in capsys.readouterr().out
+
+
+def test_sigterm_stops_the_job_driver_as_ctrl_c_does():
+    code = (
+        "import os, signal, time\n"
+        "from orchestrator.running.slurm_job import stop_as_interrupt\n"
+        "stop_as_interrupt()\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(30)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=PROJECT_ROOT
+    )
+    assert done.stdout.strip() == "interrupted", done.stderr
+
+
+def test_the_job_entry_names_its_commands_when_given_none(capsys):
+    from orchestrator.cli import _slurm_job
+
+    assert _slurm_job.main([]) == 2
+    assert "env|node|driver" in capsys.readouterr().out
