@@ -22,14 +22,15 @@ from __future__ import annotations
 import json
 import math
 import time
-from pathlib import Path
 from typing import Any
 
 import psutil
 from transformers import TrainerCallback
 
 from tasks.bounded import SCORING
+from trainers._readings import ALLOC_COUNTERS, _alloc_counters, _peak_so_far, _vm_hwm_bytes, wait_for_device
 from trainers._session import reset_vm_hwm as _reset_vm_hwm
+from trainers._update import trainable_snapshot, undo_update, update_ratio
 from trainers.control import closes_steady_cycle
 from trainers.device import refresh_allocator_cap
 from trainers.events import STEP, EventWriter
@@ -220,26 +221,6 @@ def measured(trainer_cls):
     return Measured
 
 
-def _peak_so_far() -> int:
-    """The step's memory peak so far: torch's peak allocated on a GPU (reset at the step's start), else the
-    process's RSS high-water mark (reset at the step's start where the kernel allows)."""
-    import torch
-
-    if torch.cuda.is_available():
-        return int(torch.cuda.max_memory_allocated())
-    return _vm_hwm_bytes() or psutil.Process().memory_info().rss
-
-
-def _vm_hwm_bytes() -> int | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 class Cycle:
     """The generation cycle in progress: its tokens, the wall time of its steps so far, its probe flag."""
 
@@ -265,86 +246,9 @@ def closes_cycle(trainer, state) -> bool:
     return micro_steps % (per_generation * getattr(trainer, "num_iterations", 1)) == 0
 
 
-# torch's allocator counters, per step: a cudaMalloc that failed and was retried after freeing the
-# cache, and an OutOfMemoryError raised (a library that catches it and falls back shows here).
-ALLOC_COUNTERS = {"num_alloc_retries": F.alloc_retries, "num_ooms": F.alloc_ooms}
-
-
-def _alloc_counters() -> dict[str, int] | None:
-    import torch
-
-    if not torch.cuda.is_available():
-        return None
-    stats = torch.cuda.memory_stats()
-    return {key: int(stats.get(key, 0)) for key in ALLOC_COUNTERS}
-
-
-def wait_for_device() -> None:
-    """Block until the GPU has run what was queued on it. CUDA kernels run asynchronously: a step's
-    clock read without this can stop before its work is done, and the next step is charged with it.
-    On a CPU there is nothing to wait for."""
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
-# Trainable weights copied at each step's start to measure its update; above this many, none (a copy of a
-# full fine-tuning's weights every step would cost more than the measurement is worth).
-UPDATE_RATIO_MAX_PARAMS = 200_000_000
-
-
-def _trainable(trainer) -> list:
-    model = getattr(trainer, "model", None)
-    return [p for p in model.parameters() if p.requires_grad] if model is not None else []
-
-
-def trainable_snapshot(trainer) -> list | None:
-    """A copy of the trainer's trainable weights (None: no trainer, none trainable, or too many)."""
-    params = _trainable(trainer)
-    if not params or sum(p.numel() for p in params) > UPDATE_RATIO_MAX_PARAMS:
-        return None
-    return [p.detach().clone() for p in params]
-
-
-def update_ratio(before: list | None, trainer) -> float | None:
-    """norm(after - before) / norm(before) over the trainable weights (record.py's update_ratio); None where
-    nothing was copied or the weights are empty (sharded)."""
-    if before is None:
-        return None
-    after = _trainable(trainer)
-    if len(after) != len(before):
-        return None
-    change = sum(
-        float((a.detach().float() - b.float()).pow(2).sum()) for a, b in zip(after, before, strict=True)
-    )
-    size = sum(float(b.float().pow(2).sum()) for b in before)
-    return math.sqrt(change / size) if size > 0 else None
-
-
 # What a synthetic probe's step has no measurement of: its rewards were drawn at random for completions
 # drawn at random (trainers/probe.py), so their mean, spread and variety mean nothing.
 SYNTHETIC_UNMEASURED = (F.reward_mean, F.reward_std, F.frac_reward_zero_std, F.distinct_completion_share)
-
-
-def undo_update(before: list | None, trainer) -> bool:
-    """Put back the trainable weights copied at the step's start and zero the optimizer's moments (their
-    memory stays allocated, as a real step leaves it): a synthetic probe step leaves the model as it found
-    it. False where nothing was copied (no trainer, or more trainable weights than UPDATE_RATIO_MAX_PARAMS)."""
-    import torch
-
-    after = _trainable(trainer)
-    if before is None or len(after) != len(before):
-        return False
-    with torch.no_grad():
-        for param, saved in zip(after, before, strict=True):
-            param.copy_(saved)
-    optimizer = getattr(trainer, "optimizer", None)
-    for state in getattr(optimizer, "state", {}).values():
-        for value in state.values():
-            if torch.is_tensor(value):
-                value.zero_()
-    return True
 
 
 class StepMeter(TrainerCallback):
