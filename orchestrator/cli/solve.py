@@ -82,9 +82,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 def answered_by(request, rows: list[dict], budget: float) -> dict[int, dict]:
     """The --trials rows that answer a candidate: measured (completed, oom, or timed out past the budget)
-    for exactly its settings on the card or budget asked about (fits.same_card, its peak read the way this
+    for exactly its settings on the card or budget asked about (judging.answer.same_card, its peak read the way this
     host's probes read it: the GPU's where NVML finds one, else RSS); the first row of each value."""
-    from orchestrator.cli.fits import measured_as, same_card
+    from orchestrator.judging.answer import measured_as, same_card
     from orchestrator.judging.pruning import dominates
     from orchestrator.judging.solve import measured_from_row
     from orchestrator.words.outcome import GPU, RSS
