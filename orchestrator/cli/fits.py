@@ -156,8 +156,8 @@ def cmd_fits(args: argparse.Namespace) -> int:
         f"{model}, {spec.mode.upper()}, K={args.k} completions per prompt x B={args.b} prompts per step "
         f"({args.k * args.b} completions), completions of {args.length} tokens, on {where}:"
     )
-    if source:
-        say(source)
+    if source:  # a path: whole on its line
+        out.print(source, markup=False)
     print_answers(answers, rows)
     say(f"assumed: {assumptions(spec)}")
     say(

@@ -57,6 +57,12 @@ def on_card(row: Mapping[str, Any], budget_gib: float) -> tuple[str, float | Non
     return MEASURED_UNDECIDED, peak, ran_under
 
 
+def answer_digits(budget: float | None) -> int:
+    """The decimals every verb writes an answer's GiB with: 1 on a card, 3 under a budget below 4 GiB
+    (a CPU host's, where tenths of a GiB decide)."""
+    return 1 if budget is not None and budget >= 4 else 3
+
+
 # The bases of an answer, in one word each (Answer.kind).
 MEASURED, SIMULATED, PREDICTED = "measured", "simulated", "predicted"
 
@@ -289,7 +295,7 @@ def answer_check(spec, asked: dict, rows: list[dict], budget: float, measure: st
 def answer(
     spec,
     rows: list[dict],
-    budget: float,
+    budget: float | None,
     measure: str | None = None,
     simulate: bool = False,
     model=None,
@@ -297,15 +303,15 @@ def answer(
     """One stack's answer for `spec` (a TrialSpec) against `budget` GiB of `measure` (default the GPU's):
     measured rows first, then (with `simulate`, GPU memory only) its step simulated at exactly this shape,
     then the memory model fitted on the rows (`model`: one the caller fitted on the same rows and measure,
-    to save refitting it per answer)."""
+    to save refitting it per answer). With no budget (None) the memory model alone answers, `uncertain`."""
     from orchestrator.judging.memory import MemoryModel
 
     rows = [_hub_row(r) for r in rows]
-    found = _measured_answer(spec, rows, budget, measure)
+    found = None if budget is None else _measured_answer(spec, rows, budget, measure)
     if found is not None:
         return found
     why_not = None
-    if simulate and (measure or GPU) == GPU:
+    if simulate and budget is not None and (measure or GPU) == GPU:
         simulated = simulated_answer(spec, budget)
         if isinstance(simulated, Answer):
             return simulated
