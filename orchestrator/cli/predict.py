@@ -15,7 +15,6 @@ from orchestrator.cli._common import (
     out,
     progress,
     refused,
-    simulating,
 )
 from orchestrator.cli.fitmap import add_card, add_trials, card_budget, read_trials, speed_line
 from orchestrator.cli.validate import print_laid, trial_cells, trial_columns
@@ -32,7 +31,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     """Each planned trial's predicted peak memory, its interval and verdict against the budget, from
     the sweep's trials.parquet when it has one (else the prior); nothing runs."""
 
-    from orchestrator.judging.answer import answer, answer_digits
+    from orchestrator.judging.answer import SIMULATED, answer_digits, answers_for
     from orchestrator.judging.memory import UNCERTAIN, UNKNOWN, MemoryModel
     from orchestrator.recording.sinks import TrialsTable
     from orchestrator.spec.load import load_sweep
@@ -89,18 +88,27 @@ def cmd_predict(args: argparse.Namespace) -> int:
         source += f", and {len(shared)} of {', '.join(trial_sources(args.trials))}"
     elif not own:
         source += ": the prior"
-    simulate = simulating(args) and model.measure == GPU  # a simulated step gives GPU memory only
-    if simulate:
-        source += "; each trial no row measured simulated on meta tensors at its shape"
-        progress(
-            f"simulating the step of each of {len(result.trials)} trials on meta tensors (kept on disk)..."
-        )
     if args.explain:
-        return explain(args.sweep, result.trials, args.trial, model, budget, source)
+        told = explain(args.sweep, result.trials, args.trial, model, budget, source)
+        if told == 0 and (args.trial is not None or len(result.trials) == 1):  # the verbs' one answer too
+            spec = next(s for s in result.trials if args.trial in (None, s.trial_key))
+            (said,), _ = answers_for([spec], rows_by_key.values(), budget, model, args.simulate, progress)
+            digits = answer_digits(budget)
+            say(
+                f"answer (as fits, fitmap, solve and run --dry-run give it): {said.verdict}, "
+                f"{said.peak_words(digits)} ({said.interval_words(digits)}), {said.kind}; interval: "
+                f"{said.interval}"
+            )
+        return told
     if args.trial is not None:
         out.print("--trial selects the trial --explain explains; add --explain", markup=False)
         return 2
+    answers, note = answers_for(result.trials, rows_by_key.values(), budget, model, args.simulate, progress)
+    if any(a.kind == SIMULATED for a in answers):
+        source += "; where no row measured a trial, its own step simulated on meta tensors"
     out.print(f"{args.sweep}: {len(result.trials)} trials; peak {model.measure} predicted from {source}")
+    if note:
+        say(note)
     if card_words is not None:
         out.print(f"card: {card_words}", markup=False)
         if sweep.memory.budget_gib is not None and abs(sweep.memory.budget_gib - budget) > 0.005:
@@ -122,8 +130,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     reasons: dict[str, list[str]] = {}
     intervals: dict[str, str] = {}
     digits = answer_digits(budget)
-    for spec in result.trials:
-        said = answer(spec, [*rows_by_key.values()], budget, model.measure, simulate, model)
+    for spec, said in zip(result.trials, answers, strict=True):
         measured, _ = peak_memory(rows_by_key.get(spec.trial_key, {}))
         if said.verdict == UNKNOWN:
             reasons.setdefault(said.basis, []).append(spec.trial_key)
