@@ -41,7 +41,7 @@ from orchestrator.cli.fitmap import (
     read_trials,
     stacks_and_trials,
 )
-from orchestrator.judging.answer import Answer, answer, answer_check
+from orchestrator.judging.answer import Answer, answer, answer_check, answer_digits
 from trainers import stacks
 
 # What the verb's own flags set, and so no --set: each with the flag to use instead.
@@ -74,12 +74,12 @@ def assumptions(spec) -> str:
     )
 
 
-def print_answers(answers: list[Answer], rows: list[dict]) -> None:
-    """Each stack's answer on one short line (stack, verdict, peak, interval, basis in one word), its
-    interval named and its basis in full wrapped below it, within 80 columns."""
+def print_answers(answers: list[Answer], digits: int) -> None:
+    """Each stack's answer on one short line (stack, verdict, peak, interval, basis in one word; GiB to
+    `digits` decimals), its interval named and its basis in full wrapped below it, within 80 columns."""
     width = max(len(a.stack) for a in answers)
-    peaks = [a.peak_words() for a in answers]
-    reaches = [a.interval_words() for a in answers]
+    peaks = [a.peak_words(digits) for a in answers]
+    reaches = [a.interval_words(digits) for a in answers]
     peak_width, reach_width = max(map(len, peaks)), max(map(len, reaches))
     for a, peak, reach in zip(answers, peaks, reaches, strict=True):
         out.print(
@@ -158,7 +158,7 @@ def cmd_fits(args: argparse.Namespace) -> int:
     )
     if source:  # a path: whole on its line
         out.print(source, markup=False)
-    print_answers(answers, rows)
+    print_answers(answers, answer_digits(budget))
     say(f"assumed: {assumptions(spec)}")
     say(
         "K is TRL's num_generations; B prompts per step, so B x K completions a step. An answer's interval "
