@@ -60,13 +60,20 @@ def add_card(parser: argparse.ArgumentParser, budget_flag: str = "--budget-gib")
 
 def card_budget(args: argparse.Namespace) -> tuple[float | None, str | None]:
     """(budget GiB, the card's words) of --card or --budget-gib (None, None: neither); ValueError when
-    both are given."""
+    both are given, or a card with --measure RSS."""
+    from orchestrator.words.outcome import RSS
+
     chosen = getattr(args, "card", None)
     if chosen is not None:
         if getattr(args, "budget_gib", None) is not None:
             raise ValueError(
                 f"--card {chosen.name} and --budget-gib {args.budget_gib:g}: give one (the card is "
                 f"{chosen.usable_gib:.2f} GiB)"
+            )
+        if getattr(args, "measure", None) == RSS:  # a card's memory is the GPU's, never a host's RSS
+            raise ValueError(
+                f"--card {chosen.name} and --measure {RSS}: a card is answered in GPU memory; drop --measure, "
+                f"or give --budget-gib {chosen.usable_gib:g} to judge the host's {RSS} against that much"
             )
         return chosen.usable_gib, chosen.describe()
     return getattr(args, "budget_gib", None), None

@@ -80,7 +80,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     gpu_question = args.card is not None or (
         sweep.resources.gpus_per_trial and sweep.memory.budget_gib is not None
     )
-    model = MemoryModel.fit(rows_by_key.values(), args.measure, unmeasured=GPU if gpu_question else None)
+    # a card is answered in GPU memory whatever the rows measured (a CPU host's RSS is no card's)
+    measure = args.measure or (GPU if args.card is not None else None)
+    model = MemoryModel.fit(rows_by_key.values(), measure, unmeasured=GPU if gpu_question else None)
     budget = budget if budget is not None else sweep.memory.budget_gib
     own = len(rows_by_key) - len(shared)
     source = f"{own} trial(s) of {ledger}" if own else "no trials.parquet yet"

@@ -171,7 +171,8 @@ def plan_answers(sweep, trials, rows, card, simulate):
     if budget is None:
         return None, None
     gpu = card or sweep.resources.gpus_per_trial  # a card, or GPUs per trial: GPU memory, on any host
-    model = MemoryModel.fit(rows, GPU if gpu and not rows else None, unmeasured=GPU if gpu else None)
+    measure = GPU if card or (gpu and not rows) else None  # a card: GPU memory, whatever rows measured
+    model = MemoryModel.fit(rows, measure, unmeasured=GPU if gpu else None)
     said, note = answers_for(trials, rows, budget, model, simulate, progress)
     if card and runs is not None and abs(runs - budget) > 0.005:
         say(
