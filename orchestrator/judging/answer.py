@@ -306,7 +306,7 @@ def answer(
     to save refitting it per answer). With no budget (None) the memory model alone answers, `uncertain`."""
     from orchestrator.judging.memory import MemoryModel
 
-    rows = [_hub_row(r) for r in rows]
+    rows = rows if isinstance(rows, _Hubbed) else [_hub_row(r) for r in rows]
     found = None if budget is None else _measured_answer(spec, rows, budget, measure)
     if found is not None:
         return found
@@ -334,6 +334,10 @@ def answer(
     return Answer(label, p.verdict(budget), basis, p.peak_gib, p.low_gib, p.high_gib, interval)
 
 
+class _Hubbed(list):
+    """Rows whose models are already written as hub ids (_hub_row): answer() takes them as they are."""
+
+
 # A plan of up to this many trials has each one's step simulated at its shape, as `rlsweep fits` answers
 # (about 10 s a shape the first time on a 2-core host, then read from disk); a larger one, unless
 # simulation is asked for outright, is answered by the memory model fitted on a few shapes simulated
@@ -350,7 +354,7 @@ def answers_for(specs, rows, budget, model, simulate: bool | None, progress=None
     from orchestrator.judging.memory import MemoryModel, simulated_rows
     from orchestrator.judging.memory._simulated import enabled
 
-    rows = list(rows)
+    rows = _Hubbed(_hub_row(r) for r in rows)  # written as the map writes models, once for every answer
     wanted = enabled(simulate) and budget is not None and model.measure == GPU
     each = wanted and (simulate is True or len(specs) <= EACH_UP_TO)
     note = None
