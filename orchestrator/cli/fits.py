@@ -90,8 +90,8 @@ def print_answers(answers: list[Answer], digits: int) -> None:
         if a.interval:
             say(f"interval: {a.interval}", indent)
         say(a.basis, indent)
-        if a.row is not None and a.row.get("_provenance"):
-            say(f"from {a.row['_provenance']}", indent)
+        if a.row is not None and a.row.get("_provenance"):  # a path: whole on its line
+            out.print(f"{indent}from {a.row['_provenance']}", markup=False)
         if a.row is not None and (differ := versions_differ(a.row)):
             say(f"measured with other versions: {differ}", indent)
 

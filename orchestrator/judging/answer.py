@@ -340,8 +340,7 @@ class _Hubbed(list):
 
 # A plan of up to this many trials has each one's step simulated at its shape, as `rlsweep fits` answers
 # (about 10 s a shape the first time on a 2-core host, then read from disk); a larger one, unless
-# simulation is asked for outright, is answered by the memory model fitted on a few shapes simulated
-# per family (memory._simulated.design), and says so.
+# simulation is asked for outright, is answered by the memory model alone (seconds), and says so.
 EACH_UP_TO = 24
 
 
@@ -349,9 +348,7 @@ def answers_for(specs, rows, budget, model, simulate: bool | None, progress=None
     """([Answer per spec], a note or None): every trial of a plan answered by `answer` (rows: the measured
     rows, `model`: the memory model fitted on them with the measure asked about). simulate: True (each
     step simulated), False (none), None (the default: each where the plan is small, EACH_UP_TO, else
-    the memory model refitted on a few simulated shapes per family; the note says which and the fix).
-    Only GPU memory under a budget is simulated."""
-    from orchestrator.judging.memory import MemoryModel, simulated_rows
+    none; the note says so and how to have each simulated). Only GPU memory under a budget is simulated."""
     from orchestrator.judging.memory._simulated import enabled
 
     rows = _Hubbed(_hub_row(r) for r in rows)  # written as the map writes models, once for every answer
@@ -359,13 +356,10 @@ def answers_for(specs, rows, budget, model, simulate: bool | None, progress=None
     each = wanted and (simulate is True or len(specs) <= EACH_UP_TO)
     note = None
     if wanted and not each:
-        simulated, _ = simulated_rows(specs, rows, model.measure, progress, budget)
-        if simulated:
-            model = MemoryModel.fit([*rows, *simulated], model.measure)
         note = (
-            f"{len(specs)} trials: each answered by the memory model fitted on a few shapes simulated per "
-            f"family, not by its own step simulated as `rlsweep fits` answers (up to {EACH_UP_TO} trials, "
-            "or with --simulate: about 10 s a trial the first time)"
+            f"{len(specs)} trials: each answered by the memory model, not by its own step simulated as "
+            f"`rlsweep fits` answers (up to {EACH_UP_TO} trials; --simulate simulates each, about 10 s a "
+            "trial the first time)"
         )
     elif each and progress is not None:
         progress(f"simulating the step of each of {len(specs)} trials on meta tensors (kept on disk)...")
