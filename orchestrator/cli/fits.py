@@ -41,7 +41,7 @@ from orchestrator.cli.fitmap import (
     read_trials,
     stacks_and_trials,
 )
-from orchestrator.judging.answer import Answer, answer, answer_check, answer_digits
+from orchestrator.judging.answer import SIMULATED, Answer, answer, answer_check, answer_digits
 from trainers import stacks
 
 # What the verb's own flags set, and so no --set: each with the flag to use instead.
@@ -89,7 +89,13 @@ def print_answers(answers: list[Answer], digits: int) -> None:
         indent = "    "
         if a.interval:
             say(f"interval: {a.interval}", indent)
-        say(a.basis, indent)
+        basis, timing = a.basis, None
+        if a.kind == SIMULATED and basis.endswith(")") and "; " in basis:  # its seconds, or read from disk
+            head, _, timing = basis[:-1].rpartition("; ")
+            basis = head + ")"
+        say(basis, indent)
+        if timing:  # on a line of its own: a cold run and a warm one wrap the rest alike
+            out.print(f"{indent}({timing})", markup=False)
         if a.row is not None and a.row.get("_provenance"):  # a path: whole on its line
             out.print(f"{indent}from {a.row['_provenance']}", markup=False)
         if a.row is not None and (differ := versions_differ(a.row)):

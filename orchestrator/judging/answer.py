@@ -1,6 +1,9 @@
 """One answer to "does this configuration fit this card": the verdict (fits / does not fit / uncertain),
-the peak, its interval and what that interval is, and the basis. `fits`, `fitmap` (at a point), `predict`,
-`solve` and `run --dry-run` all judge memory through `answer`, so one configuration gets one answer.
+the peak, its interval and what that interval is, and the basis. `fits`, `predict`, `solve` (before its
+probes) and `run --dry-run` judge memory through `answer`, so one configuration gets one answer; `fitmap`
+searches the memory model `answer` falls back to, so where no measured row or simulated step answers, the
+map's verdict at a point is `answer`'s (a simulated map is drawn from a fit over a few simulated shapes,
+and near its boundary can differ).
 
     a = answer(spec, rows, budget_gib, measure, simulate=True)   # an Answer
     a.verdict, a.peak_gib, (a.low_gib, a.high_gib), a.interval, a.kind
@@ -111,9 +114,6 @@ def same_card(row: dict, budget: float, measure: str | None) -> bool:
     """Whether a measured row ran on the card asked about, its budget meaning the same: under a budget of
     `budget` GiB (memory_budget_gib), or with none on a card of that memory, its peak read the way the
     question reads it (`measure`, default the GPU's NVML peak: a CPU trial's RSS is not a card's)."""
-    from orchestrator.words.outcome import GPU
-    from trainers.record import finite_or_none, peak_memory
-
     _, kind = peak_memory(row)
     if kind != (measure or GPU):
         return False
@@ -129,7 +129,6 @@ def measured_as(row: dict, spec):
     another stack or model): neither the budget it ran under nor how many steps it ran is a setting of the
     step, so its peak is judged against the card asked about."""
     from orchestrator.judging.memory import spec_of
-    from orchestrator.words.outcome import COMPLETED, OOM, TIMEOUT
 
     if not row.get("config") or row.get("status") not in (COMPLETED, OOM, TIMEOUT):
         return None  # measured rows only: an implied one is no measurement
