@@ -11,7 +11,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from orchestrator.cli._answers import print_map_remedies, print_map_speed
+from orchestrator.cli._answers import print_map_remedies, print_map_speed, say
 from orchestrator.cli._common import (
     add_set,
     add_simulate,
@@ -304,6 +304,12 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
         )
     where = card_words or f"a {budget:g} GiB budget"
     out.print(f"Fit map on {where}; peak {fm.measure} predicted from {source}", markup=False)
+    if simulated:  # the one answer at a point simulates that shape itself (judging.answer)
+        say(
+            "The map is the memory model fitted on those steps at a few shapes: a cell near its boundary can "
+            "read otherwise than `rlsweep fits` at that K, B and length, which simulates that configuration's "
+            "own step (the answer predict, solve and run --dry-run give too)"
+        )
     out.print(f"assumed: {map_assumptions(base)}", markup=False)
     for line in filter(None, (config_source(model)[0] for model in fm.models)):
         out.print(line, markup=False)

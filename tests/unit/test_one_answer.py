@@ -152,7 +152,7 @@ def test_the_verbs_give_one_answer_from_the_stacks_own_step_simulated(tmp_path, 
     fits = {k: _fits(capsys, k, length, "--simulate") for k in ks}
     code, text = run_cli(["fits", "--model", "tiny", "--stack", "trl", "--budget-gib", BUDGET, "--k", "2",
                           "--length", str(length), "--simulate"], capsys)  # fmt: skip
-    assert "simulated (TRL's own step on meta tensors" in " ".join(text.split())
+    assert code == 0 and "simulated (TRL's own step on meta tensors" in " ".join(text.split())
     assert _predict(capsys, sweep, tmp_path / "predict", "--simulate") == fits
     assert _dry_run(capsys, sweep, tmp_path / "dry", "--simulate") == fits
     assert _solve(capsys, tmp_path / "solve", ks, length, "--simulate") == fits
