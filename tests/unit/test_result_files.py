@@ -74,7 +74,7 @@ def test_an_exported_file_answers_as_the_folder_it_came_from_and_names_its_prove
     assert code == 0, from_file
     first = _line(from_file, "TRL").split(" interval: ")[0]  # the answer; its provenance names its file
     assert first == _line(from_folder, "TRL").split(" interval: ")[0]
-    assert "5.0 GiB 5.0 measured measured (" + TRL_KEY in _line(from_file, "TRL")
+    assert "5.0 GiB 5.0 measured interval: the measured peak measured (" + TRL_KEY in _line(from_file, "TRL")
     assert (
         f"from {target}: NVIDIA H100 80GB HBM3 under a 16 GiB budget, 2026-11-26, torch 2.11.0" in from_file
     )
