@@ -29,7 +29,8 @@ def _fits(capsys, k: int, length: int, simulate: str) -> tuple[str, str, str]:
     )  # fmt: skip
     assert code == 0, text
     (line,) = [x for x in text.splitlines() if x.startswith("  TRL ")]
-    _, verdict, peak, interval, _ = [w.strip() for w in line.strip().split("  ") if w.strip()]
+    _, verdict, peak, interval, kind = [w.strip() for w in line.strip().split("  ") if w.strip()]
+    assert kind == ("predicted" if simulate == "--no-simulate" else "simulated"), line  # no row measured
     return verdict, peak.removesuffix(" GiB"), interval
 
 
@@ -149,10 +150,7 @@ def test_the_five_verbs_give_one_verdict_peak_and_interval_on_the_memory_models_
 def test_the_verbs_give_one_answer_from_the_stacks_own_step_simulated(tmp_path, capsys, gpu_host_solve):
     ks, length = (2, 4), 32  # short steps: a few seconds each to simulate, once (then read from disk)
     sweep = _sweep(tmp_path, ks, length)
-    fits = {k: _fits(capsys, k, length, "--simulate") for k in ks}
-    code, text = run_cli(["fits", "--model", "tiny", "--stack", "trl", "--budget-gib", BUDGET, "--k", "2",
-                          "--length", str(length), "--simulate"], capsys)  # fmt: skip
-    assert code == 0 and "simulated (TRL's own step on meta tensors" in " ".join(text.split())
+    fits = {k: _fits(capsys, k, length, "--simulate") for k in ks}  # each from its own simulated step
     assert _predict(capsys, sweep, tmp_path / "predict", "--simulate") == fits
     assert _dry_run(capsys, sweep, tmp_path / "dry", "--simulate") == fits
     assert _solve(capsys, tmp_path / "solve", ks, length, "--simulate") == fits
