@@ -3,11 +3,13 @@ prompt, B prompts per step and completions of this length on this card? Nothing 
 
     rlsweep fits --model Qwen/Qwen3-4B --card 16gb --k 8 --b 1 --length 1024
 
-Each stack's answer is fits / does not fit / uncertain, the peak with its 90% interval against the
-card's usable memory, and its basis: measured (a trial of exactly these settings in --trials), implied by
-a measured trial (one that needs at least as much memory fitted, or one that needs no more ran out of
-memory), or predicted by the memory model (fitted on --trials' rows of the model's family, else its
-prior). A measured row always wins over a prediction. Under the answer: under a stack that does not fit
+Each stack's answer (orchestrator/judging/answer.py, the one every verb gives) is fits / does not fit /
+uncertain, the peak with its interval against the card's usable memory, what that interval is, and its
+basis: measured (a trial of exactly these settings in --trials), implied by a measured trial (one that
+needs at least as much memory fitted, or one that needs no more ran out of memory), simulated (the
+stack's own step on meta tensors), or predicted by the memory model (fitted on --trials' rows of the
+model's family, else its prior); one short line a stack, the details wrapped under it at 80 columns. A
+measured row always wins over a prediction. Under the answer: under a stack that does not fit
 or is uncertain, the nearest configurations that fit, each answered the same way
 (orchestrator/judging/remedies.py); with --card, seconds per step on that card per stack
 (orchestrator/judging/speed_step.py); the assumptions that move it, in TRL's names, and where a stack is
