@@ -273,8 +273,10 @@ def add_card(parser: argparse.ArgumentParser) -> None:
         "--card",
         type=card_text,
         metavar="NAME",
-        help="the card to estimate for (its speed scaled from the H100's measured times, its memory for "
-        "packing the memory phase), e.g. 4090, a100-80gb, h200; default: the GPU detected here, else an H100",
+        help="the card asked about: its memory for each trial's memory answer (as `rlsweep fits --card` "
+        "answers; said where the sweep's memory.budget_gib differs) and for packing the memory phase, its "
+        "speed for the times (scaled from the H100's), e.g. 4090, a100-80gb, h200; default: the GPU "
+        "detected here, else an H100",
     )
 
 
