@@ -154,3 +154,27 @@ def test_the_verbs_give_one_answer_from_the_stacks_own_step_simulated(tmp_path, 
     assert _predict(capsys, sweep, tmp_path / "predict", "--simulate") == fits
     assert _dry_run(capsys, sweep, tmp_path / "dry", "--simulate") == fits
     assert _solve(capsys, tmp_path / "solve", ks, length, "--simulate") == fits
+
+
+def test_card_is_the_card_asked_about_in_every_verb_and_the_plan_says_the_sweeps_own_budget(tmp_path, capsys):
+    """--card sets the budget the answers are for, in the plan as in fits and predict; where the sweep's
+    own memory.budget_gib (2 GiB here) is another figure, the plan and predict say which its trials run
+    under and how to run them under the card's."""
+    sweep = _sweep(tmp_path, KS, LENGTH)
+    card = ["--card", "16gb", "--no-simulate"]
+    fits = {}
+    for k in KS:
+        code, text = run_cli(["fits", "--model", "tiny", "--stack", "trl", "--k", str(k), "--b", "1",
+                              "--length", str(LENGTH), *card], capsys)  # fmt: skip
+        assert code == 0, text
+        (line,) = [x for x in text.splitlines() if x.startswith("  TRL ")]
+        verdict, peak, interval = [w.strip() for w in line.strip().split("  ") if w.strip()][1:4]
+        fits[k] = (verdict, peak.removesuffix(" GiB"), interval)
+    assert fits[32][0] != _predict(capsys, sweep, tmp_path / "p", "--no-simulate")[32][0]  # 2 GiB's differs
+    for verb in (["run", sweep, "--dry-run"], ["predict", sweep]):
+        code, text = run_cli([*verb, "--output-dir", str(tmp_path / "out"), *card], capsys)
+        assert code == 0, text
+        flat = " ".join(text.split())
+        assert "memory.budget_gib 2 GiB" in flat and "--set memory.budget_gib=16 runs them" in flat
+        at = (1, 2) if verb[0] == "run" else (-2, -1)
+        assert _table_answers(text, *at) == fits
