@@ -1,7 +1,7 @@
 """False "fits" of the simulated answers, counted on every GPU row in bench/data: each row of
 bench/data/simulated-h100.csv (the H100 rows, completed and out of memory, each with its step simulated
 on meta tensors: `python bench/bench_simulate.py --out bench/data/simulated-h100.csv`) judged as
-`rlsweep fits` judges it (orchestrator/cli/fits.py judged(): the capped replay's least it runs in, the
+`rlsweep fits` judges it (orchestrator/judging/answer.py judged(): the capped replay's least it runs in, the
 simulator's error on GPU rows of the family), at the row's own budget and on every smaller card in
 orchestrator/judging/cards.py. A false "fits" is an answer "fits" where the row did not fit: out of
 memory at its budget, or a measured NVML peak over the smaller card's memory (strict: the cap would
@@ -117,7 +117,7 @@ class Judged:
 
 def judged(rows: list[dict], leave_family_out: bool = False) -> list[Judged]:
     """Every row judged at its budget and on every smaller card (module doc)."""
-    from orchestrator.cli.fits import judged as answer
+    from orchestrator.judging.answer import judged as answer
     from orchestrator.judging.cards import CARDS
     from orchestrator.judging.memory._interval import UNCHECKED_ERROR, simulated_error, unseen_error
 

@@ -11,7 +11,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from orchestrator.cli._answers import print_map_remedies, print_map_speed
+from orchestrator.cli._answers import print_map_remedies, print_map_speed, say
 from orchestrator.cli._common import (
     add_set,
     add_simulate,
@@ -60,13 +60,20 @@ def add_card(parser: argparse.ArgumentParser, budget_flag: str = "--budget-gib")
 
 def card_budget(args: argparse.Namespace) -> tuple[float | None, str | None]:
     """(budget GiB, the card's words) of --card or --budget-gib (None, None: neither); ValueError when
-    both are given."""
+    both are given, or a card with --measure RSS."""
+    from orchestrator.words.outcome import RSS
+
     chosen = getattr(args, "card", None)
     if chosen is not None:
         if getattr(args, "budget_gib", None) is not None:
             raise ValueError(
                 f"--card {chosen.name} and --budget-gib {args.budget_gib:g}: give one (the card is "
                 f"{chosen.usable_gib:.2f} GiB)"
+            )
+        if getattr(args, "measure", None) == RSS:  # a card's memory is the GPU's, never a host's RSS
+            raise ValueError(
+                f"--card {chosen.name} and --measure {RSS}: a card is answered in GPU memory; drop --measure, "
+                f"or give --budget-gib {chosen.usable_gib:g} to judge the host's {RSS} against that much"
             )
         return chosen.usable_gib, chosen.describe()
     return getattr(args, "budget_gib", None), None
@@ -297,6 +304,12 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
         )
     where = card_words or f"a {budget:g} GiB budget"
     out.print(f"Fit map on {where}; peak {fm.measure} predicted from {source}", markup=False)
+    if simulated:  # the one answer at a point simulates that shape itself (judging.answer)
+        say(
+            "The map is the memory model fitted on those steps at a few shapes: a cell near its boundary can "
+            "read otherwise than `rlsweep fits` at that K, B and length, which simulates that configuration's "
+            "own step (the answer predict, solve and run --dry-run give too)"
+        )
     out.print(f"assumed: {map_assumptions(base)}", markup=False)
     for line in filter(None, (config_source(model)[0] for model in fm.models)):
         out.print(line, markup=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from orchestrator.cli._answers import say
 from orchestrator.cli._common import (
     add_set,
     add_simulate,
@@ -14,7 +15,6 @@ from orchestrator.cli._common import (
     out,
     progress,
     refused,
-    simulating,
 )
 from orchestrator.cli.fitmap import add_card, add_trials, card_budget, read_trials, speed_line
 from orchestrator.cli.validate import print_laid, trial_cells, trial_columns
@@ -22,8 +22,8 @@ from orchestrator.views.tables import Column, lay_out
 from orchestrator.words.outcome import GPU, peak_memory
 
 # The figures' headers where the table is too wide with the full ones (a figure never wraps).
-SHORT = {"predicted GiB": "GiB", "interval": "interval", "measured GiB": "measured"}
-KEPT = ("predicted GiB", "interval", "verdict")  # shown even where every trial's is the same
+SHORT = {"peak GiB": "GiB", "interval": "interval", "measured GiB": "measured"}
+KEPT = ("peak GiB", "interval", "verdict")  # shown even where every trial's is the same
 VERDICT_STYLES = {"fits": "green", "does not fit": "red", "uncertain": "yellow", "unknown": "dim"}
 
 
@@ -31,7 +31,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     """Each planned trial's predicted peak memory, its interval and verdict against the budget, from
     the sweep's trials.parquet when it has one (else the prior); nothing runs."""
 
-    from orchestrator.judging.memory import MemoryModel, simulated_rows
+    from orchestrator.judging.answer import SIMULATED, answer_digits, answers_for
+    from orchestrator.judging.memory import UNCERTAIN, UNKNOWN, MemoryModel
     from orchestrator.recording.sinks import TrialsTable
     from orchestrator.spec.load import load_sweep
     from orchestrator.spec.plan import plan
@@ -79,7 +80,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     gpu_question = args.card is not None or (
         sweep.resources.gpus_per_trial and sweep.memory.budget_gib is not None
     )
-    model = MemoryModel.fit(rows_by_key.values(), args.measure, unmeasured=GPU if gpu_question else None)
+    # a card is answered in GPU memory whatever the rows measured (a CPU host's RSS is no card's)
+    measure = args.measure or (GPU if args.card is not None else None)
+    model = MemoryModel.fit(rows_by_key.values(), measure, unmeasured=GPU if gpu_question else None)
     budget = budget if budget is not None else sweep.memory.budget_gib
     own = len(rows_by_key) - len(shared)
     source = f"{own} trial(s) of {ledger}" if own else "no trials.parquet yet"
@@ -87,27 +90,38 @@ def cmd_predict(args: argparse.Namespace) -> int:
         source += f", and {len(shared)} of {', '.join(trial_sources(args.trials))}"
     elif not own:
         source += ": the prior"
-    if simulating(args):
-        simulated, why_not = simulated_rows(
-            result.trials, rows_by_key.values(), model.measure, progress, budget
-        )
-        for family, why in why_not.items():
-            out.print(f"not simulated: {family}: {why}", markup=False)
-        if simulated:
-            model = MemoryModel.fit([*rows_by_key.values(), *simulated], model.measure)
-            source += f"; {len(simulated)} shape(s) simulated on meta tensors where a family has no trial"
     if args.explain:
-        return explain(args.sweep, result.trials, args.trial, model, budget, source)
+        told = explain(args.sweep, result.trials, args.trial, model, budget, source)
+        if told == 0 and (args.trial is not None or len(result.trials) == 1):  # the verbs' one answer too
+            spec = next(s for s in result.trials if args.trial in (None, s.trial_key))
+            (said,), _ = answers_for([spec], rows_by_key.values(), budget, model, args.simulate, progress)
+            digits = answer_digits(budget)
+            say(
+                f"answer (as fits, fitmap, solve and run --dry-run give it): {said.verdict}, "
+                f"{said.peak_words(digits)} ({said.interval_words(digits)}), {said.kind}; interval: "
+                f"{said.interval}"
+            )
+        return told
     if args.trial is not None:
         out.print("--trial selects the trial --explain explains; add --explain", markup=False)
         return 2
+    answers, note = answers_for(result.trials, rows_by_key.values(), budget, model, args.simulate, progress)
+    if any(a.kind == SIMULATED for a in answers):
+        source += "; where no row measured a trial, its own step simulated on meta tensors"
     out.print(f"{args.sweep}: {len(result.trials)} trials; peak {model.measure} predicted from {source}")
+    if note:
+        say(note)
     if card_words is not None:
         out.print(f"card: {card_words}", markup=False)
+        if sweep.memory.budget_gib is not None and abs(sweep.memory.budget_gib - budget) > 0.005:
+            say(
+                f"the sweep runs its trials under memory.budget_gib {sweep.memory.budget_gib:g} GiB; these "
+                f"answers are for the card ({budget:g} GiB): --set memory.budget_gib={budget:g} runs them so"
+            )
         pairs = dict.fromkeys((spec.framework, spec.model) for spec in result.trials)
         out.print(speed_line(args.card, list(pairs)), markup=False)
     knobs, knob_columns = trial_columns(list(sweep.axes()), result.trials)
-    figures = ("predicted GiB", "interval", "verdict", "basis", "measured GiB")
+    figures = ("peak GiB", "interval", "verdict", "basis", "measured GiB")
     columns = [
         Column("trial", optional=True), *knob_columns,
         *(Column(c, right=c in SHORT, keep=c in KEPT, short=SHORT.get(c)) for c in figures),
@@ -116,27 +130,32 @@ def cmd_predict(args: argparse.Namespace) -> int:
     for line in sources:
         out.print(line, markup=False)
     reasons: dict[str, list[str]] = {}
-    for spec in result.trials:
-        prediction = model.predict(spec)
-        verdict = prediction.verdict(budget)
+    intervals: dict[str, str] = {}
+    digits = answer_digits(budget)
+    for spec, said in zip(result.trials, answers, strict=True):
         measured, _ = peak_memory(rows_by_key.get(spec.trial_key, {}))
-        if prediction.unknown is not None:
-            reasons.setdefault(prediction.unknown, []).append(spec.trial_key)
-            figures = ("-", "-")
+        if said.verdict == UNKNOWN:
+            reasons.setdefault(said.basis, []).append(spec.trial_key)
+            verdict = UNKNOWN
         else:
-            figures = (f"{prediction.peak_gib:.3f}", f"{prediction.low_gib:.3f}-{prediction.high_gib:.3f}")
-        basis = f"fitted on {prediction.n_fitted}" if prediction.basis == "fitted" else prediction.basis
+            intervals.setdefault(said.interval, said.kind)
+            if "; not simulated: " in said.basis:
+                reasons.setdefault(said.basis.split("; not simulated: ")[1], []).append(spec.trial_key)
+            verdict = said.verdict if budget is not None else UNCERTAIN
         rows.append([
-            spec.trial_key, *trial_cells(spec, knobs), *figures, f"[{VERDICT_STYLES[verdict]}]{verdict}[/]",
-            basis, "-" if measured is None else f"{measured:.3f}",
+            spec.trial_key, *trial_cells(spec, knobs), said.peak_words(digits).removesuffix(" GiB"),
+            said.interval_words(digits), f"[{VERDICT_STYLES[verdict]}]{verdict}[/]", said.kind,
+            "-" if measured is None else f"{measured:.3f}",
         ])  # fmt: skip
     print_laid(lay_out(out, columns, rows, show_edge=False))
     if budget is None:
         out.print("no budget: every verdict is uncertain; give --budget-gib X (or memory.budget_gib)")
     else:
         out.print(f"budget {budget:g} GiB: fits = the whole interval under it, does not fit = all above it")
+    for named, kind in intervals.items():
+        say(f"interval ({kind}): {named}")
     for reason, keys in reasons.items():
-        out.print(f"unknown ({len(keys)} trials, e.g. {keys[0]}): {reason}", markup=False)
+        say(f"unknown or not simulated ({len(keys)} trials, e.g. {keys[0]}): {reason}")
     return 0
 
 

@@ -7,7 +7,7 @@ import logging
 import shlex
 from pathlib import Path
 
-from orchestrator.cli._common import add_set, console, out
+from orchestrator.cli._common import add_set, add_simulate, console, out
 from orchestrator.cli.validate import add_card, cmd_validate
 
 
@@ -20,8 +20,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:  # before the driver's imports (Ray, MLflow, the report): a plan needs none of them
         return cmd_validate(
             argparse.Namespace(
-                files=[args.sweep], set=args.set, output_dir=args.output_dir, list=True, card=args.card
-            )
+                files=[args.sweep],
+                set=args.set,
+                output_dir=args.output_dir,
+                list=True,
+                card=args.card,
+                simulate=args.simulate,
+            )  # fmt: skip
         )
     from orchestrator.running.driver import run_sweep
     from orchestrator.spec.load import load_sweep
@@ -89,6 +94,7 @@ def add_run(sub) -> None:
         "output dir); nothing runs or is written",
     )
     add_card(p)
+    add_simulate(p)  # --dry-run's memory answers
     p.add_argument(
         "--no-report",
         action="store_true",

@@ -15,8 +15,10 @@ from orchestrator.cli._common import (
     out,
     refused,
     simulated_for,
+    simulating,
 )
 from orchestrator.cli.fitmap import add_card, add_trials, read_trials
+from orchestrator.words.outcome import GPU
 from orchestrator.words.settings import GUARD as GUARD
 from orchestrator.words.settings import GuardSettings
 from trainers.trial import KNOBS
@@ -53,6 +55,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if refusal is not None:
         return refusal
     request.answered = answered_by(request, rows, budget)
+    request.rows, request.measure = rows, probe_measure()
+    request.simulate = simulating(args) and request.measure == GPU
     request.simulated = simulated_for(args, [request.spec(v) for v in request.values], budget)
     for note in request.notes:
         console.print(note, markup=False)
@@ -82,15 +86,13 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 def answered_by(request, rows: list[dict], budget: float) -> dict[int, dict]:
     """The --trials rows that answer a candidate: measured (completed, oom, or timed out past the budget)
-    for exactly its settings on the card or budget asked about (fits.same_card, its peak read the way this
+    for exactly its settings on the card or budget asked about (judging.answer.same_card, its peak read the way this
     host's probes read it: the GPU's where NVML finds one, else RSS); the first row of each value."""
-    from orchestrator.cli.fits import measured_as, same_card
+    from orchestrator.judging.answer import measured_as, same_card
     from orchestrator.judging.pruning import dominates
     from orchestrator.judging.solve import measured_from_row
-    from orchestrator.words.outcome import GPU, RSS
-    from trainers.nvml import local_gpus
 
-    measure = GPU if local_gpus() else RSS
+    measure = probe_measure()
     found: dict[int, dict] = {}
     for value in request.values:
         spec = request.spec(value)
@@ -104,6 +106,14 @@ def answered_by(request, rows: list[dict], budget: float) -> dict[int, dict]:
                 found[value] = row
                 break
     return found
+
+
+def probe_measure() -> str:
+    """The peak this host's probes read: the GPU's where NVML finds one, else the host's RSS."""
+    from orchestrator.words.outcome import GPU, RSS
+    from trainers.nvml import local_gpus
+
+    return GPU if local_gpus() else RSS
 
 
 def solve_budget(args: argparse.Namespace) -> tuple[float | None, str | None]:

@@ -7,7 +7,7 @@ import os
 import re
 from pathlib import Path
 
-from orchestrator.cli._common import add_set, out
+from orchestrator.cli._common import add_set, add_simulate, out
 from orchestrator.cli._common import console as err
 from trainers.trial import TrialSpec
 
@@ -44,9 +44,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for warning in result.warnings:
             out.print(f"  warning: {warning}", markup=False)
         if args.list:
-            card = assumed_card(getattr(args, "card", None))
-            estimate = sweep_estimate(sweep, result.trials, output_dir, card)
-            print_plan(result.trials, output_dir, estimate, list(sweep.axes()))
+            typed = getattr(args, "card", None)
+            card = assumed_card(typed)
+            rows = ledger_rows(output_dir)
+            simulate = getattr(args, "simulate", None)
+            answers, runs_under = plan_answers(sweep, result.trials, rows, typed and card, simulate)
+            estimate = sweep_estimate(sweep, result.trials, output_dir, card, runs_under)
+            print_plan(result.trials, output_dir, estimate, list(sweep.axes()), answers)
             print_estimate(sweep, result.trials, output_dir, estimate=estimate)
     return 2 if refused else 0
 
@@ -74,14 +78,15 @@ PLAN_KNOBS = {
 }
 
 
-def print_plan(trials: list[TrialSpec], output_dir, h100=None, axes=()) -> None:
+def print_plan(trials: list[TrialSpec], output_dir, h100=None, axes=(), answers=None) -> None:
     """The planned trials in order, each with its estimated duration (orchestrator.views.progress.
     estimate_durations: from the trials recorded in the output dir); a trial those cannot time gets the
     sweep's estimate (`h100`, an orchestrator.judging.duration.Estimate, on the card it assumed) labelled
     by where its figures come from (measured, extrapolated or predicted); a long plan by its first and
     last trials (listed). The columns: the trial's stack, mode, model, K, B, length, steps and the
-    sweep's other grid `axes`, those the same in every trial said once above the table; it fits the
-    terminal's width (orchestrator.views.tables)."""
+    sweep's other grid `axes`, those the same in every trial said once above the table, then, given
+    `answers` (trial key -> judging.answer's Answer), each one's memory verdict, peak and interval; it fits
+    the terminal's width (orchestrator.views.tables)."""
     from orchestrator.views.progress import duration, estimate_durations
     from orchestrator.views.tables import Column, lay_out
 
@@ -102,10 +107,12 @@ def print_plan(trials: list[TrialSpec], output_dir, h100=None, axes=()) -> None:
     if len(shown) < len(trials):
         title += f" (the first {LIST_HEAD} and the last {LIST_TAIL} listed)"
     knobs, knob_columns = trial_columns(axes, trials)
+    memory = [Column("memory", keep=True), Column("GiB", right=True), Column("interval", right=True)]
     columns = [
         Column("#", right=True, keep=True),
         Column("trial", optional=True),
         *knob_columns,
+        *(memory if answers else []),
         Column(label, keep=True),
     ]
     rows = []
@@ -115,7 +122,7 @@ def print_plan(trials: list[TrialSpec], output_dir, h100=None, axes=()) -> None:
         spec = trials[i]
         seconds, basis = estimates[spec.trial_key]
         rows.append([
-            str(i + 1), spec.trial_key, *trial_cells(spec, knobs),
+            str(i + 1), spec.trial_key, *trial_cells(spec, knobs), *_memory_cells(answers, spec.trial_key),
             "unknown" if seconds is None else f"{duration(seconds)} {basis}",
         ])  # fmt: skip
     print_laid(lay_out(out, columns, rows, title))
@@ -128,6 +135,62 @@ def print_plan(trials: list[TrialSpec], output_dir, h100=None, axes=()) -> None:
         )  # fmt: skip
     else:
         out.print("estimated total: unknown (no trial of this sweep has run in its output dir yet)")
+
+
+def _memory_cells(answers, key: str) -> list[str]:
+    """A trial's answer in the plan: verdict, peak and interval (none without answers)."""
+    if not answers:
+        return []
+    a, digits = answers[key]
+    return [a.verdict, a.peak_words(digits).removesuffix(" GiB"), a.interval_words(digits)]
+
+
+def ledger_rows(output_dir) -> list[dict]:
+    """The trials.parquet rows already in a sweep's output dir (none on a remote one, or none yet)."""
+    from orchestrator.recording.sinks import TrialsTable
+    from orchestrator.words.storage import is_remote
+
+    path = None if is_remote(output_dir) else output_dir / "trials.parquet"
+    return list(TrialsTable(path).rows.values()) if path is not None and path.exists() else []
+
+
+def plan_answers(sweep, trials, rows, card, simulate):
+    """({trial key: (Answer, digits)} or None, {trial key: Answer} at the budget the trials run under or
+    None): each trial's memory answer (judging.answer, as `fits` gives it) for the card asked about
+    (`card`: --card's AssumedCard, its usable memory) or, without one, under the sweep's memory.budget_gib;
+    none where neither is given. Said above the plan: what the answers are for, and where the sweep's own
+    budget is not the card's."""
+    from orchestrator.cli._answers import say
+    from orchestrator.cli._common import progress
+    from orchestrator.judging.answer import answer_digits, answers_for
+    from orchestrator.judging.memory import MemoryModel
+    from orchestrator.words.outcome import GPU
+
+    runs = sweep.memory.budget_gib
+    budget = card.usable_gib if card else runs
+    if budget is None:
+        return None, None
+    gpu = card or sweep.resources.gpus_per_trial  # a card, or GPUs per trial: GPU memory, on any host
+    measure = GPU if card or (gpu and not rows) else None  # a card: GPU memory, whatever rows measured
+    model = MemoryModel.fit(rows, measure, unmeasured=GPU if gpu else None)
+    said, note = answers_for(trials, rows, budget, model, simulate, progress)
+    if card and runs is not None and abs(runs - budget) > 0.005:
+        say(
+            f"memory: each trial answered for the card ({card.name}, {budget:g} GiB); the sweep runs its "
+            f"trials under memory.budget_gib {runs:g} GiB, and the expected time below counts that budget's "
+            f"answers (--set memory.budget_gib={budget:g} runs them under the card's)"
+        )
+        at_runs, _ = answers_for(trials, rows, runs, model, simulate, None)
+    else:
+        where = f"the card ({card.name}, {budget:g} GiB)" if card else f"memory.budget_gib {budget:g} GiB"
+        say(f"memory: each trial answered for {where}, as `rlsweep fits` answers, peak {model.measure}")
+        at_runs = said if runs is not None else None
+    if note:
+        say(note)
+    digits = answer_digits(budget)
+    keys = [t.trial_key for t in trials]
+    answers = {k: (a, digits) for k, a in zip(keys, said, strict=True)}
+    return answers, None if at_runs is None else dict(zip(keys, at_runs, strict=True))
 
 
 def trial_columns(axes, trials):
@@ -171,17 +234,14 @@ def _cell(value) -> str:
     return "" if value is None else str(value)
 
 
-def sweep_estimate(sweep, trials: list[TrialSpec], output_dir, card=None):
+def sweep_estimate(sweep, trials: list[TrialSpec], output_dir, card=None, answers=None):
     """The sweep's estimate (orchestrator.judging.duration.estimate_sweep) on `card` (an
     orchestrator.judging.card_speed.AssumedCard; default the H100) with the rows already in its output
-    dir, or None (no trial asks for a GPU, or none has figures)."""
+    dir, or None (no trial asks for a GPU, or none has figures). answers: each trial's memory answer
+    under the sweep's budget (plan_answers), which the expected memory phase counts."""
     from orchestrator.judging.duration import estimate_sweep
-    from orchestrator.recording.sinks import TrialsTable
-    from orchestrator.words.storage import is_remote
 
-    path = None if is_remote(output_dir) else output_dir / "trials.parquet"
-    rows = list(TrialsTable(path).rows.values()) if path is not None and path.exists() else []
-    return estimate_sweep(sweep, trials, rows, card=card)
+    return estimate_sweep(sweep, trials, ledger_rows(output_dir), card=card, answers=answers)
 
 
 def print_estimate(sweep, trials: list[TrialSpec], output_dir, to=None, estimate=None, card=None) -> None:
@@ -213,8 +273,10 @@ def add_card(parser: argparse.ArgumentParser) -> None:
         "--card",
         type=card_text,
         metavar="NAME",
-        help="the card to estimate for (its speed scaled from the H100's measured times, its memory for "
-        "packing the memory phase), e.g. 4090, a100-80gb, h200; default: the GPU detected here, else an H100",
+        help="the card asked about: its memory for each trial's memory answer (as `rlsweep fits --card` "
+        "answers; said where the sweep's memory.budget_gib differs) and for packing the memory phase, its "
+        "speed for the times (scaled from the H100's), e.g. 4090, a100-80gb, h200; default: the GPU "
+        "detected here, else an H100",
     )
 
 
@@ -276,4 +338,5 @@ def add_validate(sub) -> None:
         "--list", action="store_true", help="also list the planned trials, as `run --dry-run` does"
     )
     add_card(p)
+    add_simulate(p)  # --list's memory answers
     p.set_defaults(func=cmd_validate)

@@ -14,15 +14,14 @@ barely moves from 2 to 16 sequences), so a generation's time grows with its leng
 
 Two totals, one trial at a time (`estimate_sweep`):
 - worst case: every trial runs (probed);
-- expected: the memory phase as the frontier search would run it were the memory model's verdicts
-  right (`expected_probes`): sure OOMs pruned by prediction (oom.predict), and of the rest, probed in
-  bisection order, a predicted fit implies what it dominates and a predicted OOM prunes what dominates
-  it; only the probed trials take time.
-A trial of a stack and model with no H100 row is predicted by the per-stack speed model
-(orchestrator/judging/speed_model.py, h100_speed.json: the mechanism fitted on the same rows, from the
-model's bundled architecture) and labelled `predicted`; one whose model has no known architecture gets
-no estimate (said so). A sweep none of whose trials asks for a GPU, or whose models none has a speed,
-gets none.
+- expected: the memory phase as the frontier search would run it were the memory verdicts right (each
+  trial's judging.answer where given, else the memory model's; `expected_probes`): sure OOMs pruned
+  (oom.predict), the rest probed in bisection order, a fit implying what it dominates and an OOM
+  pruning what dominates it; only the probed trials take time.
+A trial of a stack and model with no H100 row is predicted by the per-stack speed model (speed_model.py,
+h100_speed.json: the mechanism fitted on the same rows, from the model's bundled architecture), labelled
+`predicted`; one whose model has no known architecture gets no estimate (said so); nor does a sweep
+none of whose trials asks for a GPU, or whose models none has a speed.
 
 A trial's figures are `measured` where its stack and model have H100 rows with a step at least as
 large, `extrapolated` where its step is larger than theirs (the training step grown in proportion),
@@ -276,7 +275,7 @@ class Estimate:
             lines.insert(0, f"card assumed: {self.card.words()}")
         lines += [
             f"  worst case, every trial run: {self._total('worst', self.worst_s)}",
-            f"  expected, were the memory model's verdicts right: {self._total('expected', self.expected_s)} "
+            f"  expected, were the memory answers right: {self._total('expected', self.expected_s)} "
             f"({probed} probed, {implied} implied by a fit, {pruned} pruned as OOM)",
         ]
         if self.sessions is not None:
@@ -328,14 +327,16 @@ def estimate_sweep(
     probe: str | None = None,
     speed: Any = None,
     card: Any = None,
+    answers: dict | None = None,
 ) -> Estimate | None:
     """The sweep's estimate (module docstring), or None when no trial asks for a GPU or none has
     figures. rows: the trials.parquet rows already in its output dir (the memory model fits on them;
     the trials they finished take no time). probe: the memory probe kind (default the sweep's,
     sweep_probe_kind). speed: a SpeedModel (default h100_speed.json). card: the card assumed (an
-    orchestrator.judging.card_speed.AssumedCard; default the H100), for packing and scaling."""
+    orchestrator.judging.card_speed.AssumedCard; default the H100), for packing and scaling. answers: each
+    trial's memory answer under the sweep's budget (judging.answer), else the memory model's prediction."""
     from orchestrator.judging.cards import H100_TORCH_GIB
-    from orchestrator.judging.memory import DOES_NOT_FIT, MemoryModel
+    from orchestrator.judging.memory import DOES_NOT_FIT, FITS, UNKNOWN, MemoryModel
     from orchestrator.words.outcome import FINAL_STATUSES
     from orchestrator.words.phases import PackingRefused, packing
     from trainers.record import GPU
@@ -395,12 +396,14 @@ def estimate_sweep(
     model = MemoryModel.fit(list(rows), None if rows else GPU, unmeasured=GPU)
 
     def fits(spec: Any) -> bool | None:
-        prediction = model.predict(spec)
-        if prediction.unknown is not None:
+        said = (answers or {}).get(spec.trial_key)
+        p = model.predict(spec) if said is None else None
+        verdict, peak = (p.verdict(budget), p.peak_gib) if p else (said.verdict, said.peak_gib)
+        if verdict == UNKNOWN:
             return True
-        if sweep.oom.predict and prediction.verdict(budget) == DOES_NOT_FIT:
+        if sweep.oom.predict and verdict == DOES_NOT_FIT:
             return None
-        return prediction.peak_gib <= budget
+        return verdict == FITS if peak is None else peak <= budget
 
     search = expected_probes(todo, fits, sweep.oom.frontier, sweep.oom.prune_dominated)
     # With a speed phase every fit (probed or implied) runs its full steps, its memory phase included.

@@ -24,13 +24,20 @@ so a map of Qwen/Qwen2.5-3B-Instruct draws (and is fitted on) the trials that ra
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
+from orchestrator.judging.answer import (  # what a measured row says of the card: one rule, the answer's
+    MEASURED_FITS,
+    MEASURED_OOM,
+    MEASURED_UNDECIDED,
+    _hub_row,
+    hub_name,
+    on_card,
+)
 from orchestrator.judging.memory import (
     DOES_NOT_FIT,
     FITS,
@@ -44,7 +51,6 @@ from orchestrator.judging.memory import (
 )
 from orchestrator.words.outcome import COMPLETED, IMPLIED, OOM, TIMEOUT
 from trainers import stacks
-from trainers.record import finite_or_none, peak_memory
 from trainers.trial import BOOKKEEPING, EXECUTION, TrialSpec
 
 KS = (2, 4, 8, 16, 32, 64)
@@ -60,13 +66,6 @@ NOT_MEMORY = (
     "eval_at_end", "eval_samples", "eval_k", "warmup_ratio", "epsilon", "epsilon_high", "scale_rewards",
     "mask_truncated_completions",
 )  # fmt: skip
-# What a measured trial says of the card the map is drawn for.
-MEASURED_FITS, MEASURED_OOM, MEASURED_UNDECIDED = "fits", "does not fit", "undecided"
-
-
-def hub_name(model: str) -> str:
-    """A model's name on the map: `random:X` is X (the same architecture, the same memory)."""
-    return model.removeprefix("random:")
 
 
 @dataclass(frozen=True)
@@ -316,35 +315,11 @@ def _part(base: Boundary, other: Boundary) -> Parting | None:
     )  # fmt: skip
 
 
-def _hub_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The row with its config's model written as the map writes it (hub_name)."""
-    config = json.loads(row["config"]) if isinstance(row.get("config"), str) else None
-    if not config or "model" not in config:
-        return dict(row)
-    return {**row, "config": json.dumps({**config, "model": hub_name(config["model"])})}
-
-
 def _comparable(spec: TrialSpec) -> dict[str, Any]:
     values = dataclasses.asdict(spec)
     values["dtype"] = spec.effective_dtype
     values.pop("framework_dtype")
     return {k: v for k, v in values.items() if k not in NOT_MEMORY}
-
-
-def on_card(row: Mapping[str, Any], budget_gib: float) -> tuple[str, float | None, float | None]:
-    """(what a measured row says of a card of budget_gib, its peak, the budget it ran under)."""
-    peak, _ = peak_memory(row)
-    ran_under = finite_or_none(row.get("memory_budget_gib")) or finite_or_none(row.get("gpu_total_gib"))
-    status = row.get("status")
-    if status == COMPLETED and peak is not None:
-        return (MEASURED_FITS if peak <= budget_gib else MEASURED_OOM), peak, ran_under
-    if status == IMPLIED and ran_under is not None and ran_under <= budget_gib:
-        return MEASURED_FITS, peak, ran_under
-    if status == OOM and ran_under is not None and ran_under >= budget_gib:
-        return MEASURED_OOM, peak, ran_under
-    if status in (TIMEOUT, OOM) and peak is not None and peak > budget_gib:
-        return MEASURED_OOM, peak, ran_under
-    return MEASURED_UNDECIDED, peak, ran_under
 
 
 def fit_map(
@@ -444,6 +419,9 @@ __all__ = [
     "FITS",
     "KS",
     "LENGTHS",
+    "MEASURED_FITS",
+    "MEASURED_OOM",
+    "MEASURED_UNDECIDED",
     "UNCERTAIN",
     "Boundary",
     "FitMap",

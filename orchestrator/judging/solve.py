@@ -303,6 +303,11 @@ class SolveRequest:
     # --trials rows measured for exactly a candidate on this card and budget (cli/solve.py's answered_by):
     # value -> row (with its _provenance); each answers its value instead of a probe
     answered: dict[int, dict] = field(default_factory=dict)
+    # what each candidate is answered from before any probe (judging.answer, as fits answers it): every
+    # --trials row, the peak its probes read (GPU where NVML finds one, else RSS), its own step simulated
+    rows: list[dict] = field(default_factory=list)
+    measure: str | None = None
+    simulate: bool = False
 
     def spec(self, value: int) -> TrialSpec:
         spec = TrialSpec(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from orchestrator.judging.answer import answer as memory_answer
+from orchestrator.judging.answer import answer_digits
 from orchestrator.judging.memory import Forecast
 from orchestrator.judging.solve import (
     SYMBOLS,
@@ -17,7 +19,6 @@ from orchestrator.judging.solve import (
     SolveRequest,
     gib_text,
     measured_from_row,
-    predicted_guess,
     search,
 )
 from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
@@ -75,12 +76,17 @@ def run_solve(request: SolveRequest, *, say: Callable[[str], None] = print) -> A
             sources[value] = row.get("_provenance") or "a source not named"
             say(f"{symbol}={value}: measured by {row['trial_key']} from {sources[value]}: not probed")
         forecast = Forecast(ledger.rows, simulated=request.simulated)
-        predictions = [forecast.model().predict(specs[v]) for v in request.values]
-        for value, prediction in zip(request.values, predictions, strict=True):
-            say(
-                f"{symbol}={value}: {prediction.describe()}, {prediction.verdict(budget)} ({prediction.basis})"
-            )
-        guess = predicted_guess(predictions, budget - request.headroom_gib)
+        # each candidate's answer before any probe: the one fits, predict and fitmap give (judging.answer)
+        rows = [*ledger.rows.values(), *request.rows]
+        said = [
+            memory_answer(specs[v], rows, budget, request.measure, request.simulate) for v in request.values
+        ]
+        digits = answer_digits(budget)
+        for value, a in zip(request.values, said, strict=True):
+            figure = a.peak_words(digits) if a.peak_gib is not None else f"{a.interval_words(digits)} GiB"
+            reach = f" ({a.interval_words(digits)})" if a.peak_gib is not None else ""
+            say(f"{symbol}={value}: {a.verdict}, {figure}{reach}, {a.kind}")
+        guess = answered_guess(said, budget - request.headroom_gib)
         recorder = Recorder(specs.values(), [StepsFiles(out), TrialsFile(ledger)], predictions=forecast.made)
 
         def measure(value: int) -> Measured:
@@ -99,6 +105,22 @@ def run_solve(request: SolveRequest, *, say: Callable[[str], None] = print) -> A
             answer.beyond = _beyond(request, forecast, budget)
         (out / "solve.json").write_text(json.dumps(answer.to_dict(), indent=2))
     return answer
+
+
+def answered_guess(answers: list, budget_gib: float) -> int | None:
+    """The index of the largest candidate whose answer (judging.answer) puts its peak within the budget
+    (an implied answer: its bound), 0 when none does, None when no candidate has an answer."""
+    from orchestrator.judging.memory import UNKNOWN
+
+    known = [i for i, a in enumerate(answers) if a.verdict != UNKNOWN]
+    if not known:
+        return None
+
+    def within(a) -> bool:
+        figure = a.peak_gib if a.peak_gib is not None else a.high_gib
+        return figure is not None and figure <= budget_gib
+
+    return max((i for i in known if within(answers[i])), default=0)
 
 
 def _beyond(request: SolveRequest, forecast: Forecast, budget_gib: float) -> str | None:

@@ -124,8 +124,16 @@ def question(spec) -> list[str]:
 
 
 def _trl(text: str) -> str:
-    (line,) = [x for x in text.splitlines() if x.startswith("  TRL ")]
-    return line
+    """TRL's answer: its short line and the details under it (not where the row came from), one line."""
+    lines = text.splitlines()
+    (start,) = [i for i, x in enumerate(lines) if x.startswith("  TRL ")]
+    block = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("    "):
+            break
+        if not line.startswith(("    from ", "    measured with other versions")):
+            block.append(line)
+    return " ".join(" ".join(block).split())
 
 
 def test_a_trial_logged_to_a_tracking_server_answers_from_it_naming_its_run_card_and_date(

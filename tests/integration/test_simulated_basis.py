@@ -101,20 +101,28 @@ def test_a_first_simulated_answer_prints_the_answer_and_nothing_the_libraries_sa
     # Llama: no GPU row of its family, so no upper bound on the simulator's error there (and the calibrate
     # line that would measure it, one per stack, under the answer)
     labels = [stacks.label(name) for name in stacks.names()]
-    answers = lines[1 : 1 + len(labels)]
-    assert [line.split()[:2] for line in answers] == [[label, "uncertain"] for label in labels]
-    assert all("simulated (" in line and "no llama GPU row" in line for line in answers)
-    # every other line is the answer's own: its assumptions, how to read it, what would bound it, seconds
-    # per step on the card (its block indented), the calibrate line per stack; nothing a library printed
+    answers = [_block(lines, label) for label in labels]
+    assert [a.split()[:2] for a in answers] == [[label, "uncertain"] for label in labels]
+    assert all("simulated (" in a and "no llama GPU row" in a for a in answers)
+    # every other line is the answer's own: the question wrapped, each stack's answer (its details
+    # indented), its assumptions, how to read it, what would bound it, seconds per step on the card (its
+    # block indented), the calibrate line per stack; nothing a library printed
     own = ("assumed: ", "K is TRL's num_generations", "Seconds per step", ", ".join(labels) + ": no change")
-    rest = lines[1 + len(labels) :]
-    calibrate = [
-        line for line in rest if " is uncertain: measure it on the card with `rlsweep calibrate" in line
-    ]
+    calibrate = [line for line in lines if " is uncertain: measure it on the card with a few" in line]
     assert len(calibrate) == len(labels)
-    assert all(line.startswith((" ", *own)) or line in calibrate for line in rest), rest
+    assert all(line.startswith((" ", *own)) or line in calibrate for line in lines[1:]), lines
     # each names the phase that set its peak
     assert all(
-        re.search(r"allocated [0-9.]+ GiB in (generation|decoding|scoring|training), ", line)
-        for line in answers
+        re.search(r"allocated [0-9.]+ GiB in (generation|decoding|scoring|training), ", a) for a in answers
     )
+
+
+def _block(lines: list[str], label: str) -> str:
+    """A stack's answer: its short line and the details wrapped under it, as one line."""
+    (start,) = [i for i, x in enumerate(lines) if x.startswith(f"  {label} ")]
+    block = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("    "):
+            break
+        block.append(line)
+    return " ".join(" ".join(block).split())

@@ -145,13 +145,16 @@ def test_predict_on_a_named_card_prints_the_decode_speed_of_its_stacks(capsys):
     assert "3,350 / 864 GB/s" in line and "TRL Qwen2.5-3B-Instruct" in line and "Unsloth" in line
 
 
-def test_a_plan_with_a_trial_already_run_labels_the_cards_times_beside_each(tmp_path, capsys):
+def test_a_plan_with_a_trial_already_run_labels_the_cards_times_beside_each(tmp_path, capsys, monkeypatch):
     from orchestrator.recording.sinks import TrialsTable, trial_row
 
     first = plan(load_sweep(FRONTIER)).trials[0]
     row = trial_row(first, None, [], status="completed")
     row["wall_s"] = 42.0
     TrialsTable(tmp_path / "trials.parquet").upsert(row)
+    from orchestrator.cli import _common
+
+    monkeypatch.setattr(_common.out, "width", 200)  # the trial keys beside the memory answers: wide
     assert main(["run", "--dry-run", str(FRONTIER), "--output-dir", str(tmp_path), "--card", "4090"]) == 0
     said = capsys.readouterr().out
     ran = next(line for line in said.splitlines() if first.trial_key in line)

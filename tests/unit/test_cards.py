@@ -59,9 +59,18 @@ def test_an_ambiguous_card_name_suggests_each_card_it_could_mean():
 
 def test_predict_takes_a_card_as_its_budget(tmp_path, capsys):
     out = str(tmp_path / "out")
-    assert main(["predict", CPU_SMOKE, "--card", "24gb", "--output-dir", out, "--measure", "RSS"]) == 0
+    assert main(["predict", CPU_SMOKE, "--card", "24gb", "--output-dir", out, "--no-simulate"]) == 0
     printed = capsys.readouterr().out
     assert "card: 24GB (24.00 GiB usable" in printed and "budget 24 GiB" in printed
+    assert "peak GPU predicted" in printed  # a card's memory is a GPU's, on this host without one too
+
+
+def test_a_card_is_never_answered_in_the_hosts_rss(tmp_path, capsys):
+    out = str(tmp_path / "out")
+    assert main(["predict", CPU_SMOKE, "--card", "24gb", "--output-dir", out, "--measure", "RSS"]) == 2
+    said = capsys.readouterr()
+    assert "--card 24GB and --measure RSS: a card is answered in GPU memory" in said.out + said.err
+    assert "--budget-gib 24" in said.out + said.err  # the fix: judge the host's RSS against that much
 
 
 def test_predict_refuses_an_unknown_card_with_the_list(tmp_path, capsys):

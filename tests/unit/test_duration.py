@@ -62,7 +62,7 @@ def test_run_prints_the_estimate_before_any_trial_starts(capsys, monkeypatch, tm
         main(["run", str(FRONTIER), "--output-dir", str(tmp_path / "out"), "--no-report"])
     said = str(ended.value)
     assert "estimated time on an H100" in said and "synthetic probes" in said
-    assert "expected, were the memory model's verdicts right" in said and "ms per token" in said
+    assert "expected, were the memory answers right" in said and "ms per token" in said
     assert not (tmp_path / "out").exists()
 
 

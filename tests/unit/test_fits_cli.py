@@ -19,17 +19,28 @@ def _line(text: str, stack: str) -> str:
     return line
 
 
-def test_each_stack_answers_in_one_line_with_its_interval_basis_and_the_assumptions(capsys):
+def _words(line: str) -> list[str]:
+    """An answer line's fields: stack, verdict, peak, interval, basis (two spaces or more apart)."""
+    return [w for w in line.strip().split("  ") if w.strip()]
+
+
+def test_each_stack_answers_in_one_short_line_its_interval_named_and_its_basis_below(capsys):
     code, text = run_cli(["fits", "--model", "Qwen/Qwen3-4B", "--card", "16gb", "--k", "8", "--b", "1",
                           "--length", "1024"], capsys)  # fmt: skip
     assert code == 0, text
     trl, unsloth = _line(text, "TRL"), _line(text, "Unsloth")
     for line in (trl, unsloth):
-        assert any(v in line for v in ("fits", "does not fit", "uncertain")) and "(90%: " in line
-        assert "predicted (the prior" in line  # no measured trial of Qwen3
-    assert "K=8 completions per prompt x B=1 prompts per step" in text
-    assert "per_device_train_batch_size 8" in text and "max_prompt_length 256" in text
-    assert "gradient_checkpointing on" in text and "Intervals are 90%" in text
+        stack, verdict, peak, interval, basis = (w.strip() for w in _words(line))
+        assert verdict in ("fits", "does not fit", "uncertain") and peak.endswith(" GiB"), line
+        assert "-" in interval and basis == "predicted", line  # no measured trial of Qwen3
+    flat = " ".join(text.split())  # the details wrap
+    assert flat.count("interval: the memory model's 90% prediction interval (the prior)") == 3
+    assert "predicted (the prior: no trial of its family measured)" in flat
+    assert "K=8 completions per prompt x B=1 prompts per step" in flat
+    assert "per_device_train_batch_size 8" in flat and "max_prompt_length 256" in flat
+    assert "gradient_checkpointing on" in flat and "An answer's interval is named under it" in flat
+    long = [x for x in text.splitlines() if len(x) > 80 and not x.startswith("    rlsweep calibrate")]
+    assert not long, long  # readable at 80 columns: only a command to paste runs past it
     if "uncertain" in trl:  # the line that would settle it
         assert "rlsweep calibrate --model Qwen/Qwen3-4B --stack trl --card 16GB --k 8 --b 1" in text
 
@@ -37,15 +48,22 @@ def test_each_stack_answers_in_one_line_with_its_interval_basis_and_the_assumpti
 def test_a_measured_row_answers_before_any_prediction(capsys):
     code, text = run_cli(["fits", *QWEN3B, "--k", "4", "--b", "2", "--length", "128", *ROWS], capsys)
     assert code == 0, text
-    assert "fits" in _line(text, "TRL") and "4.99 GiB" not in _line(text, "TRL")
-    assert "5.0 GiB  measured (trl-grpo-rand-qwen2.5-3b-k4-b2-" in _line(text, "TRL")
+    assert [w.strip() for w in _words(_line(text, "TRL"))] == ["TRL", "fits", "5.0 GiB", "5.0", "measured"]
+    assert "measured (trl-grpo-rand-qwen2.5-3b-k4-b2-" in text and "interval: the measured peak" in text
 
 
 def test_a_measured_out_of_memory_is_the_headline_however_the_prediction_reads(capsys):
     # Round 2 ran TRL out of memory at 512 tokens under 16 GiB; the prior's interval straddles the budget.
     code, text = run_cli(["fits", *QWEN3B, "--k", "8", "--b", "2", "--length", "512", *ROWS], capsys)
     assert code == 0, text
-    assert "does not fit  > 16.0 GiB  measured: out of memory under 16 GiB" in _line(text, "TRL")
+    assert [w.strip() for w in _words(_line(text, "TRL"))] == [
+        "TRL",
+        "does not fit",
+        "-",
+        "> 16.0",
+        "measured",
+    ]
+    assert "measured: out of memory under 16 GiB" in text
     # and K=16 at that length needs at least as much: implied by the same measurement
     code, text = run_cli(["fits", *QWEN3B, "--k", "16", "--b", "2", "--length", "512", *ROWS], capsys)
     assert "does not fit" in _line(text, "TRL") and "implied: trl-grpo-rand-qwen2.5-3b-k8-b2-" in text
@@ -54,7 +72,8 @@ def test_a_measured_out_of_memory_is_the_headline_however_the_prediction_reads(c
 def test_a_smaller_configuration_is_implied_to_fit_by_a_measured_larger_one(capsys):
     code, text = run_cli(["fits", *QWEN3B, "--k", "4", "--b", "1", "--length", "128", *ROWS], capsys)
     assert code == 0, text
-    assert "fits          <= 5.0 GiB  implied: trl-grpo-rand-qwen2.5-3b-k4-b2-" in _line(text, "TRL")
+    assert [w.strip() for w in _words(_line(text, "TRL"))] == ["TRL", "fits", "-", "<= 5.0", "implied"]
+    assert "implied: trl-grpo-rand-qwen2.5-3b-k4-b2-" in text
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Generation by vLLM counted in a simulated answer (orchestrator/judging/memory/_vllm.py, fits.judged):
+"""Generation by vLLM counted in a simulated answer (orchestrator/judging/memory/_vllm.py, judging.answer.judged):
 vLLM's pool as the share of the card its own code asks for, its weights shared or its own, sleep mode's
 release between generations, server mode on other GPUs, and the starts vLLM refuses; and `fits` with
 `generation=vllm` answers from the prior without asking for a setting it refuses."""
@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from orchestrator.cli.fits import judged
+from orchestrator.judging.answer import judged
 from orchestrator.judging.memory._model import model_shape
 from orchestrator.judging.memory._vllm import held, one_sequence_gib, weights_gib
 from tests.helpers.cli import run_cli

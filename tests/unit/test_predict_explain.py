@@ -121,7 +121,7 @@ def test_predict_explain_and_solves_predictions_answer_for_every_bundled_model(t
     )
     assert main(["predict", sweep, "--output-dir", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
-    assert "unknown" not in printed and "basis prior" in printed  # every model's prediction from the prior
+    assert "unknown" not in printed and "basis predicted" in printed and "(the prior)" in printed
     for model in models:
         short = model.split("/")[-1]
         assert (

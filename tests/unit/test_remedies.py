@@ -115,7 +115,7 @@ def test_fitmap_gives_remedies_where_not_even_the_shortest_completion_surely_fit
 def test_through_the_real_simulated_step_each_suggestion_simulates_as_fitting(monkeypatch):
     """fits' own answer (measured rows, else its step simulated on meta tensors) as the check."""
     from orchestrator.cli._answers import prior_proposer
-    from orchestrator.cli.fits import answer, answer_check
+    from orchestrator.judging.answer import answer, answer_check
 
     monkeypatch.setenv("RLSWEEP_SIMULATE", "1")
     spec = TrialSpec(model="Qwen/Qwen2.5-0.5B-Instruct", framework="trl", num_generations=8, batch_size=1,
@@ -150,7 +150,7 @@ def test_an_answer_with_no_upper_bound_gets_no_search_and_says_what_would_bound_
     """A simulated answer on a family no GPU row measured has no upper bound: no change could be called
     a fit, so none is checked (each would be a simulation spent for nothing) and the line says why."""
     from orchestrator.cli._answers import print_remedies
-    from orchestrator.cli.fits import Answer
+    from orchestrator.judging.answer import Answer
 
     unbounded = Answer("TRL", "uncertain", "simulated (...)", 16.0, 12.4, float("inf"), "no qwen3 GPU row")
     checked = []

@@ -25,8 +25,15 @@ TRL_KEY = "trl-grpo-rand-qwen2.5-3b-k4-b2-"
 
 
 def _line(text: str, stack: str) -> str:
-    (line,) = [x for x in text.splitlines() if x.startswith("  " + stack + " ")]
-    return line
+    """A stack's answer: its short line, then the details wrapped under it, joined into one line."""
+    lines = text.splitlines()
+    (start,) = [i for i, x in enumerate(lines) if x.startswith("  " + stack + " ")]
+    block = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("    "):
+            break
+        block.append(line)
+    return " ".join(" ".join(block).split())
 
 
 def _h100_rows() -> list[dict]:
@@ -65,8 +72,9 @@ def test_an_exported_file_answers_as_the_folder_it_came_from_and_names_its_prove
     _, from_folder = run_cli([*QUESTION, "--card", "16gb", "--trials", str(H100)], capsys)
     code, from_file = run_cli([*QUESTION, "--card", "16gb", "--trials", str(target)], capsys)
     assert code == 0, from_file
-    assert _line(from_file, "TRL") == _line(from_folder, "TRL")
-    assert "5.0 GiB  measured (" + TRL_KEY in _line(from_file, "TRL")
+    first = _line(from_file, "TRL").split(" interval: ")[0]  # the answer; its provenance names its file
+    assert first == _line(from_folder, "TRL").split(" interval: ")[0]
+    assert "5.0 GiB 5.0 measured interval: the measured peak measured (" + TRL_KEY in _line(from_file, "TRL")
     assert (
         f"from {target}: NVIDIA H100 80GB HBM3 under a 16 GiB budget, 2026-11-26, torch 2.11.0" in from_file
     )
@@ -111,12 +119,13 @@ def test_two_machines_answer_one_question_the_matching_card_s_row_measured_the_o
     assert f"from {rtx}/trials.parquet: NVIDIA GeForce RTX 4090" in text
     # the same question on a 16 GiB card: the H100's rows ran under a 16 GiB budget, so they are measured
     code, text = run_cli([*QUESTION, "--card", "16gb", *both], capsys)
-    assert "5.0 GiB  measured (" + TRL_KEY in _line(text, "TRL") and f"from {h100}/trials.parquet" in text
+    assert "5.0 GiB 5.0 measured" in _line(text, "TRL") and "measured (" + TRL_KEY in _line(text, "TRL")
+    assert f"from {h100}/trials.parquet" in text
     # with the H100's alone, the 24 GiB card's answer is only implied: another card, another budget
     code, text = run_cli([*QUESTION, "--card", "24gb", "--trials", str(h100)], capsys)
     assert "implied: " + TRL_KEY in _line(text, "TRL") and "measured (" not in _line(text, "TRL")
     assert "on another card or budget: NVIDIA H100 80GB HBM3 under a 16 GiB budget" in _line(text, "TRL")
-    # and its out-of-memory under 16 GiB says nothing of 24 GiB (judging.fitmap.on_card's rule)
+    # and its out-of-memory under 16 GiB says nothing of 24 GiB (judging.answer.on_card's rule)
     bigger = ["fits", "--model", "Qwen/Qwen2.5-3B-Instruct", "--k", "8", "--b", "2", "--length", "512", *ROWS]
     code, text = run_cli([*bigger, "--card", "24gb", "--trials", str(h100)], capsys)
     assert "measured" not in _line(text, "TRL") and "implied" not in _line(text, "TRL")

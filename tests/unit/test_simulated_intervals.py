@@ -9,7 +9,7 @@ import math
 import pytest
 
 from bench.bench_false_fits import coverage, error_ranges, judged, load
-from orchestrator.cli.fits import judged as answer
+from orchestrator.judging.answer import judged as answer
 from orchestrator.judging.memory._interval import (
     LOO_FACTOR,
     UNCHECKED_ERROR,
