@@ -28,7 +28,7 @@ from tests.helpers.code_sandbox import (
     sandbox_processes,
     sandbox_tree,
 )
-from tests.helpers.hostile_code import BIG_WRITE, DAEMON, FORK_BOMB, GROWING_MEMORY_BOMB, LOOP, MEMORY_BOMB
+from tools.inputs.hostile_code import BIG_WRITE, DAEMON, FORK_BOMB, GROWING_MEMORY_BOMB, LOOP, MEMORY_BOMB
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ import pytest
 
 from tasks import TASKS, load_task, task_problems
 from tasks.rewards import FORMAT_SYSTEM_PROMPT, compose_rewards, format_score, reward_function
-from tests.helpers.adversarial import ADVERSARIAL
+from tools.inputs.adversarial import ADVERSARIAL
 
 # Small settings that build each task in well under a second without network.
 SMALL = {

@@ -17,7 +17,7 @@ eval_before_* and the steps' eval_pass_at_1, 64 one-digit sums):
   truncated  one-digit sums cut at 1 token, scored by digit overlap (rewards: digits), which still varies
 
 With --record, a run whose verdict is the one it stands for has its steps written to
-tests/fixtures/learning/<verdict>-smollm2-<run>.parquet (and its before-training evaluation beside it,
+bench/data/learning/<verdict>-smollm2-<run>.parquet (and its before-training evaluation beside it,
 .json): the real traces tests/unit/test_verdict.py judges. A run that reads another verdict is reported,
 never recorded.
 """
@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.helpers.learning_traces import LEARNING_TRACES  # noqa: E402
+from tools.inputs.learning_traces import LEARNING_TRACES  # noqa: E402
 
 SUMS = {
     "operand_digits": 1,
@@ -126,7 +126,7 @@ def main() -> None:
     parser.add_argument("--runs", default=",".join(RUNS))
     parser.add_argument("--steps", type=int, default=30, help="steps of the learning run (the others take 8)")
     parser.add_argument("--timeout-s", type=int, default=3600, help="each trial's wall-clock limit")
-    parser.add_argument("--record", action="store_true", help="write the traces to tests/fixtures/learning")
+    parser.add_argument("--record", action="store_true", help="write the traces to bench/data/learning")
     parser.add_argument("--out", type=Path, default=Path("/tmp/bench-learning"))
     parser.add_argument("--from-out", action="store_true", help="judge and record the runs already in --out")
     args = parser.parse_args()

@@ -2,7 +2,7 @@
 (tasks/code/_sandbox.py), benign and hostile mixes, with 1 and N reward workers.
 
 Benign: the shipped problems' reference solutions (every test passes) and a wrong solution per
-problem (every test fails), 3-4 tests each. Hostile: tests/helpers/hostile_code.py (endless loop, fork
+problem (every test fails), 3-4 tests each. Hostile: tools/inputs/hostile_code.py (endless loop, fork
 bomb, memory bomb, 10 GB write, detached daemon, socket, and one completion per act: a read, write or
 delete outside its folder, a signal to its parent, a process or thread left running, a network attempt,
 a program started), at reward_timeout_s 1 s; every one must total 0 under the default rewards. Reports
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tasks.code import SHIPPED, Grader, _sandbox  # noqa: E402
-from tests.helpers.hostile_code import ACTS, HOSTILE  # noqa: E402
+from tools.inputs.hostile_code import ACTS, HOSTILE  # noqa: E402
 
 TIMEOUT_S = 1.0
 TESTS = ["assert double(3) == 6", "assert double(4) == 8", "assert double(0) == 0"]

@@ -33,7 +33,7 @@ from tasks import load_task  # noqa: E402
 from tasks.bounded import SCORING  # noqa: E402
 from tasks.reasoning_gym import available_datasets, generate, installed  # noqa: E402
 from tasks.rewards import reward_function  # noqa: E402
-from tests.helpers.adversarial import ADVERSARIAL, NESTED_LOG, POWER_PRODUCT, negations  # noqa: E402
+from tools.inputs.adversarial import ADVERSARIAL, NESTED_LOG, POWER_PRODUCT, negations  # noqa: E402
 
 GENERATED = 6  # seeded random answers per kind
 

@@ -1,4 +1,4 @@
-"""Recorded step rows of real training runs (tests/fixtures/learning/*.parquet), for the verdict tests.
+"""Recorded step rows of real training runs (bench/data/learning/*.parquet), for the verdict tests and bench/accuracy/learning.py.
 
 A trace's file name starts with the verdict it must read, then `-` and what ran: e.g.
 `learning-smollm2-sums.parquet` (a SmolLM2 run that learns), `diverged-smollm2-lr1e-2.parquet`. Each file
@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-LEARNING_TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "learning"
+LEARNING_TRACES = Path(__file__).resolve().parents[2] / "bench" / "data" / "learning"
 
 
 def learning_trace_files() -> list[Path]:
@@ -30,7 +30,7 @@ def expected_verdict(path: Path) -> str:
 
 def load_learning_trace(path: Path | str) -> list[dict[str, Any]]:
     """A trace's step rows as dicts (the shape judge() and the recorder take), in step order; a bare name
-    is looked up in tests/fixtures/learning/."""
+    is looked up in bench/data/learning/."""
     path = Path(path)
     if not path.is_absolute() and not path.exists():
         path = LEARNING_TRACES / path.name
