@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import io
+import os
 import pkgutil
 import shutil
 import subprocess
@@ -94,8 +95,14 @@ def coerce(key: str, text: str, default: Any) -> Any:
                     pass
         return text
     except ValueError:
-        kind = "true or false" if isinstance(default, bool) else type(default[0] if isinstance(default, list | tuple) else default).__name__
-        raise BadInput(f"--set {key}={text}: {key} takes {kind} (its default is {default!r}); e.g. --set {key}={default!r}") from None
+        kind = (
+            "true or false"
+            if isinstance(default, bool)
+            else type(default[0] if isinstance(default, list | tuple) else default).__name__
+        )
+        raise BadInput(
+            f"--set {key}={text}: {key} takes {kind} (its default is {default!r}); e.g. --set {key}={default!r}"
+        ) from None
 
 
 def settings(chosen: list[Benchmark], pairs: list[str], smoke: bool) -> dict[str, dict[str, Any]]:
@@ -121,6 +128,20 @@ def settings(chosen: list[Benchmark], pairs: list[str], smoke: bool) -> dict[str
             else:
                 out[b.name][key] = coerce(key, text, default)
         given.add(key)
+    for b in chosen:
+        for key, allowed in b.choices.items():
+            value = out[b.name][key]
+            bad = [v for v in (value if isinstance(value, list | tuple) else [value]) if v not in allowed]
+            if bad:
+                raise BadInput(
+                    f"--set {key}={','.join(map(str, bad))}: {b.name}'s {key} is one of {', '.join(map(str, allowed))}; "
+                    f"e.g. --set {key}={allowed[0]}"
+                )
+        for key, (test, rule) in b.rules.items():
+            if not test(out[b.name][key]):
+                raise BadInput(
+                    f"--set {key}={out[b.name][key]}: {b.name}'s {key} takes {rule}; e.g. --set {key}={b.params[key]}"
+                )
     return out
 
 
@@ -156,6 +177,7 @@ def run_one(b: Benchmark, params: dict[str, Any], *, smoke: bool, refit: bool, r
         "parameters": params,
         "scratch": str(context.scratch),
     }
+    environ, cwd = dict(os.environ), os.getcwd()  # put back after it: a benchmark may set its own
     tee, t0 = _Tee(sys.stdout), time.monotonic()
     metrics, error = None, None
     stdout, sys.stdout = sys.stdout, tee
@@ -168,6 +190,9 @@ def run_one(b: Benchmark, params: dict[str, Any], *, smoke: bool, refit: bool, r
         print(error, file=sys.stderr)
     finally:
         sys.stdout = stdout
+        os.environ.clear()
+        os.environ.update(environ)
+        os.chdir(cwd)
     if error is None and not isinstance(metrics, dict):
         error = f"{b.module}.{b.fn.__name__} returned {type(metrics).__name__}, not a dict of metrics"
     goals = [g.check(metrics or {}) for g in (b.smoke_goals if smoke else b.goals)]
@@ -213,9 +238,13 @@ def main(argv: list[str] | None = None, records: Path = _records.RECORDS) -> int
             print(listing({b.name: b for b in chosen}))
             return 0
         if args.gpu and not has_gpu():
-            raise BadInput("--gpu: no NVIDIA GPU here (nvidia-smi -L failed); run it on a GPU host, or drop --gpu")
+            raise BadInput(
+                "--gpu: no NVIDIA GPU here (nvidia-smi -L failed); run it on a GPU host, or drop --gpu"
+            )
         if not chosen:
-            raise BadInput(f"NAME|TAG {' '.join(args.select) or '(none)'}: selects no benchmark here; see python -m bench --list")
+            raise BadInput(
+                f"NAME|TAG {' '.join(args.select) or '(none)'}: selects no benchmark here; see python -m bench --list"
+            )
         params = settings(chosen, args.set, args.smoke)
     except BadInput as e:
         print(f"python -m bench: {e}", file=sys.stderr)
@@ -225,8 +254,20 @@ def main(argv: list[str] | None = None, records: Path = _records.RECORDS) -> int
         print(f"\n=== [{i}/{len(chosen)}] {b.kind}/{b.name}{' (smoke)' if args.smoke else ''}", flush=True)
         record = run_one(b, params[b.name], smoke=args.smoke, refit=args.refit, records=records)
         done.append(record)
-        missed = [f"{g['metric']} {g['rule']} (measured {g['measured']})" for g in record["goals"] if not g["passed"]]
-        verdict = "passed" if record["passed"] else ("FAILED: " + (record["error"] or "").strip().splitlines()[-1] if record["error"] else "MISSED " + "; ".join(missed))
+        missed = [
+            f"{g['metric']} {g['rule']} (measured {g['measured']})"
+            for g in record["goals"]
+            if not g["passed"]
+        ]
+        verdict = (
+            "passed"
+            if record["passed"]
+            else (
+                "FAILED: " + (record["error"] or "").strip().splitlines()[-1]
+                if record["error"]
+                else "MISSED " + "; ".join(missed)
+            )
+        )
         print(f"--- {b.name}: {verdict} ({record['wall_s']:.1f} s) -> {record['path']}", flush=True)
     print("\n| benchmark | wall (s) | goals | passed |\n|---|---|---|---|")
     for r in done:

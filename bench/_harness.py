@@ -55,7 +55,12 @@ class Goal:
     def check(self, metrics: dict) -> dict:
         measured = metrics.get(self.metric)
         passed = measured is not None and bool(OPS[self.op](measured, self.value))
-        return {"metric": self.metric, "rule": f"{self.op} {self.value}", "measured": measured, "passed": passed}
+        return {
+            "metric": self.metric,
+            "rule": f"{self.op} {self.value}",
+            "measured": measured,
+            "passed": passed,
+        }
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,8 @@ class Benchmark:
     goals: tuple[Goal, ...]
     smoke_goals: tuple[Goal, ...]
     writes: tuple[str, ...]
+    choices: dict[str, tuple]
+    rules: dict[str, tuple[Callable[[Any], bool], str]]
 
     @property
     def kind(self) -> str:
@@ -93,10 +100,14 @@ def benchmark(
     goals: dict[str, str] | None = None,
     smoke_goals: dict[str, str] | None = None,
     writes: tuple[str, ...] = (),
+    choices: dict[str, tuple] | None = None,
+    rules: dict[str, tuple[Callable[[Any], bool], str]] | None = None,
     name: str | None = None,
 ) -> Callable[[Callable[[Context], dict]], Callable[[Context], dict]]:
     """Register a benchmark function (its name: the function's, or `name`). `smoke_goals` are the goals a
-    smoke run checks (default: `goals`; a smoke size can be too small for a goal that holds at full size)."""
+    smoke run checks (default: `goals`; a smoke size can be too small for a goal that holds at full size).
+    `choices`: a parameter's allowed values (each item of a list), and `rules`: (a test of its value, the
+    rule in words), both checked before anything runs."""
     if needs not in NEEDS:
         raise ValueError(f"needs {needs!r}: one of {', '.join(NEEDS)}")
 
@@ -123,6 +134,8 @@ def benchmark(
             if smoke_goals is None
             else tuple(Goal.parse(m, r) for m, r in smoke_goals.items()),
             writes=tuple(writes),
+            choices={k: tuple(v) for k, v in (choices or {}).items()},
+            rules=dict(rules or {}),
         )
         return fn
 
@@ -181,6 +194,19 @@ class Context:
                 capture_output=True,
             )
         return json.loads((out / "trial.json").read_text())
+
+    def shipped(self, path: Path, text: str) -> bool:
+        """A fitter's output, a file the package ships: rewritten under --refit (`make refit`); otherwise only
+        compared. True where the file holds `text` (the fit of the rows as they are now)."""
+        current = path.read_text() if path.is_file() else None
+        where = path.relative_to(self.root) if path.is_relative_to(self.root) else path
+        if self.refit:
+            path.write_text(text)
+            print(f"{where}: {'unchanged' if current == text else 'rewritten'} (--refit)", flush=True)
+            return True
+        if current != text:
+            print(f"{where} differs from the fit of the rows now; `make refit` rewrites it", flush=True)
+        return current == text
 
     def table(self, title: str, header: list[str], rows: list[list[Any]]) -> str:
         """A markdown table, printed and kept in the record under `tables[title]`."""

@@ -26,7 +26,9 @@ def record_path(records: Path, name: str, smoke: bool) -> Path:
 def commit() -> str | None:
     """HEAD's hash, `+dirty` where tracked files differ from it; None outside a git checkout."""
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
+        )
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True,
             timeout=10,
@@ -53,7 +55,10 @@ def card() -> str | None:
     """The GPU's name as nvidia-smi gives it (the first; None without one)."""
     try:
         proc = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -5,35 +5,45 @@ The simulation: torch's allocated peak, the uncapped replay's reserved peak, `ne
 step runs in: live tensors plus the fragmentation no release removes) and the reserved it holds under
 the budget's capacity for torch (the budget less the context), each + the context as NVML would read it.
 The measurement (--trials, folders of `rlsweep trial` outputs): each trial.json's status, budget, NVML
-and torch reserved peaks. bench/gpu_round4.sh's `capped` item runs the configuration with the budget
+and torch reserved peaks. bench/gpu/round4.sh's `capped` item runs the configuration with the budget
 (memory_budget_gib: trainers/device.py caps torch's allocator there) and without, then this.
 
-    python bench/bench_capped.py --stack trl --model random:Qwen/Qwen2.5-3B-Instruct -k 16 -b 1 \\
-        --length 576 --budget-gib 16 [--trials DIR ...]
+    python -m bench capped --set stack=trl --set model=random:Qwen/Qwen2.5-3B-Instruct --set k=16 --set b=1 \\
+        --set length=576 --set budget_gib=16 [--set trials=DIR ...]
+
+Parameters: length (max_completion_length), prompt (max_prompt_length), prompt_tokens (the synthetic
+prompts' tokens), trials (folders holding trial.json files).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
-CONTEXT_GIB = 0.76  # the H100's NVML less torch's reserved on every row (bench/bench_simulate.py)
+from bench import Context, benchmark
+
+CONTEXT_GIB = 0.76  # the H100's NVML less torch's reserved on every row (bench/accuracy/simulate.py)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stack", default="trl")
-    parser.add_argument("--model", default="random:Qwen/Qwen2.5-3B-Instruct")
-    parser.add_argument("-k", type=int, default=16)
-    parser.add_argument("-b", type=int, default=1)
-    parser.add_argument("--length", type=int, default=576, help="max_completion_length")
-    parser.add_argument("--prompt", type=int, default=256, help="max_prompt_length")
-    parser.add_argument("--prompt-tokens", type=int, default=34, help="the synthetic prompts' tokens")
-    parser.add_argument("--iterations", type=int, default=1)
-    parser.add_argument("--budget-gib", type=float, default=16.0)
-    parser.add_argument("--trials", nargs="*", default=[], help="folders holding trial.json files")
-    args = parser.parse_args()
+@benchmark(
+    tags=("memory", "simulate"),
+    needs="cpu",
+    params={
+        "stack": "trl",
+        "model": "random:Qwen/Qwen2.5-3B-Instruct",
+        "k": 16,
+        "b": 1,
+        "length": 576,
+        "prompt": 256,
+        "prompt_tokens": 34,
+        "iterations": 1,
+        "budget_gib": 16.0,
+        "trials": [],
+    },
+    smoke={},
+)
+def capped(ctx: Context) -> dict:
+    args = ctx.args
     from trainers.simulate import simulate
     from trainers.trial import TrialSpec
 
@@ -70,8 +80,10 @@ def main() -> int:
             f"| {path.parent.name} | {budget or 'none'} | {outcome.get('status')} | "
             f"{'-' if nvml is None else f'{nvml:.3f}'} | {'-' if reserved is None else f'{reserved:.3f}'} |"
         )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return {
+        "allocated_gib": step.allocated_gib,
+        "reserved_uncapped_gib": step.reserved_gib,
+        "needed_gib": step.needed_gib,
+        "reserved_capped_gib": capped,
+        "trials_read": len(found),
+    }

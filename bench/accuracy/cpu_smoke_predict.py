@@ -14,47 +14,53 @@ prints, per trial:
 Errors are (predicted - measured) / measured, of the RSS peak (a CPU run); goal: within 10%.
 
 Usage:
-  python bench/bench_cpu_smoke_predict.py                 # run the sweep into a temporary folder
-  python bench/bench_cpu_smoke_predict.py --from DIR      # a finished run's folder
+  python -m bench cpu_smoke_predict                     # run the sweep into a scratch folder
+  python -m bench cpu_smoke_predict --set source=DIR    # a finished run's folder
 """
 
 from __future__ import annotations
 
-import argparse
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from orchestrator.judging.memory import MemoryModel, spec_of  # noqa: E402
-from orchestrator.words.outcome import RSS  # noqa: E402
+from bench import Context, benchmark
+from orchestrator.judging.memory import MemoryModel, spec_of
+from orchestrator.words.outcome import RSS
 
 SETTINGS = ["memory.budget_gib=4", "oom.predict=true", "resources.max_concurrent=1"]
 
 
-def run(out: Path) -> None:
+def run(ctx: Context, out: Path) -> None:
     sets = [arg for setting in SETTINGS for arg in ("--set", setting)]
-    command = [sys.executable, "-m", "orchestrator.cli", "run", "sweeps/cpu-smoke.yaml", *sets]
-    subprocess.run([*command, "--output-dir", str(out), "--no-report"], cwd=ROOT, check=True)
+    ctx.rlsweep(
+        "run",
+        "sweeps/cpu-smoke.yaml",
+        *sets,
+        "--output-dir",
+        str(out),
+        "--no-report",
+        check=True,
+        quiet=False,
+    )
 
 
 def family(row: dict) -> str:
     return row["trial_key"].rsplit("-k", 1)[0]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--from", dest="source", type=Path, help="a finished run's output folder")
-    args = parser.parse_args()
-    if args.source is None:
-        args.source = Path(tempfile.mkdtemp(prefix="cpu-smoke-predict-"))
-        run(args.source)
-    rows = pq.read_table(args.source / "trials.parquet").to_pylist()
+@benchmark(
+    tags=("memory", "sweep"),
+    needs="cpu",
+    params={"source": ""},
+    goals={"recorded_worst_abs_error": "<= 0.10"},
+)
+def cpu_smoke_predict(ctx: Context) -> dict:
+    args = ctx.args
+    source = Path(args.source) if args.source else ctx.scratch
+    if not args.source:
+        run(ctx, source)
+    rows = pq.read_table(source / "trials.parquet").to_pylist()
     print(f"{'trial':40} {'measured':>8} {'recorded (from n)':>26} {'error':>7}")
     recorded = []
     for row in sorted(rows, key=lambda r: (family(r), r["num_generations"])):
@@ -68,11 +74,16 @@ def main() -> None:
     print(
         f"recorded: mean abs {sum(map(abs, recorded)) / len(recorded):.1%}, worst {max(map(abs, recorded)):.1%}"
     )
+    metrics = {
+        "recorded_mean_abs_error": sum(map(abs, recorded)) / len(recorded),
+        "recorded_worst_abs_error": max(map(abs, recorded)),
+    }
     for title, measured_k in (("one", (24,)), ("two", (2, 24))):
-        from_k(rows, title, measured_k)
+        metrics[f"from_{title}_worst_abs_error"] = from_k(rows, title, measured_k)
+    return metrics
 
 
-def from_k(rows: list[dict], title: str, measured_k: tuple[int, ...]) -> None:
+def from_k(rows: list[dict], title: str, measured_k: tuple[int, ...]) -> float | None:
     """Each family's K=48 trial predicted, with this code, from its trials at measured_k alone."""
     heading = f"K=48 from its K={' and K='.join(map(str, measured_k))}"
     print(f"\n{heading:40} {'measured':>8} {'predicted (interval)':>26} {'error':>7}")
@@ -90,7 +101,4 @@ def from_k(rows: list[dict], title: str, measured_k: tuple[int, ...]) -> None:
         print(
             f"from {title}: mean abs {sum(map(abs, errors)) / len(errors):.1%}, worst {max(map(abs, errors)):.1%}"
         )
-
-
-if __name__ == "__main__":
-    main()
+    return max(map(abs, errors)) if errors else None

@@ -8,21 +8,22 @@ A verdict agrees when it says fits and the trial completed, or does not fit and 
 `uncertain` (the prediction interval crosses the budget) is neither right nor wrong, and counted apart.
 The predicted peak's error is against the measured NVML peak of the completed rows.
 
-    .venv/bin/python bench/bench_fitmap_boundary.py
+    python -m bench fitmap_boundary
 """
 
 from __future__ import annotations
 
 import csv
 import json
-from pathlib import Path
 
+from bench import DATA as BENCH_DATA
+from bench import Context, benchmark
 from orchestrator.judging.cards import H100_TORCH_GIB
 from orchestrator.judging.memory import DOES_NOT_FIT, FITS, MemoryModel
 from orchestrator.words.outcome import GPU
 from trainers.trial import TrialSpec
 
-DATA = Path(__file__).resolve().parent / "data" / "h100-2026-11-26" / "trials.csv"
+DATA = BENCH_DATA / "h100-2026-11-26" / "trials.csv"
 MEASURED = {"completed": FITS, "oom": DOES_NOT_FIT}
 
 
@@ -54,7 +55,9 @@ def ledger_row(row: dict) -> dict:
     }
 
 
-def main() -> None:
+@benchmark(tags=("memory", "fitmap"), needs="data", smoke={})
+def fitmap_boundary(ctx: Context) -> dict:
+    """The fit map's boundary against every GPU trial: the prior's and leave-one-out's verdicts."""
     rows = list(csv.DictReader(DATA.open()))
     ledger = [ledger_row(r) for r in rows]
     prior = MemoryModel.fit([], GPU)
@@ -87,7 +90,4 @@ def main() -> None:
         label = "prior" if name == "prior" else "leave-one-out"
         print(f"{label}: " + ", ".join(f"{v} {k}" for k, v in counts.items()) + f" of {len(rows)} rows")
     print(json.dumps(tally))
-
-
-if __name__ == "__main__":
-    main()
+    return {f"{name}_{word}": n for name, counts in tally.items() for word, n in counts.items()}

@@ -4,7 +4,7 @@ in bench/data/h100-2026-11-26 that ran gpu-check's configuration alone on the ca
 completion 128): round 1's TRL gpu-check trial (gspo; with num_iterations=1 it does GRPO's work) and its
 Unsloth trial alone.
 
-    .venv/bin/python bench/bench_gpu_check_time.py
+    python -m bench gpu_check_time
 
 A trial of N steps takes: before its first step + its first step + (N - 1) x the median later step.
 Before the first step: TRL's from its events (the trainer's main() to step 1's start: imports, model
@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import json
 import statistics
-from pathlib import Path
 
 import pyarrow.parquet as pq
 
-DATA = Path(__file__).resolve().parent / "data" / "h100-2026-11-26"
+from bench import DATA as BENCH_DATA
+from bench import Context, benchmark
+
+DATA = BENCH_DATA / "h100-2026-11-26"
 MODEL_BUILD_S = 18.4 - 1.7  # round 2's TRL model mark (built on a fresh host) less round 1's (loaded)
 
 
@@ -51,7 +53,9 @@ def trial_s(parts: dict[str, float], steps: int) -> float:
     return parts["before_first_step_s"] + parts["first_step_s"] + (steps - 1) * parts["later_step_s"]
 
 
-def main() -> None:
+@benchmark(tags=("gpu-check",), needs="data", smoke={}, goals={"fresh_host_s": "<= 240"})
+def gpu_check_time(ctx: Context) -> dict:
+    """gpu-check's wall time on an H100, from the parts its trials measured."""
     stacks = {"trl": trl_parts(), "unsloth": unsloth_parts()}
     for name, parts in stacks.items():
         print(f"{name:8} " + "  ".join(f"{k} {v:.1f}" for k, v in parts.items()))
@@ -62,7 +66,4 @@ def main() -> None:
         f"{now + MODEL_BUILD_S:.0f} s; target 240 s"
     )
     print(f"gpu-check before (GRPO and GSPO, 10 steps, 4 trials): {before:.0f} s")
-
-
-if __name__ == "__main__":
-    main()
+    return {"now_s": now, "fresh_host_s": now + MODEL_BUILD_S, "before_s": before}

@@ -8,7 +8,7 @@ the trainer process, the longest prompt its task held (trial.json's effective_co
 max_prompt_length of 256; the model counts a batch's prompts at it), its status (an `oom` trial's peak was at least its budget; a `timeout` one's at
 least the peak it measured) and the prior's prediction made then without measured rows
 (prior_predicted_gib). Every trial's events, steps and trial.json lie beside it in round1/, round2/ and round3/.
-load() reads it; trial_rows() turns it into trials.parquet rows (the knobs as the trial's config)
+tools/inputs/h100_rows.py load() reads it; trial_rows() turns it into trials.parquet rows (the knobs as the trial's config)
 that MemoryModel.fit and MemoryModel.calibrate read.
 
 Round 1 calibrates; rounds 2 and 3 are held out (GPU measurements the model has not seen):
@@ -25,71 +25,16 @@ Round 1 calibrates; rounds 2 and 3 are held out (GPU measurements the model has 
 - leave one trial out over every round's rows, the same (each row's family keeps its other rows). Every row is Qwen2.5 (1.5B, 3B), NF4,
   on one H100: a family (architecture) left out cannot be tested from these rows.
 
-Usage: python bench/bench_gpu_memory.py
+Usage: python -m bench gpu_memory
 """
 
 from __future__ import annotations
 
-import csv
-import json
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from orchestrator.judging.memory import RATE, MemoryModel, spec_of  # noqa: E402
-from orchestrator.judging.memory._terms import CALIBRATED  # noqa: E402
-from orchestrator.words.outcome import COMPLETED, GPU, OOM, TIMEOUT  # noqa: E402
-from trainers.trial import TrialSpec  # noqa: E402
-
-DATA = ROOT / "bench" / "data" / "h100-2026-11-26" / "trials.csv"
-PEAK = "peak_device_gib"  # the trials.parquet column of the GPU (NVML) peak
-
-
-def load(path: Path = DATA) -> list[dict]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
-
-
-def trial_rows(raw: list[dict], round_: int | None = None) -> list[dict]:
-    """trials.parquet rows of the CSV's trials (of one round where given): the knobs the CSV records
-    as the config (the rest at TrialSpec's defaults, as the trials ran), the NVML peak, the status,
-    the budget an `oom` trial passed and the longest prompt (effective_config)."""
-    rows = []
-    for i, r in enumerate(raw):
-        if round_ is not None and int(r["round"]) != round_:
-            continue
-        budget = float(r["budget_gib"]) if r["budget_gib"] else None
-        spec = TrialSpec(
-            trial_key=f"h100-r{r['round']}-{i}-{r['stack']}-k{r['K']}-b{r['B']}-c{r['max_completion']}",
-            framework=r["stack"],
-            model=r["model"],
-            num_generations=int(r["K"]),
-            batch_size=int(r["B"]),
-            max_prompt_length=int(r["max_prompt"]),
-            max_completion_length=int(r["max_completion"]),
-            num_iterations=int(r["num_iterations"]),
-            quantization=r["quantization"],
-            lora_r=int(r["lora_r"]),
-            memory_budget_gib=budget,
-        )
-        assert spec.completions_per_step == int(r["completions_per_step"]), r
-        peak = float(r["peak_nvml_gib"]) if r["peak_nvml_gib"] else None
-        rows.append(
-            {
-                "trial_key": spec.trial_key,
-                "status": r["status"],
-                "config": json.dumps(spec.to_dict()),
-                PEAK: peak,
-                "memory_budget_gib": budget,
-                "round": int(r["round"]),
-                "run": r["run"],
-                "prior_predicted_gib": float(r["prior_predicted_gib"]),
-                "effective_config": json.dumps({"longest_prompt_tokens": int(r["longest_prompt_tokens"])}),
-            }
-        )
-    return rows
+from bench import Context, benchmark
+from orchestrator.judging.memory import RATE, MemoryModel, spec_of
+from orchestrator.judging.memory._terms import CALIBRATED
+from orchestrator.words.outcome import COMPLETED, GPU, OOM, TIMEOUT
+from tools.inputs.h100_rows import PEAK, load, trial_rows
 
 
 def label(row: dict) -> str:
@@ -135,7 +80,7 @@ def leave_group_out(rows: list[dict], group) -> list[tuple[dict, object, str]]:
     return out
 
 
-def held_out_groups(rows: list[dict], group, title: str) -> None:
+def held_out_groups(rows: list[dict], group, title: str) -> float:
     """Each group's completed rows predicted by a model that never saw the group: error, interval,
     whether the interval holds the measured peak, how far it reaches below and above the prediction
     (% of it), and the GiB it extrapolates beyond its family's measured rows (- where the family had
@@ -178,9 +123,12 @@ def held_out_groups(rows: list[dict], group, title: str) -> None:
                 f"    {kind}: {len(values)} rows, inside {sum(h for _, h in values)}/{len(values)}, "
                 f"reach {min(widths):.1%}-{max(widths):.1%}"
             )
+    return inside / len(errors)
 
 
-def main() -> None:
+@benchmark(tags=("memory",), needs="data", smoke={})
+def gpu_memory(ctx: Context) -> dict:
+    """The GPU memory model against the H100's peaks: calibrated, leave-one-out, rounds held out."""
     raw = load()
     round1, round2 = trial_rows(raw, 1), trial_rows(raw, 2)
 
@@ -207,9 +155,14 @@ def main() -> None:
     )
     every = trial_rows(raw)
     print(f"\nthe interval's stated rate: {RATE:.0%} (orchestrator/judging/memory/_interval.py)")
-    held_out_groups(every, lambda r: r["trial_key"], "trial")
-    held_out_groups(every, size_of, "model size")
-    held_out_groups(every, completion_of, "completion length")
+    return {
+        "round1_loo_mean_abs_error": sum(map(abs, errors)) / len(errors),
+        "round1_loo_worst_abs_error": max(map(abs, errors)),
+        "inside_rate_trial_left_out": held_out_groups(every, lambda r: r["trial_key"], "trial"),
+        "inside_rate_size_left_out": held_out_groups(every, size_of, "model size"),
+        "inside_rate_length_left_out": held_out_groups(every, completion_of, "completion length"),
+        "stated_rate": RATE,
+    }
 
 
 def held_out(model: MemoryModel, rows: list[dict], title: str) -> None:
@@ -242,7 +195,3 @@ def held_out(model: MemoryModel, rows: list[dict], title: str) -> None:
         f"  completed: mean abs {sum(map(abs, held)) / len(held):.1%}, worst {max(map(abs, held)):.1%}, "
         f"inside the interval {inside}/{len(held)}"
     )
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,10 @@
 """GRPO on a real pretrained model on CPU: does it learn, and does each training verdict read right?
 
-    .venv/bin/python bench/bench_learning.py [--runs learning,diverged,no_signal,truncated] [--steps 30]
-        [--record] [--out DIR]
+    python -m bench learning [--set runs=learning,diverged,no_signal,truncated] [--set steps=30]
+        [--set record=true] [--set out=DIR] [--set from_out=true]
+
+(steps: of the learning run, the others take 8; timeout_s: each trial's wall-clock limit; out: default a
+scratch folder; from_out: judge and record the runs already in `out`)
 
 Trains SmolLM2-135M-Instruct (model `smollm2`, the GGUF `make setup` installs) with GRPO and LoRA through
 `rlsweep trial`, the path a user runs, one trial per run below, and prints each trial's verdict with its
@@ -16,7 +19,7 @@ eval_before_* and the steps' eval_pass_at_1, 64 one-digit sums):
   no_signal  four-digit sums the model never gets right: no reward variance in any group
   truncated  one-digit sums cut at 1 token, scored by digit overlap (rewards: digits), which still varies
 
-With --record, a run whose verdict is the one it stands for has its steps written to
+With `record`, a run whose verdict is the one it stands for has its steps written to
 bench/data/learning/<verdict>-smollm2-<run>.parquet (and its before-training evaluation beside it,
 .json): the real traces tests/unit/test_verdict.py judges. A run that reads another verdict is reported,
 never recorded.
@@ -24,18 +27,13 @@ never recorded.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tools.inputs.learning_traces import LEARNING_TRACES  # noqa: E402
+from bench import ROOT, Context, benchmark
+from tools.inputs.learning_traces import LEARNING_TRACES
 
 SUMS = {
     "operand_digits": 1,
@@ -61,15 +59,15 @@ RUNS = {
 }  # fmt: skip
 
 
-def run(name: str, steps: int, out: Path, timeout_s: int) -> dict:
+def run(ctx: Context, name: str, steps: int, out: Path, timeout_s: int) -> dict:
     """One `rlsweep trial` of RUNS[name]; its trial.json outcome and its steps."""
     _, how = RUNS[name]
     folder = out / name
     shutil.rmtree(folder, ignore_errors=True)
-    args = [sys.executable, "-m", "orchestrator.cli", "trial", *COMMON, *how["args"], "--max-steps", str(steps),
+    args = ["trial", *COMMON, *how["args"], "--max-steps", str(steps),
             "--task-args", json.dumps(how["task_args"]), "--timeout-s", str(timeout_s), "--output-dir", str(folder)]  # fmt: skip
     started = time.monotonic()
-    subprocess.run(args, cwd=ROOT, check=False)
+    ctx.rlsweep(*args, quiet=False)
     return finished(folder) | {"wall_s": time.monotonic() - started}
 
 
@@ -121,26 +119,33 @@ def record(name: str, result: dict) -> Path | None:
     return target
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", default=",".join(RUNS))
-    parser.add_argument("--steps", type=int, default=30, help="steps of the learning run (the others take 8)")
-    parser.add_argument("--timeout-s", type=int, default=3600, help="each trial's wall-clock limit")
-    parser.add_argument("--record", action="store_true", help="write the traces to bench/data/learning")
-    parser.add_argument("--out", type=Path, default=Path("/tmp/bench-learning"))
-    parser.add_argument("--from-out", action="store_true", help="judge and record the runs already in --out")
-    args = parser.parse_args()
+@benchmark(
+    rules={"runs": (lambda v: set(v.split(",")) <= set(RUNS), "runs of " + ", ".join(RUNS))},
+    tags=("verdict", "trial"),
+    needs="cpu",
+    params={
+        "runs": ",".join(RUNS),
+        "steps": 30,
+        "timeout_s": 3600,
+        "record": False,
+        "out": "",
+        "from_out": False,
+    },
+    goals={"verdicts_wrong": "<= 0"},
+)
+def learning(ctx: Context) -> dict:
+    args = ctx.args
+    out = Path(args.out) if args.out else ctx.scratch
+    metrics: dict = {"verdicts_wrong": 0}
     for name in args.runs.split(","):
-        if name not in RUNS:
-            raise SystemExit(f"--runs: {name!r} is not one of {', '.join(RUNS)}")
         if args.from_out:
-            result = finished(args.out / name)
+            result = finished(out / name)
         else:
-            result = run(name, args.steps if name == "learning" else 8, args.out, args.timeout_s)
+            result = run(ctx, name, args.steps if name == "learning" else 8, out, args.timeout_s)
         show(name, result)
+        verdict = result["outcome"].get("training_verdict")
+        metrics[f"{name} verdict"] = verdict
+        metrics["verdicts_wrong"] += verdict != RUNS[name][0]
         if args.record:
             record(name, result)
-
-
-if __name__ == "__main__":
-    main()
+    return metrics

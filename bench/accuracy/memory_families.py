@@ -9,20 +9,19 @@ normal trial path (the supervisor and its RSS sampler, one trial at a time, one 
 completions forced to full length). Every family runs GRID; REPEATED runs twice more, for the
 run-to-run spread of an RSS peak.
 
-Errors, as % of the measured peak, from bench/bench_predictor.py's evaluation: leave-one-out (from
+Errors, as % of the measured peak, from bench/accuracy/predictor.py's evaluation: leave-one-out (from
 every other trial of the family) and from the family's 2 extremes (the pair a sweep runs first).
 
 Usage:
-  python bench/bench_memory_families.py            # evaluate bench/data/memory-families.parquet
-  python bench/bench_memory_families.py --record   # build the models, run the trials (about 20 min
-                                                   # of a loaded 2-core CPU), store their rows, evaluate
-  python bench/bench_memory_families.py --record qwen3_moe   # only these families' trials, again
+  python -m bench memory_families                     # evaluate bench/data/memory-families.parquet
+  python -m bench memory_families --set record=all    # build the models, run the trials (about 20 min
+                                                      # of a loaded 2-core CPU), store their rows, evaluate
+  python -m bench memory_families --set record=qwen3_moe   # only these families' trials, again
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,21 +29,16 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+from bench import DATA, Context, benchmark
+from bench.accuracy.predictor import evaluate
+from orchestrator.recording.sinks import TRIAL_SCHEMA, normalize_step, trial_row
+from orchestrator.running.supervisor import run_trial
+from orchestrator.spec.plan import trial_key
+from orchestrator.words.outcome import peak_memory
+from orchestrator.words.settings import GuardSettings
+from trainers.models import _build, bundled_models
+from trainers.trial import TrialSpec
 
-from bench_predictor import evaluate  # noqa: E402
-
-from orchestrator.recording.sinks import TRIAL_SCHEMA, normalize_step, trial_row  # noqa: E402
-from orchestrator.running.supervisor import run_trial  # noqa: E402
-from orchestrator.spec.plan import trial_key  # noqa: E402
-from orchestrator.words.outcome import peak_memory  # noqa: E402
-from orchestrator.words.settings import GuardSettings  # noqa: E402
-from trainers.models import _build, bundled_models  # noqa: E402
-from trainers.trial import TrialSpec  # noqa: E402
-
-DATA = ROOT / "bench" / "data"
 ROWS = DATA / "memory-families.parquet"
 SMALL = {"num_hidden_layers": 2, "intermediate_size": 512, "max_position_embeddings": 4096}
 # family -> (the bundled config it scales down, its overrides): heads : KV heads as in the real model
@@ -112,11 +106,11 @@ def at(row: dict, folder: Path) -> dict:
     return {**row, "config": json.dumps(config)}
 
 
-def record(root: Path, families: list[str]) -> None:
+def record(ctx: Context, root: Path, families: list[str]) -> None:
     """Run `families`' trials; their rows replace those families' rows in ROWS."""
     rows = pq.read_table(ROWS).to_pylist() if ROWS.exists() else []
     rows = [r for r in rows if family_of_row(r) not in families]
-    work = Path(tempfile.mkdtemp(prefix="bench-families-"))
+    work = ctx.scratch
     for family in families:
         model = str(build(family, root))
         runs = [*GRID, REPEATED, REPEATED]
@@ -154,16 +148,20 @@ def spread(rows: list[dict]) -> None:
                   f"{(max(peaks) - min(peaks)) / mean * 100:.2f} |")  # fmt: skip
 
 
-def main() -> None:
+@benchmark(tags=("memory",), needs="data", params={"record": ""}, smoke={})
+def memory_families(ctx: Context) -> dict:
+    """The memory model per architecture family on CPU: the recorded grid's errors per family (`record`:
+    `all` or families, comma-separated, to run their trials again first: real trainers, minutes)."""
     root = Path(tempfile.gettempdir()) / "rlsweep-bench-families"
-    args = sys.argv[1:]
-    if args[:1] == ["--record"]:
-        record(root, args[1:] or list(SCALED))
+    if ctx.args.record:
+        unknown = set(ctx.args.record.split(",")) - {"all", *SCALED}
+        if unknown:
+            raise ValueError(
+                f"record={ctx.args.record}: unknown families {sorted(unknown)}; one of {', '.join(SCALED)}, or all"
+            )
+        record(ctx, root, list(SCALED) if ctx.args.record == "all" else ctx.args.record.split(","))
     rows = [at(row, build(family_of_row(row), root)) for row in pq.read_table(ROWS).to_pylist()]
     # the evaluation fits on one run of each configuration; the repeats measure the spread
-    evaluate([r for r in rows if r["trial_key"].split("-r")[-1] not in {"6", "7"}])
+    metrics = evaluate([r for r in rows if r["trial_key"].split("-r")[-1] not in {"6", "7"}])
     spread(rows)
-
-
-if __name__ == "__main__":
-    main()
+    return metrics

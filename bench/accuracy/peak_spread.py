@@ -5,17 +5,16 @@ SEEDS seeds each, into OUT/<stack>-k<K>-s<seed> (a trial already there is not ru
 each configuration's peaks and their spread (max - min, in MiB and as % of the mean). The largest
 relative spread sets orchestrator/judging/intervals.py's TIGHT_SPREAD (docs/benchmarks.md).
 
-    python bench/bench_peak_spread.py --out /tmp/trust-spread
+    python -m bench peak_spread --set out=/tmp/trust-spread   # out: default a scratch folder
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import subprocess
-import sys
 from pathlib import Path
+
+from bench import Context, benchmark
 
 KS = (2, 24)
 STACKS = ("trl", "unsloth")
@@ -31,10 +30,10 @@ def peak(folder: Path) -> tuple[float | None, str | None]:
     return peak_memory(json.loads((folder / "trial.json").read_text())["outcome"])
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+@benchmark(tags=("memory", "trial"), needs="cpu", params={"out": ""})
+def peak_spread(ctx: Context) -> dict:
+    out = Path(ctx.args.out) if ctx.args.out else ctx.scratch
+    widest = None
     print(
         "| stack | K | peaks (GiB), seeds "
         + ", ".join(map(str, SEEDS))
@@ -45,12 +44,11 @@ def main() -> int:
         for stack in STACKS:
             peaks = []
             for seed in SEEDS:
-                folder = args.out / f"{stack}-k{k}-s{seed}"
-                if not (folder / "trial.json").is_file():
-                    command = [sys.executable, "-m", "orchestrator.cli", "trial", "--framework", stack,
-                               "--seed", str(seed), "--num-generations", str(k), *SETTINGS,
-                               "--output-dir", str(folder)]  # fmt: skip
-                    subprocess.run(command, check=True, capture_output=True)
+                folder = out / f"{stack}-k{k}-s{seed}"
+                ctx.trial(
+                    ["--framework", stack, "--seed", str(seed), "--num-generations", str(k), *SETTINGS],
+                    folder,
+                )
                 value, kind = peak(folder)
                 peaks.append(value)
             spread = max(peaks) - min(peaks)
@@ -58,8 +56,6 @@ def main() -> int:
                 f"| {stack} | {k} | {', '.join(f'{p:.4f}' for p in peaks)} ({kind}) | {spread * 1024:.1f} | "
                 f"{spread / statistics.mean(peaks) * 100:.2f} |"
             )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+            share = spread / statistics.mean(peaks)
+            widest = share if widest is None else max(widest, share)
+    return {"largest_spread_share": widest}

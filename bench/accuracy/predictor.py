@@ -11,8 +11,8 @@ under-prediction (measured above predicted: the error that lets a trial run out 
 Also how often the measured peak fell inside the predicted interval.
 
 Usage:
-  python bench/bench_predictor.py            # evaluate the recorded grid
-  python bench/bench_predictor.py --record   # run bench/data/predictor-*.yaml's trials one at a time
+  python -m bench predictor                     # evaluate the recorded grid
+  python -m bench predictor --set record=true   # run bench/data/predictor-*.yaml's trials one at a time
                                              # (real trainers, minutes of CPU) and store their rows
                                              # as the recorded grid, then evaluate it
 """
@@ -20,34 +20,28 @@ Usage:
 from __future__ import annotations
 
 import itertools
-import sys
-import tempfile
 import time
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench import DATA, Context, benchmark
+from orchestrator.judging.memory import MemoryModel, family_label, informative_order, spec_of
+from orchestrator.recording.sinks import TRIAL_SCHEMA, normalize_step, trial_row
+from orchestrator.running.supervisor import run_trial
+from orchestrator.spec.load import load_sweep
+from orchestrator.spec.plan import plan
+from orchestrator.words.outcome import COMPLETED, peak_memory
 
-from orchestrator.judging.memory import MemoryModel, family_label, informative_order, spec_of  # noqa: E402
-from orchestrator.recording.sinks import TRIAL_SCHEMA, normalize_step, trial_row  # noqa: E402
-from orchestrator.running.supervisor import run_trial  # noqa: E402
-from orchestrator.spec.load import load_sweep  # noqa: E402
-from orchestrator.spec.plan import plan  # noqa: E402
-from orchestrator.words.outcome import COMPLETED, peak_memory  # noqa: E402
-
-DATA = ROOT / "bench" / "data"
 GRID = DATA / "predictor-grid.parquet"
 
 
-def record() -> None:
+def record(ctx: Context) -> None:
     """Each planned trial of bench/data/predictor-*.yaml, one after another, under the supervisor and
     its memory sampler (as a sweep runs them, without Ray: a shared machine's load can keep Ray from
     starting); their trials.parquet rows become the recorded grid."""
     rows = []
-    work = Path(tempfile.mkdtemp(prefix="bench-predictor-"))
+    work = ctx.scratch
     for path in sorted(DATA.glob("predictor-*.yaml")):
         sweep = load_sweep(path)
         for spec in plan(sweep).trials:
@@ -85,7 +79,7 @@ def summary(pairs: list[tuple], smallest: float) -> dict[str, float]:
     }
 
 
-def evaluate(rows: list[dict]) -> None:
+def evaluate(rows: list[dict]) -> dict:
     families: dict[str, list[dict]] = {}
     for row in rows:
         if row["status"] == COMPLETED and peak_memory(row)[0] is not None:
@@ -93,6 +87,7 @@ def evaluate(rows: list[dict]) -> None:
     header = "| family | measure | trials | fitted on | n | mean % peak | worst % peak | worst under % peak "
     print(header + "| mean % dependent part | inside interval % |")
     print("|---|---|---|---|---|---|---|---|---|---|")
+    metrics = {}
     for label, family in families.items():
         peaks = [peak_memory(r)[0] for r in family]
         smallest = min(peaks)
@@ -116,16 +111,18 @@ def evaluate(rows: list[dict]) -> None:
                 f"{s['worst_pct']:.2f} | {s['worst_under_pct']:.2f} | {s['mean_dependent_pct']:.1f} | "
                 f"{s['inside_pct']:.0f} |"
             )
+            if name == "all others (LOO)":
+                metrics[f"{label} loo_mean_pct"] = s["mean_pct"]
+                metrics[f"{label} loo_inside_pct"] = s["inside_pct"]
         print(f"  peaks {smallest:.3f}-{max(peaks):.3f} GiB; fit on all: " + ", ".join(
             f"{k} {v:.2f}" for k, v in model.families()[0].coefficients.items()
         ))  # fmt: skip
+    return metrics
 
 
-def main() -> None:
-    if "--record" in sys.argv[1:]:
-        record()
-    evaluate(pq.read_table(GRID).to_pylist())
-
-
-if __name__ == "__main__":
-    main()
+@benchmark(tags=("memory",), needs="data", params={"record": False}, smoke={})
+def predictor(ctx: Context) -> dict:
+    """The memory predictor on a recorded grid of CPU trials: each peak predicted from its family's others."""
+    if ctx.args.record:
+        record(ctx)
+    return evaluate(pq.read_table(GRID).to_pylist())

@@ -20,27 +20,25 @@ Prints, for the GPU prior (the face values calibrated on round 1's H100 trials: 
 for the face values alone (_terms.FACE), per model and GPU, the mean and worst absolute error and the worst under-prediction (measured
 above predicted), as % of the measured peak, and the same over all rows.
 
-Usage: python bench/bench_prior_agilerl.py
+Usage: python -m bench prior_agilerl
 """
 
 from __future__ import annotations
 
 import csv
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import numpy as np
 
-import numpy as np  # noqa: E402
+from bench import DATA as BENCH_DATA
+from bench import Context, benchmark
+from orchestrator.judging.memory._fit import predictive_sd
+from orchestrator.judging.memory._model import Z, model_shape
+from orchestrator.judging.memory._terms import face, prior, terms
+from trainers.trial import TrialSpec
+from trainers.units import GIB
 
-from orchestrator.judging.memory._fit import predictive_sd  # noqa: E402
-from orchestrator.judging.memory._model import Z, model_shape  # noqa: E402
-from orchestrator.judging.memory._terms import face, prior, terms  # noqa: E402
-from trainers.trial import TrialSpec  # noqa: E402
-from trainers.units import GIB  # noqa: E402
-
-DATA = ROOT / "bench" / "data" / "agilerl-grpo-training-peaks.csv"
+DATA = BENCH_DATA / "agilerl-grpo-training-peaks.csv"
 TRAINING_TERMS = ("weights", "lora", "activations", "logit_chunk")
 REFERENCE_ADAPTER_BYTES = 4
 
@@ -121,7 +119,10 @@ def summary(errs: list[float]) -> tuple[float, float, float]:
     )
 
 
-def main() -> None:
+@benchmark(tags=("memory",), needs="data", smoke={})
+def prior_agilerl(ctx: Context) -> dict:
+    """The GPU memory prior's error on AgileRL's measured GRPO training peaks."""
+    metrics = {}
     rows = load()
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
@@ -140,7 +141,12 @@ def main() -> None:
                 f"{model:28} {gpu:22} {len(group):4d} {mean:9.1%} {worst:7.1%} {under:12.1%} "
                 f"{covered(group, coefficients_of):12.0%} {low:5.0%}-{high:.0%}"
             )
-
-
-if __name__ == "__main__":
-    main()
+        key = "prior" if coefficients_of is prior else "face"
+        mean, worst, under = summary(errors(rows, coefficients_of))
+        metrics |= {
+            f"{key}_mean_abs_error": mean,
+            f"{key}_worst_abs_error": worst,
+            f"{key}_worst_under": under,
+        }
+        metrics[f"{key}_in_interval"] = covered(rows, coefficients_of)
+    return metrics

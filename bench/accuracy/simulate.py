@@ -6,34 +6,33 @@ measured terms; the unmeasured ones' bound is printed after the table), against 
 peak_torch_allocated_gib or peak_nvml_gib known), one row per stack and distinct configuration, with the seconds each simulation took on this host. Nothing
 is fitted but that constant.
 
-    python bench/bench_simulate.py                      # both stacks, each model as simulate() runs it
-    python bench/bench_simulate.py --stacks unsloth     # one
-    python bench/bench_simulate.py --whole              # and every layer simulated: the layer cut's own error
+    python -m bench simulate                           # both stacks, each model as simulate() runs it
+    python -m bench simulate --set stacks=unsloth      # one
+    python -m bench simulate --set whole=true          # and every layer simulated: the layer cut's own error
 
 A row's `steps` says what it measured: the largest of 3-10 steps, or one first step. Every trainer of
 these rounds let torch create AdamW's moments inside the first `optimizer.step()` (rlsweep's trainers
 allocate them before step 1 since: trainers/optimizer_state.py), so each configuration is simulated as
-they ran (`--optimizer-state lazy`, the default here): one step against a first-step row, num_iterations
+they ran (`--set optimizer_state=lazy`, the default here): one step against a first-step row, num_iterations
 + 1 against a row of several steps (up to the first that generates with the moments live). A row whose
 `optimizer_state_primed` is true came from a trainer that made them before step 1, and is simulated so
-(one step, the moments made before it), as the CLI's answers are; `--optimizer-state before` simulates
+(one step, the moments made before it), as the CLI's answers are; `--set optimizer_state=before` simulates
 every row so.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench import ROOT, Context, benchmark
+
 ROUNDS = ("bench/data/h100-2026-11-26/trials.csv", "bench/data/h100-2026-11-27/trials.csv")
 STACKS = ("trl", "unsloth")
 KEY = ("stack", "model", "K", "B", "max_prompt", "max_completion", "num_iterations", "quantization", "lora_r")
 
 
-# Every row simulated, one line each (--out): what bench/bench_false_fits.py judges the intervals on.
+# Every row simulated, one line each (`out`): what bench/accuracy/false_fits.py judges the intervals on.
 SIMULATED_ROWS = "bench/data/simulated-h100.csv"
 OUT_COLUMNS = (
     "round", "stack", "model", "family", "K", "B", "max_prompt", "max_completion", "num_iterations", "quantization",
@@ -62,34 +61,25 @@ def family(model: str) -> str | None:
     return model_config(model).config.get("model_type")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prompt-tokens", type=int, default=34, help="the rows' prompts: 34 tokens each")
-    parser.add_argument(
-        "--rows",
-        nargs="+",
-        default=list(ROUNDS),
-        help="trials.csv files of GPU rounds (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--stacks", nargs="+", default=list(STACKS), choices=STACKS, help="(default: %(default)s)"
-    )
-    parser.add_argument(
-        "--whole",
-        action="store_true",
-        help="also simulate every layer of each model: the layer cut's own error on reserved, and both times",
-    )
-    parser.add_argument(
-        "--optimizer-state",
-        choices=("lazy", "before"),
-        default="lazy",
-        help="AdamW's moments made in the first step (as the rows' trainers did) or before it (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--out",
-        help=f"also write every row, completed and out of memory, simulated, to this CSV ({SIMULATED_ROWS})",
-    )
-    args = parser.parse_args()
+@benchmark(
+    tags=("memory", "simulate"),
+    needs="cpu",
+    params={
+        "prompt_tokens": 34,  # the rows' prompts: 34 tokens each
+        "rows": list(ROUNDS),  # trials.csv files of GPU rounds
+        "stacks": list(STACKS),
+        "whole": False,  # also simulate every layer of each model: the layer cut's own error, both times
+        "optimizer_state": "lazy",  # AdamW's moments made in the first step (as the rows' trainers did) or before it
+        "out": "",  # also write every row, completed and out of memory, simulated, to this CSV (SIMULATED_ROWS)
+        "limit": 0,  # simulate only the first N configurations (0: every one)
+    },
+    choices={"optimizer_state": ("lazy", "before"), "stacks": STACKS},
+    name="simulate",
+    smoke={"stacks": ["trl"], "limit": 2},
+)
+def simulate_rows(ctx: Context) -> dict:
+    """Simulated against measured: a step simulated on meta tensors against the H100 rows' peaks."""
+    args = ctx.args
     from trainers.simulate import simulate
     from trainers.simulate._outside import counted_gib, outside, possible_gib
     from trainers.trial import TrialSpec
@@ -106,7 +96,7 @@ def main() -> int:
     for key, measured in sorted(
         rows(args.rows, args.stacks, statuses).items(),
         key=lambda kv: (kv[0][0], kv[0][1], int(kv[0][2]) * int(kv[0][3]), int(kv[0][5]), int(kv[0][6])),
-    ):
+    )[: args.limit or None]:
         stack, model, k, b, prompt, completion, iterations, quantization, lora_r = key
         spec = TrialSpec(
             model=model, framework=stack, num_generations=int(k), batch_size=int(b), max_prompt_length=int(prompt),
@@ -121,7 +111,8 @@ def main() -> int:
         )  # its trainer made them before step 1
         state = "before" if primed or args.optimizer_state == "before" else "lazy" if steps > 1 else "first"
         started = time.perf_counter()
-        step = simulate(spec, args.prompt_tokens, cache=False, optimizer_state=state)
+        with ctx.timed("simulate"):
+            step = simulate(spec, args.prompt_tokens, cache=False, optimizer_state=state)
         seconds = time.perf_counter() - started
         if args.whole:
             started = time.perf_counter()
@@ -189,8 +180,9 @@ def main() -> int:
             print(
                 f"{stack}: outside torch, not measured and not counted: {', '.join(names)} (at most {bound:.2f} GiB here)"
             )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    metrics: dict = {"simulated_s": ctx.timings.get("simulate")}
+    for (stack, name), values in errors.items():
+        metrics[f"{stack} {name} mean_abs_error_pct"] = (
+            sum(map(abs, values)) / len(values) if values else None
+        )
+    return metrics

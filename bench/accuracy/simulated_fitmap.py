@@ -4,30 +4,27 @@ model's terms fitted on them), timed from an empty simulation cache, then each c
 simulating that cell directly at the boundary length and one 64-token step past it (the fit's own error
 where the answer turns). Simulated NVML = the replayed reserved peak + the H100's context.
 
-    python bench/bench_simulated_fitmap.py [--model Qwen/Qwen3-4B] [--card 16gb]
+    python -m bench simulated_fitmap [--set model=Qwen/Qwen3-4B] [--set card=16gb]
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench import Context, benchmark
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="Qwen/Qwen3-4B")
-    parser.add_argument("--card", default="16gb")
-    parser.add_argument("--stack", default="trl")
-    args = parser.parse_args()
-    os.environ["RLSWEEP_CACHE"] = tempfile.mkdtemp(prefix="bench-simulated-fitmap-")
+@benchmark(
+    tags=("fitmap", "simulate"),
+    needs="cpu",
+    params={"model": "Qwen/Qwen3-4B", "card": "16gb", "stack": "trl"},
+    smoke={},
+)
+def simulated_fitmap(ctx: Context) -> dict:
+    args = ctx.args
+    os.environ["RLSWEEP_CACHE"] = str(ctx.scratch / "cache")
     from orchestrator.judging.cards import card
     from orchestrator.judging.fitmap import fit_map
     from orchestrator.judging.memory._terms import FACE
@@ -49,7 +46,7 @@ def main() -> int:
         f"\n| K | B | boundary (sure-OOM above) | simulated NVML at it | one step past | budget {budget:.2f} GiB |"
     )
     print("|---|---|---|---|---|---|")
-    misses = []
+    misses, holds = [], 0
     for x in fm.boundaries:
         if x.likely is None or x.likely >= x.hi:
             print(f"| {x.k} | {x.b} | {x.words()} | - | - | no boundary in {x.lo}-{x.hi} |")
@@ -59,6 +56,7 @@ def main() -> int:
         nvml_at = simulate(at).reserved_gib + context
         nvml_past = simulate(past).reserved_gib + context
         right = nvml_at <= budget < nvml_past
+        holds += right
         misses.append(100 * (nvml_at - budget) / budget)
         print(f"| {x.k} | {x.b} | {x.words()} | {nvml_at:.2f} | {nvml_past:.2f} | "
               f"{'boundary holds' if right else 'off'} |", flush=True)  # fmt: skip
@@ -67,8 +65,11 @@ def main() -> int:
             f"\nat the boundary, simulated NVML against the budget: {min(misses):+.1f}% to {max(misses):+.1f}%"
         )
     print(f"total {time.perf_counter() - started:.1f} s")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return {
+        "cells": len(fm.boundaries),
+        "boundary_holds": holds,
+        "boundary_checked": len(misses),
+        "miss_pct_low": min(misses) if misses else None,
+        "miss_pct_high": max(misses) if misses else None,
+        "total_s": time.perf_counter() - started,
+    }

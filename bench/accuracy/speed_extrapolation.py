@@ -12,22 +12,22 @@ its step (generation + its own measured training step, which the synthetic probe
 step_s. The rows were measured with 1 to 6 trials sharing the card (`concurrent`): a pair of rows
 packed differently differs by that too.
 
-    python bench/bench_speed_extrapolation.py
+    python -m bench speed_extrapolation
 """
 
 from __future__ import annotations
 
 import itertools
 import statistics
-from pathlib import Path
 
+from bench import ROOT, Context, benchmark
 from orchestrator.judging.speed import decode_seconds, predict_step
 from orchestrator.judging.speed_model import h100_observations, load_speed_model
 
-ROOT = Path(__file__).resolve().parent.parent
 
-
-def main() -> None:
+@benchmark(tags=("speed",), needs="data", smoke={})
+def speed_extrapolation(ctx: Context) -> dict:
+    """A full-length step predicted from decode speed at shorter lengths, on the H100 rows."""
     rows = h100_observations(ROOT)
     groups: dict[tuple, dict[int, object]] = {}
     for r in rows:
@@ -94,7 +94,10 @@ def main() -> None:
             f"step (with the row's own training step): {len(step_errors)} predictions, mean |error| "
             f"{statistics.mean(step_errors):.1%}, worst {max(step_errors):.1%}"
         )
-
-
-if __name__ == "__main__":
-    main()
+    return {
+        "gen_predictions": len(gen_errors),
+        "gen_mean_abs_error": statistics.mean(gen_errors),
+        "gen_worst_abs_error": max(gen_errors),
+        "gen_packing_adjusted_mean_abs_error": statistics.mean(adjusted_errors),
+        "step_mean_abs_error": statistics.mean(step_errors) if step_errors else None,
+    }

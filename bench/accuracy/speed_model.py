@@ -3,23 +3,23 @@ bench/data/h100-2026-11-26, writes it to orchestrator/judging/h100_speed.json, p
 it was not fitted on (leave one row out, leave one round out), its predictions for models with no row,
 and the estimate of the default GPU sweep (sweeps/frontier-16gb.yaml) by probe kind.
 
-    python bench/bench_speed_model.py
+    python -m bench speed_model            # fit and compare with the shipped files
+    python -m bench --refit speed_model    # the same, the shipped files rewritten (make refit)
 
-`--step-error` does only the error of the seconds per step `rlsweep fits` and `fitmap` say
+`--set step_error_only=true` does only the error of the seconds per step `rlsweep fits` and `fitmap` say
 (orchestrator/judging/speed_step.py): every row predicted by the model fitted on the others (leave one
 row out), its step against the measured one and whether the stated interval held it; it writes the
 held-out errors the interval is widened by to orchestrator/judging/h100_speed_error.json.
 
-    python bench/bench_speed_model.py --step-error
+    python -m bench speed_model --set step_error_only=true
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import sys
-from pathlib import Path
 
+from bench import ROOT, Context, benchmark
 from orchestrator.judging.duration import estimate_sweep, load_times
 from orchestrator.judging.speed_model import (
     SPEED_FILE,
@@ -36,7 +36,6 @@ from orchestrator.spec.load import load_sweep
 from orchestrator.spec.plan import plan
 from orchestrator.words.text import duration
 
-ROOT = Path(__file__).resolve().parent.parent
 UNMEASURED = ["meta-llama/Llama-3.2-1B-Instruct", "google/gemma-3-1b-it", "Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B",
               "Qwen/Qwen3-4B", "Qwen/Qwen2.5-7B-Instruct"]  # fmt: skip
 
@@ -54,12 +53,13 @@ def held_out_error(errors: list) -> dict:
     return out
 
 
-def step_error(rows: list, times: dict) -> dict:
+def step_error(ctx: Context, rows: list, times: dict) -> tuple[dict, bool, dict]:
     """The seconds per step on every GPU row, leave one row out (module docstring): prints the table,
-    writes ERROR_FILE, returns what it wrote."""
+    writes ERROR_FILE (under --refit); returns what it fits, whether the shipped file holds it, and the
+    step's figures."""
     errors = held_out_errors(rows, times, "row")
     summary = held_out_error(errors)
-    ERROR_FILE.write_text(json.dumps(summary, indent=1) + "\n")
+    current = ctx.shipped(ERROR_FILE, json.dumps(summary, indent=1) + "\n")
     print(f"{ERROR_FILE.relative_to(ROOT)}: {summary}\n")
     print(
         "| stack | model | seqs | length | trials on card | step s measured | predicted | error | interval | held |"
@@ -90,19 +90,36 @@ def step_error(rows: list, times: dict) -> dict:
         f"{sum(e <= 0.10 for e in steps)} of {len(steps)}; measured inside the interval (the other rows' error "
         f"range): {held} of {len(steps)}"
     )
-    return summary
+    figures = {
+        "step_rows": len(steps),
+        "step_mean_abs_error": statistics.mean(steps),
+        "step_worst_abs_error": max(steps),
+        "step_inside_interval": held,
+    }
+    return summary, current, figures
 
 
-def main() -> None:
-    if "--step-error" in sys.argv[1:]:
-        step_error(h100_observations(ROOT), load_times())
-        return
+@benchmark(
+    tags=("refit", "speed"),
+    needs="data",
+    params={"step_error_only": False},
+    smoke={},
+    goals={"shipped_is_current": "== true"},
+    writes=(str(SPEED_FILE.relative_to(ROOT)), str(ERROR_FILE.relative_to(ROOT))),
+)
+def speed_model(ctx: Context) -> dict:
+    """The speed model fitted on the H100 rows, its held-out errors and the default GPU sweep's estimate."""
+    if ctx.args.step_error_only:
+        _, current, figures = step_error(ctx, h100_observations(ROOT), load_times())
+        return {"shipped_is_current": current, **figures}
     times = load_times()
     rows = h100_observations(ROOT)
     model = fit(rows, times)
-    SPEED_FILE.write_text(json.dumps(model.to_json(), indent=1) + "\n")
+    fitted = ctx.shipped(SPEED_FILE, json.dumps(model.to_json(), indent=1) + "\n")
     print(f"{SPEED_FILE.relative_to(ROOT)} from {len(rows)} rows: {model.to_json()}\n")
-    step_error(rows, times)  # the error the CLI's seconds per step are widened by, refitted with the model
+    # the error the CLI's seconds per step are widened by, refitted with the model
+    _, current, metrics = step_error(ctx, rows, times)
+    metrics["shipped_is_current"] = fitted and current
     print()
     for group in ("row", "round"):
         errors = held_out_errors(rows, times, group)
@@ -125,6 +142,8 @@ def main() -> None:
             f"{statistics.mean(trains):.1%}, worst {max(trains):.1%}, within 10%: "
             f"{sum(t <= 0.10 for t in trains)} of {len(trains)}\n"
         )
+        metrics[f"gen_mean_abs_error_by_{group}"] = statistics.mean(gens)
+        metrics[f"train_mean_abs_error_by_{group}"] = statistics.mean(trains)
     print("predicted for models with no row, alone on an H100, 16 sequences, prompt 256, completion 512:")
     for hub in UNMEASURED:
         shape = shape_of(hub)
@@ -143,7 +162,5 @@ def main() -> None:
         print(f"\nsweeps/frontier-16gb.yaml, {probe} probes:")
         print("\n".join(estimate.lines()))
         print(f"  (expected {duration(estimate.expected_s)}; packed: {duration(estimate.packed_s)})")
-
-
-if __name__ == "__main__":
-    main()
+        metrics[f"frontier_16gb_expected_s_{probe}"] = estimate.expected_s
+    return metrics

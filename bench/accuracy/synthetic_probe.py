@@ -17,22 +17,25 @@ Probes run cheapest first (by length, then model as given, synthetic before deco
 time (memory probes can share a GPU: per-process NVML peaks matched alone and packed, docs/gpu-results.md;
 walls and step times are then packed ones). With --deadline-s no probe starts after that many seconds
 from the bench's start, each probe's trial is limited to the time left (its `--timeout-s`), and the
-configurations not probed both ways read `-`. --table rewrites the table there after every probe, so a
+configurations not probed both ways read `-`. `table` rewrites the table there after every probe, so a
 run cut short keeps the rows so far.
 
-    python bench/bench_synthetic_probe.py --out /tmp/synthetic --models tiny --lengths 64,256,1024
-    python bench/bench_synthetic_probe.py --out /tmp/synthetic --models smollm2 --lengths 64,256,512
+Parameters (`--set NAME=VALUE`) keep the options' names: out (default: a scratch folder), models, stacks,
+lengths, decode_lengths, decodes, synthetics, k, b, max_prompt_length, budget_gib, trial_args, jobs,
+deadline_s, min_probe_s, reference, table.
+
+    python -m bench synthetic_probe --set out=/tmp/synthetic --set models=tiny --set lengths=64,256,1024
+    python -m bench synthetic_probe --set out=/tmp/synthetic --set models=smollm2 --set lengths=64,256,512
     # the GPU rows' configurations (docs/gpu-results.md, "Round 4, prepared"):
-    python bench/bench_synthetic_probe.py --out /tmp/w/p --models random:Qwen/Qwen2.5-3B-Instruct \\
-        --lengths 128,256,512,1024,2048 --decode-lengths 128,256 --decodes 1 -k 8 -b 2 \\
-        --max-prompt-length 256 --budget-gib 16 --jobs 6 --deadline-s 240 \\
-        --reference bench/data/h100-2026-11-26/trials.csv --table /tmp/out/probes.md \\
-        --trial-args "--quantization nf4 --lora-r 16 --lora-alpha 32 --lora-dropout 0.05 --num-iterations 2"
+    python -m bench synthetic_probe --set out=/tmp/w/p --set models=random:Qwen/Qwen2.5-3B-Instruct \\
+        --set lengths=128,256,512,1024,2048 --set decode_lengths=128,256 --set decodes=1 --set k=8 --set b=2 \\
+        --set max_prompt_length=256 --set budget_gib=16 --set jobs=6 --set deadline_s=240 \\
+        --set reference=bench/data/h100-2026-11-26/trials.csv --set table=/tmp/out/probes.md \\
+        --set trial_args="--quantization nf4 --lora-r 16 --lora-alpha 32 --lora-dropout 0.05 --num-iterations 2"
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import shlex
@@ -44,6 +47,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+from bench import Context, benchmark
 
 STACKS = ("trl", "unsloth")
 SETTINGS = ["--max-steps", "1", "--probe-steps", "1", "--task", "arithmetic"]
@@ -247,32 +252,35 @@ def table(args, refs, models, stacks, lengths) -> str:
     return "\n".join([head, "", HEADER, *(r for r in rows if r)]) + "\n"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--models", default="tiny")
-    parser.add_argument("--stacks", default=",".join(STACKS))
-    parser.add_argument("--lengths", default="64,256,1024")
-    parser.add_argument(
-        "--decode-lengths", default="", help="lengths that are decoded too (default: every one)"
-    )
-    parser.add_argument(
-        "--decodes", type=int, default=2, help="decoded probes per configuration (the spread)"
-    )
-    parser.add_argument("--synthetics", type=int, default=1, help="synthetic probes per configuration")
-    parser.add_argument("-k", type=int, default=8)
-    parser.add_argument("-b", type=int, default=2)
-    parser.add_argument("--max-prompt-length", type=int, default=96)
-    parser.add_argument("--budget-gib", type=float, default=None, help="each trial's --memory-budget-gib")
-    parser.add_argument("--trial-args", default="", help="more `rlsweep trial` options for every probe")
-    parser.add_argument("--jobs", type=int, default=1, help="probes run at once")
-    parser.add_argument("--deadline-s", type=float, default=None, help="no probe starts after this")
-    parser.add_argument(
-        "--min-probe-s", type=float, default=20, help="with --deadline-s: no probe starts with less time left"
-    )
-    parser.add_argument("--reference", type=Path, default=None, help="earlier rounds' trials.csv")
-    parser.add_argument("--table", type=Path, default=None, help="rewrite the table here after each probe")
-    args = parser.parse_args()
+@benchmark(
+    tags=("memory", "probe"),
+    needs="cpu",
+    params={
+        "out": "",
+        "models": "tiny",
+        "stacks": ",".join(STACKS),
+        "lengths": "64,256,1024",
+        "decode_lengths": "",
+        "decodes": 2,
+        "synthetics": 1,
+        "k": 8,
+        "b": 2,
+        "max_prompt_length": 96,
+        "budget_gib": None,
+        "trial_args": "",
+        "jobs": 1,
+        "deadline_s": None,
+        "min_probe_s": 20.0,
+        "reference": "",
+        "table": "",
+    },
+    smoke={"lengths": "24", "decodes": 1, "stacks": "trl"},
+)
+def synthetic_probe(ctx: Context) -> dict:
+    args = ctx.args
+    args.out = Path(args.out) if args.out else ctx.scratch
+    args.reference = Path(args.reference) if args.reference else None
+    args.table = Path(args.table) if args.table else None
     models, stacks = args.models.split(","), args.stacks.split(",")
     lengths = [int(n) for n in args.lengths.split(",")]
     decode_lengths = {int(n) for n in args.decode_lengths.split(",") if n} or set(lengths)
@@ -301,8 +309,8 @@ def main() -> int:
     if args.table:
         args.table.write_text(text)
     print(text, flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    ctx.tables["synthetic against decoded probes"] = text
+    return {
+        "probes": len(probes),
+        "probes_recorded": sum((args.out / p.name / "trial.json").is_file() for p in probes),
+    }

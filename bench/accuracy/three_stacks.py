@@ -5,40 +5,44 @@ reserved plus the H100's context (0.76 GiB), then, per budget, the longest simul
 it. Nothing here is measured on a GPU: the simulated figures, with their H100 error ranges for TRL and
 Unsloth (StackMemory.simulated_error; Liger's has none measured yet).
 
-    python bench/bench_three_stacks.py                                  # Qwen3-4B, Qwen3-8B, Llama-3.1-8B
-    python bench/bench_three_stacks.py --models random:Qwen/Qwen3-4B --lengths 1024,2048
+    python -m bench three_stacks                                  # Qwen3-4B, Qwen3-8B, Llama-3.1-8B
+    python -m bench three_stacks --set models=random:Qwen/Qwen3-4B --set lengths=1024,2048
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-H100_CONTEXT_GIB = 0.76  # NVML less torch's reserved on every H100 row (bench/bench_simulate.py)
+from bench import Context, benchmark
+
+H100_CONTEXT_GIB = 0.76  # NVML less torch's reserved on every H100 row (bench/accuracy/simulate.py)
 MODELS = "random:Qwen/Qwen3-4B,random:Qwen/Qwen3-8B,random:meta-llama/Llama-3.1-8B-Instruct"
 STACKS = "trl,liger,unsloth"
 
 
-def main() -> None:
-    sys.path.insert(0, str(ROOT))
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=MODELS)
-    parser.add_argument("--stacks", default=STACKS)
-    parser.add_argument("--lengths", default="1024,2048,4096,8192")
-    parser.add_argument("-k", type=int, default=8)
-    parser.add_argument("-b", type=int, default=1)
-    parser.add_argument("--max-prompt-length", type=int, default=256)
-    parser.add_argument("--num-iterations", type=int, default=2)
-    parser.add_argument("--budgets", default="16,24", help="GiB")
-    args = parser.parse_args()
+@benchmark(
+    tags=("memory", "simulate", "stacks"),
+    needs="cpu",
+    params={
+        "models": MODELS,
+        "stacks": STACKS,
+        "lengths": "1024,2048,4096,8192",
+        "k": 8,
+        "b": 1,
+        "max_prompt_length": 256,
+        "num_iterations": 2,
+        "budgets": "16,24",
+    },
+    smoke={"models": "random:Qwen/Qwen3-4B", "lengths": "1024"},
+)
+def three_stacks(ctx: Context) -> dict:
+    args = ctx.args
     from trainers.simulate import CannotSimulate, simulate
     from trainers.trial import TrialSpec
 
     lengths = [int(x) for x in args.lengths.split(",")]
     budgets = [float(x) for x in args.budgets.split(",")]
+    metrics: dict = {}
     print(
         f"K={args.k} B={args.b}, prompts {args.max_prompt_length}, num_iterations {args.num_iterations}, nf4 LoRA r=16"
     )
@@ -68,9 +72,8 @@ def main() -> None:
                     under = n
                 fits.append(f"{under:,}" if under else f"< {lengths[0]:,}")
             name = model.removeprefix("random:")
+            for budget, under in zip(budgets, fits, strict=True):
+                metrics[f"{name} {stack} fits {budget:g} GiB up to"] = under
             print(f"| {name} | {stack} | " + " | ".join(cells + fits)
                   + f" | {time.perf_counter() - started:.0f} |", flush=True)  # fmt: skip
-
-
-if __name__ == "__main__":
-    main()
+    return metrics

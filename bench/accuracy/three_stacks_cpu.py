@@ -1,8 +1,8 @@
 """The three stacks on CPU, measured: step time and peak RSS of plain TRL, Liger and Unsloth, one sweep.
 
-    python bench/bench_three_stacks_cpu.py                       # the sweep into a temporary folder (28 min on 2 loaded cores)
-    python bench/bench_three_stacks_cpu.py --lengths 16 --steps 3 --model tiny   # a quick rehearsal
-    python bench/bench_three_stacks_cpu.py --from DIR            # a finished run's folder
+    python -m bench three_stacks_cpu                     # the sweep into a scratch folder (28 min on 2 loaded cores)
+    python -m bench three_stacks_cpu --smoke             # a quick rehearsal: tiny, 16 tokens, 3 steps, TRL and Liger
+    python -m bench three_stacks_cpu --set source=DIR    # a finished run's folder
 
 Runs one `rlsweep run` of a grid of the stacks (trl, unsloth, liger) x completion lengths (32, 128) on
 SmolLM2-135M-Instruct (`smollm2`, fp32 weights as sweeps/cpu-learn.yaml has them: bitsandbytes on CPU is
@@ -31,17 +31,16 @@ what a GPU measures.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench import ROOT, Context, benchmark
+
 STACKS = ("trl", "unsloth", "liger")
 
 
@@ -139,28 +138,38 @@ def table(found: dict[tuple[str, int], dict]) -> list[str]:
     return lines
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--from", dest="source", type=Path, help="a finished run's output folder")
-    parser.add_argument("--out", type=Path, help="where the run writes (default: a temporary folder)")
-    parser.add_argument("--model", default="smollm2")
-    parser.add_argument("--stacks", type=lambda s: s.split(","), default=list(STACKS))
-    parser.add_argument("--lengths", type=lambda s: [int(x) for x in s.split(",")], default=[32, 128])
-    parser.add_argument("--steps", type=int, default=4, help="max_steps; every one but the last a probe")
-    parser.add_argument("-k", type=int, default=4)
-    parser.add_argument("-b", type=int, default=1)
-    parser.add_argument("--cpus", type=int, default=2, help="CPUs (and torch threads) per trial")
-    args = parser.parse_args()
-    if args.steps < 3:
-        parser.error(
-            f"--steps {args.steps}: the first probe step warms up and the last is no probe; use 3 or more"
+@benchmark(
+    tags=("stacks", "sweep"),
+    needs="cpu",
+    params={
+        "source": "",
+        "out": "",
+        "model": "smollm2",
+        "stacks": list(STACKS),
+        "lengths": [32, 128],
+        "steps": 4,
+        "k": 4,
+        "b": 1,
+        "cpus": 2,
+    },
+    choices={"stacks": STACKS},
+    rules={"steps": (lambda n: n >= 3, "3 or more (the first probe step warms up and the last is no probe)")},
+    smoke={"model": "tiny", "lengths": [16], "steps": 3, "stacks": ["trl", "liger"]},
+)
+def three_stacks_cpu(ctx: Context) -> dict:
+    args = ctx.args
+    source = Path(args.source or args.out or ctx.scratch)
+    if not args.source:
+        run(args, source)
+    print(f"from {source}")
+    found = figures(source)
+    ctx.tables["three stacks on CPU"] = "\n".join(table(found))
+    print(ctx.tables["three stacks on CPU"])
+    return {
+        f"{stack} {length} {name}": value
+        for (stack, length), f in found.items()
+        for name, value in (
+            ("step_s_median", statistics.median(f["step_s"].values()) if f["step_s"] else None),
+            ("peak_rss_gib", None if pd.isna(f["peak"]) else float(f["peak"])),
         )
-    if args.source is None:
-        args.source = args.out or Path(tempfile.mkdtemp(prefix="three-stacks-cpu-"))
-        run(args, args.source)
-    print(f"from {args.source}")
-    print("\n".join(table(figures(args.source))))
-
-
-if __name__ == "__main__":
-    main()
+    }

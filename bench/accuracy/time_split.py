@@ -3,22 +3,20 @@ sequences decoded together, generation's share of the step, and the latency-boun
 makes (orchestrator/views/report/_time.py), from the trials in bench/data/h100-2026-11-26 (round 1: the
 16 GiB matrix, four trials at once, and the 1.5B trials; no GPU needed).
 
-    .venv/bin/python bench/bench_time_split.py
+    python -m bench time_split
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import DATA as BENCH_DATA
+from bench import Context, benchmark
+from orchestrator.views.report._time import families, time_paragraphs
 
-from orchestrator.views.report._time import families, time_paragraphs  # noqa: E402
-
-DATA = Path(__file__).resolve().parent / "data" / "h100-2026-11-26" / "round1"
+DATA = BENCH_DATA / "h100-2026-11-26" / "round1"
 
 
 def rows() -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -32,9 +30,12 @@ def rows() -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.DataFrame(trials), pd.concat(steps)
 
 
-def main() -> None:
+@benchmark(tags=("speed", "report"), needs="data", smoke={})
+def time_split(ctx: Context) -> dict:
+    """Where the time goes on the H100 rows: ms per token by sequences, generation's share, latency-bound."""
     trials, steps = rows()
-    for family in families(trials, steps):
+    found = families(trials, steps)
+    for family in found:
         by_n = "  ".join(f"{n:g} seq {family.median_at(n):.1f} ms" for n in sorted(set(family.sequences)))
         growth = "-" if family.growth is None else f"x{family.growth:.2f}"
         print(
@@ -44,7 +45,8 @@ def main() -> None:
     print()
     for paragraph in time_paragraphs(trials, steps):
         print(paragraph)
-
-
-if __name__ == "__main__":
-    main()
+    return {
+        "families": len(found),
+        "latency_bound_families": sum(bool(f.latency_bound) for f in found),
+        **{f"gen_share {f.label}": f.share for f in found},
+    }
