@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import io
+import json
 import os
 import pkgutil
 import shutil
@@ -159,6 +160,23 @@ class _Tee(io.TextIOBase):
         self.stream.flush()
 
 
+def isolated(b: Benchmark, params: dict[str, Any], context: Context) -> dict:
+    """Run `b` in a process of its own (bench/_child.py), its output echoed; fills the context's timings
+    and tables; returns its metrics."""
+    settings, out = context.scratch / "settings.json", context.scratch / "found.json"
+    settings.write_text(json.dumps({"params": params, "smoke": context.smoke, "refit": context.refit}))
+    command = [sys.executable, "-m", "bench._child", b.module, b.name, str(settings), str(out)]
+    with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True) as child:
+        for line in child.stdout:
+            print(line, end="", flush=True)
+    if child.returncode or not out.is_file():
+        raise RuntimeError(f"{b.name}'s process ended with exit status {child.returncode} (its output above)")
+    found = json.loads(out.read_text())
+    context.timings.update(found["timings"])
+    context.tables.update(found["tables"])
+    return found["metrics"]
+
+
 def run_one(b: Benchmark, params: dict[str, Any], *, smoke: bool, refit: bool, records: Path) -> dict:
     """Run one benchmark, check its goals, write its record; returns the record."""
     context = Context(b.name, SimpleNamespace(**params), smoke=smoke, refit=refit)
@@ -182,7 +200,7 @@ def run_one(b: Benchmark, params: dict[str, Any], *, smoke: bool, refit: bool, r
     metrics, error = None, None
     stdout, sys.stdout = sys.stdout, tee
     try:
-        metrics = b.fn(context)
+        metrics = isolated(b, params, context) if b.isolated else b.fn(context)
     except KeyboardInterrupt:
         raise
     except BaseException:  # a benchmark that raises or exits is a failed run, recorded; the next one runs

@@ -78,6 +78,7 @@ class Benchmark:
     writes: tuple[str, ...]
     choices: dict[str, tuple]
     rules: dict[str, tuple[Callable[[Any], bool], str]]
+    isolated: bool
 
     @property
     def kind(self) -> str:
@@ -102,12 +103,14 @@ def benchmark(
     writes: tuple[str, ...] = (),
     choices: dict[str, tuple] | None = None,
     rules: dict[str, tuple[Callable[[Any], bool], str]] | None = None,
+    isolated: bool = False,
     name: str | None = None,
 ) -> Callable[[Callable[[Context], dict]], Callable[[Context], dict]]:
     """Register a benchmark function (its name: the function's, or `name`). `smoke_goals` are the goals a
     smoke run checks (default: `goals`; a smoke size can be too small for a goal that holds at full size).
     `choices`: a parameter's allowed values (each item of a list), and `rules`: (a test of its value, the
-    rule in words), both checked before anything runs."""
+    rule in words), both checked before anything runs. `isolated`: it runs in a process of its own
+    (bench/_child.py: it patches the code it times, or times its own process)."""
     if needs not in NEEDS:
         raise ValueError(f"needs {needs!r}: one of {', '.join(NEEDS)}")
 
@@ -136,6 +139,7 @@ def benchmark(
             writes=tuple(writes),
             choices={k: tuple(v) for k, v in (choices or {}).items()},
             rules=dict(rules or {}),
+            isolated=isolated,
         )
         return fn
 
@@ -166,21 +170,34 @@ class Context:
         finally:
             self.timings[label] = self.timings.get(label, 0.0) + time.monotonic() - start
 
-    def rlsweep(self, *args: str, check: bool = False, quiet: bool = True) -> subprocess.CompletedProcess:
-        """`rlsweep ARGS` from this checkout (the module, not an installed copy), cwd the repository root."""
+    def rlsweep(
+        self, *args: str, check: bool = False, quiet: bool = True, silent: bool = False
+    ) -> subprocess.CompletedProcess:
+        """`rlsweep ARGS` from this checkout (the module, not an installed copy), cwd the repository root;
+        `quiet`: its stderr dropped, `silent`: its stdout too."""
         return subprocess.run(
             [sys.executable, "-m", "orchestrator.cli", *args],
             cwd=self.root,
             check=check,
-            stderr=subprocess.DEVNULL if quiet else None,
+            stdout=subprocess.DEVNULL if silent else None,
+            stderr=subprocess.DEVNULL if quiet or silent else None,
         )
 
-    def sweep(self, sweep_file: str | Path, overrides: list[str], out: Path) -> tuple[float, list[dict]]:
+    def sweep(
+        self, sweep_file: str | Path, overrides: list[str], out: Path, silent: bool = False
+    ) -> tuple[float, list[dict]]:
         """(wall seconds, trials.parquet rows) of one `rlsweep run SWEEP --set ... --output-dir OUT`."""
         import pyarrow.parquet as pq
 
         t0 = time.monotonic()
-        self.rlsweep("run", str(sweep_file), "--output-dir", str(out), *[f"--set={o}" for o in overrides])
+        self.rlsweep(
+            "run",
+            str(sweep_file),
+            "--output-dir",
+            str(out),
+            *[f"--set={o}" for o in overrides],
+            silent=silent,
+        )
         return time.monotonic() - t0, pq.read_table(out / "trials.parquet").to_pylist()
 
     def trial(self, flags: list[str], out: Path) -> dict:

@@ -11,25 +11,23 @@ step's B x K is), the cold start of a sandbox, and what watching for acts costs 
 benign set with 1 worker, watch_calls on and off in alternate rounds). Targets (2-core machine): benign
 p99 <= 200 ms; a hostile completion costs at most its timeout plus 100 ms.
 
-    .venv/bin/python bench/bench_code.py [--workers 1 2 4] [--repeat 3] [--watch-rounds 4] [--json out.json]
+    python -m bench code [--set workers=1,2,4] [--set repeat=3] [--set watch_rounds=4]
+
+(repeat: rounds over the benign and hostile sets; watch_rounds: rounds of the benign set with the act watch
+off, and on; 0: as many as repeat)
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tasks.code import SHIPPED, Grader, _sandbox  # noqa: E402
-from tools.inputs.hostile_code import ACTS, HOSTILE  # noqa: E402
+from bench import Context, benchmark
+from tasks.code import SHIPPED, Grader, _sandbox
+from tools.inputs.hostile_code import ACTS, HOSTILE
 
 TIMEOUT_S = 1.0
 TESTS = ["assert double(3) == 6", "assert double(4) == 8", "assert double(0) == 0"]
@@ -117,19 +115,15 @@ def summary(latencies: list[float], wall: float) -> dict:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, max(1, (os.cpu_count() or 2) - 1), 4])
-    parser.add_argument("--repeat", type=int, default=2, help="rounds over the benign and hostile sets")
-    parser.add_argument(
-        "--watch-rounds",
-        type=int,
-        help="rounds of the benign set with the act watch off, and on; default --repeat",
-    )
-    parser.add_argument("--json", help="also write the figures here")
-    args = parser.parse_args()
+@benchmark(
+    tags=("rewards", "sandbox"),
+    needs="cpu",
+    params={"workers": [1, max(1, (os.cpu_count() or 2) - 1), 4], "repeat": 2, "watch_rounds": 0},
+    smoke={"workers": [1, 2], "repeat": 1},
+    goals={"benign_p99_ms_worst": "<= 200", "hostile_max_over_timeout_ms_worst": "<= 100"},
+)
+def code(ctx: Context) -> dict:
+    args = ctx.args
     isolation, python = _sandbox.setup()
     load_before = os.getloadavg()[0]
     results: dict = {
@@ -179,10 +173,9 @@ def main() -> int:
     print(json.dumps(results["watch_cost"], indent=1), flush=True)
     results["load_before_after"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     print(json.dumps(results, indent=1))
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    benign = [v for k, v in results.items() if k.startswith("benign_")]
+    hostile = [v for k, v in results.items() if k.startswith("hostile_")]
+    return results | {
+        "benign_p99_ms_worst": max(v["p99_ms"] for v in benign),
+        "hostile_max_over_timeout_ms_worst": max(v["max_over_timeout_ms"] for v in hostile),
+    }

@@ -1,4 +1,4 @@
-"""A driver that scales: many trials of a stand-in trainer (tests/fixtures/fake_trainer.py, the supervisor
+"""A driver that scales: many trials of a stand-in trainer (tools/inputs/fake_trainer.py, the supervisor
 tests' fast trainer: 50 ms per step, no model) through the real driver: Ray Tune (a local Ray), the
 supervisor with its memory sampler, the Recorder and its sinks (trials.parquet, the steps files,
 MLflow on sqlite, the progress lines). Then `rlsweep validate` and `rlsweep run --dry-run` of a
@@ -11,34 +11,33 @@ Prints, against its targets:
     trials in trials.parquet, steps files, MLflow runs (complete): exactly the number asked for
     validate and --dry-run of the 100k grid: <= 10 s each
 
-Usage: python bench/bench_driver_scaling.py [--trials 1000] [--concurrent 2] [--steps 2]
-                                            [--grid-trials 100000] [--no-sweep] [--no-grid] [--wait]
-                                            [--tracemalloc A B]
+Usage: python -m bench driver_scaling [--set trials=1000] [--set concurrent=2] [--set steps=2]
+           [--set grid_trials=100000] [--set no_sweep=true] [--set no_grid=true] [--set wait=true]
+           [--set tracemalloc=A,B]
+(wait: oom.wait_for_smaller on, the default: one trial at a time here; tracemalloc: print what the driver
+allocated between the A-th and the B-th trial's end. It runs in a process of its own: the driver is that
+process, its RSS measured and its parts patched.)
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import psutil
+import pyarrow.parquet as pq
 
-import psutil  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
+from bench import ROOT, Context, benchmark
+from orchestrator.recording import recorder
+from orchestrator.running import _tune, driver
+from orchestrator.spec.load import load_sweep
 
-from orchestrator.recording import recorder  # noqa: E402
-from orchestrator.running import _tune, driver  # noqa: E402
-from orchestrator.spec.load import load_sweep  # noqa: E402
-
-FAKE_TRAINER = [sys.executable, str(ROOT / "tests" / "fixtures" / "fake_trainer.py")]
+FAKE_TRAINER = [sys.executable, str(ROOT / "tools" / "inputs" / "fake_trainer.py")]
 MB = 1e6
 TRACE: list = []  # --tracemalloc A B: the trial counts to compare, then their snapshots
 
@@ -219,24 +218,25 @@ def time_cli(*args: str) -> tuple[float, float, int, str]:
     return wall, cpu, done.returncode, (done.stdout + done.stderr)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--trials", type=int, default=1000)
-    p.add_argument("--concurrent", type=int, default=2)
-    p.add_argument("--steps", type=int, default=2)
-    p.add_argument("--grid-trials", type=int, default=100_000)
-    p.add_argument("--no-sweep", action="store_true")
-    p.add_argument("--no-grid", action="store_true")
-    p.add_argument(
-        "--wait", action="store_true", help="oom.wait_for_smaller on (the default): one trial at a time here"
-    )
-    p.add_argument("--tracemalloc", nargs=2, type=int, metavar=("A", "B"),
-                   help="print what the driver allocated between the A-th and the B-th trial's end")  # fmt: skip
-    args = p.parse_args()
+@benchmark(
+    tags=("sweep", "overhead", "scaling"),
+    params={"trials": 1000, "concurrent": 2, "steps": 2, "grid_trials": 100_000, "no_sweep": False,
+            "no_grid": False, "wait": False, "tracemalloc": ""},
+    smoke={"trials": 20, "grid_trials": 10_000},
+    goals={"validate_s": "<= 10", "dry_run_s": "<= 10", "rss_growth_mb": "<= 100",
+           "overhead_steady_slot_s": "<= 0.5", "records_complete": "== true"},
+    smoke_goals={"validate_s": "<= 10", "dry_run_s": "<= 10", "records_complete": "== true"},
+    isolated=True,
+)  # fmt: skip
+def driver_scaling(ctx: Context) -> dict:
+    """Many trials of a stand-in trainer through the real driver; validate and --dry-run of a huge grid."""
+    args = ctx.args
+    metrics: dict = {}
+    args.tracemalloc = [int(x) for x in args.tracemalloc.split(",")] if args.tracemalloc else None
     if args.tracemalloc:
         TRACE.extend(args.tracemalloc)
         tracemalloc.start(8)
-    work = Path(tempfile.mkdtemp(prefix="bench-scaling-"))
+    work = ctx.scratch
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; outputs: {work}")
     if not args.no_grid:
         grid = grid_yaml(work / "grid.yaml", args.grid_trials)
@@ -245,6 +245,7 @@ def main() -> None:
             ("run --dry-run", ("run", str(grid), "--dry-run", "--output-dir", str(work / "grid-out"))),
         ):
             seconds, cpu, rc, text = time_cli(*cli)
+            metrics["validate_s" if label == "validate" else "dry_run_s"] = seconds if rc == 0 else None
             lines = text.strip().splitlines()
             print(f"{label} of a {args.grid_trials:,}-trial grid: {seconds:.1f} s wall (target <= 10), "
                   f"{cpu:.1f} s CPU, exit {rc}, {len(lines)} lines of output; first: {lines[0] if lines else ''}")  # fmt: skip
@@ -267,7 +268,12 @@ def main() -> None:
                 print("\n".join("      " + line for line in stat.traceback.format()[-6:]))
         print(f"trials.parquet {r['parquet']}, steps files {r['steps_files']} ({r['steps_rows']} rows), "
               f"MLflow complete runs {r['mlflow']} ({r['mlflow_runs']} trial runs); asked {r['trials']}")  # fmt: skip
-
-
-if __name__ == "__main__":
-    main()
+        metrics |= {
+            # the steady state is after the 100th trial: not measured in a shorter run
+            "rss_growth_mb": growth if r["ended"] > 100 else None,
+            "overhead_steady_slot_s": r["overhead_steady"] if r["ended"] > 100 else None,
+            "overhead_all_slot_s": r["overhead_all"],
+            "records_complete": r["parquet"] == r["steps_files"] == r["mlflow"] == r["trials"],
+            "wall_s": r["wall"],
+        }
+    return metrics

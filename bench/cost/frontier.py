@@ -11,43 +11,27 @@ pruned), the ratio frontier / probe all (target <= 0.35), the same ratio with th
 timed in the probe-all run (robust to the load of other work changing between the runs), and that every
 implied row names its implying trial, holds a prediction and nulls for what was not measured.
 
-Usage: python bench/bench_frontier.py [SWEEP.yaml] [--set k=v ...]
+Usage: python -m bench frontier [--set sweep=SWEEP.yaml] [--set overrides=k=v ...]
 Default: sweeps/frontier-tiny.yaml (50 configurations: K 2-32 x B 1-16 x completion 16/128 on `tiny`,
-budget 0.775 GiB). Exits 1 when the verdicts differ or an implied row is malformed; a differing trial is
+budget 0.775 GiB). Misses its goals (exit 1) when the verdicts differ or an implied row is malformed; a differing trial is
 printed with both runs' readings (a configuration whose peak sits within run-to-run noise of the budget
 gets either verdict by chance, however it is probed).
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import tempfile
-import time
 from collections import Counter
-from pathlib import Path
 
-import pyarrow.parquet as pq
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from orchestrator.words.outcome import COMPLETED, IMPLIED, OOM, PRUNED  # noqa: E402
+from bench import Context, benchmark
+from orchestrator.words.outcome import COMPLETED, IMPLIED, OOM, PRUNED
 
 DEFAULTS = ["tracking.enabled=false", "phases=[memory]"]
 PROBE_ALL = ["oom.frontier=false", "oom.prune_dominated=false"]
 FRONTIER = ["oom.frontier=true", "oom.prune_dominated=true"]
 VERDICT = {COMPLETED: "fits", IMPLIED: "fits", OOM: "oom", PRUNED: "oom"}
 NOT_MEASURED = ("wall_s", "peak_rss_gib", "peak_device_gib", "trainer_s", "steps_completed", "median_step_s")
-
-
-def run(sweep_file: str, overrides: list[str], out: Path) -> tuple[float, list[dict]]:
-    """(wall seconds, trials.parquet rows) of one `rlsweep run`."""
-    t0 = time.monotonic()
-    cmd = [sys.executable, "-m", "orchestrator.cli", "run", sweep_file, "--output-dir", str(out)]
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    subprocess.run(cmd + [f"--set={o}" for o in overrides], cwd=ROOT, check=False, **quiet)
-    return time.monotonic() - t0, pq.read_table(out / "trials.parquet").to_pylist()
+# A smoke run: 8 configurations of the 50 (K 2/32 x B 1/16 x both lengths)
+SMOKE = ["grid.num_generations=[2,32]", "grid.batch_size=[1,16]"]
 
 
 def implied_row_problems(rows: list[dict]) -> list[str]:
@@ -67,15 +51,21 @@ def implied_row_problems(rows: list[dict]) -> list[str]:
     return problems
 
 
-def main() -> None:
-    args = sys.argv[1:]
-    default_sweep = str(ROOT / "sweeps" / "frontier-tiny.yaml")
-    sweep_file = args.pop(0) if args and not args[0].startswith("--") else default_sweep
-    overrides = DEFAULTS + [a.split("=", 1)[1] if a.startswith("--set=") else a for a in args if a != "--set"]
-    work = Path(tempfile.mkdtemp(prefix="bench-frontier-"))
+@benchmark(
+    tags=("sweep", "memory"),
+    params={"sweep": "sweeps/frontier-tiny.yaml", "overrides": []},
+    smoke={"overrides": SMOKE},
+    goals={"verdicts_identical": "== true", "implied_rows_well_formed": "== true", "ratio": "<= 0.35"},
+    smoke_goals={"verdicts_identical": "== true", "implied_rows_well_formed": "== true"},
+)
+def frontier(ctx: Context) -> dict:
+    """Frontier search against probing every configuration: trainer-seconds to a complete memory verdict."""
+    sweep_file = ctx.args.sweep
+    overrides = DEFAULTS + ctx.args.overrides
+    work = ctx.scratch
     runs = {
-        "probe all": run(sweep_file, overrides + PROBE_ALL, work / "probe-all"),
-        "frontier": run(sweep_file, overrides + FRONTIER, work / "frontier"),
+        "probe all": ctx.sweep(sweep_file, overrides + PROBE_ALL, work / "probe-all", silent=True),
+        "frontier": ctx.sweep(sweep_file, overrides + FRONTIER, work / "frontier", silent=True),
     }
     seconds, verdicts = {}, {}
     for name, (wall, rows) in runs.items():
@@ -128,8 +118,11 @@ def main() -> None:
         f" ({probed_there:.1f} of {seconds['probe all']:.1f} trainer-seconds)"
     )
     print(f"outputs: {work}")
-    sys.exit(0 if same and not problems else 1)
-
-
-if __name__ == "__main__":
-    main()
+    return {
+        "verdicts_identical": same,
+        "implied_rows_well_formed": not problems,
+        "ratio": ratio,
+        "ratio_timed_in_probe_all": probed_there / seconds["probe all"],
+        "skipped_agreeing": agree,
+        "skipped": len(skipped),
+    }

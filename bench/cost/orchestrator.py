@@ -7,7 +7,7 @@ trial (target <= 2 s): slot-seconds not spent inside a trainer process,
     sequential: (wall - sum of trainer wall_s) / trials
 The sweep runs twice, in one run of this script: as `make sweep` does (with the end-of-sweep report) and
 with --no-report (the sequential trials make no report either: the same results, plus MLflow).
-Usage: python bench/bench_orchestrator.py [SWEEP.yaml] [--set k=v ...]
+Usage: python -m bench orchestrator [--set sweep=SWEEP.yaml] [--set overrides=k=v ...]
 """
 
 from __future__ import annotations
@@ -15,18 +15,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import pyarrow.parquet as pq
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from orchestrator.spec.load import load_sweep  # noqa: E402
-from orchestrator.spec.plan import plan  # noqa: E402
-from trainers.trial import BOOKKEEPING  # noqa: E402
+from bench import ROOT, Context, benchmark
+from orchestrator.spec.load import load_sweep
+from orchestrator.spec.plan import plan
+from trainers.trial import BOOKKEEPING
 
 SKIP = (*BOOKKEEPING, "model_cache_dir")  # the harness sets these per trial
 
@@ -44,13 +40,16 @@ def trial_flags(spec) -> list[str]:
     return flags
 
 
-def main() -> None:
-    args = sys.argv[1:]
-    sweep_file = (
-        args.pop(0) if args and not args[0].startswith("--") else str(ROOT / "sweeps" / "cpu-smoke.yaml")
-    )
-    overrides = [a.split("=", 1)[1] if a.startswith("--set=") else a for a in args if a != "--set"]
-    work = Path(tempfile.mkdtemp(prefix="bench-orch-"))
+@benchmark(
+    tags=("sweep", "overhead"),
+    params={"sweep": "sweeps/cpu-smoke.yaml", "overrides": []},
+    goals={"ratio_no_report": "<= 0.60", "overhead_per_trial_no_report_s": "<= 2"},
+)
+def orchestrator(ctx: Context) -> dict:
+    """The cpu-smoke sweep under Ray Tune against the same trials one after another with `rlsweep trial`."""
+    sweep_file = ctx.args.sweep
+    overrides = list(ctx.args.overrides)
+    work = ctx.scratch
     sweep = load_sweep(sweep_file, overrides)
     trials = plan(sweep).trials
     concurrency = sweep.resources.max_concurrent or 1
@@ -91,12 +90,13 @@ def main() -> None:
     print(f"sweep file: {sweep_file} ({n} trials, {concurrency} at a time)")
     print(f"sequential (rlsweep trial): {seq_wall:7.1f} s wall, trainers {seq_trainer:7.1f} s")
     print(f"overhead per trial, sequential: {(seq_wall - seq_trainer) / n:.1f} s")
+    metrics = {"overhead_per_trial_sequential_s": (seq_wall - seq_trainer) / n}
     for name, (wall, trainer, statuses) in sweeps.items():
         print(f"{name + ':':26s} {wall:7.1f} s wall, trainers {trainer:7.1f} s; statuses {statuses}")
         print(f"  ratio to sequential: {wall / seq_wall:.2f}  (target <= 0.60)")
         print(f"  overhead per trial: {(wall * concurrency - trainer) / n:.1f} slot-s (target <= 2)")
+        which = "no_report" if "no-report" in name else "report"
+        metrics[f"ratio_{which}"] = wall / seq_wall
+        metrics[f"overhead_per_trial_{which}_s"] = (wall * concurrency - trainer) / n
     print(f"outputs: {work}")
-
-
-if __name__ == "__main__":
-    main()
+    return metrics

@@ -17,7 +17,9 @@ Per sweep: the driver's imports, init_ray, MLflow's sweep run, Tune's set-up unt
 the end after the last trial (Ray shutdown, frontier, finish_sweep: the report), and idle slots (a slot
 with no trial handed out while the sweep runs: trials held for a smaller sibling, Tune's loop).
 
-Usage: python bench/bench_overhead.py [SWEEP.yaml] [--no-report] [--set k=v ...]
+Usage: python -m bench overhead [--set sweep=SWEEP.yaml] [--set report=false] [--set overrides=k=v ...]
+(it runs in a process of its own: it patches the driver it times; "python + driver imports" counts from
+this module's import in that process, without the interpreter's own start)
 """
 
 from __future__ import annotations
@@ -25,17 +27,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
 T_PROCESS = time.time()
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 import pyarrow.parquet as pq  # noqa: E402
 
+from bench import Context, benchmark  # noqa: E402
 from orchestrator.publishing import tracking  # noqa: E402
 from orchestrator.recording import recorder  # noqa: E402
 from orchestrator.running import _tune, driver  # noqa: E402
@@ -117,15 +117,17 @@ def events(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def main() -> None:
-    args = sys.argv[1:]
-    sweep_file = (
-        args.pop(0) if args and not args[0].startswith("--") else str(ROOT / "sweeps" / "cpu-smoke.yaml")
-    )
-    with_report = "--no-report" not in args
-    args = [a for a in args if a != "--no-report"]
-    overrides = [a.split("=", 1)[1] if a.startswith("--set=") else a for a in args if a != "--set"]
-    work = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
+@benchmark(
+    tags=("sweep", "overhead"),
+    params={"sweep": "sweeps/cpu-smoke.yaml", "report": True, "overrides": []},
+    isolated=True,
+)
+def overhead(ctx: Context) -> dict:
+    """Where a sweep's non-trainer seconds go: the driver's parts timed, each trial's own timestamps."""
+    sweep_file = ctx.args.sweep
+    with_report = ctx.args.report
+    overrides = list(ctx.args.overrides)
+    work = ctx.scratch
     overrides.append(f"tracking.mlflow_uri=sqlite:///{work}/mlflow.db")
     sweep = load_sweep(sweep_file, overrides)
     slots = sweep.resources.max_concurrent or 1
@@ -207,7 +209,11 @@ def main() -> None:
         if label.startswith("sink"):
             print(f"  {label:70s} {s:7.2f}")
     print(f"outputs: {work}")
-
-
-if __name__ == "__main__":
-    main()
+    return {
+        "wall_s": wall,
+        "trainer_s": trainer_s,
+        "overhead_per_trial_slot_s": (wall * slots - trainer_s) / len(rows),
+        "trials": len(rows),
+        "ran": ran,
+        "child_imports_alone_s": imports_alone,
+    }

@@ -2,7 +2,7 @@
 
   peaks      each shape's peak in one session, in ascending and in descending order of size, against the
              same shape in a process of its own (NVML's device peak on a GPU, goal within 3%; RSS on a
-             CPU, within the run-to-run spread CPU_RSS_SPREAD). Exit 1 where a shape is outside it.
+             CPU, within the run-to-run spread CPU_RSS_SPREAD). Its goal is missed where a shape is outside it.
   sweep      a frontier sweep (sweeps/frontier-tiny.yaml on both stacks, every configuration probed) with
              oom.session true and false: the walls and their ratio (goal <= 0.30).
   calibrate  `rlsweep calibrate` with and without --session: the walls and their ratio (goal <= 0.40).
@@ -10,24 +10,22 @@
 Each prints a markdown table and the command that made it; where the seconds went: the sessions'
 start-up (session_startup_s), the trials' own seconds (wall_s) and the rest (Ray, the driver, the report).
 
-    nice .venv/bin/python bench/bench_probe_session.py peaks --model tiny --stacks trl --lengths 24,128,256
-    nice .venv/bin/python bench/bench_probe_session.py peaks --lengths 256 --repeat 4   (the spread itself)
-    nice .venv/bin/python bench/bench_probe_session.py sweep
-    nice .venv/bin/python bench/bench_probe_session.py calibrate
-    nice .venv/bin/python bench/bench_probe_session.py             (all three)
+    nice python -m bench probe_session_peaks --set model=tiny --set stacks=trl --set lengths=24,128,256
+    nice python -m bench probe_session_peaks --set lengths=256 --set repeat=4   (the spread itself)
+    nice python -m bench probe_session_sweep
+    nice python -m bench probe_session_calibrate
+    nice python -m bench probe-session             (all three: their tag)
 """
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench import ROOT, Context, benchmark
 
 GPU_TOLERANCE = 0.03  # session peaks equal fresh-process NVML peaks within 3%
 CPU_RSS_SPREAD = {"tiny": 0.12, "smollm2": 0.15}  # as tests/helpers/trainer_child.py measured it
@@ -51,7 +49,19 @@ def peak_of(spec, result) -> tuple[float | None, str | None]:
     return peak_memory(trial_row(spec, result, result.steps))
 
 
-def peaks(args) -> int:
+@benchmark(
+    name="probe_session_peaks",
+    tags=("probe-session", "memory"),
+    params={"model": "tiny", "stacks": "trl", "lengths": "24,128,256", "k": 8, "b": 2, "max_prompt_length": 96,
+            "quantization": "nf4", "budget_gib": None, "threads": 1, "timeout_s": 900.0,
+            "repeat": 1, "out": ""},
+    smoke={"lengths": "24,128"},
+    goals={"shapes_outside": "<= 0"},
+)  # fmt: skip
+def peaks(ctx: Context) -> dict:
+    """Each shape's peak in one probe session, both orders, against the shape in a process of its own."""
+    args = ctx.args
+    args.out = args.out or str(ctx.scratch / "peaks")
     from orchestrator.running.session import ProbeSession
     from orchestrator.running.supervisor import run_trial
     from orchestrator.words.settings import GuardSettings
@@ -61,7 +71,7 @@ def peaks(args) -> int:
     shutil.rmtree(out, ignore_errors=True)
     guard = GuardSettings(budget_gib=args.budget_gib, timeout_s=args.timeout_s)
     lengths = [int(n) for n in args.lengths.split(",")]
-    failed = False
+    failed = 0
     print("| stack | completion | fresh peak | session, ascending | session, descending | kind | "
           "largest difference | fresh s | session shape s |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|")
@@ -93,7 +103,7 @@ def peaks(args) -> int:
                 readings[n]["session"] += [g for g in got if g is not None]
                 tolerance = GPU_TOLERANCE if kind == "GPU" else CPU_RSS_SPREAD.get(args.model, GPU_TOLERANCE)
                 worst = max((abs(g - base) / base for g in got if g is not None and base), default=None)
-                failed |= worst is None or worst > tolerance
+                failed += worst is None or worst > tolerance
                 text = lambda v: "-" if v is None else f"{v:.3f} GiB"  # noqa: E731
                 print(f"| {stack} | {n} | {text(base)} ({fresh[n][3]}) | {text(got[0])} | {text(got[1])} | {kind} | "
                       f"{'-' if worst is None else f'{worst:.1%}'} (goal <= {tolerance:.0%}) | {fresh[n][2]:.1f} | "
@@ -103,7 +113,7 @@ def peaks(args) -> int:
                 print(f"{stack} {n}: " + "; ".join(
                     f"{name} {min(v):.3f}-{max(v):.3f} GiB over {len(v)} (mean {sum(v) / len(v):.3f}, "
                     f"spread {(max(v) - min(v)) / min(v):.1%})" for name, v in seen.items() if v))  # fmt: skip
-    return 1 if failed else 0
+    return {"shapes_outside": failed}
 
 
 def timed(command: list[str], log: Path) -> float:
@@ -128,7 +138,7 @@ def where(out: Path) -> str:
             f"{sessions} sessions, start-up {startup.sum():.0f} s")  # fmt: skip
 
 
-def compare(name: str, command, out: Path, goal: float) -> int:
+def compare(name: str, command, out: Path, goal: float) -> dict:
     walls, notes = {}, {}
     for session in (True, False):
         folder = out / ("session" if session else "alone")
@@ -142,11 +152,14 @@ def compare(name: str, command, out: Path, goal: float) -> int:
             f"| {'sessions' if session else 'one process per trial'} | {walls[session]:.0f} s | {notes[session]} |"
         )
     print(f"\nratio, sessions / one process per trial: {ratio:.2f} (goal <= {goal:.2f})")
-    return 0
+    return {"ratio": ratio, "wall_s_sessions": walls[True], "wall_s_one_process_per_trial": walls[False]}
 
 
-def sweep(args) -> int:
-    out = Path(args.out)
+@benchmark(name="probe_session_sweep", tags=("probe-session", "sweep"), params={"out": ""},
+           goals={"ratio": "<= 0.30"})  # fmt: skip
+def sweep(ctx: Context) -> dict:
+    """A frontier sweep with oom.session true and false: the walls and their ratio."""
+    out = Path(ctx.args.out or ctx.scratch / "sweep")
     out.mkdir(parents=True, exist_ok=True)
 
     import yaml
@@ -167,8 +180,11 @@ def sweep(args) -> int:
     )
 
 
-def calibrate(args) -> int:
-    out = Path(args.out)
+@benchmark(name="probe_session_calibrate", tags=("probe-session", "calibrate"), params={"out": ""},
+           goals={"ratio": "<= 0.40"})  # fmt: skip
+def calibrate(ctx: Context) -> dict:
+    """`rlsweep calibrate` with and without --session: the walls and their ratio."""
+    out = Path(ctx.args.out or ctx.scratch / "calibrate")
     out.mkdir(parents=True, exist_ok=True)
 
     def command(session: bool, folder: Path) -> list[str]:
@@ -176,39 +192,3 @@ def calibrate(args) -> int:
                 "--session" if session else "--no-session"]  # fmt: skip
 
     return compare("rlsweep calibrate (tiny, trl, 4 probes)", command, out, 0.40)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    sub = parser.add_subparsers(dest="what")  # none: all three, each with its defaults (bench/run_all.py)
-    p = sub.add_parser("peaks")
-    p.add_argument("--model", default="tiny")
-    p.add_argument("--stacks", default="trl")
-    p.add_argument("--lengths", default="24,128,256")
-    p.add_argument("-k", type=int, default=8)
-    p.add_argument("-b", type=int, default=2)
-    p.add_argument("--max-prompt-length", type=int, default=96)
-    p.add_argument("--quantization", default="nf4")
-    p.add_argument("--budget-gib", type=float, default=None)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--timeout-s", type=float, default=900)
-    p.add_argument("--repeat", type=int, default=1, help="measure it all this many times; then the spread")
-    p.add_argument("--out", default="/tmp/bench-probe-session/peaks")
-    p.set_defaults(func=peaks)
-    s = sub.add_parser("sweep")
-    s.add_argument("--out", default="/tmp/bench-probe-session/sweep")
-    s.set_defaults(func=sweep)
-    c = sub.add_parser("calibrate")
-    c.add_argument("--out", default="/tmp/bench-probe-session/calibrate")
-    c.set_defaults(func=calibrate)
-    args = parser.parse_args(argv)
-    if args.what is None:
-        codes = [main([what]) for what in ("peaks", "sweep", "calibrate")]
-        return max(codes)
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,33 +8,22 @@ trainer-seconds (the sum of the trials' wall_s: trainer process start to exit, i
 included), then the ratio on/off (lower is better; 1.0 means pruning saved nothing).
 On a shared machine the load moves trainer-seconds by tens of percent between runs: --repeat N runs
 the pair N times, alternating which goes first, and sums them.
-Usage: python bench/bench_pruning.py [SWEEP.yaml] [--repeat N] [--set k=v ...]
+Usage: python -m bench pruning [--set sweep=SWEEP.yaml] [--set repeat=N] [--set overrides=k=v ...]
 Default: sweeps/cpu-smoke.yaml --set memory.budget_gib=0.72 (the budget demo of docs/memory.md).
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 
-import pyarrow.parquet as pq
+from bench import Context, benchmark
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_SWEEP = ROOT / "sweeps" / "cpu-smoke.yaml"
 DEFAULT_BUDGET = "memory.budget_gib=0.72"
 
 
-def run(sweep_file: str, overrides: list[str], out: Path) -> dict[str, float]:
-    cmd = [sys.executable, "-m", "orchestrator.cli", "run", sweep_file, "--output-dir", str(out)]
-    t0 = time.monotonic()
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    subprocess.run(cmd + [f"--set={o}" for o in overrides], cwd=ROOT, check=False, **quiet)
-    wall = time.monotonic() - t0
-    rows = pq.read_table(out / "trials.parquet").to_pylist()
+def run(ctx: Context, sweep_file: str, overrides: list[str], out: Path) -> dict[str, float]:
+    wall, rows = ctx.sweep(sweep_file, overrides, out, silent=True)
     return Counter(
         wall=wall,
         trainer_s=sum(r["wall_s"] or 0.0 for r in rows),
@@ -43,24 +32,24 @@ def run(sweep_file: str, overrides: list[str], out: Path) -> dict[str, float]:
     )
 
 
-def main() -> None:
-    args = sys.argv[1:]
-    sweep_file = args.pop(0) if args and not args[0].startswith("--") else str(DEFAULT_SWEEP)
-    repeat = 1
-    if "--repeat" in args:
-        i = args.index("--repeat")
-        repeat = int(args[i + 1])
-        del args[i : i + 2]
-    overrides = [a.split("=", 1)[1] if a.startswith("--set=") else a for a in args if a != "--set"]
+@benchmark(
+    tags=("sweep", "memory"),
+    params={"sweep": "sweeps/cpu-smoke.yaml", "repeat": 1, "overrides": []},
+    rules={"repeat": (lambda n: n >= 1, "1 or more")},
+)
+def pruning(ctx: Context) -> dict:
+    """Pruning savings: trainer-seconds of a budgeted sweep with pruning on against off."""
+    sweep_file, repeat = ctx.args.sweep, ctx.args.repeat
+    overrides = list(ctx.args.overrides)
     if not any(o.startswith("memory.budget_gib=") for o in overrides):
         overrides.append(DEFAULT_BUDGET)
-    work = Path(tempfile.mkdtemp(prefix="bench-prune-"))
+    work = ctx.scratch
     overrides.append(f"tracking.mlflow_uri=sqlite:///{work}/mlflow.db")
     totals = {"on": Counter(), "off": Counter()}
     for i in range(repeat):
         for name in ("on", "off") if i % 2 == 0 else ("off", "on"):
             setting = f"oom.prune_dominated={'true' if name == 'on' else 'false'}"
-            result = run(sweep_file, [*overrides, setting], work / f"{name}-{i}")
+            result = run(ctx, sweep_file, [*overrides, setting], work / f"{name}-{i}")
             print(f"run {i} pruning {name:3}: {dict(result)}", flush=True)
             totals[name].update(result)
     print(f"sweep file: {sweep_file}; overrides: {' '.join(o for o in overrides if 'mlflow_uri' not in o)}")
@@ -76,7 +65,8 @@ def main() -> None:
         f"trainers {on['trainers'] / off['trainers']:.2f}, wall {on['wall'] / off['wall']:.2f}"
     )
     print(f"outputs: {work}")
-
-
-if __name__ == "__main__":
-    main()
+    return {
+        "ratio_trainer_s": on["trainer_s"] / off["trainer_s"],
+        "ratio_trainers": on["trainers"] / off["trainers"],
+        "ratio_wall": on["wall"] / off["wall"],
+    }

@@ -8,12 +8,11 @@ It also measures the two designs for that bound on this machine: a persistent fo
 tasks/bounded.py does) against a fork per call, the latter at the benchmark's own memory and with a
 touched ballast that stands for a trainer process's memory.
 
-    .venv/bin/python bench/bench_rewards.py [--ballast-gib 4] [--json out.json]
+    python -m bench rewards [--set ballast_gib=4]    # ballast_gib: resident memory for the fork-per-call figure
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing
 import os
@@ -26,14 +25,12 @@ from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tasks import load_task  # noqa: E402
-from tasks.bounded import SCORING  # noqa: E402
-from tasks.reasoning_gym import available_datasets, generate, installed  # noqa: E402
-from tasks.rewards import reward_function  # noqa: E402
-from tools.inputs.adversarial import ADVERSARIAL, NESTED_LOG, POWER_PRODUCT, negations  # noqa: E402
+from bench import Context, benchmark
+from tasks import load_task
+from tasks.bounded import SCORING
+from tasks.reasoning_gym import available_datasets, generate, installed
+from tasks.rewards import reward_function
+from tools.inputs.adversarial import ADVERSARIAL, NESTED_LOG, POWER_PRODUCT, negations
 
 GENERATED = 6  # seeded random answers per kind
 
@@ -182,13 +179,16 @@ def designs(ballast_gib: float, calls: int = 200) -> dict[str, float]:
     return results
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--ballast-gib", type=float, default=4.0, help="resident memory for the fork-per-call figure"
-    )
-    parser.add_argument("--json", help="write every figure to this file")
-    args = parser.parse_args()
+@benchmark(
+    tags=("rewards",),
+    needs="cpu",
+    params={"ballast_gib": 4.0},
+    smoke={"ballast_gib": 0.5},
+    goals={"overall_p99_ms": "<= 100", "overall_max_ms": "<= 1000"},
+    isolated=True,
+)
+def rewards(ctx: Context) -> dict:
+    args = ctx.args
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         tasks = shipped_tasks(Path(tmp) / "gsm8k.jsonl")
@@ -220,9 +220,7 @@ def main() -> None:
     }
     text = json.dumps(report, indent=2)
     print(text)
-    if args.json:
-        Path(args.json).write_text(text)
-
-
-if __name__ == "__main__":
-    main()
+    return report | {
+        "overall_p99_ms": report["overall"]["p99_ms"],
+        "overall_max_ms": report["overall"]["max_ms"],
+    }

@@ -11,28 +11,26 @@ Figures:
 - sampler CPU: the supervisor's CPU time while sampling, per sample and as a share of one core: on
   a machine with no idle core, at most this much is taken from the trainer.
 
-`--child cuda` times a loop of 4096x4096 bf16 matrix products on the GPU instead (the child holds a
+`sampler_gpu` (python -m bench --gpu sampler_gpu) times a loop of 4096x4096 bf16 matrix products on the GPU instead (the child holds a
 CUDA context, so on a GPU host the sampler reads it through NVML, as it reads a trainer).
 
-    python bench/bench_sampler.py [--hz 20] [--pairs 6] [--work-s 1.0] [--child cpu|cuda] [--json out.json]
+    python -m bench sampler [--set hz=20] [--set pairs=6] [--set work_s=1.0]
+    python -m bench --gpu sampler_gpu
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import platform
 import resource
 import statistics
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's code, not an installed copy
-from orchestrator.running.telemetry import MemorySampler  # noqa: E402
+from bench import Context, benchmark
+from orchestrator.running.telemetry import MemorySampler
 
 # One line in = a loop count; one line out = the loop's wall and CPU seconds (timed inside the
 # child, so process start-up and pipe latency are not counted).
@@ -78,19 +76,27 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--hz", type=float, default=20.0, help="sampling rate (default 20)")
-    parser.add_argument("--pairs", type=int, default=6, help="on/off pairs, alternated ABBA (default 6)")
-    parser.add_argument("--work-s", type=float, default=1.0, help="seconds per timed loop (default 1.0)")
-    parser.add_argument(
-        "--child", choices=("cpu", "cuda"), default="cpu", help="the timed loop: Python (cpu) or GPU matmuls"
-    )
-    parser.add_argument("--json", help="also write the figures to this file")
-    args = parser.parse_args(argv)
+PARAMS = {"hz": 20.0, "pairs": 6, "work_s": 1.0}  # sampling rate, on/off pairs alternated ABBA, s per loop
 
+
+@benchmark(tags=("sampler", "overhead"), params=PARAMS, smoke={"pairs": 2, "work_s": 0.5},
+           goals={"slowdown_pct": "<= 1"}, smoke_goals={})  # fmt: skip
+def sampler(ctx: Context) -> dict:
+    """What the memory sampler costs a CPU-bound trainer loop, on against off, ABBA."""
+    return measure(ctx, "cpu")
+
+
+@benchmark(tags=("sampler", "overhead"), needs="gpu", params=PARAMS, smoke={"pairs": 2, "work_s": 0.5},
+           goals={"slowdown_pct": "<= 1"}, smoke_goals={})  # fmt: skip
+def sampler_gpu(ctx: Context) -> dict:
+    """What the memory sampler costs a loop of GPU matrix products (read through NVML), on against off."""
+    return measure(ctx, "cuda")
+
+
+def measure(ctx: Context, kind: str) -> dict:
+    """The loop in a child (`cpu`: Python, `cuda`: GPU matmuls), timed with the sampler on and off."""
+    args = ctx.args
+    args.child = kind
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD_CUDA if args.child == "cuda" else CHILD],
         stdin=subprocess.PIPE,
@@ -151,11 +157,4 @@ def main(argv: list[str] | None = None) -> dict:
     )
     print("per pair, wall (%):", " ".join(f"{r:+.2f}" for r in result["pair_ratio_pct"]))
     print(f"machine: {result['machine']}, load average {result['load_average'][0]:.2f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
     return result
-
-
-if __name__ == "__main__":
-    main()

@@ -5,24 +5,21 @@ alternated ABBA in one run so a drift in the machine hits both sides alike.
 Figure: median step time over steps 2..N (step 1 pays for warm-up) with / without - 1, in percent,
 with each trial's median beside it (the run-to-run spread to read the ratio against).
 
-    python bench/bench_sampler_trial.py [--framework trl] [--model random:Qwen/Qwen2.5-0.5B-Instruct]
-        [--steps 8] [--pairs 2] [--hz 20] [--json out.json]
+    python -m bench sampler_trial [--set framework=trl] [--set model=random:Qwen/Qwen2.5-0.5B-Instruct]
+        [--set steps=8] [--set pairs=2] [--set hz=20]     # pairs: on/off pairs, alternated ABBA
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import sys
-import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's code, not an installed copy
-from orchestrator.running.supervisor import run_trial  # noqa: E402
-from orchestrator.words.settings import GuardSettings  # noqa: E402
-from trainers.record import STEP  # noqa: E402
-from trainers.trial import TrialSpec  # noqa: E402
+from bench import Context, benchmark
+from orchestrator.running.supervisor import run_trial
+from orchestrator.words.settings import GuardSettings
+from trainers.record import STEP
+from trainers.trial import TrialSpec
 
 OFF_HZ = 0.01  # one sample at start-up, none after: the sampler's thread sleeps through the trial
 
@@ -41,20 +38,22 @@ def one_trial(spec: TrialSpec, hz: float, folder: Path) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--framework", default="trl")
-    parser.add_argument("--model", default="random:Qwen/Qwen2.5-0.5B-Instruct")
-    parser.add_argument("--quantization", default="nf4")
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--pairs", type=int, default=2, help="on/off pairs, alternated ABBA (default 2)")
-    parser.add_argument("--hz", type=float, default=20.0)
-    parser.add_argument("--json", help="also write the figures to this file")
-    args = parser.parse_args(argv)
+@benchmark(
+    tags=("sampler", "overhead", "trial"),
+    needs="cpu",
+    params={
+        "framework": "trl",
+        "model": "random:Qwen/Qwen2.5-0.5B-Instruct",
+        "quantization": "nf4",
+        "steps": 8,
+        "pairs": 2,
+        "hz": 20.0,
+    },
+)
+def sampler_trial(ctx: Context) -> dict:
+    args = ctx.args
 
-    root = Path(tempfile.mkdtemp(prefix="bench-sampler-trial-"))
+    root = ctx.scratch
     spec = TrialSpec(
         framework=args.framework,
         model=args.model,
@@ -84,10 +83,4 @@ def main(argv: list[str] | None = None) -> dict:
             f"{result['step_s_off_median']:.3f} s without -> {result['slowdown_pct']:+.2f} %; "
             f"per trial on {on}, off {off}"
         )
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
     return result
-
-
-if __name__ == "__main__":
-    main()

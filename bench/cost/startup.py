@@ -1,6 +1,8 @@
 """A trial's seconds outside its training steps, by part, started cold and forked from the fork server.
 
-    .venv/bin/python bench/bench_startup.py [--rounds 3] [--steps 3] [--model tiny] [--framework trl]
+    python -m bench startup [--set rounds=3] [--set steps=3] [--set model=tiny] [--set framework=trl]
+
+(framework trl or unsloth: Unsloth's first step compiles; it runs in a process of its own: fork servers)
 
 Runs the same tiny trial through the supervisor (run_trial, with its memory sampler) `rounds` times
 cold (RLSWEEP_COLD_START=1: `python -m trainers`) and `rounds` times forked (the first forked trial
@@ -24,20 +26,17 @@ sampler's) and median tokens/s, which the fork must not change. Target: outside 
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from orchestrator.running.launcher import COLD_START_ENV, stop_servers  # noqa: E402
-from orchestrator.running.supervisor import run_trial  # noqa: E402
-from orchestrator.words.settings import GuardSettings  # noqa: E402
-from trainers.record import TRIAL, startup_figures  # noqa: E402
-from trainers.trial import TrialSpec  # noqa: E402
+from bench import Context, benchmark
+from orchestrator.running.launcher import COLD_START_ENV, stop_servers
+from orchestrator.running.supervisor import run_trial
+from orchestrator.words.settings import GuardSettings
+from trainers.record import TRIAL, startup_figures
+from trainers.trial import TrialSpec
 
 PARTS = ("launch", "imports", "model", "trainer", "train_setup", "between", "exit", "outside")
 
@@ -108,13 +107,17 @@ def show(label: str, rows: list[dict[str, float]]) -> dict[str, float]:
     return med
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--model", default="tiny")
-    parser.add_argument("--framework", default="trl", help="trl or unsloth (Unsloth's first step compiles)")
-    args = parser.parse_args()
+@benchmark(
+    tags=("trial", "fork-server"),
+    needs="cpu",
+    params={"rounds": 3, "steps": 3, "model": "tiny", "framework": "trl"},
+    choices={"framework": ("trl", "unsloth", "liger")},
+    smoke={"rounds": 1, "steps": 2},
+    goals={"outside_forked_s": "<= 3"},
+    isolated=True,
+)
+def startup(ctx: Context) -> dict:
+    args = ctx.args
     cold: list[dict[str, float]] = []
     forked: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -138,7 +141,11 @@ def main() -> None:
             f"{label}: peak RSS {min(rss):.3f}-{max(rss):.3f} GiB, tokens/s {min(tps):.0f}-{max(tps):.0f}, "
             f"outside {min(r['outside'] for r in rows):.2f}-{max(r['outside'] for r in rows):.2f} s"
         )
-
-
-if __name__ == "__main__":
-    main()
+    return {
+        "outside_cold_s": c["outside"],
+        "outside_forked_s": f["outside"],
+        "peak_rss_cold_gib": c["peak_rss_gib"],
+        "peak_rss_forked_gib": f["peak_rss_gib"],
+        "tokens_per_s_cold": c["tokens_per_s"],
+        "tokens_per_s_forked": f["tokens_per_s"],
+    }

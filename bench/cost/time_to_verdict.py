@@ -11,7 +11,7 @@ Prints both sums, their ratio (target <= 0.40) and both runs' verdicts per trial
 `pruned` counts as oom: a pruned trial dominates one that ran out of memory); they must be identical,
 and every trial that fits must have a median tokens/s.
 
-Usage: python bench/bench_time_to_verdict.py [SWEEP.yaml] [--set k=v ...]
+Usage: python -m bench time_to_verdict [--set sweep=SWEEP.yaml] [--set overrides=k=v ...]
 (default: sweeps/cpu-smoke.yaml with memory.budget_gib=0.72 and max_steps=60: K=2 peaks at 0.65-0.67 GiB RSS
 and K=24 at 0.76 or more here, so the budget parts them whatever the noise; at 0.8 a K=24 trial sits on
 the budget and fits or not by chance)
@@ -19,43 +19,32 @@ the budget and fits or not by chance)
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
-
-import pyarrow.parquet as pq
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from orchestrator.words.outcome import COMPLETED, OOM, PRUNED  # noqa: E402
+from bench import Context, benchmark
+from orchestrator.words.outcome import COMPLETED, OOM, PRUNED
 
 DEFAULTS = ["memory.budget_gib=0.72", "max_steps=60", "tracking.enabled=false"]
 PHASED = ["stop.when_settled=true"]
 EVERY_STEP = ["phases=[speed]", "oom.prune_dominated=false", "oom.predict=false", "stop.when_settled=false"]
 VERDICT = {COMPLETED: "fits", OOM: "oom", PRUNED: "oom"}
+# A smoke run: one stack and mode, K=2 and K=24 (one fits, one does not), fewer steps.
+SMOKE = ["grid.framework=[trl]", "grid.mode=[grpo]", "grid.num_generations=[2,24]", "max_steps=12"]
 
 
-def run(sweep_file: str, overrides: list[str], out: Path) -> tuple[float, list[dict]]:
-    """(wall seconds, trials.parquet rows) of one `rlsweep run`."""
-    t0 = time.monotonic()
-    cmd = [sys.executable, "-m", "orchestrator.cli", "run", sweep_file, "--output-dir", str(out)]
-    subprocess.run(cmd + [f"--set={o}" for o in overrides], cwd=ROOT, check=False, stderr=subprocess.DEVNULL)
-    return time.monotonic() - t0, pq.read_table(out / "trials.parquet").to_pylist()
-
-
-def main() -> None:
-    args = sys.argv[1:]
-    sweep_file = (
-        args.pop(0) if args and not args[0].startswith("--") else str(ROOT / "sweeps" / "cpu-smoke.yaml")
-    )
-    overrides = DEFAULTS + [a.split("=", 1)[1] if a.startswith("--set=") else a for a in args if a != "--set"]
-    work = Path(tempfile.mkdtemp(prefix="bench-verdict-"))
+@benchmark(
+    tags=("sweep", "phases"),
+    params={"sweep": "sweeps/cpu-smoke.yaml", "overrides": []},
+    smoke={"overrides": SMOKE},
+    goals={"verdicts_identical": "== true", "speeds_measured": "== true", "ratio": "<= 0.40"},
+    smoke_goals={"verdicts_identical": "== true", "speeds_measured": "== true"},
+)
+def time_to_verdict(ctx: Context) -> dict:
+    """Trainer-seconds to a complete verdict with phases, pruning and the settled stop, against every step."""
+    sweep_file = ctx.args.sweep
+    overrides = DEFAULTS + ctx.args.overrides
+    work = ctx.scratch
     runs = {
-        "phases + settled stop": run(sweep_file, overrides + PHASED, work / "phased"),
-        "every trial to max_steps": run(sweep_file, overrides + EVERY_STEP, work / "every-step"),
+        "phases + settled stop": ctx.sweep(sweep_file, overrides + PHASED, work / "phased"),
+        "every trial to max_steps": ctx.sweep(sweep_file, overrides + EVERY_STEP, work / "every-step"),
     }
     seconds = {}
     verdicts = {}
@@ -86,8 +75,10 @@ def main() -> None:
     print(
         f"ratio trainer-seconds phased / every step: {seconds[phased] / seconds[every]:.2f} (target <= 0.40)"
     )
-    sys.exit(0 if same and speeds else 1)
-
-
-if __name__ == "__main__":
-    main()
+    return {
+        "verdicts_identical": same,
+        "speeds_measured": speeds,
+        "ratio": seconds[phased] / seconds[every],
+        "trainer_s_phased": seconds[phased],
+        "trainer_s_every_step": seconds[every],
+    }

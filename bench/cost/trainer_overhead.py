@@ -1,6 +1,7 @@
 """What our in-trainer measurement adds to a bare GRPOTrainer run of the same trial.
 
-    .venv/bin/python bench/bench_trainer_overhead.py [--steps 20] [--rounds 3]
+    python -m bench trainer_overhead [--set steps=20] [--set rounds=3]   (in a process of its own: it patches
+    trainers.measure)
 
 Builds the same tiny GRPO trial twice per round, in one process: once as a bare GRPOTrainer with
 only a timestamp callback (the least any measurement can do), once as rlsweep runs it
@@ -10,12 +11,11 @@ per step (the direct cost, immune to the noise of a shared machine), and of that
 waiting for the device before the step's clock starts and stops (trainers.measure.wait_for_device:
 torch.cuda.synchronize on a GPU, only the is_available check on a CPU; this script runs on the CPU, so
 the GPU figure, the time the CPU waits for queued kernels, is not measured by it).
-Target: under 2% of step time.
+Target: under 2% of step time (the goal: the direct figure; the A/B one is recorded beside it).
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
@@ -26,6 +26,7 @@ from peft import LoraConfig
 from transformers import AutoModelForCausalLM, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
+from bench import Context, benchmark
 from tasks import load_task
 from trainers import measure
 from trainers.events import EventWriter
@@ -120,11 +121,16 @@ def one_run(spec: TrialSpec, instrumented: bool, workdir: str) -> list[float]:
     return watch.times[2:]  # the first steps warm caches in both variants
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+@benchmark(
+    tags=("trial", "overhead"),
+    needs="cpu",
+    params={"steps": 20, "rounds": 3},
+    smoke={"steps": 6, "rounds": 1},
+    goals={"overhead_direct_pct": "<= 2"},
+    isolated=True,
+)
+def trainer_overhead(ctx: Context) -> dict:
+    args = ctx.args
     torch.set_num_threads(1)
     measure.wait_for_device = TimedWait(measure.wait_for_device)
     spec = TrialSpec(
@@ -155,7 +161,10 @@ def main() -> None:
         f"of which waiting for the device: {TimedWait.wait_s / steps * 1e6:.1f} us per step = "
         f"{TimedWait.wait_s / steps / o * 100:.4f}% of the median step, on {device}"
     )
-
-
-if __name__ == "__main__":
-    main()
+    return {
+        "step_s_bare": b,
+        "step_s_measured": o,
+        "overhead_ab_pct": (o / b - 1) * 100,
+        "overhead_direct_pct": TimedMeter.hook_s / steps / o * 100,
+        "wait_for_device_pct": TimedWait.wait_s / steps / o * 100,
+    }

@@ -1,7 +1,7 @@
 """Tokens/s of one TRL trial generating with vLLM (colocate, vLLM's CPU build) against the same trial
 generating through transformers, on this host's CPU.
 
-    .venv/bin/python bench/bench_vllm_cpu.py [--steps 4] [--completion 64] [--k 8]
+    python -m bench vllm_cpu [--set steps=4] [--set completion=64] [--set k=8]
 
 Runs the trainer child (`python -m trainers spec.json`) twice on `tiny`, one thread each, once per
 generation; reports each run's median tokens/s over its generation cycles after the first (engine
@@ -11,23 +11,19 @@ each: a CPU figure on a shared 2-core host, which says nothing of a GPU's ratio 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from trainers.events import read_events  # noqa: E402
-from trainers.trial import TrialSpec  # noqa: E402
+from bench import ROOT, Context, benchmark
+from trainers.events import read_events
+from trainers.trial import TrialSpec
 
 
-def run(generation: str, args: argparse.Namespace, scratch: Path) -> dict:
+def run(generation: str, args, scratch: Path) -> dict:
     extra = {"vllm_gpu_memory_utilization": 0.25, "memory_budget_gib": 4.0} if generation == "vllm" else {}
     spec = TrialSpec(
         model="tiny", generation=generation, quantization="none", num_generations=args.k, batch_size=2,
@@ -43,7 +39,7 @@ def run(generation: str, args: argparse.Namespace, scratch: Path) -> dict:
         [sys.executable, "-m", "trainers", str(path)], env=env, capture_output=True, text=True
     )
     if proc.returncode:
-        sys.exit(f"{generation}: trainer failed\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"{generation}: trainer failed\n{proc.stderr[-3000:]}")
     events, _ = read_events(spec.events_path)
     steps = [e for e in events if e["event"] == "step"][1:]  # the first step warms up
     return {
@@ -54,19 +50,12 @@ def run(generation: str, args: argparse.Namespace, scratch: Path) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--completion", type=int, default=64)
-    parser.add_argument("--k", type=int, default=8)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as scratch:
-        figures = {g: run(g, args, Path(scratch)) for g in ("transformers", "vllm")}
+@benchmark(tags=("vllm", "trial"), needs="cpu", params={"steps": 4, "completion": 64, "k": 8})
+def vllm_cpu(ctx: Context) -> dict:
+    args = ctx.args
+    figures = {g: run(g, args, ctx.scratch) for g in ("transformers", "vllm")}
     figures["ratio_vllm_over_transformers"] = (
         figures["vllm"]["tokens_per_s"] / figures["transformers"]["tokens_per_s"]
     )
     print(json.dumps(figures, indent=2))
-
-
-if __name__ == "__main__":
-    main()
+    return figures

@@ -14,7 +14,7 @@ from orchestrator.running.gpu_check import build_table, check_specs, markdown_ta
 from tests.helpers.stacks import registered
 from trainers.trial import TrialSpec
 
-FAKE = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "fake_trainer.py")]
+FAKE = [sys.executable, str(Path(__file__).parents[2] / "tools" / "inputs" / "fake_trainer.py")]
 
 
 def result(step_s, tokens_per_s, torch_reserved, nvml_peak, status="completed", detail=""):
