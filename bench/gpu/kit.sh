@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# What every GPU round's script shares (bench/gpu_round2.sh, bench/gpu_round3.sh source it): the clock,
+# What every GPU round's script shares (bench/gpu/round2.sh, bench/gpu/round3.sh source it): the clock,
 # the log, packing $W's results into $OUT (every 20 s and at exit), the wheel kit's install, nvidia-smi's
 # monitors (their PIDs in BG), trial(), one probe step of the 16 GiB frontier (random 3B, K=8 B=2), and
 # sweep(), a sweep through `rlsweep run` as users run it (Ray Tune; the kit made with RAY=1 holds Ray).

@@ -1,12 +1,12 @@
 """What holds GPU memory at the peak of a trainer's first step, from a torch CUDA memory snapshot.
 
-Taking one: `rlsweep trial ...` with bench/snapshot_hook first on PYTHONPATH, RLSWEEP_COLD_START=1 and
-RLSWEEP_BENCH_SNAPSHOT=<file.pickle> (bench/snapshot_hook/sitecustomize.py says what it records), e.g.
+Taking one: `rlsweep trial ...` with bench/gpu/snapshot_hook first on PYTHONPATH, RLSWEEP_COLD_START=1 and
+RLSWEEP_BENCH_SNAPSHOT=<file.pickle> (bench/gpu/snapshot_hook/sitecustomize.py says what it records), e.g.
 
-    RLSWEEP_COLD_START=1 RLSWEEP_BENCH_SNAPSHOT=/tmp/trl.pickle PYTHONPATH=bench/snapshot_hook:$PYTHONPATH \\
+    RLSWEEP_COLD_START=1 RLSWEEP_BENCH_SNAPSHOT=/tmp/trl.pickle PYTHONPATH=bench/gpu/snapshot_hook:$PYTHONPATH \\
         python -m orchestrator.cli trial --framework trl --model-name random:Qwen/Qwen2.5-1.5B-Instruct \\
         --max-steps 1 --probe-steps 1 --probe-kind synthetic --output-dir /tmp/snap-trl
-    python bench/memory_snapshot.py /tmp/trl.pickle --top 25 > /tmp/trl-snapshot.txt
+    python bench/gpu/memory_snapshot.py /tmp/trl.pickle --top 25 > /tmp/trl-snapshot.txt
 
 The summary replays the allocator's history backwards from the snapshot's live blocks (torch's own
 snapshot format: `segments` with their blocks, `device_traces` with every alloc and free) to the moment

@@ -1,10 +1,10 @@
 """What a trial's processes hold outside torch's caching allocator, per process, at the trial's peak: NVML's
 reading of each process (the trainer and every child, by PID) beside torch's reserved, so each term of
-trainers/simulate/_outside.py is checked on the card (bench/gpu_round4.sh, item `outside`).
+trainers/simulate/_outside.py is checked on the card (bench/gpu/round4.sh, item `outside`).
 
-    python bench/outside_alloc.py sample --root-pid PID --out samples.csv    # until PID exits
-    python bench/outside_alloc.py header                                      # the table's header
-    python bench/outside_alloc.py table --samples samples.csv --trial DIR    # one markdown row
+    python bench/gpu/outside_alloc.py sample --root-pid PID --out samples.csv    # until PID exits
+    python bench/gpu/outside_alloc.py header                                      # the table's header
+    python bench/gpu/outside_alloc.py table --samples samples.csv --trial DIR    # one markdown row
 
 `sample` reads, every --interval seconds, the root process and all its descendants (psutil) and NVML's
 per-process list (every device's compute processes): one CSV row per process and reading (time, pid,
@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIELDS = ("t", "pid", "ppid", "command", "nvml_mib", "rss_mib")
 HEADER = (
     "| trial | torch reserved peak GiB | trainer NVML GiB | trainer outside torch GiB | children holding GPU memory "

@@ -11,7 +11,7 @@ checked in its own bounded child process so one hang or crash does not hide the 
 - bitsandbytes' 4-bit linear layer on CUDA; `import unsloth` offline, timed;
 - the versions a trial records.
 
-    python bench/gpu_probe.py [--json probe.json] [--timeout 240]
+    python bench/gpu/probe.py [--json probe.json] [--timeout 240]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import textwrap
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 CHECKS = {
     "triton": """

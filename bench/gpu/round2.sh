@@ -10,12 +10,12 @@
 #   B. the 16 GiB frontier: random 3B, K=8 B=2, workstation-16gb's settings, completion LENGTHS, both
 #      stacks, one probe step each, all at once (memory is per process), started cold
 #      (RLSWEEP_COLD_START=1) once the 3B model is built.
-# CPU rehearsal: SKIP_INSTALL=1 MODEL15=tiny MODEL3B=tiny TRL_LENGTHS=16 UNSLOTH_LENGTHS=16 bash bench/gpu_round2.sh
+# CPU rehearsal: SKIP_INSTALL=1 MODEL15=tiny MODEL3B=tiny TRL_LENGTHS=16 UNSLOTH_LENGTHS=16 bash bench/gpu/round2.sh
 set -u
 END_AT=${END_AT:-265}       # seconds after start by which everything has ended and been packed
 TRL_LENGTHS=${TRL_LENGTHS:-"256 512 1024"}
 UNSLOTH_LENGTHS=${UNSLOTH_LENGTHS:-"512 1024"}
-source "$(dirname "$0")/gpu_kit.sh"
+source "$(dirname "$0")/kit.sh"
 
 (timeout 200 $PY -c "from trainers.models import resolve_model; print(resolve_model('$MODEL3B'))" \
     >"$W/build3b.log" 2>&1; echo "[$(el)] 3B build done: $(tail -1 "$W/build3b.log")") &

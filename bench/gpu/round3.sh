@@ -7,15 +7,15 @@
 #      The 3B model is built on the CPU meanwhile (4 threads), as part B needs it.
 #   B. after A, together until END_AT: the 16 GiB frontier past round 2 (random 3B, K=8 B=2, budget
 #      16 GiB, TRL at TRL_LENGTHS and Unsloth at UNSLOTH_LENGTHS, one probe step each, started cold),
-#      and bench/bench_startup.py on Unsloth (the first trial compiles; are later ones, cold or forked,
+#      and bench/cost/startup.py on Unsloth (the first trial compiles; are later ones, cold or forked,
 #      spared it?).
-# CPU rehearsal: SKIP_INSTALL=1 MODEL15=tiny MODEL3B=tiny TRL_LENGTHS=16 UNSLOTH_LENGTHS=16 END_AT=200 bash bench/gpu_round3.sh
+# CPU rehearsal: SKIP_INSTALL=1 MODEL15=tiny MODEL3B=tiny TRL_LENGTHS=16 UNSLOTH_LENGTHS=16 END_AT=200 bash bench/gpu/round3.sh
 set -u
 END_AT=${END_AT:-555}       # seconds after start by which everything has ended and been packed
 MODEL15=${MODEL15:-random:Qwen/Qwen2.5-1.5B-Instruct}
 TRL_LENGTHS=${TRL_LENGTHS:-"1024 2048"}
 UNSLOTH_LENGTHS=${UNSLOTH_LENGTHS:-"2048"}
-source "$(dirname "$0")/gpu_kit.sh"
+source "$(dirname "$0")/kit.sh"
 
 (OMP_NUM_THREADS=4 timeout 240 $PY -c "from trainers.models import resolve_model; print(resolve_model('$MODEL3B'))" \
     >"$W/build3b.log" 2>&1; echo "[$(el)] 3B build done: $(tail -1 "$W/build3b.log")") &
@@ -41,7 +41,7 @@ for L in $UNSLOTH_LENGTHS; do
     trial "unsloth-L$L" unsloth "$L" "$left" &
     pids+=($!)
 done
-(timeout "$left" $PY bench/bench_startup.py --framework unsloth --model "$MODEL15" --rounds 1 --steps 2 \
+(timeout "$left" $PY -m bench startup --set framework=unsloth --set model="$MODEL15" --set rounds=1 --set steps=2 \
     >"$W/startup.txt" 2>&1; echo "[$(el)] startup bench exit $?") &
 pids+=($!)
 wait "${pids[@]}"

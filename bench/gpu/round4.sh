@@ -2,10 +2,10 @@
 # The fourth GPU measurement (docs/gpu-results.md, "Round 4, prepared"), as one call that writes as it
 # goes. Run from the project root on an offline GPU host, the wheel kit made with SLIM=1 RAY=1 in .whl/;
 # everything ends by END_AT seconds after the start. Results: $OUT/results.tar.gz (the folder r/: tables,
-# reports, trials.parquet copies, snapshot summaries; rewritten every 20 s), and bench/gpu_kit.sh's
+# reports, trials.parquet copies, snapshot summaries; rewritten every 20 s), and bench/gpu/kit.sh's
 # log.txt, smi.csv, apps.csv and w.tar.gz (every trial's folder). ITEMS picks and orders the parts:
 #   probes    synthetic against decoded probes on the GPU rows' configurations
-#             (bench/bench_synthetic_probe.py): random 3B, K=8 B=2, budget 16 GiB, completions LENGTHS,
+#             (bench/accuracy/synthetic_probe.py): random 3B, K=8 B=2, budget 16 GiB, completions LENGTHS,
 #             decoded too at DECODE_LENGTHS, compared with the decoded peaks of rounds 1-3
 #             (bench/data/h100-2026-11-26/trials.csv); and gpu-check's 1.5B configuration (K=4 B=2,
 #             128 tokens, num_iterations 1) decoded twice (the spread) and synthetic once. No probe
@@ -13,7 +13,7 @@
 #   steady    one synthetic probe step per stack (4 at once) of rounds 1 and 3's configurations (3B K=8 B=2
 #             and 1.5B K=4 B=2, P15_LENGTH tokens), the optimizer's state allocated before it, against
 #             those rounds' largest of 3-5 steps (REFERENCE): does a probe step now read the steady peak?
-#   session   probe sessions against fresh processes (bench/bench_probe_session.py peaks): SESSION_MODEL on
+#   session   probe sessions against fresh processes (python -m bench probe_session_peaks): SESSION_MODEL on
 #             SESSION_STACKS, K=8 B=2, budget 16 GiB, completions SESSION_LENGTHS, each shape in one session
 #             in ascending and in descending order against the same shape in a process of its own; goal:
 #             every session peak within 3% of the fresh process's NVML peak (exit 1 where one is not).
@@ -25,7 +25,7 @@
 #             carried in parts on the calls before: docs/gpu-results.md) and LEARN_MIN_S are left.
 #   families  synthetic probes of FAMILIES, both stacks, K in FAMILY_KS, B=1, budget
 #             16 GiB, completions FAMILY_LENGTHS; beside them, a torch memory snapshot of one synthetic
-#             step per stack (bench/snapshot_hook, summarised by bench/memory_snapshot.py).
+#             step per stack (bench/gpu/snapshot_hook, summarised by bench/gpu/memory_snapshot.py).
 #   unsloth_path  which path Unsloth's GRPO step took on the rows its simulation reads short: one step of
 #             UPATH_MODEL, K=UPATH_K B=UPATH_B, UPATH_LENGTH tokens, with Unsloth's logging on
 #             (UNSLOTH_ENABLE_LOGGING=1: whether sequence packing ran and passed its self-check) and torch's
@@ -37,14 +37,14 @@
 #             configuration whose simulated reserved passes CAP_BUDGET GiB while its allocated stays under
 #             (CAP_STACK on MODEL3B, K=CAP_K B=CAP_B, CAP_LENGTH tokens), one synthetic probe step with the
 #             budget (torch's allocator capped there) and one without, at once; then
-#             bench/bench_capped.py sets their NVML and torch reserved peaks beside the simulated
+#             bench/accuracy/capped.py sets their NVML and torch reserved peaks beside the simulated
 #             allocated, uncapped reserved, needed and capped reserved (r/capped.md). Confirms: capped, it
 #             completes and reads at most the budget; uncapped, reserved reads about the replay's.
 #             Not in the default ITEMS: ITEMS=capped (the 3B's build, then 2 trials at once: ~3 min).
 #   outside   what each trial's processes hold outside torch's caching allocator (trainers/simulate/_outside.py):
 #             one synthetic probe of each of OUT_MODELS on each of OUT_STACKS (K=OUT_K B=1, OUT_LENGTH
 #             tokens, budget 16 GiB, compile caches cold: RLSWEEP_COLD_START=1), one at a time, each sampled by
-#             bench/outside_alloc.py every OUT_INTERVAL s (NVML per process: the trainer and each child by PID,
+#             bench/gpu/outside_alloc.py every OUT_INTERVAL s (NVML per process: the trainer and each child by PID,
 #             with their commands); r/outside.md: at each trial's peak step, torch's reserved, the trainer's NVML
 #             and its difference, each child holding GPU memory (Inductor's compile sidecar and workers, Triton's
 #             autotuning), beside the simulated terms (counted / at most). `nproc` goes first into
@@ -52,12 +52,12 @@
 #             ITEMS=outside (6 trials of 1-3B models: ~6 min).
 #   liger     the three stacks side by side: plain TRL, Liger (TRL's use_liger_kernel: chunked log-probs and
 #             Liger's Triton kernels) and Unsloth, one synthetic probe step each of LIGER_MODEL, K=8 B=1,
-#             completions LIGER_LENGTHS, each under a 16 GiB budget (bench/bench_synthetic_probe.py: NVML's,
+#             completions LIGER_LENGTHS, each under a 16 GiB budget (bench/accuracy/synthetic_probe.py: NVML's,
 #             torch's allocated and reserved peaks in r/liger.md), beside each stack's step simulated on meta
 #             for the same configurations (rlsweep fits --simulate, r/liger-fits.txt). Not in the default
 #             ITEMS: ITEMS=liger (the 4B's build, then 6 probes 3 at once: ~4 min).
 # CPU rehearsal of every line (tiny model, 16-32 tokens, one trial at a time, no GPU):
-#   DRY_RUN=1 PY=.venv/bin/python PYTHONPATH=$PWD nice bash bench/gpu_round4.sh
+#   DRY_RUN=1 PY=.venv/bin/python PYTHONPATH=$PWD nice bash bench/gpu/round4.sh
 # shellcheck disable=SC2086 # PY, QLORA and the *_SET settings are word lists on purpose
 set -u
 DRY_RUN=${DRY_RUN:-0}
@@ -120,7 +120,7 @@ OUT_INTERVAL=${OUT_INTERVAL:-0.5}
 # "compiling each transformer block" line at the model's patching).
 UPATH_LINES='\[Unsloth\] GRPO|seq-packing|sequence-packing|PrefixGrouper|transformer block|block compile'
 CAP_STACK=${CAP_STACK:-trl}     # TRL 3B K=16 B=1 at 576 tokens: simulated reserved 17.56 GiB with
-CAP_K=${CAP_K:-16}               # the context, allocated 14.70 and needed 14.80 (bench/bench_capped.py)
+CAP_K=${CAP_K:-16}               # the context, allocated 14.70 and needed 14.80 (bench/accuracy/capped.py)
 CAP_B=${CAP_B:-1}
 CAP_LENGTH=${CAP_LENGTH:-576}
 CAP_BUDGET=${CAP_BUDGET:-16}
@@ -130,8 +130,8 @@ LIGER_JOBS=${LIGER_JOBS:-3}
 BUILD_THREADS=${BUILD_THREADS:-8}
 QLORA="--quantization nf4 --lora-r 16 --lora-alpha 32 --lora-dropout 0.05 --learning-rate 2e-4"
 REFERENCE=bench/data/h100-2026-11-26/trials.csv
-# shellcheck source=bench/gpu_kit.sh
-source "$(dirname "$0")/gpu_kit.sh"
+# shellcheck source=bench/gpu/kit.sh
+source "$(dirname "$0")/kit.sh"
 R=$W/r # what results.tar.gz holds
 SNAPS=/tmp/round4-snapshots # the snapshots' pickles: large, kept out of $W and its tarball
 mkdir -p "$R" "$SNAPS"
@@ -170,14 +170,14 @@ probes() {
     wait $B15 $B3
     local until=$((PROBE_UNTIL - $(el)))
     echo "[$(el)] probes until $PROBE_UNTIL s: 3B at $LENGTHS (decoded at $DECODE_LENGTHS), 1.5B at $P15_LENGTH"
-    $PY bench/bench_synthetic_probe.py --out "$W/p3b" --models "$MODEL3B" --lengths "$LENGTHS" \
-        --decode-lengths "$DECODE_LENGTHS" --decodes 1 -k 8 -b 2 --max-prompt-length 256 --budget-gib 16 \
-        --jobs "$PROBE_JOBS" --deadline-s "$until" --min-probe-s "$MIN_PROBE_S" --reference "$REFERENCE" \
-        --table "$R/probes-3b.md" --trial-args "$QLORA --num-iterations 2" >"$W/probes-3b.log" 2>&1 &
+    $PY -m bench synthetic_probe --set out="$W/p3b" --set models="$MODEL3B" --set lengths="$LENGTHS" \
+        --set decode_lengths="$DECODE_LENGTHS" --set decodes=1 --set k=8 --set b=2 --set max_prompt_length=256 --set budget_gib=16 \
+        --set jobs="$PROBE_JOBS" --set deadline_s="$until" --set min_probe_s="$MIN_PROBE_S" --set reference="$REFERENCE" \
+        --set table="$R/probes-3b.md" --set "trial_args=$QLORA --num-iterations 2" >"$W/probes-3b.log" 2>&1 &
     local a=$!
-    $PY bench/bench_synthetic_probe.py --out "$W/p15" --models "$MODEL15" --lengths "$P15_LENGTH" --decodes 2 -k 4 -b 2 \
-        --max-prompt-length 256 --jobs 2 --deadline-s "$until" --min-probe-s "$MIN_PROBE_S" \
-        --reference "$REFERENCE" --table "$R/probes-1.5b.md" --trial-args "$QLORA --num-iterations 1" \
+    $PY -m bench synthetic_probe --set out="$W/p15" --set models="$MODEL15" --set lengths="$P15_LENGTH" --set decodes=2 --set k=4 --set b=2 \
+        --set max_prompt_length=256 --set jobs=2 --set deadline_s="$until" --set min_probe_s="$MIN_PROBE_S" \
+        --set reference="$REFERENCE" --set table="$R/probes-1.5b.md" --set "trial_args=$QLORA --num-iterations 1" \
         >"$W/probes-1.5b.log" 2>&1 &
     wait $a $!
     echo "[$(el)] probes done"
@@ -189,29 +189,29 @@ steady() { # one synthetic probe step per stack of rounds 1 and 3's configuratio
     local until=$(($(left 15)))
     ((until > MIN_PROBE_S)) || { echo "[$(el)] steady skipped: $until s left"; return; }
     echo "[$(el)] steady ($until s): one primed probe step against rounds 1 and 3's largest of 3-5 steps"
-    $PY bench/bench_synthetic_probe.py --out "$W/steady3b" --models "$MODEL3B" --lengths "$P15_LENGTH" --decodes 0 \
-        -k 8 -b 2 --max-prompt-length 256 --budget-gib 16 --jobs 2 --deadline-s "$until" \
-        --min-probe-s "$MIN_PROBE_S" --reference "$REFERENCE" --table "$R/steady-3b.md" \
-        --trial-args "$QLORA --num-iterations 2" >"$W/steady-3b.log" 2>&1 &
+    $PY -m bench synthetic_probe --set out="$W/steady3b" --set models="$MODEL3B" --set lengths="$P15_LENGTH" --set decodes=0 \
+        --set k=8 --set b=2 --set max_prompt_length=256 --set budget_gib=16 --set jobs=2 --set deadline_s="$until" \
+        --set min_probe_s="$MIN_PROBE_S" --set reference="$REFERENCE" --set table="$R/steady-3b.md" \
+        --set "trial_args=$QLORA --num-iterations 2" >"$W/steady-3b.log" 2>&1 &
     local a=$!
-    $PY bench/bench_synthetic_probe.py --out "$W/steady15" --models "$MODEL15" --lengths "$P15_LENGTH" --decodes 0 \
-        -k 4 -b 2 --max-prompt-length 256 --jobs 2 --deadline-s "$until" --min-probe-s "$MIN_PROBE_S" \
-        --reference "$REFERENCE" --table "$R/steady-1.5b.md" --trial-args "$QLORA --num-iterations 1" \
+    $PY -m bench synthetic_probe --set out="$W/steady15" --set models="$MODEL15" --set lengths="$P15_LENGTH" --set decodes=0 \
+        --set k=4 --set b=2 --set max_prompt_length=256 --set jobs=2 --set deadline_s="$until" --set min_probe_s="$MIN_PROBE_S" \
+        --set reference="$REFERENCE" --set table="$R/steady-1.5b.md" --set "trial_args=$QLORA --num-iterations 1" \
         >"$W/steady-1.5b.log" 2>&1 &
     wait $a $!
     echo "[$(el)] steady done"
     cat "$R/steady-3b.md" "$R/steady-1.5b.md" 2>/dev/null
 }
 
-session() { # each shape's peak in a probe session against a fresh process's (bench/bench_probe_session.py)
+session() { # each shape's peak in a probe session against a fresh process's (bench/cost/probe_session.py)
     wait $B15
     local limit
     limit=$(left 15)
     ((limit > MIN_PROBE_S)) || { echo "[$(el)] session skipped: $limit s left"; return; }
     echo "[$(el)] session ($limit s): $SESSION_MODEL, $SESSION_STACKS, completions $SESSION_LENGTHS"
-    timeout "$limit" $PY bench/bench_probe_session.py peaks --model "$SESSION_MODEL" --stacks "$SESSION_STACKS" \
-        --lengths "$SESSION_LENGTHS" -k 8 -b 2 --max-prompt-length 256 --budget-gib 16 \
-        --threads "$SESSION_THREADS" --out "$W/session" >"$R/session.md" 2>"$W/session.log"
+    timeout "$limit" $PY -m bench probe_session_peaks --set model="$SESSION_MODEL" --set stacks="$SESSION_STACKS" \
+        --set lengths="$SESSION_LENGTHS" --set k=8 --set b=2 --set max_prompt_length=256 --set budget_gib=16 \
+        --set threads="$SESSION_THREADS" --set out="$W/session" >"$R/session.md" 2>"$W/session.log"
     echo "[$(el)] session exit $? (1: a peak outside the goal)"
     cat "$R/session.md"
 }
@@ -260,7 +260,7 @@ snapshot() { # STACK [NAME [VAR=VALUE ...]]: one synthetic step of SNAP_MODEL (K
     ((limit > MIN_PROBE_S)) || { echo "[$(el)] snapshot $name skipped: $limit s left"; return; }
     rm -f "$SNAPS/$name.pickle" "$SNAPS/$name.pickle.json" # an earlier call's, on a machine kept warm
     env "$@" RLSWEEP_COLD_START=1 RLSWEEP_BENCH_SNAPSHOT="$SNAPS/$name.pickle" \
-        PYTHONPATH="$PWD/bench/snapshot_hook:${PYTHONPATH:-}" \
+        PYTHONPATH="$PWD/bench/gpu/snapshot_hook:${PYTHONPATH:-}" \
         timeout "$limit" $PY -m orchestrator.cli trial --framework "$stack" --model-name "$SNAP_MODEL" \
         --num-generations "$SNAP_K" --batch-size "$SNAP_B" --max-completion-length "$SNAP_LENGTH" \
         --max-prompt-length "$SNAP_PROMPT" --max-steps 1 --probe-steps 1 --probe-kind synthetic \
@@ -270,7 +270,7 @@ snapshot() { # STACK [NAME [VAR=VALUE ...]]: one synthetic step of SNAP_MODEL (K
     if [[ -f $SNAPS/$name.pickle ]]; then
         cp -f "$SNAPS/$name.pickle.json" "$R/snapshot-$name.json"
         limit=$(left 5) # the summary of a large history takes a while: it too ends by END_AT
-        timeout "$((limit > 5 ? limit : 5))" $PY bench/memory_snapshot.py "$SNAPS/$name.pickle" --top 25 \
+        timeout "$((limit > 5 ? limit : 5))" $PY bench/gpu/memory_snapshot.py "$SNAPS/$name.pickle" --top 25 \
             >"$R/snapshot-$name.txt" 2>&1
         echo "[$(el)] snapshot $name: $(head -1 "$R/snapshot-$name.txt")"
     else
@@ -287,10 +287,10 @@ families() {
     (snapshot trl; snapshot unsloth) &
     local s=$!
     for k in $FAMILY_KS; do
-        $PY bench/bench_synthetic_probe.py --out "$W/fam-k$k" --models "$FAMILIES" --lengths "$FAMILY_LENGTHS" \
-            --decodes 0 -k "$k" -b 1 --max-prompt-length 256 --budget-gib 16 --jobs "$FAMILY_JOBS" \
-            --deadline-s "$(left 15)" --min-probe-s "$MIN_PROBE_S" --table "$R/families-k$k.md" \
-            --trial-args "$QLORA --num-iterations 2" >"$W/families-k$k.log" 2>&1
+        $PY -m bench synthetic_probe --set out="$W/fam-k$k" --set models="$FAMILIES" --set lengths="$FAMILY_LENGTHS" \
+            --set decodes=0 --set k="$k" --set b=1 --set max_prompt_length=256 --set budget_gib=16 --set jobs="$FAMILY_JOBS" \
+            --set deadline_s="$(left 15)" --set min_probe_s="$MIN_PROBE_S" --set table="$R/families-k$k.md" \
+            --set "trial_args=$QLORA --num-iterations 2" >"$W/families-k$k.log" 2>&1
         echo "[$(el)] families K=$k done"
     done
     wait $s
@@ -337,17 +337,17 @@ capped() { # one configuration near CAP_BUDGET, with the budget's allocator cap 
         pids+=($!)
     done
     wait "${pids[@]}"
-    timeout "$(left 5)" $PY bench/bench_capped.py --stack "$CAP_STACK" --model "$MODEL3B" -k "$CAP_K" -b "$CAP_B" \
-        --length "$CAP_LENGTH" --budget-gib "$CAP_BUDGET" --trials "$W/capped-$CAP_BUDGET" "$W/capped-none" \
+    timeout "$(left 5)" $PY -m bench capped --set stack="$CAP_STACK" --set model="$MODEL3B" --set k="$CAP_K" --set b="$CAP_B" \
+        --set length="$CAP_LENGTH" --set budget_gib="$CAP_BUDGET" --set trials="$W/capped-$CAP_BUDGET" --set trials="$W/capped-none" \
         >"$R/capped.md" 2>&1
     echo "[$(el)] capped done"
     cat "$R/capped.md"
 }
 
-outside() { # NVML per process beside torch's reserved at each trial's peak (bench/outside_alloc.py)
+outside() { # NVML per process beside torch's reserved at each trial's peak (bench/gpu/outside_alloc.py)
     local model stack name limit pid
     echo "nproc $(nproc); TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-unset}" >"$R/outside.md"
-    $PY bench/outside_alloc.py header >>"$R/outside.md"
+    $PY bench/gpu/outside_alloc.py header >>"$R/outside.md"
     for model in ${OUT_MODELS//,/ }; do
         build "$model"
         for stack in ${OUT_STACKS//,/ }; do
@@ -359,11 +359,11 @@ outside() { # NVML per process beside torch's reserved at each trial's peak (ben
                 --max-prompt-length 256 --max-steps 1 --probe-steps 1 --probe-kind synthetic --memory-budget-gib 16 \
                 $QLORA --num-iterations 1 --timeout-s "$((limit - 5))" --output-dir "$W/$name" >"$W/$name.log" 2>&1 &
             pid=$!
-            $PY bench/outside_alloc.py sample --root-pid "$pid" --out "$W/$name.csv" --interval "$OUT_INTERVAL" &
+            $PY bench/gpu/outside_alloc.py sample --root-pid "$pid" --out "$W/$name.csv" --interval "$OUT_INTERVAL" &
             wait $pid
             echo "[$(el)] outside $model $stack exit $?: $(grep -E '^(completed|oom|failed|timeout)' "$W/$name.log" | tail -1)"
             wait $! # the sampler ends with the trial
-            $PY bench/outside_alloc.py table --samples "$W/$name.csv" --trial "$W/$name" --label "$stack $model" \
+            $PY bench/gpu/outside_alloc.py table --samples "$W/$name.csv" --trial "$W/$name" --label "$stack $model" \
                 >>"$R/outside.md" 2>>"$W/$name.log"
             cp -f "$W/$name.csv" "$R/" 2>/dev/null
         done
@@ -382,10 +382,10 @@ liger() { # plain TRL, Liger and Unsloth at LIGER_LENGTHS under 16 GiB: measured
             --length "$length" --simulate --set max_prompt_length=256 --set num_iterations=2
     done >"$R/liger-fits.txt" 2>"$W/liger-fits.log") &
     local f=$!
-    $PY bench/bench_synthetic_probe.py --out "$W/liger" --models "$LIGER_MODEL" --stacks trl,liger,unsloth \
-        --lengths "$LIGER_LENGTHS" --decodes 0 -k 8 -b 1 --max-prompt-length 256 --budget-gib 16 \
-        --jobs "$LIGER_JOBS" --deadline-s "$until" --min-probe-s "$MIN_PROBE_S" --table "$R/liger.md" \
-        --trial-args "$QLORA --num-iterations 2" >"$W/liger.log" 2>&1
+    $PY -m bench synthetic_probe --set out="$W/liger" --set models="$LIGER_MODEL" --set stacks=trl,liger,unsloth \
+        --set lengths="$LIGER_LENGTHS" --set decodes=0 --set k=8 --set b=1 --set max_prompt_length=256 --set budget_gib=16 \
+        --set jobs="$LIGER_JOBS" --set deadline_s="$until" --set min_probe_s="$MIN_PROBE_S" --set table="$R/liger.md" \
+        --set "trial_args=$QLORA --num-iterations 2" >"$W/liger.log" 2>&1
     echo "[$(el)] liger probes exit $?"
     wait $f
     cat "$R/liger.md" "$R/liger-fits.txt" 2>/dev/null

@@ -7,7 +7,7 @@ trials.csv, `derive_times`): ms per generated token (a generation's wall time ov
 which probes force to max_completion_length), train seconds per step (grown in proportion to the
 completions' tokens beyond the largest step measured), the first step's extra (warm-up; Unsloth's
 compile) and start-up (the trial's wall time less its steps: process, imports, model build). The
-figures live in h100_times.json beside this module; bench/bench_duration.py writes it from the rows,
+figures live in h100_times.json beside this module; bench/accuracy/duration.py writes it from the rows,
 and tests/unit/test_duration.py checks that they agree. Decoding is latency-bound there (ms per token
 barely moves from 2 to 16 sequences), so a generation's time grows with its length, not with K x B.
 

@@ -71,7 +71,7 @@ def test_a_partly_right_completion_scores_the_fraction_of_tests_it_passes(grader
 
 @needs_cgroups
 def test_an_endless_loop_scores_zero_at_its_timeout(grader):
-    """Its cost against the timeout is a benchmark (bench/bench_code.py), not a timed assertion here."""
+    """Its cost against the timeout is a benchmark (bench/cost/code.py), not a timed assertion here."""
     SCORING.reset()
     scored = grader.one(fenced(LOOP), TESTS)
     assert (SCORING.calls, SCORING.timeouts) == (1, 1)  # the step row's reward_timeouts counts it

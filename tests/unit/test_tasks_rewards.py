@@ -110,7 +110,7 @@ def test_format_reward_switches_the_system_prompt(tasks):
 @pytest.mark.parametrize("text", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
 def test_every_reward_scores_adversarial_text_in_range(tasks, text):
     # Their time is bounded by tasks/bounded.py (tests/unit/test_reward_timeouts.py) and measured by
-    # bench/bench_rewards.py.
+    # bench/cost/rewards.py.
     for name, task in tasks.items():
         # Every train and eval row: reasoning-gym's scorers differ per dataset, eval-only ones included.
         rows = [row for data in (task.train, task.eval) for row in data]

@@ -1,5 +1,5 @@
 """Completions a reward must survive: what a model (or an adversary) may write. Shared by the reward
-tests and bench/bench_rewards.py."""
+tests and bench/cost/rewards.py."""
 
 # Texts every reward must score in [0, 1] without raising.
 ADVERSARIAL = [

@@ -1,5 +1,5 @@
 """Hostile completions for the code task's sandbox (tests/unit/test_code_sandbox.py, test_score_cli.py,
-tests/integration/test_code_trial.py, bench/bench_code.py):
+tests/integration/test_code_trial.py, bench/cost/code.py):
 each is the code of a completion whose problem asks for double(x); none defines a correct one."""
 
 LOOP = "while True:\n    pass\ndef double(x):\n    return x * 2"

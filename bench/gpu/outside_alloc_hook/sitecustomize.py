@@ -4,7 +4,7 @@ trainer child; the supervisor never touches CUDA) allocates N GiB with cudaMallo
 outside torch's allocator and its cap, RLSWEEP_OUTSIDE_ALLOC_AFTER_S seconds after start (default 60).
 Only the guard's NVML sampling can see it: the trial must end `oom` from the guard.
 
-    PYTHONPATH=bench/gpu_outside_alloc:$PYTHONPATH RLSWEEP_OUTSIDE_ALLOC_GIB=20 \
+    PYTHONPATH=bench/gpu/outside_alloc_hook:$PYTHONPATH RLSWEEP_OUTSIDE_ALLOC_GIB=20 \
         python -m orchestrator.cli trial ... --memory-budget-gib 16
 """
 

@@ -1,4 +1,4 @@
-"""A torch CUDA memory snapshot of a trainer's first step, for bench/memory_snapshot.py.
+"""A torch CUDA memory snapshot of a trainer's first step, for bench/gpu/memory_snapshot.py.
 
 Put this folder first on PYTHONPATH and set RLSWEEP_BENCH_SNAPSHOT=<file.pickle> for one `rlsweep trial`
 (with RLSWEEP_COLD_START=1, so the trainer is a fresh process that imports this): in the trainer child
