@@ -240,7 +240,10 @@ def listing(known: dict[str, Benchmark]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None, records: Path = _records.RECORDS) -> int:
+def main(
+    argv: list[str] | None = None, records: Path = _records.RECORDS, known: dict[str, Benchmark] | None = None
+) -> int:
+    """`known`: the benchmarks to choose from (default: every module of bench/cost and bench/accuracy)."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("select", nargs="*", metavar="NAME|TAG", help="benchmarks or tags (default: all)")
     parser.add_argument("--smoke", action="store_true", help="each one's smoke settings (left out: none)")
@@ -250,7 +253,7 @@ def main(argv: list[str] | None = None, records: Path = _records.RECORDS) -> int
     parser.add_argument("--list", action="store_true", help="list the benchmarks, their tags and goals")
     args = parser.parse_args(argv)
     try:
-        known = discover()
+        known = discover() if known is None else known
         chosen = select(args.select, smoke=args.smoke, gpu=args.gpu, known=known)
         if args.list:
             print(listing({b.name: b for b in chosen}))
