@@ -20,7 +20,7 @@ from bench import Context, benchmark
     tags=("fitmap", "simulate"),
     needs="cpu",
     params={"model": "Qwen/Qwen3-4B", "card": "16gb", "stack": "trl"},
-    smoke={},
+    # no smoke size: it simulates Qwen3-4B steps at every boundary (minutes on 2 cores)
 )
 def simulated_fitmap(ctx: Context) -> dict:
     args = ctx.args
