@@ -16,13 +16,18 @@ def main(module: str, name: str, settings: str, out: str) -> None:
 
     importlib.import_module(module)
     given = json.loads(Path(settings).read_text())
-    context = Context(name, SimpleNamespace(**given["params"]), smoke=given["smoke"], refit=given["refit"])
+    context = Context(
+        name,
+        SimpleNamespace(**given["params"]),
+        smoke=given["smoke"],
+        refit=given["refit"],
+        given_scratch=Path(given["scratch"]),
+    )
     metrics = BENCHMARKS[name].fn(context)
     found = {
         "metrics": metrics,
         "timings": context.timings,
         "tables": context.tables,
-        "scratch": str(context.scratch),
     }
     Path(out).write_text(json.dumps(found, default=str))
 

@@ -164,7 +164,13 @@ def isolated(b: Benchmark, params: dict[str, Any], context: Context) -> dict:
     """Run `b` in a process of its own (bench/_child.py), its output echoed; fills the context's timings
     and tables; returns its metrics."""
     settings, out = context.scratch / "settings.json", context.scratch / "found.json"
-    settings.write_text(json.dumps({"params": params, "smoke": context.smoke, "refit": context.refit}))
+    given = {
+        "params": params,
+        "smoke": context.smoke,
+        "refit": context.refit,
+        "scratch": str(context.scratch),
+    }
+    settings.write_text(json.dumps(given))
     command = [sys.executable, "-m", "bench._child", b.module, b.name, str(settings), str(out)]
     with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True) as child:
         for line in child.stdout:
@@ -193,7 +199,6 @@ def run_one(b: Benchmark, params: dict[str, Any], *, smoke: bool, refit: bool, r
         "card": _records.card(),
         "versions": _records.versions(),
         "parameters": params,
-        "scratch": str(context.scratch),
     }
     environ, cwd = dict(os.environ), os.getcwd()  # put back after it: a benchmark may set its own
     tee, t0 = _Tee(sys.stdout), time.monotonic()
@@ -223,6 +228,7 @@ def run_one(b: Benchmark, params: dict[str, Any], *, smoke: bool, refit: bool, r
         "passed": error is None and all(g["passed"] for g in goals),
         "tables": context.tables,
         "output": tee.kept.getvalue()[-_records.OUTPUT_CHARS :],
+        "scratch": None if context.given_scratch is None else str(context.given_scratch),
     }
     path = _records.write(records, record)
     record["path"] = str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)

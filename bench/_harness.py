@@ -155,11 +155,18 @@ class Context:
     args: SimpleNamespace
     smoke: bool = False
     refit: bool = False
-    scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="bench-")))
+    given_scratch: Path | None = None
     timings: dict[str, float] = field(default_factory=dict)
     tables: dict[str, str] = field(default_factory=dict)
     root: Path = ROOT
     data: Path = DATA
+
+    @property
+    def scratch(self) -> Path:
+        """A folder of this run's own, made on first use (kept: the record names it)."""
+        if self.given_scratch is None:
+            self.given_scratch = Path(tempfile.mkdtemp(prefix=f"bench-{self.name}-"))
+        return self.given_scratch
 
     @contextmanager
     def timed(self, label: str) -> Iterator[None]:

@@ -75,7 +75,7 @@ def family(model: str) -> str | None:
     },
     choices={"optimizer_state": ("lazy", "before"), "stacks": STACKS},
     name="simulate",
-    smoke={"stacks": ["trl"], "limit": 2},
+    smoke={"stacks": ["trl"], "limit": 1},
 )
 def simulate_rows(ctx: Context) -> dict:
     """Simulated against measured: a step simulated on meta tensors against the H100 rows' peaks."""

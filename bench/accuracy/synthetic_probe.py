@@ -274,7 +274,7 @@ def table(args, refs, models, stacks, lengths) -> str:
         "reference": "",
         "table": "",
     },
-    smoke={"lengths": "24", "decodes": 1, "stacks": "trl"},
+    # no smoke size: each probe is a trainer start (about 70 s for two on 2 loaded cores)
 )
 def synthetic_probe(ctx: Context) -> dict:
     args = ctx.args

@@ -33,7 +33,7 @@ STACKS = "trl,liger,unsloth"
         "num_iterations": 2,
         "budgets": "16,24",
     },
-    smoke={"models": "random:Qwen/Qwen3-4B", "lengths": "1024"},
+    smoke={"models": "random:Qwen/Qwen3-4B", "stacks": "trl", "lengths": "1024"},
 )
 def three_stacks(ctx: Context) -> dict:
     args = ctx.args

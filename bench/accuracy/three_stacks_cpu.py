@@ -1,7 +1,7 @@
 """The three stacks on CPU, measured: step time and peak RSS of plain TRL, Liger and Unsloth, one sweep.
 
     python -m bench three_stacks_cpu                     # the sweep into a scratch folder (28 min on 2 loaded cores)
-    python -m bench three_stacks_cpu --smoke             # a quick rehearsal: tiny, 16 tokens, 3 steps, TRL and Liger
+    python -m bench three_stacks_cpu --set model=tiny --set lengths=16 --set steps=3   # a quick rehearsal
     python -m bench three_stacks_cpu --set source=DIR    # a finished run's folder
 
 Runs one `rlsweep run` of a grid of the stacks (trl, unsloth, liger) x completion lengths (32, 128) on
@@ -154,7 +154,7 @@ def table(found: dict[tuple[str, int], dict]) -> list[str]:
     },
     choices={"stacks": STACKS},
     rules={"steps": (lambda n: n >= 3, "3 or more (the first probe step warms up and the last is no probe)")},
-    smoke={"model": "tiny", "lengths": [16], "steps": 3, "stacks": ["trl", "liger"]},
+    # no smoke size: its sweep takes 3 minutes even at tiny, 16 tokens, 3 steps, TRL and Liger
 )
 def three_stacks_cpu(ctx: Context) -> dict:
     args = ctx.args

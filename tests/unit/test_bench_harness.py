@@ -138,9 +138,9 @@ def test_a_benchmark_that_raises_is_recorded_failed_and_the_next_still_runs(tmp_
 def test_a_fitter_rewrites_its_shipped_file_only_under_refit(tmp_path):
     shipped = tmp_path / "fit.json"
     shipped.write_text("old\n")
-    check = Context("fitter", None, scratch=tmp_path, root=tmp_path)
+    check = Context("fitter", None, given_scratch=tmp_path, root=tmp_path)
     assert check.shipped(shipped, "new\n") is False and shipped.read_text() == "old\n"
-    refit = Context("fitter", None, refit=True, scratch=tmp_path, root=tmp_path)
+    refit = Context("fitter", None, refit=True, given_scratch=tmp_path, root=tmp_path)
     assert refit.shipped(shipped, "new\n") is True and shipped.read_text() == "new\n"
     assert check.shipped(shipped, "new\n") is True
 
