@@ -55,7 +55,7 @@ def peak_of(spec, result) -> tuple[float | None, str | None]:
     params={"model": "tiny", "stacks": "trl", "lengths": "24,128,256", "k": 8, "b": 2, "max_prompt_length": 96,
             "quantization": "nf4", "budget_gib": None, "threads": 1, "timeout_s": 900.0,
             "repeat": 1, "out": ""},
-    smoke={"lengths": "24,128"},
+    smoke={"lengths": "24"},
     goals={"shapes_outside": "<= 0"},
 )  # fmt: skip
 def peaks(ctx: Context) -> dict:
