@@ -47,10 +47,11 @@ def has_gpu() -> bool:
 
 
 def select(words: list[str], *, smoke: bool, gpu: bool, known: dict[str, Benchmark]) -> list[Benchmark]:
-    """The benchmarks that NAMEs and TAGs pick (none given: every one), without those needing a GPU unless
+    """The benchmarks that NAMEs and TAGs pick (a tag: one of its tags, its folder or its need; none given:
+    every one), without those needing a GPU unless
     `gpu`, and in a smoke run without those that have no smoke size. A name asked for that cannot run so is
     an error; a tag's members that cannot are left out."""
-    tags = sorted({t for b in known.values() for t in b.tags} | {b.kind for b in known.values()})
+    tags = sorted({t for b in known.values() for t in (*b.tags, b.kind, b.needs)})
     picked: dict[str, Benchmark] = {}
     for word in words:
         if word in known:
@@ -61,7 +62,7 @@ def select(words: list[str], *, smoke: bool, gpu: bool, known: dict[str, Benchma
                 raise BadInput(f"benchmark {word!r} has no smoke settings; run it without --smoke")
             picked[word] = b
         elif word in tags:
-            picked.update({b.name: b for b in known.values() if word in (*b.tags, b.kind)})
+            picked.update({b.name: b for b in known.values() if word in (*b.tags, b.kind, b.needs)})
         else:
             raise BadInput(
                 f"NAME|TAG {word!r} is neither a benchmark nor a tag; names and tags: python -m bench --list"

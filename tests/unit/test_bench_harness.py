@@ -71,6 +71,7 @@ def test_a_name_selects_that_benchmark_and_a_tag_every_one_it_tags_gpu_ones_left
         "on_a_card",
     ]
     assert [b.name for b in _cli.select([], smoke=True, gpu=False, known=KNOWN)] == ["measured"]
+    assert [b.name for b in _cli.select(["data"], smoke=False, gpu=False, known=KNOWN)] == ["measured"]
 
 
 def test_a_name_that_is_no_benchmark_or_tag_exits_2_naming_it_and_the_fix(tmp_path, capsys):
