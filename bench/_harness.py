@@ -82,8 +82,9 @@ class Benchmark:
 
     @property
     def kind(self) -> str:
-        """Its folder under bench/: cost, accuracy."""
-        return self.module.split(".")[1]
+        """Its folder under bench/: cost, accuracy (a module elsewhere: its package, or its own name)."""
+        parts = self.module.split(".")
+        return parts[-2] if len(parts) > 1 else parts[0]
 
     def settings(self, smoke: bool) -> dict[str, Any]:
         return {**self.params, **(self.smoke or {})} if smoke else dict(self.params)

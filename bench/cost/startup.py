@@ -78,7 +78,7 @@ def one_trial(workdir: Path, name: str, args, cold: bool) -> dict[str, float]:
         os.environ.pop(COLD_START_ENV, None)
     result = run_trial(spec, guard=GuardSettings(timeout_s=600), cpus=1)
     if result.status != "completed":
-        raise SystemExit(f"{name}: {result.status}: {result.status_detail}")
+        raise RuntimeError(f"{name}: {result.status}: {result.status_detail}")
     row = parts(result)
     row["peak_rss_gib"] = result.peak.get("rss_peak_gib") or result.peak.get("rss_gib")
     row["hwm_gib"] = result.peak.get("hwm_gib")

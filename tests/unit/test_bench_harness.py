@@ -186,3 +186,39 @@ def test_bench_never_imports_tests_and_the_shared_inputs_import_neither():
     assert bench and [str(p) for p in bench if "tests" in _imports(p)] == []
     inputs = list((ROOT / "tools" / "inputs").glob("*.py"))
     assert inputs and [str(p) for p in inputs if _imports(p) & {"tests", "bench"}] == []
+
+
+ISOLATED = """
+import os
+
+from bench import Context, benchmark
+
+
+@benchmark(needs="data", params={"steps": 3}, isolated=True, goals={"steps_seen": "== 3"})
+def apart(ctx: Context) -> dict:
+    print("in a process of its own")
+    with ctx.timed("work"):
+        (ctx.scratch / "mine.txt").write_text("x")
+    return {"pid": os.getpid(), "steps_seen": ctx.args.steps}
+"""
+
+
+def test_an_isolated_benchmark_runs_in_a_process_of_its_own_and_its_metrics_come_back(tmp_path, monkeypatch):
+    import importlib
+    import os
+    import sys
+
+    (tmp_path / "isolated_bench_module.py").write_text(ISOLATED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), str(ROOT)]))
+    importlib.import_module("isolated_bench_module")
+    apart = BENCHMARKS.pop("apart")
+    try:
+        assert _cli.main(["apart"], records=tmp_path / "records", known={"apart": apart}) == 0
+    finally:
+        sys.modules.pop("isolated_bench_module", None)
+    record = json.loads((tmp_path / "records" / "apart.json").read_text())
+    assert record["passed"] is True and record["metrics"]["steps_seen"] == 3
+    assert record["metrics"]["pid"] != os.getpid() and "work" in record["timings_s"]
+    assert "in a process of its own" in record["output"]
+    assert (Path(record["scratch"]) / "mine.txt").read_text() == "x"
