@@ -86,6 +86,13 @@ def test_a_gpu_benchmark_named_without_gpu_exits_2_with_the_flag_to_add(tmp_path
     assert "needs a GPU; add --gpu" in capsys.readouterr().err
 
 
+def test_gpu_on_a_host_without_one_exits_2_before_anything_runs(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(_cli, "has_gpu", lambda: False)
+    assert run(tmp_path, "--gpu", "measured") == 2
+    assert "--gpu: no NVIDIA GPU here" in capsys.readouterr().err
+    assert CALLS == [] and list(tmp_path.iterdir()) == []
+
+
 def test_a_run_writes_one_record_with_what_ran_where_and_what_it_measured(tmp_path):
     assert run(tmp_path, "measured", "--set", "ratio_never=1") == 2  # not a parameter: refused first
     assert CALLS == []
