@@ -251,12 +251,21 @@ def main(
     argv: list[str] | None = None, records: Path = _records.RECORDS, known: dict[str, Benchmark] | None = None
 ) -> int:
     """`known`: the benchmarks to choose from (default: every module of bench/cost and bench/accuracy)."""
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="Select benchmarks (by name, tag, folder or need), run them one after another, write each "
+        "one's record (bench/records/NAME.json; --smoke: bench/records/smoke/) and check its goals. Exit 1 "
+        "where a goal was missed or a benchmark failed, 2 on a bad argument (before anything runs).",
+        epilog="--set PARAM=VALUE sets PARAM of every selected benchmark that has it, typed as its default; "
+        "a list of numbers is comma-separated, a list of strings takes one item per --set.",
+    )
     parser.add_argument("select", nargs="*", metavar="NAME|TAG", help="benchmarks or tags (default: all)")
     parser.add_argument("--smoke", action="store_true", help="each one's smoke settings (left out: none)")
     parser.add_argument("--gpu", action="store_true", help="include the benchmarks that need a GPU")
     parser.add_argument("--refit", action="store_true", help="let fitters rewrite the shipped files they fit")
-    parser.add_argument("--set", action="append", default=[], metavar="PARAM=VALUE", help="a parameter")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="PARAM=VALUE", help="a parameter (repeatable)"
+    )
     parser.add_argument("--list", action="store_true", help="list the benchmarks, their tags and goals")
     args = parser.parse_args(argv)
     try:
