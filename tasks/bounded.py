@@ -6,7 +6,7 @@ short answers (`(x+1)**64*(x+2)**64*(x+3)**64*(x+4)**64*(x+5)**63` keeps simple_
 simplify() busy for minutes). A thread cannot be stopped, and a signal is not handled while C code (big
 integer arithmetic) runs; a process can always be killed. Why one persistent worker rather than a fork
 per call: a round trip to a warm worker costs well under a millisecond, a fork per call costs more and
-grows with the memory of the process that forks (bench/bench_rewards.py measures both; figures in
+grows with the memory of the process that forks (bench/cost/rewards.py measures both; figures in
 docs/benchmarks.md). The worker is forked on first use from the process that scores (so it holds every
 score registered before it), again when a score registered later is asked for, and after every kill.
 

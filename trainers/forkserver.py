@@ -1,6 +1,6 @@
 """The fork server: a process that has imported a stack's libraries once and forks each trainer child
 from there, so a trial skips the interpreter's start and its imports (9 of a tiny trial's 11 s
-outside its steps on a shared 2-core CPU host; forked, 0.7 s are left: bench/bench_startup.py).
+outside its steps on a shared 2-core CPU host; forked, 0.7 s are left: bench/cost/startup.py).
 
     python -m trainers.forkserver <socket fd> <profile> <idle seconds>
 

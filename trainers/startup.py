@@ -1,7 +1,7 @@
 """Where a trainer's start-up went: wall-clock marks (time.time(), the clock of the step events) taken
 as the trainer passes each part of its start, sent with its `started` event as `startup`.
 
-The parts (bench/bench_startup.py reads them against the launch and exit the supervisor sees):
+The parts (bench/cost/startup.py reads them against the launch and exit the supervisor sees):
 `main` (the entry reached: the interpreter and trainers' light modules, or the fork server's fork),
 `imports` (torch, transformers, TRL, PEFT and the stack's own imported), `model` (the model built or
 loaded, quantized where asked), `trainer` (the measured trainer assembled). The `started` event's own

@@ -7,9 +7,10 @@ trials.csv): ms per generated token (a generation's wall time over its decode st
 which probes force to max_completion_length), train seconds per step (grown in proportion to the
 completions' tokens beyond the largest step measured), the first step's extra (warm-up; Unsloth's
 compile) and start-up (the trial's wall time less its steps: process, imports, model build). The
-figures live in h100_times.json beside this module; bench/bench_duration.py fits them from the rows
-(`derive_times`) and writes it, beside bench/bench_speed_model.py, which fits h100_speed.json, and
-tests/unit/test_duration.py checks that they agree. This module only estimates, at run time. Decoding is latency-bound there (ms per token
+figures live in h100_times.json beside this module; bench/accuracy/duration.py fits them from the rows
+(`derive_times`) and, under `make refit`, writes it, beside bench/accuracy/speed_model.py, which fits
+h100_speed.json; tests/unit/test_duration.py checks that they agree. This module only estimates, at run
+time. Decoding is latency-bound there (ms per token
 barely moves from 2 to 16 sequences), so a generation's time grows with its length, not with K x B.
 
 Two totals, one trial at a time (`estimate_sweep`):

@@ -29,7 +29,7 @@ Fitted (`fit`) on the H100 rows of bench/data/h100-2026-11-26 (`h100_observation
 completed row (a one-step row's generation less its stack's generation warm-up, measured on the runs
 with several generating steps), the training step on the rows with steady steps (a first step's
 training includes compilation). Coefficients are non-negative least squares on relative errors, rho by
-a grid. bench/bench_speed_model.py writes the fit to h100_speed.json and prints its errors on rows it
+a grid. bench/accuracy/speed_model.py writes the fit to h100_speed.json and prints its errors on rows it
 was not fitted on.
 """
 
@@ -192,7 +192,7 @@ class SpeedModel:
         if stack not in self.ms_per_launch:
             raise ValueError(
                 f"framework: {stack!r} has no fitted speed (stacks: {', '.join(self.ms_per_launch)}); "
-                "measure a row of it on a GPU and rerun bench/bench_speed_model.py"
+                "measure a row of it on a GPU and refit: python -m bench --refit speed_model"
             )
         return stack
 

@@ -20,7 +20,7 @@ completions may end sooner, so a step is at most this):
               BF16 throughput; the interval runs from the H100's figure to the fully scaled one.
 
 Each term's interval is then widened by the speed model's held-out error on the H100 rows
-(h100_speed_error.json, written by bench/bench_speed_model.py from bench/data: every row predicted by
+(h100_speed_error.json, written by bench/accuracy/speed_model.py from bench/data: every row predicted by
 the model fitted on the others; measured = predicted / (1 + error), over the errors' range).
 
 A card known only by its memory size (`--card 24gb`) has no one speed: `card_speeds` names the cards
@@ -42,7 +42,7 @@ SCORING = "scoring: inside training (not measured apart)"
 
 
 def load_error(path: Path = ERROR_FILE) -> dict[str, Any]:
-    """The speed model's held-out errors (bench/bench_speed_model.py writes them)."""
+    """The speed model's held-out errors (bench/accuracy/speed_model.py writes them)."""
     return json.loads(path.read_text())
 
 

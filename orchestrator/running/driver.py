@@ -86,7 +86,7 @@ def run_sweep(
     report_to, the end writes the report and prints its matrix there. Holds the output dir's lock
     (orchestrator.words.runlock) throughout: a second run on it raises OutputDirBusy naming this one.
     trainer_cmd: the program each trial's supervisor starts instead of `python -m trainers` (a stand-in
-    trainer, for benchmarks of the driver: bench/bench_driver_scaling.py)."""
+    trainer, for benchmarks of the driver: bench/cost/driver_scaling.py)."""
     console = console or Console(stderr=True)
     out = sweep.resolved_output_dir(str(output_dir) if output_dir else None)
     plan = make_plan(sweep)

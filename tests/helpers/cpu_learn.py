@@ -1,5 +1,5 @@
 """The default CPU sweep (sweeps/cpu-learn.yaml) as its sweep records it: its real SmolLM2 run
-(tests/fixtures/learning) written through the sweep's own writers (steps files, trials.parquet) beside
+(bench/data/learning) written through the sweep's own writers (steps files, trials.parquet) beside
 the sweep file, for the report tests."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
 from orchestrator.recording.sinks import TrialsTable
 from orchestrator.words.outcome import COMPLETED, TrialResult
-from tests.helpers.learning_traces import LEARNING_TRACES, load_learning_trace, trace_eval_before
+from tools.inputs.learning_traces import LEARNING_TRACES, load_learning_trace, trace_eval_before
 from trainers.trial import TrialSpec
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -64,7 +64,7 @@ needs_vllm = pytest.mark.skipif(
 
 # How far apart two processes' RSS peaks of one configuration read on this CPU, as a share of the peak
 # (docs/benchmarks.md, "Synthetic against decoded probes" and "Probe sessions"). tiny at K=8, B=2, 256
-# tokens (`bench/bench_probe_session.py peaks --lengths 24,256 --repeat 4`): fresh processes 1.355-1.415
+# tokens (`python -m bench probe_session_peaks --set lengths=24,256 --set repeat=4`): fresh processes 1.355-1.415
 # GiB, a session's shape 1.360-1.511; in a fresh clone's test run 1.500 fresh against 1.644 in a session
 # (9.6%), and with one malloc arena (MALLOC_ARENA_MAX=1) 1.344-1.559, so not the arenas alone: the
 # heap's layout moves with the trainer's other threads. At 64 tokens up to 5.3% between two decoded

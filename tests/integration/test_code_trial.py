@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from orchestrator.cli import main
-from tests.helpers.hostile_code import ACTS
+from tools.inputs.hostile_code import ACTS
 
 pytestmark = pytest.mark.slow
 TASK_ARGS = {"num_samples": 8, "num_eval": 2, "reward_timeout_s": 1.0, "reward_workers": 2}

@@ -83,7 +83,7 @@ def test_a_forked_trainers_steps_hold_the_same_tokens_and_losses_as_a_cold_ones(
     assert all(work(r) == expected for r in trials["cold"] + trials["forked"])
 
 
-# Tokens/s, cold against forked, is a speed figure: bench/bench_startup.py measures it (alternated
+# Tokens/s, cold against forked, is a speed figure: bench/cost/startup.py measures it (alternated
 # rounds on an idle host, docs/benchmarks.md "Start-up"). Compared here under a parallel test run it
 # swung by 23% between the two (1,233 against 1,517 tokens/s), more than the spread of three runs.
 

@@ -5,7 +5,7 @@ by more than twice that between a short and a long completion, so the agreement 
 ignore the length.
 
 make test runs `tiny` at 24 and 256 tokens; make test-all adds `smollm2` at 32 against 96 and 160 tokens
-(bench/bench_synthetic_probe.py prints the same comparison as a table, with seconds).
+(bench/accuracy/synthetic_probe.py prints the same comparison as a table, with seconds).
 """
 
 from __future__ import annotations

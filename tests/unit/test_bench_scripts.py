@@ -22,7 +22,7 @@ def _project_imports(path: Path) -> list[tuple[str, str]]:
     return pairs
 
 
-@pytest.mark.parametrize("script", sorted(BENCH.glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("script", sorted(BENCH.rglob("*.py")), ids=lambda p: str(p.relative_to(BENCH)))
 def test_every_project_name_a_benchmark_imports_exists(script):
     missing = []
     for module, name in _project_imports(script):

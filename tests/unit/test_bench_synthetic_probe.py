@@ -1,9 +1,7 @@
-"""bench/bench_synthetic_probe.py's table, drawn from the probes GPU round 4 ran on an H100
+"""bench/accuracy/synthetic_probe.py's table, drawn from the probes GPU round 4 ran on an H100
 (bench/data/h100-2026-11-27/probes): every probe that left a record is a row, the one that ran out of
 memory before its first step too (on the GPU its empty steps table once ended the bench in a traceback)."""
 
-import importlib.util
-import sys
 from argparse import Namespace
 from pathlib import Path
 
@@ -16,14 +14,9 @@ MODEL = "random:Qwen/Qwen2.5-3B-Instruct"
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location(
-        "bench_synthetic_probe", ROOT / "bench" / "bench_synthetic_probe.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop(spec.name, None)
+    from bench.accuracy import synthetic_probe
+
+    return synthetic_probe
 
 
 def _args(**more) -> Namespace:

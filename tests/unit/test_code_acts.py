@@ -14,7 +14,7 @@ from tests.helpers.code_sandbox import (
     needs_cgroups,
     sandbox_tree,
 )
-from tests.helpers.hostile_code import DAEMON
+from tools.inputs.hostile_code import DAEMON
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from tests.helpers.code_sandbox import (
     sandbox_processes,
     sandbox_tree,
 )
-from tests.helpers.hostile_code import BIG_WRITE, DAEMON, FORK_BOMB, GROWING_MEMORY_BOMB, LOOP, MEMORY_BOMB
+from tools.inputs.hostile_code import BIG_WRITE, DAEMON, FORK_BOMB, GROWING_MEMORY_BOMB, LOOP, MEMORY_BOMB
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,7 +71,7 @@ def test_a_partly_right_completion_scores_the_fraction_of_tests_it_passes(grader
 
 @needs_cgroups
 def test_an_endless_loop_scores_zero_at_its_timeout(grader):
-    """Its cost against the timeout is a benchmark (bench/bench_code.py), not a timed assertion here."""
+    """Its cost against the timeout is a benchmark (bench/cost/code.py), not a timed assertion here."""
     SCORING.reset()
     scored = grader.one(fenced(LOOP), TESTS)
     assert (SCORING.calls, SCORING.timeouts) == (1, 1)  # the step row's reward_timeouts counts it

@@ -13,7 +13,7 @@ from orchestrator.recording.sinks import STEP_COLUMNS
 from tasks import RECORDED_REWARDS, load_task, task_problems
 from tasks.code import SHIPPED, Grader, _sandbox, extract_code, format_problem, is_act, read_problems
 from tasks.code.checks import FALSE, TRUE, Check, parse_check, passed
-from tests.helpers.hostile_code import (
+from tools.inputs.hostile_code import (
     BIG_WRITE,
     DELETE_OUTSIDE,
     LOOP,

@@ -183,7 +183,7 @@ def test_a_trial_the_wall_clock_limit_ends_reaches_the_ledger_and_its_steps_file
     from orchestrator.words.settings import GuardSettings
     from trainers.trial import TrialSpec
 
-    fake = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "fake_trainer.py")]
+    fake = [sys.executable, str(Path(__file__).parents[2] / "tools" / "inputs" / "fake_trainer.py")]
     reports = []
     monkeypatch.setattr(driver.ray, "get_gpu_ids", lambda: [])
     monkeypatch.setattr(

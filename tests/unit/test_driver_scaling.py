@@ -1,5 +1,5 @@
 """What keeps a driver's per-trial work flat over a long sweep, without Ray: counts and correctness only
-(the timings are in bench/bench_driver_scaling.py and docs/benchmarks.md)."""
+(the timings are in bench/cost/driver_scaling.py and docs/benchmarks.md)."""
 
 from __future__ import annotations
 

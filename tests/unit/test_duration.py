@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.bench_duration import SOURCE, derive_times
+from bench.accuracy.duration import SOURCE, derive_times
 from orchestrator.cli import main
 from orchestrator.judging.duration import estimate_sweep, expected_probes, load_times
 from orchestrator.spec.load import load_sweep

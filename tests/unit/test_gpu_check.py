@@ -17,7 +17,7 @@ from orchestrator.running.gpu_check import check_specs, markdown_table, notes, r
 from tests.helpers.stacks import registered
 from trainers.trial import TrialSpec
 
-FAKE = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "fake_trainer.py")]
+FAKE = [sys.executable, str(Path(__file__).parents[2] / "tools" / "inputs" / "fake_trainer.py")]
 
 
 def result(step_s, tokens_per_s, torch_reserved, nvml_peak, status="completed", detail=""):

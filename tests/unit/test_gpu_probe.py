@@ -1,4 +1,4 @@
-"""bench/gpu_probe.py, the first command on a new GPU host: each check runs in its own bounded child,
+"""bench/gpu/probe.py, the first command on a new GPU host: each check runs in its own bounded child,
 and one that fails or hangs reports why without hiding the others."""
 
 import importlib.util
@@ -9,7 +9,7 @@ ROOT = Path(__file__).parents[2]
 
 
 def _probe():
-    spec = importlib.util.spec_from_file_location("gpu_probe", ROOT / "bench" / "gpu_probe.py")
+    spec = importlib.util.spec_from_file_location("gpu_probe", ROOT / "bench" / "gpu" / "probe.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["gpu_probe"] = module
     spec.loader.exec_module(module)

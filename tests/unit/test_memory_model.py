@@ -297,7 +297,7 @@ def test_unsloth_offloads_its_checkpointed_hidden_states_and_keeps_only_the_reco
 
 
 def test_the_gpu_prior_is_what_calibrating_on_round_1s_h100_trials_gives():
-    from bench.bench_gpu_memory import load, trial_rows
+    from tools.inputs.h100_rows import load, trial_rows
 
     calibrated = MemoryModel.calibrate(trial_rows(load(), 1), "GPU")
     assert {name: round(value, 3) for name, (value, _) in calibrated.items()} == CALIBRATED
@@ -345,7 +345,7 @@ def test_the_terms_count_prompts_at_the_longest_one_the_tasks_trials_measured_no
 def test_calibrating_keeps_the_face_value_of_a_term_the_rows_do_not_pin():
     # Round 1 ran NF4 weights only: it cannot tell bf16 weights (AgileRL's A100 rows) from the
     # baseline, so their coefficient stays at its face value; TRL's logits it pins.
-    from bench.bench_gpu_memory import load, trial_rows
+    from tools.inputs.h100_rows import load, trial_rows
 
     calibrated = MemoryModel.calibrate(trial_rows(load(), 1), "GPU")
     for name in ("weights", "lora", "kv_cache", "activations"):

@@ -1,6 +1,6 @@
-"""bench/memory_snapshot.py: the blocks live at the peak of a torch memory snapshot's history."""
+"""bench/gpu/memory_snapshot.py: the blocks live at the peak of a torch memory snapshot's history."""
 
-from bench.memory_snapshot import at_peak, summary
+from bench.gpu.memory_snapshot import at_peak, summary
 
 GIB = 2**30
 WEIGHTS = {"filename": "/site/trainers/models.py", "line": 10, "name": "load"}
@@ -68,7 +68,7 @@ def test_the_snapshot_hook_waits_past_the_step_that_allocates_the_optimizer_stat
     from trainers.optimizer_state import materialize
 
     monkeypatch.delenv("RLSWEEP_BENCH_SNAPSHOT", raising=False)
-    path = Path(__file__).resolve().parents[2] / "bench" / "snapshot_hook" / "sitecustomize.py"
+    path = Path(__file__).resolve().parents[2] / "bench" / "gpu" / "snapshot_hook" / "sitecustomize.py"
     spec = importlib.util.spec_from_file_location("snapshot_hook_sitecustomize", path)
     hook = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hook)

@@ -30,7 +30,7 @@ from orchestrator.words.outcome import COMPLETED, STOPPED, TrialResult
 from trainers.control import CONTINUE, STOP, SupervisorChannel, closes_steady_cycle, holds_here
 from trainers.trial import TrialSpec
 
-FAKE = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "fake_trainer.py")]
+FAKE = [sys.executable, str(Path(__file__).parents[2] / "tools" / "inputs" / "fake_trainer.py")]
 
 
 def series(peaks: list[float], speeds: list[float | None], probe_steps: int = 0) -> list[dict]:

@@ -144,7 +144,7 @@ def _learned(framework: str, mode: str, shift: float) -> tuple[dict, pd.DataFram
     `shift`: its trials.parquet row (the accuracy figures from its steps) and its steps."""
     import json
 
-    from tests.helpers.learning_traces import LEARNING_TRACES
+    from tools.inputs.learning_traces import LEARNING_TRACES
     from trainers.record import accuracy_figures
 
     path = LEARNING_TRACES / "learning-smollm2-learning.parquet"

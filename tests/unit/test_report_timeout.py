@@ -1,5 +1,5 @@
 """A sweep whose trial was killed at its wall-clock limit, in the report: the default CPU sweep
-(sweeps/cpu-learn.yaml) on a loaded host, its real SmolLM2 run (tests/fixtures/learning) recorded through
+(sweeps/cpu-learn.yaml) on a loaded host, its real SmolLM2 run (bench/data/learning) recorded through
 the sweep's own writers with 19 of its 20 steps. The report judges it, draws its curves, ranks its held-out
 accuracy and says what fits on the steps it kept, rather than "unknown"."""
 

@@ -16,8 +16,8 @@ from orchestrator.views.report._html import render_html
 from orchestrator.views.report._trained import CUT_SHARE, cut_steps, model_source
 from tests.helpers.cpu_learn import TRACE, record_cpu_learn
 from tests.helpers.html_outline import outline
-from tests.helpers.learning_traces import load_learning_trace
 from tests.helpers.synthetic_sweep import write_synthetic_sweep
+from tools.inputs.learning_traces import load_learning_trace
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from tasks import load_task, task_problems
 from tasks.bounded import SCORING
 from tasks.reasoning_gym import generate, installed
 from tasks.rewards import correctness, reward_function
-from tests.helpers.adversarial import NESTED_LOG, POWER_PRODUCT, negations
+from tools.inputs.adversarial import NESTED_LOG, POWER_PRODUCT, negations
 from trainers.events import EventWriter
 from trainers.measure import StepMeter
 

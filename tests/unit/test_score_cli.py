@@ -18,7 +18,7 @@ from tasks.code import _sandbox
 from tasks.countdown import DEFAULT_REWARDS as COUNTDOWN_WEIGHTS
 from tasks.gsm8k import DEFAULT_REWARDS as GSM8K_WEIGHTS
 from tasks.reasoning_gym import installed
-from tests.helpers.hostile_code import ACTS, DELETE_OUTSIDE, HOSTILE, READ_SECRET, WRITE_OUTSIDE
+from tools.inputs.hostile_code import ACTS, DELETE_OUTSIDE, HOSTILE, READ_SECRET, WRITE_OUTSIDE
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -2,13 +2,12 @@
 simulator's error on GPU rows of the model's own family where the stack has such rows, else the error
 across families with one left out, and no upper bound where fewer than two families were measured; the
 stacks' ranges are the shipped rows' (bench/data/simulated-h100.csv), and on those rows no answer is a
-false "fits" at the row's budget or on any smaller card (bench/bench_false_fits.py)."""
+false "fits" at the row's budget or on any smaller card (bench/accuracy/false_fits.py)."""
 
 import math
 
 import pytest
 
-from bench.bench_false_fits import coverage, error_ranges, judged, load
 from orchestrator.judging.answer import judged as answer
 from orchestrator.judging.memory._interval import (
     LOO_FACTOR,
@@ -17,6 +16,7 @@ from orchestrator.judging.memory._interval import (
     simulated_error,
     unseen_error,
 )
+from tools.inputs.simulated_rows import coverage, error_ranges, judged, load
 from trainers.simulate import SimulatedStep
 from trainers.stacks import STACKS
 from trainers.trial import TrialSpec

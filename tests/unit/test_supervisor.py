@@ -14,7 +14,7 @@ from orchestrator.running.telemetry import Sample
 from orchestrator.words.settings import GuardSettings
 from trainers.trial import TrialSpec
 
-FAKE = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "fake_trainer.py")]
+FAKE = [sys.executable, str(Path(__file__).parents[2] / "tools" / "inputs" / "fake_trainer.py")]
 
 
 def _run(tmp_path, behaviour, **kwargs):

@@ -5,7 +5,7 @@ import pytest
 
 from tasks import TASKS, load_task, task_problems
 from tasks.rewards import FORMAT_SYSTEM_PROMPT, compose_rewards, format_score, reward_function
-from tests.helpers.adversarial import ADVERSARIAL
+from tools.inputs.adversarial import ADVERSARIAL
 
 # Small settings that build each task in well under a second without network.
 SMALL = {
@@ -110,7 +110,7 @@ def test_format_reward_switches_the_system_prompt(tasks):
 @pytest.mark.parametrize("text", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
 def test_every_reward_scores_adversarial_text_in_range(tasks, text):
     # Their time is bounded by tasks/bounded.py (tests/unit/test_reward_timeouts.py) and measured by
-    # bench/bench_rewards.py.
+    # bench/cost/rewards.py.
     for name, task in tasks.items():
         # Every train and eval row: reasoning-gym's scorers differ per dataset, eval-only ones included.
         rows = [row for data in (task.train, task.eval) for row in data]

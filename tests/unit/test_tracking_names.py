@@ -22,7 +22,7 @@ from orchestrator.spec.load import parse_sweep, resolved_yaml
 from orchestrator.spec.plan import plan
 from orchestrator.words.names import axis_part
 from orchestrator.words.outcome import COMPLETED, FAILED, OOM, PRUNED, STOPPED, UNAVAILABLE
-from tests.helpers.learning_traces import LEARNING_TRACES, load_learning_trace
+from tools.inputs.learning_traces import LEARNING_TRACES, load_learning_trace
 from trainers.trial import TrialSpec
 
 
@@ -86,7 +86,7 @@ def test_the_runs_url_is_the_servers_or_make_uis():
 
 
 def test_a_real_trials_run_in_sqlite_carries_trls_metric_names_the_old_ones_and_an_ascii_name(tmp_path):
-    """The default CPU sweep's real SmolLM2 steps (tests/fixtures/learning), logged by the MLflow sink."""
+    """The default CPU sweep's real SmolLM2 steps (bench/data/learning), logged by the MLflow sink."""
     sweep = parse_sweep(
         {"name": "trl-names", "fixed": {"max_completion_length": 8}, "grid": {"seed": [1, 2]}}
     )

@@ -25,7 +25,7 @@ from orchestrator.recording.sinks import normalize_step, trial_row
 from orchestrator.spec.load import parse_sweep
 from orchestrator.spec.sweep import SweepError
 from orchestrator.words.outcome import COMPLETED, TrialResult
-from tests.helpers.learning_traces import (
+from tools.inputs.learning_traces import (
     expected_verdict,
     learning_trace_files,
     load_learning_trace,

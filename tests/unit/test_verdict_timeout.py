@@ -1,11 +1,11 @@
 """A trial cut short by its wall-clock limit (status `timeout`) is judged on the steps it kept, as the
-recorder writes its row: the real SmolLM2 run of sweeps/cpu-learn.yaml (tests/fixtures/learning), its
+recorder writes its row: the real SmolLM2 run of sweeps/cpu-learn.yaml (bench/data/learning), its
 last step lost to the limit."""
 
 from orchestrator.judging.verdict import LEARNING, TOO_SHORT, judge, judge_trial
 from orchestrator.recording.sinks import trial_row
 from orchestrator.words.outcome import COMPLETED, FAILED, TIMEOUT, TrialResult
-from tests.helpers.learning_traces import LEARNING_TRACES, load_learning_trace, trace_eval_before
+from tools.inputs.learning_traces import LEARNING_TRACES, load_learning_trace, trace_eval_before
 from trainers.trial import TrialSpec
 
 TRACE = LEARNING_TRACES / "learning-smollm2-learning.parquet"

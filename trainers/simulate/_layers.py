@@ -3,7 +3,7 @@ code on the same shapes, so every byte a step holds or allocates is a constant (
 head, the loss's logits) plus a sum over layers (weights, adapters, their optimizer state, the KV cache,
 the checkpointed inputs): the step's peak at L layers is affine in L. Two copies of the model cut to
 `small` and `2 x small` layers (whole periods of its layer pattern: sliding and full attention
-alternating) give the line; the model's own depth is read off it. bench/bench_simulate.py --whole checks
+alternating) give the line; the model's own depth is read off it. `python -m bench simulate --set whole=true` checks
 it against every layer simulated.
 """
 

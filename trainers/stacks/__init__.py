@@ -55,7 +55,7 @@ class StackMemory:
         largest measured stack's is used).
     simulated_error: per architecture family (a config's model_type), (family, low, high, rows): the
         measured NVML peak over the least its step simulated on meta tensors (trainers/simulate) runs in
-        (the capped replay's needed + the context) on the GPU rows of that family that checked it (bench/bench_simulate.py --out, bench/data/simulated-h100.csv;
+        (the capped replay's needed + the context) on the GPU rows of that family that checked it (python -m bench simulate --set out=..., bench/data/simulated-h100.csv;
         tests/unit/test_simulated_intervals.py checks these against it); () where no GPU row has. A
         family not in it takes the error across these families, one left out, or no upper bound where
         fewer than two (orchestrator/judging/memory/_interval.py).

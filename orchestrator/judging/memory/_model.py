@@ -239,7 +239,7 @@ class MemoryModel:
         the others keep their face values (rows of one quantization say nothing of another's weights,
         rows of one generation length little of the KV cache), and the pinned ones are refitted with
         them held there. _terms.CALIBRATED holds the GPU prior this gives on round 1's H100 trials
-        (bench/bench_gpu_memory.py)."""
+        (bench/accuracy/gpu_memory.py)."""
         pooled = cls(measure, face(device_of(measure)))
         family = _Family()
         fitted = cls.fit(rows, measure, prior_values=pooled._prior)

@@ -52,7 +52,7 @@ measured (MemoryModel.counted: a batch is padded to its longest prompt, max_prom
 it), at max_prompt_length before any trial of the task ran.
 
 The prior's coefficients (PRIOR) are the terms' face values (FACE) calibrated once on the H100
-trials of round 1 (bench/data/h100-2026-11-26/trials.csv; `python bench/bench_gpu_memory.py` fits them
+trials of round 1 (bench/data/h100-2026-11-26/trials.csv; `python -m bench gpu_memory` fits them
 with MemoryModel.calibrate and prints them); a family's own trials then refit them.
 """
 
@@ -99,7 +99,7 @@ FACE = {
     "shared": {"vllm_pool": (1.0, 0.1)},
 }
 # The GPU prior: the face values calibrated on round 1's H100 trials (module docstring; the spreads
-# stay the face values'). `python bench/bench_gpu_memory.py` prints these from the CSV, and a unit test
+# stay the face values'). `python -m bench gpu_memory` prints these from the CSV, and a unit test
 # holds them to it. Round 1 (NF4, two models, completion 128) pins only the baseline, TRL's logits and
 # Unsloth's logit chunk (MemoryModel.calibrate); the other terms keep their face values (bf16 weights,
 # say, it never ran). logits and logit_chunk over 1: at their peak more than the fp32 logits (or chunk)

@@ -1,0 +1,1 @@
+"""Benchmarks of predictions against measured rows: memory, speed, durations, verdicts."""

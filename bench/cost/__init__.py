@@ -1,0 +1,1 @@
+"""Benchmarks of what the harness costs: seconds, overheads, scaling."""

@@ -1,0 +1,84 @@
+"""Time to a complete verdict: trainer-seconds until every trial of a budgeted sweep fits (with its speed)
+or is oom / pruned, with the two phases, pruning and the settled stop, against running every trial to
+max_steps (phases: [speed], no pruning, no settled stop), on the same sweep.
+
+Trainer-seconds: the sum of the trainer processes' wall_s (trials.parquet), start-up included. On a host
+without a GPU no trials are packed, so each trial is one trainer process and its row holds all of it.
+Each run's sum is also split into the seconds inside optimizer steps (trainer_s: what the phases and the
+settled stop can save) and the rest (each started trainer's imports, model build, the step an oom cut short, and exit: the same
+per trial in both runs, so only pruning saves it).
+Prints both sums, their ratio (target <= 0.40) and both runs' verdicts per trial (fits / oom, where
+`pruned` counts as oom: a pruned trial dominates one that ran out of memory); they must be identical,
+and every trial that fits must have a median tokens/s.
+
+Usage: python -m bench time_to_verdict [--set sweep=SWEEP.yaml] [--set overrides=k=v ...]
+(default: sweeps/cpu-smoke.yaml with memory.budget_gib=0.72 and max_steps=60: K=2 peaks at 0.65-0.67 GiB RSS
+and K=24 at 0.76 or more here, so the budget parts them whatever the noise; at 0.8 a K=24 trial sits on
+the budget and fits or not by chance)
+"""
+
+from __future__ import annotations
+
+from bench import Context, benchmark
+from orchestrator.words.outcome import COMPLETED, OOM, PRUNED
+
+DEFAULTS = ["memory.budget_gib=0.72", "max_steps=60", "tracking.enabled=false"]
+PHASED = ["stop.when_settled=true"]
+EVERY_STEP = ["phases=[speed]", "oom.prune_dominated=false", "oom.predict=false", "stop.when_settled=false"]
+VERDICT = {COMPLETED: "fits", OOM: "oom", PRUNED: "oom"}
+# A smoke run: one stack and mode, K=2 and K=24 (one fits, one does not), fewer steps.
+SMOKE = ["grid.framework=[trl]", "grid.mode=[grpo]", "grid.num_generations=[2,24]", "max_steps=8"]
+
+
+@benchmark(
+    tags=("sweep", "phases"),
+    params={"sweep": "sweeps/cpu-smoke.yaml", "overrides": []},
+    smoke={"overrides": SMOKE},
+    goals={"verdicts_identical": "== true", "speeds_measured": "== true", "ratio": "<= 0.40"},
+    smoke_goals={"verdicts_identical": "== true", "speeds_measured": "== true"},
+)
+def time_to_verdict(ctx: Context) -> dict:
+    """Trainer-seconds to a complete verdict with phases, pruning and the settled stop, against every step."""
+    sweep_file = ctx.args.sweep
+    overrides = DEFAULTS + ctx.args.overrides
+    work = ctx.scratch
+    runs = {
+        "phases + settled stop": ctx.sweep(sweep_file, overrides + PHASED, work / "phased"),
+        "every trial to max_steps": ctx.sweep(sweep_file, overrides + EVERY_STEP, work / "every-step"),
+    }
+    seconds = {}
+    verdicts = {}
+    for name, (wall, rows) in runs.items():
+        seconds[name] = sum(r["wall_s"] or 0.0 for r in rows)
+        in_steps = sum(r["trainer_s"] or 0.0 for r in rows)
+        verdicts[name] = {r["trial_key"]: VERDICT.get(r["status"], r["status"]) for r in rows}
+        statuses = " ".join(
+            f"{s}={sum(r['status'] == s for r in rows)}" for s in sorted({r["status"] for r in rows})
+        )
+        print(f"{name:26s} trainer-seconds {seconds[name]:7.1f}  sweep wall {wall:6.1f} s  ({statuses})")
+        print(
+            f"{'':26s} of which in steps {in_steps:7.1f} (trainer_s), outside them {seconds[name] - in_steps:7.1f}"
+            f" (start-up, model build, an oom's cut step, exit) over {sum(r['wall_s'] is not None for r in rows)} started trainers"
+        )
+        for r in sorted(rows, key=lambda r: r["trial_key"]):
+            print(
+                f"  {r['trial_key']:40s} {r['status']:9s} phase={r['phase']} steps={r['steps_completed']} "
+                f"settled={r['settled_step']} wall_s={r['wall_s'] or 0:.1f} tokens/s={r['median_tokens_per_s']}"
+            )
+    phased, every = runs
+    same = verdicts[phased] == verdicts[every]
+    speeds = all(
+        r["median_tokens_per_s"] is not None for r in runs[phased][1] if VERDICT.get(r["status"]) == "fits"
+    )
+    print(f"verdicts identical (fits / oom, pruned as oom): {same}")
+    print(f"every fitting trial has a median tokens/s: {speeds}")
+    print(
+        f"ratio trainer-seconds phased / every step: {seconds[phased] / seconds[every]:.2f} (target <= 0.40)"
+    )
+    return {
+        "verdicts_identical": same,
+        "speeds_measured": speeds,
+        "ratio": seconds[phased] / seconds[every],
+        "trainer_s_phased": seconds[phased],
+        "trainer_s_every_step": seconds[every],
+    }
