@@ -192,7 +192,9 @@ def end_synthetic_cycle(trainer) -> bool:
     A decoded probe's completions are real (forced long): their reuse steps stay. TRL's trainer
     regenerates where its buffer is empty and counts its cycle from `_step` (grpo_trainer's
     _prepare_inputs); False where the trainer keeps neither (nothing changed)."""
-    if getattr(trainer, "_buffered_inputs", None) is None or not isinstance(getattr(trainer, "_step", None), int):
+    if getattr(trainer, "_buffered_inputs", None) is None or not isinstance(
+        getattr(trainer, "_step", None), int
+    ):
         return False
     trainer._buffered_inputs = None
     trainer._step = 0  # at an optimizer step's end: the accumulation's count restarts with it

@@ -103,7 +103,10 @@ class TrainingVerdict:
         if self.findings:
             said = [f"{f.verdict}: {f.detail}" for f in self.findings]
         elif self.verdict == TOO_SHORT:
-            said = [f"too_short: {self.judged_steps} step(s) after the probe steps, too few to judge", *self.notes]
+            said = [
+                f"too_short: {self.judged_steps} step(s) after the probe steps, too few to judge",
+                *self.notes,
+            ]
             if self.min_steps > self.judged_steps:
                 said[0] += (
                     f" (verdict.min_steps {self.min_steps}: {self.probe_steps + self.min_steps} steps with its "

@@ -13,7 +13,9 @@ import pytest
 from orchestrator.cli import main
 
 pytestmark = pytest.mark.slow
-SHORT = "--framework trl --model-name tiny --max-steps 2 --num-generations 2 --batch-size 1 --num-iterations 2"
+SHORT = (
+    "--framework trl --model-name tiny --max-steps 2 --num-generations 2 --batch-size 1 --num-iterations 2"
+)
 SHORT += " --max-completion-length 8 --max-prompt-length 96 --quantization none --lora-r 4 --num-threads 1"
 
 
