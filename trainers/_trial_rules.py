@@ -10,6 +10,7 @@ from typing import Any
 
 from tasks.names import did_you_mean
 from trainers.models import parse_model
+from trainers.probe import DECODE
 from trainers.stacks import STACKS, label, supporting
 
 MODES = ("grpo", "gspo")
@@ -270,6 +271,15 @@ def probe_steps_within(max_steps: int, probe_steps: int) -> int:
     return probe_steps if max_steps <= 1 else min(probe_steps, max_steps - 1)
 
 
+def decoded_probe_span(spec: Any) -> int:
+    """The steps a decoded probe's completions are trained on: its probe steps, rounded up to whole
+    generation cycles of num_iterations steps (a synthetic probe's cycle is its own steps alone:
+    trainers.probe.end_synthetic_cycle)."""
+    if spec.probe_kind != DECODE or spec.num_iterations <= 1:
+        return spec.probe_steps
+    return -(-spec.probe_steps // spec.num_iterations) * spec.num_iterations
+
+
 def mode_warnings(spec: Any) -> list[str]:
     """Settings that are legal but probably not what the user meant."""
     warnings = []
@@ -278,6 +288,13 @@ def mode_warnings(spec: Any) -> list[str]:
             f"probe_steps: {spec.probe_steps} of max_steps {spec.max_steps}: every step is a probe (its "
             "completions forced to the length limit), so none is judged for training (verdict too_short); "
             f"set probe_steps (oom.probe_steps in a sweep) to {spec.max_steps - 1} or fewer to let it train"
+        )
+    elif spec.max_steps > 1 and spec.probe_steps and decoded_probe_span(spec) >= spec.max_steps:
+        warnings.append(
+            f"probe_kind: decode with num_iterations {spec.num_iterations}: the steps that reuse a decoded "
+            f"probe's completions are probes too, so all {spec.max_steps} steps are (verdict too_short); "
+            f"set max_steps to {decoded_probe_span(spec) + 1} or more, or probe_kind: synthetic (no step "
+            "reuses a synthetic probe's completions) to let it train"
         )
     # TRL reuses a generation off-policy when an optimizer step does not consume it whole.
     steps_per_generation = spec.generation_batch_size // (

@@ -19,8 +19,9 @@ what every trial of that stack imports anyway, with the environment the trial it
 keys a server by that environment), so a forked trainer holds the same modules, in the same state, as a
 cold one, and maps the server's resident library pages again before it starts (map_resident): its RSS
 and VmHWM mean what a cold trainer's do (docs/benchmarks.md, "Start-up"). A stack that patches other
-libraries when imported (Unsloth) preloads none of them, and its child imports them after the fork, as
-a cold child does.
+libraries when imported (Unsloth) preloads none of them on a GPU host, and its child imports them after
+the fork, as a cold child does; where no GPU is visible its server imports them too
+(StackEntry.preload_without_gpu), before any fork, as a cold child's build does before anything else.
 
 Nothing here touches CUDA: CUDA does not survive a fork. While preloading, torch.cuda.is_available()
 is answered from NVML (PYTORCH_NVML_BASED_CUDA_CHECK), and so is torch.cuda.get_device_capability():
@@ -80,14 +81,16 @@ def profile_for(spec: Any) -> str | None:
     return spec.framework if spec.framework in stacks.STACKS else None
 
 
-def profile_modules(profile: str) -> tuple[str, ...]:
+def profile_modules(profile: str, gpu: bool = True) -> tuple[str, ...]:
     """What a profile's server imports before any fork: a stack's preload (BARE where it names none),
-    else PROFILES' own. KeyError for neither. The registry is imported here, as the preload starts: the
-    server imports nothing of the trainer's (tasks and its pydantic included) before it."""
+    and without a `gpu` its preload_without_gpu after it; else PROFILES' own. KeyError for neither. The
+    registry is imported here, as the preload starts: the server imports nothing of the trainer's (tasks
+    and its pydantic included) before it."""
     from trainers import stacks
 
     if profile in stacks.STACKS:
-        return stacks.STACKS[profile].preload or BARE
+        entry = stacks.STACKS[profile]
+        return (entry.preload or BARE) + (() if gpu else entry.preload_without_gpu)
     return PROFILES[profile]
 
 
@@ -171,8 +174,9 @@ def preload(profile: str) -> str | None:
     hide_vllm()
     os.environ[NVML_CHECK] = "1"
     try:
-        with capability_from_nvml() if gpu_visible() else contextlib.nullcontext():
-            for name in profile_modules(profile):
+        gpu = gpu_visible()
+        with capability_from_nvml() if gpu else contextlib.nullcontext():
+            for name in profile_modules(profile, gpu):
                 importlib.import_module(name)
                 if cuda_touched():
                     return f"importing {name} initialized CUDA"

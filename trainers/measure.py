@@ -41,6 +41,7 @@ from trainers.probe import (
     SYNTHETIC,
     WINDOW_TOKENS,
     GenerationProbe,
+    end_synthetic_cycle,
     probe_generation,
     random_completions,
     random_rewards,
@@ -338,6 +339,8 @@ class StepMeter(TrainerCallback):
         cycle.tokens += c.prompt_tokens + c.completion_tokens
         cycle.seconds += step_s
         cycle.steps += 1
+        if cycle.synthetic:
+            end_synthetic_cycle(self.trainer)
         closes = closes_cycle(self.trainer, state)
         rss = self.process.memory_info().rss
         hwm = _vm_hwm_bytes()

@@ -181,3 +181,21 @@ def random_rewards(rows: int, funcs: int, device) -> Any:
     import torch
 
     return torch.rand(rows, funcs, device=device)
+
+
+def end_synthetic_cycle(trainer) -> bool:
+    """After a synthetic probe's optimizer step, the next step generates anew: no step reuses its random
+    completions (num_iterations > 1, or steps_per_generation above the accumulation), so its cycle is that
+    one step. A reuse would train once more on random tokens, undone after (nothing learned), in training
+    shapes the probe step already ran (generation's and the first pass's memory on top: its peak is the
+    cycle's), and would take a step of the trial's max_steps: a trial of max_steps 2 with num_iterations
+    2 was all probe (too_short, nothing trained). A decoded probe's completions are real (forced long):
+    their reuse steps stay. TRL's trainer regenerates where its buffer is empty and counts its cycle from
+    `_step` (grpo_trainer's _prepare_inputs); False where the trainer keeps neither (nothing changed)."""
+    if getattr(trainer, "_buffered_inputs", None) is None or not isinstance(
+        getattr(trainer, "_step", None), int
+    ):
+        return False
+    trainer._buffered_inputs = None
+    trainer._step = 0  # at an optimizer step's end: the accumulation's count restarts with it
+    return True

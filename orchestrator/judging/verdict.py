@@ -94,6 +94,9 @@ class TrainingVerdict:
     notes: list[str] = field(default_factory=list)
     # What the verdict was judged on where the trial did not run to its end (judge_trial): said last.
     basis: str = ""
+    # A too_short verdict's fix: the steps it had that were probes, and the judged steps it needs.
+    probe_steps: int = 0
+    min_steps: int = 0
 
     @property
     def detail(self) -> str:
@@ -104,6 +107,11 @@ class TrainingVerdict:
                 f"too_short: {self.judged_steps} step(s) after the probe steps, too few to judge",
                 *self.notes,
             ]
+            if self.min_steps > self.judged_steps:
+                said[0] += (
+                    f" (verdict.min_steps {self.min_steps}: {self.probe_steps + self.min_steps} steps with its "
+                    f"{self.probe_steps} probe step(s))"
+                )
         else:
             problems = ", ".join(PROBLEMS)
             said = [
@@ -449,7 +457,10 @@ def judge(
     judged = sum(1 for r in steps if not r.get("probe"))
     if findings:
         return TrainingVerdict(findings[0].verdict, findings, judged)
-    return TrainingVerdict(TOO_SHORT if judged < settings.min_steps else OK, [], judged, notes)
+    if judged < settings.min_steps:
+        probes = len(steps) - judged
+        return TrainingVerdict(TOO_SHORT, [], judged, notes, probe_steps=probes, min_steps=settings.min_steps)
+    return TrainingVerdict(OK, [], judged, notes)
 
 
 def judge_trial(

@@ -2,13 +2,22 @@
 a KV cache filled to prompt + max_completion_length in chunks by the model's own generate, and a path
 without a cache decoded on the whole context."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, GenerationConfig
 
 from tests.helpers.trainer_child import ROOT
 from trainers.models import load_tokenizer, resolve_model
-from trainers.probe import chunk_tokens, probe_generation, random_completions, random_rewards, vocabulary
+from trainers.probe import (
+    chunk_tokens,
+    end_synthetic_cycle,
+    probe_generation,
+    random_completions,
+    random_rewards,
+    vocabulary,
+)
 
 
 @pytest.fixture(scope="module")
@@ -102,3 +111,17 @@ def test_where_generate_keeps_no_cache_the_last_window_decodes_on_the_whole_cont
     assert probe.kept_cache is False and probe.chunk_tokens is None
     assert calls.calls[-1][1] is None  # no cache handed over: the whole context runs at once
     assert calls.calls[-1][2] == 3 + 100
+
+
+def test_after_a_synthetic_probe_step_trls_trainer_generates_anew_and_counts_its_cycle_from_zero():
+    trainer = SimpleNamespace(_buffered_inputs=[{"prompt_ids": [1]}, {"prompt_ids": [2]}], _step=1)
+    assert end_synthetic_cycle(trainer)
+    assert (
+        trainer._buffered_inputs is None and trainer._step == 0
+    )  # grpo_trainer's _prepare_inputs regenerates
+
+
+def test_a_trainer_without_trls_generation_buffer_is_left_as_it_is():
+    trainer = SimpleNamespace(_step=3)
+    assert not end_synthetic_cycle(trainer) and trainer._step == 3
+    assert not end_synthetic_cycle(SimpleNamespace(_buffered_inputs=None, _step=2))

@@ -6,6 +6,7 @@ a stack. test_stacks.py takes the same stub through the report and compare."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import re
 import subprocess
@@ -87,6 +88,14 @@ def test_a_registered_stack_forks_from_its_own_profile(third):
         assert forkserver.profile_modules("capable") == CAPABLE.preload
     with pytest.raises(KeyError):
         forkserver.profile_modules("third-gone")
+
+
+def test_a_stacks_modules_that_need_no_gpu_to_import_are_preloaded_only_where_no_gpu_is_visible():
+    cpu_only = dataclasses.replace(CAPABLE, preload_without_gpu=("tasks.names",))
+    with registered(cpu_only):
+        assert forkserver.profile_modules("capable", gpu=True) == CAPABLE.preload
+        assert forkserver.profile_modules("capable", gpu=False) == (*CAPABLE.preload, "tasks.names")
+        assert forkserver.profile_modules("capable") == CAPABLE.preload  # a GPU unless told otherwise
 
 
 PRELOAD_STUB = """

@@ -70,7 +70,10 @@ def test_fewer_steps_than_min_steps_after_the_probes_is_too_short():
     rows = steps(6, probe=[True, True] + [False] * 4)
     verdict = judge(rows, max_steps=6)
     assert verdict.verdict == TOO_SHORT
-    assert verdict.detail == "too_short: 4 step(s) after the probe steps, too few to judge"
+    assert verdict.detail == (
+        "too_short: 4 step(s) after the probe steps, too few to judge (verdict.min_steps 5: 7 steps with its "
+        "2 probe step(s))"
+    )
     assert judge(steps(5), max_steps=5).verdict == OK  # exactly min_steps: judged
 
 

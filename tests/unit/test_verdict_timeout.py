@@ -44,7 +44,8 @@ def test_a_timeout_with_too_few_kept_steps_is_too_short_and_says_on_what():
     verdict = judge_trial(TIMEOUT, load_learning_trace(TRACE)[:2], max_steps=20)
     assert verdict.verdict == TOO_SHORT
     assert verdict.detail == (
-        "too_short: 2 step(s) after the probe steps, too few to judge; "
+        "too_short: 2 step(s) after the probe steps, too few to judge (verdict.min_steps 5: 5 steps with its "
+        "0 probe step(s)); "
         "judged on the 2 of 20 steps measured before the time limit"
     )
 

@@ -98,6 +98,9 @@ class StackEntry:
     vllm_min_tokens: bool = False  # its vLLM path reads min_tokens, so probe_steps force full length
     vllm_sleep_mode: bool = False  # vllm_enable_sleep_mode
     preload: tuple[str, ...] = ()
+    # What its fork server imports after `preload` on a host where no GPU is visible: a library that touches
+    # CUDA as it is imported (and so cannot be imported before a fork on a GPU host) but not on a CPU.
+    preload_without_gpu: tuple[str, ...] = ()
     # The installed packages whose code its trainer runs besides torch, transformers, PEFT, accelerate and
     # bitsandbytes: their versions key its simulated steps on disk (trainers/simulate/_cache.py).
     packages: tuple[str, ...] = ()
@@ -217,8 +220,9 @@ register(
 # Its from_pretrained otherwise checks for a network and downloads a statistics repo (up to 120 s) on
 # every model load (unsloth/models/_utils.py get_statistics: any value switches it off). It writes the
 # source of its patched modules into UNSLOTH_COMPILE_LOCATION (unsloth_zoo/compiler.py; child_env.py
-# says why trials share it). It patches transformers and TRL when imported: its fork server preloads
-# torch alone and the child imports Unsloth after the fork, as a cold child does.
+# says why trials share it). It patches transformers and TRL when imported, and on a GPU host reads the
+# card as it does: there its fork server preloads torch alone and the child imports Unsloth after the
+# fork, as a cold child does; without a GPU there is no card to read, and the server imports it first.
 register(
     StackEntry(
         "unsloth",
@@ -228,6 +232,8 @@ register(
         env=(("UNSLOTH_DISABLE_STATISTICS", "1"),),
         compile_caches=(("UNSLOTH_COMPILE_LOCATION", "unsloth"),),
         preload=("torch", "trainers.__main__", "trainers.device", "trainers.stacks.unsloth"),
+        # Without a GPU, Unsloth itself (its CPU fallback: 15 s of imports a trainer on a loaded 2-core host)
+        preload_without_gpu=("unsloth",),
         # unsloth_zoo 2026.10.9: chunked GRPO log-probs, checkpoints offloaded to the host (StackMemory)
         packages=("trl", "unsloth", "unsloth_zoo"),
         default_optim="adamw_8bit",  # UnslothGRPOConfig's (its notebooks' too)
