@@ -120,20 +120,6 @@ def stack_name(value: str) -> str:
     return name
 
 
-# The stack's flag on every verb that takes one: --stack first (help and errors name it), then the other
-# spellings it is taken as (--framework: the trial knob's name).
-STACK_FLAGS = ("--stack", "--stacks", "--framework")
-
-
-def add_stack(parser: argparse.ArgumentParser, dest: str = "framework", **kwargs) -> None:
-    """--stack (STACK_FLAGS) into `dest`; kwargs: add_argument's (default: one stack, as the trial holds it,
-    `--stack TRL` is trl, judged by the knob's rules)."""
-    kwargs.setdefault("type", knob_arg("framework"))
-    kwargs.setdefault("metavar", "STACK")
-    kwargs.setdefault("help", f"the stack: {', '.join(stacks.names())} (--stacks and --framework work too)")
-    parser.add_argument(*STACK_FLAGS, dest=dest, **kwargs)
-
-
 def knob_arg(name: str, kind=str):
     """The argparse type of a flag that sets trial knob `name`: the text read by `kind`, then as the trial
     holds it (trainers.trial.canonical: `--framework TRL` is trl); the knob's own rules judge it later."""

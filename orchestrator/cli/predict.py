@@ -8,7 +8,6 @@ from orchestrator.cli._answers import say
 from orchestrator.cli._common import (
     add_set,
     add_simulate,
-    budget_gib,
     config_source,
     console,
     examples,
@@ -16,7 +15,8 @@ from orchestrator.cli._common import (
     progress,
     refused,
 )
-from orchestrator.cli.fitmap import add_card, add_trials, card_budget, read_trials, speed_line
+from orchestrator.cli._flags import add_budget, add_card, add_output_dir
+from orchestrator.cli.fitmap import add_trials, card_budget, read_trials, speed_line
 from orchestrator.cli.validate import print_laid, trial_cells, trial_columns
 from orchestrator.views.tables import Column, lay_out
 from orchestrator.words.outcome import GPU, peak_memory
@@ -217,13 +217,9 @@ def add_predict(sub) -> None:
     )
     p.add_argument("sweep", help="sweep YAML file")
     add_set(p)
-    p.add_argument(
-        "--budget-gib", type=budget_gib, help="the budget to judge against; default memory.budget_gib"
-    )
+    add_budget(p, "; default memory.budget_gib")
     add_card(p)
-    p.add_argument(
-        "--output-dir", help="where the sweep's trials.parquet is read from; default its output dir"
-    )
+    add_output_dir(p, "where the sweep's trials.parquet is read from; default its output dir")
     p.add_argument(
         "--measure",
         choices=MEASURES,
