@@ -122,7 +122,12 @@ def add_knob(parser, name: str, help: str | None = None, axis: bool = False, **k
     if "default" in kwargs and kwargs["default"] is not None:
         text += " (default: %(default)s)"
     _add(
-        parser, knob_flags(name), dest=name, help=text, metavar=knob_letter(name).upper() + (",..." if axis else ""), **kwargs
+        parser,
+        knob_flags(name),
+        dest=name,
+        help=text,
+        metavar=knob_letter(name).upper() + (",..." if axis else ""),
+        **kwargs,
     )
 
 
@@ -212,11 +217,28 @@ def add_output_dir(parser, help: str, **kwargs) -> None:
     _add(parser, ("--output-dir",), help=help, **kwargs)
 
 
+# The flag that sets each knob a verb may set by its own flags, where it is not the knob's own, and an
+# example value of each (else the knob's default).
+_TAKEN_FLAG = {"framework": "--stack", "memory_budget_gib": "--budget-gib or --card"}
+_EXAMPLE = {
+    "framework": "--stack trl",
+    "model": "--model Qwen/Qwen2.5-3B-Instruct",
+    "memory_budget_gib": "--card 24gb",
+}
+
+
 def taken(*names: str) -> dict[str, str]:
-    """For a verb whose own flags set knobs `names`: each knob's refusal in --set, naming its flag, in one
-    text on every verb."""
-    flag = {"framework": "--stack", "memory_budget_gib": "--budget-gib or --card"}
-    return {
-        name: f"{name} is set by {flag.get(name) or ' or '.join(knob_flags(name))}: give it there instead of --set"
-        for name in names
-    }
+    """For a verb whose own flags set knobs `names`: each knob's refusal in --set, naming its flag and an
+    example, one text on every verb."""
+    from trainers.trial import knob_default
+
+    said = {}
+    for name in names:
+        flags = knob_flags(name)
+        example = _EXAMPLE.get(name) or f"{flags[-1]} {knob_default(name)}"
+        letter = f" ({knob_letter(name)})" if knob_letter(name) != name else ""
+        said[name] = (
+            f"{name}{letter} is set by {_TAKEN_FLAG.get(name) or ' or '.join(flags)}: give it there instead of --set "
+            f"(e.g. {example})"
+        )
+    return said
