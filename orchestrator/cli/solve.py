@@ -14,7 +14,7 @@ from orchestrator.cli._common import (
     simulated_for,
     simulating,
 )
-from orchestrator.cli._flags import add_budget, add_card, add_knob, add_output_dir, add_stack
+from orchestrator.cli._flags import add_budget, add_card, add_knob, add_output_dir, add_stack, taken
 from orchestrator.cli.fitmap import add_trials, read_trials
 from orchestrator.words.outcome import GPU
 from orchestrator.words.settings import GUARD as GUARD
@@ -41,7 +41,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         request = make_request(
             args.maximize, budget, settings=settings, sets=args.set, values=args.values,
             first=args.first, last=args.last, output_dir=args.output_dir, guard=guard,
-            headroom_gib=args.headroom_gib,
+            headroom_gib=args.headroom_gib, taken=taken(*settings, "memory_budget_gib"),
         )  # fmt: skip
     except SolveError as exc:
         console.print(f"invalid solve, nothing started ({len(exc.errors)} error(s)):", markup=False)

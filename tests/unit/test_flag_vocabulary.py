@@ -98,3 +98,31 @@ def test_each_verb_refuses_a_knob_set_by_its_flag_and_by_set_with_the_same_text(
     assert code == 2
     assert f"--set {knob}=4: {taken(knob)[knob]}" in " ".join(text.split())
     assert " or ".join(knob_flags(knob)) in taken(knob)[knob]
+
+
+MODEL_GIVEN = {
+    **SET_TWICE,
+    "solve": [
+        "solve",
+        "--model",
+        "tiny",
+        "--budget-gib",
+        "8",
+        "--maximize",
+        "num_generations",
+        "--values",
+        "2",
+    ],
+}
+
+
+@pytest.mark.parametrize("verb", sorted(MODEL_GIVEN))
+@pytest.mark.parametrize("item", ["model=tiny", "memory_budget_gib=8"])
+def test_each_verb_refuses_the_model_or_budget_in_set_beside_its_flag_with_the_same_text(
+    verb, item, capsys, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    code, text = run_cli([*MODEL_GIVEN[verb], "--set", item], capsys)
+    knob = item.partition("=")[0]
+    assert code == 2
+    assert f"--set {item}: {taken(knob)[knob]}" in " ".join(text.split())
