@@ -22,8 +22,7 @@ from trainers.trial import KNOBS, knob_flags, knob_letter
 # Old spellings, parsed for one release (hidden from help, a note on stderr): each with its flag.
 OLD = {"--framework": "--stack", "--stacks": "--stack", "--out": "--output-dir"}
 
-# The flags several verbs share, beside the knobs' own (knob_flags): this module's, then --set and
-# --simulate (_common.py) and --trials (fitmap.add_trials), not yet moved here.
+# The flags this module adds, beside the knobs' own (knob_flags).
 SHARED = (
     "--card",
     "--budget-gib",
@@ -33,15 +32,15 @@ SHARED = (
     "--trials",
     "--simulate",
     "--no-simulate",
+    "--measure",
 )
 
 # The flags only one verb has, by verb: each names its own setting (the vocabulary's last part).
 VERB_OWN = {
     "run": ("--dry-run", "--no-report"),
     "validate": ("--list",),
-    "fits": ("--measure",),
-    "predict": ("--measure", "--explain", "--trial"),
-    "fitmap": ("--measure", "--no-plot"),
+    "predict": ("--explain", "--trial"),
+    "fitmap": ("--no-plot",),
     "calibrate": ("--probes", "--no-plot", "--session", "--no-session"),
     "sync-mlflow": ("--tracking-uri",),
     "report": ("--base-stack",),
@@ -112,6 +111,57 @@ def _add(parser, flags: tuple[str, ...], **kwargs) -> None:
                 old, dest=action.dest, type=action.type, new=new, action=_Old,
                 default=argparse.SUPPRESS, help=argparse.SUPPRESS,
             )  # fmt: skip
+
+
+def add_set(parser: argparse.ArgumentParser, sweep: bool = True) -> None:
+    """--set of a verb that reads a sweep file (any setting of it), or, sweep=False, of one that builds its
+    trials from flags (trial knobs only): each help's examples are ones that verb takes."""
+    if sweep:
+        metavar = "KEY=VALUE"
+        help = (
+            "override a setting (dotted key, YAML value), e.g. --set memory.budget_gib=8 or "
+            "--set grid.num_generations=[2,4] or --set max_steps=3 (a bare trial knob goes to fixed)"
+        )
+    else:
+        metavar = "KNOB=VALUE"
+        help = (
+            "a trial setting (YAML value; repeatable), e.g. --set lora_r=8 or --set quantization=none "
+            "or --set learning_rate=2e-4; the verb's own flags set the rest"
+        )
+    parser.add_argument("--set", action="append", default=[], metavar=metavar, help=help)
+
+
+def add_simulate(parser: argparse.ArgumentParser) -> None:
+    """--simulate / --no-simulate: where a family has no measured trial, answer from its stack's own step
+    simulated on meta tensors (default: on, unless RLSWEEP_SIMULATE=0)."""
+    parser.add_argument(
+        "--simulate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="where no measured trial answers, run each stack's own training step on meta tensors (no GPU; "
+        "seconds a shape, kept on disk) and answer from it, basis 'simulated'; --no-simulate answers from "
+        "the memory model's prior (default: simulate, unless RLSWEEP_SIMULATE=0)",
+    )
+
+
+def add_trials(parser: argparse.ArgumentParser, trials_do: str) -> None:
+    """--trials SOURCE (repeatable; RLSWEEP_TRIALS by default): measured trials `trials_do`."""
+    parser.add_argument(
+        "--trials",
+        action="append",
+        metavar="SOURCE",
+        help=f"measured trials {trials_do}: a trials.parquet, a sweep's output dir, a result file of "
+        "`rlsweep export` or a folder of them, a folder of trial folders with trial.json "
+        "(bench/data/h100-2026-11-26), any of these on s3://, or mlflow+http://HOST:PORT/EXPERIMENT; "
+        "give it again for more; default $RLSWEEP_TRIALS (comma-separated)",
+    )
+
+
+def add_measure(parser, default: str) -> None:
+    """--measure: which peak a prediction is of (GPU memory or the host's RSS); default: `default`'s words."""
+    from orchestrator.judging.memory import MEASURES
+
+    parser.add_argument("--measure", choices=MEASURES, help=f"which peak to predict; default {default}")
 
 
 def add_knob(parser, name: str, help: str | None = None, axis: bool = False, **kwargs) -> None:

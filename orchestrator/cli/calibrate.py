@@ -10,8 +10,6 @@ from pathlib import Path
 
 from orchestrator.cli._common import (
     add_guard_flags,
-    add_set,
-    add_simulate,
     card_unmeasurable,
     console,
     out,
@@ -25,11 +23,13 @@ from orchestrator.cli._flags import (
     add_knob,
     add_length_range,
     add_output_dir,
+    add_set,
+    add_simulate,
     add_stack,
+    add_trials,
 )
 from orchestrator.cli.fitmap import (
     TAKEN,
-    add_trials,
     axis_values,
     base_spec,
     card_budget,

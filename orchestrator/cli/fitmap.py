@@ -12,8 +12,6 @@ from pathlib import Path
 
 from orchestrator.cli._answers import print_map_remedies, print_map_speed, say
 from orchestrator.cli._common import (
-    add_set,
-    add_simulate,
     config_source,
     console,
     examples,
@@ -29,8 +27,12 @@ from orchestrator.cli._flags import (
     add_card,
     add_knob,
     add_length_range,
+    add_measure,
     add_output_dir,
+    add_set,
+    add_simulate,
     add_stack,
+    add_trials,
     length_range_flags,
     taken,
 )
@@ -93,19 +95,6 @@ def add_stacks_and_trials(parser: argparse.ArgumentParser, trials_do: str) -> No
     (measured trials `trials_do`, e.g. 'to fit the model on and draw')."""
     add_stack(parser, dest="stacks", many=True)
     add_trials(parser, trials_do)
-
-
-def add_trials(parser: argparse.ArgumentParser, trials_do: str) -> None:
-    """--trials SOURCE (repeatable; RLSWEEP_TRIALS by default): measured trials `trials_do`."""
-    parser.add_argument(
-        "--trials",
-        action="append",
-        metavar="SOURCE",
-        help=f"measured trials {trials_do}: a trials.parquet, a sweep's output dir, a result file of "
-        "`rlsweep export` or a folder of them, a folder of trial folders with trial.json "
-        "(bench/data/h100-2026-11-26), any of these on s3://, or mlflow+http://HOST:PORT/EXPERIMENT; "
-        "give it again for more; default $RLSWEEP_TRIALS (comma-separated)",
-    )
 
 
 def stacks_and_trials(args: argparse.Namespace) -> tuple[list[str], list[str]]:
@@ -375,7 +364,6 @@ def _print_frame(frame, cell) -> None:
 
 def add_fitmap(sub) -> None:
     from orchestrator.judging.fitmap import BS, KS, LENGTHS
-    from orchestrator.judging.memory import MEASURES
 
     p = sub.add_parser(
         "fitmap",
@@ -399,7 +387,7 @@ def add_fitmap(sub) -> None:
     add_length_range(p, *LENGTHS)
     add_set(p, sweep=False)
     add_stacks_and_trials(p, "to fit the model on and draw")
-    p.add_argument("--measure", choices=MEASURES, help="which peak; default GPU with --card")
+    add_measure(p, "GPU with --card")
     add_simulate(p)
     add_output_dir(p, "where the PNGs go (default: %(default)s)", type=Path, default=Path("outputs/fitmap"))
     p.add_argument("--no-plot", action="store_true", help="print the table only")

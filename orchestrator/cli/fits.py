@@ -24,8 +24,6 @@ import sys
 
 from orchestrator.cli._answers import print_remedies, print_speed, say
 from orchestrator.cli._common import (
-    add_set,
-    add_simulate,
     config_source,
     console,
     out,
@@ -33,7 +31,7 @@ from orchestrator.cli._common import (
     refused,
     simulating,
 )
-from orchestrator.cli._flags import add_budget, add_card, add_knob, taken
+from orchestrator.cli._flags import add_budget, add_card, add_knob, add_measure, add_set, add_simulate, taken
 from orchestrator.cli._trials import versions_differ
 from orchestrator.cli.fitmap import (
     add_stacks_and_trials,
@@ -181,7 +179,6 @@ def cmd_fits(args: argparse.Namespace) -> int:
 
 
 def add_fits(sub) -> None:
-    from orchestrator.judging.memory import MEASURES
 
     p = sub.add_parser(
         "fits",
@@ -196,6 +193,6 @@ def add_fits(sub) -> None:
     add_knob(p, "max_completion_length", "the longest completion in tokens", default=1024)
     add_set(p, sweep=False)
     add_stacks_and_trials(p, "whose rows answer first and fit the model")
-    p.add_argument("--measure", choices=MEASURES, help="which peak; default GPU (NVML)")
+    add_measure(p, "GPU (NVML)")
     add_simulate(p)
     p.set_defaults(func=cmd_fits)

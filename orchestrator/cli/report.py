@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from orchestrator.cli._common import console, out, stack_name
-from orchestrator.cli._flags import add_budget, add_output_dir
+from orchestrator.cli._flags import add_budget, add_output_dir, add_trials
 from trainers import stacks
 
 
@@ -163,8 +163,6 @@ def add_report(sub) -> None:
         "the report goes in its report/), or measured trials: a result file of `rlsweep export`, "
         "s3://BUCKET/PATH or mlflow+http://HOST:PORT/EXPERIMENT (as --trials)",
     )
-    from orchestrator.cli.fitmap import add_trials
-
     add_trials(p, "to report on instead of a sweep's folder (one row per trial: no steps, so no curves)")
     add_output_dir(
         p,

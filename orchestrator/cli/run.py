@@ -7,8 +7,8 @@ import logging
 import shlex
 from pathlib import Path
 
-from orchestrator.cli._common import add_set, add_simulate, console, out
-from orchestrator.cli._flags import add_output_dir
+from orchestrator.cli._common import console, out
+from orchestrator.cli._flags import add_output_dir, add_set, add_simulate
 from orchestrator.cli.validate import add_card, cmd_validate
 
 

@@ -6,7 +6,6 @@ import argparse
 
 from orchestrator.cli._common import (
     add_guard_flags,
-    add_simulate,
     card_unmeasurable,
     console,
     out,
@@ -14,8 +13,17 @@ from orchestrator.cli._common import (
     simulated_for,
     simulating,
 )
-from orchestrator.cli._flags import add_budget, add_card, add_knob, add_output_dir, add_stack, taken
-from orchestrator.cli.fitmap import add_trials, read_trials
+from orchestrator.cli._flags import (
+    add_budget,
+    add_card,
+    add_knob,
+    add_output_dir,
+    add_simulate,
+    add_stack,
+    add_trials,
+    taken,
+)
+from orchestrator.cli.fitmap import read_trials
 from orchestrator.words.outcome import GPU
 from orchestrator.words.settings import GUARD as GUARD
 from orchestrator.words.settings import GuardSettings

@@ -7,10 +7,10 @@ import os
 import re
 from pathlib import Path
 
-from orchestrator.cli._common import add_set, add_simulate, out
 from orchestrator.cli._common import console as err
+from orchestrator.cli._common import out
 from orchestrator.cli._flags import add_card as add_shared_card
-from orchestrator.cli._flags import add_output_dir
+from orchestrator.cli._flags import add_output_dir, add_set, add_simulate
 from trainers.trial import TrialSpec
 
 
