@@ -82,7 +82,6 @@ class TrialSpec:
         "tiny",
         "Hub id or local directory (real weights), 'random:<hub id>' (real architecture, random "
         "weights, no download) or 'tiny' (a few-million-parameter Qwen2 for CPU).",
-        short="--model-name",
     )
     task: str = _knob("arithmetic", "Prompt dataset and reward: see tasks.available_tasks().")
     task_args: dict = _knob({}, "Task settings, e.g. {'num_samples': 512} or rewards with weights.")

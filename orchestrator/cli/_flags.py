@@ -20,7 +20,7 @@ from trainers import stacks
 from trainers.trial import KNOBS, knob_flags, knob_letter
 
 # Old spellings, parsed for one release (hidden from help, a note on stderr): each with its flag.
-OLD = {"--framework": "--stack", "--stacks": "--stack", "--out": "--output-dir"}
+OLD = {"--framework": "--stack", "--stacks": "--stack", "--out": "--output-dir", "--model-name": "--model"}
 
 # The flags this module adds, beside the knobs' own (knob_flags).
 SHARED = (
@@ -87,30 +87,35 @@ def unowned_flags(verb: str, parser: argparse.ArgumentParser) -> list[str]:
     return [flag for action in parser._actions for flag in action.option_strings if flag not in owned]
 
 
-class _Old(argparse.Action):
-    """An old spelling: stores as its flag does, after a one-line note on stderr naming that flag."""
+def _note_old_spellings(action: argparse.Action) -> None:
+    """Make `action` say, before it acts, that an old spelling it was given by is now its flag."""
+    base = type(action)
 
-    def __init__(self, option_strings, dest, new: str, **kwargs):
-        self.new = new
-        super().__init__(option_strings, dest, **kwargs)
+    class Noted(base):
+        def __call__(self, parser, namespace, values, option_string=None):
+            if option_string in OLD:
+                print(
+                    f"rlsweep: {option_string} is now {OLD[option_string]}; the old spelling works until the "
+                    "next release",
+                    file=sys.stderr,
+                )
+            super().__call__(parser, namespace, values, option_string)
 
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(
-            f"rlsweep: {option_string} is now {self.new}; the old spelling works until the next release",
-            file=sys.stderr,
-        )
-        setattr(namespace, self.dest, values)
+    Noted.__name__ = base.__name__
+    action.__class__ = Noted
 
 
-def _add(parser, flags: tuple[str, ...], **kwargs) -> None:
-    """`flags` as one argument, then each old spelling of its first flag as a hidden one (same dest and type)."""
+def _add(parser, flags: tuple[str, ...], **kwargs) -> argparse.Action:
+    """`flags` as one argument; each old spelling of its first flag parses as that argument (a required
+    flag given by it counts as given, an append appends) but stays out of help: it is in the parser's
+    table of option strings, not in the argument's own."""
     action = parser.add_argument(*flags, **kwargs)
-    for old, new in OLD.items():
-        if new == flags[0]:
-            parser.add_argument(
-                old, dest=action.dest, type=action.type, new=new, action=_Old,
-                default=argparse.SUPPRESS, help=argparse.SUPPRESS,
-            )  # fmt: skip
+    olds = [old for old, new in OLD.items() if new == flags[0]]
+    for old in olds:
+        parser._option_string_actions[old] = action
+    if olds:
+        _note_old_spellings(action)
+    return action
 
 
 def add_set(parser: argparse.ArgumentParser, sweep: bool = True) -> None:
@@ -168,6 +173,7 @@ def add_knob(parser, name: str, help: str | None = None, axis: bool = False, **k
     """Trial knob `name`'s flag into args.<name> (--num-generations and --k): one value as the trial holds
     it (judged later by the knob's rules), or, axis, comma-separated values (axis_values reads them)."""
     kwargs.setdefault("type", str if axis else knob_arg(name, int if KNOBS[name].type == "int" else str))
+    kwargs.setdefault("metavar", knob_letter(name).upper() + (",..." if axis else ""))
     text = help or KNOBS[name].metadata["help"]
     if "default" in kwargs and kwargs["default"] is not None:
         text += " (default: %(default)s)"
@@ -176,7 +182,6 @@ def add_knob(parser, name: str, help: str | None = None, axis: bool = False, **k
         knob_flags(name),
         dest=name,
         help=text,
-        metavar=knob_letter(name).upper() + (",..." if axis else ""),
         **kwargs,
     )
 

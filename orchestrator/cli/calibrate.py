@@ -74,10 +74,6 @@ def request_of(args: argparse.Namespace):
     from orchestrator.running.calibrate import CalibrationRequest
     from orchestrator.spec.sweep import SweepError
 
-    if args.stack is None:
-        return None, [
-            f"name the stack to probe: --stack STACK, one of {', '.join(stacks.names())} (e.g. --stack trl)"
-        ]
     try:
         budget, _ = card_budget(args)
     except ValueError as exc:
@@ -233,8 +229,9 @@ def add_calibrate(sub) -> None:
         "memory model, then draw the fit map from them",
     )
     add_knob(p, "model", "the model (a hub id, tiny, smollm2, random:ID, a folder)", required=True)
-    # required, said by request_of: argparse's own check would miss the old spellings (--framework)
-    add_stack(p, dest="stack", type=str, help=f"the stack to probe (required): {', '.join(stacks.names())}")
+    add_stack(
+        p, dest="stack", type=str, required=True, help=f"the stack to probe: {', '.join(stacks.names())}"
+    )
     add_card(p)
     add_budget(p)
     p.add_argument(

@@ -190,7 +190,7 @@ def add_fits(sub) -> None:
     add_budget(p)
     add_knob(p, "num_generations", "completions per prompt (TRL's num_generations)", default=8)
     add_knob(p, "batch_size", "prompts per step", default=1)
-    add_knob(p, "max_completion_length", "the longest completion in tokens", default=1024)
+    add_knob(p, "max_completion_length", "the longest completion in tokens", default=1024, metavar="TOKENS")
     add_set(p, sweep=False)
     add_stacks_and_trials(p, "whose rows answer first and fit the model")
     add_measure(p, "GPU (NVML)")

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from orchestrator.cli._common import add_guard_flags, console, knob_arg, out, trial_guard
-from orchestrator.cli._flags import add_output_dir, add_stack
+from orchestrator.cli._flags import add_knob, add_output_dir, add_stack
 from orchestrator.judging.verdict import STOPPABLE, VerdictSettings, stop_check
 from orchestrator.words.outcome import MEMORY_LABELS, peak_memory
 from orchestrator.words.settings import GUARD as GUARD
@@ -57,15 +57,8 @@ def add_trial_knobs(parser: argparse.ArgumentParser, defaults: dict[str, Any]) -
                 default=defaults.get(name),
                 help=help_text,
             )
-        else:
-            group.add_argument(
-                *flags,
-                dest=name,
-                type=knob_arg(name, kind),
-                default=defaults.get(name),
-                help=help_text,
-                metavar=name.upper(),
-            )
+        else:  # its default is TrialSpec's, said in the help (probe_steps': set by cmd_trial)
+            add_knob(group, name, help_text, type=knob_arg(name, kind))
 
 
 def _probe_word(row: dict[str, Any]) -> str:

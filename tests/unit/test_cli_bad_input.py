@@ -41,7 +41,7 @@ def test_fitmap_sends_a_knob_its_own_flags_set_to_that_flag(capsys):
         "--set num_generations=8: num_generations (K) is set by --num-generations or --k: give it there"
         in text
     )
-    assert "--set model=tiny: model is set by --model or --model-name: give it there" in text
+    assert "--set model=tiny: model is set by --model: give it there" in text
 
 
 def test_fitmap_checks_its_axes_and_lengths_by_the_knobs_rules_all_at_once(capsys):

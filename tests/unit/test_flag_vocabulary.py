@@ -68,6 +68,8 @@ def test_a_knob_reads_the_same_by_its_long_flag_and_its_short_form_on_every_verb
         (["trial", "--framework", "Unsloth"], "--framework", "framework", "unsloth"),
         (["calibrate", "--model", "tiny", "--stack", "trl", "--out", "x"], "--out", "output_dir", "x"),
         (["fitmap", "--out", "maps"], "--out", "output_dir", Path("maps")),
+        (["fits", "--model-name", "tiny"], "--model-name", "model", "tiny"),
+        (["trial", "--model-name", "tiny"], "--model-name", "model", "tiny"),
     ],
 )
 def test_an_old_spelling_still_parses_and_notes_its_new_flag_on_stderr(argv, old, dest, value, capsys):
@@ -126,3 +128,9 @@ def test_each_verb_refuses_the_model_or_budget_in_set_beside_its_flag_with_the_s
     knob = item.partition("=")[0]
     assert code == 2
     assert f"--set {item}: {taken(knob)[knob]}" in " ".join(text.split())
+
+
+def test_an_old_spelling_of_a_repeatable_flag_adds_to_it_as_the_flag_does(capsys):
+    args = build_parser().parse_args(["fitmap", "--model", "tiny", "--model-name", "smollm2"])
+    assert args.model == ["tiny", "smollm2"]
+    assert "rlsweep: --model-name is now --model;" in capsys.readouterr().err
