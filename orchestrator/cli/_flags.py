@@ -3,8 +3,8 @@
 spelled as the knob declares them (trainers.trial.knob_flags: --num-generations and its short form --k).
 
 Every verb adds these from here, so a flag reads and is refused alike wherever it appears, and a knob a
-verb's own flag sets is refused in --set with one text (taken). VERB_OWN lists the flags only one verb
-has; tests/unit/test_flag_vocabulary.py fails on a verb's flag that none of these owns. OLD names the
+verb's own flag sets is refused in --set with one text (taken). VERB_OWN lists each verb's flags of
+its own; tests/unit/test_flag_vocabulary.py fails on a verb's flag that none of these owns. OLD names the
 spellings kept for one release: hidden from help, each noted on stderr with the flag that replaces it.
 """
 
@@ -35,7 +35,7 @@ SHARED = (
     "--measure",
 )
 
-# The flags only one verb has, by verb: each names its own setting (the vocabulary's last part).
+# Each verb's flags of its own (the vocabulary's last part): settings of that verb alone.
 VERB_OWN = {
     "run": ("--dry-run", "--no-report"),
     "validate": ("--list",),
