@@ -58,7 +58,8 @@ from trainers.stacks import BASE, STACKS
 
 
 def _knob(default: Any, help: str, **meta: Any) -> Any:
-    """A TrialSpec field. meta: choices/min/gt/max/lt (checks), role (bookkeeping/execution), and
+    """A TrialSpec field. meta: choices/min/gt/max/lt (checks), role (bookkeeping/execution), short (the
+    flag's other spelling beside --<name>, e.g. --k; knob_flags), letter (its name in tables, e.g. K), and
     keyed="when_set" for knobs added after trial keys were published: their default stays out of the
     trial-key hash, so adding them changes no existing key."""
     if isinstance(default, (dict, list)):
@@ -85,12 +86,16 @@ class TrialSpec:
     task: str = _knob("arithmetic", "Prompt dataset and reward: see tasks.available_tasks().")
     task_args: dict = _knob({}, "Task settings, e.g. {'num_samples': 512} or rewards with weights.")
     # --- batch semantics (one definition for both stacks) ----------------------------------
-    num_generations: int = _knob(4, "K: completions sampled per prompt (GRPO's group size).", min=2)
+    num_generations: int = _knob(
+        4, "K: completions sampled per prompt (GRPO's group size).", min=2, short="--k", letter="K"
+    )
     batch_size: int = _knob(
         2,
         "B: prompts per optimizer step. Completions per step = B x K. With grad_accum set, TRL's "
         "per_device_train_batch_size instead: completions per forward/backward.",
         min=1,
+        short="--b",
+        letter="B",
     )
     micro_batch_size: int | None = _knob(
         None, "Completions per forward/backward; default B x K. Must divide B x K.", min=1
@@ -119,7 +124,7 @@ class TrialSpec:
         keyed="when_set",
     )
     max_prompt_length: int = _knob(256, "Longest prompt in tokens; longer prompts are refused.", min=1)
-    max_completion_length: int = _knob(128, "Longest completion in tokens.", min=1)
+    max_completion_length: int = _knob(128, "Longest completion in tokens.", min=1, short="--length")
     max_steps: int = _knob(10, "Optimizer steps to run.", min=1)
     # --- optimisation ----------------------------------------------------------------------
     learning_rate: float = _knob(2e-4, "AdamW learning rate for the LoRA weights.", gt=0.0)
@@ -383,6 +388,18 @@ def canonical(name: str, value: Any) -> Any:
     if name == "framework_dtype" and isinstance(value, dict):
         return {canonical("framework", k): canonical("dtype", v) for k, v in value.items()}
     return value
+
+
+def knob_flags(name: str) -> tuple[str, ...]:
+    """A knob's command-line flags, as every verb spells them: --<name> (the long flag, help and errors
+    name it), then its short form where it declares one (--num-generations, --k)."""
+    short = KNOBS[name].metadata.get("short")
+    return ("--" + name.replace("_", "-"), *((short,) if short else ()))
+
+
+def knob_letter(name: str) -> str:
+    """A knob's name in a table or plot: its declared letter (num_generations: K), else its name."""
+    return KNOBS[name].metadata.get("letter", name)
 
 
 def knob_default(name: str) -> Any:

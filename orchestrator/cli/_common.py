@@ -1,4 +1,4 @@
-"""Shared pieces of the verbs: the consoles, --set and the guard flags."""
+"""Shared pieces of the verbs: the consoles, the guard flags, the argparse types (a stack, a budget)."""
 
 from __future__ import annotations
 
@@ -24,24 +24,6 @@ console = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
 
 
 out = Console(highlight=False, soft_wrap=True, width=_WIDTH)
-
-
-def add_set(parser: argparse.ArgumentParser, sweep: bool = True) -> None:
-    """--set of a verb that reads a sweep file (any setting of it), or, sweep=False, of one that builds its
-    trials from flags (trial knobs only): each help's examples are ones that verb takes."""
-    if sweep:
-        metavar = "KEY=VALUE"
-        help = (
-            "override a setting (dotted key, YAML value), e.g. --set memory.budget_gib=8 or "
-            "--set grid.num_generations=[2,4] or --set max_steps=3 (a bare trial knob goes to fixed)"
-        )
-    else:
-        metavar = "KNOB=VALUE"
-        help = (
-            "a trial setting (YAML value; repeatable), e.g. --set lora_r=8 or --set quantization=none "
-            "or --set learning_rate=2e-4; the verb's own flags set the rest"
-        )
-    parser.add_argument("--set", action="append", default=[], metavar=metavar, help=help)
 
 
 # A verb's examples, shown under its --help (epilog=): each line one a user can paste.
@@ -120,20 +102,6 @@ def stack_name(value: str) -> str:
     return name
 
 
-# The stack's flag on every verb that takes one: --stack first (help and errors name it), then the other
-# spellings it is taken as (--framework: the trial knob's name).
-STACK_FLAGS = ("--stack", "--stacks", "--framework")
-
-
-def add_stack(parser: argparse.ArgumentParser, dest: str = "framework", **kwargs) -> None:
-    """--stack (STACK_FLAGS) into `dest`; kwargs: add_argument's (default: one stack, as the trial holds it,
-    `--stack TRL` is trl, judged by the knob's rules)."""
-    kwargs.setdefault("type", knob_arg("framework"))
-    kwargs.setdefault("metavar", "STACK")
-    kwargs.setdefault("help", f"the stack: {', '.join(stacks.names())} (--stacks and --framework work too)")
-    parser.add_argument(*STACK_FLAGS, dest=dest, **kwargs)
-
-
 def knob_arg(name: str, kind=str):
     """The argparse type of a flag that sets trial knob `name`: the text read by `kind`, then as the trial
     holds it (trainers.trial.canonical: `--framework TRL` is trl); the knob's own rules judge it later."""
@@ -162,19 +130,6 @@ def budget_gib(value: str) -> float:
     if problem:
         raise argparse.ArgumentTypeError(f"{problem} (GiB, e.g. 16)")
     return number
-
-
-def add_simulate(parser: argparse.ArgumentParser) -> None:
-    """--simulate / --no-simulate: where a family has no measured trial, answer from its stack's own step
-    simulated on meta tensors (default: on, unless RLSWEEP_SIMULATE=0)."""
-    parser.add_argument(
-        "--simulate",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="where no measured trial answers, run each stack's own training step on meta tensors (no GPU; "
-        "seconds a shape, kept on disk) and answer from it, basis 'simulated'; --no-simulate answers from "
-        "the memory model's prior (default: simulate, unless RLSWEEP_SIMULATE=0)",
-    )
 
 
 def simulating(args: argparse.Namespace) -> bool:

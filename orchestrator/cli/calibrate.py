@@ -10,10 +10,6 @@ from pathlib import Path
 
 from orchestrator.cli._common import (
     add_guard_flags,
-    add_set,
-    add_simulate,
-    add_stack,
-    budget_gib,
     card_unmeasurable,
     console,
     out,
@@ -21,10 +17,19 @@ from orchestrator.cli._common import (
     simulated_for,
     stack_name,
 )
+from orchestrator.cli._flags import (
+    add_budget,
+    add_card,
+    add_knob,
+    add_length_range,
+    add_output_dir,
+    add_set,
+    add_simulate,
+    add_stack,
+    add_trials,
+)
 from orchestrator.cli.fitmap import (
     TAKEN,
-    add_card,
-    add_trials,
     axis_values,
     base_spec,
     card_budget,
@@ -33,16 +38,11 @@ from orchestrator.cli.fitmap import (
     read_trials,
 )
 from orchestrator.words.settings import GuardSettings
+from trainers import stacks
 
 # What calibrate's own flags set, or what it chooses per probe, and so no --set: each with what to do instead.
 CALIBRATE_TAKEN = {
     **TAKEN,
-    "framework": "the stack is --stack: give it there (e.g. --stack trl)",
-    "model": "the model is --model: give it there (e.g. --model Qwen/Qwen2.5-3B-Instruct)",
-    "num_generations": "calibrate chooses each probe's K from --k: give the values it may take there",
-    "batch_size": "calibrate runs its probes at the smallest of --b: give it there",
-    "max_completion_length": "calibrate chooses each probe's completion length between --min-length and "
-    "--max-length: bound it there",
     "max_steps": "each probe is one step (max_steps 1, probe_steps 1): drop this --set",
     "probe_steps": "each probe is one step (max_steps 1, probe_steps 1): drop this --set",
 }
@@ -52,10 +52,10 @@ def _output_dir(args: argparse.Namespace, budget: float, errors: list[str]) -> P
     from orchestrator.words.names import model_short
     from orchestrator.words.storage import local_output_dir
 
-    text = args.out or str(
+    text = args.output_dir or str(
         Path("outputs") / "calibrate" / f"{args.stack}-{model_short(args.model)}-{budget:g}gib"
     )
-    return local_output_dir(text, "--out", "calibrate runs its probes", errors)
+    return local_output_dir(text, "--output-dir", "calibrate runs its probes", errors)
 
 
 def _model_errors(base) -> list[str]:
@@ -90,9 +90,9 @@ def request_of(args: argparse.Namespace):
     except SweepError as exc:
         errors += exc.errors
     axes = {}
-    for flag, text, knob in (("--k", args.k, "num_generations"), ("--b", args.b, "batch_size")):
+    for knob in ("num_generations", "batch_size"):
         try:
-            axes[flag] = axis_values(flag, text, knob)
+            axes[knob] = axis_values(getattr(args, knob), knob)
         except ValueError as exc:
             errors += str(exc).splitlines()
     errors += length_errors(args.min_length, args.max_length)
@@ -121,8 +121,8 @@ def request_of(args: argparse.Namespace):
         output,
         guard,
         args.probes,
-        axes["--k"],
-        min(axes["--b"]),
+        axes["num_generations"],
+        min(axes["batch_size"]),
         (args.min_length, args.max_length),
         session=args.session,
     ), []
@@ -175,9 +175,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         return 1
     kinds = Counter(r.memory_kind for r in ran if r.memory_kind is not None)
     fitmap = argparse.Namespace(
-        card=args.card, budget_gib=args.budget_gib, model=[args.model], stacks=args.stack, k=args.k, b=args.b,
+        card=args.card, budget_gib=args.budget_gib, model=[args.model], stacks=args.stack, num_generations=args.num_generations, batch_size=args.batch_size,
         min_length=args.min_length, max_length=args.max_length, set=args.set, trials=[str(request.output_dir), *trial_sources(args.trials)],
-        measure=kinds.most_common(1)[0][0] if kinds else None, out=request.output_dir, no_plot=args.no_plot, after_probes=True,
+        measure=kinds.most_common(1)[0][0] if kinds else None, output_dir=request.output_dir, no_plot=args.no_plot, after_probes=True,
     )  # fmt: skip
     drawn = cmd_fitmap(fitmap)
     again = " ".join(
@@ -228,29 +228,32 @@ def add_calibrate(sub) -> None:
         help="run a handful of synthetic probes of one model and stack on this machine, chosen to pin the "
         "memory model, then draw the fit map from them",
     )
-    p.add_argument("--model", required=True, help="the model (a hub id, tiny, smollm2, random:ID, a folder)")
-    add_stack(p, dest="stack", type=str, required=True)
+    add_knob(p, "model", "the model (a hub id, tiny, smollm2, random:ID, a folder)", required=True)
+    add_stack(
+        p, dest="stack", type=str, required=True, help=f"the stack to probe: {', '.join(stacks.names())}"
+    )
     add_card(p)
-    p.add_argument("--budget-gib", type=budget_gib, help="the memory to fit in, GiB (instead of --card)")
+    add_budget(p)
     p.add_argument(
         "--probes", type=int, choices=PROBES, default=DEFAULT_PROBES,
         help="how many probes: 3 pin the constant, per-sequence and per-token terms; a 4th, near the "
         "budget, checks them (default %(default)s)",
     )  # fmt: skip
-    p.add_argument("--k", default=",".join(map(str, KS)), help="K values the probes and the map take")
-    p.add_argument(
-        "--b", default=",".join(map(str, BS)), help="B values of the map; the probes take the smallest"
+    add_knob(
+        p,
+        "num_generations",
+        "K values the probes and the map take",
+        axis=True,
+        default=",".join(map(str, KS)),
     )
-    p.add_argument(
-        "--min-length", type=int, default=LENGTHS[0], help="shortest completion probed and searched"
-    )
-    p.add_argument(
-        "--max-length", type=int, default=LENGTHS[1], help="longest completion probed and searched"
-    )
+    add_knob(
+        p, "batch_size", "B values of the map; the probes take the smallest", axis=True,
+        default=",".join(map(str, BS)),
+    )  # fmt: skip
+    add_length_range(p, *LENGTHS, what="probed and searched")
     add_set(p, sweep=False)
-    p.add_argument(
-        "--out",
-        help="where the probes' trials and the map go (default outputs/calibrate/<stack>-<model>-<budget>gib)",
+    add_output_dir(
+        p, "where the probes' trials and the map go (default outputs/calibrate/<stack>-<model>-<budget>gib)"
     )
     p.add_argument("--no-plot", action="store_true", help="print the map's table only")
     add_trials(p, "to draw the map from besides the probes")

@@ -8,25 +8,35 @@ import argparse
 import dataclasses
 import re
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from orchestrator.cli._answers import print_map_remedies, print_map_speed, say
 from orchestrator.cli._common import (
-    add_set,
-    add_simulate,
-    add_stack,
-    budget_gib,
     config_source,
     console,
     examples,
+    knob_arg,
     out,
     progress,
     refused,
     simulating,
     stack_name,
 )
-from orchestrator.judging.cards import CARDS, Card, UnknownCard, card
+from orchestrator.cli._flags import (
+    add_budget,
+    add_card,
+    add_knob,
+    add_length_range,
+    add_measure,
+    add_output_dir,
+    add_set,
+    add_simulate,
+    add_stack,
+    add_trials,
+    length_range_flags,
+    taken,
+)
+from orchestrator.judging.cards import Card
 from orchestrator.judging.memory import SIMULATED
 from trainers import stacks
 
@@ -37,25 +47,6 @@ DEFAULT_MODELS = (
     "Qwen/Qwen2.5-7B-Instruct",
     "Qwen/Qwen2.5-14B-Instruct",
 )
-
-
-def card_arg(value: str) -> Card:
-    """A registered card (argparse type), else the error naming the value, the cards and the fix."""
-    try:
-        return replace(card(value), typed=value)
-    except UnknownCard as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def add_card(parser: argparse.ArgumentParser, budget_flag: str = "--budget-gib") -> None:
-    """--card NAME: a card's usable memory as the budget (orchestrator/judging/cards.py)."""
-    parser.add_argument(
-        "--card",
-        type=card_arg,
-        metavar="NAME",
-        help=f"judge against this card's usable memory instead of {budget_flag}: "
-        f"{', '.join(CARDS)} (case-insensitive; aliases like 24gb, 4090, rtx4090, l4, a100-80gb, h100). The maker's size: a card that also drives a display has less, give {budget_flag} as docs/oom.md says",
-    )
 
 
 def card_budget(args: argparse.Namespace) -> tuple[float | None, str | None]:
@@ -100,31 +91,10 @@ def read_trials(args: argparse.Namespace, verb: str, nothing: str) -> tuple[list
 
 
 def add_stacks_and_trials(parser: argparse.ArgumentParser, trials_do: str) -> None:
-    """--stack (--stacks and --framework too: every registered stack by default, the base first) and --trials
+    """--stack (a comma list: every registered stack by default, the base first) and --trials
     (measured trials `trials_do`, e.g. 'to fit the model on and draw')."""
-    add_stack(
-        parser,
-        dest="stacks",
-        type=str,
-        metavar="STACKS",
-        default=",".join(sorted(stacks.names(), key=lambda name: name != stacks.BASE)),
-        help="stacks, comma-separated; the first is the base (default: every registered stack, %(default)s; "
-        "--stacks and --framework work too)",
-    )
+    add_stack(parser, dest="stacks", many=True)
     add_trials(parser, trials_do)
-
-
-def add_trials(parser: argparse.ArgumentParser, trials_do: str) -> None:
-    """--trials SOURCE (repeatable; RLSWEEP_TRIALS by default): measured trials `trials_do`."""
-    parser.add_argument(
-        "--trials",
-        action="append",
-        metavar="SOURCE",
-        help=f"measured trials {trials_do}: a trials.parquet, a sweep's output dir, a result file of "
-        "`rlsweep export` or a folder of them, a folder of trial folders with trial.json "
-        "(bench/data/h100-2026-11-26), any of these on s3://, or mlflow+http://HOST:PORT/EXPERIMENT; "
-        "give it again for more; default $RLSWEEP_TRIALS (comma-separated)",
-    )
 
 
 def stacks_and_trials(args: argparse.Namespace) -> tuple[list[str], list[str]]:
@@ -141,16 +111,10 @@ def stacks_and_trials(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     return frameworks, errors
 
 
-# What the map's own flags set, and so no --set: each with the flag to use instead.
-TAKEN = {
-    "framework": "the stacks are --stack: give them there (e.g. --stack trl,unsloth)",
-    "model": "the models are --model: give each there (e.g. --model Qwen/Qwen2.5-3B-Instruct)",
-    "num_generations": "K is the map's axis --k: give its values there (e.g. --k 4,8,16)",
-    "batch_size": "B is the map's axis --b: give its values there (e.g. --b 1,2)",
-    "max_completion_length": "the map searches the completion length: bound it with --min-length and "
-    "--max-length",
-    "memory_budget_gib": "the budget is --budget-gib or --card: give it there",
-}
+# What the map's own flags set, and so no --set: each refused with its flag (one text on every verb).
+TAKEN = taken(
+    "framework", "model", "num_generations", "batch_size", "max_completion_length", "memory_budget_gib"
+)
 
 
 def base_spec(sets: list[str], taken: dict[str, str] | None = None):
@@ -185,10 +149,12 @@ def map_assumptions(base) -> str:
     )
 
 
-def axis_values(flag: str, text: str, knob: str) -> list[int]:
-    """--k / --b's comma-separated values, each checked by the rule of its knob (ValueError naming the
-    flag, the value, the rule and the fix)."""
-    from trainers.trial import check_value
+def axis_values(text: str, knob: str) -> list[int]:
+    """An axis flag's comma-separated values (--k 4,8), each checked by the rule of its knob (ValueError
+    naming the flag, the value, the rule and the fix)."""
+    from trainers.trial import check_value, knob_flags
+
+    flag = knob_flags(knob)[-1]
 
     values, errors = [], []
     for item in text.split(","):
@@ -210,13 +176,14 @@ def length_errors(lo: int, hi: int) -> list[str]:
     """--min-length and --max-length: completion lengths by max_completion_length's rule, lo <= hi."""
     from trainers.trial import check_value
 
+    low, high = length_range_flags()
     errors = [
         f"{flag} {value}: max_completion_length {problem}"
-        for flag, value in (("--min-length", lo), ("--max-length", hi))
+        for flag, value in ((low, lo), (high, hi))
         if (problem := check_value("max_completion_length", value))
     ]
     if not errors and lo > hi:
-        errors.append(f"--min-length {lo} is above --max-length {hi}; give a range, e.g. --min-length 128")
+        errors.append(f"{low} {lo} is above {high} {hi}; give a range, e.g. {low} 128")
     return errors
 
 
@@ -258,14 +225,13 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
         base = dataclasses.replace(base_spec(args.set), memory_budget_gib=budget)
     except SweepError as exc:
         errors += exc.errors
-    ks = bs = []
-    for flag, text, knob in (("--k", args.k, "num_generations"), ("--b", args.b, "batch_size")):
+    axes = {}
+    for knob in ("num_generations", "batch_size"):
         try:
-            values = axis_values(flag, text, knob)
+            axes[knob] = axis_values(getattr(args, knob), knob)
         except ValueError as exc:
             errors += str(exc).splitlines()
-        else:
-            ks, bs = (values, bs) if flag == "--k" else (ks, values)
+    ks, bs = axes.get("num_generations", []), axes.get("batch_size", [])
     errors += length_errors(args.min_length, args.max_length)
     frameworks, bad = stacks_and_trials(args)
     errors += bad
@@ -360,10 +326,10 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
     if not args.no_plot:
         from orchestrator.views.report._plots import fit_map_plot
 
-        args.out.mkdir(parents=True, exist_ok=True)
+        args.output_dir.mkdir(parents=True, exist_ok=True)
         tag = _slug(fm.card or f"{budget:g}GiB")
         for model in fm.models:
-            path = fit_map_plot(fm, model, args.out / f"fitmap_{tag}_{_slug(model)}.png")
+            path = fit_map_plot(fm, model, args.output_dir / f"fitmap_{tag}_{_slug(model)}.png")
             out.print(f"Map: {path}", markup=False)
     if not getattr(args, "after_probes", False):  # rlsweep calibrate times its own run
         out.print(f"({time.monotonic() - started:.1f} s, nothing ran)")
@@ -398,7 +364,6 @@ def _print_frame(frame, cell) -> None:
 
 def add_fitmap(sub) -> None:
     from orchestrator.judging.fitmap import BS, KS, LENGTHS
-    from orchestrator.judging.memory import MEASURES
 
     p = sub.add_parser(
         "fitmap",
@@ -412,20 +377,18 @@ def add_fitmap(sub) -> None:
         ),
     )
     add_card(p)
-    p.add_argument("--budget-gib", type=budget_gib, help="the memory to fit in, GiB (instead of --card)")
-    p.add_argument(
-        "--model", action="append", help=f"a model (repeatable); default {', '.join(DEFAULT_MODELS)}"
-    )
-    p.add_argument("--k", default=",".join(map(str, KS)), help="K values, comma-separated")
-    p.add_argument("--b", default=",".join(map(str, BS)), help="B values, comma-separated")
-    p.add_argument("--min-length", type=int, default=LENGTHS[0], help="shortest completion searched")
-    p.add_argument("--max-length", type=int, default=LENGTHS[1], help="longest completion searched")
+    add_budget(p)
+    add_knob(
+        p, "model", action="append", type=knob_arg("model"),
+        help=f"a model (repeatable); default {', '.join(DEFAULT_MODELS)}",
+    )  # fmt: skip
+    add_knob(p, "num_generations", "K values, comma-separated", axis=True, default=",".join(map(str, KS)))
+    add_knob(p, "batch_size", "B values, comma-separated", axis=True, default=",".join(map(str, BS)))
+    add_length_range(p, *LENGTHS)
     add_set(p, sweep=False)
     add_stacks_and_trials(p, "to fit the model on and draw")
-    p.add_argument("--measure", choices=MEASURES, help="which peak; default GPU with --card")
+    add_measure(p, "GPU with --card")
     add_simulate(p)
-    p.add_argument(
-        "--out", type=Path, default=Path("outputs/fitmap"), help="where the PNGs go (default outputs/fitmap)"
-    )
+    add_output_dir(p, "where the PNGs go (default: %(default)s)", type=Path, default=Path("outputs/fitmap"))
     p.add_argument("--no-plot", action="store_true", help="print the table only")
     p.set_defaults(func=cmd_fitmap)

@@ -24,9 +24,6 @@ import sys
 
 from orchestrator.cli._answers import print_remedies, print_speed, say
 from orchestrator.cli._common import (
-    add_set,
-    add_simulate,
-    budget_gib,
     config_source,
     console,
     out,
@@ -34,9 +31,9 @@ from orchestrator.cli._common import (
     refused,
     simulating,
 )
+from orchestrator.cli._flags import add_budget, add_card, add_knob, add_measure, add_set, add_simulate, taken
 from orchestrator.cli._trials import versions_differ
 from orchestrator.cli.fitmap import (
-    add_card,
     add_stacks_and_trials,
     base_spec,
     card_budget,
@@ -46,15 +43,10 @@ from orchestrator.cli.fitmap import (
 from orchestrator.judging.answer import SIMULATED, Answer, answer, answer_check, answer_digits
 from trainers import stacks
 
-# What the verb's own flags set, and so no --set: each with the flag to use instead.
-TAKEN = {
-    "framework": "the stacks are --stack (e.g. --stack trl,unsloth)",
-    "model": "the model is --model (e.g. --model Qwen/Qwen2.5-3B-Instruct)",
-    "num_generations": "K is --k (e.g. --k 8)",
-    "batch_size": "B is --b (e.g. --b 2)",
-    "max_completion_length": "the completion length is --length (e.g. --length 1024)",
-    "memory_budget_gib": "the budget is --budget-gib or --card",
-}
+# What the verb's own flags set, and so no --set: each refused with its flag (one text on every verb).
+TAKEN = taken(
+    "framework", "model", "num_generations", "batch_size", "max_completion_length", "memory_budget_gib"
+)
 
 
 def assumptions(spec) -> str:
@@ -107,7 +99,7 @@ def print_answers(answers: list[Answer], digits: int) -> None:
 def cmd_fits(args: argparse.Namespace) -> int:
     """Per stack: does the model fit the card at K, B and the completion length."""
     from orchestrator.spec.sweep import SweepError
-    from trainers.trial import check_value
+    from trainers.trial import check_value, knob_flags
 
     errors: list[str] = []
     try:
@@ -118,13 +110,10 @@ def cmd_fits(args: argparse.Namespace) -> int:
     else:
         if budget is None:
             errors.append("name the card (--card 16gb; `rlsweep fits --help` lists them) or --budget-gib GIB")
-    for flag, value, knob in (
-        ("--k", args.k, "num_generations"), ("--b", args.b, "batch_size"),
-        ("--length", args.length, "max_completion_length"),
-    ):  # fmt: skip
-        problem = check_value(knob, value)
+    for knob in ("num_generations", "batch_size", "max_completion_length"):
+        problem = check_value(knob, getattr(args, knob))
         if problem:
-            errors.append(f"{flag} {value}: {knob} {problem}")
+            errors.append(f"{knob_flags(knob)[-1]} {getattr(args, knob)}: {knob} {problem}")
     frameworks, bad = stacks_and_trials(args)
     errors += bad
     base = None
@@ -138,7 +127,7 @@ def cmd_fits(args: argparse.Namespace) -> int:
     if base is not None and not errors:
         # the card is the trial's budget: what sizes a colocated vLLM's pool (its share of it)
         spec = dataclasses.replace(
-            base, model=model, num_generations=args.k, batch_size=args.b, max_completion_length=args.length,
+            base, model=model, num_generations=args.num_generations, batch_size=args.batch_size, max_completion_length=args.max_completion_length,
             memory_budget_gib=budget,
         )  # fmt: skip
         errors += [p for p in spec.problems() if not p.startswith("framework")]
@@ -161,8 +150,8 @@ def cmd_fits(args: argparse.Namespace) -> int:
         return 2
     where = card_words or f"a {budget:g} GiB budget"
     say(
-        f"{model}, {spec.mode.upper()}, K={args.k} completions per prompt x B={args.b} prompts per step "
-        f"({args.k * args.b} completions), completions of {args.length} tokens, on {where}:"
+        f"{model}, {spec.mode.upper()}, K={args.num_generations} completions per prompt x B={args.batch_size} prompts per step "
+        f"({args.num_generations * args.batch_size} completions), completions of {args.max_completion_length} tokens, on {where}:"
     )
     if source:  # a path: whole on its line
         out.print(source, markup=False)
@@ -183,32 +172,27 @@ def cmd_fits(args: argparse.Namespace) -> int:
             target = f"--card {args.card.name}" if args.card is not None else f"--budget-gib {budget:g}"
             say(f"{a.stack} is uncertain: measure it on the card with a few synthetic probes:")
             out.print(
-                f"    rlsweep calibrate --model {model} --stack {framework} {target} --k {args.k} --b {args.b}",
+                f"    rlsweep calibrate --model {model} --stack {framework} {target} --k {args.num_generations} --b {args.batch_size}",
                 markup=False,
             )
     return 0
 
 
 def add_fits(sub) -> None:
-    from orchestrator.judging.memory import MEASURES
 
     p = sub.add_parser(
         "fits",
         help="does a model fit GRPO at K, B and a completion length on a card: one line per stack; nothing runs",
         description=__doc__.split("\n\n")[0],
     )
-    p.add_argument(
-        "--model", required=True, help="a hub id (Qwen/Qwen3-4B), tiny, smollm2, random:ID or a folder"
-    )
+    add_knob(p, "model", "a hub id (Qwen/Qwen3-4B), tiny, smollm2, random:ID or a folder", required=True)
     add_card(p)
-    p.add_argument("--budget-gib", type=budget_gib, help="the memory to fit in, GiB (instead of --card)")
-    p.add_argument(
-        "--k", type=int, default=8, help="completions per prompt (TRL's num_generations; default 8)"
-    )
-    p.add_argument("--b", type=int, default=1, help="prompts per step (default 1)")
-    p.add_argument("--length", type=int, default=1024, help="max_completion_length in tokens (default 1024)")
+    add_budget(p)
+    add_knob(p, "num_generations", "completions per prompt (TRL's num_generations)", default=8)
+    add_knob(p, "batch_size", "prompts per step", default=1)
+    add_knob(p, "max_completion_length", "the longest completion in tokens", default=1024, metavar="TOKENS")
     add_set(p, sweep=False)
     add_stacks_and_trials(p, "whose rows answer first and fit the model")
-    p.add_argument("--measure", choices=MEASURES, help="which peak; default GPU (NVML)")
+    add_measure(p, "GPU (NVML)")
     add_simulate(p)
     p.set_defaults(func=cmd_fits)

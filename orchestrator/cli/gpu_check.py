@@ -10,6 +10,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.cli._flags import add_output_dir
+
 
 def parse_modes(text: str) -> tuple[str, ...]:
     """`--modes grpo,gspo` as a tuple, or argparse's error naming the value, the rule and the fix."""
@@ -64,9 +66,7 @@ def add_gpu_check(sub) -> None:
         "gpu-check",
         help="the registered stacks (TRL, Unsloth), GRPO vs GSPO on this GPU: one table (needs a GPU)",
     )
-    p.add_argument(
-        "--output-dir", default="outputs/gpu-check", help="where trials and results go (default: %(default)s)"
-    )
+    add_output_dir(p, "where trials and results go (default: %(default)s)", default="outputs/gpu-check")
     p.add_argument(
         "--timeout", type=float, default=TRIAL_TIMEOUT_S, help="seconds per trial (default: %(default)g)"
     )

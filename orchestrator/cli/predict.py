@@ -6,9 +6,6 @@ import argparse
 
 from orchestrator.cli._answers import say
 from orchestrator.cli._common import (
-    add_set,
-    add_simulate,
-    budget_gib,
     config_source,
     console,
     examples,
@@ -16,7 +13,16 @@ from orchestrator.cli._common import (
     progress,
     refused,
 )
-from orchestrator.cli.fitmap import add_card, add_trials, card_budget, read_trials, speed_line
+from orchestrator.cli._flags import (
+    add_budget,
+    add_card,
+    add_measure,
+    add_output_dir,
+    add_set,
+    add_simulate,
+    add_trials,
+)
+from orchestrator.cli.fitmap import card_budget, read_trials, speed_line
 from orchestrator.cli.validate import print_laid, trial_cells, trial_columns
 from orchestrator.views.tables import Column, lay_out
 from orchestrator.words.outcome import GPU, peak_memory
@@ -204,7 +210,6 @@ def explain(sweep: str, trials: list, key: str | None, model, budget: float | No
 
 
 def add_predict(sub) -> None:
-    from orchestrator.judging.memory import MEASURES
 
     p = sub.add_parser(
         "predict",
@@ -217,19 +222,13 @@ def add_predict(sub) -> None:
     )
     p.add_argument("sweep", help="sweep YAML file")
     add_set(p)
-    p.add_argument(
-        "--budget-gib", type=budget_gib, help="the budget to judge against; default memory.budget_gib"
-    )
+    add_budget(p, "; default memory.budget_gib")
     add_card(p)
-    p.add_argument(
-        "--output-dir", help="where the sweep's trials.parquet is read from; default its output dir"
-    )
-    p.add_argument(
-        "--measure",
-        choices=MEASURES,
-        help="which peak to predict; default what the sweep's trials measured, else GPU for a sweep "
-        "with memory.budget_gib and resources.gpus_per_trial, else RSS on a host without a GPU and "
-        "GPU on one with",
+    add_output_dir(p, "where the sweep's trials.parquet is read from; default its output dir")
+    add_measure(
+        p,
+        "what the sweep's trials measured, else GPU for a sweep with memory.budget_gib and "
+        "resources.gpus_per_trial, else RSS on a host without a GPU and GPU on one with",
     )
     p.add_argument(
         "--explain",

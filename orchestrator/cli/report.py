@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from orchestrator.cli._common import budget_gib, console, out, stack_name
+from orchestrator.cli._common import console, out, stack_name
+from orchestrator.cli._flags import add_budget, add_output_dir, add_trials
 from trainers import stacks
 
 
@@ -162,21 +163,16 @@ def add_report(sub) -> None:
         "the report goes in its report/), or measured trials: a result file of `rlsweep export`, "
         "s3://BUCKET/PATH or mlflow+http://HOST:PORT/EXPERIMENT (as --trials)",
     )
-    from orchestrator.cli.fitmap import add_trials
-
     add_trials(p, "to report on instead of a sweep's folder (one row per trial: no steps, so no curves)")
-    p.add_argument(
-        "--output-dir",
+    add_output_dir(
+        p,
+        "where a report of --trials sources goes (default outputs/report/<the source's name>)",
         dest="report_dir",
-        help="where a report of --trials sources goes (default outputs/report/<the source's name>)",
     )
-    p.add_argument(
-        "--budget-gib",
-        type=budget_gib,
-        default=None,
-        help="memory budget in GiB to judge what fits: completed configurations whose peak passed it are "
-        "marked over budget in the frontier, the matrices and the plots (default: the sweep's "
-        "memory.budget_gib, else the GPU's size)",
+    add_budget(
+        p,
+        ": completed configurations whose peak passed it are marked over budget in the frontier, the "
+        "matrices and the plots (default: the sweep's memory.budget_gib, else the GPU's size)",
     )
     p.add_argument(
         "--base-stack",

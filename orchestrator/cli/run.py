@@ -7,7 +7,8 @@ import logging
 import shlex
 from pathlib import Path
 
-from orchestrator.cli._common import add_set, add_simulate, console, out
+from orchestrator.cli._common import console, out
+from orchestrator.cli._flags import add_output_dir, add_set, add_simulate
 from orchestrator.cli.validate import add_card, cmd_validate
 
 
@@ -86,7 +87,7 @@ def add_run(sub) -> None:
     p = sub.add_parser("run", help="run a sweep (resumes when the output dir has state)")
     p.add_argument("sweep", help="sweep YAML file, e.g. sweeps/cpu-smoke.yaml")
     add_set(p)
-    p.add_argument("--output-dir", help="default: the sweep's output_dir, else outputs/<name>")
+    add_output_dir(p, "where the sweep's results go (default: the sweep's output_dir, else outputs/<name>)")
     p.add_argument(
         "--dry-run",
         action="store_true",

@@ -6,22 +6,27 @@ import argparse
 
 from orchestrator.cli._common import (
     add_guard_flags,
-    add_simulate,
-    add_stack,
-    budget_gib,
     card_unmeasurable,
     console,
-    knob_arg,
     out,
     refused,
     simulated_for,
     simulating,
 )
-from orchestrator.cli.fitmap import add_card, add_trials, read_trials
+from orchestrator.cli._flags import (
+    add_budget,
+    add_card,
+    add_knob,
+    add_output_dir,
+    add_simulate,
+    add_stack,
+    add_trials,
+    taken,
+)
+from orchestrator.cli.fitmap import read_trials
 from orchestrator.words.outcome import GPU
 from orchestrator.words.settings import GUARD as GUARD
 from orchestrator.words.settings import GuardSettings
-from trainers.trial import KNOBS
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
@@ -44,7 +49,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         request = make_request(
             args.maximize, budget, settings=settings, sets=args.set, values=args.values,
             first=args.first, last=args.last, output_dir=args.output_dir, guard=guard,
-            headroom_gib=args.headroom_gib,
+            headroom_gib=args.headroom_gib, taken=taken(*settings, "memory_budget_gib"),
         )  # fmt: skip
     except SolveError as exc:
         console.print(f"invalid solve, nothing started ({len(exc.errors)} error(s)):", markup=False)
@@ -152,7 +157,7 @@ def add_solve(sub) -> None:
         help="the largest K, B or completion length that fits a memory budget, certified by probe trials",
     )
     add_card(p)
-    p.add_argument("--budget-gib", type=budget_gib, help="the memory to fit in, GiB (instead of --card)")
+    add_budget(p)
     p.add_argument(
         "--headroom-gib", type=float, default=0.0, help="GiB a fit must leave free under the budget"
     )
@@ -161,9 +166,9 @@ def add_solve(sub) -> None:
     ladders = ", ".join(f"{k} {a}..{b}" for k, (a, b) in LADDERS.items())
     p.add_argument("--from", dest="first", type=int, help=f"the ladder's first value (default: {ladders})")
     p.add_argument("--to", dest="last", type=int, help="the ladder's last value")
-    p.add_argument("--model", type=knob_arg("model"), help=KNOBS["model"].metadata["help"])
+    add_knob(p, "model")
     add_stack(p)
-    p.add_argument("--mode", type=knob_arg("mode"), help=KNOBS["mode"].metadata["help"])
+    add_knob(p, "mode")
     p.add_argument(
         "--set",
         action="append",
@@ -172,7 +177,9 @@ def add_solve(sub) -> None:
         help="any other trial setting (YAML value), e.g. lora_r=8; max_steps defaults to probe_steps "
         f"({GUARD.probe_steps}): the probe steps are the worst case",
     )
-    p.add_argument("--output-dir", help="default outputs/solve/<knob>-<framework>-<mode>-<model>-<budget>gib")
+    add_output_dir(
+        p, "where the probes go (default outputs/solve/<knob>-<framework>-<mode>-<model>-<budget>gib)"
+    )
     add_guard_flags(p, "wall-clock limit of each probe trial in seconds")
     add_simulate(p)
     add_trials(p, "whose rows of exactly a candidate on this card or budget answer it instead of a probe")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from orchestrator.cli._flags import add_output_dir
 from orchestrator.running.slurm import (
     SlurmError,
     batch_script,
@@ -159,9 +160,9 @@ def add_submit(sub) -> None:
     p.add_argument("sweep", nargs="?", help="sweep YAML file")
     p.add_argument("--address", help="the head's dashboard, e.g. http://HEAD:8265 (default: RAY_ADDRESS)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="as for `rlsweep run`")
-    p.add_argument(
-        "--output-dir",
-        help="a URI (s3://, gs://) or an absolute path every node mounts (--slurm: a relative path is made "
+    add_output_dir(
+        p,
+        "a URI (s3://, gs://) or an absolute path every node mounts (--slurm: a relative path is made "
         "absolute here; default the sweep's output_dir, else outputs/<name>)",
     )
     p.add_argument(

@@ -9,16 +9,13 @@ from typing import Any
 
 import yaml
 
-from orchestrator.cli._common import STACK_FLAGS, add_guard_flags, console, knob_arg, out, trial_guard
+from orchestrator.cli._common import add_guard_flags, console, knob_arg, out, trial_guard
+from orchestrator.cli._flags import add_knob, add_output_dir, add_stack
 from orchestrator.judging.verdict import STOPPABLE, VerdictSettings, stop_check
 from orchestrator.words.outcome import MEMORY_LABELS, peak_memory
 from orchestrator.words.settings import GUARD as GUARD
 from trainers.events import STARTED, STEP
-from trainers.trial import BOOKKEEPING, KNOBS, TrialSpec, knob_default, probe_steps_within
-
-# Other spellings of a knob's flag: --stack, the stack's flag on every verb (--stacks on fits and fitmap).
-ALIASES = {"model": ["--model-name"], "framework": [f for f in STACK_FLAGS if f != "--framework"]}
-
+from trainers.trial import BOOKKEEPING, KNOBS, TrialSpec, knob_default, knob_flags, probe_steps_within
 
 # Bookkeeping knobs are not flags, except --trial-key: a standalone trial may be given its key.
 TRIAL_SKIP = tuple(k for k in BOOKKEEPING if k != "trial_key")
@@ -36,17 +33,21 @@ def _knob_type(f: dataclasses.Field):
 
 
 def add_trial_knobs(parser: argparse.ArgumentParser, defaults: dict[str, Any]) -> None:
-    """A flag per TrialSpec knob; `defaults` overrides TrialSpec's default of a knob (the guard's)."""
+    """A flag per TrialSpec knob, spelled as the knob declares it (knob_flags; the stack's: the shared
+    --stack); `defaults` overrides TrialSpec's default of a knob (the guard's)."""
     group = parser.add_argument_group("trial settings (TrialSpec; defaults as shown)")
     for name, f in KNOBS.items():
         if name in TRIAL_SKIP:
             continue
-        flags = [*ALIASES.get(name, []), "--" + name.replace("_", "-")]
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         default = defaults.get(name, default)
         help_text = f"{f.metadata.get('help', '')} (default: {default!r})"
         if "choices" in f.metadata:
             help_text += f" [{'|'.join(f.metadata['choices'])}]"
+        if name == "framework":  # the stack: the flag every verb shares
+            add_stack(group, help=help_text, default=defaults.get(name))
+            continue
+        flags = knob_flags(name)
         kind = _knob_type(f)
         if kind is None:
             group.add_argument(
@@ -56,15 +57,8 @@ def add_trial_knobs(parser: argparse.ArgumentParser, defaults: dict[str, Any]) -
                 default=defaults.get(name),
                 help=help_text,
             )
-        else:
-            group.add_argument(
-                *flags,
-                dest=name,
-                type=knob_arg(name, kind),
-                default=defaults.get(name),
-                help=help_text,
-                metavar=name.upper(),
-            )
+        else:  # its default is TrialSpec's, said in the help (probe_steps': set by cmd_trial)
+            add_knob(group, name, help_text, type=knob_arg(name, kind))
 
 
 def _probe_word(row: dict[str, Any]) -> str:
@@ -166,7 +160,7 @@ def add_trial(sub) -> None:
     p = sub.add_parser(
         "trial", help="run one trial without Ray; writes steps.parquet, metrics.csv, trial.json"
     )
-    p.add_argument("--output-dir", help="default outputs/trials/<trial_key>")
+    add_output_dir(p, "where the trial's files go (default outputs/trials/<trial_key>)")
     add_guard_flags(p, "wall-clock limit in seconds")
     p.add_argument(
         "--stop-on",

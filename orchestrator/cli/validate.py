@@ -7,8 +7,10 @@ import os
 import re
 from pathlib import Path
 
-from orchestrator.cli._common import add_set, add_simulate, out
 from orchestrator.cli._common import console as err
+from orchestrator.cli._common import out
+from orchestrator.cli._flags import add_card as add_shared_card
+from orchestrator.cli._flags import add_output_dir, add_set, add_simulate
 from trainers.trial import TrialSpec
 
 
@@ -268,16 +270,17 @@ def card_text(value: str) -> str:
     return value
 
 
+# --card's words on run and validate: the card each trial's answer, the packing and the times are for.
+RUN_CARD = (
+    " (as `rlsweep fits --card` answers; said where the sweep's memory.budget_gib differs) and the memory "
+    "phase is packed into, its speed for the times (scaled from the H100's); default: the GPU detected "
+    "here, else an H100"
+)
+
+
 def add_card(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--card",
-        type=card_text,
-        metavar="NAME",
-        help="the card asked about: its memory for each trial's memory answer (as `rlsweep fits --card` "
-        "answers; said where the sweep's memory.budget_gib differs) and for packing the memory phase, its "
-        "speed for the times (scaled from the H100's), e.g. 4090, a100-80gb, h200; default: the GPU "
-        "detected here, else an H100",
-    )
+    """run's and validate's --card: the name as typed (card_text), the shared flag's meaning."""
+    add_shared_card(parser, RUN_CARD, type=card_text)
 
 
 # Words a GPU's name as NVML gives it holds beyond the card's name ('NVIDIA GeForce RTX 4090').
@@ -333,7 +336,7 @@ def add_validate(sub) -> None:
     p = sub.add_parser("validate", help="check sweep files; every error at once, nothing runs or is written")
     p.add_argument("files", nargs="+", metavar="FILE", help="sweep YAML files, e.g. sweeps/*.yaml")
     add_set(p)
-    p.add_argument("--output-dir", help="check this output dir, as `run --output-dir` would use it")
+    add_output_dir(p, "check this output dir, as `run --output-dir` would use it")
     p.add_argument(
         "--list", action="store_true", help="also list the planned trials, as `run --dry-run` does"
     )

@@ -338,9 +338,11 @@ def make_request(
     output_dir: str | None = None,
     guard: GuardSettings = GUARD_DEFAULTS,
     headroom_gib: float = 0.0,
+    taken: dict[str, str] | None = None,
 ) -> SolveRequest:
     """The request of `rlsweep solve`'s flags, every error at once (SolveError). settings: knobs given
-    as their own flags (model, framework, mode); sets: --set KNOB=VALUE items (YAML values); values:
+    as their own flags (model, framework, mode), each refused in sets with taken's text (the verb's);
+    sets: --set KNOB=VALUE items (YAML values); values:
     --values, else the doubling ladder first..last (LADDERS' defaults), whose candidates a trial
     cannot hold are left out with a note. Trials run max_steps = probe_steps unless set: the probe
     steps are the worst case. guard: margin, sampling rate and timeout (its budget is budget_gib)."""
@@ -355,7 +357,7 @@ def make_request(
             f"give the GiB a fit must leave free, e.g. {budget_gib / 10:g}"
         )
     base = {"memory_budget_gib": budget_gib, **(settings or {})}
-    errors += _set_errors(knob, sets or [], base)
+    errors += _set_errors(knob, sets or [], base, taken or {})
     base.setdefault("probe_steps", guard.probe_steps)
     if isinstance(base["probe_steps"], int):
         base.setdefault("max_steps", max(1, base["probe_steps"]))
@@ -368,12 +370,14 @@ def make_request(
     return SolveRequest(knob, candidates, spec, guard, out, notes, headroom_gib)
 
 
-def _set_errors(knob: str, sets: list[str], base: dict[str, Any]) -> list[str]:
-    """Errors of --set items; the good ones go into base."""
+def _set_errors(knob: str, sets: list[str], base: dict[str, Any], flags: dict[str, str]) -> list[str]:
+    """Errors of --set items; the good ones go into base. flags: the knobs the verb's flags set, each
+    with its refusal."""
     taken = {
+        "memory_budget_gib": "the budget is --budget-gib or --card; give it there and drop this --set",
+        **flags,
         knob: f"{knob} is the setting --maximize searches; give its candidates with --values or "
         "--from/--to instead",
-        "memory_budget_gib": "the budget is --budget-gib or --card; give it there and drop this --set",
     }
     return trial_set_errors(sets, base, taken)
 

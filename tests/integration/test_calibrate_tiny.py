@@ -18,7 +18,7 @@ BUDGET_GIB = 4
 def test_calibrate_runs_its_probes_and_draws_the_fit_map_from_them(tmp_path, capsys):
     out = tmp_path / "calibrate"
     argv = ["calibrate", "--model", "tiny", "--stack", "trl", "--budget-gib", str(BUDGET_GIB), "--max-length",
-            "512", "--set", "max_prompt_length=96", "--set", "num_threads=1", "--out", str(out),
+            "512", "--set", "max_prompt_length=96", "--set", "num_threads=1", "--output-dir", str(out),
             "--no-plot", "--timeout-s", "300"]  # fmt: skip
     assert main(argv) == 0
     captured = capsys.readouterr()

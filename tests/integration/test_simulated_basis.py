@@ -60,7 +60,7 @@ def test_fitmap_draws_a_family_no_trial_measured_from_its_simulated_steps(tmp_pa
     from tests.helpers.cli import run_cli
 
     monkeypatch.setenv("RLSWEEP_CACHE", str(tmp_path))
-    code, text = run_cli(["fitmap", "--card", "16gb", "--model", "Qwen/Qwen2.5-0.5B-Instruct", "--stacks", "trl",
+    code, text = run_cli(["fitmap", "--card", "16gb", "--model", "Qwen/Qwen2.5-0.5B-Instruct", "--stack", "trl",
                           "--k", "2,8", "--b", "1", "--simulate", "--no-plot"], capsys)  # fmt: skip
     assert code == 0, text
     assert "each stack's own step simulated on meta tensors (TRL Qwen/Qwen2.5-0.5B-Instruct" in text
@@ -73,7 +73,7 @@ def test_no_simulate_answers_from_the_prior_and_simulates_nothing(tmp_path, monk
     from tests.helpers.cli import run_cli
 
     monkeypatch.setenv("RLSWEEP_CACHE", str(tmp_path))
-    code, text = run_cli(["fitmap", "--card", "16gb", "--model", "Qwen/Qwen2.5-0.5B-Instruct", "--stacks", "trl",
+    code, text = run_cli(["fitmap", "--card", "16gb", "--model", "Qwen/Qwen2.5-0.5B-Instruct", "--stack", "trl",
                           "--k", "2", "--b", "1", "--no-simulate", "--no-plot"], capsys)  # fmt: skip
     assert code == 0, text
     assert "the prior (no measured trials)" in text and "simulated" not in text

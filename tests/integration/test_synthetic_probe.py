@@ -26,7 +26,7 @@ STACKS = ("trl", "unsloth")
 
 def probe(tmp_path, model: str, stack: str, length: int, kind: str, run: int) -> dict:
     folder = tmp_path / f"{model}-{stack}-c{length}-{kind}{run}"
-    command = [sys.executable, "-m", "orchestrator.cli", "trial", "--framework", stack, "--model-name", model,
+    command = [sys.executable, "-m", "orchestrator.cli", "trial", "--stack", stack, "--model", model,
                "--num-generations", "8", "--batch-size", "2", "--max-prompt-length", "96",
                "--max-completion-length", str(length), "--max-steps", "1", "--probe-steps", "1",
                "--probe-kind", kind, "--num-threads", "1", "--seed", str(run),

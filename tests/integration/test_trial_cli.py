@@ -30,7 +30,7 @@ ORIGINAL_METRICS_COLUMNS = [
 
 
 def test_trial_writes_steps_metrics_and_trial_json(tmp_path, capsys):
-    args = "--framework trl --mode gspo --model-name tiny --max-steps 2 --num-generations 2 --batch-size 1"
+    args = "--stack trl --mode gspo --model tiny --max-steps 2 --num-generations 2 --batch-size 1"
     args += " --max-completion-length 8 --max-prompt-length 96 --quantization none --lora-r 4"
     args += " --probe-kind decode"  # both steps are probes: decoded, so each has its throughput
     code = main(["trial", *args.split(), "--output-dir", str(tmp_path)])
@@ -60,7 +60,7 @@ def test_trial_writes_steps_metrics_and_trial_json(tmp_path, capsys):
 
 def test_invalid_trial_refused_before_anything_starts(tmp_path, capsys):
     code = main(["trial", "--num-generations", "3", "--batch-size", "1", "--micro-batch-size", "2",
-                 "--model-name", "nosuch", "--output-dir", str(tmp_path / "t")])  # fmt: skip
+                 "--model", "nosuch", "--output-dir", str(tmp_path / "t")])  # fmt: skip
     assert code == 2
     printed = capsys.readouterr().err
     assert "micro_batch_size" in printed and "model" in printed
@@ -73,7 +73,7 @@ def test_trial_of_an_unsloth_that_cannot_start_writes_an_unavailable_trial_json(
 ):
     # On a host without GPU this makes `import unsloth` raise instead of falling back to CPU.
     monkeypatch.setenv("UNSLOTH_DISABLE_CPU_FALLBACK", "1")
-    code = main(["trial", "--framework", "unsloth", "--model-name", "tiny", "--max-steps", "2",
+    code = main(["trial", "--stack", "unsloth", "--model", "tiny", "--max-steps", "2",
                  "--output-dir", str(tmp_path)])  # fmt: skip
     assert code == 1
     outcome = json.loads((tmp_path / "trial.json").read_text())["outcome"]
@@ -112,7 +112,7 @@ run_trial(TrialSpec(model="tiny", max_steps=500, num_generations=2, batch_size=1
 
 def test_median_throughput_is_the_median_of_whole_generation_cycles(tmp_path):
     # num_iterations 2, as the shipped sweeps: every other step reuses the completions of the one before.
-    args = "--framework trl --model-name tiny --max-steps 6 --num-generations 2 --batch-size 2 --num-iterations 2"
+    args = "--stack trl --model tiny --max-steps 6 --num-generations 2 --batch-size 2 --num-iterations 2"
     args += " --max-completion-length 8 --quantization none --lora-r 4 --probe-steps 2 --probe-kind decode"
     assert main(["trial", *args.split(), "--output-dir", str(tmp_path)]) == 0
     steps = pd.read_parquet(tmp_path / "steps.parquet").sort_values("step")

@@ -42,7 +42,7 @@ def test_the_blocker_makes_ray_and_mlflow_unimportable(env_without_ray, tmp_path
 
 def test_trial_completes_and_writes_steps_without_ray_or_mlflow(env_without_ray, tmp_path):
     out = tmp_path / "trial"
-    args = "trial --framework trl --model-name tiny --max-steps 2 --num-generations 2 --batch-size 1"
+    args = "trial --stack trl --model tiny --max-steps 2 --num-generations 2 --batch-size 1"
     args += " --max-completion-length 8 --max-prompt-length 96 --quantization none"
     proc = run("-m", "orchestrator.cli", *args.split(), "--output-dir", str(out), cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -92,7 +92,7 @@ def test_the_documented_offline_commands_run_from_a_checkout_that_is_not_install
     check = offline(checkout_not_installed, "gpu-check", "--output-dir", str(tmp_path / "gpu-check"))
     assert check.returncode == 2 and "no NVIDIA GPU found" in check.stdout, check.stderr[-3000:]
     out = tmp_path / "trial"
-    args = "trial --framework trl --model-name tiny --max-steps 1 --num-generations 2 --batch-size 1"
+    args = "trial --stack trl --model tiny --max-steps 1 --num-generations 2 --batch-size 1"
     args += " --max-completion-length 8 --max-prompt-length 96 --quantization none"
     trial = offline(checkout_not_installed, *args.split(), "--output-dir", str(out))
     assert trial.returncode == 0, trial.stdout[-2000:] + trial.stderr[-3000:]

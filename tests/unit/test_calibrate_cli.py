@@ -1,5 +1,5 @@
 """Bad input to `rlsweep calibrate`: every error at once with its field, value, rule and fix (exit 2), by
-the same checks as `rlsweep fitmap`, before any probe runs (nothing is written to --out)."""
+the same checks as `rlsweep fitmap`, before any probe runs (nothing is written to --output-dir)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,17 @@ from tests.helpers.cli import run_cli
 @pytest.fixture
 def calibrate(tmp_path):
     out = tmp_path / "calibrate"
-    return out, ["calibrate", "--model", "tiny", "--stack", "trl", "--budget-gib", "4", "--out", str(out)]
+    return out, [
+        "calibrate",
+        "--model",
+        "tiny",
+        "--stack",
+        "trl",
+        "--budget-gib",
+        "4",
+        "--output-dir",
+        str(out),
+    ]
 
 
 def test_calibrate_refuses_bad_settings_all_at_once_and_runs_nothing(calibrate, capsys):
@@ -21,7 +31,10 @@ def test_calibrate_refuses_bad_settings_all_at_once_and_runs_nothing(calibrate, 
     code, text = run_cli(argv, capsys)
     assert code == 2
     assert "calibrate: 5 error(s), nothing run:" in text
-    assert "--set num_generations=8: calibrate chooses each probe's K from --k" in text
+    assert (
+        "--set num_generations=8: num_generations (K) is set by --num-generations or --k: give it there"
+        in text
+    )
     assert "--set max_prompt_length=abc: max_prompt_length must be int, got 'abc' (str)" in text
     assert "--set max_steps=3: each probe is one step (max_steps 1, probe_steps 1): drop this --set" in text
     assert "--k 0: num_generations must be >= 2, got 0; give 2 or more" in text
@@ -61,7 +74,7 @@ def test_calibrate_names_the_models_it_knows_when_it_knows_not_the_one_asked_for
     ],
 )
 def test_calibrate_wants_one_budget(tmp_path, capsys, flags, said):
-    argv = ["calibrate", "--model", "tiny", "--stack", "trl", "--out", str(tmp_path / "c"), *flags]
+    argv = ["calibrate", "--model", "tiny", "--stack", "trl", "--output-dir", str(tmp_path / "c"), *flags]
     code, text = run_cli(argv, capsys)
     assert code == 2 and said in text
 

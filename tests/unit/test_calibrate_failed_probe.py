@@ -29,7 +29,7 @@ def _fake_probe(status: str, detail: str, calls: list[str]):
 @pytest.fixture
 def argv(tmp_path):
     out = tmp_path / "calibrate"
-    return out, ["calibrate", "--model", "tiny", "--stack", "trl", "--budget-gib", "4", "--out", str(out),
+    return out, ["calibrate", "--model", "tiny", "--stack", "trl", "--budget-gib", "4", "--output-dir", str(out),
                  "--no-simulate", "--no-plot"]  # fmt: skip
 
 
@@ -102,8 +102,7 @@ def test_a_gpu_card_is_refused_up_front_on_a_host_without_a_gpu(verb, predict, t
 
     monkeypatch.setattr(trainers.nvml, "local_gpus", lambda: 0)
     out = tmp_path / "o"
-    flag = "--out" if verb[0] == "calibrate" else "--output-dir"
-    code, text = run_cli([*verb, "--card", "4090", flag, str(out)], capsys)
+    code, text = run_cli([*verb, "--card", "4090", "--output-dir", str(out)], capsys)
     assert code == 2
     assert "--card 4090: this host has no GPU (NVML finds none)" in text
     assert "would measure this host's RSS, not the memory of the card (4090: 24GB, 24 GiB)" in text

@@ -37,8 +37,11 @@ def test_fitmap_refuses_a_word_where_a_number_goes(capsys):
 def test_fitmap_sends_a_knob_its_own_flags_set_to_that_flag(capsys):
     code, text = run_cli([*FITMAP, "--set", "num_generations=8", "--set", "model=tiny"], capsys)
     assert code == 2
-    assert "--set num_generations=8: K is the map's axis --k: give its values there" in text
-    assert "--set model=tiny: the models are --model: give each there" in text
+    assert (
+        "--set num_generations=8: num_generations (K) is set by --num-generations or --k: give it there"
+        in text
+    )
+    assert "--set model=tiny: model is set by --model: give it there" in text
 
 
 def test_fitmap_checks_its_axes_and_lengths_by_the_knobs_rules_all_at_once(capsys):

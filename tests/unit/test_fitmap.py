@@ -135,7 +135,7 @@ def test_the_stacks_part_where_unsloth_fits_what_trl_cannot_anchored_on_the_h100
 
 def test_fitmap_prints_a_map_for_a_named_card_from_prediction_alone_in_seconds(tmp_path, capsys):
     started = time.monotonic()
-    code = main(["fitmap", "--card", "RTX4090", "--model", QWEN_3B, "--out", str(tmp_path)])
+    code = main(["fitmap", "--card", "RTX4090", "--model", QWEN_3B, "--output-dir", str(tmp_path)])
     elapsed = time.monotonic() - started
     printed = capsys.readouterr().out
     assert code == 0 and elapsed < 30
@@ -147,7 +147,17 @@ def test_fitmap_prints_a_map_for_a_named_card_from_prediction_alone_in_seconds(t
 
 
 def test_fitmap_draws_the_h100_trials_said_to_be_measured(tmp_path, capsys):
-    args = ["fitmap", "--card", "16gb", "--model", QWEN_3B, "--trials", str(H100), "--out", str(tmp_path)]
+    args = [
+        "fitmap",
+        "--card",
+        "16gb",
+        "--model",
+        QWEN_3B,
+        "--trials",
+        str(H100),
+        "--output-dir",
+        str(tmp_path),
+    ]
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "Measured (16 trial(s)" in printed and "the rest is predicted" in printed
@@ -156,11 +166,11 @@ def test_fitmap_draws_the_h100_trials_said_to_be_measured(tmp_path, capsys):
 
 def test_fitmap_refuses_an_unknown_card_and_no_card_at_all(tmp_path, capsys):
     with pytest.raises(SystemExit) as exited:
-        main(["fitmap", "--card", "gtx1080", "--out", str(tmp_path)])
+        main(["fitmap", "--card", "gtx1080", "--output-dir", str(tmp_path)])
     assert exited.value.code == 2 and "'gtx1080'" in capsys.readouterr().err
-    assert main(["fitmap", "--out", str(tmp_path)]) == 2
+    assert main(["fitmap", "--output-dir", str(tmp_path)]) == 2
     assert "--card" in capsys.readouterr().err
-    assert main(["fitmap", "--card", "l4", "--stacks", "trl,nope", "--no-plot"]) == 2
+    assert main(["fitmap", "--card", "l4", "--stack", "trl,nope", "--no-plot"]) == 2
     assert "unknown stack 'nope'" in capsys.readouterr().err
 
 

@@ -97,7 +97,7 @@ def test_a_map_of_one_stack_has_no_line_against_another():
 
 def test_fitmap_prints_where_liger_fits_longer_than_trl_under_the_table(tmp_path, capsys):
     args = ["fitmap", "--card", "16gb", "--model", QWEN_3B, "--stack", "trl,unsloth,liger", "--no-simulate",
-            "--no-plot", "--out", str(tmp_path)]  # fmt: skip
+            "--no-plot", "--output-dir", str(tmp_path)]  # fmt: skip
     assert main(args) == 0
     printed = capsys.readouterr().out
     (line,) = [x for x in printed.splitlines() if x.startswith(f"{QWEN_3B}: ")]

@@ -82,7 +82,7 @@ def test_a_smaller_configuration_is_implied_to_fit_by_a_measured_larger_one(caps
         (["--k", "0"], "--k 0: num_generations"),
         (["--length", "-5"], "--length -5: max_completion_length"),
         (["--stack", "trl,nope"], "--stack trl,nope: unknown stack 'nope'"),
-        (["--set", "num_generations=4"], "K is --k"),
+        (["--set", "num_generations=4"], "num_generations (K) is set by --num-generations or --k"),
         (["--budget-gib", "8"], "--card 16GB and --budget-gib 8: give one"),
     ],
 )

@@ -89,6 +89,6 @@ def test_the_prior_counts_vllms_pool_and_weights_by_the_same_rules():
 def test_fitmap_with_vllm_sizes_the_pool_from_the_card_rather_than_refusing(capsys, tmp_path):
     code, text = run_cli(["fitmap", "--card", "24gb", "--model", "Qwen/Qwen3-4B", "--stack", "unsloth",
                           "--set", "generation=vllm", "--set", "vllm_gpu_memory_utilization=0.5",
-                          "--no-simulate", "--out", str(tmp_path)], capsys)  # fmt: skip
+                          "--no-simulate", "--output-dir", str(tmp_path)], capsys)  # fmt: skip
     assert code == 0, text
     assert "memory_budget_gib" not in text and "no cell of the map can be predicted" not in text

@@ -45,11 +45,11 @@ def test_stack_and_mode_names_are_case_insensitive_in_yaml_set_and_flags(tmp_pat
     assert base == {"framework": "trl", "mode": "gspo"}
     parser = build_parser()
     trial = parser.parse_args(
-        ["trial", "--framework", "Unsloth", "--mode", "GSPO", "--framework-dtype", "{TRL: BF16}"]
+        ["trial", "--stack", "Unsloth", "--mode", "GSPO", "--framework-dtype", "{TRL: BF16}"]
     )
     assert (trial.framework, trial.mode, trial.framework_dtype) == ("unsloth", "gspo", {"trl": "bf16"})
     solve = parser.parse_args(
-        ["solve", "--budget-gib", "8", "--maximize", "num_generations", "--framework", "TRL"]
+        ["solve", "--budget-gib", "8", "--maximize", "num_generations", "--stack", "TRL"]
     )
     assert solve.framework == "trl"
     assert parser.parse_args(["report", "out", "--base-stack", "Unsloth"]).base_stack == "unsloth"
@@ -57,7 +57,7 @@ def test_stack_and_mode_names_are_case_insensitive_in_yaml_set_and_flags(tmp_pat
 
 
 def test_fitmap_takes_the_stacks_as_it_prints_them(tmp_path, capsys):
-    argv = ["fitmap", "--budget-gib", "16", "--no-plot", "--stacks", "TRL,Unsloth", "--k", "4", "--b", "1"]
+    argv = ["fitmap", "--budget-gib", "16", "--no-plot", "--stack", "TRL,Unsloth", "--k", "4", "--b", "1"]
     code, text = run_cli([*argv, "--model", "Qwen/Qwen2.5-3B-Instruct"], capsys)
     assert code == 0, text
     assert "trl" in text and "unsloth" in text
@@ -68,7 +68,7 @@ def test_an_unknown_stack_in_any_case_is_still_refused_naming_the_nearest(tmp_pa
     with pytest.raises(SweepError) as refused:
         load_sweep(path)
     assert "grid.framework[0]: unknown value 'TRLL'; did you mean 'trl'" in str(refused.value)
-    code, text = run_cli(["fitmap", "--budget-gib", "16", "--no-plot", "--stacks", "TRL,Unslot"], capsys)
+    code, text = run_cli(["fitmap", "--budget-gib", "16", "--no-plot", "--stack", "TRL,Unslot"], capsys)
     assert code == 2 and "unknown stack 'Unslot'; did you mean 'unsloth'" in text
 
 
@@ -132,7 +132,7 @@ def test_every_example_a_verbs_help_shows_is_one_it_takes(verb, tmp_path, capsys
     options, commands = _help(verb, capsys)
     assert commands and all(line.startswith(f"rlsweep {verb} ") for line in commands)
     for line in commands:
-        argv = shlex.split(line)[1:] + (["--out", str(tmp_path)] if verb == "fitmap" else [])
+        argv = shlex.split(line)[1:] + (["--output-dir", str(tmp_path)] if verb == "fitmap" else [])
         code, text = run_cli(argv, capsys)
         assert code == 0, (line, text)
     sets = [s.rstrip(",") for s in re.findall(r"--set ([a-z][^\s;=]*=[^\s;]+)", options)]

@@ -84,7 +84,7 @@ def test_refused_input_goes_to_stderr_and_leaves_stdout_empty(tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.out == "" and "not valid YAML" in captured.err
     assert main(["calibrate", "--model", "tiny", "--stack", "trl", "--budget-gib", "4", "--k", "0",
-                 "--out", str(tmp_path / "c")]) == 2  # fmt: skip
+                 "--output-dir", str(tmp_path / "c")]) == 2  # fmt: skip
     captured = capsys.readouterr()
     assert captured.out == "" and "calibrate: 1 error(s), nothing run:" in captured.err
 

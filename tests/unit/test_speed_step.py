@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli.fitmap import card_arg
+from orchestrator.cli._flags import card_arg
 from orchestrator.judging.card_speed import MEASURED, SPEEDS, Scale
 from orchestrator.judging.duration import load_times
 from orchestrator.judging.speed_model import h100_observations, held_out_errors, load_speed_model, shape_of

@@ -1,9 +1,11 @@
-"""One flag name for the stack on every verb that takes one (--stack; --stacks and --framework kept), and
+"""One flag name for the stack on every verb that takes one (--stack; --stacks and --framework kept for one
+release, hidden from help), and
 `solve`'s budget as a card (--card NAME) or in GiB (--budget-gib), exactly one of the two."""
 
 from __future__ import annotations
 
 import argparse
+import re
 
 import pytest
 
@@ -58,17 +60,19 @@ def test_every_verb_that_takes_a_stack_takes_it_as_stack_stacks_or_framework(fla
 
 
 @pytest.mark.parametrize("verb", ["fits", "fitmap", "calibrate", "solve", "trial"])
-def test_each_verbs_help_names_stack_first_and_its_other_spellings_after_it(verb, capsys):
+def test_each_verbs_help_names_stack_and_hides_its_old_spellings(verb, capsys):
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices[verb]
     (action,) = [a for a in sub._actions if "--stack" in a.option_strings]
-    assert action.option_strings == ["--stack", "--stacks", "--framework"]
+    assert action.option_strings == ["--stack"]
     code, text = run_cli([verb, "--help"], capsys)
-    assert code == 0 and "--stack " in text.partition("\noptions:\n")[2]
+    options = text.partition("\noptions:\n")[2]
+    assert code == 0 and "--stack " in options
+    assert not re.search(r"--(stacks|framework)(?![-\w])", options)  # --framework-dtype is a knob of its own
 
 
 def test_calibrate_given_several_stacks_asks_for_one(capsys):
     code, text = run_cli(
-        ["calibrate", "--model", "tiny", "--stacks", "trl,unsloth", "--budget-gib", "4"], capsys
+        ["calibrate", "--model", "tiny", "--stack", "trl,unsloth", "--budget-gib", "4"], capsys
     )
     assert code == 2
     assert "--stack trl,unsloth: calibrate probes one stack; give one (e.g. --stack trl)" in text
@@ -76,4 +80,8 @@ def test_calibrate_given_several_stacks_asks_for_one(capsys):
 
 def test_fits_refuses_a_stack_set_by_set_pointing_to_stack(capsys):
     code, text = run_cli(["fits", "--model", "tiny", "--budget-gib", "4", "--set", "framework=trl"], capsys)
-    assert code == 2 and "--set framework=trl: the stacks are --stack (e.g. --stack trl,unsloth)" in text
+    assert (
+        code == 2
+        and "--set framework=trl: framework is set by --stack: give it there instead of --set (e.g. --stack trl)"
+        in text
+    )

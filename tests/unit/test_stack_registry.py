@@ -75,7 +75,7 @@ def test_the_trial_cli_offers_a_registered_stack_and_builds_its_trial(third):
         a for a in parser._subparsers._group_actions[0].choices["trial"]._actions if a.dest == "framework"
     )
     assert trial.help.endswith("[trl|unsloth|liger|third]")
-    args = parser.parse_args(["trial", "--framework", "third"])
+    args = parser.parse_args(["trial", "--stack", "third"])
     assert TrialSpec(framework=args.framework).problems() == []
     report = parser.parse_args(["report", "out", "--base-stack", "third"])
     assert report.base_stack == "third"

@@ -49,6 +49,7 @@ from orchestrator.words.outcome import (
 from orchestrator.words.verdicts import MARK
 from trainers.record import STEP
 from trainers.stacks import names as stacks_names
+from trainers.trial import knob_letter
 
 
 @report_style
@@ -367,7 +368,7 @@ def learning_curves_plot(trials: pd.DataFrame, steps: pd.DataFrame, path: Path) 
         colour = STACK_COLOURS[names.index(trial["framework"]) % len(STACK_COLOURS)]
         style = MODE_STYLES[modes.index(str(trial["mode"])) % len(MODE_STYLES)]
         cut = "(timed out)" if trial.get("status") == TIMEOUT else ""
-        axes = " ".join(f"{LETTERS[c]}={plain(trial[c])}" for c in varying)
+        axes = " ".join(f"{knob_letter(c)}={plain(trial[c])}" for c in varying)
         label = " ".join(filter(None, [stack_words(trial), str(trial["mode"]), axes, cut]))
         draw_accuracy(ax, series, label, colour, style)
     target_line(ax, ranked.get("accuracy_target", []))
@@ -379,6 +380,3 @@ def learning_curves_plot(trials: pd.DataFrame, steps: pd.DataFrame, path: Path) 
     ax.grid(alpha=0.3)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False, ncol=1 if len(drawn) > 6 else 2)
     return save_figure(fig, path)
-
-
-LETTERS = {"num_generations": "K", "batch_size": "B", "seed": "seed"}
