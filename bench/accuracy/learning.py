@@ -42,7 +42,7 @@ SUMS = {
     "num_samples": 512,
     "num_eval": 64,
 }
-COMMON = ["--framework", "trl", "--mode", "grpo", "--model-name", "smollm2", "--quantization", "none",
+COMMON = ["--stack", "trl", "--mode", "grpo", "--model", "smollm2", "--quantization", "none",
           "--task", "arithmetic", "--max-prompt-length", "64", "--lora-r", "16", "--lora-alpha", "32",
           "--num-threads", "2", "--probe-steps", "0"]  # fmt: skip
 # run -> (the verdict it stands for, its own arguments)

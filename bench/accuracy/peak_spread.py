@@ -19,7 +19,7 @@ from bench import Context, benchmark
 KS = (2, 24)
 STACKS = ("trl", "unsloth")
 SEEDS = (1, 2, 3)
-SETTINGS = ["--model-name", "tiny", "--max-steps", "4", "--batch-size", "1", "--max-prompt-length", "96",
+SETTINGS = ["--model", "tiny", "--max-steps", "4", "--batch-size", "1", "--max-prompt-length", "96",
             "--max-completion-length", "16", "--quantization", "nf4", "--probe-steps", "1"]  # fmt: skip
 
 
@@ -46,7 +46,7 @@ def peak_spread(ctx: Context) -> dict:
             for seed in SEEDS:
                 folder = out / f"{stack}-k{k}-s{seed}"
                 ctx.trial(
-                    ["--framework", stack, "--seed", str(seed), "--num-generations", str(k), *SETTINGS],
+                    ["--stack", stack, "--seed", str(seed), "--num-generations", str(k), *SETTINGS],
                     folder,
                 )
                 value, kind = peak(folder)

@@ -94,8 +94,8 @@ def run(folder: Path, probe: Probe, args, timeout_s: float | None) -> str:
     """Run one probe into folder (unless its trial.json is there); what happened, for the log."""
     if (folder / "trial.json").is_file():
         return "there already"
-    command = [sys.executable, "-m", "orchestrator.cli", "trial", "--framework", probe.stack,
-               "--model-name", probe.model, "--num-generations", str(args.k), "--batch-size", str(args.b),
+    command = [sys.executable, "-m", "orchestrator.cli", "trial", "--stack", probe.stack,
+               "--model", probe.model, "--num-generations", str(args.k), "--batch-size", str(args.b),
                "--max-completion-length", str(probe.length), "--probe-kind", probe.kind,
                "--max-prompt-length", str(args.max_prompt_length), *SETTINGS,
                *(["--memory-budget-gib", str(args.budget_gib)] if args.budget_gib else []),

@@ -50,8 +50,8 @@ BG+=($!)
 BG+=($!)
 
 trial() {  # trial NAME FRAMEWORK LENGTH TIMEOUT
-    RLSWEEP_COLD_START=1 timeout "$4" $PY -m orchestrator.cli trial --framework "$2" --mode grpo \
-        --model-name "$MODEL3B" --num-generations 8 --batch-size 2 --max-completion-length "$3" \
+    RLSWEEP_COLD_START=1 timeout "$4" $PY -m orchestrator.cli trial --stack "$2" --mode grpo \
+        --model "$MODEL3B" --num-generations 8 --batch-size 2 --max-completion-length "$3" \
         --max-steps 1 --probe-steps 1 --memory-budget-gib 16 --quantization nf4 --lora-r 16 --lora-alpha 32 \
         --lora-dropout 0.05 --learning-rate 2e-4 --num-iterations 2 --timeout-s "$(($4 - 5))" \
         --output-dir "$W/b/$1" >"$W/b-$1.log" 2>&1

@@ -4,7 +4,7 @@ Taking one: `rlsweep trial ...` with bench/gpu/snapshot_hook first on PYTHONPATH
 RLSWEEP_BENCH_SNAPSHOT=<file.pickle> (bench/gpu/snapshot_hook/sitecustomize.py says what it records), e.g.
 
     RLSWEEP_COLD_START=1 RLSWEEP_BENCH_SNAPSHOT=/tmp/trl.pickle PYTHONPATH=bench/gpu/snapshot_hook:$PYTHONPATH \\
-        python -m orchestrator.cli trial --framework trl --model-name random:Qwen/Qwen2.5-1.5B-Instruct \\
+        python -m orchestrator.cli trial --stack trl --model random:Qwen/Qwen2.5-1.5B-Instruct \\
         --max-steps 1 --probe-steps 1 --probe-kind synthetic --output-dir /tmp/snap-trl
     python bench/gpu/memory_snapshot.py /tmp/trl.pickle --top 25 > /tmp/trl-snapshot.txt
 

@@ -261,7 +261,7 @@ snapshot() { # STACK [NAME [VAR=VALUE ...]]: one synthetic step of SNAP_MODEL (K
     rm -f "$SNAPS/$name.pickle" "$SNAPS/$name.pickle.json" # an earlier call's, on a machine kept warm
     env "$@" RLSWEEP_COLD_START=1 RLSWEEP_BENCH_SNAPSHOT="$SNAPS/$name.pickle" \
         PYTHONPATH="$PWD/bench/gpu/snapshot_hook:${PYTHONPATH:-}" \
-        timeout "$limit" $PY -m orchestrator.cli trial --framework "$stack" --model-name "$SNAP_MODEL" \
+        timeout "$limit" $PY -m orchestrator.cli trial --stack "$stack" --model "$SNAP_MODEL" \
         --num-generations "$SNAP_K" --batch-size "$SNAP_B" --max-completion-length "$SNAP_LENGTH" \
         --max-prompt-length "$SNAP_PROMPT" --max-steps 1 --probe-steps 1 --probe-kind synthetic \
         --memory-budget-gib "$SNAP_BUDGET" $QLORA --num-iterations "$SNAP_ITERATIONS" \
@@ -328,8 +328,8 @@ capped() { # one configuration near CAP_BUDGET, with the budget's allocator cap 
     echo "[$(el)] capped ($limit s): $CAP_STACK $MODEL3B K=$CAP_K B=$CAP_B, $CAP_LENGTH tokens, budget $CAP_BUDGET and none"
     for budget in "$CAP_BUDGET" none; do
         rm -rf "$W/capped-$budget"
-        RLSWEEP_COLD_START=1 timeout "$limit" $PY -m orchestrator.cli trial --framework "$CAP_STACK" \
-            --model-name "$MODEL3B" --num-generations "$CAP_K" --batch-size "$CAP_B" \
+        RLSWEEP_COLD_START=1 timeout "$limit" $PY -m orchestrator.cli trial --stack "$CAP_STACK" \
+            --model "$MODEL3B" --num-generations "$CAP_K" --batch-size "$CAP_B" \
             --max-completion-length "$CAP_LENGTH" --max-prompt-length 256 --max-steps 1 --probe-steps 1 \
             --probe-kind synthetic $([[ $budget == none ]] || echo "--memory-budget-gib $budget") $QLORA \
             --num-iterations 1 --timeout-s "$((limit - 5))" --output-dir "$W/capped-$budget" \
@@ -354,8 +354,8 @@ outside() { # NVML per process beside torch's reserved at each trial's peak (ben
             limit=$(left 10)
             ((limit > MIN_PROBE_S)) || { echo "[$(el)] outside $model $stack skipped: $limit s left"; continue; }
             name=out-$stack-${model//[^A-Za-z0-9.-]/_}
-            RLSWEEP_COLD_START=1 timeout "$limit" $PY -m orchestrator.cli trial --framework "$stack" \
-                --model-name "$model" --num-generations "$OUT_K" --batch-size 1 --max-completion-length "$OUT_LENGTH" \
+            RLSWEEP_COLD_START=1 timeout "$limit" $PY -m orchestrator.cli trial --stack "$stack" \
+                --model "$model" --num-generations "$OUT_K" --batch-size 1 --max-completion-length "$OUT_LENGTH" \
                 --max-prompt-length 256 --max-steps 1 --probe-steps 1 --probe-kind synthetic --memory-budget-gib 16 \
                 $QLORA --num-iterations 1 --timeout-s "$((limit - 5))" --output-dir "$W/$name" >"$W/$name.log" 2>&1 &
             pid=$!
