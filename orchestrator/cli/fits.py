@@ -259,6 +259,16 @@ def answer_check(spec, asked: dict, rows: list[dict], budget: float, measure: st
     return check
 
 
+def simulate_unmeasured(specs: list, rows: list[dict], budget: float, measure: str | None) -> None:
+    """The steps of `specs` that no measured row answers simulated at once, in worker processes
+    (trainers.simulate.simulate_each), so that `answer` reads each as simulated."""
+    from orchestrator.judging.fitmap import _hub_row
+    from trainers.simulate import simulate_each
+
+    rows = [_hub_row(r) for r in rows]
+    simulate_each([s for s in specs if _measured_answer(s, rows, budget, measure) is None])
+
+
 def answer(spec, rows: list[dict], budget: float, measure: str | None, simulate: bool = False) -> Answer:
     """One stack's answer for `spec` (a TrialSpec) against `budget` GiB: measured rows first, then (with
     `simulate`) its step simulated, then the memory model fitted on the rows."""
@@ -378,6 +388,10 @@ def cmd_fits(args: argparse.Namespace) -> int:
     simulate = simulating(args)
     if simulate and sys.stderr.isatty():  # live word at a terminal; piped, each answer says its seconds
         progress("simulating each stack's training step on meta tensors where no measured row answers...")
+    if simulate:  # the stacks no measured row answers simulated side by side, then answered one by one
+        simulate_unmeasured(
+            [dataclasses.replace(spec, framework=f) for f in frameworks], rows, budget, args.measure
+        )
     answers = [
         answer(dataclasses.replace(spec, framework=f), rows, budget, args.measure, simulate)
         for f in frameworks
