@@ -327,7 +327,25 @@ class ModelFacts:
 
 
 def model_facts(hub_id: str) -> ModelFacts:
-    """A model's facts, from its config (bundled, or as model_config finds it) built on the meta device."""
+    """A model's facts, from its config (bundled, or as model_config finds it) built on the meta device:
+    the bundled models' shipped with the code, any other's counted once and kept (trainers/_facts.py)."""
+    from trainers import _facts
+
+    config = facts_config(hub_id)
+    found = _facts.shipped(hub_id, config) or _facts.kept(hub_id, config)
+    if found is None:
+        found = count_facts(hub_id)
+        _facts.keep(config, found)
+    return found
+
+
+def facts_config(hub_id: str) -> dict:
+    """The config a model's facts are counted from: a bundled hub id's bundled one, else model_config's."""
+    return model_config(f"random:{hub_id}" if hub_id in bundled_models() else hub_id).config
+
+
+def count_facts(hub_id: str) -> ModelFacts:
+    """A model's facts counted on the meta device (model_facts, shipped or kept: these figures, counted)."""
     from torch import nn
 
     model = f"random:{hub_id}" if hub_id in bundled_models() else hub_id
