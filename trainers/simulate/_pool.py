@@ -8,9 +8,9 @@ A worker is `python -m trainers.simulate._pool`: it reads one spec a line on std
 line on stdout (the step, or why it cannot be simulated), simulating with trainers.simulate.simulate as
 the asking process would, the disk cache included. It is a process that only simulates, so TRL's optional
 vLLM import is left out of it (TRL imports vLLM where it is installed, seconds of a first answer; no
-simulated step runs vLLM's code: generation by vLLM is counted from its settings, not run). The workers
-take the specs in order, each the next one as it finishes, so a worker imports the libraries once for
-all the steps it simulates. A worker that dies leaves its steps to the asking process, which simulates
+simulated step runs vLLM's code: generation by vLLM is counted from its settings, not run). Each worker
+takes the next spec as it finishes one, so it imports the libraries once for all the steps it simulates
+(which it may take after which: _Board). A worker that dies leaves its steps to the asking process, which simulates
 them itself (and says why where it cannot).
 
 RLSWEEP_SIMULATE_WORKERS: how many workers (default: the CPUs this process may run on, at most one a
@@ -68,34 +68,49 @@ def run(jobs: list[dict[str, Any]], count: int) -> dict[int, dict[str, Any]]:
 class _Board:
     """The jobs left and the answers given, shared by the threads that feed the workers. A worker takes a
     job only where every stack package it has imported is one of the job's stack's own (StackEntry.packages):
-    a stack whose import patches the libraries (Unsloth rewrites TRL's trainer as it imports) leaves its
-    worker to its own steps, and the next stack's start in a fresh worker, as in a process of their own."""
+    a stack whose import patches the libraries (Unsloth rewrites TRL's trainer as it imports) runs after
+    the stacks it would patch or in a fresh worker, as in a process of its own. The jobs are taken in the
+    order of their stacks' package counts (TRL's before those that add to it), so a worker's imports serve
+    as many of them as they may."""
 
     def __init__(self, jobs: list[dict[str, Any]], packages: dict[str, set[str]]):
         self.jobs, self.packages = jobs, packages
-        self.left = list(range(len(jobs)))
+        self.left = sorted(range(len(jobs)), key=lambda i: len(self._needs(i)))
         self.answers: dict[int, dict[str, Any]] = {}
+        self.live = 0
         self.lock = threading.Lock()
+
+    def _needs(self, index: int) -> set[str]:
+        return self.packages.get(self.jobs[index]["spec"]["framework"], set())
 
     def take(self, imported: set[str]) -> int | None:
         """The first job left that a worker holding `imported` may run (None where none is left for it)."""
         with self.lock:
             for index in self.left:
-                if imported <= self.packages.get(self.jobs[index]["spec"]["framework"], set()):
+                if imported <= self._needs(index):
                     self.left.remove(index)
                     return index
             return None
 
-    def any_left(self) -> bool:
+    def started(self) -> None:
         with self.lock:
-            return bool(self.left)
+            self.live += 1
+
+    def ended(self) -> bool:
+        """A worker ended for want of a job it may run: whether to start a fresh one for the jobs left,
+        where more than one is left (a fresh start's imports pay) or no other worker is running."""
+        with self.lock:
+            self.live -= 1
+            return len(self.left) > 1 or (bool(self.left) and self.live == 0)
 
 
 def _serve(board: _Board) -> None:
     """Worker processes one after another: each takes the jobs it may run, the next starts fresh for the
-    jobs left that its imports barred, until none is left or a worker dies."""
-    while board.any_left():
-        if not _one_worker(board):
+    jobs left that its imports barred (board.ended), until none is left or a worker dies."""
+    while True:
+        board.started()
+        lived = _one_worker(board)
+        if not board.ended() or not lived:
             return
 
 
