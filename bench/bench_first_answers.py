@@ -27,6 +27,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VERBS = {
     "fits": ["fits", "--model", "Qwen/Qwen3-4B", "--card", "24gb"],
+    # README's: TRL does not fit, so the nearest configurations that do are checked too (each simulated)
+    "fits-16gb": [
+        "fits",
+        "--model",
+        "Qwen/Qwen3-4B",
+        "--card",
+        "16gb",
+        "--k",
+        "8",
+        "--b",
+        "1",
+        "--length",
+        "1024",
+    ],
     "fitmap": ["fitmap", "--model", "Qwen/Qwen3-4B", "--card", "24gb", "--no-plot"],
     "models": ["models"],
 }
