@@ -1,6 +1,6 @@
 """The bundled models' facts as trainers.models.model_facts counted them (trainers/_facts.py), each
 with its config's digest: (digest, parameters, vocab, layers, KV heads, 4-bit weights). Written by
-`python -m trainers._facts`; do not edit."""
+`python tools/model_facts.py`; do not edit."""
 
 TRANSFORMERS = "5.17.0"
 RULE = 1

@@ -20,6 +20,7 @@ and cached: a second trial with the same model string reuses the folder.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import hashlib
@@ -332,10 +333,15 @@ def model_facts(hub_id: str) -> ModelFacts:
     from trainers import _facts
 
     config = facts_config(hub_id)
-    found = _facts.shipped(hub_id, config) or _facts.kept(hub_id, config)
-    if found is None:
-        found = count_facts(hub_id)
-        _facts.keep(config, found)
+    shipped = _facts.shipped(hub_id, config)
+    if shipped is not None:
+        return ModelFacts(hub_id, *shipped)
+    kept = _facts.kept(cache_home(), config)
+    fields = [f.name for f in dataclasses.fields(ModelFacts) if f.name != "hub_id"]
+    if kept is not None and sorted(kept) == sorted(fields):
+        return ModelFacts(hub_id, **kept)
+    found = count_facts(hub_id)
+    _facts.keep(cache_home(), config, {name: getattr(found, name) for name in fields})
     return found
 
 

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from tools.model_facts import counted
 from trainers import _facts, _facts_shipped, models
-from trainers.models import SMOLLM2, bundled_models, count_facts, facts_config, model_facts
+from trainers.models import SMOLLM2, bundled_models, facts_config, model_facts
 
 ROOT = Path(__file__).resolve().parents[2]
-REGENERATE = "regenerate them with `python -m trainers._facts` and check the diff"
+REGENERATE = "write them again with `python tools/model_facts.py` and check the diff"
 
 
 def test_the_shipped_facts_are_what_counting_every_bundled_model_on_meta_gives_with_this_transformers():
@@ -22,15 +23,14 @@ def test_the_shipped_facts_are_what_counting_every_bundled_model_on_meta_gives_w
     assert _facts_shipped.RULE == _facts.RULE_VERSION, REGENERATE
     names = [*bundled_models(), SMOLLM2]
     assert sorted(_facts_shipped.FACTS) == sorted(names), REGENERATE
-    counted = [(count_facts(name), facts_config(name)) for name in names]
-    assert _facts.shipped_text(counted) == _facts.SHIPPED.read_text(), REGENERATE
+    assert _facts.shipped_text(counted()) == _facts.SHIPPED.read_text(), REGENERATE
 
 
 def test_a_bundled_model_is_answered_from_the_shipped_facts_without_counting(monkeypatch, tmp_path):
     monkeypatch.setenv("RLSWEEP_CACHE", str(tmp_path))
     monkeypatch.setattr(models, "count_facts", lambda hub_id: pytest.fail(f"{hub_id} counted again"))
     facts = model_facts("Qwen/Qwen3-4B")
-    digest, *figures = _facts_shipped.FACTS["Qwen/Qwen3-4B"]
+    digest, *figures = _facts_shipped.FACTS["Qwen/Qwen3-4B"]  # counted on meta: the test above
     assert digest == _facts.digest(facts_config("Qwen/Qwen3-4B"))
     assert [facts.parameters, facts.vocab, facts.layers, facts.kv_heads, facts.quantizable] == figures
     assert not (tmp_path / "facts").exists()  # nothing counted, nothing kept
