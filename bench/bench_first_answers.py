@@ -67,12 +67,57 @@ def one(checkout: Path, argv: list[str]) -> tuple[float, float, str]:
     return wall, cpu, done.stdout
 
 
+def parts() -> None:
+    """fits' three steps through the simulation worker (trainers/simulate/_pool.py) from a cold cache: the
+    worker's CPU seconds before its first fork, each step's child's, and the seconds an idle host with as
+    many CPUs as workers would take, implied by scheduling those CPU seconds (plus a warm fits' own, the
+    asking process's) as the worker does: implied, not measured."""
+    from trainers import stacks
+    from trainers.simulate import _pool
+    from trainers.trial import TrialSpec
+
+    with tempfile.TemporaryDirectory() as home:
+        os.environ.update(HOME=home, RLSWEEP_CACHE=str(Path(home) / "cache"))
+        specs = [
+            TrialSpec(model="Qwen/Qwen3-4B", framework=name, num_generations=8, batch_size=1,
+                      max_completion_length=1024, memory_budget_gib=24.0)
+            for name in stacks.names()
+        ]  # fmt: skip
+        count = _pool.workers(len(specs))
+        answers = _pool.run([{"spec": s.to_dict(), "prompt_tokens": None} for s in specs], count)
+        # fits again on the steps the worker kept: the asking process's own CPU seconds
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "HF_HUB_OFFLINE": "1"}
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = subprocess.run([sys.executable, "-m", "orchestrator.cli", *VERBS["fits"]], cwd=ROOT, env=env,
+                              capture_output=True, text=True)  # fmt: skip
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode != 0 or "read from disk" not in done.stdout:
+            raise SystemExit(
+                f"fits on the kept steps: exit {done.returncode}\n{done.stdout}{done.stderr[-2000:]}"
+            )
+    asking = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    preload = answers.pop(-1)["preload_cpu_s"]
+    steps = [answers[i]["cpu_s"] for i in range(len(specs))]
+    slots = [0.0] * count
+    for cpu in steps:  # each next step on the first slot free, as the worker forks them
+        slots[slots.index(min(slots))] += cpu
+    print(f"worker before its forks: {preload:.1f} s CPU; steps: " + ", ".join(
+        f"{s.framework} {cpu:.1f} s CPU" for s, cpu in zip(specs, steps, strict=True)))  # fmt: skip
+    print(f"fits answered from the kept steps (the asking process's own work): {asking:.1f} s CPU")
+    print(f"implied on an idle host with {count} CPUs: {asking + preload + max(slots):.1f} s (the asking process "
+          f"{asking:.1f} + the worker's start {preload:.1f} + its steps {max(slots):.1f}, {count} at a time)")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--before", type=Path, help="a checkout of the code to compare with")
     parser.add_argument("--verbs", default="fits,models", help=f"of {', '.join(VERBS)}")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--parts", action="store_true", help="fits' steps through the worker, part by part")
     args = parser.parse_args()
+    if args.parts:
+        parts()
+        return
     sides = {"after": ROOT} | ({"before": args.before.resolve()} if args.before else {})
     print(
         f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs"
