@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's code, not an installed one
 VERBS = {
     "fits": ["fits", "--model", "Qwen/Qwen3-4B", "--card", "24gb"],
     # README's: TRL does not fit, so the nearest configurations that do are checked too (each simulated)
