@@ -47,7 +47,7 @@ class CannotSimulate(Exception):
     """The stack, the model or an op cannot be run on meta here; the message says which and why."""
 
 
-# Steps simulated for this process by simulate_each's workers, by their cache key: simulate() answers
+# Steps simulated for this process by simulate_each's worker, by their cache key: simulate() answers
 # with them as it would with a step it simulated itself (not "cached": they were simulated for this
 # question), and with the reason where one could not be simulated.
 _FRESH: dict[str, SimulatedStep | CannotSimulate] = {}
@@ -170,11 +170,11 @@ def _key(
 
 
 def simulate_each(specs: Any, prompt_tokens: int | None = None) -> None:
-    """Every step of `specs` (TrialSpecs) that is not kept on disk simulated now, several at once in
-    worker processes (trainers/simulate/_pool.py: as many as the host's CPUs, RLSWEEP_SIMULATE_WORKERS),
-    so that simulate() of each then answers at once in this process, as simulated (or, where it could
-    not be, with the reason). Nothing where one step or none is left to simulate and the host has one
-    CPU, or RLSWEEP_SIMULATE_WORKERS=0: simulate() simulates each in this process as it is asked."""
+    """Every step of `specs` (TrialSpecs) that is not kept on disk simulated now, several at once by a
+    worker process (trainers/simulate/_pool.py: as many at once as the host's CPUs, or
+    RLSWEEP_SIMULATE_WORKERS), so that simulate() of each then answers at once in this process, as
+    simulated (or, where it could not be, with the reason). With RLSWEEP_SIMULATE_WORKERS=0 nothing:
+    simulate() simulates each in this process as it is asked."""
     from trainers.simulate import _cache, _pool
     from trainers.simulate._meta import model_config
 

@@ -36,18 +36,24 @@ ROOT = Path(__file__).resolve().parents[2]
 PRELOAD = ("torch", "transformers", "peft", "accelerate", "bitsandbytes", "trl.trainer.grpo_trainer")
 
 
+def problem() -> str | None:
+    """What is wrong with RLSWEEP_SIMULATE_WORKERS, with its fix (None where it is unset or a whole number
+    of 0 or more): the verbs refuse it before any work (orchestrator/cli main)."""
+    said = os.environ.get(ENV, "").strip()
+    if not said or (said.isdigit() and int(said) >= 0):
+        return None
+    return (
+        f"{ENV}={said!r}: the steps simulated at once must be a whole number, 0 or more (0: one after "
+        f"another in the asking process); set e.g. {ENV}=2, or unset it for one a CPU"
+    )
+
+
 def workers(todo: int) -> int:
     """How many steps of `todo` are simulated at once: RLSWEEP_SIMULATE_WORKERS, else the CPUs this
-    process may run on; never more than the steps."""
+    process may run on; never more than the steps (0 where the variable is not a whole number: problem())."""
     said = os.environ.get(ENV, "").strip()
     if said:
-        try:
-            wanted = int(said)
-        except ValueError:
-            raise ValueError(
-                f"{ENV}={said!r}: a whole number of steps at once is needed (0: simulate in this "
-                f"process); set e.g. {ENV}=2 or unset it"
-            ) from None
+        wanted = int(said) if problem() is None else 0
     else:
         wanted = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(0, min(wanted, todo))
