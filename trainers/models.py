@@ -20,6 +20,7 @@ and cached: a second trial with the same model string reuses the folder.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import hashlib
@@ -327,7 +328,30 @@ class ModelFacts:
 
 
 def model_facts(hub_id: str) -> ModelFacts:
-    """A model's facts, from its config (bundled, or as model_config finds it) built on the meta device."""
+    """A model's facts, from its config (bundled, or as model_config finds it) built on the meta device:
+    the bundled models' shipped with the code, any other's counted once and kept (trainers/_facts.py)."""
+    from trainers import _facts
+
+    config = facts_config(hub_id)
+    shipped = _facts.shipped(hub_id, config)
+    if shipped is not None:
+        return ModelFacts(hub_id, *shipped)
+    kept = _facts.kept(cache_home(), config)
+    fields = [f.name for f in dataclasses.fields(ModelFacts) if f.name != "hub_id"]
+    if kept is not None and sorted(kept) == sorted(fields):
+        return ModelFacts(hub_id, **kept)
+    found = count_facts(hub_id)
+    _facts.keep(cache_home(), config, {name: getattr(found, name) for name in fields})
+    return found
+
+
+def facts_config(hub_id: str) -> dict:
+    """The config a model's facts are counted from: a bundled hub id's bundled one, else model_config's."""
+    return model_config(f"random:{hub_id}" if hub_id in bundled_models() else hub_id).config
+
+
+def count_facts(hub_id: str) -> ModelFacts:
+    """A model's facts counted on the meta device (model_facts, shipped or kept: these figures, counted)."""
     from torch import nn
 
     model = f"random:{hub_id}" if hub_id in bundled_models() else hub_id

@@ -92,5 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     if error:
         print(error, file=sys.stderr)
         return 2
+    from trainers.simulate._pool import problem  # the environment a verb simulates under, before any work
+
+    if problem():
+        print(f"rlsweep: {problem()}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     return args.func(args)

@@ -40,7 +40,14 @@ from orchestrator.cli.fitmap import (
     read_trials,
     stacks_and_trials,
 )
-from orchestrator.judging.answer import SIMULATED, Answer, answer, answer_check, answer_digits
+from orchestrator.judging.answer import (
+    SIMULATED,
+    Answer,
+    answer,
+    answer_check,
+    answer_digits,
+    simulate_unmeasured,
+)
 from trainers import stacks
 
 # What the verb's own flags set, and so no --set: each refused with its flag (one text on every verb).
@@ -139,6 +146,10 @@ def cmd_fits(args: argparse.Namespace) -> int:
     simulate = simulating(args)
     if simulate and sys.stderr.isatty():  # live word at a terminal; piped, each answer says its seconds
         progress("simulating each stack's training step on meta tensors where no measured row answers...")
+    if simulate:  # the stacks no measured row answers simulated side by side, then answered one by one
+        simulate_unmeasured(
+            [dataclasses.replace(spec, framework=f) for f in frameworks], rows, budget, args.measure
+        )
     answers = [
         answer(dataclasses.replace(spec, framework=f), rows, budget, args.measure, simulate)
         for f in frameworks

@@ -17,7 +17,6 @@ from trainers.models import (
     SMOLLM2_HUB_ID,
     SMOLLM2_PACKAGE,
     bundled_models,
-    count_parameters,
     model_facts,
     smollm2_problems,
 )
@@ -75,11 +74,25 @@ def real_model_line() -> str:
     ready = "ready" if not problems else problems[0].removeprefix("model: ")
     config = SMOLLM2_CONFIG
     return (
-        f"real weights offline: model {SMOLLM2} = {SMOLLM2_HUB_ID}, {count_parameters(SMOLLM2) / 1e9:.3f}B "
+        f"real weights offline: model {SMOLLM2} = {SMOLLM2_HUB_ID}, {model_facts(SMOLLM2).parameters / 1e9:.3f}B "
         f"parameters, vocab {config['vocab_size']}, {config['num_hidden_layers']} layers, "
         f"{config['num_key_value_heads']} KV heads, context {config['max_position_embeddings']}: the Q4_1 GGUF "
         f"file {SMOLLM2_GGUF} ({installed}; {ready}), dequantised to float32 once into the rlsweep cache"
     )
+
+
+def quiet_transformers() -> None:
+    """Phi-4-mini's published rope fields draw a notice from transformers as a model is built from them,
+    no news here: transformers' verbosity set to errors, without importing it where it is not imported
+    yet (the facts shipped or kept answer without it: trainers/_facts.py)."""
+    import os
+    import sys
+
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
 
 
 # The figures' headers, two lines each, so the table fits 80 columns.
@@ -118,11 +131,9 @@ def models_table(facts, console, title: str | None = None) -> Table:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from transformers.utils import logging as hf_logging
-
     from orchestrator.cli._common import console, out
 
-    hf_logging.set_verbosity_error()  # Phi-4-mini's published rope fields draw a notice that is no news here
+    quiet_transformers()
 
     if args.hub_id in (SMOLLM2, SMOLLM2_HUB_ID):
         out.print(real_model_line(), markup=False)

@@ -333,6 +333,15 @@ def answer(
     return Answer(label, p.verdict(budget), basis, p.peak_gib, p.low_gib, p.high_gib, interval)
 
 
+def simulate_unmeasured(specs: list, rows: list[dict], budget: float, measure: str | None) -> None:
+    """The steps of `specs` that no measured row answers simulated at once, in worker processes
+    (trainers.simulate.simulate_each), so that `answer` then reads each as simulated, from disk."""
+    from trainers.simulate import simulate_each
+
+    rows = rows if isinstance(rows, _Hubbed) else [_hub_row(r) for r in rows]
+    simulate_each([s for s in specs if _measured_answer(s, rows, budget, measure) is None])
+
+
 class _Hubbed(list):
     """Rows whose models are already written as hub ids (_hub_row): answer() takes them as they are."""
 
@@ -362,4 +371,6 @@ def answers_for(specs, rows, budget, model, simulate: bool | None, progress=None
         )
     elif each and progress is not None:
         progress(f"simulating the step of each of {len(specs)} trials on meta tensors (kept on disk)...")
+    if each:
+        simulate_unmeasured(specs, rows, budget, model.measure)
     return [answer(s, rows, budget, model.measure, each, model) for s in specs], note

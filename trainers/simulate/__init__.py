@@ -3,6 +3,7 @@ and the optimizer) on the trial's model as the stack holds it on a GPU, with no 
 allocation counted as CUDA's caching allocator counts `allocated` (trainers/simulate/_count.py).
 
     step = simulate(spec)                 # a TrialSpec; SimulatedStep, or CannotSimulate with the reason
+    simulate_each(specs)                  # several at once in worker processes; simulate() then reads them
     step.allocated_gib, step.phase, step.phase_gib
 
 What it gives is torch's allocated peak, the figure a GPU's `torch.cuda.max_memory_allocated` reads, and
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -31,6 +33,11 @@ from trainers.units import GIB
 # micro-batch (forward, backward, clipping, optimizer). Each phase's peak is affine in the layer count
 # (trainers/simulate/_layers.py); the step's is the largest.
 PHASES = ("generation", "decoding", "scoring", "training")
+# The asking process's environment that its answers read of the trainer's (Inductor's compile threads:
+# trainers/simulate/_outside.py's compile workers), put back after a simulation: the libraries a step
+# imports set it for their own processes (vLLM's import sets TORCHINDUCTOR_COMPILE_THREADS=1), so an
+# answer would otherwise depend on whether this process had simulated before or read the step from disk.
+ASKERS_ENV = ("TORCHINDUCTOR_COMPILE_THREADS",)
 # When AdamW's moments are made (simulate's optimizer_state): before the first step, inside it, or inside it
 # with only that step simulated.
 OPTIMIZER_STATES = ("before", "lazy", "first")
@@ -38,6 +45,12 @@ OPTIMIZER_STATES = ("before", "lazy", "first")
 
 class CannotSimulate(Exception):
     """The stack, the model or an op cannot be run on meta here; the message says which and why."""
+
+
+# Steps simulated for this process by simulate_each's worker, by their cache key: simulate() answers
+# with them as it would with a step it simulated itself (not "cached": they were simulated for this
+# question), and with the reason where one could not be simulated.
+_FRESH: dict[str, SimulatedStep | CannotSimulate] = {}
 
 
 @dataclass(frozen=True)
@@ -102,11 +115,12 @@ def simulate(
     on_meta = device == "meta"
     config = model_config(spec)
     cut = on_meta and not whole
-    # The cut's depths follow from the config, the installed transformers and the simulator's source,
-    # all in the key: a kept step is found before transformers is imported (seconds of a cached answer).
-    how = {"attention": attention, "as_cuda": cuda, "layers": "cut" if cut else "whole",
-           "framework": spec.framework, "optimizer_state": optimizer_state}  # fmt: skip
-    name = _cache.key(spec, config, tokens, how) if on_meta and cache else None
+    name = _key(spec, config, tokens, attention, cuda, cut, optimizer_state) if on_meta and cache else None
+    fresh = _FRESH.get(name) if name else None
+    if isinstance(fresh, CannotSimulate):
+        raise CannotSimulate(str(fresh))
+    if fresh is not None:
+        return fresh
     kept = _cache.read(name, SimulatedStep) if name else None
     if kept is not None:
         return dataclasses.replace(kept, simulated={**kept.simulated, "cached": True})
@@ -136,6 +150,60 @@ def simulate(
     return step
 
 
+def _key(
+    spec: Any,
+    config: dict,
+    tokens: int,
+    attention: str = "sdpa",
+    cuda: bool = True,
+    cut: bool = True,
+    optimizer_state: str = "before",
+) -> str:
+    """The disk cache's key of a step simulated on meta (simulate()'s defaults: `simulate(spec)`'s)."""
+    from trainers.simulate import _cache
+
+    # The cut's depths follow from the config, the installed transformers and the simulator's source,
+    # all in the key: a kept step is found before transformers is imported (seconds of a cached answer).
+    how = {"attention": attention, "as_cuda": cuda, "layers": "cut" if cut else "whole",
+           "framework": spec.framework, "optimizer_state": optimizer_state}  # fmt: skip
+    return _cache.key(spec, config, tokens, how)
+
+
+def simulate_each(specs: Any, prompt_tokens: int | None = None) -> None:
+    """Every step of `specs` (TrialSpecs) that is not kept on disk simulated now, several at once by a
+    worker process (trainers/simulate/_pool.py: as many at once as the host's CPUs, or
+    RLSWEEP_SIMULATE_WORKERS), so that simulate() of each then answers at once in this process, as
+    simulated (or, where it could not be, with the reason). With RLSWEEP_SIMULATE_WORKERS=0 nothing:
+    simulate() simulates each in this process as it is asked."""
+    from trainers.simulate import _cache, _pool
+    from trainers.simulate._meta import model_config
+
+    todo: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        if spec.framework is None:
+            continue
+        try:
+            config = model_config(spec)
+        except CannotSimulate:
+            continue  # simulate() says why, in this process
+        name = _key(spec, config, prompt_tokens or spec.max_prompt_length)
+        if name in _FRESH or name in todo or _cache.read(name, SimulatedStep) is not None:
+            continue
+        todo[name] = {"spec": spec.to_dict(), "prompt_tokens": prompt_tokens}
+    count = _pool.workers(len(todo))
+    if count == 0:
+        return
+    answers = _pool.run(list(todo.values()), count)
+    for index, name in enumerate(todo):
+        said = answers.get(index)
+        if said is None:
+            continue  # its worker died: simulate() simulates it here
+        if "cannot" in said:
+            _FRESH[name] = CannotSimulate(said["cannot"])
+        else:
+            _FRESH[name] = SimulatedStep(**said["step"])
+
+
 @contextlib.contextmanager
 def _quiet():
     """The libraries' warnings about the step they run (transformers' "use_cache=True is incompatible with
@@ -163,6 +231,7 @@ def _one(
 
     started = time.perf_counter()
     counter = AllocationCounter(trace=True)
+    kept_env = {name: os.environ.get(name) for name in ASKERS_ENV}
     try:
         with _quiet(), on_meta(as_cuda=cuda):
             stack = stacks.load(spec.framework)
@@ -179,6 +248,12 @@ def _one(
         raise
     except Exception as exc:  # an op with no meta kernel, an architecture the stand-ins miss: said
         raise CannotSimulate(f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from exc
+    finally:
+        for name, value in kept_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     phases = {name: counter.phase_peaks[name] / GIB for name in PHASES if name in counter.phase_peaks}
     replay = replayed(counter.trace)
     return SimulatedStep(

@@ -121,7 +121,7 @@ def simulated_rows(
     prior, and says so). Only GPU memory is simulated (`measure` GPU or torch). budget: the GiB the
     question is about (design() simulates near it)."""
     from orchestrator.judging.memory._family import _row_spec
-    from trainers.simulate import CannotSimulate, simulate
+    from trainers.simulate import CannotSimulate, simulate, simulate_each
 
     if measure not in (GPU, TORCH):
         return [], {}
@@ -132,8 +132,12 @@ def simulated_rows(
             families.setdefault(family_of(spec), []).append(spec)
     out: list[dict[str, Any]] = []
     why_not: dict[str, str] = {}
-    for members in families.values():
-        shapes = design(members, budget)
+    designed = {family: design(members, budget) for family, members in families.items()}
+    if progress is not None and len(families) > 1:
+        progress(f"simulating {sum(map(len, designed.values()))} shape(s) side by side...")
+    simulate_each([shape for shapes in designed.values() for shape in shapes])  # in worker processes
+    for family, members in families.items():
+        shapes = designed[family]
         label = family_label(members[0])
         for i, shape in enumerate(shapes, 1):
             started = time.perf_counter()
@@ -145,10 +149,12 @@ def simulated_rows(
                 break
             if progress is not None:
                 cached = " (kept from before)" if step.simulated.get("cached") else ""
+                # a step simulated for this question (here or by a worker): its simulation's seconds
+                seconds = time.perf_counter() - started if cached else step.seconds
                 progress(
                     f"simulated {label}: {i}/{len(shapes)} K={shape.num_generations} B={shape.batch_size} "
                     f"{shape.max_completion_length} tokens: {step.reserved_gib:.1f} GiB reserved, "
-                    f"{time.perf_counter() - started:.1f} s{cached}"
+                    f"{seconds:.1f} s{cached}"
                 )
             out.append(row(shape, step, len(out), budget))
     return out, why_not
