@@ -146,7 +146,7 @@ def main() -> None:
             answer = json.loads(Path(path).read_text())
         except (OSError, ValueError):
             answer = {"died": True}
-        cpu = usage.ru_utime + usage.ru_stime  # the child's own CPU seconds, for bench/bench_first_answers.py
+        cpu = usage.ru_utime + usage.ru_stime  # the child's own CPU seconds, for bench/cost/first_answers.py
         out.write(json.dumps({"index": index, **answer, "cpu_s": cpu}) + "\n")
         out.flush()
 

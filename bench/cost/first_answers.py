@@ -1,7 +1,8 @@
 """First answers from cold caches: `rlsweep fits`, `fitmap` and `models` with an empty HOME and rlsweep cache,
 this checkout against another (the code before a change), in the same run.
 
-    .venv/bin/python bench/bench_first_answers.py --before DIR [--verbs fits,models,fitmap] [--rounds 1]
+    python -m bench first_answers [--set before=DIR] [--set verbs=fits,fitmap,models] [--set rounds=1]
+    python -m bench first_answers --set parts=true     # fits' steps through the worker, part by part
 
 DIR is a checkout of the code to compare with, e.g. `git archive BASE | tar -x -C DIR` (it runs with
 this interpreter, its own source first on the path). Each round runs each verb once from each checkout,
@@ -9,23 +10,27 @@ the order alternating between rounds, each in a fresh HOME and RLSWEEP_CACHE (no
 or built before), and prints its wall seconds, the CPU seconds of its processes (workers included) and
 before/after ratios: on a shared host the ratios, taken side by side, say more than the seconds. The load
 average is printed at the start and the end. Each verb's output is checked to be the same from both,
-but for the seconds each simulated step took. Without --before only this checkout runs.
+but for the seconds each simulated step took. Without `before` only this checkout runs.
+
+Goals (idle on a 2-core host): `fits` for one new model on every stack in 20 s, `fitmap --card` in 60 s,
+`models` in 3 s, each the median wall of this checkout's rounds. A loaded host misses them: its
+before/after ratios are the figures to read there.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # this checkout's code, not an installed one
+from bench import ROOT, Context, benchmark
+
 VERBS = {
     "fits": ["fits", "--model", "Qwen/Qwen3-4B", "--card", "24gb"],
     # README's: TRL does not fit, so the nearest configurations that do are checked too (each simulated)
@@ -109,20 +114,27 @@ def parts() -> None:
           f"{asking:.1f} + the worker's start {preload:.1f} + its steps {max(slots):.1f}, {count} at a time)")  # fmt: skip
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--before", type=Path, help="a checkout of the code to compare with")
-    parser.add_argument("--verbs", default="fits,models", help=f"of {', '.join(VERBS)}")
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--parts", action="store_true", help="fits' steps through the worker, part by part")
-    args = parser.parse_args()
+@benchmark(
+    tags=("latency", "simulate"),
+    needs="cpu",
+    params={"before": "", "verbs": "fits,fitmap,models", "rounds": 1, "parts": False},
+    smoke={"verbs": "models"},
+    goals={"fits_wall_s": "<= 20", "fitmap_wall_s": "<= 60", "models_wall_s": "<= 3"},
+    smoke_goals={"models_wall_s": "<= 3"},
+    rules={"verbs": (lambda v: set(v.split(",")) <= set(VERBS), f"a comma list of {', '.join(VERBS)}")},
+)
+def first_answers(ctx: Context) -> dict:
+    """First answers from cold caches: fits, fitmap and models, this checkout against another."""
+    args = ctx.args
     if args.parts:
         parts()
-        return
-    sides = {"after": ROOT} | ({"before": args.before.resolve()} if args.before else {})
+        return {}
+    sides = {"after": ROOT} | ({"before": Path(args.before).resolve()} if args.before else {})
     print(
         f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs"
     )
+    walls: dict[str, list[float]] = {}
+    metrics: dict = {}
     for verb in args.verbs.split(","):
         for i in range(args.rounds):
             order = list(sides) if i % 2 else list(reversed(sides))
@@ -130,11 +142,15 @@ def main() -> None:
             for side in order:
                 wall, cpu, text = one(sides[side], VERBS[verb])
                 seen[side] = (wall, cpu, NOISE.sub("N s", text))
+                if side == "after":
+                    walls.setdefault(verb, []).append(wall)
                 print(f"  {verb} round {i + 1} {side:<6} {wall:6.1f} s wall {cpu:6.1f} s CPU", flush=True)
             if "before" in seen:
                 (bw, bc, bt), (aw, ac, at) = seen["before"], seen["after"]
                 same = "same output" if bt == at else "the output differs, in the lines below"
                 print(f"{verb} round {i + 1}: before/after wall {bw / aw:.2f}x, CPU {bc / ac:.2f}x; {same}")
+                metrics.setdefault(f"{verb}_same_output", True)
+                metrics[f"{verb}_same_output"] &= bt == at
                 gone, new = (
                     set(bt.splitlines()) - set(at.splitlines()),
                     set(at.splitlines()) - set(bt.splitlines()),
@@ -142,7 +158,8 @@ def main() -> None:
                 for line in [*(f"    before: {x}" for x in gone), *(f"    after:  {x}" for x in new)]:
                     print(line[:400])
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-
-
-if __name__ == "__main__":
-    main()
+    for verb in VERBS:
+        metrics[f"{verb.replace('-', '_')}_wall_s"] = (
+            statistics.median(walls[verb]) if verb in walls else None
+        )
+    return metrics
