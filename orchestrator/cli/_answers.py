@@ -167,3 +167,10 @@ def print_map_speed(fm, base, card, ks: list[int], bs: list[int]) -> None:
             groups.append((model, pairs))
     if groups:
         print_speed(groups, card, f" at K={k}, B={b} and the longest completion that fits")
+
+
+def speed_line(chosen, pairs) -> str:
+    """The decode speed on the card named with --card (orchestrator.judging.card_speed.decode_line)."""
+    from orchestrator.judging.card_speed import decode_line, speed_of
+
+    return decode_line(chosen.name, speed_of(chosen.typed or chosen.name, chosen.name), pairs)

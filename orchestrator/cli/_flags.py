@@ -14,7 +14,7 @@ import argparse
 import dataclasses
 import sys
 
-from orchestrator.cli._common import budget_gib, knob_arg
+from orchestrator.cli._common import budget_gib, knob_arg, stack_name
 from orchestrator.judging.cards import CARDS, Card, UnknownCard, card
 from trainers import stacks
 from trainers.trial import KNOBS, knob_flags, knob_letter
@@ -297,3 +297,98 @@ def taken(*names: str) -> dict[str, str]:
             f"(e.g. {example})"
         )
     return said
+
+
+def card_budget(args: argparse.Namespace) -> tuple[float | None, str | None]:
+    """(budget GiB, the card's words) of --card or --budget-gib (None, None: neither); ValueError when
+    both are given, or a card with --measure RSS."""
+    from orchestrator.words.outcome import RSS
+
+    chosen = getattr(args, "card", None)
+    if chosen is not None:
+        if getattr(args, "budget_gib", None) is not None:
+            raise ValueError(
+                f"--card {chosen.name} and --budget-gib {args.budget_gib:g}: give one (the card is "
+                f"{chosen.usable_gib:.2f} GiB)"
+            )
+        if getattr(args, "measure", None) == RSS:  # a card's memory is the GPU's, never a host's RSS
+            raise ValueError(
+                f"--card {chosen.name} and --measure {RSS}: a card is answered in GPU memory; drop --measure, "
+                f"or give --budget-gib {chosen.usable_gib:g} to judge the host's {RSS} against that much"
+            )
+        return chosen.usable_gib, chosen.describe()
+    return getattr(args, "budget_gib", None), None
+
+
+def add_stacks_and_trials(parser: argparse.ArgumentParser, trials_do: str) -> None:
+    """--stack (a comma list: every registered stack by default, the base first) and --trials
+    (measured trials `trials_do`, e.g. 'to fit the model on and draw')."""
+    add_stack(parser, dest="stacks", many=True)
+    add_trials(parser, trials_do)
+
+
+def stacks_and_trials(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """(--stack as registered names, the errors of --stack and --trials, each naming its fix)."""
+    frameworks, errors = [], []
+    for framework in args.stacks.split(","):
+        try:
+            frameworks.append(stack_name(framework.strip()))
+        except argparse.ArgumentTypeError as exc:
+            errors.append(f"--stack {args.stacks}: {exc}")
+    from orchestrator.cli._trials import source_errors
+
+    errors += source_errors(args.trials)
+    return frameworks, errors
+
+
+def base_spec(sets: list[str], taken: dict[str, str]):
+    """The TrialSpec every configuration of the map shares: TrialSpec's defaults with --set's knobs, each
+    checked by the trainer's own rules (SweepError with every problem, its rule and its fix). taken: the
+    knobs the verb's own flags set (taken()), each with the flag to use instead."""
+    from orchestrator.spec.load import trial_set_errors
+    from orchestrator.spec.sweep import SweepError
+    from trainers.trial import TrialSpec
+
+    values: dict = {}
+    errors = trial_set_errors(sets, values, taken)
+    if errors:
+        raise SweepError(errors)
+    return TrialSpec(**values)
+
+
+def axis_values(text: str, knob: str) -> list[int]:
+    """An axis flag's comma-separated values (--k 4,8), each checked by the rule of its knob (ValueError
+    naming the flag, the value, the rule and the fix)."""
+    from trainers.trial import check_value, knob_flags
+
+    flag = knob_flags(knob)[-1]
+
+    values, errors = [], []
+    for item in text.split(","):
+        try:
+            value = int(item)
+        except ValueError:
+            errors.append(f"{flag} {text}: {item.strip()!r} is not a whole number; give e.g. {flag} 4,8")
+            continue
+        problem = check_value(knob, value)
+        if problem:
+            errors.append(f"{flag} {text}: {knob} {problem}")
+        values.append(value)
+    if errors:
+        raise ValueError("\n".join(errors))
+    return values
+
+
+def length_errors(lo: int, hi: int) -> list[str]:
+    """--min-length and --max-length: completion lengths by max_completion_length's rule, lo <= hi."""
+    from trainers.trial import check_value
+
+    low, high = length_range_flags()
+    errors = [
+        f"{flag} {value}: max_completion_length {problem}"
+        for flag, value in ((low, lo), (high, hi))
+        if (problem := check_value("max_completion_length", value))
+    ]
+    if not errors and lo > hi:
+        errors.append(f"{low} {lo} is above {high} {hi}; give a range, e.g. {low} 128")
+    return errors

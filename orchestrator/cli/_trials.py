@@ -12,6 +12,7 @@ that breaks a rule refuses the whole command (exit 2) naming the file, the rule 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
@@ -204,3 +205,22 @@ def provenance_lines(rows: list[dict], keys: set[str]) -> list[str]:
     lines = [f"from {where}: {n} trial(s)" for where, n in said.items()]
     lines += [f"measured with other versions ({n} trial(s)): {differ}" for differ, n in flagged.items()]
     return lines
+
+
+def measured_rows(given) -> list[dict]:
+    """The measured trials --trials names (cli/_trials.py: folders, trials.parquet, result files, s3://,
+    mlflow+http://), each row with its provenance; ResultFileError or ServedTrialsError where a source
+    cannot be used."""
+    return load(given)
+
+
+def read_trials(args: argparse.Namespace, verb: str, nothing: str) -> tuple[list[dict], int | None]:
+    """(--trials' rows, None), or ([], 2) after printing why a source was refused (its file, rule, fix)."""
+    from orchestrator.cli._common import refused
+    from orchestrator.publishing.served_rows import ServedTrialsError
+    from orchestrator.recording.portable import ResultFileError
+
+    try:
+        return measured_rows(args.trials), None
+    except (ResultFileError, ServedTrialsError) as exc:
+        return [], refused(verb, [str(exc)], nothing)

@@ -27,22 +27,22 @@ from orchestrator.cli._flags import (
     add_simulate,
     add_stack,
     add_trials,
-)
-from orchestrator.cli.fitmap import (
-    TAKEN,
     axis_values,
     base_spec,
     card_budget,
-    cmd_fitmap,
     length_errors,
-    read_trials,
+    taken,
 )
+from orchestrator.cli._trials import read_trials
+from orchestrator.cli.fitmap import cmd_fitmap
 from orchestrator.words.settings import GuardSettings
 from trainers import stacks
 
 # What calibrate's own flags set, or what it chooses per probe, and so no --set: each with what to do instead.
 CALIBRATE_TAKEN = {
-    **TAKEN,
+    **taken(
+        "framework", "model", "num_generations", "batch_size", "max_completion_length", "memory_budget_gib"
+    ),
     "max_steps": "each probe is one step (max_steps 1, probe_steps 1): drop this --set",
     "probe_steps": "each probe is one step (max_steps 1, probe_steps 1): drop this --set",
 }

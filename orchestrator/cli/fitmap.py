@@ -20,7 +20,6 @@ from orchestrator.cli._common import (
     progress,
     refused,
     simulating,
-    stack_name,
 )
 from orchestrator.cli._flags import (
     add_budget,
@@ -31,12 +30,15 @@ from orchestrator.cli._flags import (
     add_output_dir,
     add_set,
     add_simulate,
-    add_stack,
-    add_trials,
-    length_range_flags,
+    add_stacks_and_trials,
+    axis_values,
+    base_spec,
+    card_budget,
+    length_errors,
+    stacks_and_trials,
     taken,
 )
-from orchestrator.judging.cards import Card
+from orchestrator.cli._trials import read_trials
 from orchestrator.judging.memory import SIMULATED
 from trainers import stacks
 
@@ -49,87 +51,10 @@ DEFAULT_MODELS = (
 )
 
 
-def card_budget(args: argparse.Namespace) -> tuple[float | None, str | None]:
-    """(budget GiB, the card's words) of --card or --budget-gib (None, None: neither); ValueError when
-    both are given, or a card with --measure RSS."""
-    from orchestrator.words.outcome import RSS
-
-    chosen = getattr(args, "card", None)
-    if chosen is not None:
-        if getattr(args, "budget_gib", None) is not None:
-            raise ValueError(
-                f"--card {chosen.name} and --budget-gib {args.budget_gib:g}: give one (the card is "
-                f"{chosen.usable_gib:.2f} GiB)"
-            )
-        if getattr(args, "measure", None) == RSS:  # a card's memory is the GPU's, never a host's RSS
-            raise ValueError(
-                f"--card {chosen.name} and --measure {RSS}: a card is answered in GPU memory; drop --measure, "
-                f"or give --budget-gib {chosen.usable_gib:g} to judge the host's {RSS} against that much"
-            )
-        return chosen.usable_gib, chosen.describe()
-    return getattr(args, "budget_gib", None), None
-
-
-def measured_rows(given) -> list[dict]:
-    """The measured trials --trials names (cli/_trials.py: folders, trials.parquet, result files, s3://,
-    mlflow+http://), each row with its provenance; ResultFileError or ServedTrialsError where a source
-    cannot be used."""
-    from orchestrator.cli._trials import load
-
-    return load(given)
-
-
-def read_trials(args: argparse.Namespace, verb: str, nothing: str) -> tuple[list[dict], int | None]:
-    """(--trials' rows, None), or ([], 2) after printing why a source was refused (its file, rule, fix)."""
-    from orchestrator.publishing.served_rows import ServedTrialsError
-    from orchestrator.recording.portable import ResultFileError
-
-    try:
-        return measured_rows(args.trials), None
-    except (ResultFileError, ServedTrialsError) as exc:
-        return [], refused(verb, [str(exc)], nothing)
-
-
-def add_stacks_and_trials(parser: argparse.ArgumentParser, trials_do: str) -> None:
-    """--stack (a comma list: every registered stack by default, the base first) and --trials
-    (measured trials `trials_do`, e.g. 'to fit the model on and draw')."""
-    add_stack(parser, dest="stacks", many=True)
-    add_trials(parser, trials_do)
-
-
-def stacks_and_trials(args: argparse.Namespace) -> tuple[list[str], list[str]]:
-    """(--stack as registered names, the errors of --stack and --trials, each naming its fix)."""
-    frameworks, errors = [], []
-    for framework in args.stacks.split(","):
-        try:
-            frameworks.append(stack_name(framework.strip()))
-        except argparse.ArgumentTypeError as exc:
-            errors.append(f"--stack {args.stacks}: {exc}")
-    from orchestrator.cli._trials import source_errors
-
-    errors += source_errors(args.trials)
-    return frameworks, errors
-
-
 # What the map's own flags set, and so no --set: each refused with its flag (one text on every verb).
 TAKEN = taken(
     "framework", "model", "num_generations", "batch_size", "max_completion_length", "memory_budget_gib"
 )
-
-
-def base_spec(sets: list[str], taken: dict[str, str] | None = None):
-    """The TrialSpec every configuration of the map shares: TrialSpec's defaults with --set's knobs, each
-    checked by the trainer's own rules (SweepError with every problem, its rule and its fix). taken: the
-    knobs the verb's own flags set (default the map's, TAKEN), each with the flag to use instead."""
-    from orchestrator.spec.load import trial_set_errors
-    from orchestrator.spec.sweep import SweepError
-    from trainers.trial import TrialSpec
-
-    values: dict = {}
-    errors = trial_set_errors(sets, values, TAKEN if taken is None else taken)
-    if errors:
-        raise SweepError(errors)
-    return TrialSpec(**values)
 
 
 def map_assumptions(base) -> str:
@@ -147,44 +72,6 @@ def map_assumptions(base) -> str:
         f"gradient_checkpointing {'on' if base.gradient_checkpointing else 'off'}, generation by "
         f"{base.generation}, num_iterations {base.num_iterations}, optim {base.optim}; change any with --set KNOB=VALUE"
     )
-
-
-def axis_values(text: str, knob: str) -> list[int]:
-    """An axis flag's comma-separated values (--k 4,8), each checked by the rule of its knob (ValueError
-    naming the flag, the value, the rule and the fix)."""
-    from trainers.trial import check_value, knob_flags
-
-    flag = knob_flags(knob)[-1]
-
-    values, errors = [], []
-    for item in text.split(","):
-        try:
-            value = int(item)
-        except ValueError:
-            errors.append(f"{flag} {text}: {item.strip()!r} is not a whole number; give e.g. {flag} 4,8")
-            continue
-        problem = check_value(knob, value)
-        if problem:
-            errors.append(f"{flag} {text}: {knob} {problem}")
-        values.append(value)
-    if errors:
-        raise ValueError("\n".join(errors))
-    return values
-
-
-def length_errors(lo: int, hi: int) -> list[str]:
-    """--min-length and --max-length: completion lengths by max_completion_length's rule, lo <= hi."""
-    from trainers.trial import check_value
-
-    low, high = length_range_flags()
-    errors = [
-        f"{flag} {value}: max_completion_length {problem}"
-        for flag, value in ((low, lo), (high, hi))
-        if (problem := check_value("max_completion_length", value))
-    ]
-    if not errors and lo > hi:
-        errors.append(f"{low} {lo} is above {high} {hi}; give a range, e.g. {low} 128")
-    return errors
 
 
 def unknown_models(fm) -> dict[str, str]:
@@ -222,7 +109,7 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
     errors: list[str] = []
     try:
         # the card is each cell's budget: what sizes a colocated vLLM's pool (its share of it)
-        base = dataclasses.replace(base_spec(args.set), memory_budget_gib=budget)
+        base = dataclasses.replace(base_spec(args.set, TAKEN), memory_budget_gib=budget)
     except SweepError as exc:
         errors += exc.errors
     axes = {}
@@ -334,13 +221,6 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
     if not getattr(args, "after_probes", False):  # rlsweep calibrate times its own run
         out.print(f"({time.monotonic() - started:.1f} s, nothing ran)")
     return 0
-
-
-def speed_line(chosen: Card, pairs) -> str:
-    """The decode speed on the card named with --card (orchestrator.judging.card_speed.decode_line)."""
-    from orchestrator.judging.card_speed import decode_line, speed_of
-
-    return decode_line(chosen.name, speed_of(chosen.typed or chosen.name, chosen.name), pairs)
 
 
 def _print_frame(frame, cell) -> None:

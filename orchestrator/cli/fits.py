@@ -31,15 +31,20 @@ from orchestrator.cli._common import (
     refused,
     simulating,
 )
-from orchestrator.cli._flags import add_budget, add_card, add_knob, add_measure, add_set, add_simulate, taken
-from orchestrator.cli._trials import versions_differ
-from orchestrator.cli.fitmap import (
+from orchestrator.cli._flags import (
+    add_budget,
+    add_card,
+    add_knob,
+    add_measure,
+    add_set,
+    add_simulate,
     add_stacks_and_trials,
     base_spec,
     card_budget,
-    read_trials,
     stacks_and_trials,
+    taken,
 )
+from orchestrator.cli._trials import read_trials, versions_differ
 from orchestrator.judging.answer import (
     SIMULATED,
     Answer,

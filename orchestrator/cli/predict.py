@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from orchestrator.cli._answers import say
+from orchestrator.cli._answers import say, speed_line
 from orchestrator.cli._common import (
     config_source,
     console,
@@ -21,9 +21,10 @@ from orchestrator.cli._flags import (
     add_set,
     add_simulate,
     add_trials,
+    card_budget,
 )
-from orchestrator.cli.fitmap import card_budget, read_trials, speed_line
-from orchestrator.cli.validate import print_laid, trial_cells, trial_columns
+from orchestrator.cli._plan import print_laid, trial_cells, trial_columns
+from orchestrator.cli._trials import read_trials
 from orchestrator.views.tables import Column, lay_out
 from orchestrator.words.outcome import GPU, peak_memory
 

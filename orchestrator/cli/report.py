@@ -78,8 +78,7 @@ def trials_as_sweep(args: argparse.Namespace) -> tuple[Path | None, int]:
     import json
 
     from orchestrator.cli._common import refused
-    from orchestrator.cli._trials import provenance_lines, source_errors
-    from orchestrator.cli.fitmap import read_trials
+    from orchestrator.cli._trials import provenance_lines, read_trials, source_errors
     from orchestrator.recording.sinks import TRIAL_COLUMNS, TrialsTable
 
     given = [*([args.output_dir] if args.output_dir else []), *(args.trials or [])] or None

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from orchestrator.cli._common import console, out
 from orchestrator.cli._flags import add_output_dir, add_set, add_simulate
-from orchestrator.cli.validate import add_card, cmd_validate
+from orchestrator.cli._plan import add_card
+from orchestrator.cli.validate import cmd_validate
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -74,7 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _estimate(sweep, output_dir: str | None, card: str | None) -> None:
     """The estimate (orchestrator.judging.duration) on the card assumed (--card, else the one detected,
     else the H100) before any trial starts; a sweep the plan refuses is left to run_sweep to report."""
-    from orchestrator.cli.validate import assumed_card, print_estimate
+    from orchestrator.cli._plan import assumed_card, print_estimate
     from orchestrator.spec.plan import plan
 
     planned = plan(sweep)

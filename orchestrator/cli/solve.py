@@ -23,7 +23,7 @@ from orchestrator.cli._flags import (
     add_trials,
     taken,
 )
-from orchestrator.cli.fitmap import read_trials
+from orchestrator.cli._trials import read_trials
 from orchestrator.words.outcome import GPU
 from orchestrator.words.settings import GUARD as GUARD
 from orchestrator.words.settings import GuardSettings
@@ -124,7 +124,7 @@ def probe_measure() -> str:
 def solve_budget(args: argparse.Namespace) -> tuple[float | None, str | None]:
     """(budget GiB, the card's words) of exactly one of --card and --budget-gib; (None, None) after printing
     why when neither or both are given."""
-    from orchestrator.cli.fitmap import card_budget
+    from orchestrator.cli._flags import card_budget
 
     try:
         budget, words = card_budget(args)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import orchestrator.cli.validate as validate
+import orchestrator.cli._plan as plan_table
 from orchestrator.cli import main
 from orchestrator.judging.card_speed import MEASURED, SPEEDS, AssumedCard, Scale, speed_of
 from orchestrator.judging.cards import card
@@ -23,7 +23,7 @@ PACKED_FOR_H200 = "resources.memory_phase_per_gpu=8"  # 8 x (16 GiB + 1 GiB head
 @pytest.fixture(autouse=True)
 def no_gpu_here(monkeypatch):
     """A host without a GPU, as CI's, whatever this one has."""
-    monkeypatch.setattr(validate, "detected_gpu", lambda: None)
+    monkeypatch.setattr(plan_table, "detected_gpu", lambda: None)
 
 
 def test_a_sweep_packed_for_an_h200_dry_runs_without_a_gpu_and_says_the_card_it_assumed(capsys):
@@ -84,10 +84,10 @@ def test_an_unknown_card_exits_2_naming_the_known_ones(capsys):
 
 
 def test_the_gpu_detected_here_is_the_card_assumed(capsys, monkeypatch):
-    monkeypatch.setattr(validate, "detected_gpu", lambda: "NVIDIA GeForce RTX 4090")
+    monkeypatch.setattr(plan_table, "detected_gpu", lambda: "NVIDIA GeForce RTX 4090")
     assert main(["run", "--dry-run", str(FRONTIER)]) == 0
     assert "card assumed: RTX 4090 (detected here: NVIDIA GeForce RTX 4090)" in capsys.readouterr().out
-    monkeypatch.setattr(validate, "detected_gpu", lambda: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(plan_table, "detected_gpu", lambda: "NVIDIA H100 80GB HBM3")
     assert main(["run", "--dry-run", str(FRONTIER)]) == 0
     said = capsys.readouterr().out
     assert "card assumed: H100 80GB HBM3 (detected here" in said and "scaled" not in said

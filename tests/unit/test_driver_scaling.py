@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from mlflow.tracking import MlflowClient
 
-from orchestrator.cli.validate import LIST_HEAD, LIST_TAIL, listed
+from orchestrator.cli._plan import LIST_HEAD, LIST_TAIL, listed
 from orchestrator.judging.memory import Forecast
 from orchestrator.judging.memory import _model as memory_model
 from orchestrator.judging.memory._model import LOO_MAX, loo_indices

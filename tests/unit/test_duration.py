@@ -19,9 +19,9 @@ FRONTIER = ROOT / "sweeps" / "frontier-16gb.yaml"
 @pytest.fixture(autouse=True)
 def no_gpu_detected(monkeypatch):
     """Every estimate here assumes the card it is given, else the H100, whatever GPU the host has."""
-    import orchestrator.cli.validate as validate
+    import orchestrator.cli._plan as plan
 
-    monkeypatch.setattr(validate, "detected_gpu", lambda: None)
+    monkeypatch.setattr(plan, "detected_gpu", lambda: None)
 
 
 def test_the_default_gpu_sweep_is_a_frontier_search_to_8k_tokens_and_k_64_and_validates():

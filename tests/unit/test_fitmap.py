@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.cli.fitmap import measured_rows
+from orchestrator.cli._trials import measured_rows
 from orchestrator.judging.fitmap import (
     MEASURED_FITS,
     MEASURED_OOM,

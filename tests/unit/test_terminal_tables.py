@@ -83,9 +83,9 @@ def test_piped_output_without_columns_keeps_its_wide_default():
 def test_the_frontier_dry_run_shows_its_varying_axes_and_says_the_shared_model_once(
     columns, width, capsys, monkeypatch
 ):
-    import orchestrator.cli.validate as validate
+    import orchestrator.cli._plan as plan
 
-    monkeypatch.setattr(validate, "detected_gpu", lambda: None)
+    monkeypatch.setattr(plan, "detected_gpu", lambda: None)
     width(columns)
     assert main(["run", "--dry-run", str(FRONTIER)]) == 0
     said = capsys.readouterr().out
@@ -172,7 +172,7 @@ def test_predict_at_80_and_120_columns_tells_its_trials_apart_by_their_settings(
 
 
 def test_a_knob_the_listed_trials_share_but_the_plan_varies_stays_a_column(tmp_path, width, capsys):
-    from orchestrator.cli.validate import print_plan
+    from orchestrator.cli._plan import print_plan
     from orchestrator.spec.load import load_sweep
     from orchestrator.spec.plan import plan
 
