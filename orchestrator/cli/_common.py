@@ -114,7 +114,7 @@ def refused(verb: str, errors: list[str], nothing: str) -> int:
 def stack_name(value: str) -> str:
     """A registered stack's name in any case (argparse type; `TRL` is trl), else the error with the
     nearest names."""
-    name = canonical("framework", value)
+    name = canonical("stack", value)
     if name not in stacks.STACKS:
         raise argparse.ArgumentTypeError(f"unknown stack {value!r}; {did_you_mean(value, stacks.STACKS)}")
     return name
@@ -125,10 +125,10 @@ def stack_name(value: str) -> str:
 STACK_FLAGS = ("--stack", "--stacks", "--framework")
 
 
-def add_stack(parser: argparse.ArgumentParser, dest: str = "framework", **kwargs) -> None:
+def add_stack(parser: argparse.ArgumentParser, dest: str = "stack", **kwargs) -> None:
     """--stack (STACK_FLAGS) into `dest`; kwargs: add_argument's (default: one stack, as the trial holds it,
     `--stack TRL` is trl, judged by the knob's rules)."""
-    kwargs.setdefault("type", knob_arg("framework"))
+    kwargs.setdefault("type", knob_arg("stack"))
     kwargs.setdefault("metavar", "STACK")
     kwargs.setdefault("help", f"the stack: {', '.join(stacks.names())} (--stacks and --framework work too)")
     parser.add_argument(*STACK_FLAGS, dest=dest, **kwargs)

@@ -37,7 +37,7 @@ from orchestrator.words.settings import GuardSettings
 # What calibrate's own flags set, or what it chooses per probe, and so no --set: each with what to do instead.
 CALIBRATE_TAKEN = {
     **TAKEN,
-    "framework": "the stack is --stack: give it there (e.g. --stack trl)",
+    "stack": "the stack is --stack: give it there (e.g. --stack trl)",
     "model": "the model is --model: give it there (e.g. --model Qwen/Qwen2.5-3B-Instruct)",
     "num_generations": "calibrate chooses each probe's K from --k: give the values it may take there",
     "batch_size": "calibrate runs its probes at the smallest of --b: give it there",
@@ -110,7 +110,7 @@ def request_of(args: argparse.Namespace):
         base = None
     output = _output_dir(args, budget, errors)
     if base is not None:
-        base = dataclasses.replace(base, framework=args.stack, model=args.model)
+        base = dataclasses.replace(base, stack=args.stack, model=args.model)
         errors += _model_errors(base)
     if errors:
         return None, errors

@@ -129,21 +129,21 @@ def add_trials(parser: argparse.ArgumentParser, trials_do: str) -> None:
 
 def stacks_and_trials(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """(--stack as registered names, the errors of --stack and --trials, each naming its fix)."""
-    frameworks, errors = [], []
-    for framework in args.stacks.split(","):
+    stack_names, errors = [], []
+    for stack in args.stacks.split(","):
         try:
-            frameworks.append(stack_name(framework.strip()))
+            stack_names.append(stack_name(stack.strip()))
         except argparse.ArgumentTypeError as exc:
             errors.append(f"--stack {args.stacks}: {exc}")
     from orchestrator.cli._trials import source_errors
 
     errors += source_errors(args.trials)
-    return frameworks, errors
+    return stack_names, errors
 
 
 # What the map's own flags set, and so no --set: each with the flag to use instead.
 TAKEN = {
-    "framework": "the stacks are --stack: give them there (e.g. --stack trl,unsloth)",
+    "stack": "the stacks are --stack: give them there (e.g. --stack trl,unsloth)",
     "model": "the models are --model: give each there (e.g. --model Qwen/Qwen2.5-3B-Instruct)",
     "num_generations": "K is the map's axis --k: give its values there (e.g. --k 4,8,16)",
     "batch_size": "B is the map's axis --b: give its values there (e.g. --b 1,2)",
@@ -267,7 +267,7 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
         else:
             ks, bs = (values, bs) if flag == "--k" else (ks, values)
     errors += length_errors(args.min_length, args.max_length)
-    frameworks, bad = stacks_and_trials(args)
+    stack_names, bad = stacks_and_trials(args)
     errors += bad
     if errors:
         return refused("fitmap", errors, "drawn")
@@ -276,7 +276,7 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
         return refusal
     models = args.model or list(DEFAULT_MODELS)
     fm = fit_map(
-        rows, base, models, frameworks, budget, ks, bs, (args.min_length, args.max_length),
+        rows, base, models, stack_names, budget, ks, bs, (args.min_length, args.max_length),
         measure=args.measure or (GPU if args.card is not None or not rows else None), unmeasured=GPU,
         card=args.card.name if args.card is not None else None, simulate=simulating(args), progress=progress,
     )  # fmt: skip
@@ -328,18 +328,18 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
         if x.unknown is not None:
             reasons.setdefault(x.unknown, []).append(x)
     why = [
-        f"unknown ({len(cells)} cell(s), e.g. {cells[0].framework} {cells[0].model} K={cells[0].k} "
+        f"unknown ({len(cells)} cell(s), e.g. {cells[0].stack} {cells[0].model} K={cells[0].k} "
         f"B={cells[0].b}): {reason}"
         for reason, cells in reasons.items()
     ]
     for line in why:
         out.print(line, markup=False)
-    for (framework, model), basis in fm.basis.items():
+    for (stack, model), basis in fm.basis.items():
         if basis == "prior":
             target = f"--card {args.card.name}" if args.card is not None else f"--budget-gib {budget:g}"
             out.print(
-                f"{framework} {model}: no measured trial of its family; the prior predicts. To measure it "
-                f"on this card: rlsweep calibrate --model {model} --stack {framework} {target}",
+                f"{stack} {model}: no measured trial of its family; the prior predicts. To measure it "
+                f"on this card: rlsweep calibrate --model {model} --stack {stack} {target}",
                 markup=False,
             )
     print_map_remedies(fm, base, budget, args.min_length)

@@ -48,7 +48,7 @@ from trainers import stacks
 
 # What the verb's own flags set, and so no --set: each with the flag to use instead.
 TAKEN = {
-    "framework": "the stacks are --stack (e.g. --stack trl,unsloth)",
+    "stack": "the stacks are --stack (e.g. --stack trl,unsloth)",
     "model": "the model is --model (e.g. --model Qwen/Qwen2.5-3B-Instruct)",
     "num_generations": "K is --k (e.g. --k 8)",
     "batch_size": "B is --b (e.g. --b 2)",
@@ -125,7 +125,7 @@ def cmd_fits(args: argparse.Namespace) -> int:
         problem = check_value(knob, value)
         if problem:
             errors.append(f"{flag} {value}: {knob} {problem}")
-    frameworks, bad = stacks_and_trials(args)
+    stack_names, bad = stacks_and_trials(args)
     errors += bad
     base = None
     try:
@@ -141,7 +141,7 @@ def cmd_fits(args: argparse.Namespace) -> int:
             base, model=model, num_generations=args.k, batch_size=args.b, max_completion_length=args.length,
             memory_budget_gib=budget,
         )  # fmt: skip
-        errors += [p for p in spec.problems() if not p.startswith("framework")]
+        errors += [p for p in spec.problems() if not p.startswith("stack")]
     if errors:
         return refused("fits", errors, "answered")
     rows, refusal = read_trials(args, "fits", "answered")
@@ -151,8 +151,8 @@ def cmd_fits(args: argparse.Namespace) -> int:
     if simulate and sys.stderr.isatty():  # live word at a terminal; piped, each answer says its seconds
         progress("simulating each stack's training step on meta tensors where no measured row answers...")
     answers = [
-        answer(dataclasses.replace(spec, framework=f), rows, budget, args.measure, simulate)
-        for f in frameworks
+        answer(dataclasses.replace(spec, stack=f), rows, budget, args.measure, simulate)
+        for f in stack_names
     ]
     unknown = [a for a in answers if a.verdict == "unknown"]
     if len(unknown) == len(answers):
@@ -172,18 +172,18 @@ def cmd_fits(args: argparse.Namespace) -> int:
         "K is TRL's num_generations; B prompts per step, so B x K completions a step. An answer's interval "
         "is named under it; fits = the whole interval under the budget, does not fit = all of it above."
     )
-    asked = dict(zip(frameworks, answers, strict=True))
+    asked = dict(zip(stack_names, answers, strict=True))
     check = answer_check(spec, asked, rows, budget, args.measure, simulate)
-    print_remedies(spec, asked, frameworks, budget, check, args.measure)
+    print_remedies(spec, asked, stack_names, budget, check, args.measure)
     print_speed(
-        [("", [(stacks.label(f), dataclasses.replace(spec, framework=f)) for f in frameworks])], args.card
+        [("", [(stacks.label(f), dataclasses.replace(spec, stack=f)) for f in stack_names])], args.card
     )
-    for a, framework in zip(answers, frameworks, strict=True):
+    for a, stack in zip(answers, stack_names, strict=True):
         if a.verdict == "uncertain":
             target = f"--card {args.card.name}" if args.card is not None else f"--budget-gib {budget:g}"
             say(f"{a.stack} is uncertain: measure it on the card with a few synthetic probes:")
             out.print(
-                f"    rlsweep calibrate --model {model} --stack {framework} {target} --k {args.k} --b {args.b}",
+                f"    rlsweep calibrate --model {model} --stack {stack} {target} --k {args.k} --b {args.b}",
                 markup=False,
             )
     return 0

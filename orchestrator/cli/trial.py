@@ -17,7 +17,7 @@ from trainers.events import STARTED, STEP
 from trainers.trial import BOOKKEEPING, KNOBS, TrialSpec, knob_default, probe_steps_within
 
 # Other spellings of a knob's flag: --stack, the stack's flag on every verb (--stacks on fits and fitmap).
-ALIASES = {"model": ["--model-name"], "framework": [f for f in STACK_FLAGS if f != "--framework"]}
+ALIASES = {"model": ["--model-name"], "stack": [f for f in STACK_FLAGS if f != "--framework"]}
 
 
 # Bookkeeping knobs are not flags, except --trial-key: a standalone trial may be given its key.

@@ -116,9 +116,9 @@ def _candidates(spec: Any, stacks: Sequence[str]) -> Iterator[tuple[str, list[tu
     yield (
         "stack",
         [
-            (f"{_label(s)}, as asked (--stack {s})", r(spec, framework=s))
+            (f"{_label(s)}, as asked (--stack {s})", r(spec, stack=s))
             for s in stacks
-            if s != spec.framework
+            if s != spec.stack
         ],
     )
     knob = _optimizer_knob(spec)

@@ -340,7 +340,7 @@ def make_request(
     headroom_gib: float = 0.0,
 ) -> SolveRequest:
     """The request of `rlsweep solve`'s flags, every error at once (SolveError). settings: knobs given
-    as their own flags (model, framework, mode); sets: --set KNOB=VALUE items (YAML values); values:
+    as their own flags (model, stack, mode); sets: --set KNOB=VALUE items (YAML values); values:
     --values, else the doubling ladder first..last (LADDERS' defaults), whose candidates a trial
     cannot hold are left out with a note. Trials run max_steps = probe_steps unless set: the probe
     steps are the worst case. guard: margin, sampling rate and timeout (its budget is budget_gib)."""
@@ -429,10 +429,10 @@ def _candidates(
 
 def _output_dir(knob: str, budget_gib: float, base: dict, output_dir: str | None, errors: list[str]) -> Path:
     spec = TrialSpec()
-    framework, mode = base.get("framework", spec.framework), base.get("mode", spec.mode)
+    stack, mode = base.get("stack", spec.stack), base.get("mode", spec.mode)
     model = model_short(str(base.get("model", spec.model)))
     text = output_dir or str(
-        Path("outputs") / "solve" / f"{knob}-{framework}-{mode}-{model}-{budget_gib:g}gib"
+        Path("outputs") / "solve" / f"{knob}-{stack}-{mode}-{model}-{budget_gib:g}gib"
     )
     return local_output_dir(text, "--output-dir", "solve runs its trials", errors)
 

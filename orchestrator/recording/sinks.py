@@ -1,5 +1,5 @@
 """Parquet sinks: trials.parquet (one row per trial, every status; also the resume ledger) and the steps
-dataset steps/framework=<f>/mode=<m>/<trial_key>.parquet. Every write is atomic: a `.tmp-*` file in the
+dataset steps/stack=<f>/mode=<m>/<trial_key>.parquet. Every write is atomic: a `.tmp-*` file in the
 same folder (pyarrow.dataset skips dot-files), then os.replace. Columns and units: docs/schema.md.
 """
 
@@ -78,7 +78,7 @@ def steps_path(output_dir: Path, spec: TrialSpec) -> Path:
     return (
         output_dir
         / "steps"
-        / f"framework={spec.framework}"
+        / f"stack={spec.stack}"
         / f"mode={spec.mode}"
         / f"{spec.trial_key}.parquet"
     )

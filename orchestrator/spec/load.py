@@ -236,7 +236,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 
 
 def canonical_knobs(raw: dict[str, Any]) -> dict[str, Any]:
-    """raw with its grid and fixed values as trials hold them (trainers.trial.canonical: `framework: TRL`
+    """raw with its grid and fixed values as trials hold them (trainers.trial.canonical: `stack: TRL`
     is trl), each grid list element by element; the rest as it was."""
     raw = dict(raw)
     for section in ("grid", "fixed"):

@@ -90,7 +90,7 @@ def size_key(spec: TrialSpec, model_rank: dict[str, int]) -> tuple:
         spec.lora_r,
         model_rank.get(spec.model, 0),
         spec.batch_size,
-        spec.framework,
+        spec.stack,
         spec.mode,
     )
 

@@ -48,13 +48,13 @@ def test_solve_on_a_card_searches_within_that_cards_usable_memory(monkeypatch, t
 
 
 @pytest.mark.parametrize("flag", ["--stack", "--stacks", "--framework"])
-def test_every_verb_that_takes_a_stack_takes_it_as_stack_stacks_or_framework(flag):
+def test_every_verb_that_takes_a_stack_takes_it_as_stack_stacks_or_stack(flag):
     parser = build_parser()
     assert parser.parse_args(["fits", "--model", "tiny", flag, "TRL,unsloth"]).stacks == "TRL,unsloth"
     assert parser.parse_args(["fitmap", flag, "unsloth"]).stacks == "unsloth"
     assert parser.parse_args(["calibrate", "--model", "tiny", flag, "trl"]).stack == "trl"
-    assert parser.parse_args(["solve", "--maximize", "batch_size", flag, "Unsloth"]).framework == "unsloth"
-    assert parser.parse_args(["trial", flag, "Unsloth"]).framework == "unsloth"
+    assert parser.parse_args(["solve", "--maximize", "batch_size", flag, "Unsloth"]).stack == "unsloth"
+    assert parser.parse_args(["trial", flag, "Unsloth"]).stack == "unsloth"
 
 
 @pytest.mark.parametrize("verb", ["fits", "fitmap", "calibrate", "solve", "trial"])
@@ -75,5 +75,5 @@ def test_calibrate_given_several_stacks_asks_for_one(capsys):
 
 
 def test_fits_refuses_a_stack_set_by_set_pointing_to_stack(capsys):
-    code, text = run_cli(["fits", "--model", "tiny", "--budget-gib", "4", "--set", "framework=trl"], capsys)
-    assert code == 2 and "--set framework=trl: the stacks are --stack (e.g. --stack trl,unsloth)" in text
+    code, text = run_cli(["fits", "--model", "tiny", "--budget-gib", "4", "--set", "stack=trl"], capsys)
+    assert code == 2 and "--set stack=trl: the stacks are --stack (e.g. --stack trl,unsloth)" in text

@@ -105,7 +105,7 @@ def simulate(
     # The cut's depths follow from the config, the installed transformers and the simulator's source,
     # all in the key: a kept step is found before transformers is imported (seconds of a cached answer).
     how = {"attention": attention, "as_cuda": cuda, "layers": "cut" if cut else "whole",
-           "framework": spec.framework, "optimizer_state": optimizer_state}  # fmt: skip
+           "stack": spec.stack, "optimizer_state": optimizer_state}  # fmt: skip
     name = _cache.key(spec, config, tokens, how) if on_meta and cache else None
     kept = _cache.read(name, SimulatedStep) if name else None
     if kept is not None:
@@ -165,7 +165,7 @@ def _one(
     counter = AllocationCounter(trace=True)
     try:
         with _quiet(), on_meta(as_cuda=cuda):
-            stack = stacks.load(spec.framework)
+            stack = stacks.load(spec.stack)
             simulated = stack.simulate_step(
                 spec,
                 prompt_tokens,

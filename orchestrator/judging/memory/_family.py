@@ -15,7 +15,7 @@ from trainers.trial import KNOBS, TrialSpec
 SIMULATED = "simulated"
 # The knobs that make a family: trials of one family share one set of coefficients.
 FAMILY = (
-    "framework", "mode", "model", "quantization", "dtype", "gradient_checkpointing", "generation", "distributed",
+    "stack", "mode", "model", "quantization", "dtype", "gradient_checkpointing", "generation", "distributed",
     "num_processes", "adapter",
 )  # fmt: skip
 
@@ -31,7 +31,7 @@ def family_label(spec: TrialSpec) -> str:
         f" {spec.num_processes} GPUs {spec.distributed}" if spec.num_processes > 1 else "",
         " full fine-tuning" if spec.adapter == "none" else "",
     ]
-    return f"{spec.framework} {spec.mode} {spec.model} {spec.quantization} {spec.effective_dtype}" + "".join(
+    return f"{spec.stack} {spec.mode} {spec.model} {spec.quantization} {spec.effective_dtype}" + "".join(
         extras
     )
 

@@ -1,4 +1,4 @@
-"""A sweep's Parquet outputs read back (trials.parquet + steps/framework=*/mode=*/*.parquet), and the
+"""A sweep's Parquet outputs read back (trials.parquet + steps/stack=*/mode=*/*.parquet), and the
 figures of each trial: summary.csv's table and the summary metrics of its MLflow run. A completed
 trial whose row has no training verdict (a sweep older than the columns) gets one computed from its
 steps file, under the thresholds of the sweep's sweep.yaml (orchestrator/judging/verdict.py)."""
@@ -39,7 +39,7 @@ STARTUP_COLUMNS = (TRIAL.time_to_first_step_s, TRIAL.warmup_s)
 # The original benchmark's summary columns, in its order (ours measured where it estimated).
 ORIGINAL_COLUMNS = [
     "run_name",
-    "framework",
+    "stack",
     "mode",
     "num_generations",
     "batch_size",
@@ -108,7 +108,7 @@ def load_outputs(output_dir: str | Path) -> SweepOutputs:
     unjudged = _unjudged(trials)
     frames, warnings, step_rows = [], [], {}
     # Names starting with '.' are in-flight temp files of the atomic writer: skip them.
-    for path in sorted(out.glob("steps/framework=*/mode=*/*.parquet")):
+    for path in sorted(out.glob("steps/stack=*/mode=*/*.parquet")):
         if path.name.startswith("."):
             continue
         try:
@@ -348,7 +348,7 @@ def summary_table(outputs: SweepOutputs) -> pd.DataFrame:
         rows.append(
             {
                 "run_name": trial.get("trial_key"),
-                "framework": trial.get("framework"),
+                "stack": trial.get("stack"),
                 "mode": trial.get("mode"),
                 "num_generations": trial.get("num_generations"),
                 "batch_size": trial.get("batch_size"),

@@ -164,7 +164,7 @@ def write_report(
     # Every figure is drawn once, here or in a worker (_draw); report.md and report.html both use its file.
     figures: list[tuple[str, str | None, Path, partial]] = []  # (kind, name, path, draw)
     for grid in grids:
-        path = plot_dir / f"feasibility_{_slug(grid.framework)}_{_slug(grid.mode)}_{_slug(grid.model)}.png"
+        path = plot_dir / f"feasibility_{_slug(grid.stack)}_{_slug(grid.mode)}_{_slug(grid.model)}.png"
         figures.append(("feasibility", grid.title, path, partial(feasibility_heatmap, grid, path)))
     fit_map = report_fit_map(outputs.trials, budget)
     for model in fit_map.models if fit_map is not None else []:
