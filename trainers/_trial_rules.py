@@ -152,11 +152,7 @@ def _adapter_errors(spec: Any) -> list[str]:
         ]
     if not STACKS[spec.stack].full_finetune:
         able = supporting("full_finetune")
-        fix = (
-            f"runs on {', '.join(able)}; set stack: {either(able)} or"
-            if able
-            else "runs on no stack; set"
-        )
+        fix = f"runs on {', '.join(able)}; set stack: {either(able)} or" if able else "runs on no stack; set"
         return [f"adapter: none with stack {spec.stack}: full fine-tuning {fix} adapter: lora"]
     return []
 
@@ -247,13 +243,9 @@ def _stack_dtype_errors(mapping: dict) -> list[str]:
     errors = []
     for stack, dtype in mapping.items():
         if stack not in STACKS:
-            errors.append(
-                f"stack_dtype: unknown stack {stack!r}; {did_you_mean(str(stack), STACKS)}"
-            )
+            errors.append(f"stack_dtype: unknown stack {stack!r}; {did_you_mean(str(stack), STACKS)}")
         elif dtype not in DTYPES:
-            errors.append(
-                f"stack_dtype.{stack}: unknown dtype {dtype!r}; {did_you_mean(str(dtype), DTYPES)}"
-            )
+            errors.append(f"stack_dtype.{stack}: unknown dtype {dtype!r}; {did_you_mean(str(dtype), DTYPES)}")
     return errors
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from tasks import task_problems
 from tasks.names import did_you_mean
+from trainers._renamed import RENAMED, new_value, renamed_keys, renamed_note  # noqa: F401  (part of this face)
 from trainers._trial_rules import (  # noqa: F401  (the allowed values and mode_warnings are part of this face)
     ADAPTERS,
     DISTRIBUTED,
@@ -37,10 +38,10 @@ from trainers._trial_rules import (  # noqa: F401  (the allowed values and mode_
     _adapter_errors,
     _batch_errors,
     _expert_dropout_errors,
-    _stack_dtype_errors,
     _generation_errors,
     _lora_errors,
     _rank_errors,
+    _stack_dtype_errors,
     _warmup_errors,
     idle_set_errors,
     lora_modules,
@@ -326,6 +327,7 @@ class TrialSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialSpec:
+        data = renamed_keys(data)[0]  # a spec.json or config written before a knob was renamed
         errors = unknown_key_errors(data)
         if errors:
             raise TrialSpecError(errors)
@@ -375,6 +377,7 @@ def canonical(name: str, value: Any) -> Any:
     that choice (`TRL` is trl, `GRPO` grpo: the report and errors write the names capitalised), in
     stack_dtype too; anything else unchanged, for check_value to judge. Every reader of user input
     (a sweep file, --set, a verb's flags) passes its values through this before checking them."""
+    value = new_value(name, value)  # `optim: framework` (its old name) is `optim: stack`
     choices = KNOBS[name].metadata.get("choices") if name in KNOBS else None
     if choices is not None and isinstance(value, str) and value not in choices:
         return next((choice for choice in choices if choice.lower() == value.lower()), value)

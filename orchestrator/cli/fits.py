@@ -151,8 +151,7 @@ def cmd_fits(args: argparse.Namespace) -> int:
     if simulate and sys.stderr.isatty():  # live word at a terminal; piped, each answer says its seconds
         progress("simulating each stack's training step on meta tensors where no measured row answers...")
     answers = [
-        answer(dataclasses.replace(spec, stack=f), rows, budget, args.measure, simulate)
-        for f in stack_names
+        answer(dataclasses.replace(spec, stack=f), rows, budget, args.measure, simulate) for f in stack_names
     ]
     unknown = [a for a in answers if a.verdict == "unknown"]
     if len(unknown) == len(answers):

@@ -16,8 +16,13 @@ from orchestrator.words.settings import GUARD as GUARD
 from trainers.events import STARTED, STEP
 from trainers.trial import BOOKKEEPING, KNOBS, TrialSpec, knob_default, probe_steps_within
 
-# Other spellings of a knob's flag: --stack, the stack's flag on every verb (--stacks on fits and fitmap).
-ALIASES = {"model": ["--model-name"], "stack": [f for f in STACK_FLAGS if f != "--framework"]}
+# Other spellings of a knob's flag: the stack's flags on every verb (--stacks on fits and fitmap, --framework
+# its old name), and --framework-dtype, stack_dtype's old name.
+ALIASES = {
+    "model": ["--model-name"],
+    "stack": list(STACK_FLAGS),
+    "stack_dtype": ["--framework-dtype"],
+}
 
 
 # Bookkeeping knobs are not flags, except --trial-key: a standalone trial may be given its key.
@@ -41,7 +46,7 @@ def add_trial_knobs(parser: argparse.ArgumentParser, defaults: dict[str, Any]) -
     for name, f in KNOBS.items():
         if name in TRIAL_SKIP:
             continue
-        flags = [*ALIASES.get(name, []), "--" + name.replace("_", "-")]
+        flags = list(dict.fromkeys([*ALIASES.get(name, []), "--" + name.replace("_", "-")]))
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         default = defaults.get(name, default)
         help_text = f"{f.metadata.get('help', '')} (default: {default!r})"

@@ -365,9 +365,7 @@ def fit_map(
         for stack in stack_names:
             for k in ks:
                 for b in bs:
-                    spec = dataclasses.replace(
-                        base, stack=stack, model=name, num_generations=k, batch_size=b
-                    )
+                    spec = dataclasses.replace(base, stack=stack, model=name, num_generations=k, batch_size=b)
                     boundaries.append(boundary(model, spec, budget_gib, lengths))
             whole = dataclasses.replace(base, stack=stack, model=name)
             probe = model.predict(whole)

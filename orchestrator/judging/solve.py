@@ -431,9 +431,7 @@ def _output_dir(knob: str, budget_gib: float, base: dict, output_dir: str | None
     spec = TrialSpec()
     stack, mode = base.get("stack", spec.stack), base.get("mode", spec.mode)
     model = model_short(str(base.get("model", spec.model)))
-    text = output_dir or str(
-        Path("outputs") / "solve" / f"{knob}-{stack}-{mode}-{model}-{budget_gib:g}gib"
-    )
+    text = output_dir or str(Path("outputs") / "solve" / f"{knob}-{stack}-{mode}-{model}-{budget_gib:g}gib")
     return local_output_dir(text, "--output-dir", "solve runs its trials", errors)
 
 

@@ -52,6 +52,7 @@ from orchestrator.judging.speed import (
     check_probe_kind,
     prefill_chunks,
 )
+from trainers.record import renamed_keys
 
 SPEED_FILE = Path(__file__).with_name("h100_speed.json")
 RUNS = "bench/data/h100-2026-11-26"
@@ -98,7 +99,7 @@ def _steps_of(run: Path) -> tuple[str, list[dict]] | None:
     if not config_file.exists():
         return None
     config = json.loads(config_file.read_text())
-    stack = config.get("config", config)["stack"]
+    stack = renamed_keys(config.get("config", config))[0]["stack"]
     if (run / "events.jsonl").exists():
         events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines() if line]
         steps = [e for e in events if e.get("event") == "step"]

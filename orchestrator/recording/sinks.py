@@ -75,13 +75,14 @@ def write_table_atomic(table: pa.Table, path: StoragePath) -> StoragePath:
 
 
 def steps_path(output_dir: Path, spec: TrialSpec) -> Path:
-    return (
-        output_dir
-        / "steps"
-        / f"stack={spec.stack}"
-        / f"mode={spec.mode}"
-        / f"{spec.trial_key}.parquet"
-    )
+    return output_dir / "steps" / f"stack={spec.stack}" / f"mode={spec.mode}" / f"{spec.trial_key}.parquet"
+
+
+def written_steps_path(output_dir: Path, spec: TrialSpec) -> Path:
+    """steps_path, or the same file under the partition's old name (steps/framework=) where only it exists."""
+    path = steps_path(output_dir, spec)
+    old = output_dir / "steps" / f"framework={spec.stack}" / f"mode={spec.mode}" / f"{spec.trial_key}.parquet"
+    return old if not path.exists() and old.exists() else path
 
 
 def _float(value: Any) -> float | None:
@@ -311,7 +312,7 @@ class TrialsTable:
         if path.exists():
             fs, where = filesystem_and_path(path)
             for row in pq.read_table(where, filesystem=fs).to_pylist():
-                self.rows[row["trial_key"]] = row
+                self.rows[row["trial_key"]] = record.renamed_row(row)
 
     def status(self, key: str) -> str | None:
         row = self.rows.get(key)

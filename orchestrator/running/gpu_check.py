@@ -249,9 +249,7 @@ def run_check(specs: list[TrialSpec], timeout_s: float, console: Console, output
 
     rows = []
     for spec in specs:
-        console.print(
-            f"[bold]{spec.stack} {spec.mode}[/bold]: {spec.max_steps} steps of {spec.model} ..."
-        )
+        console.print(f"[bold]{spec.stack} {spec.mode}[/bold]: {spec.max_steps} steps of {spec.model} ...")
         guard = GuardSettings(timeout_s=timeout_s, probe_steps=spec.probe_steps)
         result = run_trial(spec, trial_dir=spec.output_dir, guard=guard).to_dict()
         row = summarize(spec.stack, spec.mode, result)

@@ -122,9 +122,7 @@ def predicted_rss_gib(spec: Any) -> HostPrediction | None:
 def host_trainer(spec: Any) -> HostTrainer:
     """A trial's trainer for packing by the host's RAM (words/phases.py host_groups): its predicted RSS
     (None when the model's size is not known here), how that was predicted, and the trial in words."""
-    label = (
-        f"{spec.stack} K={spec.num_generations} B={spec.batch_size} {spec.max_completion_length} tokens"
-    )
+    label = f"{spec.stack} K={spec.num_generations} B={spec.batch_size} {spec.max_completion_length} tokens"
     found = predicted_rss_gib(spec)
     if found is None:
         return HostTrainer(spec.trial_key, None, label=label)

@@ -39,6 +39,8 @@ NOT_HASHED = NAMED + BOOKKEEPING + EXECUTION
 PUBLISHED_AS = {
     "generation": ("fast_inference", lambda value: {"transformers": False, "vllm": True}.get(value, value)),
     "vllm_gpu_memory_utilization": ("gpu_memory_utilization", lambda value: value),
+    "stack_dtype": ("framework_dtype", lambda value: value),
+    "optim": ("optim", lambda value: "framework" if value == "stack" else value),
 }
 # The knobs a key hashes, and the defaults of those hashed only when set (read once, not per trial).
 _HASHED = tuple(k for k in KNOBS if k not in NOT_HASHED)
@@ -75,7 +77,8 @@ def trial_key(spec: TrialSpec) -> str:
     values = vars(spec)
     rest = {k: values[k] for k in _HASHED if values[k] != _WHEN_SET.get(k, _UNSET)}
     for name, (published, value) in PUBLISHED_AS.items():
-        rest[published] = value(rest.pop(name))
+        if name in rest:
+            rest[published] = value(rest.pop(name))
     rest["model"] = spec.model  # model_short drops the organisation and suffixes: hash the full name
     digest = hashlib.sha1(canonical_json(rest).encode()).hexdigest()[:12]
     return "-".join([*name_parts(spec), digest])

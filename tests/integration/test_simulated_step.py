@@ -59,9 +59,7 @@ def _lifetimes(trace: list[tuple], floor: int = 4096) -> list[tuple[int, int | N
         pytest.param("smollm2", "trl", marks=pytest.mark.heavy),
     ],
 )
-def test_a_step_on_meta_allocates_op_for_op_what_the_same_step_allocates_on_real_cpu_tensors(
-    model, stack
-):
+def test_a_step_on_meta_allocates_op_for_op_what_the_same_step_allocates_on_real_cpu_tensors(model, stack):
     # The scoring forward, the stack's loss, backward, clipping and AdamW (and Unsloth's checkpointer
     # and LoRA MLP stand-ins): every allocation of 4 KiB or more is made in the same order, of the same
     # size, and freed at the same point; only meta holds no memory.

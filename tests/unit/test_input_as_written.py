@@ -36,9 +36,7 @@ def test_stack_and_mode_names_are_case_insensitive_in_yaml_set_and_flags(tmp_pat
     assert sorted(t.stack for t in trials) == ["trl", "unsloth"]
     assert {t.mode for t in trials} == {"grpo"}
     assert all(t.stack_dtype == {"trl": "fp16"} for t in trials)
-    swept = load_sweep(
-        _sweep(tmp_path, "name: s\nfixed: {model: tiny}\n"), ["stack=Unsloth", "mode=GSPO"]
-    )
+    swept = load_sweep(_sweep(tmp_path, "name: s\nfixed: {model: tiny}\n"), ["stack=Unsloth", "mode=GSPO"])
     assert (swept.fixed["stack"], swept.fixed["mode"]) == ("unsloth", "gspo")
     base: dict = {}
     assert trial_set_errors(["stack=TRL", "mode=Gspo"], base, {}) == []

@@ -205,9 +205,7 @@ def test_describe_gives_the_peak_and_its_interval():
 
 def test_families_each_get_their_own_coefficients():
     trl = [row(s) for s in GRID]
-    unsloth = [
-        row(TrialSpec(**{**s.to_dict(), "stack": "unsloth"}), peak=true_peak(s) + 0.3) for s in GRID
-    ]
+    unsloth = [row(TrialSpec(**{**s.to_dict(), "stack": "unsloth"}), peak=true_peak(s) + 0.3) for s in GRID]
     model = MemoryModel.fit(trl + unsloth)
     labels = sorted(f.label for f in model.families())
     assert labels == ["trl grpo tiny nf4 auto checkpointed", "unsloth grpo tiny nf4 auto checkpointed"]
@@ -218,9 +216,7 @@ def test_families_each_get_their_own_coefficients():
 
 def test_a_registered_third_stack_makes_a_family_of_its_own():
     with registered():
-        third = [
-            row(TrialSpec(**{**s.to_dict(), "stack": "third"}), peak=true_peak(s) + 0.7) for s in GRID
-        ]
+        third = [row(TrialSpec(**{**s.to_dict(), "stack": "third"}), peak=true_peak(s) + 0.7) for s in GRID]
         model = MemoryModel.fit([row(s) for s in GRID] + third)
         spec = trial(num_generations=12, batch_size=3)
         shifted = model.predict(TrialSpec(**{**spec.to_dict(), "stack": "third"})).peak_gib

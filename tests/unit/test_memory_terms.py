@@ -130,9 +130,7 @@ def test_the_host_baseline_comes_from_the_stacks_entry_and_an_unmeasured_stack_t
 
 def test_a_prediction_rises_with_each_terms_mechanism_through_the_fitted_model():
     model = MemoryModel("GPU")
-    base = TrialSpec(
-        stack="trl", model=QWEN3B, num_generations=8, batch_size=2, max_completion_length=256
-    )
+    base = TrialSpec(stack="trl", model=QWEN3B, num_generations=8, batch_size=2, max_completion_length=256)
     peak = model.predict(base).peak_gib
     assert model.predict(dataclasses.replace(base, max_completion_length=512)).peak_gib > peak
     assert model.predict(dataclasses.replace(base, stack="unsloth")).peak_gib < peak

@@ -196,7 +196,7 @@ def test_a_budget_marks_the_completed_cells_over_it_as_not_fitting(tmp_path):
               if g.over_budget(k, b)]  # fmt: skip
     assert sorted(marked) == sorted(
         zip(
-            over_cells.stack,
+            over_cells["stack"],
             over_cells["mode"],
             over_cells.num_generations,
             over_cells.batch_size,
@@ -224,9 +224,7 @@ def test_repeats_across_seeds_are_aggregated_fastest_first(gpu_report):
     outputs = load_outputs(out)
     ranked = aggregate_repeats(outputs)
     completed = trials[trials["status"] == "completed"]
-    assert len(ranked) == len(
-        completed.drop_duplicates(["stack", "mode", "num_generations", "batch_size"])
-    )
+    assert len(ranked) == len(completed.drop_duplicates(["stack", "mode", "num_generations", "batch_size"]))
     assert ranked["tokens_median"].is_monotonic_decreasing
     repeat = ranked.query("stack == 'trl' and num_generations == 2 and batch_size == 1").iloc[0]
     assert repeat["seeds"] == "1, 2"

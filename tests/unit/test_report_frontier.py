@@ -54,7 +54,7 @@ def trials_frame() -> pd.DataFrame:
 def test_frontier_largest_fit_and_smallest_oom_per_group():
     df = frontier(trials_frame())
     assert list(df.columns) == list(FRONTIER_COLUMNS)
-    trl = df[(df.stack == "trl") & (df.model == "tiny")].iloc[0]
+    trl = df[(df["stack"] == "trl") & (df.model == "tiny")].iloc[0]
     assert trl.largest_fit == "K=4 B=1 (4 completions/step)" and trl.fit_trial_key == "trl-k4-b1"
     assert trl.fit_peak_rss_gib == 0.74 and pd.isna(trl.fit_peak_device_gib)
     # K=4 B=2 and K=8 B=1 both make 8 completions: the lower peak is the smaller configuration
@@ -70,7 +70,7 @@ def test_frontier_labels_name_other_knobs_that_vary():
     t = trials_frame()
     t.loc[t.trial_key == "trl-k2-b2", "max_completion_length"] = 256
     df = frontier(t)
-    trl, unsloth = (df[(df.stack == f) & (df.model == "tiny")].iloc[0] for f in ("trl", "unsloth"))
+    trl, unsloth = (df[(df["stack"] == f) & (df.model == "tiny")].iloc[0] for f in ("trl", "unsloth"))
     # same completions per step: the longer completions make the larger configuration
     assert trl.largest_fit == "K=2 B=2 completion=256 (4 completions/step)"
     assert trl.smallest_oom == "K=4 B=2 completion=32 (8 completions/step)"
@@ -92,7 +92,7 @@ def test_frontier_table_renders_every_group():
 
 def test_a_budget_puts_a_completed_configuration_over_it_on_the_side_that_does_not_fit():
     df = frontier(trials_frame(), budget_gib=0.72)
-    trl = df[(df.stack == "trl") & (df.model == "tiny")].iloc[0]
+    trl = df[(df["stack"] == "trl") & (df.model == "tiny")].iloc[0]
     # K=2 B=2 (0.70 GiB) fits; K=4 B=1 completed at 0.74 GiB, over 0.72: the smallest that does not fit
     assert trl.largest_fit == "K=2 B=2 (4 completions/step)" and trl.fit_peak_gib == 0.70
     assert trl.smallest_oom == "K=4 B=1 (4 completions/step)" and trl.oom_peak_gib == 0.74

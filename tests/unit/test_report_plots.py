@@ -54,10 +54,7 @@ def test_every_text_is_at_least_10_px_where_the_page_shows_it(report):
     trials, drawn = report
     page_px = int(re.search(r"max-width: (\d+)px", HTML_STYLE).group(1))  # the page's widest column
     assert {"throughput.png", "memory_vs_completions.png"} <= set(drawn)
-    assert (
-        sum(name.startswith("feasibility_") for name in drawn)
-        == trials.groupby(["stack", "mode"]).ngroups
-    )
+    assert sum(name.startswith("feasibility_") for name in drawn) == trials.groupby(["stack", "mode"]).ngroups
     for name, fig in drawn.items():
         width_px = fig.get_size_inches()[0] * DPI
         shown = min(1.0, page_px / width_px)  # the browser shrinks a wider image to the column

@@ -125,17 +125,14 @@ def test_the_trainer_child_refuses_an_unregistered_stack_naming_the_choices(tmp_
     final = json.loads((tmp_path / "events.jsonl").read_text().splitlines()[-1])
     assert code == 1 and final["type"] == "TrialSpecError"
     assert (
-        "stack: unknown value 'third'; did you mean 'trl'? available: liger, trl, unsloth"
-        in final["message"]
+        "stack: unknown value 'third'; did you mean 'trl'? available: liger, trl, unsloth" in final["message"]
     )
 
 
 # ------------------------------------------------------------------------------------------------
 # Three stacks through the report and compare
 # ------------------------------------------------------------------------------------------------
-def _figures(
-    trials: pd.DataFrame, steps: pd.DataFrame, stack: str, k: int, b: int
-) -> tuple[float, float]:
+def _figures(trials: pd.DataFrame, steps: pd.DataFrame, stack: str, k: int, b: int) -> tuple[float, float]:
     """(worst peak over seeds, median tokens/s over the seeds' regular steps) of one grpo configuration."""
     return _figures_and_cycles(trials, steps, stack, k, b)[:2]
 
@@ -144,9 +141,7 @@ def _figures_and_cycles(
     trials: pd.DataFrame, steps: pd.DataFrame, stack: str, k: int, b: int
 ) -> tuple[float, float, int]:
     """_figures and the measured generation cycles behind the median (regular steps with a tokens/s)."""
-    mine = trials.query(
-        "stack == @stack and mode == 'grpo' and num_generations == @k and batch_size == @b"
-    )
+    mine = trials.query("stack == @stack and mode == 'grpo' and num_generations == @k and batch_size == @b")
     regular = steps[steps["trial_key"].isin(mine["trial_key"]) & ~steps["probe"]]
     return (
         mine["peak_device_gib"].max(),
@@ -254,9 +249,7 @@ def test_three_stacks_go_through_the_report_each_against_trl(tmp_path, third):
         "Tokens/s Third ÷ TRL": _speed_ratio_words(third_cycles_2_1, trl_cycles_2_1),
         "Fits": "both",
     }
-    trl_seeds = trials.query(
-        "stack == 'trl' and mode == 'grpo' and num_generations == 2 and batch_size == 1"
-    )
+    trl_seeds = trials.query("stack == 'trl' and mode == 'grpo' and num_generations == 2 and batch_size == 1")
     assert both["TRL tokens/s"].startswith(f"{_tokens(trl_tokens_2_1)} (95% CI ")
     assert both["TRL tokens/s"].endswith(f"; {trl_cycles_2_1} cycles, {len(trl_seeds)} seeds)")
     assert (only_trl["TRL peak (GiB)"], only_trl["Third peak (GiB)"]) == (

@@ -22,7 +22,7 @@ from orchestrator.judging.intervals import median_interval
 from orchestrator.judging.verdict import VerdictSettings, judge_trial
 from orchestrator.recording.sinks import STEP_SCHEMA, TRIAL_SCHEMA
 from orchestrator.words import outcome
-from trainers.record import STEP, TRIAL, finite_or_none
+from trainers.record import STEP, TRIAL, finite_or_none, renamed_frame
 
 
 def _numeric_columns(schema: pa.Schema) -> list[str]:
@@ -104,11 +104,16 @@ def load_outputs(output_dir: str | Path) -> SweepOutputs:
             f"output_dir: no trials.parquet in {out}; give the folder a sweep wrote "
             f"(`rlsweep run SWEEP.yaml` writes outputs/<sweep>/trials.parquet)"
         )
-    trials = numeric(pq.read_table(trials_path).to_pandas(), TRIAL_NUMERIC)
+    trials = numeric(renamed_frame(pq.read_table(trials_path).to_pandas()), TRIAL_NUMERIC)
     unjudged = _unjudged(trials)
     frames, warnings, step_rows = [], [], {}
     # Names starting with '.' are in-flight temp files of the atomic writer: skip them.
-    for path in sorted(out.glob("steps/stack=*/mode=*/*.parquet")):
+    # steps/framework=*: the partition's name before the stack was named `stack`
+    steps_files = [
+        *out.glob("steps/stack=*/mode=*/*.parquet"),
+        *out.glob("steps/framework=*/mode=*/*.parquet"),
+    ]
+    for path in sorted(steps_files):
         if path.name.startswith("."):
             continue
         try:

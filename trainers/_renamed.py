@@ -1,0 +1,78 @@
+"""Names renamed since sweep files, trials.parquet, trial.json and MLflow runs were first written: each
+old name is read as its new one wherever one is read back, and a reader of user input says so in a note.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# old name -> new name, for a knob, a record field and a Parquet column alike.
+RENAMED = {"framework": "stack", "framework_dtype": "stack_dtype"}
+# knob -> {old value: new value}: optim's "the stack's own optimizer" was `framework`.
+RENAMED_VALUES = {"optim": {"framework": "stack"}}
+
+
+def renamed_note(old: str, where: str = "") -> str:
+    """The one line a reader of user input prints for an old name: what it is now and the fix."""
+    new = RENAMED[old]
+    return f"note: {where}{old} was renamed {new}; read as {new} here, write {new} instead"
+
+
+def new_name(name: str) -> str:
+    """`name`'s current name (itself when it was never renamed)."""
+    return RENAMED.get(name, name)
+
+
+def new_value(name: str, value: Any) -> Any:
+    """A knob's value under today's names (`optim: framework` is `optim: stack`)."""
+    values = RENAMED_VALUES.get(name)
+    return values.get(value, value) if values and isinstance(value, str) else value
+
+
+def renamed_keys(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """(data with each old key as its new one and each old value as its new one, the old keys met).
+    Where both names are given, the new name's value is kept."""
+    old = [key for key in data if key in RENAMED]
+    values = [key for key in RENAMED_VALUES if key in data and new_value(key, data[key]) != data[key]]
+    if not old and not values:
+        return data, []
+    out = {new_name(key): value for key, value in data.items() if key in RENAMED}
+    out.update({key: value for key, value in data.items() if key not in RENAMED})
+    for key in values:
+        out[key] = new_value(key, out[key])
+    return out, old
+
+
+def renamed_config(text: Any) -> Any:
+    """A row's `config` (a TrialSpec's JSON text) with old knob names as new ones; anything else as is."""
+    if not isinstance(text, str) or '"framework' not in text:
+        return text
+    try:
+        config = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(config, dict):
+        return text
+    return json.dumps(renamed_keys(config)[0], sort_keys=True)
+
+
+def renamed_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A trial row read back (trials.parquet, an exported file, trial.json, an MLflow run) under today's
+    names: its old columns and its config's old knobs renamed."""
+    row = renamed_keys(row)[0]
+    if "config" in row:
+        row["config"] = renamed_config(row["config"])
+    return row
+
+
+def renamed_frame(frame: Any) -> Any:
+    """A pandas DataFrame of trial rows under today's names (as renamed_row, column-wise)."""
+    columns = {c: RENAMED[c] for c in frame.columns if c in RENAMED and RENAMED[c] not in frame.columns}
+    frame = frame.rename(columns=columns) if columns else frame
+    if "config" in frame.columns and len(frame):
+        frame = frame.assign(config=frame["config"].map(renamed_config))
+    for name in RENAMED_VALUES:
+        if name in frame.columns and len(frame):
+            frame = frame.assign(**{name: frame[name].map(lambda value, n=name: new_value(n, value))})
+    return frame
