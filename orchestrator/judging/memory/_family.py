@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.words.outcome import COMPLETED, OOM, TIMEOUT
-from trainers.trial import KNOBS, TrialSpec
+from trainers.trial import KNOBS, TrialSpec, renamed_keys
 
 # A row of a step simulated on meta (orchestrator/judging/memory/_simulated.py), not a measurement.
 SIMULATED = "simulated"
@@ -49,7 +49,7 @@ def _spec_of_config(config: str) -> TrialSpec:
 
 def spec_of(row: Mapping[str, Any]) -> TrialSpec:
     """The TrialSpec of a trials.parquet row (its `config` JSON), or of a dict of knobs."""
-    values = json.loads(row["config"]) if row.get("config") else row
+    values = renamed_keys(json.loads(row["config"]) if row.get("config") else row)[0]  # old names too
     return TrialSpec(**{k: v for k, v in values.items() if k in KNOBS})
 
 
