@@ -44,13 +44,14 @@ def _fresh_notes(monkeypatch):
 
 def _old_style(new: Path, old: Path) -> None:
     """A copy of sweep outputs `new` as written before the rename: a `framework` column, config JSON
-    (each row's own knobs) with `framework` and `framework_dtype`, steps under steps/framework=<f>."""
+    (a row's own, else its knobs') with `framework` and `framework_dtype`, steps under steps/framework=<f>."""
     shutil.copytree(new, old)
     table = pq.read_table(old / "trials.parquet")
     configs = []
     for row in table.to_pylist():
         knobs = ("stack", "mode", "num_generations", "batch_size", "seed", "trial_key")
-        config = TrialSpec(**{k: row[k] for k in knobs if row.get(k) is not None}).to_dict()
+        config = json.loads(row["config"]) if row.get("config") else None
+        config = config or TrialSpec(**{k: row[k] for k in knobs if row.get(k) is not None}).to_dict()
         config["framework"] = config.pop("stack")
         config["framework_dtype"] = config.pop("stack_dtype")
         configs.append(config)
@@ -146,3 +147,39 @@ def test_an_old_trials_parquet_reads_through_trials_as_stack_as_fits_and_fitmap_
     specs = [TrialSpec.from_dict(json.loads(row["config"])) for row in loaded]
     assert [s.stack for s in specs] == [row["stack"] for row in loaded]
     assert {s.stack for s in specs} == {"trl", "unsloth"}
+
+
+def test_sync_mlflow_logs_an_old_trials_parquet_and_its_old_steps_partition_under_stack(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from orchestrator.cli import main
+    from orchestrator.recording.recorder import Recorder, StepsFiles, TrialsFile
+    from orchestrator.spec.load import parse_sweep, resolved_yaml
+    from orchestrator.words.outcome import COMPLETED, TrialResult
+
+    sweep = parse_sweep({"name": "aged", "fixed": {"max_steps": 2, "stack": "unsloth"}})
+    (spec,) = expand(sweep)
+    new, old = tmp_path / "new", tmp_path / "old"
+    new.mkdir()
+    (new / "sweep.yaml").write_text(resolved_yaml(sweep))
+    recorder = Recorder([spec], [StepsFiles(new), TrialsFile(TrialsTable(new / "trials.parquet"))])
+    steps = [{"step": n, "generated": True, "step_s": 1.0 + n, "loss": 0.1 * n} for n in (1, 2)]
+    recorder.start(spec.trial_key)
+    for row in steps:
+        recorder.step(spec.trial_key, row)
+    recorder.end(
+        spec.trial_key, TrialResult(status=COMPLETED, status_detail="2 steps", steps=steps, wall_s=4.0)
+    )
+    _old_style(new, old)
+    assert (old / "steps" / "framework=unsloth").is_dir()
+
+    uri = f"sqlite:///{tmp_path / 'synced.db'}"
+    assert main(["sync-mlflow", str(old), "--tracking-uri", uri]) == 0
+    client = MlflowClient(uri)
+    (experiment,) = [e for e in client.search_experiments() if e.name == "aged"]
+    (run,) = client.search_runs(
+        [experiment.experiment_id], filter_string=f"tags.`rlsweep.trial_key` = '{spec.trial_key}'"
+    )
+    assert run.data.params["stack"] == "unsloth" and "framework" not in run.data.params
+    assert run.data.tags["stack"] == "unsloth"
+    assert len(client.get_metric_history(run.info.run_id, "step/step_s")) == 2  # steps/framework= was read
