@@ -80,7 +80,7 @@ class MatrixView:
 
 def matrix_views(grids: list[FeasibilityGrid]) -> list[MatrixView]:
     """One table per model: a row per configuration (K, B) that any stack ran, fewest completions
-    first; a column per mode and stack, the stack_names of a mode next to each other; cells the
+    first; a column per mode and stack, the stacks of a mode next to each other; cells the
     grid's label (peak or outcome), with "over budget" where a completed peak passed the budget."""
     views = []
     for model in sorted({g.model for g in grids}):
