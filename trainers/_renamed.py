@@ -9,8 +9,11 @@ from typing import Any
 
 # old name -> new name, for a knob, a record field and a Parquet column alike.
 RENAMED = {"framework": "stack", "framework_dtype": "stack_dtype"}
-# knob -> {old value: new value}: optim's "the stack's own optimizer" was `framework`.
+# knob -> {old value: new value}: optim's "the stack's own optimizer" was renamed with the stack.
 RENAMED_VALUES = {"optim": {"framework": "stack"}}
+OLD_NAMES = {new: old for old, new in RENAMED.items()}  # new name -> its old one (a steps partition's)
+OLD_VALUES = {name: {new: old for old, new in values.items()} for name, values in RENAMED_VALUES.items()}
+_OLD_WORDS = tuple(f'"{old}' for old in (*RENAMED, *(o for v in RENAMED_VALUES.values() for o in v)))
 
 
 def renamed_note(old: str, where: str = "") -> str:
@@ -46,7 +49,7 @@ def renamed_keys(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 
 def renamed_config(text: Any) -> Any:
     """A row's `config` (a TrialSpec's JSON text) with old knob names as new ones; anything else as is."""
-    if not isinstance(text, str) or '"framework' not in text:
+    if not isinstance(text, str) or not any(word in text for word in _OLD_WORDS):
         return text
     try:
         config = json.loads(text)
@@ -76,3 +79,18 @@ def renamed_frame(frame: Any) -> Any:
         if name in frame.columns and len(frame):
             frame = frame.assign(**{name: frame[name].map(lambda value, n=name: new_value(n, value))})
     return frame
+
+
+def accept_old_names(cls: type) -> type:
+    """`cls` (a dataclass of knobs) built from old names too (`TrialSpec(<old>=...)`, as scripts written
+    before a rename build it), and each old name readable as an attribute of its new one."""
+    init = cls.__init__
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **renamed_keys(kwargs)[0])
+
+    __init__.__doc__, __init__.__wrapped__ = init.__doc__, init  # type: ignore[attr-defined]
+    cls.__init__ = __init__  # type: ignore[method-assign]
+    for old, new in RENAMED.items():
+        setattr(cls, old, property(lambda self, new=new: getattr(self, new), doc=f"{new} (its old name)"))
+    return cls

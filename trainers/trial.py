@@ -19,7 +19,7 @@ from typing import Any
 
 from tasks import task_problems
 from tasks.names import did_you_mean
-from trainers._renamed import RENAMED, new_value, renamed_keys, renamed_note  # noqa: F401  (part of this face)
+from trainers._renamed import RENAMED, accept_old_names, new_value, renamed_keys, renamed_note  # noqa: F401  (part of this face)
 from trainers._trial_rules import (  # noqa: F401  (the allowed values and mode_warnings are part of this face)
     ADAPTERS,
     DISTRIBUTED,
@@ -67,6 +67,7 @@ def _knob(default: Any, help: str, **meta: Any) -> Any:
     return field(default=default, metadata={"help": help, **meta})
 
 
+@accept_old_names
 @dataclass
 class TrialSpec:
     # --- what runs -------------------------------------------------------------------------

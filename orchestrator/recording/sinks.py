@@ -79,9 +79,10 @@ def steps_path(output_dir: Path, spec: TrialSpec) -> Path:
 
 
 def written_steps_path(output_dir: Path, spec: TrialSpec) -> Path:
-    """steps_path, or the same file under the partition's old name (steps/framework=) where only it exists."""
+    """steps_path, or the same file under the partition's old name (record.OLD_NAMES) where only it exists."""
     path = steps_path(output_dir, spec)
-    old = output_dir / "steps" / f"framework={spec.stack}" / f"mode={spec.mode}" / f"{spec.trial_key}.parquet"
+    partition = f"{record.OLD_NAMES['stack']}={spec.stack}"  # the partition under the stack's old name
+    old = output_dir / "steps" / partition / f"mode={spec.mode}" / f"{spec.trial_key}.parquet"
     return old if not path.exists() and old.exists() else path
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from orchestrator.spec.sweep import Resources, SweepError, SweepSpec
 from orchestrator.words.names import NAMED, name_parts
 from trainers.nvml import local_gpus
+from trainers.record import OLD_NAMES, OLD_VALUES
 from trainers.trial import (
     BOOKKEEPING,
     EXECUTION,
@@ -39,8 +40,9 @@ NOT_HASHED = NAMED + BOOKKEEPING + EXECUTION
 PUBLISHED_AS = {
     "generation": ("fast_inference", lambda value: {"transformers": False, "vllm": True}.get(value, value)),
     "vllm_gpu_memory_utilization": ("gpu_memory_utilization", lambda value: value),
-    "stack_dtype": ("framework_dtype", lambda value: value),
-    "optim": ("optim", lambda value: "framework" if value == "stack" else value),
+    # knobs renamed with the stack (the stack itself is not hashed: NAMED)
+    **{new: (old, lambda value: value) for new, old in OLD_NAMES.items()},
+    "optim": ("optim", lambda value: OLD_VALUES["optim"].get(value, value)),  # its renamed value
 }
 # The knobs a key hashes, and the defaults of those hashed only when set (read once, not per trial).
 _HASHED = tuple(k for k in KNOBS if k not in NOT_HASHED)

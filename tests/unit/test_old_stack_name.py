@@ -105,6 +105,12 @@ def test_a_spec_json_written_with_framework_loads_as_the_same_trial():
     assert TrialSpec.from_dict(old) == spec
 
 
+def test_a_script_that_builds_a_trial_spec_with_framework_gets_the_same_trial_and_reads_it_back():
+    spec = TrialSpec(framework="unsloth", framework_dtype={"trl": "fp16"})  # as bench scripts build it
+    assert spec == TrialSpec(stack="unsloth", stack_dtype={"trl": "fp16"})
+    assert (spec.framework, spec.framework_dtype) == ("unsloth", {"trl": "fp16"})
+
+
 def test_a_trial_key_hashes_stack_dtype_and_optim_stack_under_their_published_names():
     spec = TrialSpec(stack_dtype={"trl": "fp16"}, optim="stack")
     rest = {k: getattr(spec, k) for k in KNOBS if k not in NOT_HASHED and k not in KEYED_WHEN_SET}

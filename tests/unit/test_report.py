@@ -26,7 +26,7 @@ from tests.helpers.synthetic_sweep import GRID, trial_key, write_synthetic_sweep
 
 ORIGINAL_TEN = [
     "run_name",
-    "framework",  # the original benchmark's name for the stack
+    "framework",  # the original benchmark's own name for the stack, not renamed
     "mode",
     "num_generations",
     "batch_size",

@@ -22,7 +22,7 @@ from orchestrator.judging.intervals import median_interval
 from orchestrator.judging.verdict import VerdictSettings, judge_trial
 from orchestrator.recording.sinks import STEP_SCHEMA, TRIAL_SCHEMA
 from orchestrator.words import outcome
-from trainers.record import STEP, TRIAL, finite_or_none, renamed_frame
+from trainers.record import OLD_NAMES, STEP, TRIAL, finite_or_none, renamed_frame
 
 
 def _numeric_columns(schema: pa.Schema) -> list[str]:
@@ -50,7 +50,7 @@ ORIGINAL_COLUMNS = [
     "avg_estimated_tokens_per_sec",
     "peak_cuda_memory_allocated_gb",
 ]
-ORIGINAL_NAMES = {"stack": "framework"}
+ORIGINAL_NAMES = {"stack": "framework"}  # the original benchmark's own name, not one renamed here
 EXTRA_COLUMNS = [
     "status",
     "status_detail",
@@ -110,10 +110,10 @@ def load_outputs(output_dir: str | Path) -> SweepOutputs:
     unjudged = _unjudged(trials)
     frames, warnings, step_rows = [], [], {}
     # Names starting with '.' are in-flight temp files of the atomic writer: skip them.
-    # steps/framework=*: the partition's name before the stack was named `stack`
+    # the partition under the stack's old name too (record.OLD_NAMES)
     steps_files = [
         *out.glob("steps/stack=*/mode=*/*.parquet"),
-        *out.glob("steps/framework=*/mode=*/*.parquet"),
+        *out.glob(f"steps/{OLD_NAMES['stack']}=*/mode=*/*.parquet"),
     ]
     for path in sorted(steps_files):
         if path.name.startswith("."):

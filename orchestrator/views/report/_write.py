@@ -153,7 +153,7 @@ def write_report(
     summary = summary_table(outputs)
     summary_csv = out / "summary.csv"
     with _space_for(summary_csv, out):
-        # the original benchmark's ten columns under its names: its `framework` is the stack
+        # the original benchmark's ten columns under its own names (ORIGINAL_NAMES), none of them renamed here
         summary.rename(columns=ORIGINAL_NAMES).to_csv(summary_csv, index=False)
 
     grids = feasibility_matrix(outputs.trials, budget, headroom)
