@@ -5,6 +5,7 @@ old name is read as its new one wherever one is read back, and a reader of user 
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 # old name -> new name, for a knob, a record field and a Parquet column alike.
@@ -20,6 +21,30 @@ def renamed_note(old: str, where: str = "") -> str:
     """The one line a reader of user input prints for an old name: what it is now and the fix."""
     new = RENAMED[old]
     return f"note: {where}{old} was renamed {new}; read as {new} here, write {new} instead"
+
+
+def renamed_value_notes(name: str, value: Any, where: str = "") -> list[str]:
+    """The line a reader of user input prints for each renamed value of knob `name` in `value` (a list's
+    elements too): `note: fixed.optim: framework was renamed stack; ...`."""
+    values = RENAMED_VALUES.get(name, {})
+    found = [v for v in (value if isinstance(value, list) else [value]) if isinstance(v, str) and v in values]
+    return [
+        f"note: {where}{name}: {old} was renamed {values[old]}; read as {values[old]} here, write "
+        f"{name}: {values[old]} instead"
+        for old in dict.fromkeys(found)
+    ]
+
+
+_SAID: set[str] = set()  # the notes said in this process: each once
+
+
+def say_renamed(old: str, where: str, value: Any = None) -> None:
+    """Say on stderr, once a process, that `old` (a sweep key or --set name) was renamed, or that a value
+    of knob `old` in `value` was (optim: framework). For the readers of user input."""
+    for line in [renamed_note(old, where)] if old in RENAMED else renamed_value_notes(old, value, where):
+        if line not in _SAID:
+            _SAID.add(line)
+            print(line, file=sys.stderr)
 
 
 def new_name(name: str) -> str:

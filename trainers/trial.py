@@ -19,7 +19,15 @@ from typing import Any
 
 from tasks import task_problems
 from tasks.names import did_you_mean
-from trainers._renamed import RENAMED, accept_old_names, new_value, renamed_keys, renamed_note  # noqa: F401  (part of this face)
+from trainers._renamed import (  # noqa: F401  (the renamed names are part of this face)
+    RENAMED,
+    accept_old_names,
+    new_value,
+    renamed_keys,
+    renamed_note,
+    renamed_value_notes,
+    say_renamed,
+)
 from trainers._trial_rules import (  # noqa: F401  (the allowed values and mode_warnings are part of this face)
     ADAPTERS,
     DISTRIBUTED,

@@ -9,7 +9,6 @@ import math
 import os
 import re
 import stat
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from trainers.trial import (
     check_value,
     idle_set_errors,
     knob_default,
-    renamed_note,
+    say_renamed,
 )
 
 
@@ -52,15 +51,6 @@ _Loader.add_implicit_resolver(
 
 MAX_FILE_BYTES = 1 << 20  # a sweep file is a page of settings; 1 MiB is far past any real one
 MAX_NODES = 100_000  # values a file's aliases may expand it to
-_NOTED: set[str] = set()  # the renamed-name notes printed in this process: each once
-
-
-def note_renamed(old: str, where: str) -> None:
-    """Say on stderr, once a process, that `old` (a sweep key or --set name) was renamed."""
-    line = renamed_note(old, where)
-    if line not in _NOTED:
-        _NOTED.add(line)
-        print(line, file=sys.stderr)
 
 
 def knob_errors(raw: dict[str, Any]) -> list[str]:
@@ -118,7 +108,7 @@ def trial_set_errors(sets: list[str], base: dict[str, Any], taken: dict[str, str
         key, eq, text = item.partition("=")
         key = key.strip()
         if key in RENAMED:
-            note_renamed(key, "--set ")
+            say_renamed(key, "--set ")
             key = RENAMED[key]
         if not eq:
             errors.append(f"--set {item}: expected KNOB=VALUE (a YAML value), e.g. --set lora_r=8")
@@ -132,7 +122,9 @@ def trial_set_errors(sets: list[str], base: dict[str, Any], taken: dict[str, str
             )
             continue
         try:
-            value = canonical(key, yaml_data(text, "--set") if text else None)
+            given = yaml_data(text, "--set") if text else None
+            say_renamed(key, "--set ", given)
+            value = canonical(key, given)
         except SweepError as exc:
             errors += [f"--set {item}: {error}" for error in exc.errors]
             continue
@@ -236,7 +228,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             raise SweepError([f"--set {key}: {error}" for error in exc.errors]) from None
         parts = key.strip().split(".")
         if parts[-1] in RENAMED and (len(parts) == 1 or parts[:-1] in (["grid"], ["fixed"])):
-            note_renamed(parts[-1], "--set ")
+            say_renamed(parts[-1], "--set ")
             parts[-1] = RENAMED[parts[-1]]
         if len(parts) == 1 and parts[0] not in SweepSpec.model_fields:
             if parts[0] not in KNOBS:  # neither a top-level setting nor a trial knob
@@ -263,10 +255,12 @@ def canonical_knobs(raw: dict[str, Any]) -> dict[str, Any]:
         items = raw.get(section)
         if isinstance(items, dict) and RENAMED.keys() & items.keys():
             for old in RENAMED.keys() & items.keys():
-                note_renamed(old, f"{section}.")
+                say_renamed(old, f"{section}.")
             # in place, the new name's value kept where both are given
             items = {RENAMED.get(k, k): v for k, v in items.items() if RENAMED.get(k) not in items}
         if isinstance(items, dict):
+            for key, value in items.items():
+                say_renamed(key, f"{section}.", value)
             raw[section] = {
                 key: [canonical(key, v) for v in value]
                 if section == "grid" and isinstance(value, list)

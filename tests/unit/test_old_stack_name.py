@@ -17,12 +17,12 @@ from rich.console import Console
 from orchestrator.cli import _trials
 from orchestrator.recording.portable import read_rows
 from orchestrator.recording.sinks import TrialsTable
-from orchestrator.spec import load as load_module
 from orchestrator.spec.load import load_sweep, trial_set_errors
 from orchestrator.spec.plan import NOT_HASHED, expand, trial_key
 from orchestrator.views.compare import compare_outputs
 from orchestrator.views.report import load_outputs, write_report
 from tests.helpers.synthetic_sweep import write_synthetic_sweep
+from trainers import _renamed
 from trainers.trial import KEYED_WHEN_SET, KNOBS, TrialSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +39,7 @@ fixed:
 
 @pytest.fixture(autouse=True)
 def _fresh_notes(monkeypatch):
-    monkeypatch.setattr(load_module, "_NOTED", set())  # each note is said once a process
+    monkeypatch.setattr(_renamed, "_SAID", set())  # each note is said once a process
 
 
 def _old_style(new: Path, old: Path) -> None:
@@ -83,8 +83,9 @@ def test_set_framework_reads_as_stack_off_the_grid_with_a_note(capsys):
     sweep = load_sweep(ROOT / "sweeps" / "cpu-smoke.yaml", ["framework=unsloth"])
     assert "note: --set framework was renamed stack" in capsys.readouterr().err
     assert {t.stack for t in expand(sweep)} == {"unsloth"}
-    old_grid = load_sweep(ROOT / "sweeps" / "cpu-smoke.yaml", ["grid.framework=[trl]"])
-    assert {t.stack for t in expand(old_grid)} == {"trl"}
+    old_grid = load_sweep(ROOT / "sweeps" / "cpu-smoke.yaml", ["grid.framework=[trl]", "optim=framework"])
+    assert {(t.stack, t.optim) for t in expand(old_grid)} == {("trl", "stack")}
+    assert "note: fixed.optim: framework was renamed stack" in capsys.readouterr().err
 
 
 def test_a_verbs_set_framework_is_its_stack_knob_and_says_so(capsys):
@@ -96,6 +97,8 @@ def test_a_verbs_set_framework_is_its_stack_knob_and_says_so(capsys):
         "--set framework=trl: the stacks are --stack (e.g. --stack trl,unsloth)"
     ]
     assert "note: --set framework_dtype was renamed stack_dtype" in capsys.readouterr().err
+    assert trial_set_errors(["optim=framework"], base, {}) == [] and base["optim"] == "stack"
+    assert "note: --set optim: framework was renamed stack; read as stack here" in capsys.readouterr().err
 
 
 def test_a_spec_json_written_with_framework_loads_as_the_same_trial():
