@@ -111,7 +111,13 @@ def accept_old_names(cls: type) -> type:
     before a rename build it), and each old name readable as an attribute of its new one."""
     init = cls.__init__
 
+    (checked,) = RENAMED_VALUES  # the one knob with a renamed value (optim)
+    old_values = RENAMED_VALUES[checked]
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        value = kwargs.get(checked)
+        if kwargs.keys().isdisjoint(RENAMED) and not (isinstance(value, str) and value in old_values):
+            return init(self, *args, **kwargs)  # today's names (a plan builds many: no more work)
         init(self, *args, **renamed_keys(kwargs)[0])
 
     __init__.__doc__, __init__.__wrapped__ = init.__doc__, init  # type: ignore[attr-defined]
