@@ -13,7 +13,7 @@ HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/
 # to become the default once it fits 10 minutes on 2 cores (docs/results.md, "Watch a model learn on CPU").
 SWEEP ?= $(if $(HAS_GPU),sweeps/frontier-16gb.yaml,sweeps/cpu-learn.yaml)
 UNSLOTH_VERSION := 2026.10.9
-# Liger Kernel (framework liger: TRL's use_liger_kernel; TRL 1.14 asks for >= 0.8.2). Installed without its
+# Liger Kernel (stack liger: TRL's use_liger_kernel; TRL 1.14 asks for >= 0.8.2). Installed without its
 # declared dependencies on every host: torch is ours, and Triton (GPU-only) comes with CUDA torch.
 LIGER_VERSION := 0.8.5
 # What `import unsloth` needs when its declared dependencies are skipped (CPU hosts).

@@ -38,11 +38,11 @@ def main(argv: list[str]) -> int:
     events = EventWriter(rank_events_path(spec.events_path, rank()))
 
     def trial() -> None:
-        spec.validate()  # an unregistered framework stops here, named with the registered ones
-        stack = stacks.load(spec.framework)
+        spec.validate()  # an unregistered stack stops here, named with the registered ones
+        stack = stacks.load(spec.stack)
         available, why = stack.availability()
         if not available:
-            raise UnavailableError(f"framework {stack.name}: {why}")
+            raise UnavailableError(f"stack {stack.name}: {why}")
         stack.run(spec, events)
 
     try:

@@ -54,7 +54,7 @@ REWARD_CURVE = Field(
     "`format_partial` gives 0.5 per well-formed tag pair",
 )  # fmt: skip
 
-# One row per optimizer step of one trial (steps/framework=<f>/mode=<m>/<trial_key>.parquet).
+# One row per optimizer step of one trial (steps/stack=<f>/mode=<m>/<trial_key>.parquet).
 STEP_FIELDS: tuple[Field, ...] = (
     Field("trial_key", STRING, KEY, SPEC, "the trial's key (trials.parquet)"),
     Field("step", INT64, COUNT, TRAINER, "optimizer step, 1-based"),
@@ -210,10 +210,10 @@ SAMPLER_FIELDS = tuple(f.name for f in STEP_FIELDS if f.measured_by == SAMPLER)
 
 # One row per trial, every status (trials.parquet; also the resume ledger).
 TRIAL_FIELDS: tuple[Field, ...] = (
-    Field("trial_key", STRING, KEY, SPEC, "`<framework>-<mode>-<model short>-k<K>-b<B>-<12 hex of the other settings "
+    Field("trial_key", STRING, KEY, SPEC, "`<stack>-<mode>-<model short>-k<K>-b<B>-<12 hex of the other settings "
        "and the full model name>`; stable across runs"),
     Field("sweep", STRING, TEXT, SPEC, "sweep name"),
-    Field("framework", STRING, CHOICE, SPEC, "`trl`, `unsloth`"),
+    Field("stack", STRING, CHOICE, SPEC, "`trl`, `unsloth`"),
     Field("mode", STRING, CHOICE, SPEC, "`grpo` (token-level IS), `gspo` (sequence-level)"),
     Field("model", STRING, TEXT, SPEC, "hub id, local dir, a config.json's path, `random:<hub id>` or `tiny`"),
     Field("task", STRING, TEXT, SPEC, "task name"),

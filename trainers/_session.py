@@ -89,10 +89,10 @@ def serve(path: str, fd: int | None = None) -> int:
 
     def start() -> None:
         first.validate()
-        state["stack"] = stack = stacks.load(first.framework)
+        state["stack"] = stack = stacks.load(first.stack)
         available, why = stack.availability()
         if not available:
-            raise UnavailableError(f"framework {stack.name}: {why}")
+            raise UnavailableError(f"stack {stack.name}: {why}")
         setup_process(first)  # threads, seeds and the budget's allocator cap: once, for every shape
         stack.build(first, EventWriter(""))  # the model loaded and held; the trainer built around it dropped
 

@@ -1,5 +1,5 @@
 """A trial's allowed values and the cross-field rules of its shape: adapters, ranks and their sharing,
-batches, dtypes per framework, and the warnings of legal settings that are probably not meant.
+batches, dtypes per stack, and the warnings of legal settings that are probably not meant.
 trainers/trial.py's TrialSpec.problems() runs them; each `spec` here is a TrialSpec.
 """
 
@@ -66,7 +66,7 @@ def peft_targets(targets: str) -> list[str] | str:
 
 def optim_of(spec: Any) -> str:
     """The optimizer a trial runs: its optim, or its stack's own default for `stack`."""
-    return STACKS[spec.framework].default_optim if spec.optim == "stack" else spec.optim
+    return STACKS[spec.stack].default_optim if spec.optim == "stack" else spec.optim
 
 
 def _lora_errors(spec: Any, knob_default: Callable[[str], Any]) -> list[str]:
@@ -129,9 +129,9 @@ def either(names: tuple[str, ...]) -> str:
     return " or ".join(names)
 
 
-def or_framework(names: tuple[str, ...]) -> str:
-    """A fix's other way out, ' or framework trl' (names: the stacks that can), or '' where none can."""
-    return f" or framework {either(names)}" if names else ""
+def or_stack(names: tuple[str, ...]) -> str:
+    """A fix's other way out, ' or stack trl' (names: the stacks that can), or '' where none can."""
+    return f" or stack {either(names)}" if names else ""
 
 
 def only(names: tuple[str, ...], verb: str, labels: bool = False) -> str:
@@ -151,14 +151,10 @@ def _adapter_errors(spec: Any) -> list[str]:
             f"adapter: none (full fine-tuning) with quantization {spec.quantization}: 4-bit weights cannot be "
             "trained; set quantization: none, or adapter: lora (QLoRA)"
         ]
-    if not STACKS[spec.framework].full_finetune:
+    if not STACKS[spec.stack].full_finetune:
         able = supporting("full_finetune")
-        fix = (
-            f"runs on {', '.join(able)}; set framework: {either(able)} or"
-            if able
-            else "runs on no stack; set"
-        )
-        return [f"adapter: none with framework {spec.framework}: full fine-tuning {fix} adapter: lora"]
+        fix = f"runs on {', '.join(able)}; set stack: {either(able)} or" if able else "runs on no stack; set"
+        return [f"adapter: none with stack {spec.stack}: full fine-tuning {fix} adapter: lora"]
     return []
 
 
@@ -176,11 +172,11 @@ def _rank_errors(spec: Any) -> list[str]:
             f"distributed: none with num_processes {n}: say how the {n} ranks share the model; set "
             f"distributed to one of {', '.join(d for d in DISTRIBUTED if d != 'none')}, or num_processes: 1"
         ]
-    if n > 1 and not STACKS[spec.framework].multi_rank:
+    if n > 1 and not STACKS[spec.stack].multi_rank:
         able = supporting("multi_rank")
-        fix = f"framework: {either(able)} or num_processes: 1" if able else "num_processes: 1"
+        fix = f"stack: {either(able)} or num_processes: 1" if able else "num_processes: 1"
         return [
-            f"framework: {spec.framework} with num_processes {n}: {only(able, 'runs')} a trial over several "
+            f"stack: {spec.stack} with num_processes {n}: {only(able, 'runs')} a trial over several "
             f"ranks (accelerate's launcher); set {fix}"
         ]
     if spec.grad_accum or spec.completions_per_step % n == 0:
@@ -244,17 +240,13 @@ def _warmup_errors(spec: Any) -> list[str]:
     return []
 
 
-def _framework_dtype_errors(mapping: dict) -> list[str]:
+def _stack_dtype_errors(mapping: dict) -> list[str]:
     errors = []
-    for framework, dtype in mapping.items():
-        if framework not in STACKS:
-            errors.append(
-                f"framework_dtype: unknown framework {framework!r}; {did_you_mean(str(framework), STACKS)}"
-            )
+    for stack, dtype in mapping.items():
+        if stack not in STACKS:
+            errors.append(f"stack_dtype: unknown stack {stack!r}; {did_you_mean(str(stack), STACKS)}")
         elif dtype not in DTYPES:
-            errors.append(
-                f"framework_dtype.{framework}: unknown dtype {dtype!r}; {did_you_mean(str(dtype), DTYPES)}"
-            )
+            errors.append(f"stack_dtype.{stack}: unknown dtype {dtype!r}; {did_you_mean(str(dtype), DTYPES)}")
     return errors
 
 
@@ -324,32 +316,32 @@ def _generation_errors(spec: Any, knob_default: Callable[[str], Any]) -> list[st
             if getattr(spec, name) != knob_default(name)
         ]
     errors = []
-    modes = STACKS[spec.framework].vllm_modes
+    modes = STACKS[spec.stack].vllm_modes
     if not modes:
         errors.append(
-            f"generation: vllm needs a framework that generates with vLLM "
-            f"({', '.join(n for n, st in STACKS.items() if st.vllm_modes)}); framework {spec.framework} does "
-            "not: set generation: transformers or change framework"
+            f"generation: vllm needs a stack that generates with vLLM "
+            f"({', '.join(n for n, st in STACKS.items() if st.vllm_modes)}); stack {spec.stack} does "
+            "not: set generation: transformers or change stack"
         )
     elif spec.vllm_mode not in modes:
         errors.append(
-            f"vllm_mode: {spec.vllm_mode} with framework {spec.framework}, which runs vLLM only as "
+            f"vllm_mode: {spec.vllm_mode} with stack {spec.stack}, which runs vLLM only as "
             f"{', '.join(modes)}; set vllm_mode: {modes[0]}"
-            + or_framework(tuple(n for n, st in STACKS.items() if spec.vllm_mode in st.vllm_modes))
+            + or_stack(tuple(n for n, st in STACKS.items() if spec.vllm_mode in st.vllm_modes))
         )
-    if spec.probe_steps and not STACKS[spec.framework].vllm_min_tokens:
+    if spec.probe_steps and not STACKS[spec.stack].vllm_min_tokens:
         errors.append(
-            f"probe_steps: {spec.probe_steps} with generation: vllm on {spec.framework}; a decoded probe forces "
+            f"probe_steps: {spec.probe_steps} with generation: vllm on {spec.stack}; a decoded probe forces "
             "full-length completions through vLLM's min_tokens and a synthetic one times its window through "
             "TRL's vLLM generation, neither of which this stack's own vLLM path is shown to use, so they "
             "would not be the worst case they claim; set probe_steps: 0 (oom.probe_steps: 0 in a sweep)"
-            + or_framework(supporting("vllm_min_tokens"))
+            + or_stack(supporting("vllm_min_tokens"))
         )
-    if spec.vllm_enable_sleep_mode and not STACKS[spec.framework].vllm_sleep_mode:
+    if spec.vllm_enable_sleep_mode and not STACKS[spec.stack].vllm_sleep_mode:
         able = supporting("vllm_sleep_mode")
         errors.append(
-            f"vllm_enable_sleep_mode: true with framework {spec.framework}; {only(able, 'exposes', labels=True)} "
-            "vLLM's sleep mode: set vllm_enable_sleep_mode: false" + or_framework(able)
+            f"vllm_enable_sleep_mode: true with stack {spec.stack}; {only(able, 'exposes', labels=True)} "
+            "vLLM's sleep mode: set vllm_enable_sleep_mode: false" + or_stack(able)
         )
     if spec.vllm_mode == "colocate" and spec.vllm_gpu_memory_utilization >= VLLM_MAX_SHARE:
         budget = f"{spec.memory_budget_gib:g} GiB budget" if spec.memory_budget_gib else "card"

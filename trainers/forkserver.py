@@ -78,7 +78,7 @@ def profile_for(spec: Any) -> str | None:
 
     if spec.generation == "vllm" or spec.num_processes > 1:
         return None
-    return spec.framework if spec.framework in stacks.STACKS else None
+    return spec.stack if spec.stack in stacks.STACKS else None
 
 
 def profile_modules(profile: str, gpu: bool = True) -> tuple[str, ...]:

@@ -53,6 +53,15 @@ from trainers._record_fields import (  # noqa: F401 - re-exported: the record's 
     VERDICT,
     Field,
 )
+from trainers._renamed import (  # noqa: F401 - re-exported: a row read back under today's names
+    OLD_NAMES,
+    OLD_VALUES,
+    RENAMED,
+    renamed_config,
+    renamed_frame,
+    renamed_keys,
+    renamed_row,
+)
 
 
 class Names:

@@ -23,7 +23,7 @@ class RefusedError(ValueError):
 
 
 def choose_dtype(spec: TrialSpec):
-    """The trial's dtype for its framework (framework_dtype over dtype). auto: bf16 where the GPU
+    """The trial's dtype for its stack (stack_dtype over dtype). auto: bf16 where the GPU
     supports it, else fp16 on GPU, fp32 on CPU (bf16 on CPU is ~3.5x slower)."""
     import torch
 

@@ -19,6 +19,15 @@ from typing import Any
 
 from tasks import task_problems
 from tasks.names import did_you_mean
+from trainers._renamed import (  # noqa: F401  (the renamed names are part of this face)
+    RENAMED,
+    accept_old_names,
+    new_value,
+    renamed_keys,
+    renamed_note,
+    renamed_value_notes,
+    say_renamed,
+)
 from trainers._trial_rules import (  # noqa: F401  (the allowed values and mode_warnings are part of this face)
     ADAPTERS,
     DISTRIBUTED,
@@ -37,17 +46,17 @@ from trainers._trial_rules import (  # noqa: F401  (the allowed values and mode_
     _adapter_errors,
     _batch_errors,
     _expert_dropout_errors,
-    _framework_dtype_errors,
     _generation_errors,
     _lora_errors,
     _rank_errors,
+    _stack_dtype_errors,
     _warmup_errors,
     idle_set_errors,
     lora_modules,
     mode_warnings,
     only,
     optim_of,
-    or_framework,
+    or_stack,
     peft_targets,
     probe_steps_within,
     value_problem,
@@ -67,10 +76,11 @@ def _knob(default: Any, help: str, **meta: Any) -> Any:
     return field(default=default, metadata={"help": help, **meta})
 
 
+@accept_old_names
 @dataclass
 class TrialSpec:
     # --- what runs -------------------------------------------------------------------------
-    framework: str = _knob(
+    stack: str = _knob(
         BASE, "Training stack: a registered one (trainers.stacks: TRL, Unsloth, ...).", choices=STACKS
     )
     mode: str = _knob(
@@ -167,9 +177,9 @@ class TrialSpec:
     dtype: str = _knob(
         "auto", "auto: bf16 where the GPU supports it, else fp16 on GPU, fp32 on CPU.", choices=DTYPES
     )
-    framework_dtype: dict = _knob(
+    stack_dtype: dict = _knob(
         {},
-        "dtype per framework, over dtype, e.g. {trl: fp16} (the original benchmark: TRL fp16, Unsloth "
+        "dtype per stack, over dtype, e.g. {trl: fp16} (the original benchmark: TRL fp16, Unsloth "
         "bf16 where the GPU supports it).",
         keyed="when_set",
     )
@@ -313,7 +323,7 @@ class TrialSpec:
 
     @property
     def effective_dtype(self) -> str:
-        return self.framework_dtype.get(self.framework, self.dtype)
+        return self.stack_dtype.get(self.stack, self.dtype)
 
     @property
     def task_seed(self) -> int:
@@ -331,6 +341,7 @@ class TrialSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialSpec:
+        data = renamed_keys(data)[0]  # a spec.json or config written before a knob was renamed
         errors = unknown_key_errors(data)
         if errors:
             raise TrialSpecError(errors)
@@ -378,15 +389,16 @@ def unknown_key_errors(data: dict[str, Any], prefix: str = "") -> list[str]:
 def canonical(name: str, value: Any) -> Any:
     """A knob's value as the trial holds it, from the value as a user wrote it: a choice in any case is
     that choice (`TRL` is trl, `GRPO` grpo: the report and errors write the names capitalised), in
-    framework_dtype too; anything else unchanged, for check_value to judge. Every reader of user input
+    stack_dtype too; anything else unchanged, for check_value to judge. Every reader of user input
     (a sweep file, --set, a verb's flags) passes its values through this before checking them."""
+    value = new_value(name, value)  # `optim: framework` (its old name) is `optim: stack`
     choices = KNOBS[name].metadata.get("choices") if name in KNOBS else None
     if choices is not None and isinstance(value, str) and value not in choices:
         return next((choice for choice in choices if choice.lower() == value.lower()), value)
     if name == "scale_rewards" and str(value).lower() in ("true", "false"):  # TRL's bools: True is group
         return "group" if str(value).lower() == "true" else "none"
-    if name == "framework_dtype" and isinstance(value, dict):
-        return {canonical("framework", k): canonical("dtype", v) for k, v in value.items()}
+    if name == "stack_dtype" and isinstance(value, dict):
+        return {canonical("stack", k): canonical("dtype", v) for k, v in value.items()}
     return value
 
 
@@ -417,7 +429,7 @@ _NOT_CHECKED = object()
 def check_value(name: str, value: Any) -> str | None:
     """The rule a single knob value breaks, or None. Used by TrialSpec and by sweep validation."""
     if isinstance(KNOBS[name].metadata.get("choices"), dict):
-        # A registry (framework: trainers.stacks.STACKS) changes as stacks register: never kept.
+        # A registry (stack: trainers.stacks.STACKS) changes as stacks register: never kept.
         return _check_value(name, value)
     try:
         key = (name, type(value), value)
@@ -454,9 +466,9 @@ def field_errors(data: dict[str, Any]) -> list[str]:
 
 
 # The knobs each cross-field rule reads: one skipped (its value refused) leaves out the rules reading it.
-_SHAPE = frozenset(("num_processes", "distributed", "framework", "grad_accum", "batch_size", "num_generations",
+_SHAPE = frozenset(("num_processes", "distributed", "stack", "grad_accum", "batch_size", "num_generations",
                     "micro_batch_size"))  # fmt: skip
-_GENERATION = frozenset(("generation", "framework", "model", "probe_steps", "memory_budget_gib", *VLLM_KNOBS))
+_GENERATION = frozenset(("generation", "stack", "model", "probe_steps", "memory_budget_gib", *VLLM_KNOBS))
 
 
 def _cross_field_errors(
@@ -467,7 +479,7 @@ def _cross_field_errors(
     if not checked and field_errors({k: getattr(spec, k) for k in KNOBS}):
         return errors  # cross-field checks need well-typed values
     errors += _rank_errors(spec) or _batch_errors(spec) if skip.isdisjoint(_SHAPE) else []
-    errors += _framework_dtype_errors(spec.framework_dtype) if "framework_dtype" not in skip else []
+    errors += _stack_dtype_errors(spec.stack_dtype) if "stack_dtype" not in skip else []
     model_errors = []
     if skip.isdisjoint(("model", "max_prompt_length", "max_completion_length")):
         model_errors = model_problems(spec.model, spec.max_prompt_length + spec.max_completion_length)
@@ -475,7 +487,7 @@ def _cross_field_errors(
     errors += task_problems(spec.task, spec.task_args) if skip.isdisjoint(("task", "task_args")) else []
     if not model_errors and skip.isdisjoint(("model", "lora_dropout")):
         errors += _expert_dropout_errors(spec)
-    errors += _adapter_errors(spec) if skip.isdisjoint(("adapter", "quantization", "framework")) else []
+    errors += _adapter_errors(spec) if skip.isdisjoint(("adapter", "quantization", "stack")) else []
     errors += _lora_errors(spec, knob_default) if "adapter" not in skip else []
     errors += _generation_errors(spec, knob_default) if skip.isdisjoint(_GENERATION) else []
     errors += _warmup_errors(spec) if skip.isdisjoint(("warmup_ratio", "lr_scheduler")) else []

@@ -48,7 +48,7 @@ def capped(ctx: Context) -> dict:
     from trainers.trial import TrialSpec
 
     spec = TrialSpec(
-        model=args.model, framework=args.stack, num_generations=args.k, batch_size=args.b,
+        model=args.model, stack=args.stack, num_generations=args.k, batch_size=args.b,
         max_prompt_length=args.prompt, max_completion_length=args.length, num_iterations=args.iterations,
         quantization="nf4", lora_r=16, lora_alpha=32, lora_dropout=0.05, learning_rate=2e-4,
     )  # fmt: skip

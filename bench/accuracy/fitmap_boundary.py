@@ -29,7 +29,7 @@ MEASURED = {"completed": FITS, "oom": DOES_NOT_FIT}
 
 def row_spec(row: dict) -> TrialSpec:
     return TrialSpec(
-        framework=row["stack"],
+        stack=row["stack"],
         mode="gspo" if "gspo" in row["run"] else "grpo",
         model=row["model"],
         num_generations=int(row["K"]),

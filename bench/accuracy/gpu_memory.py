@@ -40,7 +40,7 @@ from tools.inputs.h100_rows import PEAK, load, trial_rows
 def label(row: dict) -> str:
     s = spec_of(row)
     return (
-        f"{s.framework:7} {s.model.split('/')[-1].removesuffix('-Instruct'):13} K{s.num_generations} "
+        f"{s.stack:7} {s.model.split('/')[-1].removesuffix('-Instruct'):13} K{s.num_generations} "
         f"B{s.batch_size} c{s.max_completion_length}"
     )
 

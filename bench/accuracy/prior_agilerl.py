@@ -48,10 +48,10 @@ def load(path: Path = DATA) -> list[dict]:
         return list(csv.DictReader(line for line in f if not line.startswith("#")))
 
 
-def spec_of_row(row: dict, framework: str = "unsloth") -> TrialSpec:
+def spec_of_row(row: dict, stack: str = "unsloth") -> TrialSpec:
     seq, k = int(row["seq_len"]), int(row["group_size"])
     return TrialSpec(
-        framework=framework,
+        stack=stack,
         model=row["model"],
         quantization="none",
         dtype="bf16",

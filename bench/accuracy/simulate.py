@@ -99,7 +99,7 @@ def simulate_rows(ctx: Context) -> dict:
     )[: args.limit or None]:
         stack, model, k, b, prompt, completion, iterations, quantization, lora_r = key
         spec = TrialSpec(
-            model=model, framework=stack, num_generations=int(k), batch_size=int(b), max_prompt_length=int(prompt),
+            model=model, stack=stack, num_generations=int(k), batch_size=int(b), max_prompt_length=int(prompt),
             max_completion_length=int(completion), num_iterations=int(iterations), quantization=quantization,
             lora_r=int(lora_r), lora_alpha=2 * int(lora_r), lora_dropout=0.05, learning_rate=2e-4,
         )  # fmt: skip

@@ -33,7 +33,7 @@ def simulated_fitmap(ctx: Context) -> dict:
     from trainers.trial import TrialSpec
 
     budget = card(args.card).usable_gib
-    base = TrialSpec(model=args.model, framework=args.stack, learning_rate=2e-4)
+    base = TrialSpec(model=args.model, stack=args.stack, learning_rate=2e-4)
     started = time.perf_counter()
     fm = fit_map(
         [], base, [args.model], [args.stack], budget, measure=GPU, simulate=True,

@@ -53,7 +53,7 @@ def three_stacks(ctx: Context) -> dict:
         for stack in args.stacks.split(","):
             cells, nvml, started = [], {}, time.perf_counter()
             for length in lengths:
-                spec = TrialSpec(framework=stack, model=model, num_generations=args.k, batch_size=args.b,
+                spec = TrialSpec(stack=stack, model=model, num_generations=args.k, batch_size=args.b,
                                  max_prompt_length=args.max_prompt_length, max_completion_length=length,
                                  num_iterations=args.num_iterations, quantization="nf4", lora_r=16)  # fmt: skip
                 try:

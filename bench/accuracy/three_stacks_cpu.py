@@ -51,7 +51,7 @@ def sweep(args) -> dict:
         "task": "arithmetic",
         "task_args": {"operand_digits": 1, "answer_rule": "last", "prompt_style": "question",
                       "rewards": {"accuracy": 1.0, "digits": 0.5}, "num_samples": 512, "num_eval": 64},
-        "grid": {"framework": list(args.stacks), "max_completion_length": list(args.lengths)},
+        "grid": {"stack": list(args.stacks), "max_completion_length": list(args.lengths)},
         "fixed": {"mode": "grpo", "model": args.model, "quantization": "none", "num_generations": args.k,
                   "batch_size": args.b, "max_steps": args.steps, "max_prompt_length": 64,
                   "lora_r": 16, "lora_alpha": 32, "learning_rate": 3.0e-4},
@@ -91,7 +91,7 @@ def figures(source: Path) -> dict[tuple[str, int], dict]:
     for trial in trials.to_dict("records"):
         files = list((source / "steps").rglob(f"{trial['trial_key']}.parquet"))
         steps = measured_steps(pd.read_parquet(files[0])) if files else pd.DataFrame()
-        out[(trial["framework"], int(trial["max_completion_length"]))] = {
+        out[(trial["stack"], int(trial["max_completion_length"]))] = {
             "status": trial["status"],
             "peak": trial["peak_rss_gib"],
             "step_s": dict(zip(steps.get("step", []), steps.get("step_s", []), strict=True)),

@@ -85,7 +85,7 @@ def parts() -> None:
     with tempfile.TemporaryDirectory() as home:
         os.environ.update(HOME=home, RLSWEEP_CACHE=str(Path(home) / "cache"))
         specs = [
-            TrialSpec(model="Qwen/Qwen3-4B", framework=name, num_generations=8, batch_size=1,
+            TrialSpec(model="Qwen/Qwen3-4B", stack=name, num_generations=8, batch_size=1,
                       max_completion_length=1024, memory_budget_gib=24.0)
             for name in stacks.names()
         ]  # fmt: skip
@@ -108,7 +108,7 @@ def parts() -> None:
     for cpu in steps:  # each next step on the first slot free, as the worker forks them
         slots[slots.index(min(slots))] += cpu
     print(f"worker before its forks: {preload:.1f} s CPU; steps: " + ", ".join(
-        f"{s.framework} {cpu:.1f} s CPU" for s, cpu in zip(specs, steps, strict=True)))  # fmt: skip
+        f"{s.stack} {cpu:.1f} s CPU" for s, cpu in zip(specs, steps, strict=True)))  # fmt: skip
     print(f"fits answered from the kept steps (the asking process's own work): {asking:.1f} s CPU")
     print(f"implied on an idle host with {count} CPUs: {asking + preload + max(slots):.1f} s (the asking process "
           f"{asking:.1f} + the worker's start {preload:.1f} + its steps {max(slots):.1f}, {count} at a time)")  # fmt: skip

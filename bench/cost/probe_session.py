@@ -31,7 +31,7 @@ GPU_TOLERANCE = 0.03  # session peaks equal fresh-process NVML peaks within 3%
 CPU_RSS_SPREAD = {"tiny": 0.12, "smollm2": 0.15}  # as tests/helpers/trainer_child.py measured it
 # sweeps/frontier-tiny.yaml on both stacks, 12 configurations under a budget they all fit, each probed
 SWEEP_CHANGES = {
-    "grid": {"framework": ["trl", "unsloth"], "num_generations": [2, 4, 8], "batch_size": [1],
+    "grid": {"stack": ["trl", "unsloth"], "num_generations": [2, 4, 8], "batch_size": [1],
              "max_completion_length": [16, 64]},
     "memory": {"budget_gib": 8},
     "oom": {"frontier": False, "prune_dominated": False, "probe_steps": 1},
@@ -78,7 +78,7 @@ def peaks(ctx: Context) -> dict:
     for stack in args.stacks.split(","):
 
         def shape(n: int, stack: str = stack) -> TrialSpec:
-            return TrialSpec(framework=stack, model=args.model, num_generations=args.k, batch_size=args.b,
+            return TrialSpec(stack=stack, model=args.model, num_generations=args.k, batch_size=args.b,
                              max_prompt_length=args.max_prompt_length, max_completion_length=n, max_steps=1,
                              probe_steps=1, num_threads=args.threads, memory_budget_gib=args.budget_gib,
                              quantization=args.quantization, seed=0)  # fmt: skip
@@ -166,7 +166,7 @@ def sweep(ctx: Context) -> dict:
 
     sweep_file = out / "frontier-tiny-stacks.yaml"
     data = yaml.safe_load((ROOT / "sweeps" / "frontier-tiny.yaml").read_text())
-    data["fixed"].pop("framework")
+    data["fixed"].pop("stack")
     for section, values in SWEEP_CHANGES.items():
         data.setdefault(section, {}).update(values)
     sweep_file.write_text(yaml.safe_dump(data))

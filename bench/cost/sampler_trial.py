@@ -5,7 +5,7 @@ alternated ABBA in one run so a drift in the machine hits both sides alike.
 Figure: median step time over steps 2..N (step 1 pays for warm-up) with / without - 1, in percent,
 with each trial's median beside it (the run-to-run spread to read the ratio against).
 
-    python -m bench sampler_trial [--set framework=trl] [--set model=random:Qwen/Qwen2.5-0.5B-Instruct]
+    python -m bench sampler_trial [--set stack=trl] [--set model=random:Qwen/Qwen2.5-0.5B-Instruct]
         [--set steps=8] [--set pairs=2] [--set hz=20]     # pairs: on/off pairs, alternated ABBA
 """
 
@@ -42,7 +42,7 @@ def one_trial(spec: TrialSpec, hz: float, folder: Path) -> dict:
     tags=("sampler", "overhead", "trial"),
     needs="cpu",
     params={
-        "framework": "trl",
+        "stack": "trl",
         "model": "random:Qwen/Qwen2.5-0.5B-Instruct",
         "quantization": "nf4",
         "steps": 8,
@@ -55,7 +55,7 @@ def sampler_trial(ctx: Context) -> dict:
 
     root = ctx.scratch
     spec = TrialSpec(
-        framework=args.framework,
+        stack=args.stack,
         model=args.model,
         quantization=args.quantization,
         max_steps=args.steps,
@@ -71,7 +71,7 @@ def sampler_trial(ctx: Context) -> dict:
     on = [r["step_s_median"] for r in runs if r["hz"] == args.hz and r["step_s_median"] is not None]
     off = [r["step_s_median"] for r in runs if r["hz"] == OFF_HZ and r["step_s_median"] is not None]
     result = {
-        "spec": {"framework": args.framework, "model": args.model, "steps": args.steps},
+        "spec": {"stack": args.stack, "model": args.model, "steps": args.steps},
         "runs": runs,
         "step_s_on_median": statistics.median(on) if on else None,
         "step_s_off_median": statistics.median(off) if off else None,

@@ -1,8 +1,8 @@
 """A trial's seconds outside its training steps, by part, started cold and forked from the fork server.
 
-    python -m bench startup [--set rounds=3] [--set steps=3] [--set model=tiny] [--set framework=trl]
+    python -m bench startup [--set rounds=3] [--set steps=3] [--set model=tiny] [--set stack=trl]
 
-(framework trl or unsloth: Unsloth's first step compiles; it runs in a process of its own: fork servers)
+(stack trl or unsloth: Unsloth's first step compiles; it runs in a process of its own: fork servers)
 
 Runs the same tiny trial through the supervisor (run_trial, with its memory sampler) `rounds` times
 cold (RLSWEEP_COLD_START=1: `python -m trainers`) and `rounds` times forked (the first forked trial
@@ -63,7 +63,7 @@ def parts(result) -> dict[str, float]:
 
 def one_trial(workdir: Path, name: str, args, cold: bool) -> dict[str, float]:
     spec = TrialSpec(
-        framework=args.framework,
+        stack=args.stack,
         model=args.model,
         max_steps=args.steps,
         num_generations=2,
@@ -110,8 +110,8 @@ def show(label: str, rows: list[dict[str, float]]) -> dict[str, float]:
 @benchmark(
     tags=("trial", "fork-server"),
     needs="cpu",
-    params={"rounds": 3, "steps": 3, "model": "tiny", "framework": "trl"},
-    choices={"framework": ("trl", "unsloth", "liger")},
+    params={"rounds": 3, "steps": 3, "model": "tiny", "stack": "trl"},
+    choices={"stack": ("trl", "unsloth", "liger")},
     smoke={"rounds": 1, "steps": 2},
     goals={"outside_forked_s": "<= 3"},
     isolated=True,
@@ -129,7 +129,7 @@ def startup(ctx: Context) -> dict:
                 row = one_trial(workdir, f"{mode}-{i}", args, cold=mode == "cold")
                 (cold if mode == "cold" else forked).append(row)
         stop_servers()
-    print(f"{args.framework}, {args.model}, {args.steps} steps, {args.rounds} rounds each; medians, seconds")
+    print(f"{args.stack}, {args.model}, {args.steps} steps, {args.rounds} rounds each; medians, seconds")
     c = show("cold", cold)
     show("forked, first (server start)", [first])
     f = show("forked", forked)

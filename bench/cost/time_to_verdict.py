@@ -28,7 +28,7 @@ PHASED = ["stop.when_settled=true"]
 EVERY_STEP = ["phases=[speed]", "oom.prune_dominated=false", "oom.predict=false", "stop.when_settled=false"]
 VERDICT = {COMPLETED: "fits", OOM: "oom", PRUNED: "oom"}
 # A smoke run: one stack and mode, K=2 and K=24 (one fits, one does not), fewer steps.
-SMOKE = ["grid.framework=[trl]", "grid.mode=[grpo]", "grid.num_generations=[2,24]", "max_steps=8"]
+SMOKE = ["grid.stack=[trl]", "grid.mode=[grpo]", "grid.num_generations=[2,24]", "max_steps=8"]
 
 
 @benchmark(

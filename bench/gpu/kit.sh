@@ -49,7 +49,7 @@ BG+=($!)
 (while sleep 20; do pack; done) &
 BG+=($!)
 
-trial() {  # trial NAME FRAMEWORK LENGTH TIMEOUT
+trial() {  # trial NAME STACK LENGTH TIMEOUT
     RLSWEEP_COLD_START=1 timeout "$4" $PY -m orchestrator.cli trial --stack "$2" --mode grpo \
         --model "$MODEL3B" --num-generations 8 --batch-size 2 --max-completion-length "$3" \
         --max-steps 1 --probe-steps 1 --memory-budget-gib 16 --quantization nf4 --lora-r 16 --lora-alpha 32 \

@@ -41,7 +41,7 @@ for L in $UNSLOTH_LENGTHS; do
     trial "unsloth-L$L" unsloth "$L" "$left" &
     pids+=($!)
 done
-(timeout "$left" $PY -m bench startup --set framework=unsloth --set model="$MODEL15" --set rounds=1 --set steps=2 \
+(timeout "$left" $PY -m bench startup --set stack=unsloth --set model="$MODEL15" --set rounds=1 --set steps=2 \
     >"$W/startup.txt" 2>&1; echo "[$(el)] startup bench exit $?") &
 pids+=($!)
 wait "${pids[@]}"

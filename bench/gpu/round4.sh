@@ -72,7 +72,7 @@ if [[ $DRY_RUN == 1 ]]; then
     : "${OUT_MODELS:=tiny}" "${OUT_K:=2}" "${OUT_LENGTH:=16}" "${OUT_INTERVAL:=0.2}"
     : "${LIGER_MODEL:=tiny}" "${LIGER_LENGTHS:=16,32}" "${LIGER_JOBS:=1}"
     : "${FRONTIER_SET:=--set model=tiny --set grid.num_generations=[2] --set grid.batch_size=[1] --set grid.max_completion_length=[16,32] --set memory.budget_gib=8}"
-    : "${LEARN_SET:=--set model=tiny --set max_steps=2 --set num_generations=2 --set batch_size=2 --set grid.framework=[trl] --set grid.mode=[grpo] --set eval_every=1 --set eval_samples=8 --set task_args.num_eval=8}"
+    : "${LEARN_SET:=--set model=tiny --set max_steps=2 --set num_generations=2 --set batch_size=2 --set grid.stack=[trl] --set grid.mode=[grpo] --set eval_every=1 --set eval_samples=8 --set task_args.num_eval=8}"
     export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 fi
 END_AT=${END_AT:-570}        # seconds after start by which everything has ended and been packed

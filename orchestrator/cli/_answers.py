@@ -56,8 +56,8 @@ def print_found(found, stack: str, where: str = "") -> None:
         out.print(line, markup=False)
 
 
-def print_remedies(spec, asked: dict, frameworks: list[str], budget: float, check, measure) -> None:
-    """Under each stack of `asked` ({framework: Answer}) that does not fit or is uncertain: the nearest
+def print_remedies(spec, asked: dict, stack_names: list[str], budget: float, check, measure) -> None:
+    """Under each stack of `asked` ({stack: Answer}) that does not fit or is uncertain: the nearest
     configurations that fit, each checked by `check`, the verb's own answer."""
     from orchestrator.judging.remedies import remedies
 
@@ -69,17 +69,17 @@ def print_remedies(spec, asked: dict, frameworks: list[str], budget: float, chec
             f"{', '.join(unbounded)}: no change can be called a fit until the simulator's error on this "
             "family is measured (no upper bound yet); the calibrate lines below measure it on the card"
         )
-    for framework, a in asked.items():
+    for stack, a in asked.items():
         if a.verdict not in NOT_FITTING or a.stack in unbounded:
             continue
-        mine = dataclasses.replace(spec, framework=framework)
+        mine = dataclasses.replace(spec, stack=stack)
         # a simulated check takes seconds to a minute a shape: the prior proposes which to simulate
         slow = basis_kind(a.basis) == "simulated"
         found = remedies(
             mine,
             budget,
             check,
-            frameworks,
+            stack_names,
             prior_proposer(mine, a, measure) if slow else None,
             per_kind=1 if slow else None,
         )
@@ -125,21 +125,21 @@ def print_map_remedies(fm, base, budget: float, min_length: int) -> None:
         fm.model,
         "predicted" if not any(b.startswith("simulated") for b in fm.basis.values()) else "simulated",
     )
-    for framework in fm.stacks:
+    for stack in fm.stacks:
         for model in fm.models:
-            cells = [x for x in fm.boundaries if (x.framework, x.model) == (framework, model)
+            cells = [x for x in fm.boundaries if (x.stack, x.model) == (stack, model)
                      and x.unknown is None and x.sure is None]  # fmt: skip
             if not cells:
                 continue
             cell = min(cells, key=lambda x: (x.k * x.b, x.k))
             spec = dataclasses.replace(
-                base, framework=framework, model=model, num_generations=cell.k, batch_size=cell.b,
+                base, stack=stack, model=model, num_generations=cell.k, batch_size=cell.b,
                 max_completion_length=min_length,
             )  # fmt: skip
             found = remedies(spec, budget, check, fm.stacks)
             more = f", {len(cells) - 1} more such cell(s)" if len(cells) > 1 else ""
             where = f" at K={cell.k} B={cell.b} (not surely {min_length} tokens{more})"
-            print_found(found, f"{stacks.label(framework)} {model.split('/')[-1]}", where)
+            print_found(found, f"{stacks.label(stack)} {model.split('/')[-1]}", where)
 
 
 def print_map_speed(fm, base, card, ks: list[int], bs: list[int]) -> None:
@@ -154,15 +154,15 @@ def print_map_speed(fm, base, card, ks: list[int], bs: list[int]) -> None:
     groups = []
     for model in fm.models:
         pairs = []
-        for framework in fm.stacks:
-            x = fm.boundary(framework, model, k, b)
+        for stack in fm.stacks:
+            x = fm.boundary(stack, model, k, b)
             if x.unknown is not None or x.likely is None:
                 continue
             spec = dataclasses.replace(
-                base, framework=framework, model=model, num_generations=k, batch_size=b,
+                base, stack=stack, model=model, num_generations=k, batch_size=b,
                 max_completion_length=x.likely,
             )  # fmt: skip
-            pairs.append((f"{stacks.label(framework)} at {length_words(x.likely, x.lo, x.hi)}", spec))
+            pairs.append((f"{stacks.label(stack)} at {length_words(x.likely, x.lo, x.hi)}", spec))
         if pairs:
             groups.append((model, pairs))
     if groups:

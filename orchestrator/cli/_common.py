@@ -96,7 +96,7 @@ def refused(verb: str, errors: list[str], nothing: str) -> int:
 def stack_name(value: str) -> str:
     """A registered stack's name in any case (argparse type; `TRL` is trl), else the error with the
     nearest names."""
-    name = canonical("framework", value)
+    name = canonical("stack", value)
     if name not in stacks.STACKS:
         raise argparse.ArgumentTypeError(f"unknown stack {value!r}; {did_you_mean(value, stacks.STACKS)}")
     return name
@@ -104,7 +104,7 @@ def stack_name(value: str) -> str:
 
 def knob_arg(name: str, kind=str):
     """The argparse type of a flag that sets trial knob `name`: the text read by `kind`, then as the trial
-    holds it (trainers.trial.canonical: `--framework TRL` is trl); the knob's own rules judge it later."""
+    holds it (trainers.trial.canonical: `--stack TRL` is trl); the knob's own rules judge it later."""
 
     def read(text: str):
         return canonical(name, kind(text))

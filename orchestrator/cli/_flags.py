@@ -20,7 +20,13 @@ from trainers import stacks
 from trainers.trial import KNOBS, knob_flags, knob_letter
 
 # Old spellings, parsed for one release (hidden from help, a note on stderr): each with its flag.
-OLD = {"--framework": "--stack", "--stacks": "--stack", "--out": "--output-dir", "--model-name": "--model"}
+OLD = {
+    "--framework": "--stack",
+    "--stacks": "--stack",
+    "--framework-dtype": "--stack-dtype",
+    "--out": "--output-dir",
+    "--model-name": "--model",
+}
 
 # The flags this module adds, beside the knobs' own (knob_flags).
 SHARED = (
@@ -211,7 +217,7 @@ def add_length_range(parser, lo: int, hi: int, what: str = "searched") -> None:
     )
 
 
-def add_stack(parser, dest: str = "framework", many: bool = False, **kwargs) -> None:
+def add_stack(parser, dest: str = "stack", many: bool = False, **kwargs) -> None:
     """--stack into `dest`: one stack as the trial holds it (`--stack TRL` is trl), or, many, a comma list
     (the first the base; default every registered stack, the base first). --stacks and --framework: OLD."""
     if many:
@@ -222,7 +228,7 @@ def add_stack(parser, dest: str = "framework", many: bool = False, **kwargs) -> 
             "help",
             "stacks, comma-separated; the first is the base (default: every registered stack, %(default)s)",
         )
-    kwargs.setdefault("type", knob_arg("framework"))
+    kwargs.setdefault("type", knob_arg("stack"))
     kwargs.setdefault("metavar", "STACK")
     kwargs.setdefault("help", f"the stack: {', '.join(stacks.names())}")
     _add(parser, ("--stack",), dest=dest, **kwargs)
@@ -274,9 +280,9 @@ def add_output_dir(parser, help: str, **kwargs) -> None:
 
 # The flag that sets each knob a verb may set by its own flags, where it is not the knob's own, and an
 # example value of each (else the knob's default).
-_TAKEN_FLAG = {"framework": "--stack", "memory_budget_gib": "--budget-gib or --card"}
+_TAKEN_FLAG = {"stack": "--stack", "memory_budget_gib": "--budget-gib or --card"}
 _EXAMPLE = {
-    "framework": "--stack trl",
+    "stack": "--stack trl",
     "model": "--model Qwen/Qwen2.5-3B-Instruct",
     "memory_budget_gib": "--card 24gb",
 }
@@ -329,16 +335,16 @@ def add_stacks_and_trials(parser: argparse.ArgumentParser, trials_do: str) -> No
 
 def stacks_and_trials(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """(--stack as registered names, the errors of --stack and --trials, each naming its fix)."""
-    frameworks, errors = [], []
-    for framework in args.stacks.split(","):
+    stack_names, errors = [], []
+    for stack in args.stacks.split(","):
         try:
-            frameworks.append(stack_name(framework.strip()))
+            stack_names.append(stack_name(stack.strip()))
         except argparse.ArgumentTypeError as exc:
             errors.append(f"--stack {args.stacks}: {exc}")
     from orchestrator.cli._trials import source_errors
 
     errors += source_errors(args.trials)
-    return frameworks, errors
+    return stack_names, errors
 
 
 def base_spec(sets: list[str], taken: dict[str, str]):

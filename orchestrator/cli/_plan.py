@@ -156,7 +156,7 @@ def trial_columns(axes, trials):
     and a knob that varies over all of `trials` kept as a column though the rows listed may share it."""
     from orchestrator.views.tables import Column
 
-    knobs = {"framework": "stack", "mode": "mode", "model": "model", **PLAN_KNOBS}
+    knobs = {"stack": "stack", "mode": "mode", "model": "model", **PLAN_KNOBS}
     knobs |= {axis: axis for axis in axes if axis not in knobs}
     columns = []
     for knob, header in knobs.items():

@@ -18,6 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from trainers.record import renamed_row
+
 ENV = "RLSWEEP_TRIALS"
 
 # Folders a sweep's output holds beside its trials.parquet whose Parquet files are not trial rows.
@@ -163,7 +165,7 @@ def load(given: Any) -> list[dict]:
                                   "give a sweep's output folder or a folder of `rlsweep export` files")  # fmt: skip
         for path in files:
             rows += _read(fs, path, prefix + path)
-    return rows
+    return [renamed_row(row) for row in rows]  # rows written before a field was renamed: today's names
 
 
 def versions_differ(row: dict) -> str | None:

@@ -40,9 +40,7 @@ from trainers import stacks
 
 # What calibrate's own flags set, or what it chooses per probe, and so no --set: each with what to do instead.
 CALIBRATE_TAKEN = {
-    **taken(
-        "framework", "model", "num_generations", "batch_size", "max_completion_length", "memory_budget_gib"
-    ),
+    **taken("stack", "model", "num_generations", "batch_size", "max_completion_length", "memory_budget_gib"),
     "max_steps": "each probe is one step (max_steps 1, probe_steps 1): drop this --set",
     "probe_steps": "each probe is one step (max_steps 1, probe_steps 1): drop this --set",
 }
@@ -110,7 +108,7 @@ def request_of(args: argparse.Namespace):
         base = None
     output = _output_dir(args, budget, errors)
     if base is not None:
-        base = dataclasses.replace(base, framework=args.stack, model=args.model)
+        base = dataclasses.replace(base, stack=args.stack, model=args.model)
         errors += _model_errors(base)
     if errors:
         return None, errors

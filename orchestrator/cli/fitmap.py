@@ -52,9 +52,7 @@ DEFAULT_MODELS = (
 
 
 # What the map's own flags set, and so no --set: each refused with its flag (one text on every verb).
-TAKEN = taken(
-    "framework", "model", "num_generations", "batch_size", "max_completion_length", "memory_budget_gib"
-)
+TAKEN = taken("stack", "model", "num_generations", "batch_size", "max_completion_length", "memory_budget_gib")
 
 
 def map_assumptions(base) -> str:
@@ -120,7 +118,7 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
             errors += str(exc).splitlines()
     ks, bs = axes.get("num_generations", []), axes.get("batch_size", [])
     errors += length_errors(args.min_length, args.max_length)
-    frameworks, bad = stacks_and_trials(args)
+    stack_names, bad = stacks_and_trials(args)
     errors += bad
     if errors:
         return refused("fitmap", errors, "drawn")
@@ -129,7 +127,7 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
         return refusal
     models = args.model or list(DEFAULT_MODELS)
     fm = fit_map(
-        rows, base, models, frameworks, budget, ks, bs, (args.min_length, args.max_length),
+        rows, base, models, stack_names, budget, ks, bs, (args.min_length, args.max_length),
         measure=args.measure or (GPU if args.card is not None or not rows else None), unmeasured=GPU,
         card=args.card.name if args.card is not None else None, simulate=simulating(args), progress=progress,
     )  # fmt: skip
@@ -181,18 +179,18 @@ def cmd_fitmap(args: argparse.Namespace) -> int:
         if x.unknown is not None:
             reasons.setdefault(x.unknown, []).append(x)
     why = [
-        f"unknown ({len(cells)} cell(s), e.g. {cells[0].framework} {cells[0].model} K={cells[0].k} "
+        f"unknown ({len(cells)} cell(s), e.g. {cells[0].stack} {cells[0].model} K={cells[0].k} "
         f"B={cells[0].b}): {reason}"
         for reason, cells in reasons.items()
     ]
     for line in why:
         out.print(line, markup=False)
-    for (framework, model), basis in fm.basis.items():
+    for (stack, model), basis in fm.basis.items():
         if basis == "prior":
             target = f"--card {args.card.name}" if args.card is not None else f"--budget-gib {budget:g}"
             out.print(
-                f"{framework} {model}: no measured trial of its family; the prior predicts. To measure it "
-                f"on this card: rlsweep calibrate --model {model} --stack {framework} {target}",
+                f"{stack} {model}: no measured trial of its family; the prior predicts. To measure it "
+                f"on this card: rlsweep calibrate --model {model} --stack {stack} {target}",
                 markup=False,
             )
     print_map_remedies(fm, base, budget, args.min_length)

@@ -56,9 +56,7 @@ from orchestrator.judging.answer import (
 from trainers import stacks
 
 # What the verb's own flags set, and so no --set: each refused with its flag (one text on every verb).
-TAKEN = taken(
-    "framework", "model", "num_generations", "batch_size", "max_completion_length", "memory_budget_gib"
-)
+TAKEN = taken("stack", "model", "num_generations", "batch_size", "max_completion_length", "memory_budget_gib")
 
 
 def assumptions(spec) -> str:
@@ -126,7 +124,7 @@ def cmd_fits(args: argparse.Namespace) -> int:
         problem = check_value(knob, getattr(args, knob))
         if problem:
             errors.append(f"{knob_flags(knob)[-1]} {getattr(args, knob)}: {knob} {problem}")
-    frameworks, bad = stacks_and_trials(args)
+    stack_names, bad = stacks_and_trials(args)
     errors += bad
     base = None
     try:
@@ -142,7 +140,7 @@ def cmd_fits(args: argparse.Namespace) -> int:
             base, model=model, num_generations=args.num_generations, batch_size=args.batch_size, max_completion_length=args.max_completion_length,
             memory_budget_gib=budget,
         )  # fmt: skip
-        errors += [p for p in spec.problems() if not p.startswith("framework")]
+        errors += [p for p in spec.problems() if not p.startswith("stack")]
     if errors:
         return refused("fits", errors, "answered")
     rows, refusal = read_trials(args, "fits", "answered")
@@ -153,11 +151,10 @@ def cmd_fits(args: argparse.Namespace) -> int:
         progress("simulating each stack's training step on meta tensors where no measured row answers...")
     if simulate:  # the stacks no measured row answers simulated side by side, then answered one by one
         simulate_unmeasured(
-            [dataclasses.replace(spec, framework=f) for f in frameworks], rows, budget, args.measure
+            [dataclasses.replace(spec, stack=f) for f in stack_names], rows, budget, args.measure
         )
     answers = [
-        answer(dataclasses.replace(spec, framework=f), rows, budget, args.measure, simulate)
-        for f in frameworks
+        answer(dataclasses.replace(spec, stack=f), rows, budget, args.measure, simulate) for f in stack_names
     ]
     unknown = [a for a in answers if a.verdict == "unknown"]
     if len(unknown) == len(answers):
@@ -177,18 +174,18 @@ def cmd_fits(args: argparse.Namespace) -> int:
         "K is TRL's num_generations; B prompts per step, so B x K completions a step. An answer's interval "
         "is named under it; fits = the whole interval under the budget, does not fit = all of it above."
     )
-    asked = dict(zip(frameworks, answers, strict=True))
+    asked = dict(zip(stack_names, answers, strict=True))
     check = answer_check(spec, asked, rows, budget, args.measure, simulate)
-    print_remedies(spec, asked, frameworks, budget, check, args.measure)
+    print_remedies(spec, asked, stack_names, budget, check, args.measure)
     print_speed(
-        [("", [(stacks.label(f), dataclasses.replace(spec, framework=f)) for f in frameworks])], args.card
+        [("", [(stacks.label(f), dataclasses.replace(spec, stack=f)) for f in stack_names])], args.card
     )
-    for a, framework in zip(answers, frameworks, strict=True):
+    for a, stack in zip(answers, stack_names, strict=True):
         if a.verdict == "uncertain":
             target = f"--card {args.card.name}" if args.card is not None else f"--budget-gib {budget:g}"
             say(f"{a.stack} is uncertain: measure it on the card with a few synthetic probes:")
             out.print(
-                f"    rlsweep calibrate --model {model} --stack {framework} {target} --k {args.num_generations} --b {args.batch_size}",
+                f"    rlsweep calibrate --model {model} --stack {stack} {target} --k {args.num_generations} --b {args.batch_size}",
                 markup=False,
             )
     return 0

@@ -125,7 +125,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
                 f"the sweep runs its trials under memory.budget_gib {sweep.memory.budget_gib:g} GiB; these "
                 f"answers are for the card ({budget:g} GiB): --set memory.budget_gib={budget:g} runs them so"
             )
-        pairs = dict.fromkeys((spec.framework, spec.model) for spec in result.trials)
+        pairs = dict.fromkeys((spec.stack, spec.model) for spec in result.trials)
         out.print(speed_line(args.card, list(pairs)), markup=False)
     knobs, knob_columns = trial_columns(list(sweep.axes()), result.trials)
     figures = ("peak GiB", "interval", "verdict", "basis", "measured GiB")

@@ -41,7 +41,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     bad = source_errors(args.trials)
     if bad:
         return refused("solve", bad, "started")
-    settings = {k: getattr(args, k) for k in ("model", "framework", "mode") if getattr(args, k) is not None}
+    settings = {k: getattr(args, k) for k in ("model", "stack", "mode") if getattr(args, k) is not None}
     guard = GuardSettings(
         margin_gib=args.memory_margin_gib, sample_hz=args.sample_hz, timeout_s=args.timeout_s
     )
@@ -133,7 +133,7 @@ def solve_budget(args: argparse.Namespace) -> tuple[float | None, str | None]:
         return None, None
     if budget is not None and args.card is not None:
         model = f" --model {args.model}" if args.model else ""
-        stack = f" --stack {args.framework}" if args.framework else ""
+        stack = f" --stack {args.stack}" if args.stack else ""
         why = card_unmeasurable(
             args, "solve", f"rlsweep fits --card {args.card.typed or args.card.name}{model}{stack}"
         )
@@ -177,9 +177,7 @@ def add_solve(sub) -> None:
         help="any other trial setting (YAML value), e.g. lora_r=8; max_steps defaults to probe_steps "
         f"({GUARD.probe_steps}): the probe steps are the worst case",
     )
-    add_output_dir(
-        p, "where the probes go (default outputs/solve/<knob>-<framework>-<mode>-<model>-<budget>gib)"
-    )
+    add_output_dir(p, "where the probes go (default outputs/solve/<knob>-<stack>-<mode>-<model>-<budget>gib)")
     add_guard_flags(p, "wall-clock limit of each probe trial in seconds")
     add_simulate(p)
     add_trials(p, "whose rows of exactly a candidate on this card or budget answer it instead of a probe")

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from orchestrator.cli._common import out
+from trainers.record import renamed_row
 from trainers.trial import TrialSpec
 
 
@@ -14,7 +15,7 @@ def cmd_sync_mlflow(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from orchestrator.publishing.tracking import MlflowSink
-    from orchestrator.recording.sinks import steps_path
+    from orchestrator.recording.sinks import written_steps_path
     from orchestrator.spec.load import load_sweep
 
     output = Path(args.output_dir).resolve()
@@ -27,14 +28,14 @@ def cmd_sync_mlflow(args: argparse.Namespace) -> int:
     sink = MlflowSink(uri, sweep.experiment_name(), output, sweep.name, goes_on="the sync stops")
     sink.start_sweep((output / "sweep.yaml").read_text())
     logged = present = 0
-    for row in pq.read_table(output / "trials.parquet").to_pylist():
+    for row in map(renamed_row, pq.read_table(output / "trials.parquet").to_pylist()):
         if not sink.enabled:
             break
         if sink.has_complete_run(row["trial_key"]):
             present += 1
             continue
         spec = TrialSpec.from_dict(json.loads(row["config"]))
-        path = steps_path(output, spec)
+        path = written_steps_path(output, spec)
         steps = pq.read_table(path).to_pylist() if path.exists() else []
         sink.log_whole_trial(spec, row, steps, path)
         logged += sink.enabled

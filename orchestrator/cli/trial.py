@@ -44,7 +44,7 @@ def add_trial_knobs(parser: argparse.ArgumentParser, defaults: dict[str, Any]) -
         help_text = f"{f.metadata.get('help', '')} (default: {default!r})"
         if "choices" in f.metadata:
             help_text += f" [{'|'.join(f.metadata['choices'])}]"
-        if name == "framework":  # the stack: the flag every verb shares
+        if name == "stack":  # the stack: the flag every verb shares
             add_stack(group, help=help_text, default=defaults.get(name))
             continue
         flags = knob_flags(name)

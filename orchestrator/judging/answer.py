@@ -136,7 +136,7 @@ def measured_as(row: dict, spec):
         spec_of(row), memory_budget_gib=spec.memory_budget_gib, max_steps=spec.max_steps,
         probe_steps=spec.probe_steps,
     )  # fmt: skip
-    if other.framework != spec.framework or other.model.removeprefix("random:") != spec.model:
+    if other.stack != spec.stack or other.model.removeprefix("random:") != spec.model:
         return None
     return other
 
@@ -148,7 +148,7 @@ def _measured_answer(spec, rows: list[dict], budget: float, measure: str | None 
     budget only implies, as a dominating fit or a dominated out-of-memory does."""
     from orchestrator.judging.pruning import dominates
 
-    label = stacks.label(spec.framework)
+    label = stacks.label(spec.stack)
     found: dict[tuple[bool, str], tuple] = {}
     for row in rows:
         other = measured_as(row, spec)
@@ -249,7 +249,7 @@ def judged(spec, step, budget: float, error: tuple[float, float, str] | None = N
     capacity = budget - context - beside[1]
     capped = None if needed > capacity else min(reserved, capacity)
     peak = max((reserved if capped is None else capped) + beside[1], sum(parts.generating)) + context
-    low_error, high_error, named = error or simulated_error(spec.framework, architecture(spec.model))
+    low_error, high_error, named = error or simulated_error(spec.stack, architecture(spec.model))
     low, high = parts.least(context, low_error, upper=False), parts.least(context, high_error)
     verdict = FITS if high <= budget else DOES_NOT_FIT if low > budget else UNCERTAIN
     if vllm is not None and vllm.refused:
@@ -261,7 +261,7 @@ def judged(spec, step, budget: float, error: tuple[float, float, str] | None = N
     else:
         cap = "under the card's cap the same, the cache never released"
     said = (
-        f"{SIMULATED} ({stacks.label(spec.framework)}'s own step on meta tensors: allocated "
+        f"{SIMULATED} ({stacks.label(spec.stack)}'s own step on meta tensors: allocated "
         f"{step.allocated_gib:.2f} GiB in {step.phase}, reserved {step.reserved_gib:.2f} uncapped, "
         + (f"trainer {parts.trained:.2f} without generating, " if vllm else "")
         + f"{'the trainer ' if vllm else ''}runs in {needed:.2f} at least ({cap}), + context {context:.2f}"
@@ -275,12 +275,12 @@ def judged(spec, step, budget: float, error: tuple[float, float, str] | None = N
         + f"; {'simulated before, read from disk' if step.simulated.get('cached') else f'{step.seconds:.0f} s'})"
     )
     interval = f"the least it runs in under the card's cap, times the simulator's error ({named})"
-    return Answer(stacks.label(spec.framework), verdict, said, peak, low, high, interval)
+    return Answer(stacks.label(spec.stack), verdict, said, peak, low, high, interval)
 
 
 def answer_check(spec, asked: dict, rows: list[dict], budget: float, measure: str | None, simulate: bool):
     """`answer` as remedies' check (spec, budget) -> Answer, remembered, seeded with the answers given."""
-    memo = {(dataclasses.replace(spec, framework=f).to_json(), budget): a for f, a in asked.items()}
+    memo = {(dataclasses.replace(spec, stack=f).to_json(), budget): a for f, a in asked.items()}
 
     def check(candidate, budget_gib):
         key = (candidate.to_json(), budget_gib)
@@ -318,7 +318,7 @@ def answer(
     if model is None:
         model = MemoryModel.fit(rows, measure or GPU, unmeasured=GPU)
     p = model.predict(spec)
-    label = stacks.label(spec.framework)
+    label = stacks.label(spec.stack)
     if p.unknown is not None:
         return Answer(label, "unknown", p.unknown)
     if p.basis == "fitted":

@@ -155,24 +155,24 @@ class AssumedCard:
 LINE_SEQUENCES, LINE_CONTEXT = 8, 512
 
 
-def h100_decode_ms(framework: str, model: str, times: dict, speed) -> tuple[float, str] | None:
+def h100_decode_ms(stack: str, model: str, times: dict, speed) -> tuple[float, str] | None:
     """ms per generated token on the H100 and its basis: its rows' median (h100_times.json, `measured`)
     or the speed model's (`predicted`); None where neither can say."""
     from orchestrator.judging.speed_model import shape_of
 
-    figures = times["times"].get(f"{framework}|{model.removeprefix('random:')}")
+    figures = times["times"].get(f"{stack}|{model.removeprefix('random:')}")
     if figures is not None:
         return figures["ms_per_token"], "measured"
     try:
         shape = shape_of(model)
-        return speed.decode_ms(framework, shape, LINE_SEQUENCES, LINE_CONTEXT), "predicted"
+        return speed.decode_ms(stack, shape, LINE_SEQUENCES, LINE_CONTEXT), "predicted"
     except ValueError:
         return None
 
 
 def decode_line(name: str, speed_figures: CardSpeed | None, pairs, times=None, speed=None) -> str:
     """One line: ms per generated token on the card `name` (speed figures `speed_figures`, None: not
-    known by name) for each (framework, model) of `pairs`, with its basis and, on another card than the
+    known by name) for each (stack, model) of `pairs`, with its basis and, on another card than the
     H100, the interval (module docstring), headed by the launch-bound end (the H100's own figure); or
     plainly that the card's speed is not known."""
     from orchestrator.judging.duration import load_times
@@ -187,9 +187,9 @@ def decode_line(name: str, speed_figures: CardSpeed | None, pairs, times=None, s
     times, speed = times or load_times(), speed or load_speed_model()
     scale = Scale.to(speed_figures)
     parts = []
-    for framework, model in pairs:
-        found = h100_decode_ms(framework, model, times, speed)
-        who = f"{stacks.label(framework)} {model.split('/')[-1]}"
+    for stack, model in pairs:
+        found = h100_decode_ms(stack, model, times, speed)
+        who = f"{stacks.label(stack)} {model.split('/')[-1]}"
         if found is None:
             parts.append(f"{who} unknown (no H100 row, no known architecture)")
             continue

@@ -99,7 +99,7 @@ def trial_rates(spec: Any, times: dict[str, Any], speed: Any = None) -> Rates | 
     from orchestrator.judging.speed_model import TRAIN_FORWARDS, load_speed_model, shape_of
 
     speed = speed or load_speed_model()
-    figures = times["times"].get(f"{spec.framework}|{_hub(spec.model)}")
+    figures = times["times"].get(f"{spec.stack}|{_hub(spec.model)}")
     seqs = spec.batch_size * spec.num_generations
     length = spec.max_completion_length
     try:
@@ -107,12 +107,12 @@ def trial_rates(spec: Any, times: dict[str, Any], speed: Any = None) -> Rates | 
     except ValueError:
         shape = None
     if figures is None:
-        if shape is None or spec.framework not in speed.ms_per_launch:
+        if shape is None or spec.stack not in speed.ms_per_launch:
             return None
         probe = speed.probe(spec, "synthetic")
         return Rates(
             PREDICTED, probe.startup_s, probe.warmup_s,
-            speed.gen_s(spec.framework, shape, seqs, spec.max_prompt_length, length), probe.train_s,
+            speed.gen_s(spec.stack, shape, seqs, spec.max_prompt_length, length), probe.train_s,
             probe.generation_s,
         )  # fmt: skip
     grow = max(1.0, seqs * length / figures["train_completion_tokens"])
@@ -358,7 +358,7 @@ def estimate_sweep(
     basis, startup = {}, {}
     for s in specs:
         # rates depend on the shape, not on the trial: computed once per distinct shape
-        shape_key = (s.framework, s.model, s.batch_size * s.num_generations, s.max_prompt_length,
+        shape_key = (s.stack, s.model, s.batch_size * s.num_generations, s.max_prompt_length,
                      s.max_completion_length)  # fmt: skip
         if shape_key not in rates:
             rates[shape_key] = trial_rates(s, times, speed)
@@ -371,11 +371,11 @@ def estimate_sweep(
             basis[s.trial_key], startup[s.trial_key] = r.basis, r.startup_s
     if all(v is None for v in seconds["point"].values()):
         return None
-    missing = [f"{s.framework} {_hub(s.model)}" for s in specs if seconds["point"][s.trial_key] is None]
+    missing = [f"{s.stack} {_hub(s.model)}" for s in specs if seconds["point"][s.trial_key] is None]
     predicted_models = [
-        f"{s.framework} {_hub(s.model).split('/')[-1]}" for s in specs if basis.get(s.trial_key) == PREDICTED
+        f"{s.stack} {_hub(s.model).split('/')[-1]}" for s in specs if basis.get(s.trial_key) == PREDICTED
     ]
-    used = {f"{s.framework}|{_hub(s.model)}" for s in specs} & set(times["times"])
+    used = {f"{s.stack}|{_hub(s.model)}" for s in specs} & set(times["times"])
     done = {r["trial_key"] for r in rows if r.get("status") in FINAL_STATUSES}
     todo = [s for s in specs if s.trial_key not in done]
     worst = {f: sum(seconds[f][s.trial_key] or 0.0 for s in todo) for f in factors}

@@ -57,7 +57,7 @@ KS = (2, 4, 8, 16, 32, 64)
 BS = (1, 2)
 LENGTHS = (128, 8192)
 # The map's axes: a measured trial is drawn where these put it.
-AXES = ("framework", "model", "num_generations", "batch_size", "max_completion_length")
+AXES = ("stack", "model", "num_generations", "batch_size", "max_completion_length")
 # Knobs that do not change a trial's peak memory (nor the memory model's terms): a measured trial that
 # differs from the map's settings only in these (and the axes) is drawn on it.
 NOT_MEMORY = (
@@ -72,7 +72,7 @@ NOT_MEMORY = (
 class Boundary:
     """One (stack, model, K, B): the longest completion lengths that fit (module doc), or unknown and why."""
 
-    framework: str
+    stack: str
     model: str
     k: int
     b: int
@@ -126,7 +126,7 @@ class MeasuredPoint:
     (out of memory under a smaller budget, or timed out below the card). predicted: the map's verdict
     for its configuration."""
 
-    framework: str
+    stack: str
     model: str
     k: int
     b: int
@@ -153,7 +153,7 @@ class FitMap:
     boundaries: list[Boundary]
     partings: list[Parting]
     measured: list[MeasuredPoint]
-    basis: dict[tuple[str, str], str]  # (framework, model): "prior" or "fitted on N"
+    basis: dict[tuple[str, str], str]  # (stack, model): "prior" or "fitted on N"
     not_drawn: int = 0  # measured trials of other settings than the map's
     card: str | None = None
     lengths: tuple[int, int] = LENGTHS
@@ -161,9 +161,9 @@ class FitMap:
     models: list[str] = field(default_factory=list)
     model: MemoryModel | None = None  # the memory model the map was predicted by
 
-    def boundary(self, framework: str, model: str, k: int, b: int) -> Boundary:
-        key = (framework, model, k, b)
-        return next(x for x in self.boundaries if (x.framework, x.model, x.k, x.b) == key)
+    def boundary(self, stack: str, model: str, k: int, b: int) -> Boundary:
+        key = (stack, model, k, b)
+        return next(x for x in self.boundaries if (x.stack, x.model, x.k, x.b) == key)
 
     def table(self) -> pd.DataFrame:
         """One row per model, K and B: each stack's longest completion that fits, and where the stacks part."""
@@ -177,9 +177,9 @@ class FitMap:
             for k in ks:
                 for b in bs:
                     row: dict[str, Any] = {"model": model, "K": k, "B": b}
-                    for framework in self.stacks:
-                        header = f"{stacks.label(framework)}: longest completion (sure–OOM above)"
-                        row[header] = self.boundary(framework, model, k, b).words()
+                    for stack in self.stacks:
+                        header = f"{stacks.label(stack)}: longest completion (sure–OOM above)"
+                        row[header] = self.boundary(stack, model, k, b).words()
                     if len(self.stacks) > 1:
                         parting = parts.get((model, k, b))
                         row["stacks part at"] = "; ".join(p.words() for p in parting) if parting else "—"
@@ -196,7 +196,7 @@ class FitMap:
             for other in self.stacks[1:]:
                 longer, shorter, cells = [], [], 0
                 for x in self.boundaries:
-                    if x.framework != other or x.model != model or x.unknown is not None:
+                    if x.stack != other or x.model != model or x.unknown is not None:
                         continue
                     base = self.boundary(self.stacks[0], model, x.k, x.b)
                     if base.unknown is not None:
@@ -219,7 +219,7 @@ class FitMap:
         return pd.DataFrame(
             [
                 {
-                    "stack": stacks.label(p.framework),
+                    "stack": stacks.label(p.stack),
                     "model": p.model,
                     "K": p.k,
                     "B": p.b,
@@ -256,9 +256,9 @@ def _longest(fits: Callable[[int], bool], lo: int, hi: int) -> int | None:
 def boundary(
     model: MemoryModel, base: TrialSpec, budget_gib: float, lengths: tuple[int, int] = LENGTHS
 ) -> Boundary:
-    """The boundary of base's (framework, model, K, B) over completion lengths (module doc)."""
+    """The boundary of base's (stack, model, K, B) over completion lengths (module doc)."""
     lo, hi = lengths
-    key = (base.framework, hub_name(base.model), base.num_generations, base.batch_size)
+    key = (base.stack, hub_name(base.model), base.num_generations, base.batch_size)
     problems = dataclasses.replace(base, max_completion_length=lo).problems()
     if problems:
         return Boundary(*key, None, None, None, lo, hi, unknown="; ".join(problems))
@@ -310,7 +310,7 @@ def _part(base: Boundary, other: Boundary) -> Parting | None:
     base_possible = base.possible if base.possible is not None else base.lo - 1
     surely = other.sure is not None and other.sure > base_possible
     return Parting(
-        other.model, other.k, other.b, base.framework, other.framework, base_likely + 1, other.likely,
+        other.model, other.k, other.b, base.stack, other.stack, base_likely + 1, other.likely,
         other.hi, surely,
     )  # fmt: skip
 
@@ -318,7 +318,7 @@ def _part(base: Boundary, other: Boundary) -> Parting | None:
 def _comparable(spec: TrialSpec) -> dict[str, Any]:
     values = dataclasses.asdict(spec)
     values["dtype"] = spec.effective_dtype
-    values.pop("framework_dtype")
+    values.pop("stack_dtype")
     return {k: v for k, v in values.items() if k not in NOT_MEMORY}
 
 
@@ -326,7 +326,7 @@ def fit_map(
     rows: Iterable[Mapping[str, Any]],
     base: TrialSpec,
     models: list[str],
-    frameworks: list[str],
+    stack_names: list[str],
     budget_gib: float,
     ks: Iterable[int] = KS,
     bs: Iterable[int] = BS,
@@ -337,10 +337,10 @@ def fit_map(
     simulate: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> FitMap:
-    """The fit map of each framework and model on a card of budget_gib, predicted by a memory model
+    """The fit map of each stack and model on a card of budget_gib, predicted by a memory model
     fitted on `rows` (trials.parquet rows: the measured trials, maybe none), with the rows of the map's
     settings placed on it. base: the other knobs of every configuration (its K, B, completion length,
-    framework and model are the map's). measure, unmeasured: as MemoryModel.fit. simulate: a family with
+    stack and model are the map's). measure, unmeasured: as MemoryModel.fit. simulate: a family with
     no measured row is drawn from its stack's step simulated at a handful of shapes near the budget
     (memory._simulated; `progress` hears each)."""
     rows = [_hub_row(r) for r in rows]
@@ -351,9 +351,9 @@ def fit_map(
     if simulate:
         asked = [
             dataclasses.replace(
-                base, framework=f, model=name, num_generations=k, batch_size=b, max_completion_length=length
+                base, stack=f, model=name, num_generations=k, batch_size=b, max_completion_length=length
             )
-            for name in models for f in frameworks for k in ks for b in bs for length in lengths
+            for name in models for f in stack_names for k in ks for b in bs for length in lengths
         ]  # fmt: skip
         simulated, not_simulated = simulated_rows(asked, rows, model.measure, progress, budget_gib)
         if simulated:
@@ -362,28 +362,26 @@ def fit_map(
     boundaries: list[Boundary] = []
     basis: dict[tuple[str, str], str] = {}
     for name in models:
-        for framework in frameworks:
+        for stack in stack_names:
             for k in ks:
                 for b in bs:
-                    spec = dataclasses.replace(
-                        base, framework=framework, model=name, num_generations=k, batch_size=b
-                    )
+                    spec = dataclasses.replace(base, stack=stack, model=name, num_generations=k, batch_size=b)
                     boundaries.append(boundary(model, spec, budget_gib, lengths))
-            whole = dataclasses.replace(base, framework=framework, model=name)
+            whole = dataclasses.replace(base, stack=stack, model=name)
             probe = model.predict(whole)
-            basis[(framework, name)] = (
+            basis[(stack, name)] = (
                 f"fitted on {probe.n_fitted}" if probe.basis == "fitted"
                 else f"{SIMULATED} at {probe.n_fitted} shapes" if probe.basis == SIMULATED
                 else probe.basis
             )  # fmt: skip
             why = not_simulated.get(family_label(whole))
             if why and probe.basis != SIMULATED:
-                basis[(framework, name)] += f" (not simulated: {why})"
+                basis[(stack, name)] += f" (not simulated: {why})"
     partings = []
-    by_key = {(x.framework, x.model, x.k, x.b): x for x in boundaries}
+    by_key = {(x.stack, x.model, x.k, x.b): x for x in boundaries}
     for x in boundaries:
-        if x.framework != frameworks[0]:
-            base_x = by_key[(frameworks[0], x.model, x.k, x.b)]
+        if x.stack != stack_names[0]:
+            base_x = by_key[(stack_names[0], x.model, x.k, x.b)]
             parting = _part(base_x, x) or _part(x, base_x)  # either stack may go on where the other stops
             if parting is not None:
                 partings.append(parting)
@@ -393,7 +391,7 @@ def fit_map(
         if not row.get("config") or row.get("basis") == SIMULATED:
             continue
         spec = spec_of(row)
-        if spec.framework not in frameworks or spec.model not in models or _comparable(spec) != wanted:
+        if spec.stack not in stack_names or spec.model not in models or _comparable(spec) != wanted:
             not_drawn += 1
             continue
         says, peak, ran_under = on_card(row, budget_gib)
@@ -401,14 +399,14 @@ def fit_map(
             continue
         measured.append(
             MeasuredPoint(
-                spec.framework, spec.model, spec.num_generations, spec.batch_size, spec.max_completion_length,
+                spec.stack, spec.model, spec.num_generations, spec.batch_size, spec.max_completion_length,
                 str(row.get("status")), peak, ran_under, says, model.predict(spec).verdict(budget_gib),
                 str(row.get("trial_key") or spec.trial_key),
             )
         )  # fmt: skip
     return FitMap(
         budget_gib, model.measure, boundaries, partings, measured, basis, not_drawn, card, lengths,
-        list(frameworks), models, model,
+        list(stack_names), models, model,
     )  # fmt: skip
 
 

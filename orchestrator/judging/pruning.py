@@ -12,7 +12,7 @@ Knobs that grow memory (each compared with >=), `DOMINANCE_KNOBS`:
 Knobs that do not change memory and are ignored, `IGNORED_KNOBS`:
   seed (the same shapes; with probe steps the same worst case), learning_rate and lora_alpha (values,
   not sizes), and the bookkeeping fields trial_key, sweep, output_dir, events_path, model_cache_dir.
-Every other knob must be equal, including any knob added to TrialSpec later: framework, mode,
+Every other knob must be equal, including any knob added to TrialSpec later: stack, mode,
 model, task, task_args, quantization, dtype, beta (a reference forward pass), num_iterations, temperature
 (completion lengths of a real model), gradient_checkpointing, lora_dropout, loss_type,
 memory_budget_gib (another budget, another verdict), evaluation settings, fast_inference,

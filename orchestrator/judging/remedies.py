@@ -115,11 +115,7 @@ def _candidates(spec: Any, stacks: Sequence[str]) -> Iterator[tuple[str, list[tu
     yield "length", []  # searched apart (_longest_length)
     yield (
         "stack",
-        [
-            (f"{_label(s)}, as asked (--stack {s})", r(spec, framework=s))
-            for s in stacks
-            if s != spec.framework
-        ],
+        [(f"{_label(s)}, as asked (--stack {s})", r(spec, stack=s)) for s in stacks if s != spec.stack],
     )
     knob = _optimizer_knob(spec)
     if knob is not None:

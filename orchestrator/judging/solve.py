@@ -341,7 +341,7 @@ def make_request(
     taken: dict[str, str] | None = None,
 ) -> SolveRequest:
     """The request of `rlsweep solve`'s flags, every error at once (SolveError). settings: knobs given
-    as their own flags (model, framework, mode), each refused in sets with taken's text (the verb's);
+    as their own flags (model, stack, mode), each refused in sets with taken's text (the verb's);
     sets: --set KNOB=VALUE items (YAML values); values:
     --values, else the doubling ladder first..last (LADDERS' defaults), whose candidates a trial
     cannot hold are left out with a note. Trials run max_steps = probe_steps unless set: the probe
@@ -433,11 +433,9 @@ def _candidates(
 
 def _output_dir(knob: str, budget_gib: float, base: dict, output_dir: str | None, errors: list[str]) -> Path:
     spec = TrialSpec()
-    framework, mode = base.get("framework", spec.framework), base.get("mode", spec.mode)
+    stack, mode = base.get("stack", spec.stack), base.get("mode", spec.mode)
     model = model_short(str(base.get("model", spec.model)))
-    text = output_dir or str(
-        Path("outputs") / "solve" / f"{knob}-{framework}-{mode}-{model}-{budget_gib:g}gib"
-    )
+    text = output_dir or str(Path("outputs") / "solve" / f"{knob}-{stack}-{mode}-{model}-{budget_gib:g}gib")
     return local_output_dir(text, "--output-dir", "solve runs its trials", errors)
 
 

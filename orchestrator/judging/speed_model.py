@@ -52,6 +52,7 @@ from orchestrator.judging.speed import (
     check_probe_kind,
     prefill_chunks,
 )
+from trainers.record import renamed_keys
 
 SPEED_FILE = Path(__file__).with_name("h100_speed.json")
 RUNS = "bench/data/h100-2026-11-26"
@@ -98,7 +99,7 @@ def _steps_of(run: Path) -> tuple[str, list[dict]] | None:
     if not config_file.exists():
         return None
     config = json.loads(config_file.read_text())
-    stack = config.get("config", config)["framework"]
+    stack = renamed_keys(config.get("config", config))[0]["stack"]
     if (run / "events.jsonl").exists():
         events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines() if line]
         steps = [e for e in events if e.get("event") == "step"]
@@ -191,7 +192,7 @@ class SpeedModel:
     def _stack(self, stack: str) -> str:
         if stack not in self.ms_per_launch:
             raise ValueError(
-                f"framework: {stack!r} has no fitted speed (stacks: {', '.join(self.ms_per_launch)}); "
+                f"stack: {stack!r} has no fitted speed (stacks: {', '.join(self.ms_per_launch)}); "
                 "measure a row of it on a GPU and refit: python -m bench --refit speed_model"
             )
         return stack
@@ -232,7 +233,7 @@ class SpeedModel:
         warm-up, its generation part and one training step at full length. prompt_tokens: the prompts'
         length (default the spec's max_prompt_length, the worst case)."""
         kind = check_probe_kind(kind)
-        stack, shape = self._stack(spec.framework), shape_of(spec.model)
+        stack, shape = self._stack(spec.stack), shape_of(spec.model)
         seqs = spec.batch_size * spec.num_generations
         prompt = spec.max_prompt_length if prompt_tokens is None else prompt_tokens
         length = spec.max_completion_length

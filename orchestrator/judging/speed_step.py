@@ -115,7 +115,7 @@ def step_time(spec: Any, card: CardSpeed, speed: Any = None, error: dict | None 
 
     speed = speed or load_speed_model()
     error = error or load_error()
-    if spec.framework not in speed.ms_per_launch:
+    if spec.stack not in speed.ms_per_launch:
         return None
     shape = _shape(spec.model)
     if shape is None:
@@ -124,12 +124,12 @@ def step_time(spec: Any, card: CardSpeed, speed: Any = None, error: dict | None 
     seqs = spec.generation_batch_size
     per_gen = spec.num_iterations or 1
     gen_h100 = (
-        speed.gen_s(spec.framework, shape, seqs, spec.max_prompt_length, spec.max_completion_length) / per_gen
+        speed.gen_s(spec.stack, shape, seqs, spec.max_prompt_length, spec.max_completion_length) / per_gen
     )
     gen_ends = sorted((gen_h100, gen_h100 * scale.decode))
     gen = Term("generation", *_widen(gen_h100, *gen_ends, error["generation"]))
     tokens = spec.completions_per_rank * (spec.max_prompt_length + spec.max_completion_length)
-    fixed = speed.train_s_per_launch[spec.framework] * _launches(shape) * spec.gradient_accumulation_steps
+    fixed = speed.train_s_per_launch[spec.stack] * _launches(shape) * spec.gradient_accumulation_steps
     arithmetic = speed.train_s_per_token_billion * tokens * shape.parameters / 1e9
     train_h100 = fixed + arithmetic
     train = fixed + arithmetic * scale.train

@@ -26,7 +26,7 @@ from orchestrator.publishing._runs import (
 )
 from orchestrator.recording.sinks import TRIAL_SCHEMA
 from orchestrator.words.outcome import NO_GPU, STATUSES
-from trainers.record import TRIAL_FIELDS
+from trainers.record import TRIAL_FIELDS, renamed_keys
 from trainers.trial import KNOBS, canonical, check_value
 
 SCHEME = "mlflow+"
@@ -60,7 +60,7 @@ def _knobs(params: dict[str, str]) -> dict[str, Any]:
     import yaml
 
     config = {}
-    for name, text in params.items():
+    for name, text in renamed_keys(params)[0].items():  # a run logged before a knob was renamed
         if name not in KNOBS:
             continue  # BxK and whatever else a run holds beside the knobs
         try:  # JSON first (`1e-05` is a number there, a string to YAML 1.1), then YAML (`True`)

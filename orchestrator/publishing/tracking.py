@@ -261,7 +261,7 @@ class MlflowSink:
             tags={
                 "mlflow.parentRunId": self.parent_id,
                 TRIAL_KEY_TAG: spec.trial_key,
-                "framework": spec.framework,
+                "stack": spec.stack,
                 "mode": spec.mode,
                 "model": spec.model,
                 "status": "running",

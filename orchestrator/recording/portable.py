@@ -179,7 +179,8 @@ def _check_schema(where: str, schema: pa.Schema, exported: bool) -> None:
             raise _refuse(where, f"its schema carries metadata {key.decode(errors='replace')[:40]!r} "
                           "a result file does not")  # fmt: skip
     for column in schema:
-        expected = TRIAL_SCHEMA.field(column.name).type if column.name in TRIAL_SCHEMA.names else None
+        name = record.RENAMED.get(column.name, column.name)  # a column under its old name (read as the new)
+        expected = TRIAL_SCHEMA.field(name).type if name in TRIAL_SCHEMA.names else None
         if expected is None:
             raise _refuse(
                 where, f"column {column.name[:60]!r} is not a trial field (docs/schema.md lists them)"
@@ -250,7 +251,7 @@ def read_rows(source: Any, where: str | None = None) -> list[dict[str, Any]]:
             where, f"its data is {data} bytes uncompressed, over the {MAX_DATA_BYTES} a file may be"
         )
     try:
-        rows = parquet.read().to_pylist()
+        rows = [record.renamed_row(row) for row in parquet.read().to_pylist()]
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise _refuse(where, f"its data cannot be read ({str(exc)[:120]})") from None
     for n, row in enumerate(rows, 1):

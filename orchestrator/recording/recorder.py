@@ -55,7 +55,7 @@ class _EndOnly:
 
 
 class StepsFiles(_EndOnly):
-    """steps/framework=<f>/mode=<m>/<trial_key>.parquet, written once a trial ends."""
+    """steps/stack=<f>/mode=<m>/<trial_key>.parquet, written once a trial ends."""
 
     def __init__(self, output_dir: Path):
         self.output_dir = output_dir

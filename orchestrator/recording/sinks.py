@@ -1,5 +1,5 @@
 """Parquet sinks: trials.parquet (one row per trial, every status; also the resume ledger) and the steps
-dataset steps/framework=<f>/mode=<m>/<trial_key>.parquet. Every write is atomic: a `.tmp-*` file in the
+dataset steps/stack=<f>/mode=<m>/<trial_key>.parquet. Every write is atomic: a `.tmp-*` file in the
 same folder (pyarrow.dataset skips dot-files), then os.replace. Columns and units: docs/schema.md.
 """
 
@@ -75,13 +75,15 @@ def write_table_atomic(table: pa.Table, path: StoragePath) -> StoragePath:
 
 
 def steps_path(output_dir: Path, spec: TrialSpec) -> Path:
-    return (
-        output_dir
-        / "steps"
-        / f"framework={spec.framework}"
-        / f"mode={spec.mode}"
-        / f"{spec.trial_key}.parquet"
-    )
+    return output_dir / "steps" / f"stack={spec.stack}" / f"mode={spec.mode}" / f"{spec.trial_key}.parquet"
+
+
+def written_steps_path(output_dir: Path, spec: TrialSpec) -> Path:
+    """steps_path, or the same file under the partition's old name (record.OLD_NAMES) where only it exists."""
+    path = steps_path(output_dir, spec)
+    partition = f"{record.OLD_NAMES['stack']}={spec.stack}"  # the partition under the stack's old name
+    old = output_dir / "steps" / partition / f"mode={spec.mode}" / f"{spec.trial_key}.parquet"
+    return old if not path.exists() and old.exists() else path
 
 
 def _float(value: Any) -> float | None:
@@ -311,7 +313,7 @@ class TrialsTable:
         if path.exists():
             fs, where = filesystem_and_path(path)
             for row in pq.read_table(where, filesystem=fs).to_pylist():
-                self.rows[row["trial_key"]] = row
+                self.rows[row["trial_key"]] = record.renamed_row(row)
 
     def status(self, key: str) -> str | None:
         row = self.rows.get(key)

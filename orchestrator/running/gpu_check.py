@@ -49,7 +49,7 @@ TRIAL_TIMEOUT_S = 600.0
 
 @dataclass
 class Row:
-    framework: str
+    stack: str
     mode: str
     status: str
     detail: str
@@ -71,15 +71,15 @@ def check_specs(output_dir: Path, modes: tuple[str, ...] = DEFAULT_MODES) -> lis
     iterations = {"num_iterations": COMPARED_MODES_ITERATIONS} if len(modes) > 1 else {}
     return [
         TrialSpec(
-            framework=framework,
+            stack=stack,
             mode=mode,
-            trial_key=f"{framework}-{mode}",
+            trial_key=f"{stack}-{mode}",
             sweep="gpu-check",
-            output_dir=str(output_dir / f"{framework}-{mode}"),
+            output_dir=str(output_dir / f"{stack}-{mode}"),
             **CHECK,
             **iterations,
         )
-        for framework in stacks.names()
+        for stack in stacks.names()
         for mode in modes
     ]
 
@@ -109,13 +109,13 @@ def _peak(values: list[float | None]) -> float | None:
     return max(values) if values else None
 
 
-def summarize(framework: str, mode: str, result: dict[str, Any]) -> Row:
+def summarize(stack: str, mode: str, result: dict[str, Any]) -> Row:
     """One table row from a trial result (orchestrator.running.supervisor.TrialResult.to_dict())."""
     steps = result.get("steps") or []
     timed = steps[1:] if len(steps) > 1 else steps  # the first step pays for warm-up
     peak = result.get("peak") or {}
     return Row(
-        framework=framework,
+        stack=stack,
         mode=mode,
         status=result["status"],
         detail=result.get("status_detail") or "",
@@ -139,13 +139,13 @@ def ratios(rows: list[Row], base: str = stacks.BASE) -> dict[tuple[str, str], di
     either is missing), the tokens/s ratio in words with its 95% interval (intervals.Ratio.words:
     "no clear difference", "too few cycles to compare") and the memory ratio in words with the range the
     run-to-run spread of a peak allows (intervals.MemoryRatio.words)."""
-    by_key = {(r.framework, r.mode): r for r in rows}
+    by_key = {(r.stack, r.mode): r for r in rows}
     out = {}
     for r in rows:
         reference = by_key.get((base, r.mode))
-        if r.framework == base or reference is None:
+        if r.stack == base or reference is None:
             continue
-        out[(r.framework, r.mode)] = {
+        out[(r.stack, r.mode)] = {
             "memory": _ratio(r.device_peak_gib, reference.device_peak_gib),
             "speed": _ratio(r.tokens_per_s, reference.tokens_per_s),
             "speed_words": ratio_interval([r.speeds], [reference.speeds]).words(),
@@ -186,7 +186,7 @@ HEADERS = (
 
 def cells(r: Row) -> list[str]:
     return [
-        r.framework,
+        r.stack,
         r.mode,
         r.status,
         str(r.steps),
@@ -224,7 +224,7 @@ def notes(rows: list[Row]) -> list[str]:
     ]
     # A failed trial's detail carries a stderr tail: one line, bounded, so the table stays readable.
     out += [
-        f"{r.framework} {r.mode}: {r.status}: {' '.join(r.detail.split())[:300]}"
+        f"{r.stack} {r.mode}: {r.status}: {' '.join(r.detail.split())[:300]}"
         for r in rows
         if r.status != COMPLETED
     ]
@@ -249,12 +249,10 @@ def run_check(specs: list[TrialSpec], timeout_s: float, console: Console, output
 
     rows = []
     for spec in specs:
-        console.print(
-            f"[bold]{spec.framework} {spec.mode}[/bold]: {spec.max_steps} steps of {spec.model} ..."
-        )
+        console.print(f"[bold]{spec.stack} {spec.mode}[/bold]: {spec.max_steps} steps of {spec.model} ...")
         guard = GuardSettings(timeout_s=timeout_s, probe_steps=spec.probe_steps)
         result = run_trial(spec, trial_dir=spec.output_dir, guard=guard).to_dict()
-        row = summarize(spec.framework, spec.mode, result)
+        row = summarize(spec.stack, spec.mode, result)
         console.print(f"  {row.status} in {result.get('wall_s', 0):.0f} s")
         rows.append(row)
         write_results(rows, output_dir)

@@ -39,11 +39,11 @@ from trainers.stacks import STACKS, memory_of
 from trainers.units import GIB
 
 
-def baseline_gib(framework: str) -> float:
-    """GiB a trainer of `framework` holds besides its checkpoint: its registry entry's
+def baseline_gib(stack: str) -> float:
+    """GiB a trainer of `stack` holds besides its checkpoint: its registry entry's
     StackMemory.host_baseline_gib (see the module's docstring for the rows); for a stack never
     measured, the largest baseline measured."""
-    own = memory_of(framework).host_baseline_gib
+    own = memory_of(stack).host_baseline_gib
     if own is not None:
         return own
     return max(e.memory.host_baseline_gib for e in STACKS.values() if e.memory.host_baseline_gib is not None)
@@ -94,7 +94,7 @@ def offloaded_checkpoints_gib(spec: Any) -> float:
     checkpointing, or where the model's shape is not known here."""
     from orchestrator.judging.memory._model import model_shape
 
-    if not memory_of(spec.framework).offloads_checkpoints or not spec.gradient_checkpointing:
+    if not memory_of(spec.stack).offloads_checkpoints or not spec.gradient_checkpointing:
         return 0.0
     shape, _ = model_shape(spec.model)
     if shape is None:
@@ -109,12 +109,12 @@ def predicted_rss_gib(spec: Any) -> HostPrediction | None:
     size, how = checkpoint_gib(spec.model)
     if size is None:
         return None
-    baseline = baseline_gib(spec.framework)
+    baseline = baseline_gib(spec.stack)
     offload = offloaded_checkpoints_gib(spec)
     gib = (baseline + size) * (1 + HEADROOM_FRACTION) + offload
     return HostPrediction(
         gib,
-        f"{spec.framework} baseline {baseline:.2f} GiB + checkpoint {size:.2f} GiB ({how}), "
+        f"{spec.stack} baseline {baseline:.2f} GiB + checkpoint {size:.2f} GiB ({how}), "
         f"+{HEADROOM_FRACTION:.0%}" + (f", + offloaded checkpoints {offload:.2f} GiB" if offload else ""),
     )
 
@@ -122,9 +122,7 @@ def predicted_rss_gib(spec: Any) -> HostPrediction | None:
 def host_trainer(spec: Any) -> HostTrainer:
     """A trial's trainer for packing by the host's RAM (words/phases.py host_groups): its predicted RSS
     (None when the model's size is not known here), how that was predicted, and the trial in words."""
-    label = (
-        f"{spec.framework} K={spec.num_generations} B={spec.batch_size} {spec.max_completion_length} tokens"
-    )
+    label = f"{spec.stack} K={spec.num_generations} B={spec.batch_size} {spec.max_completion_length} tokens"
     found = predicted_rss_gib(spec)
     if found is None:
         return HostTrainer(spec.trial_key, None, label=label)

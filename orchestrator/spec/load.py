@@ -28,11 +28,13 @@ from tasks.names import did_you_mean
 from trainers.trial import (
     BOOKKEEPING,
     KNOBS,
+    RENAMED,
     VLLM_KNOBS,
     canonical,
     check_value,
     idle_set_errors,
     knob_default,
+    say_renamed,
 )
 
 
@@ -105,6 +107,9 @@ def trial_set_errors(sets: list[str], base: dict[str, Any], taken: dict[str, str
     for item in sets:
         key, eq, text = item.partition("=")
         key = key.strip()
+        if key in RENAMED:
+            say_renamed(key, "--set ")
+            key = RENAMED[key]
         if not eq:
             errors.append(f"--set {item}: expected KNOB=VALUE (a YAML value), e.g. --set lora_r=8")
             continue
@@ -117,7 +122,9 @@ def trial_set_errors(sets: list[str], base: dict[str, Any], taken: dict[str, str
             )
             continue
         try:
-            value = canonical(key, yaml_data(text, "--set") if text else None)
+            given = yaml_data(text, "--set") if text else None
+            say_renamed(key, "--set ", given)
+            value = canonical(key, given)
         except SweepError as exc:
             errors += [f"--set {item}: {error}" for error in exc.errors]
             continue
@@ -128,7 +135,7 @@ def trial_set_errors(sets: list[str], base: dict[str, Any], taken: dict[str, str
             errors.append(f"--set {item}: {taken[key]}")
         else:
             base[key] = value
-    asked = [item.partition("=")[0].strip() for item in sets]
+    asked = [RENAMED.get(k, k) for k in (item.partition("=")[0].strip() for item in sets)]
     return errors + idle_set_errors([key for key in asked if key in base], base, knob_default)
 
 
@@ -220,11 +227,16 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         except SweepError as exc:
             raise SweepError([f"--set {key}: {error}" for error in exc.errors]) from None
         parts = key.strip().split(".")
+        if parts[-1] in RENAMED and (len(parts) == 1 or parts[:-1] in (["grid"], ["fixed"])):
+            say_renamed(parts[-1], "--set ")
+            parts[-1] = RENAMED[parts[-1]]
         if len(parts) == 1 and parts[0] not in SweepSpec.model_fields:
             if parts[0] not in KNOBS:  # neither a top-level setting nor a trial knob
                 names = dict.fromkeys([*SweepSpec.model_fields, *SWEEP_KNOBS])
                 raise SweepError([f"--set {key}: unknown setting; {unknown_name_hint(parts[0], names)}"])
-            raw.setdefault("grid", {}).pop(parts[0], None)
+            grid = raw.setdefault("grid", {})
+            for name in (parts[0], *(old for old, new in RENAMED.items() if new == parts[0])):
+                grid.pop(name, None)
             parts = ["fixed", parts[0]]
         node = raw
         for part in parts[:-1]:
@@ -236,12 +248,19 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 
 
 def canonical_knobs(raw: dict[str, Any]) -> dict[str, Any]:
-    """raw with its grid and fixed values as trials hold them (trainers.trial.canonical: `framework: TRL`
+    """raw with its grid and fixed values as trials hold them (trainers.trial.canonical: `stack: TRL`
     is trl), each grid list element by element; the rest as it was."""
     raw = dict(raw)
     for section in ("grid", "fixed"):
         items = raw.get(section)
+        if isinstance(items, dict) and RENAMED.keys() & items.keys():
+            for old in RENAMED.keys() & items.keys():
+                say_renamed(old, f"{section}.")
+            # in place, the new name's value kept where both are given
+            items = {RENAMED.get(k, k): v for k, v in items.items() if RENAMED.get(k) not in items}
         if isinstance(items, dict):
+            for key, value in items.items():
+                say_renamed(key, f"{section}.", value)
             raw[section] = {
                 key: [canonical(key, v) for v in value]
                 if section == "grid" and isinstance(value, list)

@@ -19,6 +19,7 @@ from typing import Any
 from orchestrator.spec.sweep import Resources, SweepError, SweepSpec
 from orchestrator.words.names import NAMED, name_parts
 from trainers.nvml import local_gpus
+from trainers.record import OLD_NAMES, OLD_VALUES
 from trainers.trial import (
     BOOKKEEPING,
     EXECUTION,
@@ -39,6 +40,9 @@ NOT_HASHED = NAMED + BOOKKEEPING + EXECUTION
 PUBLISHED_AS = {
     "generation": ("fast_inference", lambda value: {"transformers": False, "vllm": True}.get(value, value)),
     "vllm_gpu_memory_utilization": ("gpu_memory_utilization", lambda value: value),
+    # knobs renamed with the stack (the stack itself is not hashed: NAMED)
+    **{new: (old, lambda value: value) for new, old in OLD_NAMES.items()},
+    "optim": ("optim", lambda value: OLD_VALUES["optim"].get(value, value)),  # its renamed value
 }
 # The knobs a key hashes, and the defaults of those hashed only when set (read once, not per trial).
 _HASHED = tuple(k for k in KNOBS if k not in NOT_HASHED)
@@ -75,7 +79,8 @@ def trial_key(spec: TrialSpec) -> str:
     values = vars(spec)
     rest = {k: values[k] for k in _HASHED if values[k] != _WHEN_SET.get(k, _UNSET)}
     for name, (published, value) in PUBLISHED_AS.items():
-        rest[published] = value(rest.pop(name))
+        if name in rest:
+            rest[published] = value(rest.pop(name))
     rest["model"] = spec.model  # model_short drops the organisation and suffixes: hash the full name
     digest = hashlib.sha1(canonical_json(rest).encode()).hexdigest()[:12]
     return "-".join([*name_parts(spec), digest])
@@ -90,7 +95,7 @@ def size_key(spec: TrialSpec, model_rank: dict[str, int]) -> tuple:
         spec.lora_r,
         model_rank.get(spec.model, 0),
         spec.batch_size,
-        spec.framework,
+        spec.stack,
         spec.mode,
     )
 

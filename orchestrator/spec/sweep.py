@@ -7,7 +7,7 @@ A sweep file is YAML:
     task: arithmetic            # and task_args: {...}; or grid.task: [arithmetic, countdown]
     task_settings: {countdown: {num_numbers: 4}}   # per task, merged over task_args for that task
     grid:                       # any TrialSpec knob; a list is swept, a scalar is fixed
-      framework: [trl, unsloth]
+      stack: [trl, unsloth]
       num_generations: [2, 4]
     fixed: {model: tiny, max_steps: 3}
     resources: {gpus_per_trial: 1, cpus_per_trial: 1, max_concurrent: 2}

@@ -86,7 +86,7 @@ def _side(output_dir: str | Path) -> pd.DataFrame:
     measured = [measured_steps(trial_steps(outputs.steps, key)) for key in summary["run_name"]]
     summary["speeds"] = [column(steps, STEP.tokens_per_s).tolist() for steps in measured]
     summary["step_times"] = [column(steps, STEP.step_s).tolist() for steps in measured]
-    columns = ["run_name", "match", "settings", "framework", "mode", "num_generations", "batch_size", "seed",
+    columns = ["run_name", "match", "settings", "stack", "mode", "num_generations", "batch_size", "seed",
                "status", "memory_kind", "speeds", "step_times", *COMPARED.values()]  # fmt: skip
     return summary[columns].rename(columns={"run_name": "trial_key"})
 
@@ -109,7 +109,7 @@ def compare_outputs(dir_a: str | Path, dir_b: str | Path, console: Console | Non
     shared = set(a["trial_key"]) & set(b["trial_key"])
     for side in (a, b):
         side.loc[side["trial_key"].isin(shared), "match"] = "key " + side["trial_key"]
-    config = ["trial_key", "framework", "mode", "num_generations", "batch_size", "seed"]
+    config = ["trial_key", "stack", "mode", "num_generations", "batch_size", "seed"]
     merged = a.merge(b, on="match", how="outer", suffixes=("_a", "_b"), indicator=True)
     for col in config:  # the configuration columns from whichever side has the trial
         merged[col] = merged[f"{col}_a"].combine_first(merged[f"{col}_b"])

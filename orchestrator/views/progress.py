@@ -185,7 +185,7 @@ class Progress:
 def estimate_durations(trials: list[TrialSpec], output_dir: Any) -> dict[str, tuple[float | None, str]]:
     """trial_key -> (seconds, basis) for planned trials, from the completed trials recorded in
     output_dir/trials.parquet: their start-up time (wall time less the steps) plus max_steps times their
-    step time per completion scaled to the trial's B x K, over recorded trials of the same framework and
+    step time per completion scaled to the trial's B x K, over recorded trials of the same stack and
     model where there are some, else all of them. A trial already recorded gets its own wall time; with
     nothing recorded, (None, "unknown")."""
     from orchestrator.recording.sinks import TrialsTable
@@ -200,7 +200,7 @@ def estimate_durations(trials: list[TrialSpec], output_dir: Any) -> dict[str, tu
     ]  # fmt: skip
     by_key = {r["trial_key"]: r for r in rows}
     estimates: dict[str, tuple[float | None, str]] = {}
-    # (framework, model) -> (start-up s, s per completion, trials it is from), or None: nothing recorded.
+    # (stack, model) -> (start-up s, s per completion, trials it is from), or None: nothing recorded.
     # Worked out once per pair: a large plan has many trials of one pair.
     rates: dict[tuple[str, str], tuple[float, float, int] | None] = {}
     for spec in trials:
@@ -210,9 +210,9 @@ def estimate_durations(trials: list[TrialSpec], output_dir: Any) -> dict[str, tu
                 f"ran: {by_key[spec.trial_key]['status']}",
             )
             continue
-        pair = (spec.framework, spec.model)
+        pair = (spec.stack, spec.model)
         if pair not in rates:
-            alike = [r for r in done if (r["framework"], r["model"]) == pair] or done
+            alike = [r for r in done if (r["stack"], r["model"]) == pair] or done
             rates[pair] = (
                 statistics.median(r["wall_s"] - r["steps_completed"] * r["median_step_s"] for r in alike),
                 statistics.median(r["median_step_s"] / (r["batch_size"] * r["num_generations"]) for r in alike),

@@ -42,7 +42,7 @@ class Laid:
     left_out: list[str]
 
     def same_line(self) -> str:
-        """'same in every row: framework trl, mode grpo' (empty when none is)."""
+        """'same in every row: stack trl, mode grpo' (empty when none is)."""
         if not self.same:
             return ""
         return "same in every row: " + ", ".join(f"{header} {value}" for header, value in self.same)

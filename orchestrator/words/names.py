@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 # The knobs a trial's name shows, in the order it shows them.
-NAMED = ("framework", "mode", "model", "num_generations", "batch_size")
+NAMED = ("stack", "mode", "model", "num_generations", "batch_size")
 _MODEL_SUFFIXES = re.compile(r"-(instruct|chat|it|hf|base)$")
 # A varying grid axis in a run name: its short label, glued to the value (`len256`, `seed2`); an axis
 # not listed shows as `axis=value`.
@@ -44,9 +44,9 @@ def model_short(model: str) -> str:
 
 
 def name_parts(spec: Any, *, model: bool = True) -> list[str]:
-    """A trial's NAMED knobs as its name shows them: [framework, mode, model_short, kK, bB]; without
+    """A trial's NAMED knobs as its name shows them: [stack, mode, model_short, kK, bB]; without
     the model when `model` is false (a sweep of one model). `spec`: a trainers.trial.TrialSpec."""
-    parts = [spec.framework, spec.mode]
+    parts = [spec.stack, spec.mode]
     if model:
         parts.append(model_short(spec.model))
     return [*parts, f"k{spec.num_generations}", f"b{spec.batch_size}"]

@@ -25,7 +25,7 @@ def record_cpu_learn(
     """cpu-learn's one trial in `out` as its sweep records it, with the trace's first `kept` steps; its
     wall time the trace's, from its first step's start to its last step's end, unless given."""
     shutil.copy(ROOT / "sweeps" / "cpu-learn.yaml", out / "sweep.yaml")
-    spec = TrialSpec(framework="trl", mode="grpo", model="smollm2", quantization="none", num_generations=4,
+    spec = TrialSpec(stack="trl", mode="grpo", model="smollm2", quantization="none", num_generations=4,
                      batch_size=2, max_steps=STEPS, probe_steps=0, max_prompt_length=64,
                      max_completion_length=8, learning_rate=3e-4, trial_key=KEY, sweep="cpu-learn")  # fmt: skip
     accuracy, prompts = trace_eval_before(TRACE)

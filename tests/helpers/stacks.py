@@ -101,7 +101,7 @@ class ShapeStack(Stack):
         self.build(spec, events)
         if spec.num_generations >= 64:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        events.emit(STARTED, framework=self.name)
+        events.emit(STARTED, stack=self.name)
         events.emit(FINISHED, steps=0)
 
 

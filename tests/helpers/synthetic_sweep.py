@@ -22,7 +22,7 @@ GPU_ONLY_STEP_COLUMNS = {
     "device_used_gib", "device_peak_gib", "gpu_util_pct", "power_w", "energy_j",
 }  # fmt: skip
 
-# (framework, mode, K, B, seed, status, steps run)
+# (stack, mode, K, B, seed, status, steps run)
 GRID = [
     ("trl", "grpo", 2, 1, 1, "completed", 5),
     ("trl", "grpo", 2, 1, 2, "completed", 5),
@@ -51,29 +51,29 @@ DETAILS = {
 STACK_FACTORS = {"unsloth": (0.8, 1.6)}
 
 
-def trial_key(framework: str, mode: str, k: int, b: int, seed: int) -> str:
-    return f"{framework}-{mode}-k{k}-b{b}-s{seed}"
+def trial_key(stack: str, mode: str, k: int, b: int, seed: int) -> str:
+    return f"{stack}-{mode}-k{k}-b{b}-s{seed}"
 
 
 def write_synthetic_sweep(out: Path, gpu: bool = True, grid=GRID, speedup: float = 1.0, memory_scale: float = 1.0,
                           rng_seed: int = 0) -> pd.DataFrame:  # fmt: skip
-    """Write trials.parquet and steps/framework=<f>/mode=<m>/<trial_key>.parquet; return the trials frame."""
+    """Write trials.parquet and steps/stack=<f>/mode=<m>/<trial_key>.parquet; return the trials frame."""
     rng = np.random.default_rng(rng_seed)
     trials = []
-    for framework, mode, k, b, seed, status, n_steps in grid:
-        key = trial_key(framework, mode, k, b, seed)
-        memory_factor, speed_factor = STACK_FACTORS.get(framework, (1.0, 1.0))
+    for stack, mode, k, b, seed, status, n_steps in grid:
+        key = trial_key(stack, mode, k, b, seed)
+        memory_factor, speed_factor = STACK_FACTORS.get(stack, (1.0, 1.0))
         base_mem = (1.5 + 0.9 * k * b) * memory_factor * memory_scale
         speed = 40.0 * k * b * speed_factor * speedup
         steps = _steps(key, n_steps, gpu, base_mem, speed, rng)
         if n_steps:
-            folder = out / "steps" / f"framework={framework}" / f"mode={mode}"
+            folder = out / "steps" / f"stack={stack}" / f"mode={mode}"
             folder.mkdir(parents=True, exist_ok=True)
             pq.write_table(steps, folder / f"{key}.parquet")
         frame = steps.to_pandas()
         trials.append(
             {
-                "trial_key": key, "sweep": "synthetic", "framework": framework, "mode": mode,
+                "trial_key": key, "sweep": "synthetic", "stack": stack, "mode": mode,
                 "model": "Qwen/Qwen2.5-0.5B-Instruct", "task": "arithmetic", "num_generations": k,
                 "batch_size": b, "micro_batch_size": k * b, "max_prompt_length": 128,
                 "max_completion_length": 64, "quantization": "nf4", "dtype": "bf16" if gpu else "fp32",
@@ -85,11 +85,11 @@ def write_synthetic_sweep(out: Path, gpu: bool = True, grid=GRID, speedup: float
                 "median_step_s": frame["step_s"].median() if n_steps else None,
                 "median_tokens_per_s": frame["tokens_per_s"].median() if n_steps else None,
                 "wall_s": 3.0 + n_steps * 1.5,
-                **startup(framework, n_steps),
+                **startup(stack, n_steps),
                 "gpu_name": "NVIDIA GeForce RTX 4080" if gpu else None,
                 "gpu_total_gib": 16.0 if gpu else None,
                 "versions": json.dumps({"torch": "2.13.0", "transformers": "5.17.0", "trl": "1.15.0",
-                                        **({"unsloth": "2026.10.9"} if framework == "unsloth" else {})}),
+                                        **({"unsloth": "2026.10.9"} if stack == "unsloth" else {})}),
                 "effective_config": json.dumps({"seed": seed, "trial_key": key, "learning_rate": 2e-4,
                                                 "beta": 0.0, "output_dir": f"/tmp/{key}"}),
             }
@@ -105,9 +105,9 @@ def write_synthetic_sweep(out: Path, gpu: bool = True, grid=GRID, speedup: float
 STARTUP_S = {"trl": (20.0, 2.0), "unsloth": (60.0, 50.0)}
 
 
-def startup(framework: str, n_steps: int) -> dict[str, float | None]:
+def startup(stack: str, n_steps: int) -> dict[str, float | None]:
     """A trial's time_to_first_step_s and warmup_s: none without a step, no warm-up from one step alone."""
-    first, warmup = STARTUP_S.get(framework, STARTUP_S["trl"])
+    first, warmup = STARTUP_S.get(stack, STARTUP_S["trl"])
     return {"time_to_first_step_s": first if n_steps else None, "warmup_s": warmup if n_steps > 1 else None}
 
 

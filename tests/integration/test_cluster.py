@@ -131,7 +131,7 @@ def test_submit_runs_sweep_on_cluster_to_s3_and_mlflow_server(services):
     args = [
         str(PROJECT_ROOT / "sweeps" / "cpu-smoke.yaml"), "--address", services["address"],
         "--output-dir", output, "--tracking-uri", services["mlflow"],
-        "--set", "grid.framework=[trl]", "--set", "grid.num_generations=[2]",
+        "--set", "grid.stack=[trl]", "--set", "grid.num_generations=[2]",
         "--set", "max_steps=2", "--set", "max_completion_length=8", "--set", "quantization=none",
         "--set", "timeout_s=300",
     ]  # fmt: skip
@@ -208,7 +208,7 @@ def test_ctrl_c_detaches_and_the_job_goes_on_until_stopped(services):
     sweep = str(PROJECT_ROOT / "sweeps" / "cpu-smoke.yaml")
     follow = subprocess.Popen(
         [*RLSWEEP_SUBMIT, sweep, *address, "--output-dir", f"s3://{services['bucket']}/detach"]
-        + ["--set", "tracking.enabled=false", "--set", "grid.framework=[trl]"],
+        + ["--set", "tracking.enabled=false", "--set", "grid.stack=[trl]"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

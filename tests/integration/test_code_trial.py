@@ -18,9 +18,9 @@ pytestmark = pytest.mark.slow
 TASK_ARGS = {"num_samples": 8, "num_eval": 2, "reward_timeout_s": 1.0, "reward_workers": 2}
 
 
-@pytest.mark.parametrize("framework", ["trl", "unsloth"])
-def test_a_code_trial_records_each_reward_and_pass_at_k(framework, tmp_path, capsys):
-    args = f"--stack {framework} --mode grpo --model tiny --max-steps 2 --num-generations 2"
+@pytest.mark.parametrize("stack", ["trl", "unsloth"])
+def test_a_code_trial_records_each_reward_and_pass_at_k(stack, tmp_path, capsys):
+    args = f"--stack {stack} --mode grpo --model tiny --max-steps 2 --num-generations 2"
     args += (
         " --batch-size 2 --max-completion-length 16 --max-prompt-length 256 --quantization none --lora-r 4"
     )
@@ -54,9 +54,9 @@ def test_a_code_trial_records_each_reward_and_pass_at_k(framework, tmp_path, cap
     assert trial["outcome"]["status"] == "completed"
 
 
-@pytest.mark.parametrize("framework", ["trl", "unsloth"])
+@pytest.mark.parametrize("stack", ["trl", "unsloth"])
 def test_a_policy_that_tries_to_get_out_is_paid_nothing_and_its_acts_are_named(
-    framework, tmp_path, capsys, monkeypatch
+    stack, tmp_path, capsys, monkeypatch
 ):
     """A 2-step trial whose 8 completions (4 a step) are one of each kind of act (tests/helpers/
     hostile_policy replaces what the tiny model wrote as the rewards see it): a read outside its folder,
@@ -81,7 +81,7 @@ def test_a_policy_that_tries_to_get_out_is_paid_nothing_and_its_acts_are_named(
     monkeypatch.setenv("RLSWEEP_TEST_HOSTILE_CODES", json.dumps(codes))
     monkeypatch.setenv("RLSWEEP_COLD_START", "1")  # a trainer of its own, started with this environment
     before = owned_sandbox_processes()
-    args = f"--stack {framework} --mode grpo --model tiny --max-steps 2 --num-generations 2"
+    args = f"--stack {stack} --mode grpo --model tiny --max-steps 2 --num-generations 2"
     args += " --batch-size 2 --max-completion-length 8 --max-prompt-length 256 --quantization none --lora-r 4"
     args += " --probe-steps 0"  # every step scored
     code = main(

@@ -24,8 +24,8 @@ LENGTHS = (24, 128, 256)  # completion lengths: the shapes, smallest first
 GUARD = GuardSettings(timeout_s=900)
 
 
-def shape(length: int, framework: str = "trl", model: str = "tiny") -> TrialSpec:
-    return TrialSpec(framework=framework, model=model, num_generations=8, batch_size=2, max_prompt_length=96,
+def shape(length: int, stack: str = "trl", model: str = "tiny") -> TrialSpec:
+    return TrialSpec(stack=stack, model=model, num_generations=8, batch_size=2, max_prompt_length=96,
                      max_completion_length=length, max_steps=1, probe_steps=1, num_threads=1, seed=0)  # fmt: skip
 
 
@@ -47,10 +47,10 @@ def fresh(tmp_path_factory):
     }
 
 
-def in_session(folder, lengths, framework="trl", model="tiny") -> dict[int, tuple[float, object]]:
+def in_session(folder, lengths, stack="trl", model="tiny") -> dict[int, tuple[float, object]]:
     with ProbeSession(folder / "sessions", GUARD, cpus=1) as session:
-        results = {n: session.run(shape(n, framework, model), trial_dir=folder / str(n)) for n in lengths}
-    return {n: (peak(shape(n, framework, model), r), r) for n, r in results.items()}
+        results = {n: session.run(shape(n, stack, model), trial_dir=folder / str(n)) for n in lengths}
+    return {n: (peak(shape(n, stack, model), r), r) for n, r in results.items()}
 
 
 @pytest.mark.parametrize("order", ["ascending", "descending"])

@@ -16,7 +16,7 @@ from trainers.trial import TrialSpec
 
 pytestmark = pytest.mark.slow
 
-DEEP = dict(model="Qwen/Qwen2.5-0.5B-Instruct", framework="trl", num_generations=2, batch_size=1,
+DEEP = dict(model="Qwen/Qwen2.5-0.5B-Instruct", stack="trl", num_generations=2, batch_size=1,
             max_prompt_length=64, max_completion_length=64, learning_rate=2e-4)  # fmt: skip
 
 

@@ -15,7 +15,7 @@ GRANULE = 512
 
 
 def _spec(**knobs) -> TrialSpec:
-    base = dict(model="tiny", framework="trl", num_generations=4, batch_size=2, max_completion_length=64,
+    base = dict(model="tiny", stack="trl", num_generations=4, batch_size=2, max_completion_length=64,
                 num_iterations=2, quantization="none", lora_r=16, learning_rate=2e-4)  # fmt: skip
     return TrialSpec(**(base | knobs))
 
@@ -29,7 +29,7 @@ def _counted(spec: TrialSpec, device: str):
 
     counter = AllocationCounter(trace=True)
     with on_meta(as_cuda=False):
-        stacks.load(spec.framework).simulate_step(
+        stacks.load(spec.stack).simulate_step(
             spec, 34, counter, device=device, attention="eager", as_cuda=False
         )
     return counter
@@ -51,7 +51,7 @@ def _lifetimes(trace: list[tuple], floor: int = 4096) -> list[tuple[int, int | N
 
 
 @pytest.mark.parametrize(
-    "model, framework",
+    "model, stack",
     [
         ("tiny", "trl"),
         ("tiny", "unsloth"),
@@ -59,13 +59,11 @@ def _lifetimes(trace: list[tuple], floor: int = 4096) -> list[tuple[int, int | N
         pytest.param("smollm2", "trl", marks=pytest.mark.heavy),
     ],
 )
-def test_a_step_on_meta_allocates_op_for_op_what_the_same_step_allocates_on_real_cpu_tensors(
-    model, framework
-):
+def test_a_step_on_meta_allocates_op_for_op_what_the_same_step_allocates_on_real_cpu_tensors(model, stack):
     # The scoring forward, the stack's loss, backward, clipping and AdamW (and Unsloth's checkpointer
     # and LoRA MLP stand-ins): every allocation of 4 KiB or more is made in the same order, of the same
     # size, and freed at the same point; only meta holds no memory.
-    spec = _spec(model=model, framework=framework, max_completion_length=32)
+    spec = _spec(model=model, stack=stack, max_completion_length=32)
     meta, cpu = _counted(spec, "meta"), _counted(spec, "cpu")
     big = _lifetimes(meta.trace)
     assert len(big) > 500 and big == _lifetimes(cpu.trace)
@@ -110,7 +108,7 @@ def test_a_stack_without_a_simulated_step_says_so():
     stacks.register(stacks.StackEntry("stub", "Stub", "tests.integration.test_simulated_step:StubStack"))
     try:
         with pytest.raises(CannotSimulate, match="Stub stack has no simulated step yet"):
-            simulate(_spec(framework="stub"), 34)
+            simulate(_spec(stack="stub"), 34)
     finally:
         stacks.unregister("stub")
 
@@ -121,7 +119,7 @@ class StubStack(Stack):
 
 
 def test_an_unsloth_step_runs_on_meta_through_unsloths_loss_with_every_phase_counted():
-    step = simulate(_spec(framework="unsloth", quantization="nf4"), 34, cache=False)
+    step = simulate(_spec(stack="unsloth", quantization="nf4"), 34, cache=False)
     assert set(step.phase_gib) == {"generation", "decoding", "scoring", "training"}
     assert step.allocated_gib == max(step.phase_gib.values()) > step.resting_gib > 0
     # Unsloth's decoding copies the full cache into buffers 512 tokens longer: more than generation held
@@ -134,7 +132,7 @@ def test_an_unsloth_step_runs_on_meta_through_unsloths_loss_with_every_phase_cou
 
 
 def test_a_change_in_unsloths_loss_code_that_allocates_more_moves_the_simulated_peak(monkeypatch):
-    before = simulate(_spec(framework="unsloth"), 34, cache=False)  # imports Unsloth, then unsloth_zoo may be
+    before = simulate(_spec(stack="unsloth"), 34, cache=False)  # imports Unsloth, then unsloth_zoo may be
     import unsloth_zoo.rl_replacements as zoo
 
     original = zoo.grpo_chunked_hidden_states_logprobs
@@ -148,7 +146,7 @@ def test_a_change_in_unsloths_loss_code_that_allocates_more_moves_the_simulated_
         return logps
 
     monkeypatch.setattr(zoo, "grpo_chunked_hidden_states_logprobs", heavier)
-    after = simulate(_spec(framework="unsloth"), 34, cache=False)
+    after = simulate(_spec(stack="unsloth"), 34, cache=False)
     assert after.allocated_gib * 2**30 >= before.allocated_gib * 2**30 + extra - GRANULE
 
 

@@ -20,7 +20,7 @@ def _spec(tmp_path, model_type: str, architecture: str, **extra) -> TrialSpec:
     path = tmp_path / model_type / "config.json"
     path.parent.mkdir()
     path.write_text(json.dumps(SMALL | {"model_type": model_type, "architectures": [architecture]} | extra))
-    return TrialSpec(model=str(path), framework="unsloth", num_generations=4, batch_size=2, max_completion_length=64,
+    return TrialSpec(model=str(path), stack="unsloth", num_generations=4, batch_size=2, max_completion_length=64,
                      num_iterations=2, quantization="none", lora_r=8, learning_rate=2e-4)  # fmt: skip
 
 

@@ -18,7 +18,7 @@ SWEEP = """\
 name: shared
 task: arithmetic
 grid:
-  framework: [trl]
+  stack: [trl]
   num_generations: [4]
 fixed:
   model: tiny
@@ -118,13 +118,11 @@ def test_solve_keys_its_candidates_steps_as_fits_keys_the_same_configuration(tmp
     from orchestrator.judging.solve import make_request
 
     request = make_request(
-        "num_generations", 16.0, settings={"model": "tiny", "framework": "trl"},
+        "num_generations", 16.0, settings={"model": "tiny", "stack": "trl"},
         sets=["batch_size=1", "max_completion_length=128"], values=[4], output_dir=str(tmp_path / "solve"),
     )  # fmt: skip
     solved = request.spec(4)
-    asked = TrialSpec(
-        model="tiny", framework="trl", num_generations=4, batch_size=1, max_completion_length=128
-    )
+    asked = TrialSpec(model="tiny", stack="trl", num_generations=4, batch_size=1, max_completion_length=128)
     config = _meta.model_config(asked)
     assert solved.trial_key and solved.sweep  # its own bookkeeping, not the step's
     assert _key(solved, config, solved.max_prompt_length) == _key(asked, config, asked.max_prompt_length)
@@ -139,7 +137,7 @@ def test_steps_simulated_side_by_side_in_workers_are_the_steps_simulated_in_this
     from trainers import stacks
 
     specs = [
-        TrialSpec(model="tiny", framework=name, num_generations=4, batch_size=1, max_completion_length=128)
+        TrialSpec(model="tiny", stack=name, num_generations=4, batch_size=1, max_completion_length=128)
         for name in stacks.names()
     ]
     ran_here = []
@@ -156,4 +154,4 @@ def test_steps_simulated_side_by_side_in_workers_are_the_steps_simulated_in_this
     monkeypatch.setenv("RLSWEEP_SIMULATE_WORKERS", "0")
     for spec, worked in zip(specs, by_workers, strict=True):
         here = simulate(spec, cache=False)
-        assert dataclasses.replace(worked, seconds=0) == dataclasses.replace(here, seconds=0), spec.framework
+        assert dataclasses.replace(worked, seconds=0) == dataclasses.replace(here, seconds=0), spec.stack

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 STEPS = 2
 SETS = [
-    "grid.framework=[trl]", "grid.num_generations=[2]", f"max_steps={STEPS}", "max_completion_length=8",
+    "grid.stack=[trl]", "grid.num_generations=[2]", f"max_steps={STEPS}", "max_completion_length=8",
     "quantization=none", "resources.max_concurrent=1", "tracking.enabled=false", "timeout_s=300",
 ]  # fmt: skip
 JOB_TIMEOUT_S = 420

@@ -53,12 +53,12 @@ EXPECTED_UNSLOTH_REWRITES = {"optim": ["adamw_torch", "adamw_torch_fused"]}
 
 def test_effective_knobs_match_across_stacks(tmp_path):
     started, steps = {}, {}
-    for framework in ("trl", "unsloth"):
-        (tmp_path / framework).mkdir()
-        proc, events = run_child(tmp_path / framework, framework=framework, **TRIAL)
+    for stack in ("trl", "unsloth"):
+        (tmp_path / stack).mkdir()
+        proc, events = run_child(tmp_path / stack, stack=stack, **TRIAL)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert [e["event"] for e in events] == ["started", "step", "finished"]
-        started[framework], steps[framework] = events[0]["effective_config"], events[1]
+        started[stack], steps[stack] = events[0]["effective_config"], events[1]
 
     trl, unsloth = started["trl"], started["unsloth"]
     compared = (*EFFECTIVE_KNOBS, *MODEL_KNOBS)

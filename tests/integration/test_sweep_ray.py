@@ -130,7 +130,7 @@ def test_fake_gpu_sweep_runs_two_at_once_and_sinks_agree(ray_fake_gpus, tmp_path
         f"select count(*) from read_parquet('{steps_dir}/**/*.parquet', hive_partitioning=1)"
     )
     assert len(by_pandas) == len(by_polars) == by_duckdb.fetchall()[0][0] == 4
-    assert set(by_pandas.framework.astype(str)) == {"trl"}
+    assert set(by_pandas["stack"].astype(str)) == {"trl"}
 
     # MLflow agrees with Parquet: same keys, same step counts, one parent.
     client, parents, children = trial_runs(uri, "fakegpu")

@@ -10,11 +10,11 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.parametrize("mode", ["grpo", "gspo"])
 def test_three_steps_event_stream(tmp_path, mode):
-    proc, events = run_child(tmp_path, framework="unsloth", mode=mode, quantization="nf4")
+    proc, events = run_child(tmp_path, stack="unsloth", mode=mode, quantization="nf4")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [e["event"] for e in events] == ["started", "step", "step", "step", "finished"]
     started = events[0]
-    assert started["framework"] == "unsloth" and started["versions"]["unsloth"]
+    assert started["stack"] == "unsloth" and started["versions"]["unsloth"]
     effective = started["effective_config"]
     assert effective["unsloth_backend"] == "cpu"  # no GPU here: Unsloth's documented CPU fallback
     assert effective["importance_sampling_level"] == ("sequence" if mode == "gspo" else "token")
@@ -42,7 +42,7 @@ def test_three_steps_event_stream(tmp_path, mode):
 def test_unsloth_that_cannot_start_is_unavailable_with_the_fix(tmp_path, monkeypatch):
     # On a host without GPU this makes `import unsloth` raise instead of falling back to CPU.
     monkeypatch.setenv("UNSLOTH_DISABLE_CPU_FALLBACK", "1")
-    proc, events = run_child(tmp_path, framework="unsloth")
+    proc, events = run_child(tmp_path, stack="unsloth")
     assert proc.returncode == 1
     assert [e["event"] for e in events] == ["error"]
     error = events[0]

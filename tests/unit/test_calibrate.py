@@ -33,7 +33,7 @@ PER_TOKEN = ("kv_cache", "activations", "logits", "logit_chunk")
 
 
 def _plan(measure, model, stack, quantization, budget, probes=4):
-    base = TrialSpec(model=model, framework=stack, quantization=quantization)
+    base = TrialSpec(model=model, stack=stack, quantization=quantization)
     return choose(base, MemoryModel.fit([], measure), budget, probes)
 
 
@@ -120,7 +120,7 @@ def test_a_cpu_hosts_refusal_says_its_probes_would_measure_rss_and_offers_only_f
 
 def test_probes_chosen_after_one_measured_stay_within_the_room_the_fitted_model_leaves():
     # a fitted model: the first probe measured at its predicted peak; the rest are chosen from it
-    base = TrialSpec(model="tiny", framework="trl", quantization="none")
+    base = TrialSpec(model="tiny", stack="trl", quantization="none")
     first = _plan("RSS", "tiny", "trl", "none", 4.0).role(FEW_SHORT)
     row = {
         "config": first.spec.to_json(), "status": "completed", "peak_rss_gib": first.prediction.peak_gib,

@@ -111,7 +111,7 @@ def test_planned_trials_are_estimated_from_the_trials_recorded_so_far(tmp_path):
     trials = plan(sweep).trials
     first, second, unrun = trials[0], trials[1], trials[4]
     recorded = [
-        {"trial_key": s.trial_key, "framework": s.framework, "model": s.model, "mode": s.mode,
+        {"trial_key": s.trial_key, "stack": s.stack, "model": s.model, "mode": s.mode,
          "num_generations": s.num_generations, "batch_size": s.batch_size, "status": "completed",
          "steps_completed": 3, "median_step_s": step_s, "wall_s": wall}
         for s, step_s, wall in ((first, 2.0, 20.0), (second, 4.0, 30.0))

@@ -29,7 +29,7 @@ def test_the_default_gpu_sweep_is_a_frontier_search_to_8k_tokens_and_k_64_and_va
     sweep = load_sweep(FRONTIER)
     axes = sweep.axes()
     assert max(axes["max_completion_length"]) == 8192 and max(axes["num_generations"]) == 64
-    assert set(axes["framework"]) == {"trl", "unsloth"}
+    assert set(axes["stack"]) == {"trl", "unsloth"}
     assert sweep.oom.frontier and sweep.oom.predict and sweep.phases_to_run() == ("memory",)
     assert sweep.memory.budget_gib == 16
     result = plan(sweep)
@@ -99,9 +99,9 @@ def test_probe_sessions_count_each_sessions_start_up_once_and_each_probe_in_full
     startup = {s: f["startup_s"] for s, f in ((k.split("|")[0], f) for k, f in load_times()["times"].items()
                                               if k.endswith("Qwen2.5-3B-Instruct"))}  # fmt: skip
     probed = [t for t in trials if with_sessions.search.outcome[t.trial_key] == "probed"]
-    saved = sum(startup[t.framework] for t in probed) - sum(startup[f] for f in {t.framework for t in probed})
+    saved = sum(startup[t.stack] for t in probed) - sum(startup[f] for f in {t.stack for t in probed})
     assert without.expected_s - with_sessions.expected_s == pytest.approx(saved)
-    once = sum(startup[f] for f in {t.framework for t in probed})  # packed: the slots start theirs at once
+    once = sum(startup[f] for f in {t.stack for t in probed})  # packed: the slots start theirs at once
     assert with_sessions.packed_s == pytest.approx((with_sessions.expected_s - once) / 4 + once)
     assert any("2 probe sessions" in line for line in with_sessions.lines())
 
@@ -139,7 +139,7 @@ def test_dry_run_of_models_with_no_h100_row_prints_predicted_times_not_unknown(c
     sweep = tmp_path / "families.yaml"
     sweep.write_text(
         "name: families\ntask: arithmetic\n"
-        "grid:\n  framework: [unsloth, trl]\n"
+        "grid:\n  stack: [unsloth, trl]\n"
         "  model: [random:meta-llama/Llama-3.2-1B-Instruct, random:google/gemma-3-1b-it, random:Qwen/Qwen3-1.7B]\n"
         "fixed:\n  num_generations: 16\n  batch_size: 1\n  max_steps: 1\n  max_prompt_length: 256\n"
         "  max_completion_length: 512\n  quantization: nf4\n"

@@ -64,7 +64,7 @@ def test_a_longer_completion_never_fits_where_a_shorter_one_does_not(which, requ
     lo, hi = fm.lengths
     for x in fm.boundaries:
         assert x.unknown is None
-        base = TrialSpec(framework=x.framework, model=x.model, num_generations=x.k, batch_size=x.b)
+        base = TrialSpec(stack=x.stack, model=x.model, num_generations=x.k, batch_size=x.b)
         likely = lo - 1 if x.likely is None else x.likely
         for length in _lengths(lo, hi):
             peak = model.predict(dataclasses.replace(base, max_completion_length=length)).peak_gib
@@ -73,7 +73,7 @@ def test_a_longer_completion_never_fits_where_a_shorter_one_does_not(which, requ
         ends = [lo - 1 if v is None else v for v in (x.sure, x.likely, x.possible)]
         assert ends == sorted(ends)
         for bigger in fm.boundaries:
-            same = (bigger.framework, bigger.model) == (x.framework, x.model)
+            same = (bigger.stack, bigger.model) == (x.stack, x.model)
             if same and bigger.k >= x.k and bigger.b >= x.b:
                 assert (bigger.likely or 0) <= (x.likely or 0)
 
@@ -84,7 +84,7 @@ def test_the_boundary_matches_the_predictors_verdicts_either_side_of_it(which, r
     model = fm.model
     lo, hi = fm.lengths
     for x in fm.boundaries:
-        base = TrialSpec(framework=x.framework, model=x.model, num_generations=x.k, batch_size=x.b)
+        base = TrialSpec(stack=x.stack, model=x.model, num_generations=x.k, batch_size=x.b)
 
         def verdict(length: int, base=base) -> str:
             return model.predict(dataclasses.replace(base, max_completion_length=length)).verdict(
@@ -102,7 +102,7 @@ def test_the_boundary_matches_the_predictors_verdicts_either_side_of_it(which, r
 
 
 def test_the_h100_trials_are_drawn_on_the_16gb_map_as_measured_fits_ooms_and_undecided(h100_map):
-    points = {(p.framework, p.k, p.b, p.length): p for p in h100_map.measured}
+    points = {(p.stack, p.k, p.b, p.length): p for p in h100_map.measured}
     assert points[("trl", 8, 2, 512)].on_card == MEASURED_OOM  # out of memory under 16 GiB
     assert points[("trl", 8, 2, 256)].on_card == MEASURED_FITS
     # Round 2's TRL at 1024 timed out before its first step (undecided); round 3's ran out of memory.
@@ -118,7 +118,7 @@ def test_no_h100_measurement_contradicts_the_map(h100_map):
     """A measured fit never lies where the map says surely out of memory, a measured OOM never where it
     says surely fits."""
     for point in h100_map.measured:
-        x = h100_map.boundary(point.framework, point.model, point.k, point.b)
+        x = h100_map.boundary(point.stack, point.model, point.k, point.b)
         if point.on_card == MEASURED_FITS:
             assert x.possible is not None and point.length <= x.possible, point
         elif point.on_card == MEASURED_OOM:
@@ -177,17 +177,17 @@ def test_fitmap_refuses_an_unknown_card_and_no_card_at_all(tmp_path, capsys):
 def _tiny_ledger(path: Path) -> TrialsTable:
     """Completed CPU trials of `tiny` on both stacks, their RSS growing with the tokens of a step."""
     ledger = TrialsTable(path / "trials.parquet")
-    for framework in ("trl", "unsloth"):
+    for stack in ("trl", "unsloth"):
         for k in (2, 4, 8):
             for length in (16, 64):
                 spec = TrialSpec(
-                    framework=framework, model="tiny", num_generations=k, batch_size=2,
+                    stack=stack, model="tiny", num_generations=k, batch_size=2,
                     max_completion_length=length, memory_budget_gib=1.0,
-                    trial_key=f"{framework}-k{k}-l{length}",
+                    trial_key=f"{stack}-k{k}-l{length}",
                 )  # fmt: skip
                 row = trial_row(spec, None, [], status="completed")
                 row["peak_rss_gib"] = 0.6 + 0.00005 * k * 2 * (256 + length) * (
-                    1.0 if framework == "trl" else 0.6
+                    1.0 if stack == "trl" else 0.6
                 )
                 ledger.upsert(row)
     ledger.write()

@@ -42,7 +42,7 @@ def _counted(fm: FitMap, model: str, other: str) -> tuple[int, int, int]:
     """(cells where `other` reaches past TRL, cells where TRL reaches past it, cells both predicted)."""
     longer = shorter = cells = 0
     for x in fm.boundaries:
-        if (x.framework, x.model) != (other, model) or x.unknown:
+        if (x.stack, x.model) != (other, model) or x.unknown:
             continue
         trl = fm.boundary("trl", model, x.k, x.b)
         cells += 1
@@ -69,8 +69,8 @@ def test_one_line_a_model_says_where_each_stack_fits_longer_completions_than_trl
         )
 
 
-def _b(framework: str, k: int, likely: int | None, sure: int | None, possible: int | None) -> Boundary:
-    return Boundary(framework, QWEN_7B, k, 1, likely, sure, possible, 128, 8192)
+def _b(stack: str, k: int, likely: int | None, sure: int | None, possible: int | None) -> Boundary:
+    return Boundary(stack, QWEN_7B, k, 1, likely, sure, possible, 128, 8192)
 
 
 def test_where_liger_costs_more_the_line_says_it_fits_shorter_completions_than_trl():

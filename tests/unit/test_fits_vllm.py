@@ -15,7 +15,7 @@ from trainers.simulate import SimulatedStep
 from trainers.trial import TrialSpec
 
 CONTEXT = 0.76
-SPEC = TrialSpec(model="Qwen/Qwen3-4B", framework="trl", learning_rate=2e-4, generation="vllm",
+SPEC = TrialSpec(model="Qwen/Qwen3-4B", stack="trl", learning_rate=2e-4, generation="vllm",
                  vllm_gpu_memory_utilization=0.3, memory_budget_gib=24.0)  # fmt: skip
 
 
@@ -31,7 +31,7 @@ def test_colocated_vllm_holds_its_share_of_the_card_throughout_beside_its_own_we
 
 
 def test_a_stack_whose_trainer_is_built_on_vllms_weights_counts_them_once_in_a_pool_of_the_free_memory():
-    unsloth = dataclasses.replace(SPEC, framework="unsloth")
+    unsloth = dataclasses.replace(SPEC, stack="unsloth")
     vllm = held(unsloth, 24.0, CONTEXT, 3.0)
     shape, _ = model_shape(unsloth.model)
     assert vllm.generating == pytest.approx(0.3 * (24.0 - CONTEXT))
@@ -82,7 +82,7 @@ def test_the_prior_counts_vllms_pool_and_weights_by_the_same_rules():
     shape, _ = model_shape(SPEC.model)
     trl = terms(SPEC, shape, "gpu")
     assert trl["vllm_pool"] == pytest.approx(0.3 * 24.0) and trl["weights"] > 1.0 and trl["kv_cache"] == 0
-    unsloth = terms(dataclasses.replace(SPEC, framework="unsloth"), shape, "gpu")
+    unsloth = terms(dataclasses.replace(SPEC, stack="unsloth"), shape, "gpu")
     assert unsloth["vllm_pool"] == pytest.approx(0.3 * (24.0 - CONTEXT)) and unsloth["weights"] == 0
 
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).parents[2]
     "settings,profile",
     [
         ({}, "trl"),
-        ({"framework": "unsloth"}, "unsloth"),
+        ({"stack": "unsloth"}, "unsloth"),
         ({"generation": "vllm"}, None),  # vLLM's import or hiding is the trial's own
         ({"num_processes": 2}, None),  # accelerate's launcher starts the ranks
     ],
@@ -78,7 +78,7 @@ def test_a_trial_forks_where_vllm_is_installed_unless_it_generates_with_it():
     # was the reward worker's unique set counted in some peaks and not in others (orchestrator/running/
     # _readers.py CHILDREN_REFRESH_ON_HIGH), cold and forked alike.
     assert profile_for(TrialSpec(model="tiny")) == "trl"  # `make setup` installs vLLM's CPU build here
-    assert profile_for(TrialSpec(model="tiny", framework="unsloth")) == "unsloth"
+    assert profile_for(TrialSpec(model="tiny", stack="unsloth")) == "unsloth"
     assert profile_for(TrialSpec(model="tiny", generation="vllm")) is None
 
 

@@ -145,16 +145,16 @@ GRID = [
 
 def test_with_sessions_one_sessions_trials_come_before_the_next_ones_each_in_bisection_order():
     line = [
-        trial(f"{stack}{k}", framework=stack, num_generations=k)
+        trial(f"{stack}{k}", stack=stack, num_generations=k)
         for k in (2, 4, 8, 16, 32)
         for stack in ("trl", "unsloth")
     ]
     undecided = lambda spec: False  # noqa: E731
     alone = bisection_order(line, undecided)
-    grouped = bisection_order(line, undecided, group=lambda spec: spec.framework)
-    assert [s.framework for s in grouped] == ["trl"] * 5 + ["unsloth"] * 5
+    grouped = bisection_order(line, undecided, group=lambda spec: spec.stack)
+    assert [s.stack for s in grouped] == ["trl"] * 5 + ["unsloth"] * 5
     for stack in ("trl", "unsloth"):
-        assert [s for s in grouped if s.framework == stack] == [s for s in alone if s.framework == stack]
+        assert [s for s in grouped if s.stack == stack] == [s for s in alone if s.stack == stack]
 
 
 @pytest.mark.parametrize("budget", [0.8, 0.9, 1.0, 1.2])

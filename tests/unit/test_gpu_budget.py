@@ -257,7 +257,7 @@ def test_unsloth_is_imported_onto_the_budget_s_card(monkeypatch, tmp_path):
 
     monkeypatch.setattr(unsloth_stack, "import_unsloth", import_unsloth)
     with pytest.raises(_Imported):
-        stacks.load("unsloth").run(_spec(framework="unsloth"), EventWriter(str(tmp_path / "events.jsonl")))
+        stacks.load("unsloth").run(_spec(stack="unsloth"), EventWriter(str(tmp_path / "events.jsonl")))
     assert seen == {"total": 16 * GIB, "mem_get_info": (int((16 - 0.5) * GIB), 16 * GIB)}
 
 

@@ -98,7 +98,7 @@ def test_table_has_a_row_per_stack_and_mode_with_ratios_and_reasons():
 
 def test_the_check_is_the_fixed_comparison_of_the_stacks_in_grpo():
     specs = check_specs(gpu_check.Path("/tmp/x"))
-    assert sorted((s.framework, s.mode) for s in specs) == [
+    assert sorted((s.stack, s.mode) for s in specs) == [
         ("liger", "grpo"), ("trl", "grpo"), ("unsloth", "grpo")
     ]  # fmt: skip
     for s in specs:
@@ -109,7 +109,7 @@ def test_the_check_is_the_fixed_comparison_of_the_stacks_in_grpo():
 
 def test_asking_for_both_modes_runs_them_off_policy_where_they_differ():
     specs = check_specs(gpu_check.Path("/tmp/x"), parse_modes("grpo,gspo"))
-    assert sorted((s.framework, s.mode) for s in specs) == [
+    assert sorted((s.stack, s.mode) for s in specs) == [
         ("liger", "grpo"), ("liger", "gspo"), ("trl", "grpo"), ("trl", "gspo"), ("unsloth", "grpo"),
         ("unsloth", "gspo"),
     ]  # fmt: skip
@@ -161,7 +161,7 @@ def test_a_registered_third_stack_is_checked_and_compared_with_trl():
             summarize("third", "grpo", result([5, 4, 4], [10, 40, 60], [9, 10, 10], 18.0)),
         ]
         lines = notes(rows)
-    assert [(s.framework, s.mode) for s in specs][-1] == ("third", "grpo")
+    assert [(s.stack, s.mode) for s in specs][-1] == ("third", "grpo")
     assert len(specs) == 4  # trl, unsloth, liger and the stub
     # third over trl: NVML peak 18 / 12, median tokens/s after warm-up 50 / 100
     assert ratios(rows) == {

@@ -24,7 +24,7 @@ def h100_rows() -> list[dict]:
 
 def row_spec(row: dict) -> TrialSpec:
     return TrialSpec(
-        framework=row["stack"], model=row["model"], num_generations=int(row["K"]), batch_size=int(row["B"]),
+        stack=row["stack"], model=row["model"], num_generations=int(row["K"]), batch_size=int(row["B"]),
         max_prompt_length=int(row["max_prompt"]), max_completion_length=int(row["max_completion"]),
     )  # fmt: skip
 
@@ -55,7 +55,7 @@ def test_the_predicted_rss_of_a_1_5b_trainer_is_at_or_above_what_it_held():
 
 def test_an_unsloth_trainer_is_predicted_with_the_checkpoints_it_offloads_and_named_by_its_shape():
     spec = TrialSpec(
-        framework="unsloth", model="random:Qwen/Qwen2.5-3B-Instruct", num_generations=8, batch_size=2,
+        stack="unsloth", model="random:Qwen/Qwen2.5-3B-Instruct", num_generations=8, batch_size=2,
         max_prompt_length=256, max_completion_length=512,
     )  # fmt: skip
     trainer = host_trainer(spec)
@@ -98,14 +98,14 @@ def test_a_sweep_of_3b_trainers_on_a_small_host_packs_by_its_ram():
     sweep = parse_sweep(
         {
             "name": "p",
-            "fixed": {"model": "random:Qwen/Qwen2.5-3B-Instruct", "framework": "trl", "max_steps": 10},
+            "fixed": {"model": "random:Qwen/Qwen2.5-3B-Instruct", "stack": "trl", "max_steps": 10},
             "oom": {"probe_steps": 1},
             "memory": {"budget_gib": 16},
             "resources": {"gpu_memory_gib": 80},
         }
     )
     told: list[str] = []
-    spec = TrialSpec(framework="trl", model="random:Qwen/Qwen2.5-3B-Instruct")
+    spec = TrialSpec(stack="trl", model="random:Qwen/Qwen2.5-3B-Instruct")
     [memory, _] = stages(sweep, True, told.append, [spec], gpu_count=1, host_ram_gib=16.0)
     # TRL 3B: (1.13 + 5.75) x 1.05 = 7.2 GiB each: 16 GiB holds 2 of the 4 the card would.
     assert memory.gpus == 0.5 and memory.phases.shared_gpu and memory.keys is None
@@ -113,7 +113,7 @@ def test_a_sweep_of_3b_trainers_on_a_small_host_packs_by_its_ram():
 
 
 def test_an_unknown_model_leaves_the_packing_to_gpu_memory():
-    unknown = host_trainer(TrialSpec(framework="trl", model="/nowhere/model"))
+    unknown = host_trainer(TrialSpec(stack="trl", model="/nowhere/model"))
     assert unknown.rss_gib is None
     [group] = host_groups(4, [unknown], ram_gib=1.0)
     assert group.per_gpu == 4 and group.room(1.0) is None
@@ -158,7 +158,7 @@ def test_a_trial_too_large_for_packed_ram_runs_alone_after_the_packed_ones():
         for k in runs[-1].keys
     )
     assert alone == [(32, 2, 8192), (64, 1, 8192), (64, 2, 4096), (64, 2, 8192)]
-    assert all(by_key[k].framework == "unsloth" for r in runs[1:] for k in r.keys)
+    assert all(by_key[k].stack == "unsloth" for r in runs[1:] for k in r.keys)
     assert told == [
         "memory phase: 4 memory-phase trials per 79.6475 GiB GPU (17 GiB each with headroom), for 159 of 168 "
         "trials; 5 whose predicted RSS exceeds 41.2 GiB (the host's 123.7 GiB / 3) run 2 per GPU after "

@@ -29,29 +29,27 @@ def _sweep(tmp_path: Path, text: str) -> Path:
 
 def test_stack_and_mode_names_are_case_insensitive_in_yaml_set_and_flags(tmp_path):
     text = (
-        "name: cased\ngrid: {framework: [TRL, Unsloth], mode: GRPO}\n"
-        "fixed: {model: tiny, max_steps: 2, framework_dtype: {TRL: FP16}}\n"
+        "name: cased\ngrid: {stack: [TRL, Unsloth], mode: GRPO}\n"
+        "fixed: {model: tiny, max_steps: 2, stack_dtype: {TRL: FP16}}\n"
     )
     trials = plan(load_sweep(_sweep(tmp_path, text))).trials
-    assert sorted(t.framework for t in trials) == ["trl", "unsloth"]
+    assert sorted(t.stack for t in trials) == ["trl", "unsloth"]
     assert {t.mode for t in trials} == {"grpo"}
-    assert all(t.framework_dtype == {"trl": "fp16"} for t in trials)
-    swept = load_sweep(
-        _sweep(tmp_path, "name: s\nfixed: {model: tiny}\n"), ["framework=Unsloth", "mode=GSPO"]
-    )
-    assert (swept.fixed["framework"], swept.fixed["mode"]) == ("unsloth", "gspo")
+    assert all(t.stack_dtype == {"trl": "fp16"} for t in trials)
+    swept = load_sweep(_sweep(tmp_path, "name: s\nfixed: {model: tiny}\n"), ["stack=Unsloth", "mode=GSPO"])
+    assert (swept.fixed["stack"], swept.fixed["mode"]) == ("unsloth", "gspo")
     base: dict = {}
-    assert trial_set_errors(["framework=TRL", "mode=Gspo"], base, {}) == []
-    assert base == {"framework": "trl", "mode": "gspo"}
+    assert trial_set_errors(["stack=TRL", "mode=Gspo"], base, {}) == []
+    assert base == {"stack": "trl", "mode": "gspo"}
     parser = build_parser()
     trial = parser.parse_args(
         ["trial", "--stack", "Unsloth", "--mode", "GSPO", "--framework-dtype", "{TRL: BF16}"]
     )
-    assert (trial.framework, trial.mode, trial.framework_dtype) == ("unsloth", "gspo", {"trl": "bf16"})
+    assert (trial.stack, trial.mode, trial.stack_dtype) == ("unsloth", "gspo", {"trl": "bf16"})
     solve = parser.parse_args(
         ["solve", "--budget-gib", "8", "--maximize", "num_generations", "--stack", "TRL"]
     )
-    assert solve.framework == "trl"
+    assert solve.stack == "trl"
     assert parser.parse_args(["report", "out", "--base-stack", "Unsloth"]).base_stack == "unsloth"
     assert parse_modes("GRPO,gspo") == ("grpo", "gspo")
 
@@ -64,10 +62,10 @@ def test_fitmap_takes_the_stacks_as_it_prints_them(tmp_path, capsys):
 
 
 def test_an_unknown_stack_in_any_case_is_still_refused_naming_the_nearest(tmp_path, capsys):
-    path = _sweep(tmp_path, "name: s\ngrid: {framework: [TRLL]}\n")
+    path = _sweep(tmp_path, "name: s\ngrid: {stack: [TRLL]}\n")
     with pytest.raises(SweepError) as refused:
         load_sweep(path)
-    assert "grid.framework[0]: unknown value 'TRLL'; did you mean 'trl'" in str(refused.value)
+    assert "grid.stack[0]: unknown value 'TRLL'; did you mean 'trl'" in str(refused.value)
     code, text = run_cli(["fitmap", "--budget-gib", "16", "--no-plot", "--stack", "TRL,Unslot"], capsys)
     assert code == 2 and "unknown stack 'Unslot'; did you mean 'unsloth'" in text
 

@@ -27,7 +27,7 @@ def _loss_and_lora_grads(mode: str, monkeypatch) -> dict[bool, tuple[torch.Tenso
     # and the batch's rows both span several: the online log-sum-exp and the row chunks are exercised.
     monkeypatch.setattr(grpo, "_CHUNKED_LOGPROB_CHUNK_SIZE", 1000)
     monkeypatch.setattr(trl_utils, "_CHUNKED_LOGPROB_TOKEN_CHUNK_SIZE", 17)
-    spec = TrialSpec(framework="liger", mode=mode, model="tiny", quantization="none", num_generations=4,
+    spec = TrialSpec(stack="liger", mode=mode, model="tiny", quantization="none", num_generations=4,
                      batch_size=1, max_prompt_length=8, max_completion_length=12, num_iterations=2,
                      lora_dropout=0.0)  # fmt: skip
     torch.manual_seed(0)
@@ -86,12 +86,12 @@ def test_a_trial_on_the_liger_stack_asks_trl_for_liger_and_needs_no_triton_witho
     assert stack.own_config(on_gpu=False) == {"use_liger_kernel": True}
     assert stack.availability() == (True, "")  # liger-kernel installed by make setup, no Triton here
     assert kernels_here(on_gpu=False).startswith("none: no NVIDIA GPU")
-    assert TrialSpec(framework="liger", mode="gspo", quantization="nf4").problems() == []
+    assert TrialSpec(stack="liger", mode="gspo", quantization="nf4").problems() == []
 
 
 def test_what_the_liger_stack_cannot_run_is_refused_naming_the_stacks_that_can():
-    problems = TrialSpec(framework="liger", generation="vllm", vllm_mode="colocate").problems()
+    problems = TrialSpec(stack="liger", generation="vllm", vllm_mode="colocate").problems()
     assert any("generation: vllm" in p and "trl" in p and "liger does not" in p for p in problems), problems
-    assert TrialSpec(framework="liger", adapter="none", quantization="none").problems() == [
-        "adapter: none with framework liger: full fine-tuning runs on trl; set framework: trl or adapter: lora"
+    assert TrialSpec(stack="liger", adapter="none", quantization="none").problems() == [
+        "adapter: none with stack liger: full fine-tuning runs on trl; set stack: trl or adapter: lora"
     ]

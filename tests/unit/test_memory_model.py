@@ -139,7 +139,7 @@ def test_a_bundled_hub_id_is_predicted_from_its_bundled_config():
 
 
 def test_colocated_vllm_without_a_budget_is_unknown_until_its_family_has_two_measured_trials():
-    vllm = dict(framework="unsloth", generation="vllm", probe_steps=0)
+    vllm = dict(stack="unsloth", generation="vllm", probe_steps=0)
     model = MemoryModel.fit([row(trial("a", num_generations=2, **vllm))])
     prediction = model.predict(trial(num_generations=4, **vllm))
     assert prediction.verdict(16) == UNKNOWN
@@ -205,25 +205,21 @@ def test_describe_gives_the_peak_and_its_interval():
 
 def test_families_each_get_their_own_coefficients():
     trl = [row(s) for s in GRID]
-    unsloth = [
-        row(TrialSpec(**{**s.to_dict(), "framework": "unsloth"}), peak=true_peak(s) + 0.3) for s in GRID
-    ]
+    unsloth = [row(TrialSpec(**{**s.to_dict(), "stack": "unsloth"}), peak=true_peak(s) + 0.3) for s in GRID]
     model = MemoryModel.fit(trl + unsloth)
     labels = sorted(f.label for f in model.families())
     assert labels == ["trl grpo tiny nf4 auto checkpointed", "unsloth grpo tiny nf4 auto checkpointed"]
     spec = trial(num_generations=12, batch_size=3)
-    shifted = model.predict(TrialSpec(**{**spec.to_dict(), "framework": "unsloth"})).peak_gib
+    shifted = model.predict(TrialSpec(**{**spec.to_dict(), "stack": "unsloth"})).peak_gib
     assert shifted - model.predict(spec).peak_gib == pytest.approx(0.3, abs=0.02)
 
 
 def test_a_registered_third_stack_makes_a_family_of_its_own():
     with registered():
-        third = [
-            row(TrialSpec(**{**s.to_dict(), "framework": "third"}), peak=true_peak(s) + 0.7) for s in GRID
-        ]
+        third = [row(TrialSpec(**{**s.to_dict(), "stack": "third"}), peak=true_peak(s) + 0.7) for s in GRID]
         model = MemoryModel.fit([row(s) for s in GRID] + third)
         spec = trial(num_generations=12, batch_size=3)
-        shifted = model.predict(TrialSpec(**{**spec.to_dict(), "framework": "third"})).peak_gib
+        shifted = model.predict(TrialSpec(**{**spec.to_dict(), "stack": "third"})).peak_gib
     labels = sorted(f.label for f in model.families())
     assert labels == ["third grpo tiny nf4 auto checkpointed", "trl grpo tiny nf4 auto checkpointed"]
     assert shifted - model.predict(spec).peak_gib == pytest.approx(0.7, abs=0.02)
@@ -261,12 +257,12 @@ def test_a_lora_trial_with_beta_adds_no_reference_model():
     )
 
 
-def _gpu_terms(framework: str, **knobs) -> dict[str, float]:
+def _gpu_terms(stack: str, **knobs) -> dict[str, float]:
     from orchestrator.judging.memory._model import model_shape
     from orchestrator.judging.memory._terms import terms
 
     shape, _ = model_shape("Qwen/Qwen2.5-3B-Instruct")
-    return terms(trial(framework=framework, model="Qwen/Qwen2.5-3B-Instruct", **knobs), shape, "gpu")
+    return terms(trial(stack=stack, model="Qwen/Qwen2.5-3B-Instruct", **knobs), shape, "gpu")
 
 
 def test_on_a_gpu_trl_holds_fp32_logits_of_completion_plus_one_rows_and_their_fp32_gradient():
@@ -308,14 +304,14 @@ def test_the_prior_predicts_trls_logits_growth_from_the_vocabulary_and_completio
     # 0.24 GiB a completion (the old prior: 0.18); its prompts were 34 tokens.
     model = MemoryModel("GPU")
     knobs = dict(
-        framework="trl", model="random:Qwen/Qwen2.5-3B-Instruct", num_generations=4, max_prompt_length=34
+        stack="trl", model="random:Qwen/Qwen2.5-3B-Instruct", num_generations=4, max_prompt_length=34
     )
     small, large = (model.predict(trial(batch_size=b, **knobs)).peak_gib for b in (2, 4))
     assert (large - small) / 8 == pytest.approx((6.92 - 4.986) / 8, rel=0.1)
 
 
 def _h100_row(peak: float, longest: int | None, **knobs) -> dict:
-    spec = trial(framework="unsloth", model="random:Qwen/Qwen2.5-3B-Instruct", quantization="nf4", **knobs)
+    spec = trial(stack="unsloth", model="random:Qwen/Qwen2.5-3B-Instruct", quantization="nf4", **knobs)
     config = {"longest_prompt_tokens": longest} if longest is not None else {}
     return {
         "status": "completed",
@@ -331,14 +327,14 @@ def test_the_terms_count_prompts_at_the_longest_one_the_tasks_trials_measured_no
     # with the completion (Unsloth at completion 1024 predicted 13% under).
     knobs = dict(num_generations=8, batch_size=2, max_prompt_length=256, max_completion_length=1024)
     model = MemoryModel.fit([_h100_row(4.22, 34, **(knobs | {"max_completion_length": 128}))], "GPU")
-    spec = trial(framework="unsloth", model="random:Qwen/Qwen2.5-3B-Instruct", **knobs)
+    spec = trial(stack="unsloth", model="random:Qwen/Qwen2.5-3B-Instruct", **knobs)
     assert model.counted(spec).max_prompt_length == 34
     words = {line.term: line.formula for line in model.explain(spec)}
     assert "1058 tokens" in words["activations"]
     # without a measured prompt (or another task's) the bound is counted
     unmeasured = MemoryModel.fit([_h100_row(4.22, None, **knobs)], "GPU")
     assert unmeasured.counted(spec).max_prompt_length == 256
-    other_task = trial(framework="unsloth", model="random:Qwen/Qwen2.5-3B-Instruct", task="gsm8k", **knobs)
+    other_task = trial(stack="unsloth", model="random:Qwen/Qwen2.5-3B-Instruct", task="gsm8k", **knobs)
     assert model.counted(other_task).max_prompt_length == 256
 
 

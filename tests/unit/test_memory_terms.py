@@ -18,9 +18,9 @@ from trainers.units import GIB
 QWEN3B = "Qwen/Qwen2.5-3B-Instruct"
 
 
-def sizes(framework: str = "trl", model: str = QWEN3B, device: str = "gpu", **knobs) -> dict[str, float]:
+def sizes(stack: str = "trl", model: str = QWEN3B, device: str = "gpu", **knobs) -> dict[str, float]:
     shape, _ = model_shape(model)
-    return terms(TrialSpec(framework=framework, model=model, **knobs), shape, device)
+    return terms(TrialSpec(stack=stack, model=model, **knobs), shape, device)
 
 
 def test_a_longer_completion_raises_the_full_logits_term_linearly_in_completion_plus_one_rows():
@@ -53,9 +53,9 @@ def test_tied_embeddings_count_the_vocabulary_once_and_untied_twice_in_the_weigh
 def test_offloaded_checkpoints_leave_the_gpu_for_the_hosts_ram():
     knobs = dict(num_generations=8, batch_size=2, max_completion_length=512, lora_dropout=0.0)
     kept = sizes("trl", **knobs)["activations"] - sizes("unsloth", **knobs)["activations"]
-    spec = TrialSpec(framework="unsloth", model=f"random:{QWEN3B}", **knobs)
+    spec = TrialSpec(stack="unsloth", model=f"random:{QWEN3B}", **knobs)
     assert kept > 0 and offloaded_checkpoints_gib(spec) == pytest.approx(kept)
-    trl = TrialSpec(framework="trl", model=f"random:{QWEN3B}", **knobs)
+    trl = TrialSpec(stack="trl", model=f"random:{QWEN3B}", **knobs)
     assert offloaded_checkpoints_gib(trl) == 0
     assert (
         predicted_rss_gib(spec).gib
@@ -117,11 +117,11 @@ def test_a_stack_whose_full_logits_stay_in_the_compute_dtype_holds_half_of_trls(
 
 
 def test_the_host_baseline_comes_from_the_stacks_entry_and_an_unmeasured_stack_takes_the_largest():
-    spec = TrialSpec(framework="trl", model=f"random:{QWEN3B}")
+    spec = TrialSpec(stack="trl", model=f"random:{QWEN3B}")
     with registered(dataclasses.replace(THIRD, memory=StackMemory(host_baseline_gib=2.5))):
-        own = predicted_rss_gib(dataclasses.replace(spec, framework="third"))
+        own = predicted_rss_gib(dataclasses.replace(spec, stack="third"))
     with registered():
-        unmeasured = predicted_rss_gib(dataclasses.replace(spec, framework="third"))
+        unmeasured = predicted_rss_gib(dataclasses.replace(spec, stack="third"))
     trl = predicted_rss_gib(spec)
     assert own.how.startswith("third baseline 2.50 GiB")
     assert unmeasured.how.startswith(f"third baseline {memory_of('unsloth').host_baseline_gib:.2f} GiB")
@@ -130,10 +130,8 @@ def test_the_host_baseline_comes_from_the_stacks_entry_and_an_unmeasured_stack_t
 
 def test_a_prediction_rises_with_each_terms_mechanism_through_the_fitted_model():
     model = MemoryModel("GPU")
-    base = TrialSpec(
-        framework="trl", model=QWEN3B, num_generations=8, batch_size=2, max_completion_length=256
-    )
+    base = TrialSpec(stack="trl", model=QWEN3B, num_generations=8, batch_size=2, max_completion_length=256)
     peak = model.predict(base).peak_gib
     assert model.predict(dataclasses.replace(base, max_completion_length=512)).peak_gib > peak
-    assert model.predict(dataclasses.replace(base, framework="unsloth")).peak_gib < peak
+    assert model.predict(dataclasses.replace(base, stack="unsloth")).peak_gib < peak
     assert model.predict(dataclasses.replace(base, quantization="none")).peak_gib > peak

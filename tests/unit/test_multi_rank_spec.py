@@ -74,10 +74,10 @@ def test_several_ranks_need_a_strategy_and_one_rank_needs_none():
 
 
 def test_only_trl_runs_over_several_ranks():
-    (msg,) = problems(framework="unsloth", num_processes=2, distributed="ddp", quantization="none")
+    (msg,) = problems(stack="unsloth", num_processes=2, distributed="ddp", quantization="none")
     assert msg == (
-        "framework: unsloth with num_processes 2: only trl runs a trial over several ranks (accelerate's "
-        "launcher); set framework: trl or num_processes: 1"
+        "stack: unsloth with num_processes 2: only trl runs a trial over several ranks (accelerate's "
+        "launcher); set stack: trl or num_processes: 1"
     )
 
 
@@ -148,9 +148,9 @@ def test_full_fine_tuning_needs_unquantized_weights_and_trl():
         "adapter: none (full fine-tuning) with quantization nf4: 4-bit weights cannot be trained; set "
         "quantization: none, or adapter: lora (QLoRA)"
     )
-    (msg,) = problems(adapter="none", quantization="none", framework="unsloth")
+    (msg,) = problems(adapter="none", quantization="none", stack="unsloth")
     assert msg == (
-        "adapter: none with framework unsloth: full fine-tuning runs on trl; set framework: trl or adapter: lora"
+        "adapter: none with stack unsloth: full fine-tuning runs on trl; set stack: trl or adapter: lora"
     )
 
 

@@ -39,7 +39,7 @@ def _sweep(tmp_path, ks, length: int) -> str:
     path.write_text(
         "name: one\ntask: arithmetic\n"
         f"grid:\n  num_generations: [{', '.join(map(str, ks))}]\n"
-        f"fixed:\n  framework: trl\n  model: tiny\n  batch_size: 1\n  max_completion_length: {length}\n"
+        f"fixed:\n  stack: trl\n  model: tiny\n  batch_size: 1\n  max_completion_length: {length}\n"
         f"memory:\n  budget_gib: {BUDGET}\nresources:\n  gpus_per_trial: 1\n"
     )
     return str(path)

@@ -28,7 +28,7 @@ def test_the_default_optimizer_and_targets_leave_every_trial_key_as_it_was():
         ({"optim": "adam8"}, "optim: unknown value 'adam8'"),
         ({"lora_target_modules": "q_proj,qq_proj"}, "'qq_proj' is no decoder linear layer"),
         ({"lora_target_modules": ""}, "an empty name is no decoder linear layer"),
-        ({"adapter": "none", "quantization": "none", "framework": "trl", "lora_target_modules": "attention"},
+        ({"adapter": "none", "quantization": "none", "stack": "trl", "lora_target_modules": "attention"},
          "lora_target_modules: 'attention' with adapter: none does nothing"),
     ],
 )  # fmt: skip
@@ -56,9 +56,9 @@ def test_the_optimizer_reaches_grpo_config_and_stack_leaves_the_stacks_own():
 def test_stack_means_each_stacks_own_default():
     from trainers.trial import optim_of
 
-    assert optim_of(TrialSpec(framework="trl", optim="stack")) == "adamw_torch_fused"
-    assert optim_of(TrialSpec(framework="unsloth", optim="stack")) == "adamw_8bit"
-    assert optim_of(TrialSpec(framework="unsloth")) == "adamw_torch"
+    assert optim_of(TrialSpec(stack="trl", optim="stack")) == "adamw_torch_fused"
+    assert optim_of(TrialSpec(stack="unsloth", optim="stack")) == "adamw_8bit"
+    assert optim_of(TrialSpec(stack="unsloth")) == "adamw_torch"
 
 
 def test_peft_gets_all_linear_or_the_names():

@@ -51,7 +51,7 @@ def original_unsloth_generation_batch(batch_size: int, grad_accum: int, k: int) 
     return (effective + k - 1) // k * k
 
 
-def original_config(framework: str, batch_size: int, k: int, tmp_path) -> GRPOConfig:
+def original_config(stack: str, batch_size: int, k: int, tmp_path) -> GRPOConfig:
     """GRPOConfig from the original runner's flags (fields rlsweep does not vary left at TRL's defaults)."""
     kwargs = dict(
         output_dir=str(tmp_path),
@@ -64,7 +64,7 @@ def original_config(framework: str, batch_size: int, k: int, tmp_path) -> GRPOCo
         gradient_checkpointing=True,
         report_to=[],
     )
-    if framework == "trl":
+    if stack == "trl":
         kwargs |= {"bf16": False, "fp16": True}  # --dtype fp16
     else:
         kwargs |= {"bf16": True, "fp16": False}  # torch.cuda.is_bf16_supported()
@@ -75,8 +75,8 @@ def original_config(framework: str, batch_size: int, k: int, tmp_path) -> GRPOCo
 @pytest.mark.parametrize("spec", TRIALS, ids=[t.trial_key for t in TRIALS])
 def test_each_trial_gets_the_grpo_config_of_the_original_flags(spec, tmp_path, bf16_gpu):
     ours = runner_config(spec)
-    framework, b, k = spec.framework, spec.batch_size, spec.num_generations
-    if framework == "trl" and (b * GRAD_ACCUM) % k:
+    stack, b, k = spec.stack, spec.batch_size, spec.num_generations
+    if stack == "trl" and (b * GRAD_ACCUM) % k:
         # TRL refuses the original TRL runner's flags here; the Unsloth runner's rounding is the only
         # way this grid point of the original ever ran.
         with pytest.raises(ValueError, match="must be divisible by num_generations"):
@@ -84,7 +84,7 @@ def test_each_trial_gets_the_grpo_config_of_the_original_flags(spec, tmp_path, b
         expected = original_config("unsloth", b, k, tmp_path)
         expected.bf16, expected.fp16 = False, True
     else:
-        expected = original_config(framework, b, k, tmp_path)
+        expected = original_config(stack, b, k, tmp_path)
 
     assert ours.per_device_train_batch_size * ours.gradient_accumulation_steps == b * GRAD_ACCUM
     for field in (
@@ -109,7 +109,7 @@ def test_each_trial_gets_the_grpo_config_of_the_original_flags(spec, tmp_path, b
 
 
 def test_a_group_of_eight_spans_two_optimizer_steps_of_four_completions(tmp_path, bf16_gpu):
-    spec = next(t for t in TRIALS if (t.framework, t.num_generations, t.batch_size) == ("trl", 8, 2))
+    spec = next(t for t in TRIALS if (t.stack, t.num_generations, t.batch_size) == ("trl", 8, 2))
     config = runner_config(spec)
     per_step = config.per_device_train_batch_size * config.gradient_accumulation_steps
     assert (per_step, config.generation_batch_size) == (4, 8)
@@ -139,7 +139,7 @@ def test_the_data_is_the_originals_4000_plain_prompts_drawn_with_seed_17():
 
 
 def test_trial_knobs_match_the_flags_the_original_matrix_passed():
-    keys = {(t.framework, t.mode, t.num_generations, t.batch_size) for t in TRIALS}
+    keys = {(t.stack, t.mode, t.num_generations, t.batch_size) for t in TRIALS}
     assert len(keys) == len(TRIALS) == 24
     fixed = {
         "model": "Qwen/Qwen2.5-3B-Instruct",

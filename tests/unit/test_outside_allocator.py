@@ -21,7 +21,7 @@ ROUNDS = ("bench/data/h100-2026-11-26/trials.csv", "bench/data/h100-2026-11-27/t
 
 
 def test_every_term_names_its_process_and_source_and_unmeasured_ones_are_not_counted():
-    terms = outside(TrialSpec(model="tiny", framework="unsloth"))
+    terms = outside(TrialSpec(model="tiny", stack="unsloth"))
     assert all(t.process and t.source for t in terms)
     assert counted_gib(terms) == sum(t.gib for t in terms if t.gib is not None)
     assert possible_gib(terms) >= counted_gib(terms)
@@ -44,7 +44,7 @@ def test_the_trainers_term_is_nvml_less_reserved_on_every_h100_row():
 def test_unsloths_compile_workers_are_a_term_of_their_own_unmeasured_and_absent_with_one_compile_thread(
     monkeypatch,
 ):
-    spec = TrialSpec(model="random:google/gemma-3-1b-it", framework="unsloth")
+    spec = TrialSpec(model="random:google/gemma-3-1b-it", stack="unsloth")
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "16")
     (workers,) = [t for t in outside(spec) if t.process == "Inductor compile workers"]
     assert workers.gib is None and workers.possible_gib == pytest.approx(17 * 0.51)
@@ -54,7 +54,7 @@ def test_unsloths_compile_workers_are_a_term_of_their_own_unmeasured_and_absent_
 
 
 def test_trl_holds_nothing_outside_torch_beyond_every_trainers_terms():
-    assert outside(TrialSpec(model="random:google/gemma-3-1b-it", framework="trl")) == shared_terms()
+    assert outside(TrialSpec(model="random:google/gemma-3-1b-it", stack="trl")) == shared_terms()
 
 
 def test_a_simulated_row_reads_nvml_as_reserved_plus_the_counted_terms_and_keeps_the_bound():
@@ -64,7 +64,7 @@ def test_a_simulated_row_reads_nvml_as_reserved_plus_the_counted_terms_and_keeps
     from orchestrator.judging.memory._simulated import row
     from orchestrator.words.outcome import GPU
 
-    spec = TrialSpec(model="tiny", framework="unsloth")
+    spec = TrialSpec(model="tiny", stack="unsloth")
     # NVML as the least the step runs in under a card's cap (the replay's needed) plus the counted terms
     step = SimpleNamespace(
         reserved_gib=3.0, allocated_gib=2.5, needed_gib=2.6, resting_gib=1.0, phase="training"

@@ -31,7 +31,7 @@ def test_model_short(model, short):
 
 def test_key_is_readable_and_stable():
     spec = TrialSpec(
-        framework="trl", mode="gspo", model="random:Qwen/Qwen2.5-3B-Instruct", num_generations=4, batch_size=2
+        stack="trl", mode="gspo", model="random:Qwen/Qwen2.5-3B-Instruct", num_generations=4, batch_size=2
     )
     key = trial_key(spec)
     assert key.startswith("trl-gspo-rand-qwen2.5-3b-k4-b2-")
@@ -47,7 +47,7 @@ def test_expand_orders_small_first_and_sets_keys():
         {
             "name": "p",
             "grid": {
-                "framework": ["unsloth", "trl"],
+                "stack": ["unsloth", "trl"],
                 "num_generations": [8, 2, 4],
                 "batch_size": [2, 1],
                 "max_completion_length": [64, 32],
@@ -85,7 +85,7 @@ def test_a_trial_key_ignores_bookkeeping_and_execution_knobs_and_follows_every_o
             not value if isinstance(value, bool)
             else value + 1 if isinstance(value, (int, float))
             else "bf16" if name == "dtype" else "none" if name == "quantization" else "gspo" if name == "mode"
-            else "unsloth" if name == "framework" else "dapo" if name == "loss_type" else f"{value}-other"
+            else "unsloth" if name == "stack" else "dapo" if name == "loss_type" else f"{value}-other"
         )  # fmt: skip
         assert trial_key(dataclasses.replace(base, **{name: other})) != trial_key(base), name
 
@@ -167,7 +167,7 @@ def test_knobs_added_later_leave_the_existing_sweeps_trial_keys_unchanged():
 
 @pytest.mark.parametrize(
     "knob,value",
-    [("grad_accum", 2), ("lr_scheduler", "linear"), ("framework_dtype", {"trl": "fp16"}), ("data_seed", 17)],
+    [("grad_accum", 2), ("lr_scheduler", "linear"), ("stack_dtype", {"trl": "fp16"}), ("data_seed", 17)],
 )
 def test_a_knob_added_later_changes_the_key_once_set(knob, value):
     assert trial_key(TrialSpec(**{knob: value})) != trial_key(TrialSpec())

@@ -168,7 +168,7 @@ def test_the_words_follow_the_device_the_stack_and_the_architecture():
     )
     gpu = formulas(TrialSpec(model="tiny"), tiny, "gpu")
     assert "dropout" not in gpu["activations"]  # checkpointed: no copies at the peak
-    unsloth = formulas(TrialSpec(model="tiny", framework="unsloth"), tiny, "gpu")
+    unsloth = formulas(TrialSpec(model="tiny", stack="unsloth"), tiny, "gpu")
     assert unsloth["logits"].startswith("0 (Unsloth never builds the full logits")
     # 8 x 128 completion rows: one chunk of max(512, 1024 / 8) rows, fp32 logits and their bf16 gradient
     assert unsloth["logit_chunk"].startswith(

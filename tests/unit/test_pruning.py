@@ -66,7 +66,7 @@ def test_ignored_knobs_and_equal_knobs():
     ):
         assert dominates(base | ignored, base) and dominates(base, base | ignored)
     for must_match in (
-        {"framework": "unsloth"},
+        {"stack": "unsloth"},
         {"model": "random:Qwen/Qwen2.5-0.5B-Instruct"},
         {"quantization": "none"},
         {"beta": 0.04},

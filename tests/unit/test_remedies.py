@@ -20,7 +20,7 @@ from trainers.trial import TrialSpec
 PRIOR = MemoryModel.fit([], GPU, unmeasured=GPU)
 CHECK = model_check(PRIOR)
 QWEN3_4B = TrialSpec(
-    model="Qwen/Qwen3-4B", framework="trl", num_generations=8, batch_size=1, max_completion_length=1024
+    model="Qwen/Qwen3-4B", stack="trl", num_generations=8, batch_size=1, max_completion_length=1024
 )
 
 
@@ -118,7 +118,7 @@ def test_through_the_real_simulated_step_each_suggestion_simulates_as_fitting(mo
     from orchestrator.judging.answer import answer, answer_check
 
     monkeypatch.setenv("RLSWEEP_SIMULATE", "1")
-    spec = TrialSpec(model="Qwen/Qwen2.5-0.5B-Instruct", framework="trl", num_generations=8, batch_size=1,
+    spec = TrialSpec(model="Qwen/Qwen2.5-0.5B-Instruct", stack="trl", num_generations=8, batch_size=1,
                      max_completion_length=1024)  # fmt: skip
     asked = answer(spec, [], 3.0, None, simulate=True)
     assert asked.basis.startswith("simulated") and asked.verdict != FITS, asked

@@ -26,7 +26,7 @@ from tests.helpers.synthetic_sweep import GRID, trial_key, write_synthetic_sweep
 
 ORIGINAL_TEN = [
     "run_name",
-    "framework",
+    "framework",  # the original benchmark's own name for the stack, not renamed
     "mode",
     "num_generations",
     "batch_size",
@@ -164,11 +164,11 @@ def test_cpu_sweep_leaves_cuda_memory_null_and_labels_rss(cpu_report):
 
 def test_feasibility_matrix_cells_hold_peaks_and_outcomes(gpu_report):
     _, trials, _, printed = gpu_report
-    grids = {(g.framework, g.mode): g for g in feasibility_matrix(trials, budget_gib=16.0)}
+    grids = {(g.stack, g.mode): g for g in feasibility_matrix(trials, budget_gib=16.0)}
     assert set(grids) == {(f, m) for f, m, *_ in GRID}
     trl = grids[("trl", "grpo")]
     assert list(trl.labels.index) == [2, 4, 8] and list(trl.labels.columns) == [1, 2]
-    seeds = trials.query("framework == 'trl' and mode == 'grpo' and num_generations == 2 and batch_size == 1")
+    seeds = trials.query("stack == 'trl' and mode == 'grpo' and num_generations == 2 and batch_size == 1")
     assert trl.values.loc[2, 1] == pytest.approx(seeds["peak_device_gib"].max())  # worst seed
     assert trl.labels.loc[2, 1] == f"{seeds['peak_device_gib'].max():.2f} GiB"
     assert trl.labels.loc[4, 2] == "OOM" and trl.statuses.loc[4, 2] == "oom"
@@ -190,13 +190,13 @@ def test_a_budget_marks_the_completed_cells_over_it_as_not_fitting(tmp_path):
     grids = feasibility_matrix(trials, budget_gib=lowest)
     completed = trials[trials["status"] == "completed"]
     over_cells = completed[completed["peak_device_gib"] > lowest].drop_duplicates(
-        ["framework", "mode", "num_generations", "batch_size"]
+        ["stack", "mode", "num_generations", "batch_size"]
     )
-    marked = [(g.framework, g.mode, k, b) for g in grids for k in g.values.index for b in g.values.columns
+    marked = [(g.stack, g.mode, k, b) for g in grids for k in g.values.index for b in g.values.columns
               if g.over_budget(k, b)]  # fmt: skip
     assert sorted(marked) == sorted(
         zip(
-            over_cells.framework,
+            over_cells["stack"],
             over_cells["mode"],
             over_cells.num_generations,
             over_cells.batch_size,
@@ -224,11 +224,9 @@ def test_repeats_across_seeds_are_aggregated_fastest_first(gpu_report):
     outputs = load_outputs(out)
     ranked = aggregate_repeats(outputs)
     completed = trials[trials["status"] == "completed"]
-    assert len(ranked) == len(
-        completed.drop_duplicates(["framework", "mode", "num_generations", "batch_size"])
-    )
+    assert len(ranked) == len(completed.drop_duplicates(["stack", "mode", "num_generations", "batch_size"]))
     assert ranked["tokens_median"].is_monotonic_decreasing
-    repeat = ranked.query("framework == 'trl' and num_generations == 2 and batch_size == 1").iloc[0]
+    repeat = ranked.query("stack == 'trl' and num_generations == 2 and batch_size == 1").iloc[0]
     assert repeat["seeds"] == "1, 2"
     pooled = outputs.steps[outputs.steps["trial_key"].isin(repeat["trial_keys"]) & ~outputs.steps["probe"]]
     assert repeat["tokens_median"] == pytest.approx(pooled["tokens_per_s"].median())
@@ -332,7 +330,7 @@ def test_sweep_without_steps_or_trials(tmp_path):
 
 def test_unreadable_step_file_becomes_a_warning(tmp_path):
     write_synthetic_sweep(tmp_path, grid=GRID[:2])
-    broken = tmp_path / "steps" / "framework=trl" / "mode=grpo" / "broken.parquet"
+    broken = tmp_path / "steps" / "stack=trl" / "mode=grpo" / "broken.parquet"
     broken.write_bytes(b"PAR1 not really")
     (broken.parent / ".tmp-inflight.parquet").write_bytes(b"partial")  # the atomic writer's temp file
     outputs = load_outputs(tmp_path)
@@ -359,7 +357,7 @@ def test_settings_that_vary_keep_configurations_apart_and_show_in_words(tmp_path
             key = f"{source['trial_key']}-{model[-15:-9]}-{lr:g}"
             config = f'{{"seed": {seed}, "learning_rate": {lr}, "trial_key": "{key}"}}'
             rows.append(source.to_dict() | {"model": model, "effective_config": config, "trial_key": key})
-    varied = pd.DataFrame(rows).astype({"framework": "category", "model": "category"})
+    varied = pd.DataFrame(rows).astype({"stack": "category", "model": "category"})
     varied.to_parquet(tmp_path / "trials.parquet")
     outputs = load_outputs(tmp_path)
     ranked = aggregate_repeats(outputs)
@@ -452,9 +450,9 @@ def test_the_report_opens_on_the_frontier_then_the_side_by_side_matrix(gpu_repor
     assert all(page.scrolling)  # every table scrolls inside its box when wider than the window
     md = paths["report_md"].read_text()
     assert md.index("## What fits: the feasibility frontier") < md.index(
-        "| Framework | Mode | Largest that fits |"
+        "| Stack | Mode | Largest that fits |"
     )
-    assert md.index("| Framework | Mode | Largest that fits |") < md.index("## Fastest configurations")
+    assert md.index("| Stack | Mode | Largest that fits |") < md.index("## Fastest configurations")
     # the terminal opens on the same frontier table, then the matrix and the comparison
     assert printed.index("Feasibility frontier") < printed.index("grpo · unsloth") < printed.index("Report:")
     assert "Largest that fits" in printed and "Unsloth against TRL" in printed
@@ -506,7 +504,7 @@ def test_the_report_and_summary_csv_show_each_stacks_time_to_its_first_step_and_
     # the oom trial ran one step: a time to it, no warm-up
     assert summary.loc[oom, "time_to_first_step_s"] == 20.0 and pd.isna(summary.loc[oom, "warmup_s"])
     ran = trials.loc[trials["steps_completed"] > 0]
-    counts = ran["framework"].value_counts()
+    counts = ran["stack"].value_counts()
     for text in (paths["report_md"].read_text(), paths["report_html"].read_text()):
         assert (f"TRL first step done 20.0 s after the trainer started, 2.0 s of it warm-up "
                 f"(median of {counts['trl']} trials)") in text  # fmt: skip

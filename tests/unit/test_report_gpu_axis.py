@@ -11,7 +11,7 @@ from orchestrator.views.report._feasibility_tables import frontier_view, matrix_
 def row(k, n, distributed, status, peak):
     return {
         "trial_key": f"k{k}-{n}{distributed}",
-        "framework": "trl",
+        "stack": "trl",
         "mode": "grpo",
         "model": "random:Qwen/Qwen2.5-14B-Instruct",
         "quantization": "nf4",

@@ -30,8 +30,8 @@ def outputs(tmp_path, monkeypatch):
     return load_outputs(tmp_path)
 
 
-def _peak(outputs, framework: str) -> float:
-    trials = outputs.trials.query("framework == @framework and num_generations == 2 and batch_size == 1")
+def _peak(outputs, stack: str) -> float:
+    trials = outputs.trials.query("stack == @stack and num_generations == 2 and batch_size == 1")
     return float(trials["peak_device_gib"].max())
 
 

@@ -54,10 +54,7 @@ def test_every_text_is_at_least_10_px_where_the_page_shows_it(report):
     trials, drawn = report
     page_px = int(re.search(r"max-width: (\d+)px", HTML_STYLE).group(1))  # the page's widest column
     assert {"throughput.png", "memory_vs_completions.png"} <= set(drawn)
-    assert (
-        sum(name.startswith("feasibility_") for name in drawn)
-        == trials.groupby(["framework", "mode"]).ngroups
-    )
+    assert sum(name.startswith("feasibility_") for name in drawn) == trials.groupby(["stack", "mode"]).ngroups
     for name, fig in drawn.items():
         width_px = fig.get_size_inches()[0] * DPI
         shown = min(1.0, page_px / width_px)  # the browser shrinks a wider image to the column
@@ -139,7 +136,7 @@ def test_the_prediction_plots_legend_lies_under_its_axes_and_within_the_figures_
     assert legend.width <= fig.bbox.width  # wrapped to the figure's width
 
 
-def _learned(framework: str, mode: str, shift: float) -> tuple[dict, pd.DataFrame]:
+def _learned(stack: str, mode: str, shift: float) -> tuple[dict, pd.DataFrame]:
     """A trial of the real learning trace (smollm2, one-digit sums) with its held-out readings moved by
     `shift`: its trials.parquet row (the accuracy figures from its steps) and its steps."""
     import json
@@ -148,10 +145,10 @@ def _learned(framework: str, mode: str, shift: float) -> tuple[dict, pd.DataFram
     from trainers.record import accuracy_figures
 
     path = LEARNING_TRACES / "learning-smollm2-learning.parquet"
-    steps = pd.read_parquet(path).assign(trial_key=f"{framework}-{mode}")
+    steps = pd.read_parquet(path).assign(trial_key=f"{stack}-{mode}")
     steps["eval_pass_at_1"] = (steps["eval_pass_at_1"] + shift).clip(0, 1)
     before = json.loads(path.with_suffix(".json").read_text())
-    row = {"trial_key": f"{framework}-{mode}", "framework": framework, "mode": mode, "status": "completed",
+    row = {"trial_key": f"{stack}-{mode}", "stack": stack, "mode": mode, "status": "completed",
            "num_generations": 4, "batch_size": 2, "seed": 42, **before,
            **accuracy_figures(steps.to_dict("records"), 0.5)}  # fmt: skip
     return row, steps
@@ -201,7 +198,7 @@ def test_the_learning_plot_draws_every_stacks_trials_on_one_axis_a_colour_per_st
 def test_no_learning_plot_without_a_held_out_reading(tmp_path):
     from orchestrator.views.report._plots import learning_curves_plot
 
-    trials = pd.DataFrame([{"trial_key": "t", "framework": "trl", "mode": "grpo", "status": "completed"}])
+    trials = pd.DataFrame([{"trial_key": "t", "stack": "trl", "mode": "grpo", "status": "completed"}])
     assert (
         learning_curves_plot(trials, pd.DataFrame({"trial_key": ["t"], "step": [1]}), tmp_path / "l.png")
         is None

@@ -19,10 +19,10 @@ from tests.helpers.synthetic_sweep import write_synthetic_sweep
 LONG = [("trl", "grpo", 2, 1, 1, "completed", 12), ("unsloth", "grpo", 2, 1, 1, "completed", 12)]
 
 
-def _figures(outputs, framework: str, k: int, b: int) -> tuple[float, float]:
+def _figures(outputs, stack: str, k: int, b: int) -> tuple[float, float]:
     """(worst peak over seeds, median tokens/s over the seeds' regular steps) of one configuration."""
     trials = outputs.trials.query(
-        "framework == @framework and mode == 'grpo' and num_generations == @k and batch_size == @b"
+        "stack == @stack and mode == 'grpo' and num_generations == @k and batch_size == @b"
     )
     steps = outputs.steps[outputs.steps["trial_key"].isin(trials["trial_key"]) & ~outputs.steps["probe"]]
     return trials["peak_device_gib"].max(), steps["tokens_per_s"].median()
@@ -53,9 +53,9 @@ def test_ratios_are_unsloth_over_trl_for_each_configuration_both_ran(outputs):
 
     # Each peak may move by its seeds' relative spread (at least 2.5%) either way: the ratio's range.
     spreads = []
-    for framework in ("unsloth", "trl"):
+    for stack in ("unsloth", "trl"):
         trials = outputs.trials
-        mine = trials[(trials["framework"] == framework) & (trials["mode"] == "grpo")]
+        mine = trials[(trials["stack"] == stack) & (trials["mode"] == "grpo")]
         peaks = mine[(mine["num_generations"] == 2) & (mine["batch_size"] == 1)]["peak_device_gib"]
         observed = (peaks.max() - peaks.min()) / peaks.mean() if len(peaks) > 1 else 0.0
         spreads.append(max(0.025, observed))
@@ -70,7 +70,7 @@ def test_ratios_are_unsloth_over_trl_for_each_configuration_both_ran(outputs):
     )
     # Unsloth ran K=2 B=1 once (4 measured cycles), under the minimum: no ratio is stated.
     assert view.loc[(2, 1), "Tokens/s Unsloth ÷ TRL"] == "too few cycles to compare (4 and 8 cycles)"
-    trl = aggregate_repeats(outputs).query("framework == 'trl' and num_generations == 2 and batch_size == 1")
+    trl = aggregate_repeats(outputs).query("stack == 'trl' and num_generations == 2 and batch_size == 1")
     low, high = trl.iloc[0]["tokens_low"], trl.iloc[0]["tokens_high"]
     assert (
         view.loc[(2, 1), "TRL tokens/s"]
@@ -145,16 +145,16 @@ def test_the_ranking_ties_configurations_no_measurement_separates(
 def test_the_ranking_states_each_fits_margin_and_flags_a_tight_one(tmp_path):
     write_synthetic_sweep(tmp_path, grid=LONG)
     outputs = load_outputs(tmp_path)
-    peaks = aggregate_repeats(outputs).set_index("framework")["peak_gib"]
+    peaks = aggregate_repeats(outputs).set_index("stack")["peak_gib"]
     budget = peaks["trl"] + 0.01  # TRL fits by 0.01 GiB, under the spread of its peak; Unsloth by more
     assert TIGHT_SPREAD * peaks["trl"] > 0.01 and budget - peaks["unsloth"] > TIGHT_SPREAD * peaks["unsloth"]
     ranked = aggregate_repeats(outputs, budget)
-    fits = ranked_table(ranked, budget).set_index("Framework")[f"Fits {budget:g} GiB"]
-    trl, unsloth = (ranked.set_index("framework").loc[f] for f in ("trl", "unsloth"))
+    fits = ranked_table(ranked, budget).set_index("Stack")[f"Fits {budget:g} GiB"]
+    trl, unsloth = (ranked.set_index("stack").loc[f] for f in ("trl", "unsloth"))
     assert trl["tight"] and not unsloth["tight"]
     assert fits["trl"] == f"tight: 0.01 GiB ({0.01 / budget * 100:.2g}%) to spare"
     spare = budget - peaks["unsloth"]
     assert fits["unsloth"] == f"yes, {spare:.2f} GiB ({spare / budget * 100:.2g}%) to spare"
     # memory.headroom_gib: a fit must leave that much free; TRL's 0.01 GiB is not enough for 0.05
-    kept = aggregate_repeats(outputs, budget, headroom_gib=0.05).set_index("framework")
+    kept = aggregate_repeats(outputs, budget, headroom_gib=0.05).set_index("stack")
     assert (kept.loc["trl", "fits"], kept.loc["unsloth", "fits"]) == (False, True)

@@ -16,7 +16,7 @@ def test_synthetic_sweep_has_every_status_and_one_step_file_per_trial_that_ran(t
         path = (
             tmp_path
             / "steps"
-            / f"framework={trial.framework}"
+            / f"stack={trial.stack}"
             / f"mode={trial['mode']}"
             / f"{trial.trial_key}.parquet"
         )

@@ -48,7 +48,7 @@ def test_a_timeout_that_kept_19_of_20_steps_is_judged_drawn_ranked_and_fits_on_t
 
 
 def test_a_timeout_over_the_budget_on_its_kept_steps_does_not_fit():
-    row = {"framework": "trl", "mode": "grpo", "model": "smollm2", "quantization": "none",
+    row = {"stack": "trl", "mode": "grpo", "model": "smollm2", "quantization": "none",
            "num_generations": 4, "batch_size": 2, "status": TIMEOUT, "steps_completed": 19, "max_steps": 20,
            "peak_rss_gib": 2.82, "trial_key": KEY}  # fmt: skip
     over = frontier(pd.DataFrame([row]), budget_gib=2.0).iloc[0]

@@ -20,7 +20,7 @@ SETTINGS = {"min_steps": 3, "no_signal_steps": 4}
 def old_sweep_with_a_flat_trial(out):
     """A synthetic sweep (trials.parquet without verdict columns) whose trial FLAT has no reward variance."""
     write_synthetic_sweep(out)
-    path = out / "steps" / "framework=trl" / "mode=grpo" / f"{FLAT}.parquet"
+    path = out / "steps" / "stack=trl" / "mode=grpo" / f"{FLAT}.parquet"
     table = pq.read_table(path).to_pandas()
     table["frac_reward_zero_std"] = 1.0
     pq.write_table(pq.read_table(path).from_pandas(table, preserve_index=False), path)
@@ -63,7 +63,7 @@ def test_the_report_marks_the_flat_trials_cell_lists_it_and_shows_its_curves(tmp
     assert summary.loc[FLAT, "training_verdict"] == "no_signal"
     assert summary.loc[FLAT, "training_verdict_detail"].startswith("no_signal: frac_reward_zero_std >= 0.95")
 
-    grid = next(g for g in feasibility_matrix(load_outputs(tmp_path).trials) if g.framework == "trl"
+    grid = next(g for g in feasibility_matrix(load_outputs(tmp_path).trials) if g.stack == "trl"
                 and g.mode == "grpo")  # fmt: skip
     assert grid.labels.loc[2, 2].endswith(" GiB ⚠ no signal")
     assert "⚠" not in grid.labels.loc[2, 1] and "⚠" not in grid.labels.loc[4, 1]
@@ -96,7 +96,7 @@ def test_no_mark_and_no_note_when_every_completed_trial_is_ok(tmp_path):
 def with_sandbox_kills(out, kills: dict[str, list[float]]) -> None:
     """Give these trials' steps a sandbox_kills column (the code task's), per step in step order."""
     for key, values in kills.items():
-        path = next(out.glob(f"steps/framework=*/mode=*/{key}.parquet"))
+        path = next(out.glob(f"steps/stack=*/mode=*/{key}.parquet"))
         table = pq.read_table(path).to_pandas().sort_values("step")
         table["sandbox_kills"] = values[: len(table)]
         pq.write_table(pq.read_table(path).from_pandas(table, preserve_index=False), path)
@@ -139,19 +139,19 @@ def learning_trials() -> pd.DataFrame:
     base = {"status": "completed", "mode": "grpo", "num_generations": 4, "batch_size": 2, "seed": 1,
             "accuracy_target": 0.5, "median_tokens_per_s": 100.0, "peak_device_gib": 4.0}  # fmt: skip
     rows = [
-        base | {"trial_key": "trl-slow", "framework": "trl", "learning_rate": 1e-5,
+        base | {"trial_key": "trl-slow", "stack": "trl", "learning_rate": 1e-5,
                 "steps_to_accuracy_target": 40, "seconds_to_accuracy_target": 80.0,
                 "gpu_seconds_to_accuracy_target": 80.0, "best_eval_pass_at_1": 0.6,
                 "best_eval_pass_at_1_lo": 0.48, "best_eval_pass_at_1_hi": 0.71, "best_eval_step": 50},
-        base | {"trial_key": "unsloth-fast", "framework": "unsloth", "learning_rate": 1e-5,
+        base | {"trial_key": "unsloth-fast", "stack": "unsloth", "learning_rate": 1e-5,
                 "effective_config": '{"unsloth_backend": "gpu"}',
                 "steps_to_accuracy_target": 20, "seconds_to_accuracy_target": 30.0,
                 "gpu_seconds_to_accuracy_target": 30.0, "best_eval_pass_at_1": 0.7,
                 "best_eval_pass_at_1_lo": 0.58, "best_eval_pass_at_1_hi": 0.8, "best_eval_step": 40},
-        base | {"trial_key": "trl-never", "framework": "trl", "learning_rate": 1e-6,
+        base | {"trial_key": "trl-never", "stack": "trl", "learning_rate": 1e-6,
                 "best_eval_pass_at_1": 0.3, "best_eval_pass_at_1_lo": 0.2, "best_eval_pass_at_1_hi": 0.42,
                 "best_eval_step": 10},
-        base | {"trial_key": "unsloth-cpu", "framework": "unsloth", "learning_rate": 1e-6,
+        base | {"trial_key": "unsloth-cpu", "stack": "unsloth", "learning_rate": 1e-6,
                 "effective_config": '{"unsloth_backend": "cpu"}', "best_eval_pass_at_1": 0.35,
                 "best_eval_pass_at_1_lo": 0.25, "best_eval_pass_at_1_hi": 0.46, "best_eval_step": 10},
     ]  # fmt: skip

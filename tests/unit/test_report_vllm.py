@@ -10,7 +10,7 @@ from orchestrator.views.report._vllm import share_answers, share_table
 def _trials(rows):
     trials = pd.DataFrame(
         [
-            {"trial_key": key, "framework": "trl", "status": status,
+            {"trial_key": key, "stack": "trl", "status": status,
              "config": json.dumps({"num_generations": 8, "generation": generation,
                                    "vllm_gpu_memory_utilization": share})}
             for key, generation, share, status, _, _ in rows

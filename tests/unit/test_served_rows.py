@@ -23,7 +23,7 @@ from orchestrator.publishing.served_rows import row_of
 H100 = Path(__file__).parents[2] / "bench" / "data" / "h100-2026-11-26"
 
 
-def _logged(row: dict, with_row_tag: bool = True) -> Run:
+def _logged(row: dict, with_row_tag: bool = True, renamed: dict | None = None) -> Run:
     """The run the MLflow sink logs for `row` (tracking.MlflowSink._trial_finished's params and tags)."""
     spec = spec_of(row)
     tags = {TRIAL_KEY_TAG: row["trial_key"], COMPLETE_TAG: "true", "status": row["status"],
@@ -33,7 +33,7 @@ def _logged(row: dict, with_row_tag: bool = True) -> Run:
         tags.pop(ROW_TAG)
     metrics = [Metric(k, v, 0, 0) for k, v in trial_figures(row, []).items()]
     info = RunInfo("r" * 32, "1", "someone", "FINISHED", 1_795_000_000_000, 1_795_000_100_000, "active")
-    params = [Param(k, v) for k, v in trial_params(spec).items()]
+    params = [Param((renamed or {}).get(k, k), v) for k, v in trial_params(spec).items()]
     return Run(info, RunData(metrics, params, [RunTag(k, str(v)) for k, v in tags.items()]))
 
 
@@ -69,3 +69,10 @@ def test_an_unfinished_or_foreign_run_gives_no_row():
     other = _logged(row)
     other.data._tags.pop(TRIAL_KEY_TAG)
     assert row_of(other, "mlflow+http://team:5000/x") is None
+
+
+def test_a_run_logged_before_the_stack_was_renamed_gives_its_stack_from_the_framework_param():
+    row = next(r for r in _measured_rows() if spec_of(r).stack != "trl")  # not the default stack
+    back = row_of(_logged(row, renamed={"stack": "framework"}), "mlflow+http://team:5000/x")
+    assert spec_of(back) == spec_of(row)
+    assert json.loads(back["config"])["stack"] == spec_of(row).stack

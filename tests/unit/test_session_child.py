@@ -15,7 +15,7 @@ from trainers.trial import TrialSpec
 
 
 def shape(tmp_path, name: str, **knobs) -> TrialSpec:
-    spec = TrialSpec(**{"framework": "shapes", "model": "tiny", "max_steps": 1} | knobs)
+    spec = TrialSpec(**{"stack": "shapes", "model": "tiny", "max_steps": 1} | knobs)
     spec.events_path = str(tmp_path / name / "events.jsonl")
     spec.trial_key = name
     path = tmp_path / name / "spec.json"
@@ -72,7 +72,7 @@ def test_shapes_share_a_session_key_exactly_when_only_their_shape_and_bookkeepin
         TrialSpec(model="tiny", num_generations=16, batch_size=2, max_completion_length=512, trial_key="x")
     )
     assert session_key(base) != session_key(TrialSpec(model="tiny", lora_r=32))
-    assert session_key(base) != session_key(TrialSpec(model="tiny", framework="unsloth"))
+    assert session_key(base) != session_key(TrialSpec(model="tiny", stack="unsloth"))
 
 
 def test_a_poisoned_context_ends_the_session_after_the_shape_that_poisoned_it(tmp_path, monkeypatch):

@@ -52,11 +52,11 @@ def test_one_family_left_out_widens_the_union_by_how_far_a_family_reached_past_t
 
 
 def test_an_unmeasured_familys_answer_is_uncertain_where_a_measured_ones_would_fit():
-    spec = TrialSpec(model="Qwen/Qwen3-4B", framework="unsloth", learning_rate=2e-4)
+    spec = TrialSpec(model="Qwen/Qwen3-4B", stack="unsloth", learning_rate=2e-4)
     assert architecture("Qwen/Qwen3-4B") == "qwen3"
     said = answer(spec, _step(4.0), 24.0)
     assert said.verdict == "uncertain" and said.high_gib == math.inf and "no qwen3 GPU row" in said.interval
-    qwen2 = TrialSpec(model="Qwen/Qwen2.5-3B-Instruct", framework="unsloth", learning_rate=2e-4)
+    qwen2 = TrialSpec(model="Qwen/Qwen2.5-3B-Instruct", stack="unsloth", learning_rate=2e-4)
     assert answer(qwen2, _step(4.0), 24.0).verdict == "fits"
 
 

@@ -16,7 +16,7 @@ from trainers.simulate import SimulatedStep, _cache, _layers
 from trainers.stacks import memory_of
 from trainers.trial import TrialSpec
 
-BASE = TrialSpec(model="Qwen/Qwen2.5-3B-Instruct", framework="trl", num_generations=8, batch_size=2,
+BASE = TrialSpec(model="Qwen/Qwen2.5-3B-Instruct", stack="trl", num_generations=8, batch_size=2,
                  max_prompt_length=256, max_completion_length=512, learning_rate=2e-4)  # fmt: skip
 
 
@@ -58,7 +58,7 @@ def test_a_stack_no_gpu_row_checked_has_no_upper_bound():
     assert simulated_interval("a-stack-never-checked", 10.0, 0.0) == pytest.approx(
         (10.0 * UNCHECKED_ERROR[0], 10.0 * UNCHECKED_ERROR[1])
     )
-    unsloth = dataclasses.replace(BASE, framework="unsloth")
+    unsloth = dataclasses.replace(BASE, stack="unsloth")
     p = MemoryModel.fit(_simulated(unsloth), GPU).predict(unsloth)
     ((_, low, high, _),) = memory_of("unsloth").simulated_error
     assert p.basis == SIMULATED and p.low_gib <= p.peak_gib * low and p.high_gib >= p.peak_gib * high

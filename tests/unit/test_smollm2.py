@@ -138,8 +138,8 @@ def test_the_gpu_learning_sweep_runs_both_stacks_and_modes_on_a_task_past_five_s
     sweep = load_sweep(str(ROOT / "sweeps" / "gpu-learn.yaml"), [])
     result = plan(sweep)
     assert not result.problems
-    assert {(t.framework, t.mode) for t in result.trials} == {
-        (framework, mode) for framework in ("trl", "unsloth") for mode in ("grpo", "gspo")
+    assert {(t.stack, t.mode) for t in result.trials} == {
+        (stack, mode) for stack in ("trl", "unsloth") for mode in ("grpo", "gspo")
     }
     for trial in result.trials:
         assert trial.model == SMOLLM2 and trial.task == "arithmetic"

@@ -120,7 +120,7 @@ def test_decode_costs_grow_with_the_module_calls_of_a_token_and_unsloth_calls_ch
 def test_a_model_without_a_bundled_architecture_or_a_stack_without_rows_has_no_speed():
     with pytest.raises(ValueError, match="model: 'tiny' has no bundled architecture"):
         shape_of("tiny")
-    with pytest.raises(ValueError, match="framework: 'jax' has no fitted speed"):
+    with pytest.raises(ValueError, match="stack: 'jax' has no fitted speed"):
         load_speed_model().decode_ms("jax", shape_of("Qwen/Qwen3-4B"), 8, 256)
 
 
@@ -134,7 +134,7 @@ def test_every_row_is_predicted_by_a_model_fitted_without_it(rows):
 
 def test_a_synthetic_probe_costs_its_start_up_and_warm_up_and_little_more():
     model = load_speed_model()
-    spec = TrialSpec(framework="unsloth", model="random:Qwen/Qwen3-4B", num_generations=16, batch_size=1,
+    spec = TrialSpec(stack="unsloth", model="random:Qwen/Qwen3-4B", num_generations=16, batch_size=1,
                      max_prompt_length=256, max_completion_length=4096)  # fmt: skip
     synthetic, decoded = model.probe(spec, "synthetic"), model.probe(spec, "decode")
     assert synthetic.startup_s == decoded.startup_s and synthetic.train_s == decoded.train_s

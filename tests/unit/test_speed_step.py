@@ -20,7 +20,7 @@ from trainers.trial import TrialSpec
 
 ROOT = Path(__file__).parents[2]
 SPEC = TrialSpec(
-    model="Qwen/Qwen3-4B", framework="trl", num_generations=8, batch_size=1, max_completion_length=1024
+    model="Qwen/Qwen3-4B", stack="trl", num_generations=8, batch_size=1, max_completion_length=1024
 )
 
 

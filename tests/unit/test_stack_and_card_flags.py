@@ -50,13 +50,13 @@ def test_solve_on_a_card_searches_within_that_cards_usable_memory(monkeypatch, t
 
 
 @pytest.mark.parametrize("flag", ["--stack", "--stacks", "--framework"])
-def test_every_verb_that_takes_a_stack_takes_it_as_stack_stacks_or_framework(flag):
+def test_every_verb_that_takes_a_stack_takes_it_as_stack_stacks_or_stack(flag):
     parser = build_parser()
     assert parser.parse_args(["fits", "--model", "tiny", flag, "TRL,unsloth"]).stacks == "TRL,unsloth"
     assert parser.parse_args(["fitmap", flag, "unsloth"]).stacks == "unsloth"
     assert parser.parse_args(["calibrate", "--model", "tiny", flag, "trl"]).stack == "trl"
-    assert parser.parse_args(["solve", "--maximize", "batch_size", flag, "Unsloth"]).framework == "unsloth"
-    assert parser.parse_args(["trial", flag, "Unsloth"]).framework == "unsloth"
+    assert parser.parse_args(["solve", "--maximize", "batch_size", flag, "Unsloth"]).stack == "unsloth"
+    assert parser.parse_args(["trial", flag, "Unsloth"]).stack == "unsloth"
 
 
 @pytest.mark.parametrize("verb", ["fits", "fitmap", "calibrate", "solve", "trial"])
@@ -67,7 +67,7 @@ def test_each_verbs_help_names_stack_and_hides_its_old_spellings(verb, capsys):
     code, text = run_cli([verb, "--help"], capsys)
     options = text.partition("\noptions:\n")[2]
     assert code == 0 and "--stack " in options
-    assert not re.search(r"--(stacks|framework)(?![-\w])", options)  # --framework-dtype is a knob of its own
+    assert not re.search(r"--(stacks|stack)(?![-\w])", options)  # --framework-dtype is a knob of its own
 
 
 def test_calibrate_given_several_stacks_asks_for_one(capsys):
@@ -79,9 +79,9 @@ def test_calibrate_given_several_stacks_asks_for_one(capsys):
 
 
 def test_fits_refuses_a_stack_set_by_set_pointing_to_stack(capsys):
-    code, text = run_cli(["fits", "--model", "tiny", "--budget-gib", "4", "--set", "framework=trl"], capsys)
+    code, text = run_cli(["fits", "--model", "tiny", "--budget-gib", "4", "--set", "stack=trl"], capsys)
     assert (
         code == 2
-        and "--set framework=trl: framework is set by --stack: give it there instead of --set (e.g. --stack trl)"
+        and "--set stack=trl: stack is set by --stack: give it there instead of --set (e.g. --stack trl)"
         in text
     )

@@ -44,8 +44,8 @@ def third():
 def test_a_capable_stub_stack_runs_what_its_entry_claims_and_a_bare_one_is_refused(capability):
     settings = NEEDS[capability] | ({"vllm_mode": "colocate"} if "generation" in NEEDS[capability] else {})
     with registered(THIRD), registered(CAPABLE):
-        assert TrialSpec(framework="capable", **settings).problems() == []
-        refused = TrialSpec(framework="third", **settings).problems()
+        assert TrialSpec(stack="capable", **settings).problems() == []
+        refused = TrialSpec(stack="third", **settings).problems()
         assert refused, f"third claims no {capability}: its settings {settings} must be refused"
         # the fix names every registered stack that can, read from the registry
         assert all(re.search(r"\btrl\b.*\bcapable\b", problem) for problem in refused), refused
@@ -54,35 +54,33 @@ def test_a_capable_stub_stack_runs_what_its_entry_claims_and_a_bare_one_is_refus
 
 def test_a_refusal_names_the_stacks_that_can_as_the_fix():
     with registered(CAPABLE):
-        assert TrialSpec(framework="unsloth", num_processes=2, distributed="ddp").problems() == [
-            "framework: unsloth with num_processes 2: only trl, capable run a trial over several ranks "
-            "(accelerate's launcher); set framework: trl or capable or num_processes: 1"
+        assert TrialSpec(stack="unsloth", num_processes=2, distributed="ddp").problems() == [
+            "stack: unsloth with num_processes 2: only trl, capable run a trial over several ranks "
+            "(accelerate's launcher); set stack: trl or capable or num_processes: 1"
         ]
-        assert TrialSpec(framework="unsloth", generation="vllm", vllm_enable_sleep_mode=True).problems()[
-            -1
-        ] == (
-            "vllm_enable_sleep_mode: true with framework unsloth; only TRL, Capable expose vLLM's sleep mode: "
-            "set vllm_enable_sleep_mode: false or framework trl or capable"
+        assert TrialSpec(stack="unsloth", generation="vllm", vllm_enable_sleep_mode=True).problems()[-1] == (
+            "vllm_enable_sleep_mode: true with stack unsloth; only TRL, Capable expose vLLM's sleep mode: "
+            "set vllm_enable_sleep_mode: false or stack trl or capable"
         )
-    assert TrialSpec(framework="unsloth", adapter="none", quantization="none").problems() == [
-        "adapter: none with framework unsloth: full fine-tuning runs on trl; set framework: trl or adapter: lora"
+    assert TrialSpec(stack="unsloth", adapter="none", quantization="none").problems() == [
+        "adapter: none with stack unsloth: full fine-tuning runs on trl; set stack: trl or adapter: lora"
     ]
 
 
 def test_the_trial_cli_offers_a_registered_stack_and_builds_its_trial(third):
     parser = build_parser()
     trial = next(
-        a for a in parser._subparsers._group_actions[0].choices["trial"]._actions if a.dest == "framework"
+        a for a in parser._subparsers._group_actions[0].choices["trial"]._actions if a.dest == "stack"
     )
     assert trial.help.endswith("[trl|unsloth|liger|third]")
     args = parser.parse_args(["trial", "--stack", "third"])
-    assert TrialSpec(framework=args.framework).problems() == []
+    assert TrialSpec(stack=args.stack).problems() == []
     report = parser.parse_args(["report", "out", "--base-stack", "third"])
     assert report.base_stack == "third"
 
 
 def test_a_registered_stack_forks_from_its_own_profile(third):
-    assert forkserver.profile_for(TrialSpec(framework="third")) == "third"
+    assert forkserver.profile_for(TrialSpec(stack="third")) == "third"
     assert forkserver.profile_modules("third") == forkserver.BARE  # no preload named: the trainer's entry
     with registered(CAPABLE):
         assert forkserver.profile_modules("capable") == CAPABLE.preload
@@ -120,20 +118,20 @@ def test_a_sweep_over_a_registered_stack_plans_its_trials(third):
     sweep = parse_sweep(
         {
             "name": "s",
-            "grid": {"framework": ["trl", "third"], "num_generations": [2, 4]},
+            "grid": {"stack": ["trl", "third"], "num_generations": [2, 4]},
             "fixed": {"model": "tiny"},
         }
     )
-    assert sorted((t.framework, t.num_generations) for t in expand(sweep)) == [
+    assert sorted((t.stack, t.num_generations) for t in expand(sweep)) == [
         ("third", 2), ("third", 4), ("trl", 2), ("trl", 4)
     ]  # fmt: skip
     planned = plan(sweep)
     assert planned.problems == []
-    assert sorted({t.framework for t in planned.trials}) == ["third", "trl"]
+    assert sorted({t.stack for t in planned.trials}) == ["third", "trl"]
 
 
 def test_gpu_check_runs_every_registered_stack(third, tmp_path):
-    assert [s.framework for s in check_specs(tmp_path, ("grpo",))] == ["trl", "unsloth", "liger", "third"]
+    assert [s.stack for s in check_specs(tmp_path, ("grpo",))] == ["trl", "unsloth", "liger", "third"]
     assert stacks.label("third") == "Third"
 
 
@@ -166,8 +164,9 @@ def _strings(path: Path):
 def test_no_code_outside_the_stacks_package_names_a_stack():
     names = stacks.names()
     assert names == ("trl", "unsloth", "liger"), "the check reads the registered names: run it without stubs"
-    # A stack's name as a value ("trl"), or as a setting's value in a message's fix ("framework trl").
-    named = re.compile(rf"\bframework:? ({'|'.join(names)})\b")
+    # A stack's name as a value ("trl"), or as a setting's value in a message's fix ("stack trl"; the
+    # flag's example "--stack trl" is a verb's help, not a rule about a stack).
+    named = re.compile(rf"(?<!--)\bstack:? ({'|'.join(names)})\b")
     found: dict[tuple[str, str], list[int]] = {}
     for package in CHECKED:
         for path in sorted((ROOT / package).rglob("*.py")):
@@ -191,7 +190,7 @@ def test_no_code_outside_the_stacks_package_names_a_stack():
 def test_a_registered_stub_stack_simulates_its_step_through_the_shared_skeleton(third):
     from trainers.simulate import simulate
 
-    spec = TrialSpec(framework="third", model="tiny", num_generations=4, batch_size=2, max_completion_length=32,
+    spec = TrialSpec(stack="third", model="tiny", num_generations=4, batch_size=2, max_completion_length=32,
                      num_iterations=2, quantization="none", lora_r=8, learning_rate=2e-4)  # fmt: skip
     step = simulate(spec, 34, cache=False)
     assert set(step.phase_gib) == {"generation", "scoring", "training"}

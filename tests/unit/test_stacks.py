@@ -37,12 +37,12 @@ def third(monkeypatch):
         yield stacks.load("third")
 
 
-def test_an_unknown_framework_names_the_field_the_value_and_the_registered_stacks():
+def test_an_unknown_stack_names_the_field_the_value_and_the_registered_stacks():
     with pytest.raises(ValueError) as info:
         stacks.get("unslot")
     assert (
         str(info.value)
-        == "framework: unknown value 'unslot'; did you mean 'unsloth'? available: liger, trl, unsloth"
+        == "stack: unknown value 'unslot'; did you mean 'unsloth'? available: liger, trl, unsloth"
     )
 
 
@@ -60,7 +60,7 @@ def test_the_registry_imports_no_stack_module_until_a_stack_is_loaded():
     import sys
 
     code = (
-        "import sys; from trainers.trial import TrialSpec; TrialSpec(framework='unsloth').validate(); "
+        "import sys; from trainers.trial import TrialSpec; TrialSpec(stack='unsloth').validate(); "
         "print(sorted(m for m in sys.modules if m.startswith('trainers.stacks.'))); "
         "from trainers import stacks; stacks.load('trl'); "
         "print(sorted(m for m in sys.modules if m.startswith('trainers.stacks.')))"
@@ -69,20 +69,20 @@ def test_the_registry_imports_no_stack_module_until_a_stack_is_loaded():
     assert out.splitlines() == ["[]", "['trainers.stacks._base', 'trainers.stacks.trl']"]
 
 
-def test_a_registered_stack_is_a_framework_a_trial_spec_accepts_and_leaves_with_it():
+def test_a_registered_stack_is_a_stack_a_trial_spec_accepts_and_leaves_with_it():
     with registered():
-        assert TrialSpec(framework="third").problems() == []
-        assert TrialSpec(framework_dtype={"third": "fp16"}).problems() == []
-    assert TrialSpec(framework="third").problems() == [
-        "framework: unknown value 'third'; did you mean 'trl'? available: liger, trl, unsloth"
+        assert TrialSpec(stack="third").problems() == []
+        assert TrialSpec(stack_dtype={"third": "fp16"}).problems() == []
+    assert TrialSpec(stack="third").problems() == [
+        "stack: unknown value 'third'; did you mean 'trl'? available: liger, trl, unsloth"
     ]
 
 
 def test_vllm_generation_names_the_stacks_that_generate_with_vllm():
     with registered():
-        assert TrialSpec(framework="third", generation="vllm").problems() == [
-            "generation: vllm needs a framework that generates with vLLM (trl, unsloth); framework third does "
-            "not: set generation: transformers or change framework"
+        assert TrialSpec(stack="third", generation="vllm").problems() == [
+            "generation: vllm needs a stack that generates with vLLM (trl, unsloth); stack third does "
+            "not: set generation: transformers or change stack"
         ]
 
 
@@ -95,7 +95,7 @@ def _child(tmp_path, **knobs) -> tuple[int, dict]:
 
 
 def test_the_trainer_child_runs_the_stack_the_registry_names(tmp_path, third):
-    code, final = _child(tmp_path, framework="third")
+    code, final = _child(tmp_path, stack="third")
     assert code == 1
     assert (final["event"], final["type"], final["message"]) == (
         "error",
@@ -111,42 +111,37 @@ def test_a_stack_missing_a_package_is_unavailable_before_it_builds(tmp_path, mon
         False,
         "rlsweep_no_such_package not installed; install them with `make setup`",
     )
-    code, final = _child(tmp_path, framework="third")
+    code, final = _child(tmp_path, stack="third")
     assert code == 1 and final["unavailable"] is True
     assert final["message"] == (
-        "framework third: rlsweep_no_such_package not installed; install them with `make setup`"
+        "stack third: rlsweep_no_such_package not installed; install them with `make setup`"
     )
 
 
-def test_the_trainer_child_refuses_an_unregistered_framework_naming_the_choices(tmp_path):
+def test_the_trainer_child_refuses_an_unregistered_stack_naming_the_choices(tmp_path):
     spec_path = tmp_path / "spec.json"
-    spec_path.write_text(json.dumps({"framework": "third", "events_path": str(tmp_path / "events.jsonl")}))
+    spec_path.write_text(json.dumps({"stack": "third", "events_path": str(tmp_path / "events.jsonl")}))
     code = main([str(spec_path)])
     final = json.loads((tmp_path / "events.jsonl").read_text().splitlines()[-1])
     assert code == 1 and final["type"] == "TrialSpecError"
     assert (
-        "framework: unknown value 'third'; did you mean 'trl'? available: liger, trl, unsloth"
-        in final["message"]
+        "stack: unknown value 'third'; did you mean 'trl'? available: liger, trl, unsloth" in final["message"]
     )
 
 
 # ------------------------------------------------------------------------------------------------
 # Three stacks through the report and compare
 # ------------------------------------------------------------------------------------------------
-def _figures(
-    trials: pd.DataFrame, steps: pd.DataFrame, framework: str, k: int, b: int
-) -> tuple[float, float]:
+def _figures(trials: pd.DataFrame, steps: pd.DataFrame, stack: str, k: int, b: int) -> tuple[float, float]:
     """(worst peak over seeds, median tokens/s over the seeds' regular steps) of one grpo configuration."""
-    return _figures_and_cycles(trials, steps, framework, k, b)[:2]
+    return _figures_and_cycles(trials, steps, stack, k, b)[:2]
 
 
 def _figures_and_cycles(
-    trials: pd.DataFrame, steps: pd.DataFrame, framework: str, k: int, b: int
+    trials: pd.DataFrame, steps: pd.DataFrame, stack: str, k: int, b: int
 ) -> tuple[float, float, int]:
     """_figures and the measured generation cycles behind the median (regular steps with a tokens/s)."""
-    mine = trials.query(
-        "framework == @framework and mode == 'grpo' and num_generations == @k and batch_size == @b"
-    )
+    mine = trials.query("stack == @stack and mode == 'grpo' and num_generations == @k and batch_size == @b")
     regular = steps[steps["trial_key"].isin(mine["trial_key"]) & ~steps["probe"]]
     return (
         mine["peak_device_gib"].max(),
@@ -155,13 +150,13 @@ def _figures_and_cycles(
     )
 
 
-def _memory_ratio_words(trials: pd.DataFrame, framework: str, base: str, k: int, b: int) -> str:
+def _memory_ratio_words(trials: pd.DataFrame, stack: str, base: str, k: int, b: int) -> str:
     """The memory ratio in words, computed here: each side's worst peak over its seeds, each allowed to
     move by its seeds' relative spread (at least 2.5%) either way; "no clear difference" where the range
     covers 1."""
     sides = []
-    for name in (framework, base):
-        mine = trials[(trials["framework"] == name) & (trials["mode"] == "grpo")]
+    for name in (stack, base):
+        mine = trials[(trials["stack"] == name) & (trials["mode"] == "grpo")]
         peaks = mine[(mine["num_generations"] == k) & (mine["batch_size"] == b)]["peak_device_gib"]
         spread = max(0.025, (peaks.max() - peaks.min()) / peaks.mean() if len(peaks) > 1 else 0.0)
         sides.append((peaks.max(), spread))
@@ -219,7 +214,7 @@ def test_three_stacks_go_through_the_report_each_against_trl(tmp_path, third):
 
     md = paths["report_md"].read_text()
     (frontier,) = [
-        r for r in _markdown_table(md, "## What fits: the feasibility frontier") if r["Framework"] == "third"
+        r for r in _markdown_table(md, "## What fits: the feasibility frontier") if r["Stack"] == "third"
     ]
     third_peak_2_1, third_tokens_2_1, third_cycles_2_1 = _figures_and_cycles(trials, steps, "third", 2, 1)
     third_peak_4_2, third_tokens_4_2, third_cycles_4_2 = _figures_and_cycles(trials, steps, "third", 4, 2)
@@ -228,7 +223,7 @@ def test_three_stacks_go_through_the_report_each_against_trl(tmp_path, third):
 
     oom_peak = trials.set_index("trial_key").loc[trial_key("third", "grpo", 4, 1, 1), "peak_device_gib"]
     assert frontier == {
-        "Framework": "third",
+        "Stack": "third",
         "Mode": "grpo",
         "Largest that fits": "K=4 B=2 (8 completions/step)",
         "Its peak": _spare(third_peak_4_2, trials["gpu_total_gib"].min()),  # no budget set: the card
@@ -254,9 +249,7 @@ def test_three_stacks_go_through_the_report_each_against_trl(tmp_path, third):
         "Tokens/s Third ÷ TRL": _speed_ratio_words(third_cycles_2_1, trl_cycles_2_1),
         "Fits": "both",
     }
-    trl_seeds = trials.query(
-        "framework == 'trl' and mode == 'grpo' and num_generations == 2 and batch_size == 1"
-    )
+    trl_seeds = trials.query("stack == 'trl' and mode == 'grpo' and num_generations == 2 and batch_size == 1")
     assert both["TRL tokens/s"].startswith(f"{_tokens(trl_tokens_2_1)} (95% CI ")
     assert both["TRL tokens/s"].endswith(f"; {trl_cycles_2_1} cycles, {len(trl_seeds)} seeds)")
     assert (only_trl["TRL peak (GiB)"], only_trl["Third peak (GiB)"]) == (
@@ -321,7 +314,7 @@ def test_compare_pairs_the_third_stacks_trials_across_two_sweeps(tmp_path, third
     sa, sb = (summary_table(load_outputs(d)).set_index("run_name") for d in (a, b))
     key = trial_key("third", "grpo", 2, 1, 1)
     row = result.loc[key]
-    assert (row["framework"], row["present"]) == ("third", "both")
+    assert (row["stack"], row["present"]) == ("third", "both")
     tokens_a, tokens_b = sa.loc[key, "median_tokens_per_s"], sb.loc[key, "median_tokens_per_s"]
     assert row["tokens_per_s_ratio"] == pytest.approx(tokens_b / tokens_a)
     peak_a, peak_b = sa.loc[key, "peak_device_gib"], sb.loc[key, "peak_device_gib"]

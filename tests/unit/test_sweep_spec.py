@@ -37,7 +37,7 @@ def test_every_error_at_once_with_places():
     errors = errors_of(
         {
             "name": "x",
-            "grid": {"num_generations": [2, 4, 1], "framework": ["trl", "unslot"], "batch_siz": [1]},
+            "grid": {"num_generations": [2, 4, 1], "stack": ["trl", "unslot"], "batch_siz": [1]},
             "fixed": {"learning_rate": -1, "quantization": "nf4"},
             "resources": {"gpus_per_trial": -1, "max_concurent": 2},
             "timeout_s": 0,
@@ -45,7 +45,7 @@ def test_every_error_at_once_with_places():
     )
     text = "\n".join(errors)
     assert "grid.num_generations[2]: must be >= 2, got 1" in text
-    assert "grid.framework[1]: unknown value 'unslot'; did you mean 'unsloth'" in text
+    assert "grid.stack[1]: unknown value 'unslot'; did you mean 'unsloth'" in text
     assert "grid.batch_siz: unknown setting; did you mean 'batch_size'" in text
     assert "fixed.learning_rate: must be > 0.0, got -1" in text
     assert "resources.gpus_per_trial:" in text

@@ -29,7 +29,7 @@ from trainers.trial import TrialSpec
 def test_run_names_are_short_distinct_ascii_and_keep_k_b_the_varying_axes_and_the_keys_digest():
     sweep = parse_sweep({
         "name": "names",
-        "grid": {"framework": ["trl", "unsloth"], "num_generations": [2, 8], "seed": [1, 2],
+        "grid": {"stack": ["trl", "unsloth"], "num_generations": [2, 8], "seed": [1, 2],
                  "model": ["Qwen/Qwen2.5-0.5B-Instruct", "random:Qwen/Qwen3-0.6B"],
                  "max_completion_length": [128, 256]},
         "fixed": {"batch_size": 2, "mode": "gspo"},
@@ -39,13 +39,13 @@ def test_run_names_are_short_distinct_ascii_and_keep_k_b_the_varying_axes_and_th
     names = {t.trial_key: run_name(t, varying) for t in trials}
     assert len(set(names.values())) == len(trials) == 32
     assert all(name.isascii() and re.fullmatch(r"[a-z0-9.=_-]+", name) for name in names.values())
-    one = next(t for t in trials if (t.framework, t.model, t.num_generations, t.seed, t.max_completion_length)
+    one = next(t for t in trials if (t.stack, t.model, t.num_generations, t.seed, t.max_completion_length)
                == ("unsloth", "Qwen/Qwen2.5-0.5B-Instruct", 8, 2, 256))  # fmt: skip
     assert names[one.trial_key] == f"unsloth-gspo-qwen2.5-0.5b-k8-b2-seed2-len256-{one.trial_key[-12:]}"
 
 
 def test_a_sweep_of_one_model_leaves_the_model_out_of_run_names():
-    spec = TrialSpec(framework="unsloth", mode="gspo", num_generations=8, batch_size=2)
+    spec = TrialSpec(stack="unsloth", mode="gspo", num_generations=8, batch_size=2)
     assert run_name(spec, []) == "unsloth-gspo-k8-b2"  # a spec without a planned key: no digest
 
 

@@ -44,8 +44,8 @@ def test_unknown_model_string_gets_did_you_mean():
 
 
 def test_unknown_choice_and_unknown_key():
-    (msg,) = problems(framework="trll")
-    assert "framework: unknown value 'trll'; did you mean 'trl'" in msg
+    (msg,) = problems(stack="trll")
+    assert "stack: unknown value 'trll'; did you mean 'trl'" in msg
     with pytest.raises(TrialSpecError) as info:
         TrialSpec.from_dict({"num_generation": 4})
     assert "num_generation: unknown setting; did you mean 'num_generations'" in str(info.value)
@@ -92,15 +92,15 @@ def test_on_policy_mode_comparison_warns():
 
 
 def test_probe_steps_with_vllm_generation_are_refused_only_on_unsloth_whose_vllm_path_is_unproven():
-    spec = TrialSpec(framework="unsloth", generation="vllm", probe_steps=2)
+    spec = TrialSpec(stack="unsloth", generation="vllm", probe_steps=2)
     assert spec.problems() == [
         "probe_steps: 2 with generation: vllm on unsloth; a decoded probe forces full-length completions "
         "through vLLM's min_tokens and a synthetic one times its window through TRL's vLLM generation, neither "
         "of which this stack's own vLLM path is shown to use, so they would not be the worst case they claim; "
-        "set probe_steps: 0 (oom.probe_steps: 0 in a sweep) or framework trl"
+        "set probe_steps: 0 (oom.probe_steps: 0 in a sweep) or stack trl"
     ]
-    assert not TrialSpec(framework="unsloth", generation="vllm", probe_steps=0).problems()
-    assert not TrialSpec(framework="trl", generation="vllm", probe_steps=2).problems()
+    assert not TrialSpec(stack="unsloth", generation="vllm", probe_steps=0).problems()
+    assert not TrialSpec(stack="trl", generation="vllm", probe_steps=2).problems()
 
 
 def test_vllm_settings_with_transformers_generation_are_refused_naming_each_and_the_fix():
@@ -131,12 +131,12 @@ def test_an_8_bit_model_with_vllm_is_refused_naming_the_model_and_the_fix():
 
 
 def test_server_mode_and_sleep_mode_are_refused_on_unsloth_whose_fast_inference_is_colocate():
-    spec = TrialSpec(framework="unsloth", generation="vllm", vllm_mode="server", vllm_enable_sleep_mode=True)
+    spec = TrialSpec(stack="unsloth", generation="vllm", vllm_mode="server", vllm_enable_sleep_mode=True)
     assert spec.problems() == [
-        "vllm_mode: server with framework unsloth, which runs vLLM only as colocate; set vllm_mode: colocate "
-        "or framework trl",
-        "vllm_enable_sleep_mode: true with framework unsloth; only TRL exposes vLLM's sleep mode: set "
-        "vllm_enable_sleep_mode: false or framework trl",
+        "vllm_mode: server with stack unsloth, which runs vLLM only as colocate; set vllm_mode: colocate "
+        "or stack trl",
+        "vllm_enable_sleep_mode: true with stack unsloth; only TRL exposes vLLM's sleep mode: set "
+        "vllm_enable_sleep_mode: false or stack trl",
     ]
 
 
@@ -158,14 +158,14 @@ def test_grad_accum_refuses_a_micro_batch_size_and_a_generation_that_does_not_sp
     assert msg.startswith("grad_accum: a generation of 8 completions") and "batch_size dividing 8" in msg
 
 
-def test_framework_dtype_overrides_dtype_for_its_framework_only():
+def test_stack_dtype_overrides_dtype_for_its_stack_only():
     mapping = {"trl": "fp16"}
-    assert TrialSpec(framework="trl", dtype="auto", framework_dtype=mapping).effective_dtype == "fp16"
-    assert TrialSpec(framework="unsloth", dtype="auto", framework_dtype=mapping).effective_dtype == "auto"
-    (msg,) = problems(framework_dtype={"trll": "fp16"})
-    assert msg.startswith("framework_dtype: unknown framework 'trll'; did you mean 'trl'")
-    (msg,) = problems(framework_dtype={"trl": "float16"})
-    assert msg.startswith("framework_dtype.trl: unknown dtype 'float16'")
+    assert TrialSpec(stack="trl", dtype="auto", stack_dtype=mapping).effective_dtype == "fp16"
+    assert TrialSpec(stack="unsloth", dtype="auto", stack_dtype=mapping).effective_dtype == "auto"
+    (msg,) = problems(stack_dtype={"trll": "fp16"})
+    assert msg.startswith("stack_dtype: unknown stack 'trll'; did you mean 'trl'")
+    (msg,) = problems(stack_dtype={"trl": "float16"})
+    assert msg.startswith("stack_dtype.trl: unknown dtype 'float16'")
 
 
 def test_lr_scheduler_and_data_seed_are_checked_and_default_to_constant_and_seed():

@@ -75,7 +75,7 @@ def test_unsloth_loads_the_exact_hub_model_named_not_its_own_prequantized_copy(m
 
     fake = SimpleNamespace(FastLanguageModel=SimpleNamespace(from_pretrained=from_pretrained))
     monkeypatch.setattr(unsloth_stack, "import_unsloth", lambda: fake)
-    spec = TrialSpec(framework="unsloth", model="Qwen/Qwen2.5-3B-Instruct", quantization="nf4")
+    spec = TrialSpec(stack="unsloth", model="Qwen/Qwen2.5-3B-Instruct", quantization="nf4")
     with pytest.raises(_Loaded):
         stacks.load("unsloth").run(spec, EventWriter(str(tmp_path / "events.jsonl")))
     # Unsloth's mapper would otherwise load unsloth/Qwen2.5-3B-Instruct-unsloth-bnb-4bit (its mapper.py).

@@ -2,7 +2,7 @@
 
 A trace's file name starts with the verdict it must read, then `-` and what ran: e.g.
 `learning-smollm2-sums.parquet` (a SmolLM2 run that learns), `diverged-smollm2-lr1e-2.parquet`. Each file
-holds one trial's steps parquet rows (the steps/framework=<f>/mode=<m>/<trial_key>.parquet the sweep wrote),
+holds one trial's steps parquet rows (the steps/stack=<f>/mode=<m>/<trial_key>.parquet the sweep wrote),
 copied as they are; beside it, `<name>.json` holds the trial's eval_before_pass_at_1 and eval_before_prompts
 (its held-out accuracy before the first step). bench/accuracy/learning.py --record writes both.
 """

@@ -67,7 +67,7 @@ def _spec(row: dict):
 
     r = int(row["lora_r"])
     return TrialSpec(
-        model=row["model"].removeprefix("random:"), framework=row["stack"], num_generations=int(row["K"]),
+        model=row["model"].removeprefix("random:"), stack=row["stack"], num_generations=int(row["K"]),
         batch_size=int(row["B"]), max_prompt_length=int(row["max_prompt"]),
         max_completion_length=int(row["max_completion"]), num_iterations=int(row["num_iterations"]),
         quantization=row["quantization"], lora_r=r, lora_alpha=2 * r, lora_dropout=0.05, learning_rate=2e-4,

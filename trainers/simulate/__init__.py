@@ -165,7 +165,7 @@ def _key(
     # The cut's depths follow from the config, the installed transformers and the simulator's source,
     # all in the key: a kept step is found before transformers is imported (seconds of a cached answer).
     how = {"attention": attention, "as_cuda": cuda, "layers": "cut" if cut else "whole",
-           "framework": spec.framework, "optimizer_state": optimizer_state}  # fmt: skip
+           "stack": spec.stack, "optimizer_state": optimizer_state}  # fmt: skip
     return _cache.key(spec, config, tokens, how)
 
 
@@ -180,7 +180,7 @@ def simulate_each(specs: Any, prompt_tokens: int | None = None) -> None:
 
     todo: dict[str, dict[str, Any]] = {}
     for spec in specs:
-        if spec.framework is None:
+        if spec.stack is None:
             continue
         try:
             config = model_config(spec)
@@ -234,7 +234,7 @@ def _one(
     kept_env = {name: os.environ.get(name) for name in ASKERS_ENV}
     try:
         with _quiet(), on_meta(as_cuda=cuda):
-            stack = stacks.load(spec.framework)
+            stack = stacks.load(spec.stack)
             simulated = stack.simulate_step(
                 spec,
                 prompt_tokens,

@@ -105,4 +105,4 @@ def outside(spec: Any) -> list[Outside]:
     """`spec`'s terms: its stack's (trainers/stacks/_base.py Stack.outside_allocator)."""
     from trainers import stacks
 
-    return stacks.load(spec.framework).outside_allocator(spec)
+    return stacks.load(spec.stack).outside_allocator(spec)

@@ -1,4 +1,4 @@
-"""The training stacks, registered in one place: STACKS maps each `framework` value to its entry.
+"""The training stacks, registered in one place: STACKS maps each `stack` value to its entry.
 
 An entry is what validation, the report, compare and gpu-check need to know of a stack (its name, label
 and the vllm_mode values it generates with) and where its Stack class lives; load() imports that class
@@ -79,7 +79,7 @@ class StackMemory:
 class StackEntry:
     """A registered stack. target: 'module:Class' of its trainers.stacks._base.Stack subclass."""
 
-    name: str  # the `framework` value that picks it
+    name: str  # the `stack` value that picks it
     label: str  # how the report and gpu-check write it
     target: str
     vllm_modes: tuple[str, ...] = ()  # the vllm_mode values it generates with (generation: vllm)
@@ -130,7 +130,7 @@ def unregister(name: str) -> None:
     _loaded.pop(name, None)
 
 
-def get(name: str, field: str = "framework") -> StackEntry:
+def get(name: str, field: str = "stack") -> StackEntry:
     """The entry `name` picks, or a ValueError naming the field, the value and the registered stacks."""
     try:
         return STACKS[name]
@@ -138,7 +138,7 @@ def get(name: str, field: str = "framework") -> StackEntry:
         raise ValueError(f"{field}: unknown value {name!r}; {did_you_mean(str(name), STACKS)}") from None
 
 
-def load(name: str, field: str = "framework"):
+def load(name: str, field: str = "stack"):
     """The trainers.stacks._base.Stack that trains for `name`, imported on first use and kept (one
     instance per stack). Unannotated on purpose: naming the Stack type here would make the registry,
     which the trial spec reads, depend on the stack interface, which reads the trial spec."""
@@ -162,7 +162,7 @@ def names() -> tuple[str, ...]:
 
 def supporting(capability: str) -> tuple[str, ...]:
     """The registered stacks whose entry has `capability` (a StackEntry field: true or non-empty), in
-    registration order: what an error names as the framework to pick."""
+    registration order: what an error names as the stack to pick."""
     return tuple(name for name, entry in STACKS.items() if getattr(entry, capability))
 
 

@@ -133,7 +133,7 @@ class Stack(ABC):
         before = evaluator.run(built.trainer) if evaluator is not None else None
         events.emit(
             STARTED,
-            framework=self.name,
+            stack=self.name,
             versions=self.versions(),
             **device_info(),
             effective_config=effective,

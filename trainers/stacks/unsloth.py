@@ -1,7 +1,7 @@
 """One GRPO/GSPO trial on the Unsloth stack, top to bottom, on the same terms as trainers.stacks.trl.
 
 Unsloth patches transformers and TRL for the whole process when it is imported, so it is imported
-first, inside build(), and only ever in a trainer child whose framework is unsloth. Then: the model
+first, inside build(), and only ever in a trainer child whose stack is unsloth. Then: the model
 through FastLanguageModel (4-bit NF4 for QLoRA), LoRA through FastLanguageModel.get_peft_model on
 exactly the modules TRL's "all-linear" picks, and TRL's GRPOTrainer as Unsloth patched it (on a GPU
 host its regenerated UnslothGRPOTrainer; in Unsloth's CPU fallback, stock TRL with Unsloth's
@@ -79,7 +79,7 @@ def check_fast_inference(spec: TrialSpec, on_gpu: bool) -> None:
     if not on_gpu:
         raise UnavailableError(
             "generation: vllm on Unsloth (its fast_inference) needs an NVIDIA GPU and none is visible; "
-            "set generation: transformers, use framework trl (vLLM's CPU build runs there), or run on a GPU host"
+            "set generation: transformers, use stack trl (vLLM's CPU build runs there), or run on a GPU host"
         )
     if importlib.util.find_spec("vllm") is None:
         raise UnavailableError(
@@ -257,7 +257,7 @@ class UnslothStack(Stack):
                 )
         except NotImplementedError as exc:  # Unsloth's way of saying "not on this model/host"
             raise UnavailableError(
-                f"unsloth cannot load {spec.model} here: {exc}; run this configuration with framework trl"
+                f"unsloth cannot load {spec.model} here: {exc}; run this configuration with stack trl"
             ) from exc
         # Built models (tiny, random:) carry their own byte-level tokenizer, as on the TRL stack; real
         # models keep the tokenizer Unsloth returns, as an Unsloth user gets it.

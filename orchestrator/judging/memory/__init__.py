@@ -1,6 +1,6 @@
 """The memory model: a trial's peak memory predicted before it runs.
 
-Per family (framework, mode, model, quantization, dtype, gradient checkpointing, fast_inference),
+Per family (stack, mode, model, quantization, dtype, gradient checkpointing, fast_inference),
 peak = static + generation + training parts, each a sum of analytical terms computed from the model's
 config times coefficients fitted on the trials measured so far (non-negative, pulled towards a prior;
 an `oom` trial counts as a peak at least its budget, a `timeout` one as a peak at least the one it

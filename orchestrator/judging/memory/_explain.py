@@ -81,7 +81,7 @@ def formulas(spec: TrialSpec, shape: Shape, device: str) -> dict[str, str]:
     width = shape.layer_width()
     if offloads_checkpoints(spec, device):
         kept = (
-            f"(one layer's {width:,.0f} recomputed; {label(spec.framework)} offloads the {shape.layers} kept "
+            f"(one layer's {width:,.0f} recomputed; {label(spec.stack)} offloads the {shape.layers} kept "
             "hidden states to the host)"
         )
     elif spec.gradient_checkpointing and device == "gpu":
@@ -95,23 +95,23 @@ def formulas(spec: TrialSpec, shape: Shape, device: str) -> dict[str, str]:
             f"{shape.vocab:,} vocab x {logit_bytes(spec, device)} B (fp32 logits, no Triton on a CPU)"
         )
     elif chunks_logprobs(spec, device):
-        logits = f"0 ({label(spec.framework)} never builds the full logits: logit_chunk)"
+        logits = f"0 ({label(spec.stack)} never builds the full logits: logit_chunk)"
     else:
         held = (
             "fp32 logits, accelerate's cast of bf16 autocast, and their fp32 gradient"
-            if memory_of(spec.framework).fp32_logits
+            if memory_of(spec.stack).fp32_logits
             else f"logits and their gradient in {name}"
         )
         logits = (
             f"{rows:,} rows (micro-batch {micro} x ({spec.max_completion_length} + 1)) x {shape.vocab:,} vocab x "
-            f"{logit_bytes(spec, device)} B ({label(spec.framework)}'s {held})"
+            f"{logit_bytes(spec, device)} B ({label(spec.stack)}'s {held})"
         )
     chunk = unsloth_chunk_rows(micro * spec.max_completion_length, shape.vocab)
     logit_chunk = (
         f"{chunk:,} of the {micro * spec.max_completion_length:,} completion rows x {shape.vocab:,} vocab x (4 B fp32 "
-        f"logits + {dtype} gradient) (one chunk of {label(spec.framework)}'s chunked log-probs)"
+        f"logits + {dtype} gradient) (one chunk of {label(spec.stack)}'s chunked log-probs)"
         if chunks_logprobs(spec, device)
-        else f"0 ({label(spec.framework)} builds the full logits)"
+        else f"0 ({label(spec.stack)} builds the full logits)"
         if device == "gpu"
         else "0 (no chunked log-probs on a CPU)"
     )

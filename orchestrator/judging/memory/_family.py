@@ -9,13 +9,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.words.outcome import COMPLETED, OOM, TIMEOUT
-from trainers.trial import KNOBS, TrialSpec
+from trainers.trial import KNOBS, TrialSpec, renamed_keys
 
 # A row of a step simulated on meta (orchestrator/judging/memory/_simulated.py), not a measurement.
 SIMULATED = "simulated"
 # The knobs that make a family: trials of one family share one set of coefficients.
 FAMILY = (
-    "framework", "mode", "model", "quantization", "dtype", "gradient_checkpointing", "generation", "distributed",
+    "stack", "mode", "model", "quantization", "dtype", "gradient_checkpointing", "generation", "distributed",
     "num_processes", "adapter",
 )  # fmt: skip
 
@@ -31,7 +31,7 @@ def family_label(spec: TrialSpec) -> str:
         f" {spec.num_processes} GPUs {spec.distributed}" if spec.num_processes > 1 else "",
         " full fine-tuning" if spec.adapter == "none" else "",
     ]
-    return f"{spec.framework} {spec.mode} {spec.model} {spec.quantization} {spec.effective_dtype}" + "".join(
+    return f"{spec.stack} {spec.mode} {spec.model} {spec.quantization} {spec.effective_dtype}" + "".join(
         extras
     )
 
@@ -49,7 +49,7 @@ def _spec_of_config(config: str) -> TrialSpec:
 
 def spec_of(row: Mapping[str, Any]) -> TrialSpec:
     """The TrialSpec of a trials.parquet row (its `config` JSON), or of a dict of knobs."""
-    values = json.loads(row["config"]) if row.get("config") else row
+    values = renamed_keys(json.loads(row["config"]) if row.get("config") else row)[0]  # old names too
     return TrialSpec(**{k: v for k, v in values.items() if k in KNOBS})
 
 

@@ -134,12 +134,12 @@ def unseen_error(ranges: Sequence[tuple[float, float]], rate: float = RATE) -> t
     return min(r[0] for r in ranges) - q, max(r[1] for r in ranges) + q
 
 
-def simulated_error(framework: str, family: str | None) -> tuple[float, float, str]:
-    """(low, high, what it is): the measured peak over the simulated one to expect of `framework`'s step on
+def simulated_error(stack: str, family: str | None) -> tuple[float, float, str]:
+    """(low, high, what it is): the measured peak over the simulated one to expect of `stack`'s step on
     a model of `family` (architecture()), and the words that name that range."""
     from trainers.stacks import STACKS
 
-    entry = STACKS.get(framework)
+    entry = STACKS.get(stack)
     seen = {f: (low, high, n) for f, low, high, n in (entry.memory.simulated_error if entry else ())}
     if family in seen:
         low, high, n = seen[family]
@@ -158,10 +158,10 @@ def simulated_error(framework: str, family: str | None) -> tuple[float, float, s
 
 
 def simulated_interval(
-    framework: str, peak: float, residual: float, family: str | None = None
+    stack: str, peak: float, residual: float, family: str | None = None
 ) -> tuple[float, float]:
     """(low, high) GiB of a figure drawn from simulated steps: the simulator's error range on GPU rows
     (simulated_error), widened by how far the family's fit missed its own simulated shapes (`residual`,
     a share of them)."""
-    low, high, _ = simulated_error(framework, family)
+    low, high, _ = simulated_error(stack, family)
     return max(peak * (low - residual), 0.0), peak * (high + residual)

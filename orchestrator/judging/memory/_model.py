@@ -227,7 +227,7 @@ class MemoryModel:
         self._prior = dict(prior_values) if prior_values is not None else prior(self.device)
         # (task, its settings, model) -> the longest prompt its trials measured, in tokens (prompt_key)
         self._prompts: dict[tuple, int] = {}
-        # framework -> the interval's calibrated share (_interval.calibrated_share) over its families' scores
+        # stack -> the interval's calibrated share (_interval.calibrated_share) over its families' scores
         self._shares: dict[str, float | None] = {}
 
     @classmethod
@@ -318,7 +318,7 @@ class MemoryModel:
         pooled: dict[str, list[float]] = {}
         for key, family in model._families.items():
             pooled.setdefault(key[0], []).extend(family.scores)
-        model._shares = {framework: calibrated_share(scores) for framework, scores in pooled.items()}
+        model._shares = {stack: calibrated_share(scores) for stack, scores in pooled.items()}
         return model
 
     def counted(self, spec: TrialSpec) -> TrialSpec:
@@ -390,12 +390,12 @@ class MemoryModel:
         beyond = None
         if family.largest is not None:
             beyond = extrapolated_gib(vector, family.coefficients, family.smallest, family.largest)
-        low, high = self._interval(family, spec.framework, vector, peak, beyond)
+        low, high = self._interval(family, spec.stack, vector, peak, beyond)
         if family.simulated == n > 0:  # drawn from simulated steps: the simulator's error, not the fit's
             architecture_family = architecture(spec.model)
             basis, (low, high) = (
                 SIMULATED,
-                simulated_interval(spec.framework, peak, family.residual, architecture_family),
+                simulated_interval(spec.stack, peak, family.residual, architecture_family),
             )
         return Prediction(
             peak, low, high, self.measure, n, basis, None, parts, None if beyond is None else sum(beyond)
@@ -422,7 +422,7 @@ class MemoryModel:
     def _interval(
         self,
         family: _Family,
-        framework: str,
+        stack: str,
         sizes: np.ndarray,
         peak: float,
         beyond: tuple[float, float] | None,
@@ -431,7 +431,7 @@ class MemoryModel:
         if covariance is None:
             covariance = np.diag([spread**2 for _, spread in self._prior.values()])
         covariance_half = Z * predictive_sd(sizes, covariance, peak)
-        return interval(peak, covariance_half, self._shares.get(framework), beyond)
+        return interval(peak, covariance_half, self._shares.get(stack), beyond)
 
     def families(self) -> list[FamilyFit]:
         """Each family with trials: its fit and where its memory goes (at its largest measured trial,

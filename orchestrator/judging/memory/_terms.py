@@ -174,7 +174,7 @@ def terms(spec: TrialSpec, shape: Shape, device: str) -> dict[str, float]:
     # Full fine-tuning with beta > 0: TRL's reference model, a second copy of the weights.
     copies = 2 if full and spec.beta > 0 else 1
     weights = (shape.linear_params * linear_bytes + shape.other_params * w) * weights_share * copies
-    if device == "gpu" and vllm_colocated(spec) and memory_of(spec.framework).vllm_shares_weights:
+    if device == "gpu" and vllm_colocated(spec) and memory_of(spec.stack).vllm_shares_weights:
         weights = 0.0  # the trainer's model is built on vLLM's weights: counted in its pool (_vllm.py)
     # What trains: every weight's gradient (compute dtype) and AdamW's fp32 moments; or the LoRA weights
     # (fp32, on every rank unless FSDP or ZeRO-3 shard them) with their gradient and AdamW state.
@@ -245,7 +245,7 @@ def vllm_pool_bytes(spec: TrialSpec, shape: Shape, device: str, w: int) -> float
     if device == "cpu":
         return cpu_kvcache_space_gib(spec) * GIB + (shape.linear_params + shape.other_params) * w
     of = spec.memory_budget_gib
-    if memory_of(spec.framework).vllm_pool_of_free:  # a share of the free memory at load: less the context
+    if memory_of(spec.stack).vllm_pool_of_free:  # a share of the free memory at load: less the context
         of -= FACE["gpu"]["baseline"][0]
     return spec.vllm_gpu_memory_utilization * of * GIB
 
@@ -263,19 +263,19 @@ def logit_bytes(spec: TrialSpec, device: str) -> int:
     the fp32 logits."""
     if device == "cpu":
         return 4
-    return 4 + 4 if memory_of(spec.framework).fp32_logits else 2 * dtype_bytes(spec, device)
+    return 4 + 4 if memory_of(spec.stack).fp32_logits else 2 * dtype_bytes(spec, device)
 
 
 def chunks_logprobs(spec: TrialSpec, device: str) -> bool:
     """Whether the trial's log-probs go through chunks of rows (StackMemory.chunked_logprobs), never
     the full logits: on a GPU only."""
-    return device == "gpu" and memory_of(spec.framework).chunked_logprobs
+    return device == "gpu" and memory_of(spec.stack).chunked_logprobs
 
 
 def offloads_checkpoints(spec: TrialSpec, device: str) -> bool:
     """Whether the trial's checkpointed layer inputs live in host memory (StackMemory.offloads_checkpoints),
     not on the GPU: with gradient checkpointing on a GPU only."""
-    return device == "gpu" and spec.gradient_checkpointing and memory_of(spec.framework).offloads_checkpoints
+    return device == "gpu" and spec.gradient_checkpointing and memory_of(spec.stack).offloads_checkpoints
 
 
 def unsloth_chunk_rows(rows: int, vocab: int) -> int:

@@ -71,7 +71,7 @@ def held(spec, budget_gib: float, context_gib: float, trainer_resting_gib: float
         return None
     if spec.vllm_mode == "server":
         return VllmHeld(0.0, (0.0, 0.0), 0.0, None, "vLLM in server mode: another process, other GPUs")
-    memory = memory_of(spec.framework)
+    memory = memory_of(spec.stack)
     shape, why = model_shape(spec.model)
     if shape is None:
         return VllmHeld(0.0, (0.0, 0.0), 0.0, f"vLLM's weights unknown: {why}", "")

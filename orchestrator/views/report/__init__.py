@@ -1,7 +1,7 @@
 """The sweep report: summary.csv, the feasibility frontier and matrices, the stack comparison, plots,
 report.md and a self-contained report.html, opening on what fits.
 
-Everything here reads the sweep's Parquet outputs (trials.parquet + steps/framework=*/mode=*/*.parquet)
+Everything here reads the sweep's Parquet outputs (trials.parquet + steps/stack=*/mode=*/*.parquet)
 and nothing else, so a report can be rebuilt at any time (`rlsweep report OUTPUT_DIR`) and works the
 same on a sweep that ran elsewhere. Readers are people: units in every header, statuses in words,
 JSON columns rendered as a few words or left out.

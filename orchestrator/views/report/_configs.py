@@ -27,7 +27,7 @@ from trainers.trial import BOOKKEEPING, EXECUTION
 # Columns that define a configuration; trials equal on all of them (and on effective_config, less
 # per-trial bookkeeping) differ only in seed and are aggregated as repeats.
 CONFIG_COLUMNS = [
-    "framework",
+    "stack",
     "mode",
     "model",
     "task",
@@ -53,7 +53,7 @@ CONFIG_WORDS = {
     "max_steps": "Steps",
 }
 PER_TRIAL_KEYS = {"seed", *BOOKKEEPING, *EXECUTION}
-# Effective-config entries that follow from the framework or mode columns, or only describe a stack's
+# Effective-config entries that follow from the stack or mode columns, or only describe a stack's
 # internals: listing them as "other settings" would repeat those columns in noisier words.
 STACK_KEYS = {
     "importance_sampling_level",

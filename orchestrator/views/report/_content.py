@@ -62,15 +62,15 @@ def startup_sentence(trials: pd.DataFrame) -> str:
     """Each stack's start-up, medians over its trials that reached a step: the time from the trainer's
     start to the end of its first step, and how much of that first step was warm-up (compilation and
     first calls: the first step less the later ones); '' when no trial reached a step."""
-    if "framework" not in trials:
+    if "stack" not in trials:
         return ""
     parts = []
-    for framework, rows in trials.groupby("framework", sort=False):
+    for stack, rows in trials.groupby("stack", sort=False):
         first, warmup = column(rows, TRIAL.time_to_first_step_s), column(rows, TRIAL.warmup_s)
         if len(first):
             of_it = f", {fmt(warmup.median())} s of it warm-up" if len(warmup) else ""
             over = "1 trial" if len(first) == 1 else f"median of {len(first)} trials"
-            parts.append(f"{stacks.label(str(framework))} first step done {fmt(first.median())} s after the "
+            parts.append(f"{stacks.label(str(stack))} first step done {fmt(first.median())} s after the "
                          f"trainer started{of_it} ({over})")  # fmt: skip
     if not parts:
         return ""
@@ -88,7 +88,7 @@ def not_completed_table(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "Trial": others["run_name"],
-            "Framework": others["framework"],
+            "Stack": others["stack"],
             "Mode": others["mode"],
             "K": others["num_generations"],
             "B": others["batch_size"],
@@ -169,7 +169,7 @@ def frontier_section(data: ReportData) -> list[Block]:
     blocks.append(
         Block(
             "p",
-            "Per framework, mode and model: the largest configuration that fits and the smallest that does "
+            "Per stack, mode and model: the largest configuration that fits and the smallest that does "
             f"not, each with its peak memory. {_budget_words(data.budget_gib)}",
         )
     )

@@ -26,9 +26,9 @@ from trainers.record import finite_or_none, first_kind
 # ----------------------------------------------------------------------------------------------
 @dataclass
 class FeasibilityGrid:
-    """One (framework, mode, model): rows K, columns batch; labels for people, values for colour."""
+    """One (stack, mode, model): rows K, columns batch; labels for people, values for colour."""
 
-    framework: str
+    stack: str
     mode: str
     model: str
     memory_kind: str | None  # outcome.GPU, outcome.TORCH or outcome.RSS (process peak on CPU)
@@ -42,7 +42,7 @@ class FeasibilityGrid:
 
     @property
     def title(self) -> str:
-        return f"{self.framework} · {self.mode} · {self.model}" + (
+        return f"{self.stack} · {self.mode} · {self.model}" + (
             f" · {self.gpus}" if self.num_processes > 1 else ""
         )
 
@@ -119,7 +119,7 @@ def infer_budget_gib(trials: pd.DataFrame) -> float | None:
 def feasibility_matrix(
     trials_df: pd.DataFrame, budget_gib: float | None = None, headroom_gib: float = 0.0
 ) -> list[FeasibilityGrid]:
-    """Per (framework, mode, model): rows K, columns batch, cells peak GiB or the outcome in a word.
+    """Per (stack, mode, model): rows K, columns batch, cells peak GiB or the outcome in a word.
     A group's cells show one kind of peak: the first its trials measured, by outcome.peak_memory."""
     trials = numeric(trials_df, TRIAL_NUMERIC)
     if trials.empty:
@@ -130,8 +130,8 @@ def feasibility_matrix(
     trials["_peak"] = [value for value, _ in peaks]
     trials["_kind"] = [kind for _, kind in peaks]
     grids = []
-    by = ["framework", "mode", "model", *GPU_AXIS]
-    for (framework, mode, model, n, distributed), group in trials.groupby(by, sort=True):
+    by = ["stack", "mode", "model", *GPU_AXIS]
+    for (stack, mode, model, n, distributed), group in trials.groupby(by, sort=True):
         ks = sorted(int(k) for k in group["num_generations"].dropna().unique())
         bs = sorted(int(b) for b in group["batch_size"].dropna().unique())
         labels = pd.DataFrame("", index=ks, columns=bs, dtype=object)
@@ -146,7 +146,7 @@ def feasibility_matrix(
             frame.index.name, frame.columns.name = "K", "B"
         grids.append(
             FeasibilityGrid(
-                str(framework), str(mode), str(model), kind, labels, values, statuses, budget_gib,
+                str(stack), str(mode), str(model), kind, labels, values, statuses, budget_gib,
                 headroom_gib, int(n), str(distributed),
             )
         )  # fmt: skip
@@ -197,7 +197,7 @@ def _cell(cell: pd.DataFrame, kind: str | None) -> tuple[str, float, str]:
 # The GPU axis: a configuration fits or not per GPU count and strategy. Rows from before the
 # axis existed ran on one GPU, strategy none.
 GPU_AXIS = {"num_processes": 1, "distributed": "none"}
-FRONTIER_GROUP = ("framework", "mode", "model", "quantization", *GPU_AXIS)
+FRONTIER_GROUP = ("stack", "mode", "model", "quantization", *GPU_AXIS)
 _SIZE_COLUMNS = ("max_completion_length", "max_prompt_length", "lora_r")
 _LABEL_NAMES = {
     "num_generations": "K",
@@ -266,7 +266,7 @@ def _label(row: pd.Series, varying: list[str]) -> str:
 def frontier(
     trials: pd.DataFrame, budget_gib: float | None = None, headroom_gib: float = 0.0
 ) -> pd.DataFrame:
-    """Per (framework, mode, model, quantization): the largest configuration that fits and the smallest
+    """Per (stack, mode, model, quantization): the largest configuration that fits and the smallest
     that does not, with their peaks (outcome.peak_memory), from trials.parquet's rows. Without a budget,
     "fits" means completed and "does not" out of memory; with one, a completed trial whose peak passed
     it does not fit either (oom_over_budget). A timeout that kept steps is measured on them (fit_kept says

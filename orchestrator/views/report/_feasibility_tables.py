@@ -34,7 +34,7 @@ def frontier_view(df: pd.DataFrame) -> pd.DataFrame:
         fit, no_fit = isinstance(r.largest_fit, str), isinstance(r.smallest_oom, str)
         rows.append(
             {
-                "Framework": r.framework,
+                "Stack": r.stack,
                 "Mode": r.mode,
                 "Model": r.model,
                 "Quantization": r.quantization,
@@ -80,13 +80,13 @@ class MatrixView:
 
 def matrix_views(grids: list[FeasibilityGrid]) -> list[MatrixView]:
     """One table per model: a row per configuration (K, B) that any stack ran, fewest completions
-    first; a column per mode and framework, the frameworks of a mode next to each other; cells the
+    first; a column per mode and stack, the stacks of a mode next to each other; cells the
     grid's label (peak or outcome), with "over budget" where a completed peak passed the budget."""
     views = []
     for model in sorted({g.model for g in grids}):
         mine = sorted(
             (g for g in grids if g.model == model),
-            key=lambda g: (g.mode, g.framework, g.num_processes, g.distributed),
+            key=lambda g: (g.mode, g.stack, g.num_processes, g.distributed),
         )
         several = len({g.gpus for g in mine}) > 1
         configs = sorted(
@@ -105,7 +105,7 @@ def matrix_views(grids: list[FeasibilityGrid]) -> list[MatrixView]:
                     cells.append(f"{label}; {g.margin(k, b).words()}")
                 else:
                     cells.append(label or NOT_RUN)
-            table[f"{g.mode} · {g.framework}" + (f" · {g.gpus}" if several else "")] = cells
+            table[f"{g.mode} · {g.stack}" + (f" · {g.gpus}" if several else "")] = cells
         caption = _matrix_caption(mine) + (" " + fewest_gpus(mine, configs) if several else "")
         views.append(MatrixView(model, table, caption))
     return views
@@ -115,8 +115,8 @@ def fewest_gpus(grids: list[FeasibilityGrid], configs: list[tuple[Any, Any]]) ->
     """Per stack and configuration run on more than one GPU count, the fewest GPUs it fits on:
     "grpo · trl: K=8 B=1 needs 2 GPUs · zero3; K=16 B=1 fits on none tried"."""
     parts = []
-    for stack in dict.fromkeys((g.mode, g.framework) for g in grids):
-        mine = sorted((g for g in grids if (g.mode, g.framework) == stack), key=lambda g: g.num_processes)
+    for stack in dict.fromkeys((g.mode, g.stack) for g in grids):
+        mine = sorted((g for g in grids if (g.mode, g.stack) == stack), key=lambda g: g.num_processes)
         said = []
         for k, b in configs:
             ran = [g for g in mine if k in g.labels.index and b in g.labels.columns and g.labels.loc[k, b]]

@@ -32,7 +32,7 @@ def report_fit_map(trials: pd.DataFrame, budget_gib: float | None) -> FitMap | N
     if not rows:
         return None
     specs = [spec_of(r) for r in rows]
-    frameworks = sorted({s.framework for s in specs}, key=lambda f: (f != stacks.BASE, f))
+    stack_names = sorted({s.stack for s in specs}, key=lambda f: (f != stacks.BASE, f))
     models = list(dict.fromkeys(hub_name(s.model) for s in specs))
     ks = sorted({*KS, *(s.num_generations for s in specs)})
     bs = sorted({s.batch_size for s in specs}) or list(BS)
@@ -42,7 +42,7 @@ def report_fit_map(trials: pd.DataFrame, budget_gib: float | None) -> FitMap | N
         min(LENGTHS[0], *(s.max_completion_length for s in specs)),
         max(LENGTHS[1], *(s.max_completion_length for s in specs)),
     )
-    return fit_map(rows, specs[0], models, frameworks, budget_gib, ks, bs, lengths)
+    return fit_map(rows, specs[0], models, stack_names, budget_gib, ks, bs, lengths)
 
 
 def fitmap_blocks(fm: FitMap | None, plots: dict[str, Any]) -> list[Block]:

@@ -35,14 +35,14 @@ def fit_map_plot(fm, model: str, path: Path) -> Path:
     prediction interval crosses the budget) / does not fit, the likely boundary a black line, the first
     stack's boundary dashed on the others' panels (where the stacks part), measured trials as markers."""
     lo, hi = fm.lengths
-    frameworks, bs = fm.stacks, sorted({x.b for x in fm.boundaries if x.model == model})
-    fig = Figure(figsize=(min(MAX_WIDTH_IN, 1.0 + 4.6 * len(frameworks)), 0.8 + 2.9 * len(bs)))
-    axes = fig.subplots(len(bs), len(frameworks), squeeze=False, sharex=True, sharey=True)
-    first = frameworks[0]
+    stack_names, bs = fm.stacks, sorted({x.b for x in fm.boundaries if x.model == model})
+    fig = Figure(figsize=(min(MAX_WIDTH_IN, 1.0 + 4.6 * len(stack_names)), 0.8 + 2.9 * len(bs)))
+    axes = fig.subplots(len(bs), len(stack_names), squeeze=False, sharex=True, sharey=True)
+    first = stack_names[0]
     for row, b in enumerate(bs):
-        for col, framework in enumerate(frameworks):
+        for col, stack in enumerate(stack_names):
             ax = axes[row][col]
-            rows = sorted((x for x in fm.boundaries if (x.framework, x.model, x.b) == (framework, model, b)),
+            rows = sorted((x for x in fm.boundaries if (x.stack, x.model, x.b) == (stack, model, b)),
                           key=lambda x: x.k)  # fmt: skip
             for x in rows:
                 y = np.log2(x.k)
@@ -58,12 +58,12 @@ def fit_map_plot(fm, model: str, path: Path) -> Path:
                             y, end - start, left=start, height=0.8, color=FIT_COLOURS[verdict], linewidth=0
                         )
             _boundary_line(ax, rows, "-", "black", lo)
-            if framework != first:
-                base = sorted((x for x in fm.boundaries if (x.framework, x.model, x.b) == (first, model, b)),
+            if stack != first:
+                base = sorted((x for x in fm.boundaries if (x.stack, x.model, x.b) == (first, model, b)),
                               key=lambda x: x.k)  # fmt: skip
                 _boundary_line(ax, base, "--", "#1f4e8c", lo)
             for point in fm.measured:
-                if (point.framework, point.model, point.b) == (framework, model, b):
+                if (point.stack, point.model, point.b) == (stack, model, b):
                     marker, face, edge, _ = MEASURED_MARKERS[point.on_card]
                     ax.scatter(point.length, np.log2(point.k), marker=marker, s=70, facecolors=face,
                                edgecolors=edge, linewidths=1.2, zorder=5)  # fmt: skip
@@ -75,7 +75,7 @@ def fit_map_plot(fm, model: str, path: Path) -> Path:
             ax.xaxis.set_minor_locator(NullLocator())
             ks = [x.k for x in rows]
             ax.set_yticks([np.log2(k) for k in ks], [str(k) for k in ks])
-            ax.set_title(f"{stacks_label(framework)}, B={b} ({fm.basis.get((framework, model), 'prior')})")
+            ax.set_title(f"{stacks_label(stack)}, B={b} ({fm.basis.get((stack, model), 'prior')})")
             if row == len(bs) - 1:
                 ax.set_xlabel("completion length (tokens, log scale)")
                 ax.tick_params(axis="x", labelrotation=45)
@@ -87,7 +87,7 @@ def fit_map_plot(fm, model: str, path: Path) -> Path:
     )
     handles = [Patch(color=c, label=f"predicted: {v}") for v, c in FIT_COLOURS.items()]
     handles.append(Line2D([], [], color="black", label="predicted boundary (peak = budget)"))
-    if len(frameworks) > 1:
+    if len(stack_names) > 1:
         handles.append(
             Line2D([], [], color="#1f4e8c", linestyle="--", label=f"{stacks_label(first)}'s boundary")
         )

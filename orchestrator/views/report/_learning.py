@@ -24,19 +24,19 @@ NOT_COMPARED = f"not compared ({FALLBACK})"
 # What two stacks' trials must share to sit side by side: every setting but the stack (and the key and
 # the JSON of all settings, which name it).
 SETTINGS = [f.name for f in TRIAL_FIELDS if f.measured_by == SPEC and f.name not in
-            {TRIAL.framework, TRIAL.trial_key, TRIAL.config, TRIAL.sweep}]  # fmt: skip
+            {TRIAL.stack, TRIAL.trial_key, TRIAL.config, TRIAL.sweep}]  # fmt: skip
 
 
 def cpu_fallback(trial: pd.Series) -> bool:
     """A trial whose stack ran its fallback (its registry entry's fallback_when: Unsloth's TRL fallback
     without a GPU), not the stack's own trainer."""
-    name = trial.get(TRIAL.framework)
+    name = trial.get(TRIAL.stack)
     when = stacks.STACKS[name].fallback_when if name in stacks.STACKS else None
     return when is not None and parse_json(trial.get(TRIAL.effective_config)).get(when[0]) == when[1]
 
 
 def stack_words(trial: pd.Series) -> str:
-    name = str(trial.get(TRIAL.framework))
+    name = str(trial.get(TRIAL.stack))
     return f"{stacks.label(name)} ({FALLBACK})" if cpu_fallback(trial) else stacks.label(name)
 
 
@@ -133,15 +133,15 @@ def side_by_side(trials: pd.DataFrame) -> pd.DataFrame:
     measured = _measured(trials)
     if measured.empty:
         return pd.DataFrame()
-    names = [n for n in stacks.names() if n in set(measured[TRIAL.framework])]
-    names += sorted(set(measured[TRIAL.framework]) - set(names))
+    names = [n for n in stacks.names() if n in set(measured[TRIAL.stack])]
+    names += sorted(set(measured[TRIAL.stack]) - set(names))
     target = _target(measured)
     cells: dict[tuple, dict[str, Any]] = {}
     for _, trial in measured.iterrows():
         key = tuple(plain(trial.get(c)) for c in SETTINGS)
         row = cells.setdefault(key, {"Mode": trial.get(TRIAL.mode), "K": trial.get(TRIAL.num_generations),
                                      "B": trial.get(TRIAL.batch_size), "Seed": trial.get(TRIAL.seed)})  # fmt: skip
-        label = stacks.label(str(trial[TRIAL.framework]))
+        label = stacks.label(str(trial[TRIAL.stack]))
         if cpu_fallback(trial):
             row[f"{label}: best accuracy"] = row[f"{label}: time to {target}"] = NOT_COMPARED
         else:

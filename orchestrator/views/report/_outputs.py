@@ -1,4 +1,4 @@
-"""A sweep's Parquet outputs read back (trials.parquet + steps/framework=*/mode=*/*.parquet), and the
+"""A sweep's Parquet outputs read back (trials.parquet + steps/stack=*/mode=*/*.parquet), and the
 figures of each trial: summary.csv's table and the summary metrics of its MLflow run. A completed
 trial whose row has no training verdict (a sweep older than the columns) gets one computed from its
 steps file, under the thresholds of the sweep's sweep.yaml (orchestrator/judging/verdict.py)."""
@@ -22,7 +22,7 @@ from orchestrator.judging.intervals import median_interval
 from orchestrator.judging.verdict import VerdictSettings, judge_trial
 from orchestrator.recording.sinks import STEP_SCHEMA, TRIAL_SCHEMA
 from orchestrator.words import outcome
-from trainers.record import STEP, TRIAL, finite_or_none
+from trainers.record import OLD_NAMES, STEP, TRIAL, finite_or_none, renamed_frame
 
 
 def _numeric_columns(schema: pa.Schema) -> list[str]:
@@ -36,10 +36,11 @@ TRIAL_NUMERIC = _numeric_columns(TRIAL_SCHEMA)
 # A trial's start-up figures (trainers/record.py: derived from its steps when its row was built).
 STARTUP_COLUMNS = (TRIAL.time_to_first_step_s, TRIAL.warmup_s)
 
-# The original benchmark's summary columns, in its order (ours measured where it estimated).
+# The original benchmark's summary columns, in its order (ours measured where it estimated); summary.csv
+# writes them under the original's names (ORIGINAL_NAMES).
 ORIGINAL_COLUMNS = [
     "run_name",
-    "framework",
+    "stack",
     "mode",
     "num_generations",
     "batch_size",
@@ -49,6 +50,7 @@ ORIGINAL_COLUMNS = [
     "avg_estimated_tokens_per_sec",
     "peak_cuda_memory_allocated_gb",
 ]
+ORIGINAL_NAMES = {"stack": "framework"}  # the original benchmark's own name, not one renamed here
 EXTRA_COLUMNS = [
     "status",
     "status_detail",
@@ -104,11 +106,16 @@ def load_outputs(output_dir: str | Path) -> SweepOutputs:
             f"output_dir: no trials.parquet in {out}; give the folder a sweep wrote "
             f"(`rlsweep run SWEEP.yaml` writes outputs/<sweep>/trials.parquet)"
         )
-    trials = numeric(pq.read_table(trials_path).to_pandas(), TRIAL_NUMERIC)
+    trials = numeric(renamed_frame(pq.read_table(trials_path).to_pandas()), TRIAL_NUMERIC)
     unjudged = _unjudged(trials)
     frames, warnings, step_rows = [], [], {}
     # Names starting with '.' are in-flight temp files of the atomic writer: skip them.
-    for path in sorted(out.glob("steps/framework=*/mode=*/*.parquet")):
+    # the partition under the stack's old name too (record.OLD_NAMES)
+    steps_files = [
+        *out.glob("steps/stack=*/mode=*/*.parquet"),
+        *out.glob(f"steps/{OLD_NAMES['stack']}=*/mode=*/*.parquet"),
+    ]
+    for path in sorted(steps_files):
         if path.name.startswith("."):
             continue
         try:
@@ -348,7 +355,7 @@ def summary_table(outputs: SweepOutputs) -> pd.DataFrame:
         rows.append(
             {
                 "run_name": trial.get("trial_key"),
-                "framework": trial.get("framework"),
+                "stack": trial.get("stack"),
                 "mode": trial.get("mode"),
                 "num_generations": trial.get("num_generations"),
                 "batch_size": trial.get("batch_size"),

@@ -127,13 +127,13 @@ def _config_label(row: pd.Series, extra: list[str]) -> str:
 @report_style
 def throughput_plot(ranked: pd.DataFrame, path: Path) -> Path | None:
     """Median tokens/s (bars, whiskers its 95% interval, hatched where too few cycles gave none) per
-    configuration, one colour per framework·mode."""
+    configuration, one colour per stack·mode."""
     data = ranked.dropna(subset=["tokens_median"])
     if data.empty:
         return None
-    extra = varying_config_columns(data, exclude=("framework", "mode", "num_generations", "batch_size"))
+    extra = varying_config_columns(data, exclude=("stack", "mode", "num_generations", "batch_size"))
     data = data.assign(
-        stack=data["framework"] + " · " + data["mode"],
+        stack=data["stack"] + " · " + data["mode"],
         config=[_config_label(r, extra) for _, r in data.iterrows()],
         bk=data["num_generations"] * data["batch_size"],
     ).sort_values(["bk", "num_generations"])
@@ -158,13 +158,13 @@ def throughput_plot(ranked: pd.DataFrame, path: Path) -> Path | None:
     ax.set_xlabel("configuration (K completions per prompt × B prompts per step)")
     ax.set_title("Throughput of completed configurations")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(title="framework · mode")
+    ax.legend(title="stack · mode")
     return save_figure(fig, path)
 
 
 @report_style
 def memory_plot(outputs: SweepOutputs, path: Path, budget_gib: float | None) -> Path | None:
-    """Peak memory against completions per step (B×K), one line per framework·mode·model; OOM as ✕."""
+    """Peak memory against completions per step (B×K), one line per stack·mode·model; OOM as ✕."""
     trials = outputs.trials
     rows = []
     for _, trial in trials.iterrows():
@@ -172,7 +172,7 @@ def memory_plot(outputs: SweepOutputs, path: Path, budget_gib: float | None) -> 
         k, b = trial.get("num_generations"), trial.get("batch_size")
         if pd.isna(k) or pd.isna(b):
             continue
-        rows.append({"stack": f"{trial['framework']} · {trial['mode']}", "model": str(trial.get("model")),
+        rows.append({"stack": f"{trial['stack']} · {trial['mode']}", "model": str(trial.get("model")),
                      "bk": int(k) * int(b), "peak": peak, "kind": kind, "status": trial.get("status")})  # fmt: skip
     data = pd.DataFrame(rows)
     measured = data[data["peak"].notna() & (data["status"] == COMPLETED)] if len(data) else data
@@ -356,8 +356,8 @@ def learning_curves_plot(trials: pd.DataFrame, steps: pd.DataFrame, path: Path) 
             drawn.append((trial, series))
     if not drawn:
         return None
-    names = [n for n in stacks_names() if n in set(ranked["framework"])]
-    names += sorted(set(ranked["framework"]) - set(names))
+    names = [n for n in stacks_names() if n in set(ranked["stack"])]
+    names += sorted(set(ranked["stack"]) - set(names))
     modes = sorted(set(ranked["mode"].astype(str)))
     varying = [
         c for c in ("num_generations", "batch_size", "seed") if c in ranked and ranked[c].nunique() > 1
@@ -365,7 +365,7 @@ def learning_curves_plot(trials: pd.DataFrame, steps: pd.DataFrame, path: Path) 
     fig = Figure(figsize=(8.0, 5.0))
     ax = fig.add_subplot()
     for trial, series in drawn:
-        colour = STACK_COLOURS[names.index(trial["framework"]) % len(STACK_COLOURS)]
+        colour = STACK_COLOURS[names.index(trial["stack"]) % len(STACK_COLOURS)]
         style = MODE_STYLES[modes.index(str(trial["mode"])) % len(MODE_STYLES)]
         cut = "(timed out)" if trial.get("status") == TIMEOUT else ""
         axes = " ".join(f"{knob_letter(c)}={plain(trial[c])}" for c in varying)

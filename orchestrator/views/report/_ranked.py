@@ -28,14 +28,14 @@ def _seeds(seeds: str) -> str:
 def ranked_table(ranked: pd.DataFrame, budget_gib: float | None = None) -> pd.DataFrame:
     """The ranked table for people: varying settings, units in headers, one row per configuration;
     with a budget, a column says whether each configuration's peak fits it."""
-    varying = varying_config_columns(ranked, exclude=("framework", "mode", "num_generations", "batch_size"))
+    varying = varying_config_columns(ranked, exclude=("stack", "mode", "num_generations", "batch_size"))
     kinds = set(ranked["memory_kind"].dropna())
     memory_header = _sentence(memory_words(kinds))
     ranks = _tie_ranks(ranked)
     rows = []
     for i, row in ranked.iterrows():
         k, b = plain(row["num_generations"]), plain(row["batch_size"])
-        line = {"Rank": ranks[i], "Framework": row["framework"], "Mode": row["mode"]}
+        line = {"Rank": ranks[i], "Stack": row["stack"], "Mode": row["mode"]}
         line |= {CONFIG_WORDS.get(col, col): plain(row[col]) for col in varying}
         if row["other"]:
             line["Other settings"] = row["other"]

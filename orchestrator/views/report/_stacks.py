@@ -16,8 +16,8 @@ from orchestrator.views.report._outputs import plain
 from orchestrator.words.outcome import COMPLETED, MEMORY_LABELS, OOM, STATUS_WORDS
 from trainers import stacks
 
-# A configuration less its framework: what two stacks must share to be compared.
-MATCH_COLUMNS = [c for c in CONFIG_COLUMNS if c != "framework"]
+# A configuration less its stack: what two stacks must share to be compared.
+MATCH_COLUMNS = [c for c in CONFIG_COLUMNS if c != "stack"]
 MIXED = "mixed"  # memory_kind where the two stacks measured different kinds of memory
 # One row per configuration and stack compared with the base: `stack` (the other) and `base` name them,
 # base_* and stack_* hold their figures.
@@ -53,14 +53,14 @@ def stack_comparison(ranked: pd.DataFrame, trials: pd.DataFrame, base: str = sta
     """
     figures: dict[tuple, dict[str, Any]] = {}
     for _, row in ranked.iterrows():
-        entry = figures.setdefault(_key(row), {}).setdefault(row["framework"], {})
+        entry = figures.setdefault(_key(row), {}).setdefault(row["stack"], {})
         entry.update(peak_gib=row["peak_gib"], peaks=row["peaks"], tokens=row["tokens_median"], kind=row["memory_kind"],
                      speeds=row["speeds"], cycles=row["cycles"], tokens_lo=row["tokens_low"],
                      tokens_hi=row["tokens_high"], seeds=len(row["speeds"]))  # fmt: skip
         entry["fits"] = entry.get("fits") or row["fits"] is not False
     if "status" in trials:
         for _, row in trials[trials["status"] == OOM].iterrows():
-            entry = figures.setdefault(_key(row), {}).setdefault(row["framework"], {})
+            entry = figures.setdefault(_key(row), {}).setdefault(row["stack"], {})
             entry["fits"] = entry.get("fits", False)
     rows = []
     for key, ran in figures.items():

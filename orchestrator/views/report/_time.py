@@ -28,7 +28,7 @@ FLAT_GROWTH = 1.25
 MIN_SEQUENCE_RATIO = 2.0
 # The GPU busy less than this share of generation's time: mostly idle.
 IDLE_UTIL_PCT = 50.0
-FAMILY = ("framework", "model", "max_completion_length", "quantization", "generation")
+FAMILY = ("stack", "model", "max_completion_length", "quantization", "generation")
 
 
 @dataclass(frozen=True)
@@ -148,10 +148,10 @@ def families(trials: pd.DataFrame, steps: pd.DataFrame) -> list[Family]:
         return []
     found = []
     for key, group in table.groupby([c for c in FAMILY if c in table], sort=False, dropna=False):
-        framework, model, length = key[0], key[1], key[2]
+        stack, model, length = key[0], key[1], key[2]
         found.append(
             Family(
-                f"{stacks.label(str(framework))} {str(model).split('/')[-1]}, completions up to {length:g} tokens",
+                f"{stacks.label(str(stack))} {str(model).split('/')[-1]}, completions up to {length:g} tokens",
                 list(group["sequences"]),
                 list(group[TRIAL.median_ms_per_token]),
                 list(group[TRIAL.median_gen_share]),

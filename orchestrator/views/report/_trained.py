@@ -93,7 +93,7 @@ def trained_blocks(outputs: SweepOutputs) -> list[Block]:
         return []
     sweep = _sweep_file(outputs.output_dir)
     models = "; ".join(f"{m} ({model_source(str(m))})" for m in dict.fromkeys(trials["model"].dropna()))
-    stack = _values(trials, "framework", lambda name: stacks.label(str(name)))
+    stack = _values(trials, "stack", lambda name: stacks.label(str(name)))
     mode = _values(trials, "mode", lambda name: str(name).upper())
     ran = ", ".join(words for words in (stack, mode, _adapter_words(trials)) if words)
     blocks = [Block("p", f"**Trained**: {models}" + (f"; {ran}" if ran else "") + ".")]

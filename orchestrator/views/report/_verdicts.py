@@ -30,7 +30,7 @@ def _verdict_rows(flagged: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "Trial": flagged["run_name"],
-            "Framework": flagged["framework"],
+            "Stack": flagged["stack"],
             "Mode": flagged["mode"],
             "K": flagged["num_generations"],
             "B": flagged["batch_size"],
@@ -131,7 +131,7 @@ def sandbox_kill_blocks(summary: pd.DataFrame) -> list[Block]:
     table = pd.DataFrame(
         {
             "Trial": ordered["run_name"],
-            "Framework": ordered["framework"],
+            "Stack": ordered["stack"],
             "Mode": ordered["mode"],
             "K": ordered["num_generations"],
             "B": ordered["batch_size"],

@@ -27,7 +27,7 @@ def share_table(trials: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
         figures = measured.loc[key] if key in measured.index else {}
         peak = _first(figures.get("peak_device_gib"), figures.get("peak_rss_gib"))
         rows.append(
-            [trial.get("framework"), config.get("num_generations"), generation,
+            [trial.get("stack"), config.get("num_generations"), generation,
              config.get("vllm_gpu_memory_utilization") if generation == "vllm" else None,
              trial.get("status"), peak, _first(figures.get("median_tokens_per_s"))]
         )  # fmt: skip

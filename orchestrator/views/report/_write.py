@@ -31,6 +31,7 @@ from orchestrator.views.report._fitmap import fitmap_blocks, report_fit_map
 from orchestrator.views.report._html import render_html
 from orchestrator.views.report._learning import learning_table
 from orchestrator.views.report._outputs import (
+    ORIGINAL_NAMES,
     SweepOutputs,
     load_outputs,
     memory_headroom_gib,
@@ -152,7 +153,8 @@ def write_report(
     summary = summary_table(outputs)
     summary_csv = out / "summary.csv"
     with _space_for(summary_csv, out):
-        summary.to_csv(summary_csv, index=False)
+        # the original benchmark's ten columns under its own names (ORIGINAL_NAMES), none of them renamed here
+        summary.rename(columns=ORIGINAL_NAMES).to_csv(summary_csv, index=False)
 
     grids = feasibility_matrix(outputs.trials, budget, headroom)
     plot_dir = out / "plots"
@@ -164,7 +166,7 @@ def write_report(
     # Every figure is drawn once, here or in a worker (_draw); report.md and report.html both use its file.
     figures: list[tuple[str, str | None, Path, partial]] = []  # (kind, name, path, draw)
     for grid in grids:
-        path = plot_dir / f"feasibility_{_slug(grid.framework)}_{_slug(grid.mode)}_{_slug(grid.model)}.png"
+        path = plot_dir / f"feasibility_{_slug(grid.stack)}_{_slug(grid.mode)}_{_slug(grid.model)}.png"
         figures.append(("feasibility", grid.title, path, partial(feasibility_heatmap, grid, path)))
     fit_map = report_fit_map(outputs.trials, budget)
     for model in fit_map.models if fit_map is not None else []:
