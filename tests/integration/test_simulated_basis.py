@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from tests.helpers.cli import answer_block
 from tests.helpers.trainer_child import ROOT
 from trainers import stacks
 from trainers.simulate import simulate
@@ -119,10 +120,4 @@ def test_a_first_simulated_answer_prints_the_answer_and_nothing_the_libraries_sa
 
 def _block(lines: list[str], label: str) -> str:
     """A stack's answer: its short line and the details wrapped under it, as one line."""
-    (start,) = [i for i, x in enumerate(lines) if x.startswith(f"  {label} ")]
-    block = [lines[start]]
-    for line in lines[start + 1 :]:
-        if not line.startswith("    "):
-            break
-        block.append(line)
-    return " ".join(" ".join(block).split())
+    return answer_block("\n".join(lines), label)

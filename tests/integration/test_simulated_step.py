@@ -151,14 +151,13 @@ def test_a_change_in_unsloths_loss_code_that_allocates_more_moves_the_simulated_
 
 
 def test_fits_answers_from_the_simulated_step_where_a_stack_has_one_and_says_why_not_where_not(capsys):
-    from tests.helpers.cli import run_cli
+    from tests.helpers.cli import answer_block, run_cli
 
     code, text = run_cli(["fits", "--model", "tiny", "--budget-gib", "2", "--k", "4", "--b", "2", "--length", "64",
                           "--simulate"], capsys)  # fmt: skip
     assert code == 0, text
-    (trl,) = [x for x in text.splitlines() if x.startswith("  TRL ")]
-    (unsloth,) = [x for x in text.splitlines() if x.startswith("  Unsloth ")]
-    assert "fits" in trl and "simulated (TRL's own step on meta tensors" in trl
+    trl, unsloth = answer_block(text, "TRL"), answer_block(text, "Unsloth")
+    assert trl.split()[1] == "fits" and "simulated (TRL's own step on meta tensors" in trl
     assert "qwen2 GPU rows" in trl  # tiny is a qwen2: that family's own rows
     assert "simulated (Unsloth's own step on meta tensors" in unsloth
 

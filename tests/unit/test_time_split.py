@@ -12,7 +12,7 @@ import pytest
 from orchestrator.running.telemetry import MemorySampler, Sample, summarize_window
 from orchestrator.views.report._time import families, time_paragraphs
 from tests.helpers.nvml import FakeNvml, fake_gpu
-from trainers.record import STEP, TRIAL, step_ms_per_token, time_split_figures
+from trainers.record import STEP, TRIAL, renamed_keys, step_ms_per_token, time_split_figures
 
 H100 = Path(__file__).parents[2] / "bench" / "data" / "h100-2026-11-26"
 
@@ -24,7 +24,10 @@ def h100_round1() -> tuple[pd.DataFrame, pd.DataFrame]:
             continue
         s = pd.read_parquet(folder / "steps.parquet")
         trials.append(
-            {**json.loads((folder / "trial.json").read_text())["config"], "trial_key": s.trial_key[0]}
+            {
+                **renamed_keys(json.loads((folder / "trial.json").read_text())["config"])[0],
+                "trial_key": s.trial_key[0],
+            }
         )
         steps.append(s)
     return pd.DataFrame(trials), pd.concat(steps)
