@@ -25,6 +25,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainers.simulate._errors import CannotSimulate
 from trainers.units import GIB
 
 # The phases a simulated step counts apart: generation (the KV cache filled to full length by chunked
@@ -41,10 +42,6 @@ ASKERS_ENV = ("TORCHINDUCTOR_COMPILE_THREADS",)
 # When AdamW's moments are made (simulate's optimizer_state): before the first step, inside it, or inside it
 # with only that step simulated.
 OPTIMIZER_STATES = ("before", "lazy", "first")
-
-
-class CannotSimulate(Exception):
-    """The stack, the model or an op cannot be run on meta here; the message says which and why."""
 
 
 # Steps simulated for this process by simulate_each's worker, by their cache key: simulate() answers

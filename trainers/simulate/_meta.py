@@ -17,7 +17,7 @@ def model_config(spec: Any) -> dict:
     """The config.json the spec's model is built from (trainers.models.model_config: bundled, a folder's or
     a path's, the HF cache's or fetched), or CannotSimulate saying why there is none here."""
     from trainers.models import model_config as found
-    from trainers.simulate import CannotSimulate
+    from trainers.simulate._errors import CannotSimulate
 
     try:
         return found(spec.model).config

@@ -4,7 +4,7 @@ process as if it had simulated them itself (trainers.simulate's `_FRESH`).
 
     simulate_each(specs)    # then simulate(spec) returns each without simulating again
 
-One worker, `python -m trainers.simulate._pool N`, imports what every stack's simulated step runs (torch,
+One worker, `python -m trainers.simulate._worker N` (trainers/simulate/_worker.py), imports what every stack's simulated step runs (torch,
 transformers, PEFT, bitsandbytes, TRL's trainer) once, then forks a child per step, N at a time: each
 child simulates with trainers.simulate.simulate as the asking process would, the disk cache included,
 and ends. So the libraries are imported once for all the steps, every step starts from the same
@@ -21,7 +21,6 @@ one a step); 0 simulates in the asking process, one step after another.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -32,8 +31,6 @@ from typing import Any
 
 ENV = "RLSWEEP_SIMULATE_WORKERS"
 ROOT = Path(__file__).resolve().parents[2]
-# What every stack's simulated step imports, imported by the worker before it forks a step.
-PRELOAD = ("torch", "transformers", "peft", "accelerate", "bitsandbytes", "trl.trainer.grpo_trainer")
 
 
 def problem() -> str | None:
@@ -71,7 +68,7 @@ def run(jobs: list[dict[str, Any]], count: int) -> dict[int, dict[str, Any]]:
     # what the libraries print is not the answer's: kept off the terminal
     with tempfile.TemporaryFile() as said:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "trainers.simulate._pool", str(count)],
+            [sys.executable, "-m", "trainers.simulate._worker", str(count)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=said, text=True, env=env, cwd=ROOT,
         )  # fmt: skip
         try:
@@ -91,93 +88,3 @@ def run(jobs: list[dict[str, Any]], count: int) -> dict[int, dict[str, Any]]:
                 worker.kill()
                 worker.wait()
     return answers
-
-
-def _without_optional() -> None:
-    """The optional libraries TRL and transformers import where installed, and no simulated step runs,
-    left out of the worker (seconds of a first answer each): vLLM (TRL's generation by vLLM: a step with
-    generation vllm counts vLLM's memory from its settings), MLflow (TRL's metrics logging; transformers'
-    own switch, DISABLE_MLFLOW_INTEGRATION) and scikit-learn (transformers' assisted decoding's ROC curve)."""
-    import importlib
-
-    os.environ["DISABLE_MLFLOW_INTEGRATION"] = "TRUE"
-    importlib.import_module("trl.import_utils").is_vllm_available = lambda *args, **kwargs: False
-    importlib.import_module("transformers.utils").is_sklearn_available = lambda: False
-
-
-def _child(job: dict[str, Any], path: str) -> None:
-    """In a forked child: the job simulated, its answer written to `path`."""
-    import dataclasses
-
-    from trainers.simulate import CannotSimulate, simulate
-    from trainers.trial import TrialSpec
-
-    try:
-        step = simulate(TrialSpec.from_dict(job["spec"]), job.get("prompt_tokens"))
-        answer: dict[str, Any] = {"step": dataclasses.asdict(step)}
-    except CannotSimulate as exc:
-        answer = {"cannot": str(exc)}
-    Path(path).write_text(json.dumps(answer, default=str))
-
-
-def main() -> None:
-    import importlib
-
-    count = max(1, int(sys.argv[1]))
-    out = sys.stdout
-    sys.stdout = sys.stderr  # what the libraries print goes with their warnings, not into the answers
-    jobs = [json.loads(line) for line in sys.stdin]
-    _without_optional()
-    for name in PRELOAD:
-        importlib.import_module(name)
-    import trainers.simulate  # noqa: F401
-
-    preload = os.times()
-    out.write(json.dumps({"index": -1, "preload_cpu_s": preload.user + preload.system}) + "\n")
-    out.flush()
-
-    running: dict[int, tuple[int, str]] = {}  # pid -> (the job's index, its answer's file)
-    folder = tempfile.mkdtemp(prefix="rlsweep-simulate-")
-
-    def reap() -> None:
-        pid, _, usage = os.wait4(-1, 0)
-        index, path = running.pop(pid)
-        try:
-            answer = json.loads(Path(path).read_text())
-        except (OSError, ValueError):
-            answer = {"died": True}
-        cpu = usage.ru_utime + usage.ru_stime  # the child's own CPU seconds, for bench/cost/first_answers.py
-        out.write(json.dumps({"index": index, **answer, "cpu_s": cpu}) + "\n")
-        out.flush()
-
-    try:
-        for index, job in enumerate(jobs):
-            while len(running) >= count:
-                reap()
-            path = os.path.join(folder, f"{index}.json")
-            sys.stderr.flush()
-            pid = os.fork()
-            if pid == 0:  # the child: this job, then gone without the parent's exit handlers
-                code = 0
-                try:
-                    _child(job, path)
-                except BaseException:  # noqa: BLE001 - said on stderr; the asking process simulates it
-                    import traceback
-
-                    traceback.print_exc()
-                    code = 1
-                finally:
-                    sys.stderr.flush()
-                    os._exit(code)
-            running[pid] = (index, path)
-        while running:
-            reap()
-    finally:
-        with contextlib.suppress(OSError):
-            for name in os.listdir(folder):
-                os.unlink(os.path.join(folder, name))
-            os.rmdir(folder)
-
-
-if __name__ == "__main__":
-    main()
