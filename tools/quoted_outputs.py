@@ -140,9 +140,17 @@ def refreshed(quoted: tuple[str, ...], printed: list[str]) -> tuple[str, ...]:
     )
 
 
+# What a user's shell passes a command that the docs quote; nothing else of this process's environment,
+# which the libraries a test imported have written into (importing vLLM or Unsloth sets
+# TORCHINDUCTOR_COMPILE_THREADS=1, PYTORCH_ALLOC_CONF and some thirty more), so a quote reads the same
+# whichever tests ran before it.
+USERS_ENV = ("HOME", "PATH", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
+
+
 def _scratch(folder: Path) -> dict[str, str]:
     """A folder of links to the checkout's top-level files (so the commands' relative paths resolve and
-    what they write stays out of it), with `rlsweep` running this checkout's code; the environment."""
+    what they write stays out of it), with `rlsweep` running this checkout's code; the environment: the
+    user's (USERS_ENV) and these."""
     for entry in ROOT.iterdir():
         if entry.name not in (".git", "outputs", "fitmap"):
             (folder / entry.name).symlink_to(entry)
@@ -151,7 +159,7 @@ def _scratch(folder: Path) -> dict[str, str]:
     shim = bin_dir / "rlsweep"
     shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m orchestrator.cli "$@"\n')
     shim.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RLSWEEP_", "FORCE_COLOR", "MLFLOW_"))}
+    env = {k: v for k, v in os.environ.items() if k in USERS_ENV}
     env |= {
         "PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
         "PYTHONPATH": str(ROOT),

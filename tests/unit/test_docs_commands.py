@@ -109,3 +109,12 @@ def test_a_page_that_does_not_exist_is_refused_with_exit_2_naming_it(tmp_path, c
 
     assert main([str(tmp_path / "nowhere.md")]) == 2
     assert f"pages: no such file: {tmp_path / 'nowhere.md'}" in capsys.readouterr().err
+
+
+def test_a_quoted_command_runs_without_what_imports_wrote_into_this_processs_environment(monkeypatch):
+    from tools.quoted_outputs import run_all
+
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")  # as importing vLLM or Unsloth sets it
+    monkeypatch.setenv("RLSWEEP_CACHE", "/nowhere")
+    printed = run_all(["env | grep -E '^(TORCHINDUCTOR|RLSWEEP|HOME=)' | cut -d= -f1"])
+    assert printed == [["HOME"]]
