@@ -1,8 +1,11 @@
 """A probe session measures what a fresh process measures (orchestrator/running/session.py): on `tiny`,
 each shape's peak, run in one session in ascending and in descending order of size, within the run-to-run
 spread of RSS peaks between processes (CPU_RSS_SPREAD, tests/helpers/trainer_child.py) of the
-same shape run in a process of its own, so a shape's peak does not depend on the shapes before it. The
-shapes' peaks differ by more than twice that spread, so the agreement is no flat baseline. A budget
+same shape run in a process of its own, so a shape's peak does not depend on the shapes before it. Each
+side is the least of two readings (two fresh processes a shape, two sessions an order): an RSS peak's
+run-to-run noise only adds (the heap's layout, which moves with the trainer's threads), and one reading a
+side read 14% apart once at 256 tokens, past the spread, in a fresh clone's run. The shapes' peaks differ
+by more than twice that spread, so the agreement is no flat baseline. A budget
 breach ends its shape `oom` and the next shape starts a new session, saying so. Unsloth once (largest
 first); `smollm2` (heavy: make test-all) as `tiny`, within its own spread."""
 
@@ -22,6 +25,7 @@ from trainers.trial import TrialSpec
 pytestmark = pytest.mark.slow
 LENGTHS = (24, 128, 256)  # completion lengths: the shapes, smallest first
 GUARD = GuardSettings(timeout_s=900)
+READINGS = 2  # each side's readings, of which the least is compared (module docstring)
 
 
 def shape(length: int, stack: str = "trl", model: str = "tiny") -> TrialSpec:
@@ -42,7 +46,10 @@ def fresh(tmp_path_factory):
     """Each shape's peak in a process of its own."""
     folder = tmp_path_factory.mktemp("fresh")
     return {
-        n: peak(shape(n), run_trial(shape(n), trial_dir=folder / str(n), guard=GUARD, cpus=1))
+        n: min(
+            peak(shape(n), run_trial(shape(n), trial_dir=folder / f"{n}-{i}", guard=GUARD, cpus=1))
+            for i in range(READINGS)
+        )
         for n in LENGTHS
     }
 
@@ -56,14 +63,16 @@ def in_session(folder, lengths, stack="trl", model="tiny") -> dict[int, tuple[fl
 @pytest.mark.parametrize("order", ["ascending", "descending"])
 def test_each_shape_of_a_session_peaks_where_a_fresh_process_of_it_does(tmp_path, fresh, order):
     lengths = LENGTHS if order == "ascending" else tuple(reversed(LENGTHS))
-    measured = in_session(tmp_path, lengths)
+    sessions = [in_session(tmp_path / str(i), lengths) for i in range(READINGS)]
+    least = {n: min(measured[n][0] for measured in sessions) for n in LENGTHS}
     for n in LENGTHS:
         tolerance = CPU_RSS_SPREAD["tiny"] * fresh[n]
-        assert abs(measured[n][0] - fresh[n]) <= tolerance, (order, n, measured[n][0], fresh, tolerance)
+        assert abs(least[n] - fresh[n]) <= tolerance, (order, n, least[n], fresh, tolerance)
     assert fresh[LENGTHS[-1]] - fresh[LENGTHS[0]] > 2 * CPU_RSS_SPREAD["tiny"] * fresh[LENGTHS[-1]], fresh
-    results = [measured[n][1] for n in lengths]
-    assert len({r.session for r in results}) == 1  # one process: one model load
-    assert results[0].session_startup_s > 0 and all(r.session_startup_s is None for r in results[1:])
+    for measured in sessions:
+        results = [measured[n][1] for n in lengths]
+        assert len({r.session for r in results}) == 1  # one process: one model load
+        assert results[0].session_startup_s > 0 and all(r.session_startup_s is None for r in results[1:])
 
 
 def test_a_budget_breach_ends_its_shape_oom_and_the_next_shape_starts_a_new_session(tmp_path, fresh):
