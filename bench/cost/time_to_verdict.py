@@ -7,9 +7,18 @@ without a GPU no trials are packed, so each trial is one trainer process and its
 Each run's sum is also split into the seconds inside optimizer steps (trainer_s: what the phases and the
 settled stop can save) and the rest (each started trainer's imports, model build, the step an oom cut short, and exit: the same
 per trial in both runs, so only pruning saves it).
-Prints both sums, their ratio (target <= 0.40) and both runs' verdicts per trial (fits / oom, where
+Prints both sums, their ratio (target <= 0.40), the ratio's floor, and both runs' verdicts per trial (fits / oom, where
 `pruned` counts as oom: a pruned trial dominates one that ran out of memory); they must be identical,
 and every trial that fits must have a median tokens/s.
+
+The floor: the least ratio any phased run of this sweep could read, were it to spend nothing at all on
+the trials that do not fit (no probe, no fork server start for them) and run each trial that fits only
+to the earliest step the settled stop can end it at: its probe steps, then intervals.MIN_CYCLES
+generation cycles of num_iterations steps each (no median tokens/s is stated from fewer). Each fitting
+trial is costed at its every-step row: its seconds outside the steps (start-up, its fork server's start
+where it was the first on its worker) and its seconds in steps scaled to that earliest step. At
+max_steps 10 with num_iterations 2 the earliest step (11) is past max_steps, so the floor is the fitting
+trials' whole share of the every-step run: the target cannot be met there by any phasing.
 
 Usage: python -m bench time_to_verdict [--set sweep=SWEEP.yaml] [--set overrides=k=v ...]
 (default: sweeps/cpu-smoke.yaml with memory.budget_gib=0.80 and max_steps=60: on 29 November K=2 peaked at
@@ -21,6 +30,7 @@ K=2 trial passed it and the two runs agreed only because every trial ended oom)
 from __future__ import annotations
 
 from bench import Context, benchmark
+from orchestrator.judging.intervals import MIN_CYCLES
 from orchestrator.words.outcome import COMPLETED, OOM, PRUNED
 
 DEFAULTS = ["memory.budget_gib=0.80", "max_steps=60", "tracking.enabled=false"]
@@ -29,6 +39,24 @@ EVERY_STEP = ["phases=[speed]", "oom.prune_dominated=false", "oom.predict=false"
 VERDICT = {COMPLETED: "fits", OOM: "oom", PRUNED: "oom"}
 # A smoke run: one stack and mode, K=2 and K=24 (one fits, one does not), fewer steps.
 SMOKE = ["grid.stack=[trl]", "grid.mode=[grpo]", "grid.num_generations=[2,24]", "max_steps=8"]
+
+
+def earliest_settle(row: dict) -> int:
+    """The earliest step the settled stop can end a trial at (module docstring)."""
+    return int(row["probe_steps"] or 0) + MIN_CYCLES * int(row["num_iterations"] or 1)
+
+
+def floor(every_step_rows: list[dict]) -> float:
+    """The least phased / every-step ratio any phasing could reach on this sweep (module docstring)."""
+    total = sum(r["wall_s"] or 0.0 for r in every_step_rows)
+    needed = 0.0
+    for r in every_step_rows:
+        if VERDICT.get(r["status"]) != "fits":
+            continue
+        in_steps = r["trainer_s"] or 0.0
+        share = min(1.0, earliest_settle(r) / max(1, int(r["steps_completed"] or 1)))
+        needed += (r["wall_s"] or 0.0) - in_steps + in_steps * share
+    return needed / total if total else float("nan")
 
 
 @benchmark(
@@ -73,8 +101,10 @@ def time_to_verdict(ctx: Context) -> dict:
     )
     print(f"verdicts identical (fits / oom, pruned as oom): {same}")
     print(f"every fitting trial has a median tokens/s: {speeds}")
+    least = floor(runs[every][1])
     print(
-        f"ratio trainer-seconds phased / every step: {seconds[phased] / seconds[every]:.2f} (target <= 0.40)"
+        f"ratio trainer-seconds phased / every step: {seconds[phased] / seconds[every]:.2f} (target <= 0.40; "
+        f"floor {least:.2f}: no phasing of this sweep at this max_steps reads less)"
     )
     return {
         "verdicts_identical": same,
@@ -82,4 +112,5 @@ def time_to_verdict(ctx: Context) -> dict:
         "ratio": seconds[phased] / seconds[every],
         "trainer_s_phased": seconds[phased],
         "trainer_s_every_step": seconds[every],
+        "floor": least,
     }
