@@ -1,5 +1,6 @@
-"""Equal terms: one trial configuration, built by each stack in its own process, runs with the same
-effective knobs, read back from each constructed trainer (the `started` event), not as requested.
+"""Equal terms: one trial configuration, built by each stack in its own process (forked from the stack's
+fork server, as a sweep's trainers are), runs with the same effective knobs, read back from each
+constructed trainer (the `started` event), not as requested.
 
 The configuration is chosen where Unsloth changes settings by itself on a GPU host: micro_batch_size (2)
 below K (4), where its GRPOConfig raises per_device_train_batch_size to K, and loss_type dapo, where it

@@ -1,5 +1,6 @@
 """Real Unsloth trainer processes on `tiny`, in Unsloth's CPU fallback: 3 steps of GRPO and of GSPO
-(QLoRA), and `unavailable` when Unsloth refuses to start."""
+(QLoRA), each forked from Unsloth's fork server as a sweep's trainers are (Unsloth imported there once),
+and `unavailable` when Unsloth refuses to start (a cold child, its environment its own)."""
 
 import pytest
 
