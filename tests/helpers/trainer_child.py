@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,9 @@ STEP_COLUMNS = [
 ]  # fmt: skip
 
 
-def run_child(tmp_path, **overrides):
+def child_spec(tmp_path, **overrides) -> tuple[TrialSpec, Path]:
+    """The tiny trial's spec (3 steps, K=2, B=2, 12 tokens, one thread) with `overrides`, written to
+    tmp_path/spec.json; its events go to tmp_path/events.jsonl."""
     settings = {
         "model": "tiny",
         "max_steps": 3,
@@ -36,6 +39,12 @@ def run_child(tmp_path, **overrides):
     spec = TrialSpec(**(settings | overrides))
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(spec.to_json())
+    return spec, spec_path
+
+
+def run_child(tmp_path, **overrides):
+    """A cold trainer child, `python -m trainers spec.json` started here: (the process, its events)."""
+    spec, spec_path = child_spec(tmp_path, **overrides)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
         [sys.executable, "-m", "trainers", str(spec_path)],
@@ -46,6 +55,32 @@ def run_child(tmp_path, **overrides):
     )
     events, _ = read_events(spec.events_path)
     return proc, events
+
+
+def run_forked_child(tmp_path, timeout_s: float = 240, **overrides):
+    """run_child's trial, forked as a sweep's supervisor starts its trainers: from its stack's fork server
+    in this process (orchestrator/running/launcher.py), which did the imports once and is kept for the
+    next test, with a trial's environment (child_env, one thread). A cold child pays those imports each
+    time (9 of a tiny trial's 10 s on 2 cores; Unsloth's more). (the process, its events): the process's
+    stdout and stderr are both the one log the forked trainer writes them to."""
+    from orchestrator.running.child_env import child_env
+    from orchestrator.running.launcher import server_for
+    from trainers.forkserver import profile_for
+
+    spec, spec_path = child_spec(tmp_path, **overrides)
+    env = child_env(None, 1)
+    log_path = tmp_path / "trainer.log"
+    with open(log_path, "wb") as log:
+        child = server_for(profile_for(spec), env).fork([str(spec_path)], env, str(tmp_path), log)
+    child.stdin.close()  # no supervisor's words: it runs to max_steps (trainers/control.py)
+    try:
+        code = child.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)  # its own session: the trainer and what it started
+        raise
+    output = log_path.read_text(errors="replace")
+    events, _ = read_events(spec.events_path)
+    return subprocess.CompletedProcess(child.args, code, stdout=output, stderr=output), events
 
 
 def gpu_visible() -> bool:

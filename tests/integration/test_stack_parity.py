@@ -1,5 +1,6 @@
-"""Equal terms: one trial configuration, built by each stack in its own process, runs with the same
-effective knobs, read back from each constructed trainer (the `started` event), not as requested.
+"""Equal terms: one trial configuration, built by each stack in its own process (forked from the stack's
+fork server, as a sweep's trainers are), runs with the same effective knobs, read back from each
+constructed trainer (the `started` event), not as requested.
 
 The configuration is chosen where Unsloth changes settings by itself on a GPU host: micro_batch_size (2)
 below K (4), where its GRPOConfig raises per_device_train_batch_size to K, and loss_type dapo, where it
@@ -9,7 +10,7 @@ this test runs in, Unsloth's rewrite is its TrainingArguments normalisation (opt
 
 import pytest
 
-from tests.helpers.trainer_child import run_child
+from tests.helpers.trainer_child import run_forked_child
 from trainers.runtime import EFFECTIVE_KNOBS
 
 pytestmark = pytest.mark.slow
@@ -55,7 +56,7 @@ def test_effective_knobs_match_across_stacks(tmp_path):
     started, steps = {}, {}
     for stack in ("trl", "unsloth"):
         (tmp_path / stack).mkdir()
-        proc, events = run_child(tmp_path / stack, stack=stack, **TRIAL)
+        proc, events = run_forked_child(tmp_path / stack, stack=stack, **TRIAL)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert [e["event"] for e in events] == ["started", "step", "finished"]
         started[stack], steps[stack] = events[0]["effective_config"], events[1]

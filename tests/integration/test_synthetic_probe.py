@@ -4,20 +4,28 @@ run-to-run spread of RSS peaks on a CPU (CPU_RSS_SPREAD, or what the repeats her
 by more than twice that between a short and a long completion, so the agreement is not two baselines that
 ignore the length.
 
+Each probe is `rlsweep trial`, run in this process as a sweep's supervisor runs its trials: every trainer
+forked from its stack's fork server, whose imports are done once (orchestrator/running/launcher.py); a
+forked trainer's peak RSS is a cold one's within their spread (tests/integration/test_forked_trainer.py).
+Cold, each of the twelve paid its interpreter's start and its imports (221 s of the module's 12 trials
+on a 2-core CI host).
+
 make test runs `tiny` at 24 and 256 tokens; make test-all adds `smollm2` at 32 against 96 and 160 tokens
 (bench/accuracy/synthetic_probe.py prints the same comparison as a table, with seconds).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import statistics
-import subprocess
-import sys
 
 import pytest
 
-from tests.helpers.trainer_child import CPU_RSS_SPREAD, ROOT
+from orchestrator.cli import main
+from orchestrator.running.launcher import COLD_START_ENV
+from tests.helpers.trainer_child import CPU_RSS_SPREAD
 from trainers.record import peak_memory
 
 pytestmark = pytest.mark.slow
@@ -26,13 +34,16 @@ STACKS = ("trl", "unsloth")
 
 def probe(tmp_path, model: str, stack: str, length: int, kind: str, run: int) -> dict:
     folder = tmp_path / f"{model}-{stack}-c{length}-{kind}{run}"
-    command = [sys.executable, "-m", "orchestrator.cli", "trial", "--stack", stack, "--model", model,
-               "--num-generations", "8", "--batch-size", "2", "--max-prompt-length", "96",
-               "--max-completion-length", str(length), "--max-steps", "1", "--probe-steps", "1",
-               "--probe-kind", kind, "--num-threads", "1", "--seed", str(run),
-               "--output-dir", str(folder)]  # fmt: skip
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    argv = ["trial", "--stack", stack, "--model", model,
+            "--num-generations", "8", "--batch-size", "2", "--max-prompt-length", "96",
+            "--max-completion-length", str(length), "--max-steps", "1", "--probe-steps", "1",
+            "--probe-kind", kind, "--num-threads", "1", "--seed", str(run), "--timeout-s", "900",
+            "--output-dir", str(folder)]  # fmt: skip
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        code = main(argv)
+    log = folder / "trainer.log"
+    assert code == 0, printed.getvalue()[-2000:] + (log.read_text()[-2000:] if log.exists() else "")
     outcome = json.loads((folder / "trial.json").read_text())["outcome"]
     assert outcome["status"] == "completed", outcome
     peak, _ = peak_memory(outcome)
@@ -63,7 +74,9 @@ def check(peaks: dict, short: int, long: int, model: str) -> None:
 @pytest.fixture(scope="module")
 def tiny_peaks(tmp_path_factory):
     folder = tmp_path_factory.mktemp("synthetic")
-    return {stack: compare(folder, "tiny", stack, 24, 256) for stack in STACKS}
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.delenv(COLD_START_ENV, raising=False)  # forked, as a sweep's trials are
+        return {stack: compare(folder, "tiny", stack, 24, 256) for stack in STACKS}
 
 
 @pytest.mark.parametrize("stack", STACKS)

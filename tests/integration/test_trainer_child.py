@@ -1,10 +1,12 @@
-"""Real trainer processes: `python -m trainers spec.json` on the tiny model, 3 steps."""
+"""Real trainer processes: `python -m trainers spec.json` on the tiny model, 3 steps, each forked from the
+stack's fork server as a sweep's trainers are (run_forked_child: the imports done once, not in every
+test); the invalid spec's child starts cold."""
 
 import json
 
 import pytest
 
-from tests.helpers.trainer_child import STEP_COLUMNS, run_child
+from tests.helpers.trainer_child import STEP_COLUMNS, run_child, run_forked_child
 
 pytestmark = pytest.mark.slow
 
@@ -13,7 +15,7 @@ pytestmark = pytest.mark.slow
     "mode,quantization", [("grpo", "nf4"), ("gspo", "nf4"), ("grpo", "none"), ("gspo", "none")]
 )
 def test_three_steps_event_stream(tmp_path, mode, quantization):
-    proc, events = run_child(tmp_path, mode=mode, quantization=quantization)
+    proc, events = run_forked_child(tmp_path, mode=mode, quantization=quantization)
     assert proc.returncode == 0, proc.stderr[-3000:]
     kinds = [e["event"] for e in events]
     assert kinds == ["started", "step", "step", "step", "finished"]
@@ -27,7 +29,8 @@ def test_three_steps_event_stream(tmp_path, mode, quantization):
     # for q, k, v, o, gate, up, down
     assert effective["lora_r"] == 16
     assert effective["trainable_params"] == 2 * 16 * ((256 + 256) * 2 + (256 + 128) * 2 + (256 + 512) * 3)
-    # nothing on stdout may be mistaken for an event: the stream is its own file
+    # nothing on stdout may be mistaken for an event: the stream is its own file (a forked trainer's
+    # stdout is its log, stderr included)
     assert '"event"' not in proc.stdout
 
     steps = events[1:4]
@@ -55,7 +58,7 @@ def test_invalid_spec_ends_with_error_event_before_any_model(tmp_path):
 
 
 def test_probe_steps_force_max_length_and_are_flagged(tmp_path):
-    proc, events = run_child(tmp_path, probe_steps=2, max_steps=3, probe_kind="decode")
+    proc, events = run_forked_child(tmp_path, probe_steps=2, max_steps=3, probe_kind="decode")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [e["event"] for e in events] == ["started", "step", "step", "step", "finished"]
     steps = [e for e in events if e["event"] == "step"]
@@ -66,7 +69,7 @@ def test_probe_steps_force_max_length_and_are_flagged(tmp_path):
 
 
 def test_events_json_is_one_object_per_line_ending_in_exactly_one_final_event(tmp_path):
-    proc, events = run_child(tmp_path, max_steps=1)
+    proc, events = run_forked_child(tmp_path, max_steps=1)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = (tmp_path / "events.jsonl").read_text().splitlines()
     assert [json.loads(line) for line in lines] == events
@@ -77,8 +80,8 @@ def test_events_json_is_one_object_per_line_ending_in_exactly_one_final_event(tm
 def test_lora_weights_change_only_when_rewards_vary(tmp_path):
     # A random model never answers right: accuracy alone has zero variance, so no advantage and no update.
     # The shaped `digits` reward varies between samples, so the adapters must move.
-    _, flat = run_child(tmp_path / "flat", max_steps=2, task_args={"rewards": {"accuracy": 1.0}})
-    _, shaped = run_child(
+    _, flat = run_forked_child(tmp_path / "flat", max_steps=2, task_args={"rewards": {"accuracy": 1.0}})
+    _, shaped = run_forked_child(
         tmp_path / "shaped", max_steps=2, task_args={"rewards": {"accuracy": 1.0, "digits": 1.0}}
     )
     kinds = ["started", "step", "step", "finished"]
@@ -97,7 +100,7 @@ def test_lora_weights_change_only_when_rewards_vary(tmp_path):
 
 def test_throughput_is_per_generation_cycle_when_completions_are_reused(tmp_path):
     # num_iterations 2: step 1 generates, step 2 optimises again over the same completions, and so on.
-    proc, events = run_child(tmp_path, num_iterations=2, max_steps=4)
+    proc, events = run_forked_child(tmp_path, num_iterations=2, max_steps=4)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [e["event"] for e in events] == ["started", "step", "step", "step", "step", "finished"]
     steps = [e for e in events if e["event"] == "step"]
@@ -117,7 +120,7 @@ def test_throughput_is_per_generation_cycle_when_completions_are_reused(tmp_path
 
 
 def test_every_step_is_a_cycle_when_each_step_generates(tmp_path):
-    proc, events = run_child(tmp_path, max_steps=2)
+    proc, events = run_forked_child(tmp_path, max_steps=2)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [e["event"] for e in events] == ["started", "step", "step", "finished"]
     for s in (e for e in events if e["event"] == "step"):
@@ -126,7 +129,7 @@ def test_every_step_is_a_cycle_when_each_step_generates(tmp_path):
 
 
 def test_a_synthetic_probe_step_updates_the_weights_and_then_puts_them_back(tmp_path):
-    proc, events = run_child(tmp_path, probe_steps=1, max_steps=1, probe_kind="synthetic")
+    proc, events = run_forked_child(tmp_path, probe_steps=1, max_steps=1, probe_kind="synthetic")
     assert proc.returncode == 0, proc.stderr[-3000:]
     step = next(e for e in events if e["event"] == "step")
     assert step["probe_kind"] == "synthetic" and step["min_new_tokens"] is None  # nothing decoded long

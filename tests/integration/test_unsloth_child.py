@@ -1,16 +1,17 @@
 """Real Unsloth trainer processes on `tiny`, in Unsloth's CPU fallback: 3 steps of GRPO and of GSPO
-(QLoRA), and `unavailable` when Unsloth refuses to start."""
+(QLoRA), each forked from Unsloth's fork server as a sweep's trainers are (Unsloth imported there once),
+and `unavailable` when Unsloth refuses to start (a cold child, its environment its own)."""
 
 import pytest
 
-from tests.helpers.trainer_child import STEP_COLUMNS, gpu_visible, run_child
+from tests.helpers.trainer_child import STEP_COLUMNS, gpu_visible, run_child, run_forked_child
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("mode", ["grpo", "gspo"])
 def test_three_steps_event_stream(tmp_path, mode):
-    proc, events = run_child(tmp_path, stack="unsloth", mode=mode, quantization="nf4")
+    proc, events = run_forked_child(tmp_path, stack="unsloth", mode=mode, quantization="nf4")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [e["event"] for e in events] == ["started", "step", "step", "step", "finished"]
     started = events[0]
