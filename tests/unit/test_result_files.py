@@ -13,6 +13,7 @@ import pytest
 
 from orchestrator.recording.portable import SCHEMA_KEY, read_rows, write_export
 from orchestrator.recording.sinks import TRIAL_COLUMNS, TrialsTable
+from tests.helpers.cli import answer_block as _line
 from tests.helpers.cli import run_cli
 
 REPO = Path(__file__).parents[2]
@@ -22,18 +23,6 @@ H100 = REPO / "bench" / "data" / "h100-2026-11-26"
 ROWS = ["--set", "num_iterations=2", "--set", "lora_dropout=0.05", "--no-simulate"]
 QUESTION = ["fits", "--model", "Qwen/Qwen2.5-3B-Instruct", "--k", "4", "--b", "2", "--length", "128", *ROWS]
 TRL_KEY = "trl-grpo-rand-qwen2.5-3b-k4-b2-"
-
-
-def _line(text: str, stack: str) -> str:
-    """A stack's answer: its short line, then the details wrapped under it, joined into one line."""
-    lines = text.splitlines()
-    (start,) = [i for i, x in enumerate(lines) if x.startswith("  " + stack + " ")]
-    block = [lines[start]]
-    for line in lines[start + 1 :]:
-        if not line.startswith("    "):
-            break
-        block.append(line)
-    return " ".join(" ".join(block).split())
 
 
 def _h100_rows() -> list[dict]:
