@@ -235,3 +235,19 @@ def _trainable_bytes(spec):
 
     model = _model(spec, torch.bfloat16, True, "meta", "sdpa")
     return [p.numel() * p.element_size() for p in model.parameters() if p.requires_grad]
+
+
+@pytest.mark.parametrize("stack", ["trl", "unsloth", "liger"])
+def test_a_step_answered_from_kept_outputs_is_the_step_with_every_meta_kernel_run(stack, monkeypatch):
+    import dataclasses
+
+    from trainers.simulate import _count
+
+    spec = _spec(stack=stack, quantization="4bit")
+
+    def fields(step):
+        return {k: v for k, v in dataclasses.asdict(step).items() if k not in ("seconds", "simulated")}
+
+    kept = simulate(spec, cache=False)
+    monkeypatch.setattr(_count, "_keepable", lambda func: False)
+    assert fields(simulate(spec, cache=False)) == fields(kept)

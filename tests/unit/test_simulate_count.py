@@ -32,3 +32,54 @@ def test_a_view_is_the_same_storage_and_sizes_round_up_to_the_granule():
         assert counter.live_bytes == GRANULE
         del t, view
     assert counter.live_bytes == 0
+
+
+def _block_twice(keep: bool) -> AllocationCounter:
+    """Two passes of one small block, forward and backward, on meta: the second pass repeats the first's
+    ops on the same shapes. matmul of a 3-D input reshapes through `_unsafe_view`, which returns its
+    input's storage although its schema declares no alias."""
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.SiLU(), torch.nn.Linear(256, 64)).to(
+        "meta"
+    )
+    norm = torch.nn.RMSNorm(64, device="meta")
+    with AllocationCounter(trace=True, keep=keep) as counter:
+        counter.hold(list(block.parameters()) + list(norm.parameters()))
+        for _ in range(2):
+            x = torch.empty(4, 16, 64, device="meta", requires_grad=True)
+            counter.phase("forward")
+            y = norm(block(x) * 2 + x)
+            counter.phase("backward")
+            y.pow(2).mean().backward()
+            del x, y
+    return counter
+
+
+def test_outputs_kept_by_their_inputs_shapes_count_the_same_trace_and_peaks_as_every_op_run():
+    kept, run = _block_twice(keep=True), _block_twice(keep=False)
+    assert kept.reused > 0 and run.reused == 0  # the second pass was answered from the first's outputs
+    assert [e[0] + str(e[2:]) for e in kept.trace] == [e[0] + str(e[2:]) for e in run.trace]
+    assert (kept.peak_bytes, kept.phase_peaks, kept.live_bytes) == (
+        run.peak_bytes,
+        run.phase_peaks,
+        run.live_bytes,
+    )
+
+
+def test_an_op_that_returns_its_inputs_storage_is_never_answered_from_kept_outputs():
+    weight = torch.empty(64, 64, device="meta")
+    with AllocationCounter() as counter:
+        x = torch.empty(4, 16, 64, device="meta")
+        for _ in range(3):
+            y = x @ weight  # mm on a view, then _unsafe_view of the product: one new storage each
+            assert counter.live_bytes == rounded(4 * 16 * 64 * 4) * 2
+            del y
+    assert torch.ops.aten._unsafe_view.default not in counter._kept_ops()
+
+
+def test_real_tensors_are_never_answered_from_kept_outputs():
+    layer = torch.nn.Linear(8, 8)
+    with AllocationCounter() as counter:
+        for _ in range(3):
+            layer(torch.ones(2, 8)).sum().backward()
+    assert counter.reused == 0
