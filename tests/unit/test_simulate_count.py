@@ -83,3 +83,18 @@ def test_real_tensors_are_never_answered_from_kept_outputs():
         for _ in range(3):
             layer(torch.ones(2, 8)).sum().backward()
     assert counter.reused == 0
+
+
+def test_an_op_in_place_is_kept_only_where_it_leaves_its_tensors_view_as_it_was():
+    with AllocationCounter() as counter:
+        x = torch.empty(4, 8, device="meta")
+        for _ in range(3):
+            assert x.mul_(2) is x and x.shape == (4, 8)
+        y = torch.empty(4, 8, device="meta")
+        for _ in range(2):
+            y.t_()  # in place, but the view changes: run each time
+        assert y.shape == (4, 8) and y.stride() == (8, 1)
+        assert counter.live_bytes == 2 * rounded(4 * 8 * 4)
+    assert counter.reused >= 2
+    assert torch.ops.aten.mul_.Tensor in counter._kept_ops()
+    assert torch.ops.aten.t_.default not in counter._kept_ops()

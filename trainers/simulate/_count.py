@@ -12,7 +12,8 @@ FakeTensorMode caches its dispatches), and a later call with the same keeps make
 `empty_strided` in place of running the op's meta kernel (most of them Python: an elementwise `mul`
 costs 0.3 ms through torch._refs; a step runs thousands, most of them repeats, layer after layer). Kept
 only what the kernel was checked to make: new storages, none an input's (`_unsafe_view` declares no alias
-but returns its input's storage), each the size `empty_strided` makes. So the counts, the trace and the
+but returns its input's storage), each the size `empty_strided` makes; or, for an op in place on its first
+argument (`addmm_`, `mul_`), that argument returned as it was (its storage, size and view unchanged). So the counts, the trace and the
 peaks are the same as without it (tests/unit/test_simulate_count.py); a step is about a third cheaper.
 """
 
@@ -26,35 +27,50 @@ from torch.utils._pytree import tree_leaves
 
 GRANULE = 512  # CUDA's caching allocator rounds every block up to a multiple of 512 bytes
 _PLAIN = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)
-# Ops whose outputs may be kept (module docstring), decided once per op from its schema and tags, and
-# withdrawn where a call returned an input's storage.
+# How each op's calls may be kept (module docstring), decided once per op from its schema and tags: NEW
+# (it makes new storages), SELF (it writes into its first argument, in place, and returns it) or None;
+# withdrawn where a call did otherwise. Seeded ops are kept: on meta there are no values to draw.
+NEW, SELF = "new", "self"
 _KEEPABLE: dict = {}
-_NOT_KEPT = (
-    torch.Tag.nondeterministic_seeded,
-    torch.Tag.dynamic_output_shape,
-    torch.Tag.data_dependent_output,
-)
+_NOT_KEPT = (torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output)
 
 
-def _keepable(func) -> bool:
-    known = _KEEPABLE.get(func)
-    if known is None:
+def _keepable(func) -> str | None:
+    known = _KEEPABLE.get(func, False)
+    if known is False:
         schema = func._schema
-        known = (
-            not schema.is_mutable
-            and bool(schema.returns)
-            and all(r.alias_info is None and str(r.type) == "Tensor" for r in schema.returns)
-            and not any(tag in func.tags for tag in _NOT_KEPT)
-        )
+        returns, arguments = schema.returns, schema.arguments
+        known = None
+        if (
+            not returns
+            or any(str(r.type) != "Tensor" for r in returns)
+            or any(t in func.tags for t in _NOT_KEPT)
+        ):
+            pass
+        elif not schema.is_mutable and all(r.alias_info is None for r in returns):
+            known = NEW
+        elif (
+            len(returns) == 1
+            and returns[0].alias_info is not None
+            and returns[0].alias_info.is_write
+            and arguments[0].alias_info is not None
+            and arguments[0].alias_info.is_write
+            and all(a.alias_info is None for a in arguments[1:])
+        ):
+            known = SELF
         _KEEPABLE[func] = known
     return known
 
 
 def _described(value):
     """What an op's output can depend on, on meta, hashable; TypeError for anything else (a tensor not on
-    meta or not strided, a subclass, an object): that call is run, not kept."""
+    meta or not strided, a subclass other than a parameter, an object): that call is run, not kept."""
     if isinstance(value, torch.Tensor):
-        if type(value) is not torch.Tensor or not value.is_meta or value.layout != torch.strided:
+        if (
+            not (type(value) is torch.Tensor or isinstance(value, torch.nn.Parameter))
+            or not value.is_meta
+            or value.layout != torch.strided
+        ):
             raise TypeError
         return (tuple(value.shape), value.stride(), value.dtype, value.storage_offset())
     if isinstance(value, _PLAIN):
@@ -66,6 +82,13 @@ def _described(value):
 
 def _storage(t: torch.Tensor) -> int:
     return t.untyped_storage()._cdata
+
+
+def _layout(t) -> tuple | None:
+    """What an op in place must leave as it was to be kept: its storage, that storage's size, the view."""
+    if not isinstance(t, torch.Tensor):
+        return None
+    return (_storage(t), t.untyped_storage().nbytes(), tuple(t.shape), t.stride(), t.storage_offset())
 
 
 def rounded(nbytes: int) -> int:
@@ -130,6 +153,9 @@ class AllocationCounter(TorchDispatchMode):
         made = self._kept.get(key) if key is not None else None
         if made is not None:
             self.reused += 1
+            if made == SELF:  # written in place: nothing made, the same tensor returned
+                self._track(args[0])
+                return args[0]
             outs = [
                 torch.empty_strided(shape, stride, dtype=dtype, device="meta")
                 for shape, stride, dtype in made
@@ -137,11 +163,15 @@ class AllocationCounter(TorchDispatchMode):
             for t in outs:
                 self._track(t)
             return outs[0] if len(outs) == 1 else tuple(outs)
+        before = _layout(args[0]) if key is not None and _keepable(func) == SELF else None
         out = func(*args, **kwargs)
         for t in tree_leaves(out):
             if isinstance(t, torch.Tensor) and t.layout == torch.strided:
                 self._track(t)
-        if key is not None:
+        if before is not None:
+            if out is args[0] and _layout(out) == before:
+                self._kept[key] = SELF
+        elif key is not None:
             self._keep(key, func, args, kwargs, out)
         return out
 
@@ -166,7 +196,7 @@ class AllocationCounter(TorchDispatchMode):
             return
         inputs = {_storage(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
         if any(_storage(t) in inputs for t in outs):
-            _KEEPABLE[func] = False  # an alias its schema does not declare: never kept
+            _KEEPABLE[func] = None  # an alias its schema does not declare: never kept
             return
         made = tuple((tuple(t.shape), t.stride(), t.dtype) for t in outs)
         fresh = [

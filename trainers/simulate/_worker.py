@@ -1,6 +1,6 @@
 """The simulation worker that trainers/simulate/_pool.py starts (`python -m trainers.simulate._worker N`):
 it imports what every stack's simulated step runs once, reads the jobs on stdin, forks a child per step,
-N at a time, and writes each answer as a line (_pool.py's docstring). It imports trainers.simulate, which
+N at a time (the last N start at once), and writes each answer as a line (_pool.py's docstring). It imports trainers.simulate, which
 imports only _pool.py's asking side, so the imports run one way."""
 
 from __future__ import annotations
@@ -76,7 +76,10 @@ def main() -> None:
 
     try:
         for index, job in enumerate(jobs):
-            while len(running) >= count:
+            # N at a time, but the last N (or fewer) start together with those running: were each to wait
+            # for a free CPU, the last to start would run alone on one while the others stood idle (3
+            # steps on 2 CPUs: one CPU idle for a whole step); sharing the CPUs, they end together.
+            while len(running) >= count and len(jobs) - index > count:
                 reap()
             path = os.path.join(folder, f"{index}.json")
             sys.stderr.flush()
