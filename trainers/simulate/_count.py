@@ -8,13 +8,15 @@ it: `hold(tensors)` adds them, once, so the peak counts them as a GPU's allocate
 
 On meta an op's outputs are a function of its inputs' shapes, strides and dtypes and its other
 arguments, nothing else: the counter keeps each new storage-making op's outputs by those (as torch's
-FakeTensorMode caches its dispatches), and a later call with the same keeps makes them again with
+FakeTensorMode caches its dispatches), and a later call with the same makes them again with
 `empty_strided` in place of running the op's meta kernel (most of them Python: an elementwise `mul`
-costs 0.3 ms through torch._refs; a step runs thousands, most of them repeats, layer after layer). Kept
-only what the kernel was checked to make: new storages, none an input's (`_unsafe_view` declares no alias
-but returns its input's storage), each the size `empty_strided` makes; or, for an op in place on its first
-argument (`addmm_`, `mul_`), that argument returned as it was (its storage, size and view unchanged). So the counts, the trace and the
-peaks are the same as without it (tests/unit/test_simulate_count.py); a step is about a third cheaper.
+costs 0.3 ms through torch._refs; a step runs thousands, most of them repeats, layer after layer).
+Kept only what the kernel was checked to make: new storages, none an input's (`_unsafe_view` declares
+no alias but returns its input's storage), each the size `empty_strided` makes; or, for an op in place
+on its first argument alone (`addmm_`, `mul_`; not those that move a tensor's view or storage: `t_`,
+`set_`, `resize_`), that argument returned as it was. So the counts, the trace and the peaks are the
+same as with every kernel run (tests/unit/test_simulate_count.py, tests/integration/test_simulated_step.py);
+a step costs about half the CPU (docs/benchmarks.md, "First answers").
 """
 
 from __future__ import annotations
@@ -32,7 +34,10 @@ _PLAIN = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.la
 # withdrawn where a call did otherwise. Seeded ops are kept: on meta there are no values to draw.
 NEW, SELF = "new", "self"
 _KEEPABLE: dict = {}
-_NOT_KEPT = (torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output)
+_NOT_KEPT = (torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output, torch.Tag.inplace_view)
+# In place, but what they write is the tensor's storage or view, which a call that left it as it was
+# does not show another would leave too (set_ to another tensor's storage of the same shape).
+_RESTORAGE = ("aten::set_", "aten::resize_", "aten::resize_as_", "aten::swap_", "aten::_set_")
 
 
 def _keepable(func) -> str | None:
@@ -45,6 +50,7 @@ def _keepable(func) -> str | None:
             not returns
             or any(str(r.type) != "Tensor" for r in returns)
             or any(t in func.tags for t in _NOT_KEPT)
+            or schema.name.startswith(_RESTORAGE)
         ):
             pass
         elif not schema.is_mutable and all(r.alias_info is None for r in returns):

@@ -1,7 +1,7 @@
 """The simulation worker that trainers/simulate/_pool.py starts (`python -m trainers.simulate._worker N`):
 it imports what every stack's simulated step runs once, reads the jobs on stdin, forks a child per step,
-N at a time (the last N start at once), and writes each answer as a line (_pool.py's docstring). It imports trainers.simulate, which
-imports only _pool.py's asking side, so the imports run one way."""
+N at a time (the last N at once), and writes each answer as a line (_pool.py's docstring). It imports
+trainers.simulate, which imports only _pool.py's asking side, so the imports run one way."""
 
 from __future__ import annotations
 
